@@ -1,0 +1,144 @@
+// tessera run: generate text from a prompt on this machine.
+#include "apps/commands.h"
+#include "engine/generation.h"
+#include "model/llama_model.h"
+#include "model/local_decoder.h"
+#include "model/tokenizer.h"
+#include "model/vocab.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+struct RunOptions {
+    std::string model;
+    std::string prompt;
+    std::string prompt_file;
+    int n_predict = -1;
+    int n_ctx = 0;
+    int n_threads = 0;
+    SamplerParams sampler;
+    int64_t seed = -1;
+    std::string cache_type = "f16";
+    bool json = false;
+};
+
+// llama.cpp's cap on the default context: a model's training context can be
+// far larger than what a small node should reserve for its KV cache.
+constexpr int kDefaultContextCap = 4096;
+
+void run(const RunOptions& o) {
+    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
+    std::string prompt = o.prompt;
+    if (!o.prompt_file.empty()) {
+        std::ifstream in(o.prompt_file, std::ios::binary);
+        if (!in) throw make_error("{}: cannot read the prompt file", o.prompt_file);
+        std::ostringstream text;
+        text << in.rdbuf();
+        prompt = text.str();
+    }
+    const auto kv_type = parse_quant_type(o.cache_type);
+    if (!kv_type || (*kv_type != QuantType::F32 && *kv_type != QuantType::F16)) {
+        throw make_error("--cache-type must be f32 or f16 (got '{}')", o.cache_type);
+    }
+    const int n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+    const LlamaModel model(model_path);
+    const ModelHParams& hp = model.hparams();
+    const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, kDefaultContextCap);
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
+    if (tokenizer->vocab().size() != hp.n_vocab) {
+        throw make_error("{}: the tokenizer has {} tokens but the embedding has {}", model_path,
+                         tokenizer->vocab().size(), hp.n_vocab);
+    }
+    const std::vector<int32_t> prompt_tokens = tokenize_prompt(*tokenizer, prompt, n_ctx);
+
+    ForwardConfig config;
+    config.n_ctx = n_ctx;
+    config.kv_type = *kv_type;
+    LocalDecoder decoder(model, config, n_threads);
+
+    GenerationParams params;
+    params.n_predict = o.n_predict;
+    params.sampler = o.sampler;
+    params.sampler.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+
+    if (!o.json) {
+        std::fputs(prompt.c_str(), stdout);
+        std::fflush(stdout);
+    }
+    const GenerationResult result = generate(decoder, *tokenizer, prompt_tokens, params, [&](const std::string& piece) {
+        if (o.json) return;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+    });
+
+    const double prompt_tps = result.prompt_seconds > 0 ? result.prompt_tokens.size() / result.prompt_seconds : 0.0;
+    const double gen_tps = result.generation_seconds > 0 ? result.tokens.size() / result.generation_seconds : 0.0;
+    if (o.json) {
+        nlohmann::json j;
+        j["model"] = model_path;
+        j["fingerprint"] = model.file().fingerprint_hex();
+        j["prompt_ids"] = result.prompt_tokens;
+        j["prompt_tokens"] = result.prompt_tokens.size();
+        j["tokens"] = result.tokens;
+        j["text"] = result.text;
+        j["stop_reason"] = result.stop_reason;
+        j["seed"] = params.sampler.seed;
+        j["threads"] = n_threads;
+        j["n_ctx"] = n_ctx;
+        j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
+                        {"prompt_tokens_per_second", prompt_tps},
+                        {"generation_ms", result.generation_seconds * 1e3},
+                        {"generated_tokens", result.tokens.size()},
+                        {"generation_tokens_per_second", gen_tps}};
+        const std::string out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        std::printf("%s\n", out.c_str());
+    } else {
+        std::printf("\n");
+        std::fprintf(stderr, "\nprompt:     %5zu tokens in %9.2f ms (%10.2f tokens/s)\n", result.prompt_tokens.size(),
+                     result.prompt_seconds * 1e3, prompt_tps);
+        std::fprintf(stderr, "generation: %5zu tokens in %9.2f ms (%10.2f tokens/s), stopped by %s\n",
+                     result.tokens.size(), result.generation_seconds * 1e3, gen_tps, result.stop_reason.c_str());
+    }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+    auto o = std::make_shared<RunOptions>();
+    CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt on this machine");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
+    cmd->add_option("-p,--prompt", o->prompt, "Prompt text (empty: start from BOS)");
+    cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until end of text or a full context)")
+        ->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
+        ->capture_default_str();
+    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
+    cmd->add_option("--temp", o->sampler.temperature, "Temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--top-k", o->sampler.top_k, "Top-k sampling (0: off)")->capture_default_str();
+    cmd->add_option("--top-p", o->sampler.top_p, "Top-p (nucleus) sampling (1: off)")->capture_default_str();
+    cmd->add_option("--min-p", o->sampler.min_p, "Min-p sampling (0: off)")->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repetition penalty (1: off)")
+        ->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "Tokens the repetition penalty looks back over")
+        ->capture_default_str();
+    cmd->add_option("-s,--seed", o->seed, "Sampling seed (-1: random)")->capture_default_str();
+    cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");
+    cmd->callback([o] { run(*o); });
+}
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// The generation loop: evaluate the prompt, then sample, stream and feed back
+// one token at a time until the token budget, an end-of-sequence token or
+// the end of the context.
+#pragma once
+
+#include "engine/sampler.h"
+#include "model/decoder.h"
+#include "model/tokenizer.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct GenerationParams {
+    int n_predict = -1;  // < 0: until end of sequence or a full context
+    SamplerParams sampler;
+    bool stop_at_eos = true;
+};
+
+struct GenerationResult {
+    std::vector<int32_t> prompt_tokens;
+    std::vector<int32_t> tokens;  // generated ids (an end-of-sequence id included if one was sampled)
+    std::string text;             // generated text
+    std::string stop_reason;      // "length", "eos" or "context"
+    double prompt_seconds = 0.0;
+    double generation_seconds = 0.0;  // from the first to the last generated token
+};
+
+// Tokenizes a prompt (with BOS when the vocabulary wants one) and checks it
+// fits the context, with an Error that gives both numbers when it does not.
+std::vector<int32_t> tokenize_prompt(const Tokenizer& tokenizer, const std::string& prompt, int n_ctx);
+
+// Runs the loop. on_text receives each piece of text as soon as it is
+// complete UTF-8 (it may be empty).
+GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt_tokens,
+                          const GenerationParams& params, const std::function<void(const std::string&)>& on_text = {});
+
+}  // namespace tessera

@@ -1,0 +1,101 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessera {
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+
+void Sampler::accept(int32_t token) {
+    if (params_.repeat_last_n <= 0) return;
+    recent_.push_back(token);
+    while (recent_.size() > static_cast<size_t>(params_.repeat_last_n)) recent_.pop_front();
+}
+
+int32_t Sampler::argmax(const float* logits, int32_t n_vocab) {
+    int32_t best = 0;
+    float best_value = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        if (logits[i] > best_value) {  // false for NaN, so NaN never wins
+            best_value = logits[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+    const float* x = logits;
+    if (params_.repeat_penalty != 1.0f && !recent_.empty()) {
+        penalized_.assign(logits, logits + n_vocab);
+        // Each distinct recent token is penalized once, as in llama.cpp.
+        std::vector<int32_t> seen(recent_.begin(), recent_.end());
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        for (int32_t t : seen) {
+            if (t < 0 || t >= n_vocab) continue;
+            float& l = penalized_[static_cast<size_t>(t)];
+            l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+        }
+        x = penalized_.data();
+    }
+    if (params_.temperature <= 0.0f) return argmax(x, n_vocab);
+
+    candidates_.clear();
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        if (!std::isnan(x[i])) candidates_.push_back({i, x[i], 0.0f});
+    }
+    if (candidates_.empty()) return 0;
+    auto by_logit = [](const Candidate& a, const Candidate& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    };
+    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
+        std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit);
+        candidates_.resize(static_cast<size_t>(params_.top_k));
+    } else {
+        std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    }
+
+    auto normalize = [&](float temperature) {
+        const float max = candidates_.front().logit;
+        double sum = 0.0;
+        for (auto& c : candidates_) {
+            c.p = std::exp((c.logit - max) / temperature);
+            sum += c.p;
+        }
+        for (auto& c : candidates_) c.p = static_cast<float>(c.p / sum);
+    };
+
+    normalize(1.0f);
+    if (params_.top_p < 1.0f) {
+        double cumulative = 0.0;
+        size_t keep = candidates_.size();
+        for (size_t i = 0; i < candidates_.size(); ++i) {
+            cumulative += candidates_[i].p;
+            if (cumulative >= params_.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        candidates_.resize(keep);
+    }
+    if (params_.min_p > 0.0f) {
+        const float threshold = candidates_.front().p * params_.min_p;
+        size_t keep = 1;
+        while (keep < candidates_.size() && candidates_[keep].p >= threshold) ++keep;
+        candidates_.resize(keep);
+    }
+
+    normalize(params_.temperature);
+    const float r = rng_.next_float();
+    float cumulative = 0.0f;
+    for (const auto& c : candidates_) {
+        cumulative += c.p;
+        if (r < cumulative) return c.id;
+    }
+    return candidates_.back().id;
+}
+
+}  // namespace tessera

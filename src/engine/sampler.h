@@ -1,0 +1,52 @@
+// Picks the next token from logits. The chain follows llama.cpp's default
+// order: repetition penalty, top-k, top-p, min-p, temperature, then a draw.
+// Temperature <= 0 is greedy (argmax after the penalty). The same seed gives
+// the same sequence of draws on every platform.
+#pragma once
+
+#include "util/rng.h"
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace tessera {
+
+struct SamplerParams {
+    float temperature = 0.8f;
+    int top_k = 40;           // <= 0: off
+    float top_p = 0.95f;      // >= 1: off
+    float min_p = 0.05f;      // <= 0: off
+    float repeat_penalty = 1.0f;  // 1: off
+    int repeat_last_n = 64;
+    uint64_t seed = 0;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams& params);
+
+    // Chooses a token from n_vocab logits (which are not modified).
+    int32_t sample(const float* logits, int32_t n_vocab);
+
+    // Records a token of the context (prompt or generated) for the repetition penalty.
+    void accept(int32_t token);
+
+    // Index of the largest logit; NaN logits never win.
+    static int32_t argmax(const float* logits, int32_t n_vocab);
+
+private:
+    struct Candidate {
+        int32_t id;
+        float logit;
+        float p;
+    };
+
+    SamplerParams params_;
+    Rng rng_;
+    std::deque<int32_t> recent_;
+    std::vector<Candidate> candidates_;
+    std::vector<float> penalized_;
+};
+
+}  // namespace tessera

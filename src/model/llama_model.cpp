@@ -1,0 +1,94 @@
+#include "model/llama_model.h"
+
+#include "ops/quant_traits.h"
+#include "util/error.h"
+
+namespace tessera {
+
+namespace {
+
+const GgufTensorInfo& require_tensor(const GgufFile& file, const std::string& name, int64_t ne0, int64_t ne1) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    if (t == nullptr) throw make_error("{}: tensor '{}' is missing", file.path(), name);
+    const bool is_vector = ne1 == 0;
+    const bool shape_ok = is_vector ? (t->n_dims == 1 && t->ne[0] == ne0)
+                                    : (t->n_dims == 2 && t->ne[0] == ne0 && t->ne[1] == ne1);
+    if (!shape_ok) {
+        throw make_error("{}: tensor '{}' has shape [{}, {}], expected [{}, {}]", file.path(), name, t->ne[0],
+                         t->n_dims > 1 ? t->ne[1] : 1, ne0, is_vector ? 1 : ne1);
+    }
+    return *t;
+}
+
+Matrix matrix_view(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows) {
+    const GgufTensorInfo& t = require_tensor(file, name, cols, rows);
+    require_compute_traits(t.type, name.c_str());
+    Matrix m;
+    m.type = t.type;
+    m.cols = cols;
+    m.rows = rows;
+    m.row_bytes = quant_row_bytes(t.type, cols);
+    m.data = t.data;
+    return m;
+}
+
+std::vector<float> vector_copy(const GgufFile& file, const std::string& name, int64_t n) {
+    const GgufTensorInfo& t = require_tensor(file, name, n, 0);
+    const QuantTraits& traits = require_compute_traits(t.type, name.c_str());
+    std::vector<float> v(static_cast<size_t>(n));
+    traits.to_float(t.data, v.data(), n);
+    return v;
+}
+
+// A slice of a matrix's columns must start and end on its type's blocks.
+void check_column_range(const Matrix& m, const std::string& name, int64_t begin, int64_t end) {
+    const int64_t block = layout_of(m.type).block_size;
+    if (begin % block != 0 || (end % block != 0 && end != m.cols)) {
+        throw make_error("tensor '{}' ({}) cannot be split at columns [{}, {}): splits must fall on {}-element blocks",
+                         name, quant_type_name(m.type), begin, end, block);
+    }
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const std::string& path) : file_(std::make_unique<GgufFile>(path)), hparams_(read_hparams(*file_)) {}
+
+SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice) {
+    const GgufFile& file = model.file();
+    const ModelHParams& hp = model.hparams();
+    validate_slice(slice, hp);
+    SliceWeights w;
+    w.slice = slice;
+    const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+    if (slice.embeds) w.token_embd = matrix_view(file, "token_embd.weight", hp.n_embd, hp.n_vocab);
+    if (slice.outputs) {
+        w.output_norm = vector_copy(file, "output_norm.weight", hp.n_embd);
+        w.output = file.find_tensor("output.weight") != nullptr
+                       ? matrix_view(file, "output.weight", hp.n_embd, hp.n_vocab)
+                       : matrix_view(file, "token_embd.weight", hp.n_embd, hp.n_vocab);
+    }
+    if (file.find_tensor("rope_freqs.weight") != nullptr) {
+        w.rope_freqs = vector_copy(file, "rope_freqs.weight", hp.n_rot / 2);
+    }
+    for (int32_t l = slice.layer_begin; l < slice.layer_end; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        LayerWeights lw;
+        lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
+        lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
+        lw.wq = matrix_view(file, p + "attn_q.weight", hp.n_embd, q_dim);
+        lw.wk = matrix_view(file, p + "attn_k.weight", hp.n_embd, hp.kv_dim());
+        lw.wv = matrix_view(file, p + "attn_v.weight", hp.n_embd, hp.kv_dim());
+        lw.wo = matrix_view(file, p + "attn_output.weight", q_dim, hp.n_embd);
+        lw.w_gate = matrix_view(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
+        lw.w_up = matrix_view(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff);
+        lw.w_down = matrix_view(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+        const int64_t q_begin = static_cast<int64_t>(slice.kv_head_begin) * hp.q_per_kv() * hp.head_dim;
+        const int64_t q_end = static_cast<int64_t>(slice.kv_head_end) * hp.q_per_kv() * hp.head_dim;
+        check_column_range(lw.wo, p + "attn_output.weight", q_begin, q_end);
+        check_column_range(lw.w_down, p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end);
+        w.layers.push_back(std::move(lw));
+    }
+    return w;
+}
+
+}  // namespace tessera

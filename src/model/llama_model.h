@@ -1,0 +1,59 @@
+// A Llama-family GGUF model opened for inference: the mapped file, its
+// hyper-parameters and fingerprint. Weights are not touched here; a process
+// takes views of the tensors of its own slice with load_slice_weights.
+#pragma once
+
+#include "model/gguf_file.h"
+#include "model/hparams.h"
+#include "model/slice.h"
+#include "ops/matrix.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct LayerWeights {
+    std::vector<float> attn_norm;
+    std::vector<float> ffn_norm;
+    Matrix wq;      // [n_head * head_dim rows, n_embd cols]
+    Matrix wk;      // [n_head_kv * head_dim rows, n_embd cols]
+    Matrix wv;      // [n_head_kv * head_dim rows, n_embd cols]
+    Matrix wo;      // [n_embd rows, n_head * head_dim cols]
+    Matrix w_gate;  // [n_ff rows, n_embd cols]
+    Matrix w_up;    // [n_ff rows, n_embd cols]
+    Matrix w_down;  // [n_embd rows, n_ff cols]
+};
+
+// Views of the tensors one slice uses, indexed by the slice's own layers
+// (layers[0] is layer slice.layer_begin).
+struct SliceWeights {
+    Slice slice;
+    Matrix token_embd;  // set when slice.embeds
+    Matrix output;      // set when slice.outputs (token_embd when tied)
+    std::vector<float> output_norm;
+    std::vector<float> rope_freqs;  // per-pair RoPE frequency factors, empty if none
+    std::vector<LayerWeights> layers;
+};
+
+class LlamaModel {
+public:
+    // Opens and validates the file's header and hyper-parameters.
+    explicit LlamaModel(const std::string& path);
+
+    const GgufFile& file() const { return *file_; }
+    const ModelHParams& hparams() const { return hparams_; }
+    const std::string& path() const { return file_->path(); }
+
+private:
+    std::unique_ptr<GgufFile> file_;
+    ModelHParams hparams_;
+};
+
+// Takes views of every tensor the slice needs, checking each one's presence,
+// shape and type; a mismatch is an Error naming the tensor. Also checks that
+// the slice's column ranges fall on quantization block boundaries.
+SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice);
+
+}  // namespace tessera

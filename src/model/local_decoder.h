@@ -1,0 +1,30 @@
+// The single-process driver: one slice holding the whole model, partials
+// added straight into the residual (no synchronization to pay for).
+#pragma once
+
+#include "model/decoder.h"
+#include "model/slice_forward.h"
+#include "util/thread_pool.h"
+
+#include <memory>
+#include <vector>
+
+namespace tessera {
+
+class LocalDecoder : public Decoder {
+public:
+    LocalDecoder(const LlamaModel& model, const ForwardConfig& config, int n_threads);
+
+    const ModelHParams& hparams() const override { return forward_.hparams(); }
+    int n_ctx() const override { return forward_.n_ctx(); }
+    const float* eval(std::span<const int32_t> tokens, int pos) override;
+
+    const SliceForward& forward() const { return forward_; }
+
+private:
+    ThreadPool pool_;
+    SliceForward forward_;
+    std::vector<float> x_, h_, partial_, logits_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,195 @@
+#include "model/random_model.h"
+
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "ops/quant_blocks.h"
+#include "util/error.h"
+#include "util/fp16.h"
+#include "util/rng.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+// llama.cpp's general.file_type for a model whose weights are mostly `type`.
+uint32_t file_type_of(QuantType type) {
+    switch (type) {
+        case QuantType::F32: return 0;
+        case QuantType::F16: return 1;
+        case QuantType::Q4_0: return 2;
+        case QuantType::Q8_0: return 7;
+        default: throw make_error("gen-model cannot write {} weights (use F32, F16, Q8_0 or Q4_0)", quant_type_name(type));
+    }
+}
+
+// Fills n_bytes of `type` with values of standard deviation `stddev`, drawing
+// quantized codes directly (uniform codes, a fixed block scale) instead of
+// quantizing floats: a 1B-parameter file is then written in seconds.
+void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint64_t n_bytes) {
+    Rng rng(seed);
+    auto random_bytes = [&](uint8_t* p, uint64_t n) {
+        uint64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const uint64_t r = rng.next_u64();
+            std::memcpy(p + i, &r, 8);
+        }
+        if (i < n) {
+            const uint64_t r = rng.next_u64();
+            std::memcpy(p + i, &r, n - i);
+        }
+    };
+    switch (type) {
+        case QuantType::F32: {
+            // Uniform in [-a, a] has standard deviation a / sqrt(3).
+            const float a = stddev * std::sqrt(3.0f);
+            float* f = reinterpret_cast<float*>(dst);
+            for (uint64_t i = 0; i < n_bytes / 4; ++i) f[i] = (2.0f * rng.next_float() - 1.0f) * a;
+            break;
+        }
+        case QuantType::F16: {
+            const float a = stddev * std::sqrt(3.0f);
+            uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+            for (uint64_t i = 0; i < n_bytes / 2; ++i) h[i] = fp32_to_fp16((2.0f * rng.next_float() - 1.0f) * a);
+            break;
+        }
+        case QuantType::Q8_0: {
+            // Codes uniform in [-127, 127] have standard deviation ~73.3.
+            const uint16_t d = fp32_to_fp16(stddev / 73.3f);
+            auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
+            for (uint64_t b = 0; b < n_bytes / sizeof(BlockQ8_0); ++b) {
+                blocks[b].d = d;
+                random_bytes(reinterpret_cast<uint8_t*>(blocks[b].qs), sizeof blocks[b].qs);
+                for (int8_t& q : blocks[b].qs) {
+                    if (q == -128) q = -127;
+                }
+            }
+            break;
+        }
+        case QuantType::Q4_0: {
+            // Codes uniform in [0, 15] minus 8 have standard deviation ~4.61.
+            const uint16_t d = fp32_to_fp16(stddev / 4.61f);
+            auto* blocks = reinterpret_cast<BlockQ4_0*>(dst);
+            for (uint64_t b = 0; b < n_bytes / sizeof(BlockQ4_0); ++b) {
+                blocks[b].d = d;
+                random_bytes(blocks[b].qs, sizeof blocks[b].qs);
+            }
+            break;
+        }
+        default: throw make_error("gen-model cannot write {} weights", quant_type_name(type));
+    }
+}
+
+void set_synthetic_vocab(GgufWriter& writer, int32_t n_vocab) {
+    // A SentencePiece-shaped vocabulary: unk, bos, eos, the 256 byte tokens,
+    // then filler pieces. Any text encodes (through byte fallback).
+    if (n_vocab < 259) throw make_error("a synthetic vocabulary needs at least 259 tokens (got {})", n_vocab);
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+        tokens.push_back(fmt::format("<0x{:02X}>", b));
+        types.push_back(6);
+    }
+    for (int32_t i = static_cast<int32_t>(tokens.size()); i < n_vocab; ++i) {
+        tokens.push_back(fmt::format("\xe2\x96\x81t{}", i));
+        types.push_back(1);
+    }
+    std::vector<float> scores(tokens.size());
+    for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+    writer.set_string("tokenizer.ggml.model", "llama");
+    writer.set_string_array("tokenizer.ggml.tokens", tokens);
+    writer.set_f32_array("tokenizer.ggml.scores", scores);
+    writer.set_i32_array("tokenizer.ggml.token_type", types);
+    writer.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    writer.set_u32("tokenizer.ggml.bos_token_id", 1);
+    writer.set_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
+}  // namespace
+
+void write_random_model(const RandomModelSpec& spec, const std::string& path,
+                        const std::function<void(size_t, size_t)>& progress) {
+    const uint32_t file_type = file_type_of(spec.type);
+    if (spec.n_embd <= 0 || spec.n_layer <= 0 || spec.n_head <= 0 || spec.n_head_kv <= 0 || spec.n_ff <= 0 ||
+        spec.n_ctx <= 0) {
+        throw make_error("gen-model: every dimension must be positive");
+    }
+    if (spec.n_embd % spec.n_head != 0) {
+        throw make_error("gen-model: --dim {} is not a multiple of --heads {}", spec.n_embd, spec.n_head);
+    }
+    if (spec.n_head % spec.n_head_kv != 0) {
+        throw make_error("gen-model: --heads {} is not a multiple of --kv-heads {}", spec.n_head, spec.n_head_kv);
+    }
+    const int32_t head_dim = spec.n_embd / spec.n_head;
+    const int64_t block = layout_of(spec.type).block_size;
+    if (spec.n_embd % block != 0 || spec.n_ff % block != 0 || (static_cast<int64_t>(head_dim) * spec.n_head) % block != 0) {
+        throw make_error("gen-model: {} needs --dim and --ffn to be multiples of {}", quant_type_name(spec.type), block);
+    }
+
+    GgufWriter writer;
+    writer.set_string("general.architecture", "llama");
+    writer.set_string("general.name", fmt::format("tessera-random-{}x{}-{}", spec.n_layer, spec.n_embd,
+                                                  quant_type_name(spec.type)));
+    writer.set_u32("general.file_type", file_type);
+    writer.set_u64("tessera.random_seed", spec.seed);
+    writer.set_u32("llama.context_length", static_cast<uint32_t>(spec.n_ctx));
+    writer.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.n_embd));
+    writer.set_u32("llama.block_count", static_cast<uint32_t>(spec.n_layer));
+    writer.set_u32("llama.feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+    writer.set_u32("llama.attention.head_count", static_cast<uint32_t>(spec.n_head));
+    writer.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
+    writer.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+    writer.set_f32("llama.rope.freq_base", spec.rope_freq_base);
+    writer.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+
+    int64_t n_vocab = spec.n_vocab;
+    if (!spec.vocab_from.empty()) {
+        const GgufFile vocab_file(spec.vocab_from);
+        const GgufValue* tokens = vocab_file.find_array("tokenizer.ggml.tokens", GgufValueType::String);
+        if (tokens == nullptr) throw make_error("{}: has no tokenizer.ggml.tokens to copy", spec.vocab_from);
+        n_vocab = static_cast<int64_t>(tokens->count);
+        for (const auto& kv : vocab_file.metadata()) {
+            if (kv.key.rfind("tokenizer.", 0) == 0) writer.set_value(kv.key, kv.value);
+        }
+    } else {
+        set_synthetic_vocab(writer, spec.n_vocab);
+    }
+
+    const int64_t d = spec.n_embd;
+    const int64_t q_dim = static_cast<int64_t>(head_dim) * spec.n_head;
+    const int64_t kv_dim = static_cast<int64_t>(head_dim) * spec.n_head_kv;
+    uint64_t tensor_seed = spec.seed * 0x100000001b3ull;
+    auto add_matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
+        const uint64_t seed = ++tensor_seed;
+        const float stddev = 1.0f / std::sqrt(static_cast<float>(cols));
+        const QuantType type = spec.type;
+        writer.add_tensor(name, type, {cols, rows},
+                          [type, stddev, seed](uint8_t* dst, uint64_t n) { fill_random(type, stddev, seed, dst, n); });
+    };
+    auto add_norm = [&](const std::string& name) {
+        writer.add_tensor(name, QuantType::F32, {d}, [](uint8_t* dst, uint64_t n) {
+            float* f = reinterpret_cast<float*>(dst);
+            for (uint64_t i = 0; i < n / 4; ++i) f[i] = 1.0f;
+        });
+    };
+    add_matrix("token_embd.weight", d, n_vocab);
+    for (int32_t l = 0; l < spec.n_layer; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        add_norm(p + "attn_norm.weight");
+        add_matrix(p + "attn_q.weight", d, q_dim);
+        add_matrix(p + "attn_k.weight", d, kv_dim);
+        add_matrix(p + "attn_v.weight", d, kv_dim);
+        add_matrix(p + "attn_output.weight", q_dim, d);
+        add_norm(p + "ffn_norm.weight");
+        add_matrix(p + "ffn_gate.weight", d, spec.n_ff);
+        add_matrix(p + "ffn_up.weight", d, spec.n_ff);
+        add_matrix(p + "ffn_down.weight", spec.n_ff, d);
+    }
+    add_norm("output_norm.weight");
+    add_matrix("output.weight", d, n_vocab);
+    writer.write(path, progress);
+}
+
+}  // namespace tessera

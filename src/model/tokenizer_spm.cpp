@@ -1,0 +1,224 @@
+#include "model/tokenizer_spm.h"
+
+#include "util/error.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <queue>
+#include <unordered_map>
+
+namespace tessera {
+
+namespace {
+
+// U+2581 LOWER ONE EIGHTH BLOCK: SentencePiece's stand-in for a space.
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
+
+// Bytes in the UTF-8 character that starts with `lead`, judged from the lead
+// byte alone. A stray continuation byte counts as a character of its own, so
+// invalid input still splits into symbols instead of failing.
+size_t utf8_length(uint8_t lead) {
+    if (lead < 0xC0) return 1;
+    if (lead < 0xE0) return 2;
+    if (lead < 0xF0) return 3;
+    return 4;
+}
+
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(text.size());
+    size_t at = 0;
+    while (true) {
+        const size_t hit = text.find(from, at);
+        if (hit == std::string_view::npos) break;
+        out.append(text.substr(at, hit - at));
+        out.append(to);
+        at = hit + from.size();
+    }
+    out.append(text.substr(at));
+    return out;
+}
+
+// A piece of the text during merging, in a doubly linked list over the
+// initial characters; a merged-away symbol keeps n == 0.
+struct Symbol {
+    int prev;
+    int next;
+    size_t offset;
+    size_t n;
+};
+
+// A candidate merge of two adjacent symbols. `size` is the merged length when
+// the candidate was made: if either side has changed since, it is stale.
+struct Bigram {
+    int left;
+    int right;
+    float score;
+    size_t size;
+};
+
+// Highest score first; among equal scores the leftmost pair, which makes the
+// result independent of the queue's internal order.
+struct BigramOrder {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+};
+
+// One call's merging state: the symbols, the queue and, for each merged
+// text, where it was split, so a piece can be taken apart again.
+class SpmMerger {
+public:
+    SpmMerger(const std::string& text, const std::function<int32_t(const std::string&)>& id_of,
+              const std::function<float(int32_t)>& score_of)
+        : text_(text), id_of_(id_of), score_of_(score_of) {}
+
+    // Splits into characters and merges until no adjacent pair is a token.
+    // Returns the final pieces, left to right.
+    std::vector<std::string_view> run() {
+        for (size_t at = 0; at < text_.size();) {
+            const size_t n = std::min(utf8_length(static_cast<uint8_t>(text_[at])), text_.size() - at);
+            const int index = static_cast<int>(symbols_.size());
+            symbols_.push_back({index - 1, index + 1, at, n});
+            at += n;
+        }
+        if (symbols_.empty()) return {};
+        symbols_.back().next = -1;
+        for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add(i - 1, i);
+
+        while (!queue_.empty()) {
+            const Bigram b = queue_.top();
+            queue_.pop();
+            Symbol& left = symbols_[static_cast<size_t>(b.left)];
+            Symbol& right = symbols_[static_cast<size_t>(b.right)];
+            if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
+            left.n += right.n;
+            right.n = 0;
+            left.next = right.next;
+            if (right.next >= 0) symbols_[static_cast<size_t>(right.next)].prev = b.left;
+            try_add(left.prev, b.left);
+            try_add(b.left, left.next);
+        }
+
+        std::vector<std::string_view> pieces;
+        for (int i = 0; i >= 0; i = symbols_[static_cast<size_t>(i)].next) {
+            const Symbol& s = symbols_[static_cast<size_t>(i)];
+            pieces.push_back(std::string_view(text_).substr(s.offset, s.n));
+        }
+        return pieces;
+    }
+
+    // Where `piece` was split when it was merged, or 0 if it never was.
+    size_t split_of(std::string_view piece) const {
+        const auto it = split_.find(std::string(piece));
+        return it == split_.end() ? 0 : it->second;
+    }
+
+private:
+    void try_add(int left, int right) {
+        if (left < 0 || right < 0) return;
+        const Symbol& l = symbols_[static_cast<size_t>(left)];
+        const Symbol& r = symbols_[static_cast<size_t>(right)];
+        std::string merged = text_.substr(l.offset, l.n + r.n);
+        const int32_t id = id_of_(merged);
+        if (id < 0) return;
+        queue_.push({left, right, score_of_(id), merged.size()});
+        split_[std::move(merged)] = l.n;
+    }
+
+    const std::string& text_;
+    const std::function<int32_t(const std::string&)>& id_of_;
+    const std::function<float(int32_t)>& score_of_;
+    std::vector<Symbol> symbols_;
+    std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
+    std::unordered_map<std::string, size_t> split_;
+};
+
+}  // namespace
+
+SpmTokenizer::SpmTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
+    for (int b = 0; b < 256; ++b) {
+        const auto it = vocab_.token_to_id.find(fmt::format("<0x{:02X}>", b));
+        byte_ids_[static_cast<size_t>(b)] = it != vocab_.token_to_id.end() ? it->second : vocab_.unk_id;
+    }
+}
+
+int32_t SpmTokenizer::mergeable_id(const std::string& text) const {
+    const auto it = vocab_.token_to_id.find(text);
+    if (it == vocab_.token_to_id.end()) return -1;
+    switch (vocab_.types[static_cast<size_t>(it->second)]) {
+        case TokenType::Control:
+        case TokenType::Byte:
+        case TokenType::Unknown:
+            return -1;
+        default:
+            return it->second;
+    }
+}
+
+float SpmTokenizer::score(int32_t id) const {
+    return vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(id)];
+}
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+    std::vector<int32_t> ids;
+    if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+    // An empty text gives no tokens at all, not a lone dummy-prefix space.
+    if (text.empty()) return ids;
+
+    const std::string prefixed = vocab_.add_space_prefix ? " " + std::string(text) : std::string(text);
+    const std::string escaped = replace_all(prefixed, " ", kSpaceMark);
+
+    const std::function<int32_t(const std::string&)> id_of = [this](const std::string& s) { return mergeable_id(s); };
+    const std::function<float(int32_t)> score_of = [this](int32_t id) { return score(id); };
+    SpmMerger merger(escaped, id_of, score_of);
+
+    // A piece that is no token is taken apart along the merges that built it;
+    // what is left over becomes byte tokens.
+    const std::function<void(std::string_view)> emit = [&](std::string_view piece) {
+        const int32_t id = mergeable_id(std::string(piece));
+        if (id >= 0) {
+            ids.push_back(id);
+            return;
+        }
+        const size_t split = merger.split_of(piece);
+        if (split > 0 && split < piece.size()) {
+            emit(piece.substr(0, split));
+            emit(piece.substr(split));
+            return;
+        }
+        for (const char c : piece) {
+            const int32_t byte_id = byte_ids_[static_cast<uint8_t>(c)];
+            if (byte_id >= 0) ids.push_back(byte_id);  // no byte token and no <unk>: the byte is lost
+        }
+    };
+    for (const std::string_view piece : merger.run()) emit(piece);
+    return ids;
+}
+
+std::string SpmTokenizer::token_to_piece(int32_t id) const {
+    if (!vocab_.is_valid(id)) {
+        throw make_error("token id {} is out of range: the vocabulary has {} tokens", id, vocab_.size());
+    }
+    const std::string& text = vocab_.tokens[static_cast<size_t>(id)];
+    switch (vocab_.types[static_cast<size_t>(id)]) {
+        case TokenType::Control:
+        case TokenType::Unused:
+            return {};
+        case TokenType::Byte: {
+            // "<0xXX>" stands for the single raw byte XX.
+            unsigned value = 0;
+            if (text.size() == 6 && text.starts_with("<0x") && text.ends_with(">")) {
+                const auto [end, ec] = std::from_chars(text.data() + 3, text.data() + 5, value, 16);
+                if (ec == std::errc() && end == text.data() + 5) return std::string(1, static_cast<char>(value));
+            }
+            break;  // a malformed byte token reads as its text
+        }
+        default:
+            break;
+    }
+    return replace_all(text, kSpaceMark, " ");
+}
+
+}  // namespace tessera

@@ -1,0 +1,22 @@
+// A read-only view of a 2-D weight tensor as GGUF stores it: `rows` rows of
+// `cols` elements each, row-major, each row `row_bytes` long. The bytes live in
+// the model file's memory map; a Matrix never owns them.
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstdint>
+
+namespace tessera {
+
+struct Matrix {
+    QuantType type = QuantType::F32;
+    int64_t cols = 0;
+    int64_t rows = 0;
+    uint64_t row_bytes = 0;
+    const uint8_t* data = nullptr;
+
+    const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+};
+
+}  // namespace tessera

@@ -1,0 +1,52 @@
+// Matrix-vector products over a rectangle of a weight matrix: rows
+// [row_begin, row_end) and columns [col_begin, col_begin + n_cols). Working on
+// a rectangle is what lets the forward pass run over a slice of the model:
+// a tensor-parallel rank owns some output rows of wq/wk/wv/w1/w3 and some input
+// columns of wo/w2, and reads only those bytes.
+#pragma once
+
+#include "ops/matrix.h"
+#include "ops/quant_traits.h"
+#include "util/thread_pool.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera {
+
+// An activation converted once to the vec_dot type of the matrices it meets.
+// The buffer is reused across calls, so the token loop does not allocate.
+class QuantizedActivation {
+public:
+    // Converts x[0, n) to `type` (a vec_dot_type: F32 or Q8_0).
+    void quantize(const float* x, int64_t n, QuantType type);
+    QuantType type() const { return type_; }
+    int64_t size() const { return n_; }
+    // Start of element `index` (a multiple of the type's block size).
+    const uint8_t* at(int64_t index) const;
+
+private:
+    QuantType type_ = QuantType::F32;
+    int64_t n_ = 0;
+    std::vector<uint8_t> bytes_;
+};
+
+struct MatRect {
+    int64_t row_begin;
+    int64_t row_end;
+    int64_t col_begin;
+    int64_t n_cols;
+};
+
+// y[r - row_begin] = dot(w[r][col_begin : col_begin + n_cols], x) for r in the
+// rect. `x` holds exactly n_cols elements in w's vec_dot type. col_begin and
+// n_cols must fall on block boundaries of w's type.
+void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool);
+
+// The whole matrix: y = w x.
+void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool& pool);
+
+// Dequantizes row r of w into dst[0, cols) (embedding lookup).
+void dequantize_row(const Matrix& w, int64_t r, float* dst);
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+#include "ops/quant_traits.h"
+
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace tessera {
+
+const QuantTraits* compute_traits(QuantType type) {
+    // Only scalar kernels exist so far; SIMD tables slot in here, chosen once
+    // at start-up by CPU features, with the scalar ones as fallback.
+    return scalar_traits(type);
+}
+
+const QuantTraits& require_compute_traits(QuantType type, const char* what) {
+    const QuantTraits* traits = compute_traits(type);
+    if (traits == nullptr) {
+        throw make_error("{}: tensor type {} is not supported (supported: F32, F16, Q8_0, Q4_0)", what,
+                         quant_type_name(type));
+    }
+    return *traits;
+}
+
+uint64_t quant_row_bytes(QuantType type, int64_t n) {
+    const QuantLayout& layout = layout_of(type);
+    if (n < 0 || n % layout.block_size != 0) {
+        throw make_error("{} elements is not a whole number of {} blocks of {}", n, layout.name, layout.block_size);
+    }
+    return checked_mul(static_cast<uint64_t>(n / layout.block_size), layout.block_bytes, "row bytes");
+}
+
+}  // namespace tessera

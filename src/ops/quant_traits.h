@@ -1,0 +1,41 @@
+// The per-type traits table: how to turn a row of a type into floats and back,
+// and how to take its dot product with an activation vector. Dispatch happens
+// once per tensor (look the traits up, keep the pointer), never per element.
+//
+// `vec_dot_type` is the type an activation is converted to before a dot
+// product with a row of this type: Q8_0 for the block-quantized types (so the
+// inner loop is integer), F32 for the float types.
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstdint>
+
+namespace tessera {
+
+struct QuantTraits {
+    QuantType type;
+    QuantType vec_dot_type;
+    // Converts n elements (n a multiple of the block size) to float.
+    void (*to_float)(const void* src, float* dst, int64_t n);
+    // Quantizes n floats (n a multiple of the block size) into this type.
+    void (*from_float)(const float* src, void* dst, int64_t n);
+    // Dot product of n elements: `w` in this type, `x` in vec_dot_type.
+    float (*vec_dot)(int64_t n, const void* w, const void* x);
+};
+
+// The scalar reference implementation of a type, or nullptr if the engine
+// cannot compute with it. Every faster kernel is tested against these.
+const QuantTraits* scalar_traits(QuantType type);
+
+// The traits the engine runs with, or nullptr if the type is not supported.
+const QuantTraits* compute_traits(QuantType type);
+
+// Like compute_traits, but throws an Error naming `what` (e.g. a tensor) when
+// the type is not supported.
+const QuantTraits& require_compute_traits(QuantType type, const char* what);
+
+// Bytes taken by n elements of `type` (n a multiple of its block size).
+uint64_t quant_row_bytes(QuantType type, int64_t n);
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// Tensor element types, numbered as GGUF/ggml numbers them so a type id read
+// from a file is a QuantType with no translation. The layout table knows the
+// block size and bytes of many more types than we compute with, so the GGUF
+// reader can size-check any tensor table; `compute_traits` (quant_traits.h)
+// says which types the engine can actually run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+enum class QuantType : uint32_t {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    BF16 = 30,
+};
+
+// How a type packs elements: `block_size` elements take `block_bytes` bytes.
+struct QuantLayout {
+    QuantType type;
+    const char* name;
+    int64_t block_size;
+    uint64_t block_bytes;
+};
+
+// The layout of a type id from a file, or nothing if the id is unknown.
+std::optional<QuantLayout> quant_layout(uint32_t type_id);
+
+// The layout of a known type (never fails).
+const QuantLayout& layout_of(QuantType type);
+
+const char* quant_type_name(QuantType type);
+
+// Parses "f32", "F16", "q8_0", "Q4_0", ... ; nothing if unknown.
+std::optional<QuantType> parse_quant_type(const std::string& name);
+
+}  // namespace tessera

@@ -1,0 +1,35 @@
+// A read-only memory map of a whole file. Model weights are used in place from
+// the map, never copied, so a process's resident memory is only the pages it
+// touches (which is what lets a slice of a model cost only its share).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+class MappedFile {
+public:
+    MappedFile() = default;
+    // Maps `path`; throws Error naming the file if it cannot be opened or mapped.
+    explicit MappedFile(const std::string& path);
+    ~MappedFile();
+    MappedFile(MappedFile&& other) noexcept;
+    MappedFile& operator=(MappedFile&& other) noexcept;
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const uint8_t* data() const { return data_; }
+    uint64_t size() const { return size_; }
+    const std::string& path() const { return path_; }
+
+private:
+    void release();
+
+    std::string path_;
+    const uint8_t* data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+}  // namespace tessera

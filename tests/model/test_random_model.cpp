@@ -1,0 +1,84 @@
+#include "model/gguf_file.h"
+#include "model/hparams.h"
+#include "model/llama_model.h"
+#include "model/random_model.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace tessera {
+
+namespace {
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+}  // namespace
+
+TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
+    const std::string dir = test::scratch_dir("random_model");
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        RandomModelSpec spec;
+        spec.n_embd = 128;
+        spec.n_layer = 3;
+        spec.n_head = 8;
+        spec.n_head_kv = 2;
+        spec.n_ff = 320;
+        spec.n_vocab = 300;
+        spec.type = type;
+        spec.seed = 5;
+        write_random_model(spec, dir + "/a.gguf");
+        write_random_model(spec, dir + "/b.gguf");
+        EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf")) << quant_type_name(type);
+        spec.seed = 6;
+        write_random_model(spec, dir + "/c.gguf");
+        EXPECT_NE(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/c.gguf"));
+
+        const LlamaModel model(dir + "/a.gguf");
+        const ModelHParams& hp = model.hparams();
+        EXPECT_EQ(hp.n_embd, 128);
+        EXPECT_EQ(hp.n_layer, 3);
+        EXPECT_EQ(hp.n_head_kv, 2);
+        EXPECT_EQ(hp.n_ff, 320);
+        EXPECT_EQ(hp.n_vocab, 300);
+        const SliceWeights w = load_slice_weights(model, full_slice(hp));
+        EXPECT_EQ(w.layers[0].wq.type, type);
+        EXPECT_EQ(w.layers.size(), 3u);
+    }
+}
+
+TEST(RandomModel, CopiesTheVocabulary) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::scratch_dir("random_model_vocab");
+    RandomModelSpec spec;
+    spec.n_embd = 64;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 64;
+    spec.n_layer = 1;
+    spec.type = QuantType::Q8_0;
+    spec.vocab_from = test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+    write_random_model(spec, dir + "/m.gguf");
+    const GgufFile f(dir + "/m.gguf");
+    EXPECT_EQ(f.find_array("tokenizer.ggml.tokens", GgufValueType::String)->count, 32000u);
+    EXPECT_EQ(read_hparams(f).n_vocab, 32000);
+}
+
+TEST(RandomModel, RejectsImpossibleShapes) {
+    RandomModelSpec spec;
+    spec.n_embd = 100;
+    spec.n_head = 3;
+    EXPECT_THROW(write_random_model(spec, "/nonexistent/x.gguf"), Error);
+    spec = RandomModelSpec{};
+    spec.n_ff = 100;
+    spec.type = QuantType::Q4_0;
+    EXPECT_THROW(write_random_model(spec, "/nonexistent/x.gguf"), Error);
+    spec = RandomModelSpec{};
+    EXPECT_THROW(write_random_model(spec, "/nonexistent/x.gguf"), Error);  // cannot create the file
+}
+
+}  // namespace tessera

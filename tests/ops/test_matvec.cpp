@@ -1,0 +1,139 @@
+#include "ops/activation.h"
+#include "ops/matvec.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "ops/softmax.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+struct TestMatrix {
+    std::vector<uint8_t> bytes;
+    Matrix m;
+    std::vector<float> dequantized;  // rows * cols
+};
+
+TestMatrix make_matrix(QuantType type, int64_t rows, int64_t cols, uint64_t seed) {
+    Rng rng(seed);
+    TestMatrix t;
+    t.m.type = type;
+    t.m.rows = rows;
+    t.m.cols = cols;
+    t.m.row_bytes = quant_row_bytes(type, cols);
+    t.bytes.resize(t.m.row_bytes * static_cast<uint64_t>(rows));
+    t.m.data = t.bytes.data();
+    std::vector<float> row(static_cast<size_t>(cols));
+    t.dequantized.resize(static_cast<size_t>(rows * cols));
+    const QuantTraits& traits = *compute_traits(type);
+    for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = rng.next_normal() * 0.2f;
+        traits.from_float(row.data(), t.bytes.data() + r * t.m.row_bytes, cols);
+        traits.to_float(t.bytes.data() + r * t.m.row_bytes, t.dequantized.data() + r * cols, cols);
+    }
+    return t;
+}
+
+}  // namespace
+
+// A matvec over any block-aligned rectangle equals the naive product of the
+// dequantized weights and the converted activation, with 1 or 3 threads.
+TEST(Matvec, RectanglesMatchNaiveProduct) {
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        const int64_t rows = 37, cols = 32 * 6;
+        const TestMatrix t = make_matrix(type, rows, cols, 5);
+        Rng rng(9);
+        std::vector<float> x(static_cast<size_t>(cols));
+        for (auto& v : x) v = rng.next_normal();
+        const QuantTraits& traits = *compute_traits(type);
+        for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            for (const MatRect rect : {MatRect{0, rows, 0, cols}, MatRect{5, 30, 64, 96}, MatRect{36, 37, 160, 32}}) {
+                QuantizedActivation xq;
+                xq.quantize(x.data() + rect.col_begin, rect.n_cols, traits.vec_dot_type);
+                std::vector<float> xd(static_cast<size_t>(rect.n_cols));
+                compute_traits(traits.vec_dot_type)->to_float(xq.at(0), xd.data(), rect.n_cols);
+                std::vector<float> y(static_cast<size_t>(rect.row_end - rect.row_begin));
+                matvec(t.m, rect, xq, y.data(), pool);
+                for (int64_t r = rect.row_begin; r < rect.row_end; ++r) {
+                    double ref = 0.0;
+                    for (int64_t c = 0; c < rect.n_cols; ++c) {
+                        ref += static_cast<double>(t.dequantized[r * cols + rect.col_begin + c]) * xd[c];
+                    }
+                    ASSERT_NEAR(y[r - rect.row_begin], ref, 1e-4) << quant_type_name(type) << " row " << r;
+                }
+            }
+        }
+    }
+}
+
+TEST(Matvec, RejectsMismatchedActivation) {
+    const TestMatrix t = make_matrix(QuantType::Q4_0, 4, 64, 1);
+    ThreadPool pool(1);
+    std::vector<float> x(64, 1.0f), y(4);
+    QuantizedActivation xq;
+    xq.quantize(x.data(), 64, QuantType::F32);  // Q4_0 needs a Q8_0 activation
+    EXPECT_THROW(matvec(t.m, xq, y.data(), pool), Error);
+}
+
+TEST(Ops, RmsNormMatchesDefinition) {
+    Rng rng(3);
+    std::vector<float> x(67), w(67), out(67);
+    for (auto& v : x) v = rng.next_normal() * 3.0f;
+    for (auto& v : w) v = rng.next_normal();
+    rms_norm(x.data(), w.data(), 67, 1e-5f, out.data());
+    double ss = 0.0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / 67 + 1e-5);
+    for (int i = 0; i < 67; ++i) EXPECT_NEAR(out[i], x[i] * scale * w[i], 1e-5);
+}
+
+TEST(Ops, SoftmaxIsStableAndNormalized) {
+    std::vector<float> x = {1000.0f, 1001.0f, 999.0f, -1e30f};
+    softmax(x.data(), 4);
+    double sum = 0.0;
+    for (float v : x) {
+        EXPECT_TRUE(std::isfinite(v));
+        sum += v;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_GT(x[1], x[0]);
+    EXPECT_NEAR(x[1] / x[0], std::exp(1.0), 1e-4);
+}
+
+TEST(Ops, RopeRotatesPairsAndKeepsNorms) {
+    const int head_dim = 8;
+    RopeTable rope(6, 10000.0f);  // rotate only the first 6 of 8
+    std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+    const std::vector<float> orig = x;
+    rope.set_position(0);
+    rope.apply(x.data(), 1, head_dim);
+    EXPECT_EQ(x, orig);  // position 0 is the identity
+    rope.set_position(3);
+    rope.apply(x.data(), 1, head_dim);
+    // Pair 0 turns by 3 radians (frequency 1).
+    EXPECT_NEAR(x[0], std::cos(3.0) * 1 - std::sin(3.0) * 2, 1e-5);
+    EXPECT_NEAR(x[1], std::sin(3.0) * 1 + std::cos(3.0) * 2, 1e-5);
+    for (int i = 0; i < 6; i += 2) {
+        EXPECT_NEAR(std::hypot(x[i], x[i + 1]), std::hypot(orig[i], orig[i + 1]), 1e-5);
+    }
+    EXPECT_EQ(x[6], 7.0f);  // beyond n_rot: untouched
+    EXPECT_EQ(x[7], 8.0f);
+}
+
+TEST(Ops, SwigluMatchesDefinition) {
+    std::vector<float> g = {-2.0f, 0.0f, 1.5f}, u = {3.0f, 4.0f, -1.0f};
+    swiglu(g.data(), u.data(), 3);
+    EXPECT_NEAR(g[0], -2.0 / (1 + std::exp(2.0)) * 3.0, 1e-6);
+    EXPECT_EQ(g[1], 0.0f);
+    EXPECT_NEAR(g[2], 1.5 / (1 + std::exp(-1.5)) * -1.0, 1e-6);
+}
+
+}  // namespace tessera

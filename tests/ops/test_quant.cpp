@@ -1,0 +1,127 @@
+#include "ops/quant_blocks.h"
+#include "ops/quant_traits.h"
+#include "util/fp16.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.0f) {
+    Rng rng(seed);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = rng.next_normal() * scale;
+    return v;
+}
+
+// Bytes of n elements of `type`, placed at an odd offset inside a larger
+// buffer so kernels cannot rely on alignment.
+struct Unaligned {
+    std::vector<uint8_t> storage;
+    uint8_t* p;
+    Unaligned(QuantType type, int64_t n) : storage(quant_row_bytes(type, n) + 3), p(storage.data() + 1) {}
+};
+
+const QuantType kTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0};
+
+}  // namespace
+
+TEST(Quant, LayoutsMatchGgml) {
+    EXPECT_EQ(layout_of(QuantType::Q8_0).block_bytes, 34u);
+    EXPECT_EQ(layout_of(QuantType::Q4_0).block_bytes, 18u);
+    EXPECT_EQ(layout_of(QuantType::Q4_K).block_bytes, 144u);
+    EXPECT_EQ(layout_of(QuantType::Q6_K).block_bytes, 210u);
+    EXPECT_EQ(quant_row_bytes(QuantType::Q4_0, 64), 36u);
+    EXPECT_THROW(quant_row_bytes(QuantType::Q4_0, 33), Error);
+    EXPECT_FALSE(quant_layout(1000).has_value());
+    EXPECT_EQ(parse_quant_type("q4_0"), QuantType::Q4_0);
+    EXPECT_EQ(compute_traits(QuantType::Q6_K), nullptr);
+    EXPECT_THROW(require_compute_traits(QuantType::Q6_K, "blk.0.attn_q.weight"), Error);
+}
+
+// Quantize then dequantize: the error per element stays within the type's step.
+TEST(Quant, RoundTripErrorIsBounded) {
+    for (QuantType type : kTypes) {
+        const QuantTraits& t = *compute_traits(type);
+        for (int64_t blocks : {1, 3, 7, 33}) {
+            const int64_t n = blocks * 32;
+            const std::vector<float> x = random_floats(n, 100 + static_cast<uint64_t>(n));
+            Unaligned q(type, n);
+            t.from_float(x.data(), q.p, n);
+            std::vector<float> y(static_cast<size_t>(n));
+            t.to_float(q.p, y.data(), n);
+            for (int64_t b = 0; b < blocks; ++b) {
+                float amax = 0.0f;
+                for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+                // Q8_0 steps are amax/127: half a step of rounding plus fp16 scale
+                // error. Q4_0 steps are amax/8, and a value of the opposite sign to
+                // the extreme one clamps at code 15, losing up to a whole step.
+                const float bound = type == QuantType::Q8_0   ? amax / 127.0f * 0.51f + amax * 1e-3f
+                                    : type == QuantType::Q4_0 ? amax / 8.0f + amax * 1e-3f
+                                    : type == QuantType::F16  ? amax * 1e-3f
+                                                              : 0.0f;
+                for (int i = 0; i < 32; ++i) {
+                    ASSERT_LE(std::fabs(y[b * 32 + i] - x[b * 32 + i]), bound)
+                        << quant_type_name(type) << " block " << b << " element " << i;
+                }
+            }
+        }
+    }
+}
+
+// vec_dot equals the dot product of the dequantized operands, for odd sizes
+// and unaligned buffers.
+TEST(Quant, VecDotMatchesDequantizedDot) {
+    for (QuantType type : kTypes) {
+        const QuantTraits& t = *compute_traits(type);
+        const QuantTraits& xt = *compute_traits(t.vec_dot_type);
+        for (int64_t blocks : {1, 2, 5, 31, 64}) {
+            const int64_t n = blocks * 32;
+            const std::vector<float> w = random_floats(n, 7 * static_cast<uint64_t>(n), 0.1f);
+            const std::vector<float> x = random_floats(n, 11 * static_cast<uint64_t>(n));
+            Unaligned wq(type, n), xq(t.vec_dot_type, n);
+            t.from_float(w.data(), wq.p, n);
+            xt.from_float(x.data(), xq.p, n);
+            std::vector<float> wd(static_cast<size_t>(n)), xd(static_cast<size_t>(n));
+            t.to_float(wq.p, wd.data(), n);
+            xt.to_float(xq.p, xd.data(), n);
+            double ref = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+                ref += static_cast<double>(wd[i]) * xd[i];
+                mag += std::fabs(static_cast<double>(wd[i]) * xd[i]);
+            }
+            const float got = t.vec_dot(n, wq.p, xq.p);
+            EXPECT_NEAR(got, ref, 1e-5 * mag + 1e-6) << quant_type_name(type) << " n=" << n;
+        }
+    }
+}
+
+// Byte-exact quantization of a known block, as llama.cpp's reference does it.
+TEST(Quant, KnownBlocks) {
+    float x[32];
+    for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 8.0f;  // -8 .. 23
+    BlockQ8_0 q8{};
+    compute_traits(QuantType::Q8_0)->from_float(x, &q8, 32);
+    EXPECT_EQ(q8.d, fp32_to_fp16(23.0f / 127.0f));
+    EXPECT_EQ(q8.qs[31], 127);
+    EXPECT_EQ(q8.qs[0], static_cast<int8_t>(std::round(-8.0f * 127.0f / 23.0f)));
+    EXPECT_EQ(q8.qs[8], 0);
+
+    BlockQ4_0 q4{};
+    compute_traits(QuantType::Q4_0)->from_float(x, &q4, 32);
+    // The largest magnitude (23) maps to code 0, i.e. d = 23 / -8.
+    EXPECT_EQ(q4.d, fp32_to_fp16(23.0f / -8.0f));
+    EXPECT_EQ(q4.qs[15] >> 4, 0);  // element 31 = 23 -> code 0
+    float y[32];
+    compute_traits(QuantType::Q4_0)->to_float(&q4, y, 32);
+    EXPECT_NEAR(y[31], 23.0f, 0.01f);
+}
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+#include "util/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+namespace tessera {
+
+// Every index is visited exactly once, for many sizes and thread counts, and
+// the pool can be reused many times in a row (as the token loop does).
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+    for (int threads : {1, 2, 3, 5}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {0, 1, 2, 7, 64, 1001}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            for (int rep = 0; rep < 50; ++rep) {
+                pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+                });
+            }
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 50) << threads << " " << n;
+        }
+    }
+}
+
+TEST(ThreadPool, RunGivesEachThreadItsIndex) {
+    ThreadPool pool(4);
+    std::vector<std::atomic<int>> seen(4);
+    pool.run([&](int index, int count) {
+        EXPECT_EQ(count, 4);
+        seen[static_cast<size_t>(index)]++;
+    });
+    for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPool, RejectsZeroThreads) { EXPECT_ANY_THROW(ThreadPool(0)); }
+
+}  // namespace tessera
