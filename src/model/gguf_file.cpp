@@ -235,8 +235,10 @@ void GgufFile::parse() {
         // Compared without forming offset + size, which a forged offset could overflow.
         if (info.n_bytes > data_size || info.offset > data_size - info.n_bytes) {
             const uint64_t end = info.offset + info.n_bytes;
-            throw make_error("{}: truncated file: tensor '{}' needs bytes {}..{} of the data section but it has {}",
-                             path, info.name, info.offset, end, data_size);
+            throw make_error("{}: truncated file: tensor '{}' needs data bytes {}..{} (file offsets {}..{}) but the "
+                             "file ends at offset {}",
+                             path, info.name, info.offset, end, data_offset_ + info.offset, data_offset_ + end,
+                             file_.size());
         }
         info.data = file_.data() + data_offset_ + info.offset;
     }

@@ -69,12 +69,21 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
             break;
         }
         case QuantType::Q4_0: {
-            // Codes uniform in [0, 15] minus 8 have standard deviation ~4.61.
-            const uint16_t d = fp32_to_fp16(stddev / 4.61f);
+            // Codes 0..15 stand for -8..7, which is not centred: a mean of -0.5
+            // steps in every weight correlates all rows and greedy text
+            // collapses into a loop. Code 0 is remapped to 8 (value 0), so
+            // values are -7..7 with mean 0 and standard deviation ~4.18.
+            const uint16_t d = fp32_to_fp16(stddev / 4.18f);
             auto* blocks = reinterpret_cast<BlockQ4_0*>(dst);
             for (uint64_t b = 0; b < n_bytes / sizeof(BlockQ4_0); ++b) {
                 blocks[b].d = d;
                 random_bytes(blocks[b].qs, sizeof blocks[b].qs);
+                for (uint8_t& q : blocks[b].qs) {
+                    uint8_t lo = q & 0x0f, hi = q >> 4;
+                    if (lo == 0) lo = 8;
+                    if (hi == 0) hi = 8;
+                    q = static_cast<uint8_t>(lo | (hi << 4));
+                }
             }
             break;
         }

@@ -1,25 +1,85 @@
 #include "model/tokenizer.h"
 
-#include "model/tokenizer_impl.h"
+#include "model/tokenizer_bpe.h"
+#include "model/tokenizer_spm.h"
+#include "util/error.h"
 
 namespace tessera {
 
-std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab) {
-    return vocab.kind == VocabKind::Spm ? make_spm_tokenizer(std::move(vocab)) : make_bpe_tokenizer(std::move(vocab));
-}
-
 namespace {
 
-// Length of the sequence a UTF-8 lead byte starts, or 0 if it cannot start one.
-size_t sequence_length(unsigned char lead) {
-    if (lead < 0x80) return 1;
-    if (lead >= 0xc2 && lead <= 0xdf) return 2;
-    if (lead >= 0xe0 && lead <= 0xef) return 3;
-    if (lead >= 0xf0 && lead <= 0xf4) return 4;
-    return 0;
+constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+
+// What the bytes at the start of `s` hold: a whole character, the valid
+// beginning of one that more bytes may complete, or an ill-formed sequence.
+// `length` is the bytes taken; for Invalid it is the maximal ill-formed
+// subpart, which becomes one U+FFFD (Unicode's recommended practice).
+struct Utf8Step {
+    enum Kind { Complete, Incomplete, Invalid } kind;
+    size_t length;
+};
+
+Utf8Step next_utf8(std::string_view s) {
+    const auto lead = static_cast<uint8_t>(s[0]);
+    if (lead < 0x80) return {Utf8Step::Complete, 1};
+    size_t need = 0;
+    // The second byte's range is narrower after some leads: that is what
+    // rules out overlong forms, surrogates and code points above U+10FFFF.
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        need = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        need = 3;
+        if (lead == 0xE0) lo = 0xA0;
+        if (lead == 0xED) hi = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        need = 4;
+        if (lead == 0xF0) lo = 0x90;
+        if (lead == 0xF4) hi = 0x8F;
+    } else {
+        return {Utf8Step::Invalid, 1};
+    }
+    for (size_t k = 1; k < need; ++k) {
+        if (k >= s.size()) return {Utf8Step::Incomplete, k};
+        const auto c = static_cast<uint8_t>(s[k]);
+        if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return {Utf8Step::Invalid, k};
+    }
+    return {Utf8Step::Complete, need};
+}
+
+// Moves the valid prefix of `pending` to the result, ill-formed bytes as
+// U+FFFD. An incomplete character at the end stays in `pending`, unless
+// `final`, when it too becomes U+FFFD.
+std::string take_complete(std::string& pending, bool final) {
+    std::string out;
+    out.reserve(pending.size());
+    const std::string_view s = pending;
+    size_t at = 0;
+    while (at < s.size()) {
+        const Utf8Step step = next_utf8(s.substr(at));
+        if (step.kind == Utf8Step::Incomplete && !final) break;
+        if (step.kind == Utf8Step::Complete) {
+            out.append(s.substr(at, step.length));
+        } else {
+            out.append(kReplacementChar);
+        }
+        at += step.length;
+    }
+    pending.erase(0, at);
+    return out;
 }
 
 }  // namespace
+
+std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab) {
+    switch (vocab.kind) {
+        case VocabKind::Spm:
+            return std::make_unique<SpmTokenizer>(std::move(vocab));
+        case VocabKind::Bpe:
+            return std::make_unique<BpeTokenizer>(std::move(vocab));
+    }
+    throw make_error("unknown vocabulary kind {}", static_cast<int>(vocab.kind));
+}
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool at_text_start)
     : tokenizer_(tokenizer),
@@ -28,56 +88,24 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool at_text_start)
 
 std::string StreamDecoder::push(int32_t id) {
     std::string piece = tokenizer_.token_to_piece(id);
+    // The encoder put a space before the text; the first piece with any text
+    // (BOS gives none) carries it.
     if (strip_leading_space_ && !piece.empty()) {
-        if (piece[0] == ' ') piece.erase(0, 1);
+        if (piece.front() == ' ') piece.erase(0, 1);
         strip_leading_space_ = false;
     }
     pending_ += piece;
-    // Emit every complete character; keep an incomplete tail; replace bytes
-    // that can never form a character with U+FFFD.
-    std::string out;
-    size_t i = 0;
-    while (i < pending_.size()) {
-        const size_t len = sequence_length(static_cast<unsigned char>(pending_[i]));
-        if (len == 0) {
-            out += "\xef\xbf\xbd";
-            ++i;
-            continue;
-        }
-        if (i + len > pending_.size()) {
-            bool valid_so_far = true;
-            for (size_t k = i + 1; k < pending_.size(); ++k) valid_so_far &= (static_cast<unsigned char>(pending_[k]) & 0xc0) == 0x80;
-            if (valid_so_far) break;  // wait for the rest of the character
-            out += "\xef\xbf\xbd";
-            ++i;
-            continue;
-        }
-        bool valid = true;
-        for (size_t k = 1; k < len; ++k) valid &= (static_cast<unsigned char>(pending_[i + k]) & 0xc0) == 0x80;
-        if (!valid) {
-            out += "\xef\xbf\xbd";
-            ++i;
-            continue;
-        }
-        out.append(pending_, i, len);
-        i += len;
-    }
-    pending_.erase(0, i);
-    return out;
+    return take_complete(pending_, false);
 }
 
-std::string StreamDecoder::flush() {
-    std::string out;
-    for (size_t i = 0; i < pending_.size(); ++i) out += "\xef\xbf\xbd";
-    pending_.clear();
-    return out;
-}
+std::string StreamDecoder::flush() { return take_complete(pending_, true); }
 
 std::string decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool at_text_start) {
     StreamDecoder stream(tokenizer, at_text_start);
-    std::string out;
-    for (int32_t id : ids) out += stream.push(id);
-    return out + stream.flush();
+    std::string text;
+    for (const int32_t id : ids) text += stream.push(id);
+    text += stream.flush();
+    return text;
 }
 
 }  // namespace tessera

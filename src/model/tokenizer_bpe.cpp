@@ -1,142 +1,299 @@
-// GPT-2 byte-level BPE ("gpt2" vocabularies): the text is split by the GPT-2
-// pre-tokenizer regex (PCRE2 with Unicode properties), each piece's bytes are
-// mapped to printable symbols, and adjacent symbols are merged by merge rank.
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include "model/tokenizer_impl.h"
+#include "model/tokenizer_bpe.h"
+
 #include "util/error.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <climits>
-#include <map>
+#include <fmt/format.h>
+
+#include <memory>
+#include <queue>
 
 namespace tessera {
 
 namespace {
 
-constexpr const char* kGpt2Pattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+// Pre-tokenizer regexes, as published with each model family's tokenizer.
+// Only the GPT-2 one is checked against llama.cpp's test vectors here.
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct PreTokenizer {
+    std::string_view name;  // tokenizer.ggml.pre
+    const char* pattern;
+    bool ignore_merges;
+};
+
+constexpr PreTokenizer kPreTokenizers[] = {
+    {"", kGpt2Pattern, false},          {"default", kGpt2Pattern, false},   {"gpt2", kGpt2Pattern, false},
+    {"gpt-2", kGpt2Pattern, false},     {"phi-2", kGpt2Pattern, false},     {"roberta-bpe", kGpt2Pattern, false},
+    {"llama3", kLlama3Pattern, true},   {"llama-v3", kLlama3Pattern, true}, {"llama-bpe", kLlama3Pattern, true},
+    {"qwen2", kQwen2Pattern, false},    {"deepseek-r1-qwen", kQwen2Pattern, false},
+};
+
+const PreTokenizer& find_pre_tokenizer(const std::string& name) {
+    for (const PreTokenizer& p : kPreTokenizers) {
+        if (p.name == name) return p;
+    }
+    std::string known;
+    for (const PreTokenizer& p : kPreTokenizers) {
+        if (!p.name.empty()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+    }
+    throw make_error("BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: {}", name, known);
+}
 
 void append_utf8(std::string& out, uint32_t cp) {
     if (cp < 0x80) {
         out += static_cast<char>(cp);
     } else if (cp < 0x800) {
-        out += static_cast<char>(0xc0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
     } else {
-        out += static_cast<char>(0xe0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
     }
 }
 
-class BpeTokenizer : public Tokenizer {
-public:
-    explicit BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
-        // GPT-2's byte <-> symbol table: printable bytes map to themselves,
-        // the others to code points from 256 upwards.
-        int n = 0;
-        for (int b = 0; b < 256; ++b) {
-            const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-            const uint32_t cp = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + n++);
-            append_utf8(byte_symbol_[b], cp);
-            symbol_byte_[byte_symbol_[b]] = static_cast<uint8_t>(b);
-        }
-        for (size_t i = 0; i < vocab_.merges.size(); ++i) {
-            ranks_.emplace(vocab_.merges[i].first + " " + vocab_.merges[i].second, static_cast<int>(i));
-        }
-        int error = 0;
-        PCRE2_SIZE offset = 0;
-        regex_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern), PCRE2_ZERO_TERMINATED,
-                               PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
-        if (regex_ == nullptr) throw make_error("internal: the GPT-2 pre-tokenizer pattern does not compile ({})", error);
-        match_ = pcre2_match_data_create_from_pattern(regex_, nullptr);
-    }
-    ~BpeTokenizer() override {
-        pcre2_match_data_free(match_);
-        pcre2_code_free(regex_);
-    }
+// Bytes in the UTF-8 character that starts with `lead`, from the lead byte
+// alone (a stray byte counts as one), clamped to what is left.
+size_t char_length(std::string_view s, size_t at) {
+    const auto lead = static_cast<uint8_t>(s[at]);
+    const size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    return std::min(n, s.size() - at);
+}
 
-    std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
-        std::vector<int32_t> out;
-        if (add_bos && vocab_.add_bos) out.push_back(vocab_.bos_id);
-        size_t start = 0;
-        while (start < text.size()) {
-            const int rc = pcre2_match(regex_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, 0, match_,
-                                       nullptr);
-            if (rc < 0) {
-                // No match (only possible around invalid UTF-8): the rest is one piece.
-                encode_piece(text.substr(start), out);
-                break;
-            }
-            const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_);
-            if (ov[0] > start) encode_piece(text.substr(start, ov[0] - start), out);  // skipped invalid bytes
-            if (ov[1] == ov[0]) {
-                start = ov[0] + 1;
-                continue;
-            }
-            encode_piece(text.substr(ov[0], ov[1] - ov[0]), out);
-            start = ov[1];
-        }
-        return out;
+// The code point of a well-formed 2- or 3-byte UTF-8 character, or -1: only
+// those can be GPT-2 byte symbols (all below U+0144).
+int32_t small_code_point(std::string_view c) {
+    const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(c[i])); };
+    if (c.size() == 1 && b(0) < 0x80) return static_cast<int32_t>(b(0));
+    if (c.size() == 2 && (b(0) & 0xE0) == 0xC0 && (b(1) & 0xC0) == 0x80) {
+        return static_cast<int32_t>(((b(0) & 0x1F) << 6) | (b(1) & 0x3F));
     }
+    return -1;
+}
 
-    std::string token_to_piece(int32_t id) const override {
-        if (!vocab_.is_valid(id)) throw make_error("token id {} is outside the vocabulary of {}", id, vocab_.size());
-        if (vocab_.types[static_cast<size_t>(id)] == TokenType::Control) return {};
-        const std::string& t = vocab_.tokens[static_cast<size_t>(id)];
-        std::string out;
-        for (size_t i = 0; i < t.size();) {
-            size_t len = 1;
-            const auto lead = static_cast<unsigned char>(t[i]);
-            if (lead >= 0xc0) len = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
-            len = std::min(len, t.size() - i);
-            const auto it = symbol_byte_.find(t.substr(i, len));
-            if (it != symbol_byte_.end()) out += static_cast<char>(it->second);
-            else out += t.substr(i, len);
-            i += len;
-        }
-        return out;
-    }
+std::string merge_key(std::string_view left, std::string_view right) {
+    // The length prefix keeps ("a b", "c") and ("a", "b c") apart.
+    std::string key = std::to_string(left.size());
+    key += ':';
+    key += left;
+    key += right;
+    return key;
+}
 
-private:
-    void encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-        std::vector<std::string> symbols;
-        for (unsigned char b : piece) symbols.push_back(byte_symbol_[b]);
-        // Merge the lowest-ranked adjacent pair until none is a known merge.
-        for (;;) {
-            int best_rank = INT_MAX;
-            size_t best = 0;
-            for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-                const auto it = ranks_.find(symbols[i] + " " + symbols[i + 1]);
-                if (it != ranks_.end() && it->second < best_rank) {
-                    best_rank = it->second;
-                    best = i;
-                }
-            }
-            if (best_rank == INT_MAX) break;
-            symbols[best] += symbols[best + 1];
-            symbols.erase(symbols.begin() + static_cast<long>(best) + 1);
-        }
-        for (const auto& s : symbols) {
-            const auto it = vocab_.token_to_id.find(s);
-            if (it != vocab_.token_to_id.end()) {
-                out.push_back(it->second);
-            } else if (vocab_.unk_id >= 0) {
-                out.push_back(vocab_.unk_id);
-            }
-        }
-    }
-
-    std::string byte_symbol_[256];
-    std::map<std::string, uint8_t> symbol_byte_;
-    std::unordered_map<std::string, int> ranks_;
-    pcre2_code* regex_ = nullptr;
-    pcre2_match_data* match_ = nullptr;  // encode is const but single-threaded per tokenizer
+struct Symbol {
+    int prev;
+    int next;
+    size_t offset;
+    size_t n;  // 0 once merged into its left neighbour
 };
+
+struct Bigram {
+    int left;
+    int right;
+    int32_t rank;
+    size_t size;  // merged length when queued; differs once either side changed
+};
+
+// Lowest rank first; equal ranks (the same pair twice) leftmost first.
+struct BigramOrder {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+    }
+};
+
+struct MatchDataFree {
+    void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
+};
+
+std::string pcre2_message(int code) {
+    PCRE2_UCHAR buffer[256];
+    if (pcre2_get_error_message(code, buffer, sizeof buffer) < 0) return fmt::format("PCRE2 error {}", code);
+    return reinterpret_cast<const char*>(buffer);
+}
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab) { return std::make_unique<BpeTokenizer>(std::move(vocab)); }
+BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
+    // GPT-2's bytes_to_unicode: bytes that are printable Latin-1 stand for
+    // themselves; the rest take code points 256, 257, ... in byte order, so
+    // every byte string becomes printable text without spaces.
+    uint32_t next_free = 256;
+    symbol_byte_.assign(256 + 256, -1);
+    for (uint32_t b = 0; b < 256; ++b) {
+        const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        const uint32_t cp = printable ? b : next_free++;
+        append_utf8(byte_symbol_[b], cp);
+        symbol_byte_[cp] = static_cast<int16_t>(b);
+    }
+
+    merge_ranks_.reserve(vocab_.merges.size());
+    for (size_t i = 0; i < vocab_.merges.size(); ++i) {
+        // A repeated merge keeps its first (best) rank.
+        merge_ranks_.emplace(merge_key(vocab_.merges[i].first, vocab_.merges[i].second), static_cast<int32_t>(i));
+    }
+
+    const PreTokenizer& pre = find_pre_tokenizer(vocab_.pre);
+    ignore_merges_ = pre.ignore_merges;
+    int error = 0;
+    PCRE2_SIZE error_offset = 0;
+    // MATCH_INVALID_UTF: invalid UTF-8 in the text is skipped over by the
+    // matcher instead of failing the whole match; encode() keeps those bytes.
+    regex_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pre.pattern), PCRE2_ZERO_TERMINATED,
+                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &error_offset, nullptr);
+    if (regex_ == nullptr) {
+        throw make_error("pre-tokenizer regex for '{}' does not compile at offset {}: {}", vocab_.pre, error_offset,
+                         pcre2_message(error));
+    }
+    // JIT is only a speed-up; the interpreter gives the same matches.
+    pcre2_jit_compile(regex_, PCRE2_JIT_COMPLETE);
+}
+
+BpeTokenizer::~BpeTokenizer() { pcre2_code_free(regex_); }
+
+int32_t BpeTokenizer::merge_rank(std::string_view left, std::string_view right) const {
+    const auto it = merge_ranks_.find(merge_key(left, right));
+    return it == merge_ranks_.end() ? -1 : it->second;
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos) const {
+    std::vector<int32_t> ids;
+    if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+
+    const std::unique_ptr<pcre2_match_data, MatchDataFree> match(pcre2_match_data_create_from_pattern(regex_, nullptr));
+    if (!match) throw make_error("out of memory creating PCRE2 match data");
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    size_t at = 0;
+    while (at < text.size()) {
+        const int rc = pcre2_match(regex_, subject, text.size(), at, 0, match.get(), nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) {
+            encode_word(text.substr(at), ids);  // only invalid UTF-8 is left
+            break;
+        }
+        if (rc < 0) throw make_error("pre-tokenizing {} bytes of text failed: {}", text.size(), pcre2_message(rc));
+        const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+        // Bytes the matcher skipped are invalid UTF-8; byte-level BPE still
+        // encodes them, as a word of their own, so nothing is lost.
+        if (span[0] > at) encode_word(text.substr(at, span[0] - at), ids);
+        if (span[1] <= span[0]) {  // an empty match (no pattern here has one): step over a byte
+            encode_word(text.substr(span[0], 1), ids);
+            at = span[0] + 1;
+            continue;
+        }
+        encode_word(text.substr(span[0], span[1] - span[0]), ids);
+        at = span[1];
+    }
+    return ids;
+}
+
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& ids) const {
+    if (word.empty()) return;
+    std::string mapped;
+    mapped.reserve(word.size() * 2);
+    for (const char c : word) mapped += byte_symbol_[static_cast<uint8_t>(c)];
+
+    if (ignore_merges_) {
+        const auto it = vocab_.token_to_id.find(mapped);
+        if (it != vocab_.token_to_id.end()) {
+            ids.push_back(it->second);
+            return;
+        }
+    }
+
+    std::vector<Symbol> symbols;
+    for (size_t at = 0; at < mapped.size();) {
+        const size_t n = char_length(mapped, at);
+        const int index = static_cast<int>(symbols.size());
+        symbols.push_back({index - 1, index + 1, at, n});
+        at += n;
+    }
+    symbols.back().next = -1;
+
+    const std::string_view text = mapped;
+    const auto piece = [&](int i) {
+        const Symbol& s = symbols[static_cast<size_t>(i)];
+        return text.substr(s.offset, s.n);
+    };
+    std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+    const auto try_add = [&](int left, int right) {
+        if (left < 0 || right < 0) return;
+        const int32_t rank = merge_rank(piece(left), piece(right));
+        if (rank < 0) return;
+        queue.push({left, right, rank, symbols[static_cast<size_t>(left)].n + symbols[static_cast<size_t>(right)].n});
+    };
+    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+
+    while (!queue.empty()) {
+        const Bigram b = queue.top();
+        queue.pop();
+        Symbol& left = symbols[static_cast<size_t>(b.left)];
+        Symbol& right = symbols[static_cast<size_t>(b.right)];
+        if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
+        left.n += right.n;
+        right.n = 0;
+        left.next = right.next;
+        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = b.left;
+        try_add(left.prev, b.left);
+        try_add(b.left, left.next);
+    }
+
+    for (int i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+        const std::string_view p = piece(i);
+        const auto it = vocab_.token_to_id.find(std::string(p));
+        if (it != vocab_.token_to_id.end()) {
+            ids.push_back(it->second);
+            continue;
+        }
+        // A symbol the merges built but the vocabulary lacks (a broken
+        // vocabulary): fall back to its characters, or <unk>.
+        for (size_t at = 0; at < p.size();) {
+            const size_t n = char_length(p, at);
+            const auto one = vocab_.token_to_id.find(std::string(p.substr(at, n)));
+            if (one != vocab_.token_to_id.end()) {
+                ids.push_back(one->second);
+            } else if (vocab_.unk_id >= 0) {
+                ids.push_back(vocab_.unk_id);
+            }
+            at += n;
+        }
+    }
+}
+
+std::string BpeTokenizer::token_to_piece(int32_t id) const {
+    if (!vocab_.is_valid(id)) {
+        throw make_error("token id {} is out of range: the vocabulary has {} tokens", id, vocab_.size());
+    }
+    const std::string& text = vocab_.tokens[static_cast<size_t>(id)];
+    switch (vocab_.types[static_cast<size_t>(id)]) {
+        case TokenType::Control:
+        case TokenType::Unused:
+            return {};
+        case TokenType::UserDefined:
+        case TokenType::Unknown:
+            return text;  // added tokens are stored as plain text, not byte symbols
+        default:
+            break;
+    }
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+        const size_t n = char_length(text, at);
+        const std::string_view c = std::string_view(text).substr(at, n);
+        const int32_t cp = small_code_point(c);
+        if (cp >= 0 && static_cast<size_t>(cp) < symbol_byte_.size() && symbol_byte_[static_cast<size_t>(cp)] >= 0) {
+            out += static_cast<char>(symbol_byte_[static_cast<size_t>(cp)]);
+        } else {
+            out += c;  // not a byte symbol: keep the character as it is
+        }
+        at += n;
+    }
+    return out;
+}
 
 }  // namespace tessera

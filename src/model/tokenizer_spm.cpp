@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <functional>
 #include <queue>
 #include <unordered_map>
 
@@ -70,9 +71,9 @@ struct BigramOrder {
 // text, where it was split, so a piece can be taken apart again.
 class SpmMerger {
 public:
-    SpmMerger(const std::string& text, const std::function<int32_t(const std::string&)>& id_of,
-              const std::function<float(int32_t)>& score_of)
-        : text_(text), id_of_(id_of), score_of_(score_of) {}
+    SpmMerger(const std::string& text, std::function<int32_t(const std::string&)> id_of,
+              std::function<float(int32_t)> score_of)
+        : text_(text), id_of_(std::move(id_of)), score_of_(std::move(score_of)) {}
 
     // Splits into characters and merges until no adjacent pair is a token.
     // Returns the final pieces, left to right.
@@ -128,8 +129,8 @@ private:
     }
 
     const std::string& text_;
-    const std::function<int32_t(const std::string&)>& id_of_;
-    const std::function<float(int32_t)>& score_of_;
+    std::function<int32_t(const std::string&)> id_of_;
+    std::function<float(int32_t)> score_of_;
     std::vector<Symbol> symbols_;
     std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
     std::unordered_map<std::string, size_t> split_;
@@ -167,12 +168,14 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
     // An empty text gives no tokens at all, not a lone dummy-prefix space.
     if (text.empty()) return ids;
 
-    const std::string prefixed = vocab_.add_space_prefix ? " " + std::string(text) : std::string(text);
+    std::string prefixed;
+    prefixed.reserve(text.size() + 1);
+    if (vocab_.add_space_prefix) prefixed += ' ';
+    prefixed += text;
     const std::string escaped = replace_all(prefixed, " ", kSpaceMark);
 
-    const std::function<int32_t(const std::string&)> id_of = [this](const std::string& s) { return mergeable_id(s); };
-    const std::function<float(int32_t)> score_of = [this](int32_t id) { return score(id); };
-    SpmMerger merger(escaped, id_of, score_of);
+    SpmMerger merger(escaped, [this](const std::string& s) { return mergeable_id(s); },
+                     [this](int32_t id) { return score(id); });
 
     // A piece that is no token is taken apart along the merges that built it;
     // what is left over becomes byte tokens.

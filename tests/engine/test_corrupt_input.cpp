@@ -9,6 +9,7 @@
 #include "model/local_decoder.h"
 #include "model/vocab.h"
 #include "test_paths.h"
+#include "util/error.h"
 #include "util/timer.h"
 
 #include <gtest/gtest.h>

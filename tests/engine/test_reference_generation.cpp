@@ -8,6 +8,7 @@
 #include "model/random_model.h"
 #include "model/vocab.h"
 #include "test_paths.h"
+#include "util/error.h"
 
 #include <gtest/gtest.h>
 

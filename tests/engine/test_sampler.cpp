@@ -67,7 +67,9 @@ TEST(Sampler, FollowsTheDistribution) {
 }
 
 TEST(Sampler, TruncationsKeepOnlyTheHead) {
-    const std::vector<float> logits = ramp(50);
+    // Distinct logits 0.1 apart, in scrambled order.
+    std::vector<float> logits(50);
+    for (int i = 0; i < 50; ++i) logits[static_cast<size_t>(i)] = static_cast<float>((i * 7) % 50) * 0.1f;
     const int32_t best = Sampler::argmax(logits.data(), 50);
     for (int variant = 0; variant < 3; ++variant) {
         SamplerParams p;
