@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <climits>
 #include <memory>
 #include <queue>
 
@@ -165,6 +167,8 @@ int32_t BpeTokenizer::merge_rank(std::string_view left, std::string_view right) 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos) const {
     std::vector<int32_t> ids;
     if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+    // Symbols are indexed by int; a byte's symbol takes up to 2 bytes.
+    if (text.size() > INT_MAX / 2) throw make_error("cannot tokenize {} bytes of text at once", text.size());
 
     const std::unique_ptr<pcre2_match_data, MatchDataFree> match(pcre2_match_data_create_from_pattern(regex_, nullptr));
     if (!match) throw make_error("out of memory creating PCRE2 match data");

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <climits>
 #include <functional>
 #include <queue>
 #include <unordered_map>
@@ -167,6 +169,8 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
     if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
     // An empty text gives no tokens at all, not a lone dummy-prefix space.
     if (text.empty()) return ids;
+    // Symbols are indexed by int; every byte may become "▁" (3 bytes).
+    if (text.size() > INT_MAX / 4) throw make_error("cannot tokenize {} bytes of text at once", text.size());
 
     std::string prefixed;
     prefixed.reserve(text.size() + 1);
@@ -178,7 +182,8 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
                      [this](int32_t id) { return score(id); });
 
     // A piece that is no token is taken apart along the merges that built it;
-    // what is left over becomes byte tokens.
+    // what is left over becomes byte tokens. (Merges only ever build tokens,
+    // so in practice only unmerged characters reach the byte fallback.)
     const std::function<void(std::string_view)> emit = [&](std::string_view piece) {
         const int32_t id = mergeable_id(std::string(piece));
         if (id >= 0) {
