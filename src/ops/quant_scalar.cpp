@@ -8,85 +8,94 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tessera {
 
 namespace {
 
+// Buffers may be unaligned (a row inside a file, a slice of a row), so every
+// element and block is read and written through memcpy, never a cast.
+template <typename T>
+T load(const void* base, int64_t index) {
+    T value;
+    std::memcpy(&value, static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    return value;
+}
+
+template <typename T>
+void store(void* base, int64_t index, const T& value) {
+    std::memcpy(static_cast<uint8_t*>(base) + index * static_cast<int64_t>(sizeof(T)), &value, sizeof(T));
+}
+
 void f32_to_float(const void* src, float* dst, int64_t n) {
-    std::copy_n(static_cast<const float*>(src), n, dst);
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 void f32_from_float(const float* src, void* dst, int64_t n) {
-    std::copy_n(src, n, static_cast<float*>(dst));
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 float f32_vec_dot(int64_t n, const void* w, const void* x) {
-    const float* a = static_cast<const float*>(w);
-    const float* b = static_cast<const float*>(x);
     float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+    for (int64_t i = 0; i < n; ++i) sum += load<float>(w, i) * load<float>(x, i);
     return sum;
 }
 
 void f16_to_float(const void* src, float* dst, int64_t n) {
-    const uint16_t* h = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load<uint16_t>(src, i));
 }
 void f16_from_float(const float* src, void* dst, int64_t n) {
-    uint16_t* h = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+    for (int64_t i = 0; i < n; ++i) store<uint16_t>(dst, i, fp32_to_fp16(src[i]));
 }
 float f16_vec_dot(int64_t n, const void* w, const void* x) {
-    const uint16_t* a = static_cast<const uint16_t*>(w);
-    const float* b = static_cast<const float*>(x);
     float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i) sum += fp16_to_fp32(a[i]) * b[i];
+    for (int64_t i = 0; i < n; ++i) sum += fp16_to_fp32(load<uint16_t>(w, i)) * load<float>(x, i);
     return sum;
 }
 
 void q8_0_to_float(const void* src, float* dst, int64_t n) {
-    const BlockQ8_0* blocks = static_cast<const BlockQ8_0*>(src);
     for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
-        const float d = fp16_to_fp32(blocks[b].d);
-        for (int i = 0; i < kQ8_0Block; ++i) dst[b * kQ8_0Block + i] = d * blocks[b].qs[i];
+        const auto block = load<BlockQ8_0>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < kQ8_0Block; ++i) dst[b * kQ8_0Block + i] = d * block.qs[i];
     }
 }
 void q8_0_from_float(const float* src, void* dst, int64_t n) {
-    BlockQ8_0* blocks = static_cast<BlockQ8_0*>(dst);
     for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
         const float* x = src + b * kQ8_0Block;
         float amax = 0.0f;
         for (int i = 0; i < kQ8_0Block; ++i) amax = std::max(amax, std::fabs(x[i]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = fp32_to_fp16(d);
-        for (int i = 0; i < kQ8_0Block; ++i) blocks[b].qs[i] = static_cast<int8_t>(std::round(x[i] * id));
+        BlockQ8_0 block{};
+        block.d = fp32_to_fp16(d);
+        for (int i = 0; i < kQ8_0Block; ++i) block.qs[i] = static_cast<int8_t>(std::round(x[i] * id));
+        store(dst, b, block);
     }
 }
 float q8_0_vec_dot(int64_t n, const void* w, const void* x) {
-    const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
     float sum = 0.0f;
     for (int64_t k = 0; k < n / kQ8_0Block; ++k) {
+        const auto a = load<BlockQ8_0>(w, k);
+        const auto b = load<BlockQ8_0>(x, k);
         int32_t isum = 0;
-        for (int i = 0; i < kQ8_0Block; ++i) isum += int32_t{a[k].qs[i]} * int32_t{b[k].qs[i]};
-        sum += static_cast<float>(isum) * (fp16_to_fp32(a[k].d) * fp16_to_fp32(b[k].d));
+        for (int i = 0; i < kQ8_0Block; ++i) isum += int32_t{a.qs[i]} * int32_t{b.qs[i]};
+        sum += static_cast<float>(isum) * (fp16_to_fp32(a.d) * fp16_to_fp32(b.d));
     }
     return sum;
 }
 
 void q4_0_to_float(const void* src, float* dst, int64_t n) {
-    const BlockQ4_0* blocks = static_cast<const BlockQ4_0*>(src);
     constexpr int half = kQ4_0Block / 2;
     for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
-        const float d = fp16_to_fp32(blocks[b].d);
+        const auto block = load<BlockQ4_0>(src, b);
+        const float d = fp16_to_fp32(block.d);
         for (int i = 0; i < half; ++i) {
-            dst[b * kQ4_0Block + i] = d * static_cast<float>((blocks[b].qs[i] & 0x0f) - 8);
-            dst[b * kQ4_0Block + i + half] = d * static_cast<float>((blocks[b].qs[i] >> 4) - 8);
+            dst[b * kQ4_0Block + i] = d * static_cast<float>((block.qs[i] & 0x0f) - 8);
+            dst[b * kQ4_0Block + i + half] = d * static_cast<float>((block.qs[i] >> 4) - 8);
         }
     }
 }
 void q4_0_from_float(const float* src, void* dst, int64_t n) {
-    BlockQ4_0* blocks = static_cast<BlockQ4_0*>(dst);
     constexpr int half = kQ4_0Block / 2;
     for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
         const float* x = src + b * kQ4_0Block;
@@ -102,26 +111,28 @@ void q4_0_from_float(const float* src, void* dst, int64_t n) {
         }
         const float d = max / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = fp32_to_fp16(d);
+        BlockQ4_0 block{};
+        block.d = fp32_to_fp16(d);
         for (int i = 0; i < half; ++i) {
             const auto lo = static_cast<uint8_t>(std::min(15, static_cast<int>(x[i] * id + 8.5f)));
             const auto hi = static_cast<uint8_t>(std::min(15, static_cast<int>(x[i + half] * id + 8.5f)));
-            blocks[b].qs[i] = static_cast<uint8_t>(lo | (hi << 4));
+            block.qs[i] = static_cast<uint8_t>(lo | (hi << 4));
         }
+        store(dst, b, block);
     }
 }
 float q4_0_vec_dot(int64_t n, const void* w, const void* x) {
-    const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
     constexpr int half = kQ4_0Block / 2;
     float sum = 0.0f;
     for (int64_t k = 0; k < n / kQ4_0Block; ++k) {
+        const auto a = load<BlockQ4_0>(w, k);
+        const auto b = load<BlockQ8_0>(x, k);
         int32_t isum = 0;
         for (int i = 0; i < half; ++i) {
-            isum += ((a[k].qs[i] & 0x0f) - 8) * int32_t{b[k].qs[i]};
-            isum += ((a[k].qs[i] >> 4) - 8) * int32_t{b[k].qs[i + half]};
+            isum += ((a.qs[i] & 0x0f) - 8) * int32_t{b.qs[i]};
+            isum += ((a.qs[i] >> 4) - 8) * int32_t{b.qs[i + half]};
         }
-        sum += static_cast<float>(isum) * (fp16_to_fp32(a[k].d) * fp16_to_fp32(b[k].d));
+        sum += static_cast<float>(isum) * (fp16_to_fp32(a.d) * fp16_to_fp32(b.d));
     }
     return sum;
 }
