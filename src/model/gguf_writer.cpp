@@ -15,8 +15,9 @@ namespace {
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T value) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&value);
-    out.insert(out.end(), p, p + sizeof value);
+    const size_t at = out.size();
+    out.resize(at + sizeof value);
+    std::memcpy(out.data() + at, &value, sizeof value);
 }
 
 void put_string(std::vector<uint8_t>& out, std::string_view s) {

@@ -156,7 +156,7 @@ TEST(Llama2cImport, RejectsBrokenInputs) {
     std::vector<uint8_t> bin = read_bytes(models + "/stories260K.bin");
     auto expect_error = [&](const std::string& checkpoint, const std::string& tokenizer, const std::string& fragment) {
         try {
-            import_llama2c({checkpoint, tokenizer}, dir + "/out.gguf");
+            import_llama2c({.checkpoint = checkpoint, .tokenizer = tokenizer}, dir + "/out.gguf");
             ADD_FAILURE() << checkpoint << " converted";
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
