@@ -111,6 +111,16 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
     copy.write(dir + "/c.gguf");
     EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/c.gguf"));
 
+    // Version 2 has the same little-endian layout as version 3 and loads the same.
+    std::vector<uint8_t> v2 = read_bytes(dir + "/a.gguf");
+    v2[4] = 2;
+    std::ofstream(dir + "/v2.gguf", std::ios::binary)
+        .write(reinterpret_cast<const char*>(v2.data()), static_cast<std::streamsize>(v2.size()));
+    const GgufFile f2(dir + "/v2.gguf");
+    EXPECT_EQ(f2.version(), 2u);
+    EXPECT_EQ(f2.get_string("a.str"), "h\xc3\xa9llo");
+    EXPECT_EQ(f2.find_tensor("t.f32")->data[5], 5);
+
     GgufWriter other = w;
     other.set_i32("a.i32", -6);
     other.write(dir + "/d.gguf");
