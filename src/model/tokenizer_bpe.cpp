@@ -1,5 +1,7 @@
 #include "model/tokenizer_bpe.h"
 
+#include "model/pair_merge.h"
+
 #include "util/error.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -88,27 +90,6 @@ std::string merge_key(std::string_view left, std::string_view right) {
     key += right;
     return key;
 }
-
-struct Symbol {
-    int prev;
-    int next;
-    size_t offset;
-    size_t n;  // 0 once merged into its left neighbour
-};
-
-struct Bigram {
-    int left;
-    int right;
-    int32_t rank;
-    size_t size;  // merged length when queued; differs once either side changed
-};
-
-// Lowest rank first; equal ranks (the same pair twice) leftmost first.
-struct BigramOrder {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-    }
-};
 
 struct MatchDataFree {
     void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
@@ -210,45 +191,12 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& ids)
         }
     }
 
-    std::vector<Symbol> symbols;
-    for (size_t at = 0; at < mapped.size();) {
-        const size_t n = char_length(mapped, at);
-        const int index = static_cast<int>(symbols.size());
-        symbols.push_back({index - 1, index + 1, at, n});
-        at += n;
-    }
-    symbols.back().next = -1;
-
-    const std::string_view text = mapped;
-    const auto piece = [&](int i) {
-        const Symbol& s = symbols[static_cast<size_t>(i)];
-        return text.substr(s.offset, s.n);
+    const auto priority = [this](std::string_view left, std::string_view right) -> std::optional<double> {
+        const int32_t rank = merge_rank(left, right);
+        if (rank < 0) return std::nullopt;
+        return -static_cast<double>(rank);  // lower rank merges first
     };
-    std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-    const auto try_add = [&](int left, int right) {
-        if (left < 0 || right < 0) return;
-        const int32_t rank = merge_rank(piece(left), piece(right));
-        if (rank < 0) return;
-        queue.push({left, right, rank, symbols[static_cast<size_t>(left)].n + symbols[static_cast<size_t>(right)].n});
-    };
-    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-    while (!queue.empty()) {
-        const Bigram b = queue.top();
-        queue.pop();
-        Symbol& left = symbols[static_cast<size_t>(b.left)];
-        Symbol& right = symbols[static_cast<size_t>(b.right)];
-        if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
-        left.n += right.n;
-        right.n = 0;
-        left.next = right.next;
-        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = b.left;
-        try_add(left.prev, b.left);
-        try_add(b.left, left.next);
-    }
-
-    for (int i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
-        const std::string_view p = piece(i);
+    for (const std::string_view p : merge_pairs(std::string_view(mapped), char_length, priority)) {
         const auto it = vocab_.token_to_id.find(std::string(p));
         if (it != vocab_.token_to_id.end()) {
             ids.push_back(it->second);

@@ -1,5 +1,7 @@
 #include "model/tokenizer_spm.h"
 
+#include "model/pair_merge.h"
+
 #include "util/error.h"
 
 #include <fmt/format.h>
@@ -43,32 +45,6 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
     return out;
 }
 
-// A piece of the text during merging, in a doubly linked list over the
-// initial characters; a merged-away symbol keeps n == 0.
-struct Symbol {
-    int prev;
-    int next;
-    size_t offset;
-    size_t n;
-};
-
-// A candidate merge of two adjacent symbols. `size` is the merged length when
-// the candidate was made: if either side has changed since, it is stale.
-struct Bigram {
-    int left;
-    int right;
-    float score;
-    size_t size;
-};
-
-// Highest score first; among equal scores the leftmost pair, which makes the
-// result independent of the queue's internal order.
-struct BigramOrder {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-};
-
 // One call's merging state: the symbols, the queue and, for each merged
 // text, where it was split, so a piece can be taken apart again.
 class SpmMerger {
@@ -80,36 +56,18 @@ public:
     // Splits into characters and merges until no adjacent pair is a token.
     // Returns the final pieces, left to right.
     std::vector<std::string_view> run() {
-        for (size_t at = 0; at < text_.size();) {
-            const size_t n = std::min(utf8_length(static_cast<uint8_t>(text_[at])), text_.size() - at);
-            const int index = static_cast<int>(symbols_.size());
-            symbols_.push_back({index - 1, index + 1, at, n});
-            at += n;
-        }
-        if (symbols_.empty()) return {};
-        symbols_.back().next = -1;
-        for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add(i - 1, i);
-
-        while (!queue_.empty()) {
-            const Bigram b = queue_.top();
-            queue_.pop();
-            Symbol& left = symbols_[static_cast<size_t>(b.left)];
-            Symbol& right = symbols_[static_cast<size_t>(b.right)];
-            if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
-            left.n += right.n;
-            right.n = 0;
-            left.next = right.next;
-            if (right.next >= 0) symbols_[static_cast<size_t>(right.next)].prev = b.left;
-            try_add(left.prev, b.left);
-            try_add(b.left, left.next);
-        }
-
-        std::vector<std::string_view> pieces;
-        for (int i = 0; i >= 0; i = symbols_[static_cast<size_t>(i)].next) {
-            const Symbol& s = symbols_[static_cast<size_t>(i)];
-            pieces.push_back(std::string_view(text_).substr(s.offset, s.n));
-        }
-        return pieces;
+        const auto char_length = [](std::string_view text, size_t at) {
+            return std::min(utf8_length(static_cast<uint8_t>(text[at])), text.size() - at);
+        };
+        const auto priority = [this](std::string_view left, std::string_view right) -> std::optional<double> {
+            std::string merged(left);
+            merged += right;
+            const int32_t id = id_of_(merged);
+            if (id < 0) return std::nullopt;
+            split_[std::move(merged)] = left.size();
+            return score_of_(id);
+        };
+        return merge_pairs(text_, char_length, priority);
     }
 
     // Where `piece` was split when it was merged, or 0 if it never was.
@@ -119,22 +77,9 @@ public:
     }
 
 private:
-    void try_add(int left, int right) {
-        if (left < 0 || right < 0) return;
-        const Symbol& l = symbols_[static_cast<size_t>(left)];
-        const Symbol& r = symbols_[static_cast<size_t>(right)];
-        std::string merged = text_.substr(l.offset, l.n + r.n);
-        const int32_t id = id_of_(merged);
-        if (id < 0) return;
-        queue_.push({left, right, score_of_(id), merged.size()});
-        split_[std::move(merged)] = l.n;
-    }
-
     const std::string& text_;
     std::function<int32_t(const std::string&)> id_of_;
     std::function<float(int32_t)> score_of_;
-    std::vector<Symbol> symbols_;
-    std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
     std::unordered_map<std::string, size_t> split_;
 };
 
