@@ -18,6 +18,10 @@ public:
     // Runs tokens at positions [pos, pos + tokens.size()) and returns the
     // logits (n_vocab floats) of the last one; valid until the next call.
     virtual const float* eval(std::span<const int32_t> tokens, int pos) = 0;
+    // Like eval, but returns the logits of every position: tokens.size() rows
+    // of n_vocab floats (perplexity and KL divergence need them all); valid
+    // until the next call.
+    virtual const float* eval_all(std::span<const int32_t> tokens, int pos) = 0;
 };
 
 }  // namespace tessera

@@ -2,6 +2,8 @@
 
 #include "util/error.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 LocalDecoder::LocalDecoder(const LlamaModel& model, const ForwardConfig& config, int n_threads)
@@ -33,6 +35,16 @@ const float* LocalDecoder::eval(std::span<const int32_t> tokens, int pos) {
     // Only the last position's logits are needed to pick the next token.
     forward_.logits(x_.data(), logits_.data());
     return logits_.data();
+}
+
+const float* LocalDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
+    const size_t n_vocab = logits_.size();
+    all_logits_.resize(tokens.size() * n_vocab);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const float* logits = eval(tokens.subspan(i, 1), pos + static_cast<int>(i));
+        std::copy(logits, logits + n_vocab, all_logits_.begin() + static_cast<std::ptrdiff_t>(i * n_vocab));
+    }
+    return all_logits_.data();
 }
 
 }  // namespace tessera

@@ -18,13 +18,14 @@ public:
     const ModelHParams& hparams() const override { return forward_.hparams(); }
     int n_ctx() const override { return forward_.n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
+    const float* eval_all(std::span<const int32_t> tokens, int pos) override;
 
     const SliceForward& forward() const { return forward_; }
 
 private:
     ThreadPool pool_;
     SliceForward forward_;
-    std::vector<float> x_, h_, partial_, logits_;
+    std::vector<float> x_, h_, partial_, logits_, all_logits_;
 };
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "ops/quant_type.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera {
@@ -22,7 +23,28 @@ struct QuantTraits {
     void (*from_float)(const float* src, void* dst, int64_t n);
     // Dot product of n elements: `w` in this type, `x` in vec_dot_type.
     float (*vec_dot)(int64_t n, const void* w, const void* x);
+    // A tile of dot products, for matrix-matrix products (prefill): for
+    // r < n_rows and c < n_cols, y[c * y_stride + r] = vec_dot(n, w_r, x_c)
+    // where w_r = w + r * w_stride and x_c = x + c * x_stride (bytes). Fast
+    // kernels hold several rows x columns in registers so each weight block
+    // is loaded once per tile instead of once per column.
+    void (*vec_dot_tile)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                         int n_cols, float* y, size_t y_stride);
 };
+
+// A vec_dot_tile made of single dot products: the reference every tiled
+// kernel is tested against, and the fallback for types without one.
+template <float (*Dot)(int64_t, const void*, const void*)>
+void vec_dot_tile_by_dots(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                          int n_cols, float* y, size_t y_stride) {
+    const auto* wb = static_cast<const unsigned char*>(w);
+    const auto* xb = static_cast<const unsigned char*>(x);
+    for (int c = 0; c < n_cols; ++c) {
+        for (int r = 0; r < n_rows; ++r) {
+            y[static_cast<size_t>(c) * y_stride + r] = Dot(n, wb + r * w_stride, xb + c * x_stride);
+        }
+    }
+}
 
 // The scalar reference implementation of a type, or nullptr if the engine
 // cannot compute with it. Every faster kernel is tested against these.
