@@ -27,6 +27,7 @@ struct RunOptions {
     std::string prompt_file;
     int n_predict = -1;
     int n_ctx = 0;
+    int n_batch = 512;
     int n_threads = 0;
     SamplerParams sampler;
     int64_t seed = -1;
@@ -67,6 +68,7 @@ void run(const RunOptions& o) {
     ForwardConfig config;
     config.n_ctx = n_ctx;
     config.kv_type = *kv_type;
+    config.n_batch = o.n_batch;
     LocalDecoder decoder(model, config, n_threads);
 
     GenerationParams params;
@@ -124,6 +126,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until end of text or a full context)")
         ->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
         ->capture_default_str();
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();

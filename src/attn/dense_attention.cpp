@@ -1,5 +1,6 @@
 #include "attn/dense_attention.h"
 
+#include "ops/quant_traits.h"
 #include "ops/softmax.h"
 #include "util/error.h"
 
@@ -8,24 +9,75 @@
 
 namespace tessera {
 
-DenseAttention::DenseAttention(int n_ctx, int n_threads)
-    : n_ctx_(n_ctx), scores_(static_cast<size_t>(n_threads), std::vector<float>(static_cast<size_t>(n_ctx))) {}
+namespace {
+// Positions whose scores one thread holds at a time.
+constexpr int kTokenBlock = 32;
+}  // namespace
 
-void DenseAttention::attend(const KvCache& cache, int layer, int n_pos, const float* q, int n_q_heads, int q_per_kv,
-                            float* out, ThreadPool& pool) {
-    if (n_pos <= 0 || n_pos > n_ctx_) throw make_error("internal: attention over {} of {} positions", n_pos, n_ctx_);
-    const int head_dim = cache.head_dim();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+DenseAttention::DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_threads)
+    : n_ctx_(n_ctx), head_dim_(head_dim), n_kv_heads_(n_kv_heads), n_threads_(n_threads) {
+    const auto kv = static_cast<size_t>(n_kv_heads) * static_cast<size_t>(n_ctx) * static_cast<size_t>(head_dim);
+    k_rows_.reset(new float[kv]);
+    v_cols_.reset(new float[kv]);
+    v_rows_.reset(new float[static_cast<size_t>(n_threads) * static_cast<size_t>(n_ctx) * head_dim]);
+    scores_.reset(new float[static_cast<size_t>(n_threads) * kTokenBlock * static_cast<size_t>(n_ctx)]);
+}
+
+void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
+                            int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool) {
+    const int n_pos = pos0 + n_tok;  // cached positions the last query reads
+    if (pos0 < 0 || n_tok <= 0 || n_pos > n_ctx_) {
+        throw make_error("internal: attention of positions {}..{} in a context of {}", pos0, n_pos, n_ctx_);
+    }
+    if (cache.head_dim() != head_dim_ || n_q_heads > n_kv_heads_ * q_per_kv || n_q_heads % q_per_kv != 0) {
+        throw make_error("internal: attention shape ({} query heads, {} per KV head) does not fit ({} KV heads)",
+                         n_q_heads, q_per_kv, n_kv_heads_);
+    }
+    const int hd = head_dim_;
+    const int n_kv = n_q_heads / q_per_kv;
+    const size_t head_floats = static_cast<size_t>(n_ctx_) * hd;
+    const QuantTraits& f32 = require_compute_traits(QuantType::F32, "attention");
+
+    // Each KV head's history as float: K rows and V transposed (so the
+    // weighted sum over positions is a row of dot products too).
     pool.run([&](int thread, int n_threads) {
-        std::vector<float>& scores = scores_[static_cast<size_t>(thread)];
-        for (int h = thread; h < n_q_heads; h += n_threads) {
-            const int kv_head = h / q_per_kv;
-            const float* qh = q + static_cast<int64_t>(h) * head_dim;
-            for (int t = 0; t < n_pos; ++t) scores[t] = cache.dot_k(layer, kv_head, t, qh) * scale;
-            softmax(scores.data(), n_pos);
-            float* oh = out + static_cast<int64_t>(h) * head_dim;
-            std::fill(oh, oh + head_dim, 0.0f);
-            for (int t = 0; t < n_pos; ++t) cache.add_v(layer, kv_head, t, scores[t], oh);
+        float* v_rows = v_rows_.get() + static_cast<size_t>(thread) * head_floats;
+        for (int h = thread; h < n_kv; h += n_threads) {
+            cache.load_k_rows(layer, h, n_pos, k_rows_.get() + h * head_floats);
+            cache.load_v_rows(layer, h, n_pos, v_rows);
+            float* v_cols = v_cols_.get() + h * head_floats;
+            for (int p = 0; p < n_pos; ++p) {
+                for (int i = 0; i < hd; ++i) v_cols[static_cast<size_t>(i) * n_ctx_ + p] = v_rows[p * hd + i];
+            }
+        }
+    });
+
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int n_blocks = (n_tok + kTokenBlock - 1) / kTokenBlock;
+    const int n_items = n_q_heads * n_blocks;
+    pool.run([&](int thread, int n_threads) {
+        float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
+        for (int item = thread; item < n_items; item += n_threads) {
+            const int h = item / n_blocks;
+            const int t0 = (item % n_blocks) * kTokenBlock;
+            const int toks = std::min(kTokenBlock, n_tok - t0);
+            const int kvh = h / q_per_kv;
+            // The last query of the block reads this many positions; earlier
+            // ones fewer (their extra scores are masked to zero weight).
+            const int n_read = pos0 + t0 + toks;
+            const float* qh = q + t0 * q_stride + static_cast<int64_t>(h) * hd;
+            f32.vec_dot_tile(hd, k_rows_.get() + kvh * head_floats, sizeof(float) * hd, n_read, qh,
+                             sizeof(float) * q_stride, toks, scores, n_ctx_);
+            for (int t = 0; t < toks; ++t) {
+                float* s = scores + static_cast<size_t>(t) * n_ctx_;
+                const int n_valid = pos0 + t0 + t + 1;
+                for (int p = 0; p < n_valid; ++p) s[p] *= scale;
+                softmax(s, n_valid);
+                std::fill(s + n_valid, s + n_read, 0.0f);
+            }
+            float* oh = out + t0 * out_stride + static_cast<int64_t>(h) * hd;
+            f32.vec_dot_tile(n_read, v_cols_.get() + kvh * head_floats, sizeof(float) * n_ctx_, hd, scores,
+                             sizeof(float) * n_ctx_, toks, oh, out_stride);
         }
     });
 }

@@ -1,27 +1,44 @@
-// Dense causal attention of one position over the cached positions [0, n_pos):
-// for each query head, softmax(q . K / sqrt(head_dim)) . V, with query head j
-// reading KV head j / q_per_kv (grouped-query attention; q_per_kv = 1 is plain
-// multi-head, q_per_kv = n_heads is multi-query).
+// Dense causal attention of a batch of consecutive positions over the cache:
+// the query at position p reads cached positions [0, p]; for each query head,
+// softmax(q . K / sqrt(head_dim)) . V, with query head j reading KV head
+// j / q_per_kv (grouped-query attention; q_per_kv = 1 is plain multi-head,
+// q_per_kv = n_heads is multi-query).
+//
+// One KV head's history is converted to float once per call (K as rows, V
+// transposed) and shared by its query heads and positions; scores and outputs
+// are then tiles of F32 dot products, the same SIMD kernels as the matrices,
+// so a prompt's attention is matrix-matrix work rather than one dot at a time.
 #pragma once
 
 #include "attn/kv_cache.h"
 #include "util/thread_pool.h"
 
-#include <vector>
+#include <cstdint>
+#include <memory>
 
 namespace tessera {
 
 class DenseAttention {
 public:
-    DenseAttention(int n_ctx, int n_threads);
+    DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_threads);
 
-    // q: n_q_heads * head_dim floats; out: the same size.
-    void attend(const KvCache& cache, int layer, int n_pos, const float* q, int n_q_heads, int q_per_kv, float* out,
-                ThreadPool& pool);
+    // Queries of the n_tok positions pos0 .. pos0 + n_tok - 1, whose K/V are
+    // already stored: row t of q (at q + t * q_stride) holds n_q_heads heads of
+    // head_dim floats; out has the same layout with out_stride.
+    void attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
+                int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool);
 
 private:
     int n_ctx_;
-    std::vector<std::vector<float>> scores_;  // one scratch row per thread
+    int head_dim_;
+    int n_kv_heads_;
+    int n_threads_;
+    // Uninitialized buffers, sized once for the whole context: pages are
+    // touched only as positions fill, and the token loop never allocates.
+    std::unique_ptr<float[]> k_rows_;    // [kv_head][pos][head_dim]
+    std::unique_ptr<float[]> v_cols_;    // [kv_head][head_dim][n_ctx] (V transposed)
+    std::unique_ptr<float[]> v_rows_;    // [thread][pos][head_dim] (conversion scratch)
+    std::unique_ptr<float[]> scores_;    // [thread][kTokenBlock][n_ctx]
 };
 
 }  // namespace tessera

@@ -1,5 +1,6 @@
 #include "attn/kv_cache.h"
 
+#include "ops/quant_traits.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -72,28 +73,22 @@ void KvCache::load_v(int layer, int head, int pos, float* dst) const {
     load_row(v_.get() + row_offset(layer, head, pos), type_, head_dim_, dst);
 }
 
-float KvCache::dot_k(int layer, int head, int pos, const float* q) const {
-    const uint8_t* row = k_.get() + row_offset(layer, head, pos);
-    float sum = 0.0f;
-    if (type_ == QuantType::F32) {
-        const auto* k = reinterpret_cast<const float*>(row);
-        for (int i = 0; i < head_dim_; ++i) sum += q[i] * k[i];
+namespace {
+void load_rows(const uint8_t* src, QuantType type, int64_t n, float* dst) {
+    if (type == QuantType::F32) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * 4);
     } else {
-        const auto* k = reinterpret_cast<const uint16_t*>(row);
-        for (int i = 0; i < head_dim_; ++i) sum += q[i] * fp16_to_fp32(k[i]);
+        require_compute_traits(QuantType::F16, "KV cache").to_float(src, dst, n);
     }
-    return sum;
+}
+}  // namespace
+
+void KvCache::load_k_rows(int layer, int head, int n, float* dst) const {
+    load_rows(k_.get() + row_offset(layer, head, 0), type_, static_cast<int64_t>(n) * head_dim_, dst);
 }
 
-void KvCache::add_v(int layer, int head, int pos, float weight, float* acc) const {
-    const uint8_t* row = v_.get() + row_offset(layer, head, pos);
-    if (type_ == QuantType::F32) {
-        const auto* v = reinterpret_cast<const float*>(row);
-        for (int i = 0; i < head_dim_; ++i) acc[i] += weight * v[i];
-    } else {
-        const auto* v = reinterpret_cast<const uint16_t*>(row);
-        for (int i = 0; i < head_dim_; ++i) acc[i] += weight * fp16_to_fp32(v[i]);
-    }
+void KvCache::load_v_rows(int layer, int head, int n, float* dst) const {
+    load_rows(v_.get() + row_offset(layer, head, 0), type_, static_cast<int64_t>(n) * head_dim_, dst);
 }
 
 }  // namespace tessera

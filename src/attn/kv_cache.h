@@ -31,10 +31,10 @@ public:
     void load_k(int layer, int head, int pos, float* dst) const;
     void load_v(int layer, int head, int pos, float* dst) const;
 
-    // dot(q, K[pos]) for one head, straight from the stored type.
-    float dot_k(int layer, int head, int pos, const float* q) const;
-    // acc += weight * V[pos] for one head.
-    void add_v(int layer, int head, int pos, float weight, float* acc) const;
+    // Reads positions [0, n) of one head's K or V rows as float, n * head_dim
+    // values back to back (one conversion for the whole run of rows).
+    void load_k_rows(int layer, int head, int n, float* dst) const;
+    void load_v_rows(int layer, int head, int n, float* dst) const;
 
 private:
     uint64_t row_offset(int layer, int head, int pos) const;

@@ -9,41 +9,48 @@ namespace tessera {
 LocalDecoder::LocalDecoder(const LlamaModel& model, const ForwardConfig& config, int n_threads)
     : pool_(n_threads),
       forward_(model, full_slice(model.hparams()), config, pool_),
-      x_(static_cast<size_t>(model.hparams().n_embd)),
+      x_(static_cast<size_t>(forward_.n_batch()) * model.hparams().n_embd),
       h_(x_.size()),
       partial_(x_.size()),
       logits_(static_cast<size_t>(model.hparams().n_vocab)) {}
 
-const float* LocalDecoder::eval(std::span<const int32_t> tokens, int pos) {
+void LocalDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {
     if (tokens.empty()) throw make_error("internal: eval of no tokens");
     if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
         throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
     }
     const ModelHParams& hp = forward_.hparams();
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        const int p = pos + static_cast<int>(i);
-        forward_.embed(tokens[i], x_.data());
+    const int64_t n_embd = hp.n_embd;
+    const size_t n_batch = static_cast<size_t>(forward_.n_batch());
+    for (size_t b = 0; b < tokens.size(); b += n_batch) {
+        const std::span<const int32_t> batch = tokens.subspan(b, std::min(n_batch, tokens.size() - b));
+        const int n_tok = static_cast<int>(batch.size());
+        const int pos0 = pos + static_cast<int>(b);
+        const int64_t n = n_tok * n_embd;
+        forward_.embed(batch, x_.data());
         for (int layer = 0; layer < hp.n_layer; ++layer) {
-            forward_.norm_attention_input(layer, x_.data(), h_.data());
-            forward_.attention_partial(layer, h_.data(), p, partial_.data());
-            for (int j = 0; j < hp.n_embd; ++j) x_[j] += partial_[j];
-            forward_.norm_ffn_input(layer, x_.data(), h_.data());
-            forward_.ffn_partial(layer, h_.data(), partial_.data());
-            for (int j = 0; j < hp.n_embd; ++j) x_[j] += partial_[j];
+            forward_.norm_attention_input(layer, x_.data(), h_.data(), n_tok);
+            forward_.attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
+            for (int64_t j = 0; j < n; ++j) x_[j] += partial_[j];
+            forward_.norm_ffn_input(layer, x_.data(), h_.data(), n_tok);
+            forward_.ffn_partial(layer, h_.data(), n_tok, partial_.data());
+            for (int64_t j = 0; j < n; ++j) x_[j] += partial_[j];
         }
+        if (all_logits != nullptr) forward_.logits(x_.data(), n_tok, all_logits + b * hp.n_vocab);
     }
+}
+
+const float* LocalDecoder::eval(std::span<const int32_t> tokens, int pos) {
+    run_layers(tokens, pos, nullptr);
     // Only the last position's logits are needed to pick the next token.
-    forward_.logits(x_.data(), logits_.data());
+    const size_t last = (tokens.size() - 1) % static_cast<size_t>(forward_.n_batch());
+    forward_.logits(x_.data() + last * forward_.hparams().n_embd, 1, logits_.data());
     return logits_.data();
 }
 
 const float* LocalDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
-    const size_t n_vocab = logits_.size();
-    all_logits_.resize(tokens.size() * n_vocab);
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        const float* logits = eval(tokens.subspan(i, 1), pos + static_cast<int>(i));
-        std::copy(logits, logits + n_vocab, all_logits_.begin() + static_cast<std::ptrdiff_t>(i * n_vocab));
-    }
+    all_logits_.resize(tokens.size() * logits_.size());
+    run_layers(tokens, pos, all_logits_.data());
     return all_logits_.data();
 }
 

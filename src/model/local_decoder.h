@@ -23,6 +23,10 @@ public:
     const SliceForward& forward() const { return forward_; }
 
 private:
+    // Runs tokens through every layer in batches; after it, x_ holds the final
+    // residual of the last batch (n_last rows).
+    void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
+
     ThreadPool pool_;
     SliceForward forward_;
     std::vector<float> x_, h_, partial_, logits_, all_logits_;

@@ -17,6 +17,7 @@
 #include "ops/rope.h"
 #include "util/thread_pool.h"
 
+#include <span>
 #include <vector>
 
 namespace tessera {
@@ -24,8 +25,13 @@ namespace tessera {
 struct ForwardConfig {
     int n_ctx = 0;
     QuantType kv_type = QuantType::F16;
+    // Most positions one call processes at once (llama.cpp's -b/-ub): longer
+    // prompts go through in batches of this size. Scratch grows to it.
+    int n_batch = 512;
 };
 
+// Every step works on a batch of n_tok consecutive positions; activations are
+// row-major [n_tok][width]. A batch of one is token-by-token generation.
 class SliceForward {
 public:
     SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool);
@@ -34,25 +40,28 @@ public:
     const Slice& slice() const { return weights_.slice; }
     const KvCache& kv_cache() const { return cache_; }
     int n_ctx() const { return cache_.n_ctx(); }
+    int n_batch() const { return n_batch_; }
 
-    // x = embedding of token (needs slice.embeds).
-    void embed(int32_t token, float* x) const;
-    // h = rmsnorm(x) with the layer's attention / FFN norm weights.
-    void norm_attention_input(int layer, const float* x, float* h) const;
-    void norm_ffn_input(int layer, const float* x, float* h) const;
-    // partial = this slice's share of the layer's attention output for position
-    // pos, given its normed input h; stores the slice's K/V for pos.
-    void attention_partial(int layer, const float* h, int pos, float* partial);
-    // partial = this slice's share of the layer's FFN output.
-    void ffn_partial(int layer, const float* h, float* partial);
-    // logits = output · rmsnorm(x) (needs slice.outputs).
-    void logits(const float* x, float* logits);
+    // x[t] = embedding of tokens[t] (needs slice.embeds).
+    void embed(std::span<const int32_t> tokens, float* x) const;
+    // h[t] = rmsnorm(x[t]) with the layer's attention / FFN norm weights.
+    void norm_attention_input(int layer, const float* x, float* h, int n_tok) const;
+    void norm_ffn_input(int layer, const float* x, float* h, int n_tok) const;
+    // partial[t] = this slice's share of the layer's attention output for
+    // position pos0 + t, given its normed input h[t]; stores the slice's K/V
+    // for those positions first, so the batch attends causally to itself.
+    void attention_partial(int layer, const float* h, int pos0, int n_tok, float* partial);
+    // partial[t] = this slice's share of the layer's FFN output.
+    void ffn_partial(int layer, const float* h, int n_tok, float* partial);
+    // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs); n_vocab per row.
+    void logits(const float* x, int n_tok, float* logits);
 
 private:
     const LayerWeights& layer_weights(int layer) const;
-    // The activation h converted to the vec_dot type a matrix needs; each
+    void check_batch(int n_tok) const;
+    // The activation rows h converted to the vec_dot type a matrix needs; each
     // input is converted once per type even when several matrices read it.
-    const QuantizedActivation& activation_for(const Matrix& m, const float* h, int64_t n);
+    const QuantizedActivation& activation_for(const Matrix& m, const float* h, int64_t n, int n_tok);
     // Forgets converted activations (their source buffers get new contents).
     void new_activations();
 
@@ -62,13 +71,15 @@ private:
     KvCache cache_;
     DenseAttention attention_;
     RopeTable rope_;
+    int n_batch_;
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
-    // Scratch, sized once so the token loop does not allocate.
+    // Scratch for n_batch positions, sized once so the token loop does not allocate.
     std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_;
     struct ConvertedActivation {
         QuantizedActivation act;
         const float* source = nullptr;
+        int n_tok = 0;
     };
     ConvertedActivation act_f32_, act_q8_;
 };

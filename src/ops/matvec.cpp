@@ -4,27 +4,37 @@
 
 namespace tessera {
 
-void QuantizedActivation::quantize(const float* x, int64_t n, QuantType type) {
+void QuantizedActivation::quantize(const float* x, int64_t n, QuantType type, int64_t n_rows, int64_t x_stride) {
     const QuantTraits& traits = require_compute_traits(type, "activation");
-    const uint64_t bytes = quant_row_bytes(type, n);
+    if (n_rows < 1) throw make_error("internal: activation of {} rows", n_rows);
+    if (x_stride == 0) x_stride = n;
+    row_bytes_ = quant_row_bytes(type, n);
+    const uint64_t bytes = row_bytes_ * static_cast<uint64_t>(n_rows);
     if (bytes_.size() < bytes) bytes_.resize(bytes);
-    traits.from_float(x, bytes_.data(), n);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        traits.from_float(x + r * x_stride, bytes_.data() + static_cast<uint64_t>(r) * row_bytes_, n);
+    }
     type_ = type;
     n_ = n;
+    n_rows_ = n_rows;
 }
 
 const uint8_t* QuantizedActivation::at(int64_t index) const {
     return bytes_.data() + quant_row_bytes(type_, index);
 }
 
-void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool) {
-    const QuantTraits& traits = require_compute_traits(w.type, "matvec");
+void check_activation(const QuantTraits& traits, const MatRect& rect, const QuantizedActivation& x) {
     if (x.type() != traits.vec_dot_type || x.size() != rect.n_cols) {
-        throw make_error("internal: matvec activation is {}x{} but the rect needs {}x{}", quant_type_name(x.type()),
+        throw make_error("internal: activation is {}x{} but the rect needs {}x{}", quant_type_name(x.type()),
                          x.size(), quant_type_name(traits.vec_dot_type), rect.n_cols);
     }
+}
+
+void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool) {
+    const QuantTraits& traits = require_compute_traits(w.type, "matvec");
+    check_activation(traits, rect, x);
     const uint64_t col_offset = quant_row_bytes(w.type, rect.col_begin);
-    const void* xq = x.at(0);
+    const void* xq = x.row(0);
     const int64_t n_cols = rect.n_cols;
     auto* vec_dot = traits.vec_dot;
     pool.parallel_for(rect.row_end - rect.row_begin, [&](int64_t begin, int64_t end) {

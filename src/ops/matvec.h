@@ -14,20 +14,28 @@
 
 namespace tessera {
 
-// An activation converted once to the vec_dot type of the matrices it meets.
-// The buffer is reused across calls, so the token loop does not allocate.
+// Activations converted once to the vec_dot type of the matrices they meet:
+// n_rows rows (one per position) of n elements each. The buffer is reused
+// across calls and only grows, so the token loop does not allocate.
 class QuantizedActivation {
 public:
-    // Converts x[0, n) to `type` (a vec_dot_type: F32 or Q8_0).
-    void quantize(const float* x, int64_t n, QuantType type);
+    // Converts rows x[r * x_stride, r * x_stride + n) for r < n_rows to `type`
+    // (a vec_dot_type: F32, Q8_0 or Q8_K).
+    void quantize(const float* x, int64_t n, QuantType type, int64_t n_rows = 1, int64_t x_stride = 0);
     QuantType type() const { return type_; }
     int64_t size() const { return n_; }
-    // Start of element `index` (a multiple of the type's block size).
+    int64_t n_rows() const { return n_rows_; }
+    uint64_t row_bytes() const { return row_bytes_; }
+    // Start of row r.
+    const uint8_t* row(int64_t r) const { return bytes_.data() + static_cast<uint64_t>(r) * row_bytes_; }
+    // Start of element `index` of row 0 (a multiple of the type's block size).
     const uint8_t* at(int64_t index) const;
 
 private:
     QuantType type_ = QuantType::F32;
     int64_t n_ = 0;
+    int64_t n_rows_ = 0;
+    uint64_t row_bytes_ = 0;
     std::vector<uint8_t> bytes_;
 };
 
@@ -39,12 +47,15 @@ struct MatRect {
 };
 
 // y[r - row_begin] = dot(w[r][col_begin : col_begin + n_cols], x) for r in the
-// rect. `x` holds exactly n_cols elements in w's vec_dot type. col_begin and
-// n_cols must fall on block boundaries of w's type.
+// rect. `x` holds exactly n_cols elements in w's vec_dot type (its row 0 is
+// used). col_begin and n_cols must fall on block boundaries of w's type.
 void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool);
 
 // The whole matrix: y = w x.
 void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool& pool);
+
+// Throws unless x is in w's vec_dot type with rect.n_cols elements per row.
+void check_activation(const QuantTraits& traits, const MatRect& rect, const QuantizedActivation& x);
 
 // Dequantizes row r of w into dst[0, cols) (embedding lookup).
 void dequantize_row(const Matrix& w, int64_t r, float* dst);

@@ -28,8 +28,9 @@ TEST(DenseAttention, MatchesNaiveGqa) {
         std::vector<float> q(n_kv * q_per_kv * hd), out(q.size());
         for (auto& x : q) x = rng.next_normal();
         ThreadPool pool(2);
-        DenseAttention attention(n_ctx, pool.size());
-        attention.attend(cache, layer, n_pos, q.data(), n_kv * q_per_kv, q_per_kv, out.data(), pool);
+        DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+        const int nq = n_kv * q_per_kv;
+        attention.attend(cache, layer, n_pos - 1, 1, q.data(), nq * hd, nq, q_per_kv, out.data(), nq * hd, pool);
         const double tol = type == QuantType::F32 ? 1e-5 : 5e-3;
         for (int h = 0; h < n_kv * q_per_kv; ++h) {
             const int kvh = h / q_per_kv;
@@ -46,6 +47,40 @@ TEST(DenseAttention, MatchesNaiveGqa) {
                 double o = 0.0;
                 for (int p = 0; p < n_pos; ++p) o += s[p] / sum * vs[p][kvh * hd + i];
                 EXPECT_NEAR(out[h * hd + i], o, tol) << quant_type_name(type) << " head " << h;
+            }
+        }
+    }
+}
+
+// A batch of positions attends causally: query t of a batch starting at pos0
+// reads positions [0, pos0 + t], and equals attending one position at a time.
+// Batches longer than one block of scores, odd sizes, 1 and 3 threads.
+TEST(DenseAttention, BatchIsCausalAndEqualsOneByOne) {
+    const int n_kv = 2, q_per_kv = 2, hd = 12, n_ctx = 80, layer = 0;
+    const int nq = n_kv * q_per_kv, width = nq * hd;
+    for (int threads : {1, 3}) {
+        for (int pos0 : {0, 5}) {
+            const int n_tok = 70 - pos0;
+            KvCache cache(1, n_kv, hd, n_ctx, QuantType::F32);
+            Rng rng(17 + pos0);
+            for (int p = 0; p < pos0 + n_tok; ++p) {
+                std::vector<float> k(n_kv * hd), v(n_kv * hd);
+                for (auto& x : k) x = rng.next_normal();
+                for (auto& x : v) x = rng.next_normal();
+                cache.store(layer, p, k.data(), v.data());
+            }
+            std::vector<float> q(static_cast<size_t>(n_tok) * width), batch(q.size()), single(width);
+            for (auto& x : q) x = rng.next_normal();
+            ThreadPool pool(threads);
+            DenseAttention attention(n_ctx, hd, n_kv, threads);
+            attention.attend(cache, layer, pos0, n_tok, q.data(), width, nq, q_per_kv, batch.data(), width, pool);
+            for (int t = 0; t < n_tok; ++t) {
+                attention.attend(cache, layer, pos0 + t, 1, q.data() + t * width, width, nq, q_per_kv,
+                                 single.data(), width, pool);
+                for (int i = 0; i < width; ++i) {
+                    ASSERT_NEAR(batch[static_cast<size_t>(t) * width + i], single[i], 1e-5)
+                        << "threads " << threads << " pos0 " << pos0 << " t " << t;
+                }
             }
         }
     }

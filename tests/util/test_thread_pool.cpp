@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace tessera {
@@ -32,6 +35,31 @@ TEST(ThreadPool, RunGivesEachThreadItsIndex) {
         seen[static_cast<size_t>(index)]++;
     });
     for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+// An error on a worker thread reaches the caller instead of being lost, and
+// the pool keeps working afterwards.
+TEST(ThreadPool, RethrowsAWorkersException) {
+    ThreadPool pool(3);
+    EXPECT_THROW(pool.run([](int index, int) {
+        if (index == 2) throw std::runtime_error("worker failed");
+    }),
+                 std::runtime_error);
+    std::atomic<int> ran{0};
+    pool.run([&](int, int) { ran++; });
+    EXPECT_EQ(ran.load(), 3);
+}
+
+// Waiting threads block after their spin: a pool left idle longer than the
+// spin still wakes for the next task.
+TEST(ThreadPool, WakesAfterSleeping) {
+    ThreadPool pool(2);
+    for (int rep = 0; rep < 3; ++rep) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        std::atomic<int> ran{0};
+        pool.run([&](int, int) { ran++; });
+        EXPECT_EQ(ran.load(), 2);
+    }
 }
 
 TEST(ThreadPool, RejectsZeroThreads) { EXPECT_ANY_THROW(ThreadPool(0)); }
