@@ -1,0 +1,98 @@
+// tessera bench: prompt and generation speed of one model, as llama-bench's
+// pp and tg tests, plus how close generation comes to the memory bandwidth.
+#include "apps/commands.h"
+#include "engine/bench.h"
+#include "util/error.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+struct BenchOptions {
+    std::string model;
+    int n_prompt = 512;
+    int n_gen = 128;
+    int n_threads = 0;
+    int reps = 5;
+    int n_batch = 512;
+    bool json = false;
+};
+
+nlohmann::json rate_json(const BenchRate& rate) {
+    return {{"tokens", rate.tokens}, {"tps", rate.tps}, {"tps_min", rate.min()}, {"tps_median", rate.median()}};
+}
+
+void bench_main(const BenchOptions& o) {
+    BenchParams params;
+    params.model_path = o.model.empty() ? default_model_path() : o.model;
+    params.n_prompt = o.n_prompt;
+    params.n_gen = o.n_gen;
+    params.n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    params.reps = o.reps;
+    params.n_batch = o.n_batch;
+    const BenchResult r = run_bench(params);
+
+    if (o.json) {
+        const nlohmann::json j = {
+            {"model", params.model_path},
+            {"type", r.model_type},
+            {"model_bytes", r.model_bytes},
+            {"n_params", r.n_params},
+            {"threads", params.n_threads},
+            {"reps", params.reps},
+            {"pp", rate_json(r.pp)},
+            {"tg", rate_json(r.tg)},
+            {"weight_bytes_per_token", r.weight_bytes_per_token},
+            {"mem_bandwidth_gbs", r.mem_bandwidth_gbs},
+            {"tg_bandwidth_gbs", r.tg_bandwidth_gbs()},
+            {"tg_bandwidth_fraction", r.tg_bandwidth_fraction()},
+        };
+        std::puts(j.dump().c_str());
+        return;
+    }
+    fmt::print("model: {} ({}, {:.1f} MiB, {:.2f} B params), threads: {}, repetitions: {}\n", params.model_path,
+               r.model_type, r.model_bytes / 1048576.0, r.n_params / 1e9, params.n_threads, params.reps);
+    fmt::print("| {:>8} | {:>12} | {:>12} |\n", "test", "t/s min", "t/s median");
+    fmt::print("| {:->8} | {:->12} | {:->12} |\n", "", "", "");
+    if (r.pp.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("pp{}", r.pp.tokens), r.pp.min(), r.pp.median());
+    if (r.tg.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("tg{}", r.tg.tokens), r.tg.min(), r.tg.median());
+    fmt::print("weights read per generated token: {:.1f} MiB\n", r.weight_bytes_per_token / 1048576.0);
+    fmt::print("memory read bandwidth ({} threads): {:.2f} GB/s\n", params.n_threads, r.mem_bandwidth_gbs);
+    if (r.tg.tokens > 0) {
+        fmt::print("generation streams {:.2f} GB/s = {:.1f}% of it\n", r.tg_bandwidth_gbs(),
+                   100.0 * r.tg_bandwidth_fraction());
+    }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+    auto o = std::make_shared<BenchOptions>();
+    CLI::App* cmd = app.add_subcommand("bench", "Measure prompt (pp) and generation (tg) speed, like llama-bench");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled stories260K)");
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the pp test (0: skip it)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens of the tg test (0: skip it)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
+    cmd->add_option("-r,--repetitions", o->reps, "Timed repetitions of each test (after one warm-up)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
+    cmd->callback([o] { bench_main(*o); });
+}
+
+}  // namespace tessera

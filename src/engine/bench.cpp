@@ -1,0 +1,108 @@
+#include "engine/bench.h"
+
+#include "model/llama_model.h"
+#include "model/local_decoder.h"
+#include "util/error.h"
+#include "util/mem_bandwidth.h"
+#include "util/rng.h"
+#include "util/timer.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tessera {
+
+double BenchRate::min() const { return tps.empty() ? 0.0 : *std::min_element(tps.begin(), tps.end()); }
+
+double BenchRate::median() const {
+    if (tps.empty()) return 0.0;
+    std::vector<double> sorted = tps;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t mid = sorted.size() / 2;
+    return sorted.size() % 2 == 1 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+}
+
+double BenchResult::tg_bandwidth_gbs() const { return static_cast<double>(weight_bytes_per_token) * tg.median() / 1e9; }
+
+double BenchResult::tg_bandwidth_fraction() const {
+    return mem_bandwidth_gbs > 0 ? tg_bandwidth_gbs() / mem_bandwidth_gbs : 0.0;
+}
+
+namespace {
+
+uint64_t matrix_bytes(const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
+
+// What one generated token reads: every layer matrix and the output head in
+// full, but only one row of the token embedding.
+uint64_t weight_bytes_per_token(const SliceWeights& w) {
+    uint64_t bytes = w.token_embd.row_bytes + matrix_bytes(w.output);
+    for (const LayerWeights& l : w.layers) {
+        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix_bytes(*m);
+    }
+    return bytes;
+}
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (auto& t : tokens) t = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(n_vocab));
+    return tokens;
+}
+
+}  // namespace
+
+BenchResult run_bench(const BenchParams& params) {
+    if (params.n_prompt < 0 || params.n_gen < 0 || params.n_prompt + params.n_gen == 0) {
+        throw make_error("bench needs a prompt (-p) or a generation (-n) length above 0");
+    }
+    if (params.reps < 1) throw make_error("bench needs at least 1 repetition (-r), got {}", params.reps);
+    const LlamaModel model(params.model_path);
+    const ModelHParams& hp = model.hparams();
+
+    BenchResult result;
+    std::map<QuantType, uint64_t> bytes_by_type;
+    for (const GgufTensorInfo& t : model.file().tensors()) {
+        result.model_bytes += t.n_bytes;
+        result.n_params += static_cast<uint64_t>(t.n_elements());
+        bytes_by_type[t.type] += t.n_bytes;
+    }
+    const auto most = std::max_element(bytes_by_type.begin(), bytes_by_type.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    result.model_type = most == bytes_by_type.end() ? "?" : quant_type_name(most->first);
+    result.weight_bytes_per_token = weight_bytes_per_token(load_slice_weights(model, full_slice(hp)));
+
+    ForwardConfig config;
+    config.n_ctx = std::max(params.n_prompt, params.n_gen) + 1;
+    config.kv_type = params.kv_type;
+    config.n_batch = params.n_batch;
+    LocalDecoder decoder(model, config, params.n_threads);
+
+    // One untimed run of each test first: page in the weights, warm caches.
+    const std::vector<int32_t> prompt = random_tokens(std::max(params.n_prompt, 1), hp.n_vocab, 1);
+    const std::vector<int32_t> gen = random_tokens(std::max(params.n_gen, 1), hp.n_vocab, 2);
+    auto run_pp = [&] {
+        const double start = now_seconds();
+        decoder.eval(prompt, 0);
+        return now_seconds() - start;
+    };
+    auto run_tg = [&] {
+        const double start = now_seconds();
+        for (int i = 0; i < params.n_gen; ++i) decoder.eval(std::span<const int32_t>(gen).subspan(i, 1), i);
+        return now_seconds() - start;
+    };
+    if (params.n_prompt > 0) {
+        run_pp();
+        result.pp.tokens = params.n_prompt;
+        for (int r = 0; r < params.reps; ++r) result.pp.tps.push_back(params.n_prompt / run_pp());
+    }
+    if (params.n_gen > 0) {
+        run_tg();
+        result.tg.tokens = params.n_gen;
+        for (int r = 0; r < params.reps; ++r) result.tg.tps.push_back(params.n_gen / run_tg());
+    }
+    ThreadPool pool(params.n_threads);
+    result.mem_bandwidth_gbs = measure_read_bandwidth(pool);
+    return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// `tessera bench`: llama-bench's two figures for one model and thread count,
+// pp (a prompt of n_prompt tokens in batches, from an empty context) and tg
+// (n_gen tokens generated one at a time, from an empty context), each repeated
+// and reported as min and median tokens/s, plus the memory-bandwidth view of
+// generation: bytes of weights read per token, this machine's measured read
+// bandwidth, and the fraction of that ceiling generation reaches.
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct BenchParams {
+    std::string model_path;
+    int n_prompt = 512;
+    int n_gen = 128;
+    int n_threads = 1;
+    int reps = 5;
+    int n_batch = 512;
+    QuantType kv_type = QuantType::F16;
+};
+
+struct BenchRate {
+    int tokens = 0;
+    std::vector<double> tps;  // one per repetition
+    double min() const;
+    double median() const;
+};
+
+struct BenchResult {
+    std::string model_type;  // the type of most weight bytes, e.g. Q4_0
+    uint64_t model_bytes = 0;
+    uint64_t n_params = 0;
+    BenchRate pp;
+    BenchRate tg;
+    uint64_t weight_bytes_per_token = 0;
+    double mem_bandwidth_gbs = 0.0;
+    // Weight bytes per token x the median generation rate, and its share of
+    // the measured ceiling.
+    double tg_bandwidth_gbs() const;
+    double tg_bandwidth_fraction() const;
+};
+
+BenchResult run_bench(const BenchParams& params);
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// End-to-end test of `tessera bench`: both tests run, every figure is there
+// and plausible. Speed itself is never asserted (shared machines are noisy).
+#include "subprocess.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
+    const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "24", "-n", "8", "-r", "3", "-t", "2",
+                                      "-b", "16", "--json"},
+                                     60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["type"], "F32");
+    EXPECT_EQ(j["threads"], 2);
+    for (const char* test : {"pp", "tg"}) {
+        const auto& t = j[test];
+        ASSERT_EQ(t["tps"].size(), 3u) << test;
+        EXPECT_GT(t["tps_min"].get<double>(), 0.0) << test;
+        EXPECT_GE(t["tps_median"].get<double>(), t["tps_min"].get<double>()) << test;
+    }
+    EXPECT_EQ(j["pp"]["tokens"], 24);
+    EXPECT_EQ(j["tg"]["tokens"], 8);
+    // stories260K reads ~1 MiB of F32 weights per token, less than the file.
+    const auto bytes = j["weight_bytes_per_token"].get<uint64_t>();
+    EXPECT_GT(bytes, 900'000u);
+    EXPECT_LT(bytes, j["model_bytes"].get<uint64_t>());
+    EXPECT_GT(j["mem_bandwidth_gbs"].get<double>(), 0.1);
+    EXPECT_NEAR(j["tg_bandwidth_gbs"].get<double>(), bytes * j["tg"]["tps_median"].get<double>() / 1e9, 1e-6);
+}
+
+TEST(Bench, RejectsNothingToMeasure) {
+    const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "0", "-n", "0"}, 30);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+}
+
+}  // namespace tessera
