@@ -44,7 +44,7 @@ void SliceForward::check_batch(int n_tok) const {
 
 const QuantizedActivation& SliceForward::activation_for(const Matrix& m, const float* h, int64_t n, int n_tok) {
     const QuantType vdt = require_compute_traits(m.type, "matrix").vec_dot_type;
-    ConvertedActivation& slot = vdt == QuantType::F32 ? act_f32_ : act_q8_;
+    ConvertedActivation& slot = converted_[vdt == QuantType::F32 ? 0 : vdt == QuantType::Q8_0 ? 1 : 2];
     if (slot.source != h || slot.n_tok != n_tok || slot.act.size() != n || slot.act.type() != vdt) {
         slot.act.quantize(h, n, vdt, n_tok);
         slot.source = h;
@@ -53,9 +53,22 @@ const QuantizedActivation& SliceForward::activation_for(const Matrix& m, const f
     return slot.act;
 }
 
+void SliceForward::run_jobs(std::span<const MatmulJob> jobs, const float* h, int64_t n, int n_tok) {
+    // Matrices of one input usually share a vec_dot type and run in one
+    // parallel loop; a mixed-type file (e.g. Q4_K_M's Q6_K wv) may not.
+    const QuantType vdt = require_compute_traits(jobs[0].w->type, "matrix").vec_dot_type;
+    const bool same = std::all_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) {
+        return require_compute_traits(j.w->type, "matrix").vec_dot_type == vdt;
+    });
+    if (same) {
+        matmul_many(jobs, activation_for(*jobs[0].w, h, n, n_tok), pool_);
+        return;
+    }
+    for (const MatmulJob& j : jobs) matmul(*j.w, j.rect, activation_for(*j.w, h, n, n_tok), j.y, j.y_stride, pool_);
+}
+
 void SliceForward::new_activations() {
-    act_f32_.source = nullptr;
-    act_q8_.source = nullptr;
+    for (ConvertedActivation& c : converted_) c.source = nullptr;
 }
 
 void SliceForward::embed(std::span<const int32_t> tokens, float* x) const {
@@ -98,10 +111,10 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
     const int64_t kv_end = static_cast<int64_t>(s.kv_head_end) * hd;
     const int64_t q_width = static_cast<int64_t>(n_q_heads_) * hd;
     const int64_t kv_width = kv_end - kv_begin;
-    matmul(w.wq, {q_begin_, q_begin_ + q_width, 0, n_embd}, activation_for(w.wq, h, n_embd, n_tok), q_.data(), q_width,
-           pool_);
-    matmul(w.wk, {kv_begin, kv_end, 0, n_embd}, activation_for(w.wk, h, n_embd, n_tok), k_.data(), kv_width, pool_);
-    matmul(w.wv, {kv_begin, kv_end, 0, n_embd}, activation_for(w.wv, h, n_embd, n_tok), v_.data(), kv_width, pool_);
+    const MatmulJob qkv[] = {{&w.wq, {q_begin_, q_begin_ + q_width, 0, n_embd}, q_.data(), q_width},
+                             {&w.wk, {kv_begin, kv_end, 0, n_embd}, k_.data(), kv_width},
+                             {&w.wv, {kv_begin, kv_end, 0, n_embd}, v_.data(), kv_width}};
+    run_jobs(qkv, h, n_embd, n_tok);
     const int local_layer = layer - s.layer_begin;
     for (int t = 0; t < n_tok; ++t) {
         rope_.set_position(pos0 + t);
@@ -127,10 +140,9 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, float* part
         return;
     }
     new_activations();
-    matmul(w.w_gate, {s.ffn_begin, s.ffn_end, 0, n_embd}, activation_for(w.w_gate, h, n_embd, n_tok), gate_.data(),
-           n_ffn, pool_);
-    matmul(w.w_up, {s.ffn_begin, s.ffn_end, 0, n_embd}, activation_for(w.w_up, h, n_embd, n_tok), up_.data(), n_ffn,
-           pool_);
+    const MatmulJob gate_up[] = {{&w.w_gate, {s.ffn_begin, s.ffn_end, 0, n_embd}, gate_.data(), n_ffn},
+                                 {&w.w_up, {s.ffn_begin, s.ffn_end, 0, n_embd}, up_.data(), n_ffn}};
+    run_jobs(gate_up, h, n_embd, n_tok);
     swiglu(gate_.data(), up_.data(), n_ffn * n_tok);
     new_activations();
     matmul(w.w_down, {0, n_embd, s.ffn_begin, n_ffn}, activation_for(w.w_down, gate_.data(), n_ffn, n_tok), partial,

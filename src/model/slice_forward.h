@@ -13,6 +13,7 @@
 #include "attn/dense_attention.h"
 #include "attn/kv_cache.h"
 #include "model/llama_model.h"
+#include "ops/matmul.h"
 #include "ops/matvec.h"
 #include "ops/rope.h"
 #include "util/thread_pool.h"
@@ -62,6 +63,8 @@ private:
     // The activation rows h converted to the vec_dot type a matrix needs; each
     // input is converted once per type even when several matrices read it.
     const QuantizedActivation& activation_for(const Matrix& m, const float* h, int64_t n, int n_tok);
+    // Runs products of the same input h (n_tok rows of n floats).
+    void run_jobs(std::span<const MatmulJob> jobs, const float* h, int64_t n, int n_tok);
     // Forgets converted activations (their source buffers get new contents).
     void new_activations();
 
@@ -81,7 +84,9 @@ private:
         const float* source = nullptr;
         int n_tok = 0;
     };
-    ConvertedActivation act_f32_, act_q8_;
+    // One per activation type (F32, Q8_0, Q8_K): a file mixing weight types
+    // converts each input once per type it meets.
+    ConvertedActivation converted_[3];
 };
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <array>
 
 namespace tessera {
 
@@ -11,33 +12,68 @@ namespace {
 // positions; a block of positions' activations (a few KiB each) stays in L2.
 constexpr int64_t kRowBlock = 16;
 constexpr int64_t kTokenBlock = 64;
+constexpr size_t kMaxJobs = 8;
+
+struct PreparedJob {
+    const QuantTraits* traits;
+    const uint8_t* w0;  // first byte of the rect's first row
+    uint64_t w_stride;
+    int64_t n_rows;
+    int64_t first_block;  // index of its first row block among all jobs' blocks
+    float* y;
+    int64_t y_stride;
+};
+
+// Rows [r0, r0 + rows) of one job against every position of x.
+void run_block(const PreparedJob& job, int64_t r0, int64_t rows, const QuantizedActivation& x, int64_t n_cols) {
+    const uint8_t* wr = job.w0 + static_cast<uint64_t>(r0) * job.w_stride;
+    const int64_t n_tok = x.n_rows();
+    if (n_tok == 1) {
+        auto* vec_dot = job.traits->vec_dot;
+        const void* xq = x.row(0);
+        for (int64_t i = 0; i < rows; ++i) job.y[r0 + i] = vec_dot(n_cols, wr + i * job.w_stride, xq);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
+        const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
+        job.traits->vec_dot_tile(n_cols, wr, job.w_stride, static_cast<int>(rows), x.row(t0), x.row_bytes(), toks,
+                                 job.y + t0 * job.y_stride + r0, static_cast<size_t>(job.y_stride));
+    }
+}
 }  // namespace
+
+void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, ThreadPool& pool) {
+    if (jobs.size() > kMaxJobs) throw make_error("internal: {} products in one matmul_many", jobs.size());
+    std::array<PreparedJob, kMaxJobs> prepared;
+    int64_t n_blocks = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const MatmulJob& job = jobs[i];
+        const QuantTraits& traits = require_compute_traits(job.w->type, "matmul");
+        check_activation(traits, job.rect, x);
+        if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
+        const int64_t n_rows = job.rect.row_end - job.rect.row_begin;
+        prepared[i] = {&traits, job.w->row(job.rect.row_begin) + quant_row_bytes(job.w->type, job.rect.col_begin),
+                       job.w->row_bytes, n_rows, n_blocks, job.y, job.y_stride};
+        n_blocks += (n_rows + kRowBlock - 1) / kRowBlock;
+    }
+    const int64_t n_cols = jobs.empty() ? 0 : jobs[0].rect.n_cols;
+    const size_t n_jobs = jobs.size();
+    // Contiguous runs of blocks per thread, so each streams its rows in order.
+    pool.parallel_for(n_blocks, [&](int64_t begin, int64_t end) {
+        size_t j = 0;
+        for (int64_t b = begin; b < end; ++b) {
+            while (j + 1 < n_jobs && prepared[j + 1].first_block <= b) ++j;
+            const PreparedJob& job = prepared[j];
+            const int64_t r0 = (b - job.first_block) * kRowBlock;
+            run_block(job, r0, std::min(kRowBlock, job.n_rows - r0), x, n_cols);
+        }
+    });
+}
 
 void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, int64_t y_stride,
             ThreadPool& pool) {
-    const QuantTraits& traits = require_compute_traits(w.type, "matmul");
-    check_activation(traits, rect, x);
-    const int64_t n_tok = x.n_rows();
-    if (n_tok == 1) {
-        matvec(w, rect, x, y, pool);
-        return;
-    }
-    const uint64_t col_offset = quant_row_bytes(w.type, rect.col_begin);
-    const int64_t n_rows = rect.row_end - rect.row_begin;
-    const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
-    auto* tile = traits.vec_dot_tile;
-    pool.parallel_for(n_row_blocks, [&](int64_t block_begin, int64_t block_end) {
-        for (int64_t rb = block_begin; rb < block_end; ++rb) {
-            const int64_t r0 = rb * kRowBlock;
-            const int rows = static_cast<int>(std::min(kRowBlock, n_rows - r0));
-            const uint8_t* wr = w.row(rect.row_begin + r0) + col_offset;
-            for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
-                const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
-                tile(rect.n_cols, wr, w.row_bytes, rows, x.row(t0), x.row_bytes(), toks,
-                     y + t0 * y_stride + r0, static_cast<size_t>(y_stride));
-            }
-        }
-    });
+    const MatmulJob job{&w, rect, y, y_stride};
+    matmul_many(std::span<const MatmulJob>(&job, 1), x, pool);
 }
 
 }  // namespace tessera

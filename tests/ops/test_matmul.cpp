@@ -1,0 +1,114 @@
+// matmul and matmul_many (the prefill path: vec_dot tiles over blocks of rows
+// and positions) equal a vec_dot per (row, position) on every weight type,
+// over rectangles with a column offset, odd row and position counts, with 1
+// and 3 threads.
+#include "ops/matmul.h"
+#include "util/rng.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+struct RandomMatrix {
+    std::vector<uint8_t> bytes;
+    Matrix m;
+};
+
+RandomMatrix random_matrix(QuantType type, int64_t rows, int64_t cols, uint64_t seed) {
+    Rng rng(seed);
+    RandomMatrix t;
+    t.m = {type, cols, rows, quant_row_bytes(type, cols), nullptr};
+    t.bytes.resize(t.m.row_bytes * static_cast<uint64_t>(rows));
+    t.m.data = t.bytes.data();
+    std::vector<float> row(static_cast<size_t>(cols));
+    const QuantTraits& traits = *compute_traits(type);
+    for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = rng.next_normal() * 0.2f;
+        traits.from_float(row.data(), t.bytes.data() + r * t.m.row_bytes, cols);
+    }
+    return t;
+}
+
+// y[t][r] by one vec_dot each, the definition matmul must meet.
+std::vector<float> reference(const Matrix& w, const MatRect& rect, const QuantizedActivation& x) {
+    const QuantTraits& traits = *compute_traits(w.type);
+    const int64_t n_rows = rect.row_end - rect.row_begin;
+    std::vector<float> y(static_cast<size_t>(x.n_rows() * n_rows));
+    for (int64_t t = 0; t < x.n_rows(); ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+            y[t * n_rows + r] = traits.vec_dot(
+                rect.n_cols, w.row(rect.row_begin + r) + quant_row_bytes(w.type, rect.col_begin), x.row(t));
+        }
+    }
+    return y;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << what << " at " << i;
+    }
+}
+
+}  // namespace
+
+TEST(Matmul, EqualsOneDotPerRowAndPosition) {
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        const int64_t rows = 53, cols = 32 * 6;
+        const RandomMatrix w = random_matrix(type, rows, cols, 3);
+        const QuantType vdt = compute_traits(type)->vec_dot_type;
+        for (int n_tok : {1, 2, 67}) {
+            for (const MatRect rect : {MatRect{0, rows, 0, cols}, MatRect{5, 47, 64, 96}, MatRect{52, 53, 160, 32}}) {
+                Rng rng(11 + n_tok);
+                std::vector<float> x(static_cast<size_t>(n_tok * rect.n_cols));
+                for (auto& v : x) v = rng.next_normal();
+                QuantizedActivation xq;
+                xq.quantize(x.data(), rect.n_cols, vdt, n_tok);
+                const std::vector<float> want = reference(w.m, rect, xq);
+                for (int threads : {1, 3}) {
+                    ThreadPool pool(threads);
+                    std::vector<float> y(want.size(), NAN);
+                    matmul(w.m, rect, xq, y.data(), rect.row_end - rect.row_begin, pool);
+                    expect_close(y, want, quant_type_name(type));
+                }
+            }
+        }
+    }
+}
+
+// Three products of one activation in one parallel loop land each in its own
+// output, with its own stride, exactly as three separate calls would.
+TEST(Matmul, ManyJobsEqualSeparateCalls) {
+    const int64_t cols = 64;
+    const RandomMatrix a = random_matrix(QuantType::Q4_0, 40, cols, 1);
+    const RandomMatrix b = random_matrix(QuantType::Q8_0, 9, cols, 2);
+    const RandomMatrix c = random_matrix(QuantType::Q4_0, 17, cols, 3);
+    for (int n_tok : {1, 5}) {
+        Rng rng(5);
+        std::vector<float> x(static_cast<size_t>(n_tok * cols));
+        for (auto& v : x) v = rng.next_normal();
+        QuantizedActivation xq;
+        xq.quantize(x.data(), cols, QuantType::Q8_0, n_tok);
+        ThreadPool pool(3);
+        std::vector<float> ya(static_cast<size_t>(n_tok * 40)), yb(static_cast<size_t>(n_tok * 9)),
+            yc(static_cast<size_t>(n_tok * 20), -7.0f);
+        const MatmulJob jobs[] = {{&a.m, {0, 40, 0, cols}, ya.data(), 40},
+                                  {&b.m, {0, 9, 0, cols}, yb.data(), 9},
+                                  {&c.m, {2, 17, 0, cols}, yc.data(), 20}};
+        matmul_many(jobs, xq, pool);
+        expect_close(ya, reference(a.m, jobs[0].rect, xq), "a");
+        expect_close(yb, reference(b.m, jobs[1].rect, xq), "b");
+        const std::vector<float> want_c = reference(c.m, jobs[2].rect, xq);  // 15 per position
+        for (int t = 0; t < n_tok; ++t) {
+            for (int r = 0; r < 15; ++r) ASSERT_NEAR(yc[t * 20 + r], want_c[t * 15 + r], 1e-4);
+            for (int r = 15; r < 20; ++r) ASSERT_EQ(yc[t * 20 + r], -7.0f) << "wrote past its rows";
+        }
+    }
+}
+
+}  // namespace tessera
