@@ -4,7 +4,7 @@
 
 namespace tessera {
 
-void swiglu(float* gate, const float* up, int64_t n) {
+void swiglu_scalar(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
         gate[i] = g / (1.0f + std::exp(-g)) * up[i];

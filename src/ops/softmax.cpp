@@ -5,7 +5,7 @@
 
 namespace tessera {
 
-void softmax(float* x, int64_t n) {
+void softmax_scalar(float* x, int64_t n) {
     if (n <= 0) return;
     const float max = *std::max_element(x, x + n);
     double sum = 0.0;

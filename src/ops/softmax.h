@@ -1,4 +1,5 @@
-// In-place numerically stable softmax over x[0, n).
+// In-place numerically stable softmax over x[0, n). softmax runs the best SIMD
+// target of this CPU (softmax_hwy.cpp); softmax_scalar is its reference.
 #pragma once
 
 #include <cstdint>
@@ -6,5 +7,6 @@
 namespace tessera {
 
 void softmax(float* x, int64_t n);
+void softmax_scalar(float* x, int64_t n);
 
 }  // namespace tessera
