@@ -1,0 +1,83 @@
+#include "net/channel.h"
+
+#include "util/error.h"
+
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+class PlainCodec final : public FrameCodec {
+public:
+    uint32_t overhead() const override { return 0; }
+    uint32_t flags() const override { return 0; }
+    void seal(const FrameHeader&, std::vector<uint8_t>&) override {}
+    void open(const FrameHeader&, std::vector<uint8_t>&) override {}
+};
+}  // namespace
+
+std::unique_ptr<FrameCodec> make_plain_codec() { return std::make_unique<PlainCodec>(); }
+
+FrameChannel::FrameChannel(TcpStream stream, ChannelLimits limits, std::unique_ptr<FrameCodec> codec)
+    : stream_(std::move(stream)), limits_(limits), codec_(std::move(codec)) {}
+
+void FrameChannel::send(uint16_t type, std::span<const uint8_t> payload) {
+    const std::span<const uint8_t> parts[] = {payload};
+    send(type, parts);
+}
+
+void FrameChannel::send(uint16_t type, std::span<const std::span<const uint8_t>> parts) {
+    size_t body = 0;
+    for (const auto& p : parts) body += p.size();
+    if (body + codec_->overhead() > limits_.max_payload) {
+        throw make_error("{}: refusing to send a frame of {} bytes (limit {})", peer(), body, limits_.max_payload);
+    }
+    FrameHeader header;
+    header.type = type;
+    header.sequence = next_send_;
+    header.length = static_cast<uint32_t>(body + codec_->overhead());
+    header.flags = codec_->flags();
+    // One buffer, one write: header and body leave in the same segment.
+    send_buffer_.resize(kFrameHeaderBytes + body);
+    size_t at = kFrameHeaderBytes;
+    for (const auto& p : parts) {
+        if (!p.empty()) std::memcpy(send_buffer_.data() + at, p.data(), p.size());
+        at += p.size();
+    }
+    if (codec_->overhead() != 0 || codec_->flags() != 0) {
+        std::vector<uint8_t> sealed(send_buffer_.begin() + kFrameHeaderBytes, send_buffer_.end());
+        codec_->seal(header, sealed);
+        send_buffer_.resize(kFrameHeaderBytes + sealed.size());
+        std::memcpy(send_buffer_.data() + kFrameHeaderBytes, sealed.data(), sealed.size());
+    }
+    const FrameHeaderBytes hb = encode_frame_header(header);
+    std::memcpy(send_buffer_.data(), hb.data(), hb.size());
+    stream_.write_all(send_buffer_.data(), send_buffer_.size(), limits_.io_timeout_ms);
+    ++next_send_;
+}
+
+void FrameChannel::recv(Frame& frame, int timeout_ms) {
+    const int wait_ms = timeout_ms < 0 ? limits_.io_timeout_ms : timeout_ms;
+    FrameHeaderBytes hb;
+    stream_.read_exact(hb.data(), hb.size(), wait_ms);
+    const FrameHeader header = decode_frame_header(hb, limits_.max_payload, peer().c_str());
+    if (header.sequence != next_recv_) {
+        throw make_error("{}: frame number {} arrived where {} was due (replayed, lost or reordered)", peer(),
+                         header.sequence, next_recv_);
+    }
+    if (header.flags != codec_->flags()) {
+        throw make_error("{}: frame flags {:#x} do not match this channel's {:#x} (sealed and plain peers mixed?)",
+                         peer(), header.flags, codec_->flags());
+    }
+    if (header.length < codec_->overhead()) {
+        throw make_error("{}: frame of {} bytes is shorter than its seal", peer(), header.length);
+    }
+    frame.payload.resize(header.length);
+    if (header.length > 0) stream_.read_exact(frame.payload.data(), header.length, limits_.io_timeout_ms);
+    codec_->open(header, frame.payload);
+    frame.type = header.type;
+    frame.sequence = header.sequence;
+    ++next_recv_;
+}
+
+}  // namespace tessera

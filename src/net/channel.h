@@ -1,0 +1,78 @@
+// A framed, ordered, checked message channel over one TCP connection: what
+// every edge of a plan (root <-> worker, stage -> stage) speaks.
+//
+// Each direction numbers its frames from 0; a received frame must carry
+// exactly the next number. Payload bytes pass through a FrameCodec: the plain
+// codec leaves them as they are, and a sealing codec (authenticated encryption
+// with the sequence number as nonce) can replace it without any caller of
+// FrameChannel changing.
+#pragma once
+
+#include "net/frame.h"
+#include "net/tcp.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// How payload bytes are protected on the wire.
+class FrameCodec {
+public:
+    virtual ~FrameCodec() = default;
+    // Bytes the codec adds to each payload (e.g. an authentication tag).
+    virtual uint32_t overhead() const = 0;
+    // Header flags frames of this codec carry; a receiver refuses others.
+    virtual uint32_t flags() const = 0;
+    // Turns a payload into its wire bytes in place (the header, already
+    // final, may be authenticated as associated data).
+    virtual void seal(const FrameHeader& header, std::vector<uint8_t>& bytes) = 0;
+    // The inverse; throws an Error on a forged or corrupted frame.
+    virtual void open(const FrameHeader& header, std::vector<uint8_t>& bytes) = 0;
+};
+
+// Sends payloads as they are.
+std::unique_ptr<FrameCodec> make_plain_codec();
+
+struct Frame {
+    uint16_t type = 0;
+    uint64_t sequence = 0;
+    std::vector<uint8_t> payload;  // reused across receives: no allocation once grown
+};
+
+struct ChannelLimits {
+    uint32_t max_payload = 64u << 20;  // larger claims are refused before reading
+    int io_timeout_ms = 5000;          // per read/write without progress
+};
+
+class FrameChannel {
+public:
+    FrameChannel(TcpStream stream, ChannelLimits limits, std::unique_ptr<FrameCodec> codec = make_plain_codec());
+
+    // Sends one frame whose payload is the concatenation of parts.
+    void send(uint16_t type, std::span<const std::span<const uint8_t>> parts);
+    void send(uint16_t type, std::span<const uint8_t> payload);
+
+    // Receives the next frame into `frame` within timeout_ms (default: the
+    // channel's io timeout); throws an Error naming the peer otherwise.
+    void recv(Frame& frame, int timeout_ms = -1);
+    // True when a frame has started to arrive within timeout_ms.
+    bool poll(int timeout_ms) { return stream_.wait_readable(timeout_ms); }
+
+    const std::string& peer() const { return stream_.peer(); }
+    void close() { stream_.close(); }
+    void set_codec(std::unique_ptr<FrameCodec> codec) { codec_ = std::move(codec); }
+
+private:
+    TcpStream stream_;
+    ChannelLimits limits_;
+    std::unique_ptr<FrameCodec> codec_;
+    uint64_t next_send_ = 0;
+    uint64_t next_recv_ = 0;
+    std::vector<uint8_t> send_buffer_;
+};
+
+}  // namespace tessera

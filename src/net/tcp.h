@@ -1,0 +1,72 @@
+// TCP endpoints with a deadline on every operation: connect, accept, and each
+// read or write. A peer that stalls or dies surfaces as an Error naming its
+// address within the timeout, never as a hang. Streams set TCP_NODELAY: the
+// hot path sends small frames (one activation row) whose latency is the cost.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+struct HostPort {
+    std::string host;
+    uint16_t port = 0;
+    std::string str() const;
+};
+
+// Parses "HOST:PORT", "[V6ADDR]:PORT" or ":PORT" (all interfaces); a clear
+// Error otherwise.
+HostPort parse_host_port(const std::string& text);
+
+class TcpStream {
+public:
+    TcpStream() = default;
+    ~TcpStream();
+    TcpStream(TcpStream&& other) noexcept;
+    TcpStream& operator=(TcpStream&& other) noexcept;
+    TcpStream(const TcpStream&) = delete;
+    TcpStream& operator=(const TcpStream&) = delete;
+
+    // Connects within timeout_ms (name resolution included).
+    static TcpStream connect(const HostPort& address, int timeout_ms);
+
+    // Writes or reads exactly n bytes, each within timeout_ms of progress;
+    // throws an Error naming the peer on timeout, reset or end of stream.
+    void write_all(const void* data, size_t n, int timeout_ms);
+    void read_exact(void* data, size_t n, int timeout_ms);
+    // True when bytes (or end of stream) are ready within timeout_ms.
+    bool wait_readable(int timeout_ms);
+
+    bool is_open() const { return fd_ >= 0; }
+    const std::string& peer() const { return peer_; }
+    void close();
+
+private:
+    TcpStream(int fd, std::string peer);
+    int fd_ = -1;
+    std::string peer_;
+
+    friend class TcpListener;
+};
+
+class TcpListener {
+public:
+    // Binds and listens (port 0 picks a free port: see port()).
+    explicit TcpListener(const HostPort& address);
+    ~TcpListener();
+    TcpListener(const TcpListener&) = delete;
+    TcpListener& operator=(const TcpListener&) = delete;
+
+    uint16_t port() const { return port_; }
+    // Waits up to timeout_ms (negative: forever) for a connection.
+    TcpStream accept(int timeout_ms);
+
+private:
+    int fd_ = -1;
+    uint16_t port_ = 0;
+    std::string name_;
+};
+
+}  // namespace tessera
