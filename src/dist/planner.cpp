@@ -1,0 +1,88 @@
+#include "dist/planner.h"
+
+#include "ops/quant_traits.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tessera {
+
+std::vector<int> apportion(int n_units, std::span<const double> weights) {
+    if (weights.empty()) throw make_error("a plan needs at least one node");
+    double total = 0.0;
+    for (double w : weights) {
+        if (!(w > 0.0) || !std::isfinite(w)) throw make_error("node weight {} is not a positive number", w);
+        total += w;
+    }
+    std::vector<int> shares(weights.size());
+    std::vector<std::pair<double, size_t>> remainders;
+    int given = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const double exact = n_units * weights[i] / total;
+        shares[i] = static_cast<int>(std::floor(exact));
+        given += shares[i];
+        remainders.emplace_back(exact - shares[i], i);
+    }
+    // Largest remainders first; ties go to the lower rank, so plans are deterministic.
+    std::stable_sort(remainders.begin(), remainders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t k = 0; given < n_units; ++k, ++given) shares[remainders[k % remainders.size()].second]++;
+    return shares;
+}
+
+int ffn_granule(const LlamaModel& model) {
+    const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
+    int granule = 32;
+    for (const LayerWeights& l : w.layers) granule = std::max<int>(granule, static_cast<int>(layout_of(l.w_down.type).block_size));
+    return granule;
+}
+
+std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights, int granule) {
+    if (granule < 1) throw make_error("internal: FFN granule {}", granule);
+    const int n_granules = (hp.n_ff + granule - 1) / granule;
+    const std::vector<int> heads = apportion(hp.n_head_kv, weights);
+    const std::vector<int> granules = apportion(n_granules, weights);
+    std::vector<Slice> slices(weights.size());
+    int head = 0;
+    int g = 0;
+    for (size_t r = 0; r < weights.size(); ++r) {
+        Slice& s = slices[r];
+        s.layer_begin = 0;
+        s.layer_end = hp.n_layer;
+        s.kv_head_begin = head;
+        s.kv_head_end = head += heads[r];
+        s.ffn_begin = std::min(g * granule, hp.n_ff);
+        g += granules[r];
+        s.ffn_end = std::min(g * granule, hp.n_ff);
+        s.embeds = r == 0;
+        s.outputs = r == 0;
+    }
+    return slices;
+}
+
+SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type) {
+    const ModelHParams& hp = model.hparams();
+    const SliceWeights w = load_slice_weights(model, slice);
+    const int64_t hd = hp.head_dim;
+    const int64_t kv_rows = slice.n_kv_heads() * hd;
+    const int64_t q_rows = kv_rows * hp.q_per_kv();
+    SliceFootprint f;
+    for (const LayerWeights& l : w.layers) {
+        f.weight_bytes += static_cast<uint64_t>(q_rows) * l.wq.row_bytes;
+        f.weight_bytes += static_cast<uint64_t>(kv_rows) * (l.wk.row_bytes + l.wv.row_bytes);
+        f.weight_bytes += static_cast<uint64_t>(l.wo.rows) * quant_row_bytes(l.wo.type, q_rows);
+        f.weight_bytes += static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
+        f.weight_bytes += static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
+    }
+    if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
+    if (slice.outputs && w.output.data != w.token_embd.data) {
+        f.weight_bytes += static_cast<uint64_t>(w.output.rows) * w.output.row_bytes;
+    }
+    const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;
+    f.kv_bytes = 2ull * slice.n_layers() * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(n_ctx) * elem;
+    return f;
+}
+
+}  // namespace tessera

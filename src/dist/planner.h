@@ -1,0 +1,42 @@
+// Plans of slices (DESIGN.md: "every deployment is a plan of slices").
+//
+// Tensor parallel: every rank holds all layers; KV heads (each with its query
+// heads) and FFN channels are split across ranks in proportion to their
+// weights (measured speed, or --weights), for any number of ranks. FFN
+// channels move in indivisible granules of at least 32 channels and at least
+// one quantization block of w_down's rows, so no block straddles two ranks.
+// Rank 0 (the root) also embeds tokens and computes the logits.
+#pragma once
+
+#include "model/llama_model.h"
+#include "model/slice.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// Splits n_units into contiguous shares proportional to weights (largest
+// remainder: shares differ from the exact proportion by less than one unit).
+std::vector<int> apportion(int n_units, std::span<const double> weights);
+
+// FFN channels per indivisible unit for this model (see above).
+int ffn_granule(const LlamaModel& model);
+
+// One slice per rank, in rank order. Throws an Error for a weight that is not
+// positive and finite.
+std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights, int ffn_granule);
+
+// What a rank keeps in memory for its slice: the bytes of weights it reads
+// (only its rows and columns of each matrix) and its KV cache.
+struct SliceFootprint {
+    uint64_t weight_bytes = 0;
+    uint64_t kv_bytes = 0;
+    uint64_t total() const { return weight_bytes + kv_bytes; }
+};
+
+SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type);
+
+}  // namespace tessera

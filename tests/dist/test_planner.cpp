@@ -1,0 +1,97 @@
+// The tensor-parallel planner: any node count, uneven weights, every KV head
+// and FFN channel owned by exactly one rank, granules never split, and the
+// ranks' footprints adding up to the model.
+#include "dist/planner.h"
+#include "model/random_model.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace tessera {
+
+TEST(Planner, ApportionIsProportionalAndComplete) {
+    const std::vector<double> w = {1.0, 2.0, 1.0};
+    EXPECT_EQ(apportion(4, w), (std::vector<int>{1, 2, 1}));
+    EXPECT_EQ(apportion(176, std::vector<double>{1, 1, 1}), (std::vector<int>{59, 59, 58}));
+    for (int n : {0, 1, 5, 31, 176}) {
+        for (const std::vector<double>& ws : {std::vector<double>{1}, {3, 1}, {1, 1, 1, 1, 1}, {0.5, 2.5, 1}}) {
+            const std::vector<int> s = apportion(n, ws);
+            ASSERT_EQ(std::accumulate(s.begin(), s.end(), 0), n);
+            const double total = std::accumulate(ws.begin(), ws.end(), 0.0);
+            for (size_t i = 0; i < ws.size(); ++i) EXPECT_LT(std::abs(s[i] - n * ws[i] / total), 1.0);
+        }
+    }
+    EXPECT_THROW(apportion(4, std::vector<double>{1, 0}), Error);
+    EXPECT_THROW(apportion(4, std::vector<double>{}), Error);
+}
+
+TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
+    ModelHParams hp;
+    hp.n_layer = 3;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.n_ff = 5632;
+    hp.head_dim = 64;
+    for (size_t ranks = 1; ranks <= 8; ++ranks) {
+        std::vector<double> w(ranks, 1.0);
+        w[0] = 1.5;  // uneven
+        const std::vector<Slice> plan = plan_tensor_parallel(hp, w, 256);
+        ASSERT_EQ(plan.size(), ranks);
+        int head = 0, ffn = 0;
+        for (size_t r = 0; r < ranks; ++r) {
+            const Slice& s = plan[r];
+            EXPECT_EQ(s.layer_begin, 0);
+            EXPECT_EQ(s.layer_end, 3);
+            EXPECT_EQ(s.kv_head_begin, head);
+            EXPECT_EQ(s.ffn_begin, ffn);
+            EXPECT_EQ(s.ffn_begin % 256, 0);
+            EXPECT_EQ(s.embeds, r == 0);
+            EXPECT_EQ(s.outputs, r == 0);
+            head = s.kv_head_end;
+            ffn = s.ffn_end;
+        }
+        EXPECT_EQ(head, 4);
+        EXPECT_EQ(ffn, 5632);
+    }
+    // stories260K's 172 channels: granules of 32, the last one short.
+    hp.n_ff = 172;
+    const std::vector<Slice> plan = plan_tensor_parallel(hp, std::vector<double>{1, 1, 1}, 32);
+    EXPECT_EQ(plan[2].ffn_end, 172);
+    EXPECT_EQ(plan[1].ffn_begin % 32, 0);
+}
+
+TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
+    const std::string dir = test::scratch_dir("planner");
+    RandomModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_layer = 2;
+    spec.n_head = 8;
+    spec.n_head_kv = 4;
+    spec.n_ff = 384;
+    spec.n_vocab = 300;
+    spec.type = QuantType::Q8_0;
+    write_random_model(spec, dir + "/m.gguf");
+    const LlamaModel model(dir + "/m.gguf");
+    EXPECT_EQ(ffn_granule(model), 32);
+    const SliceFootprint full = slice_footprint(model, full_slice(model.hparams()), 64, QuantType::F16);
+    uint64_t model_bytes = 0;
+    for (const auto& t : model.file().tensors()) {
+        if (t.n_dims == 2) model_bytes += t.n_bytes;
+    }
+    EXPECT_EQ(full.weight_bytes, model_bytes);
+    EXPECT_EQ(full.kv_bytes, 2ull * 2 * 4 * 16 * 64 * 2);
+    const std::vector<Slice> plan = plan_tensor_parallel(model.hparams(), std::vector<double>{1, 2, 1}, 32);
+    uint64_t sum = 0, kv = 0;
+    for (const Slice& s : plan) {
+        const SliceFootprint f = slice_footprint(model, s, 64, QuantType::F16);
+        sum += f.weight_bytes;
+        kv += f.kv_bytes;
+    }
+    EXPECT_EQ(sum, full.weight_bytes);
+    EXPECT_EQ(kv, full.kv_bytes);
+}
+
+}  // namespace tessera
