@@ -1,0 +1,42 @@
+#include "dist/speed_probe.h"
+
+#include "ops/matmul.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera {
+
+double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
+    const ModelHParams& hp = model.hparams();
+    Slice s = full_slice(hp);
+    s.layer_end = std::min(1, hp.n_layer);
+    s.embeds = false;
+    s.outputs = false;
+    const SliceWeights w = load_slice_weights(model, s);
+    if (w.layers.empty()) return 1.0;
+    const LayerWeights& l = w.layers[0];
+    std::vector<float> x(static_cast<size_t>(hp.n_embd), 0.5f), y(2 * static_cast<size_t>(hp.n_ff));
+    QuantizedActivation xq;
+    xq.quantize(x.data(), hp.n_embd, require_compute_traits(l.w_gate.type, "probe").vec_dot_type);
+    double best = 1e30;
+    for (int rep = 0; rep < 8; ++rep) {
+        const double start = now_seconds();
+        matmul(l.w_gate, {0, l.w_gate.rows, 0, l.w_gate.cols}, xq, y.data(), hp.n_ff, pool);
+        matmul(l.w_up, {0, l.w_up.rows, 0, l.w_up.cols}, xq, y.data() + hp.n_ff, hp.n_ff, pool);
+        best = std::min(best, now_seconds() - start);
+    }
+    return std::max(best, 1e-9);
+}
+
+std::vector<double> weights_from_probes(std::span<const double> seconds) {
+    double fastest = 1e30;
+    for (double s : seconds) fastest = std::min(fastest, s);
+    std::vector<double> weights;
+    for (double s : seconds) weights.push_back(std::max(0.1, std::round(10.0 * fastest / s) / 10.0));
+    return weights;
+}
+
+}  // namespace tessera

@@ -1,0 +1,21 @@
+// A node's measured speed, for sizing its share of a plan: the time to
+// multiply one layer's FFN gate and up matrices by a vector with the node's
+// threads (the kind of work a share consists of), best of several runs.
+#pragma once
+
+#include "model/llama_model.h"
+#include "util/thread_pool.h"
+
+#include <span>
+#include <vector>
+
+namespace tessera {
+
+double probe_seconds(const LlamaModel& model, ThreadPool& pool);
+
+// Weights from probe times (faster node, larger weight), rounded to 10% of
+// the fastest so that timer noise between equal nodes does not make the plan
+// change from run to run.
+std::vector<double> weights_from_probes(std::span<const double> seconds);
+
+}  // namespace tessera

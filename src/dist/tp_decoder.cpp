@@ -1,0 +1,238 @@
+#include "dist/tp_decoder.h"
+
+#include "dist/planner.h"
+#include "dist/speed_probe.h"
+#include "util/error.h"
+#include "util/system_memory.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tessera {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A worker probes its speed and maps its slice during the handshake.
+constexpr int kHandshakeTimeoutMs = 60000;
+
+void send_json(FrameChannel& channel, TpMessage type, const json& j) {
+    const std::string text = j.dump();
+    channel.send(static_cast<uint16_t>(type),
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+json recv_json(FrameChannel& channel, TpMessage expected, const std::string& who) {
+    Frame frame;
+    channel.recv(frame, kHandshakeTimeoutMs);
+    if (frame.type != static_cast<uint16_t>(expected)) {
+        throw make_error("{}: expected a {} message, got {}", who, tp_message_name(static_cast<uint16_t>(expected)),
+                         tp_message_name(frame.type));
+    }
+    const json j = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw make_error("{}: malformed {} message", who, tp_message_name(frame.type));
+    return j;
+}
+
+std::string worker_name(const std::string& address, size_t rank) { return fmt::format("worker {} (rank {})", address, rank); }
+
+}  // namespace
+
+TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config)
+    : config_(config), pool_(config.n_threads) {
+    const ModelHParams& hp = model.hparams();
+    const size_t n_ranks = config.workers.size() + 1;
+    if (!config.weights.empty() && config.weights.size() != n_ranks) {
+        throw make_error("{} weights given for {} ranks (the root and {} workers)", config.weights.size(), n_ranks,
+                         config.workers.size());
+    }
+    ranks_.resize(n_ranks);
+    ranks_[0].address = "root";
+    ranks_[0].free_memory = available_memory_bytes();
+
+    // Connect and check that every worker holds this very model.
+    const std::string fingerprint = model.file().fingerprint_hex();
+    for (size_t i = 0; i < config.workers.size(); ++i) {
+        const size_t rank = i + 1;
+        const std::string who = worker_name(config.workers[i].str(), rank);
+        try {
+            channels_.push_back(std::make_unique<FrameChannel>(
+                TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
+            send_json(*channels_.back(), TpMessage::kHello,
+                      {{"fingerprint", fingerprint}, {"rank", rank}, {"n_ranks", n_ranks}});
+        } catch (const Error& e) {
+            throw make_error("{}: {}", who, e.what());
+        }
+        ranks_[rank].address = config.workers[i].str();
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = worker_name(ranks_[i + 1].address, i + 1);
+        json reply;
+        try {
+            reply = recv_json(*channels_[i], TpMessage::kHelloReply, who);
+        } catch (const Error& e) {
+            throw make_error("{}: {}", who, e.what());
+        }
+        if (!reply.value("ok", false)) {
+            throw make_error("{} holds a different model (fingerprint {} != {} of {})", who,
+                             reply.value("fingerprint", std::string("?")), fingerprint, model.path());
+        }
+        ranks_[i + 1].probe_seconds = reply.value("probe_seconds", 1.0);
+        ranks_[i + 1].free_memory = reply.value("free_memory", uint64_t{0});
+    }
+
+    // Plan: shares follow measured speed unless weights are given.
+    ranks_[0].probe_seconds = probe_seconds(model, pool_);
+    std::vector<double> weights = config.weights;
+    if (weights.empty()) {
+        std::vector<double> seconds;
+        for (const TpRankInfo& r : ranks_) seconds.push_back(r.probe_seconds);
+        weights = weights_from_probes(seconds);
+    }
+    const std::vector<Slice> plan = plan_tensor_parallel(hp, weights, ffn_granule(model));
+    for (size_t r = 0; r < n_ranks; ++r) {
+        ranks_[r].slice = plan[r];
+        ranks_[r].weight = weights[r];
+        const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx, config.forward.kv_type);
+        ranks_[r].footprint_bytes = f.total();
+        if (f.total() > ranks_[r].free_memory) {
+            throw make_error("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                             "available", r, ranks_[r].address, f.total(), f.weight_bytes, f.kv_bytes,
+                             ranks_[r].free_memory);
+        }
+    }
+
+    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::F32;
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const Slice& s = plan[i + 1];
+        send_json(*channels_[i], TpMessage::kAssign,
+                  {{"slice",
+                    {{"layers", {s.layer_begin, s.layer_end}},
+                     {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
+                     {"ffn", {s.ffn_begin, s.ffn_end}}}},
+                   {"n_ctx", config.forward.n_ctx},
+                   {"n_batch", config.forward.n_batch},
+                   {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
+                   {"partial_format", static_cast<int>(partial_format)}});
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = worker_name(ranks_[i + 1].address, i + 1);
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who);
+        if (!ready.value("ok", false)) {
+            throw make_error("{} refused its slice: {}", who, ready.value("error", std::string("?")));
+        }
+    }
+    forward_ = std::make_unique<SliceForward>(model, plan[0], config.forward, pool_);
+    const size_t rows = static_cast<size_t>(forward_->n_batch()) * hp.n_embd;
+    x_.resize(rows);
+    h_.resize(rows);
+    partial_.resize(rows);
+    sum_.resize(rows);
+    logits_.resize(static_cast<size_t>(hp.n_vocab));
+}
+
+TensorParallelDecoder::~TensorParallelDecoder() {
+    for (auto& channel : channels_) {
+        try {
+            channel->send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>());
+        } catch (const Error&) {
+            // A worker that is already gone needs no goodbye.
+        }
+    }
+}
+
+void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent) {
+    FrameChannel& channel = *channels_[worker];
+    const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
+    for (;;) {
+        try {
+            channel.recv(frame_);
+        } catch (const Error& e) {
+            throw make_error("{} stopped responding: {}", who, e.what());
+        }
+        bytes_received_ += frame_.payload.size();
+        const auto type = static_cast<TpMessage>(frame_.type);
+        if (type == TpMessage::kHeartbeat) continue;
+        if (type == TpMessage::kError) {
+            const json j = json::parse(frame_.payload.begin(), frame_.payload.end(), nullptr, false);
+            throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
+        }
+        if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+        const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
+        if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != sent.width) {
+            throw make_error("{}: partial for layer {} ({} rows) where layer {} ({} rows) was due", who, got.layer,
+                             got.n_tok, sent.layer, sent.n_tok);
+        }
+        return;
+    }
+}
+
+void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n_tok) {
+    const int64_t n_embd = forward_->hparams().n_embd;
+    const size_t n = static_cast<size_t>(n_tok) * n_embd;
+    const StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok),
+                            static_cast<uint32_t>(n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
+    if (!channels_.empty()) {
+        encode_step(header, h_.data(), message_);
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            try {
+                channels_[i]->send(static_cast<uint16_t>(type), message_);
+            } catch (const Error& e) {
+                throw make_error("{}: {}", worker_name(ranks_[i + 1].address, i + 1), e.what());
+            }
+            bytes_sent_ += message_.size();
+        }
+    }
+    // The root's own share, computed while the workers compute theirs.
+    if (type == TpMessage::kAttention) {
+        forward_->attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
+    } else {
+        forward_->ffn_partial(layer, h_.data(), n_tok, partial_.data());
+    }
+    // Partials summed in rank order, then added to the residual.
+    std::copy(partial_.begin(), partial_.begin() + static_cast<std::ptrdiff_t>(n), sum_.begin());
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        receive_partial(i, header);
+        for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
+    }
+    for (size_t j = 0; j < n; ++j) x_[j] += sum_[j];
+}
+
+void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {
+    if (tokens.empty()) throw make_error("internal: eval of no tokens");
+    if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
+        throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
+    }
+    const ModelHParams& hp = forward_->hparams();
+    const size_t n_batch = static_cast<size_t>(forward_->n_batch());
+    for (size_t b = 0; b < tokens.size(); b += n_batch) {
+        const std::span<const int32_t> batch = tokens.subspan(b, std::min(n_batch, tokens.size() - b));
+        const int n_tok = static_cast<int>(batch.size());
+        const int pos0 = pos + static_cast<int>(b);
+        forward_->embed(batch, x_.data());
+        for (int layer = 0; layer < hp.n_layer; ++layer) {
+            forward_->norm_attention_input(layer, x_.data(), h_.data(), n_tok);
+            sync_step(TpMessage::kAttention, layer, pos0, n_tok);
+            forward_->norm_ffn_input(layer, x_.data(), h_.data(), n_tok);
+            sync_step(TpMessage::kFfn, layer, pos0, n_tok);
+        }
+        if (all_logits != nullptr) forward_->logits(x_.data(), n_tok, all_logits + b * hp.n_vocab);
+    }
+}
+
+const float* TensorParallelDecoder::eval(std::span<const int32_t> tokens, int pos) {
+    run_layers(tokens, pos, nullptr);
+    const size_t last = (tokens.size() - 1) % static_cast<size_t>(forward_->n_batch());
+    forward_->logits(x_.data() + last * forward_->hparams().n_embd, 1, logits_.data());
+    return logits_.data();
+}
+
+const float* TensorParallelDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
+    all_logits_.resize(tokens.size() * logits_.size());
+    run_layers(tokens, pos, all_logits_.data());
+    return all_logits_.data();
+}
+
+}  // namespace tessera

@@ -1,0 +1,128 @@
+#include "dist/tp_messages.h"
+
+#include "ops/quant_traits.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+#include <cstring>
+
+namespace tessera {
+
+const char* tp_message_name(uint16_t type) {
+    switch (static_cast<TpMessage>(type)) {
+        case TpMessage::kHello: return "hello";
+        case TpMessage::kHelloReply: return "hello-reply";
+        case TpMessage::kAssign: return "assign";
+        case TpMessage::kReady: return "ready";
+        case TpMessage::kAttention: return "attention";
+        case TpMessage::kFfn: return "ffn";
+        case TpMessage::kPartial: return "partial";
+        case TpMessage::kHeartbeat: return "heartbeat";
+        case TpMessage::kError: return "error";
+        case TpMessage::kShutdown: return "shutdown";
+    }
+    return "unknown";
+}
+
+const char* wire_format_name(WireFormat format) {
+    switch (format) {
+        case WireFormat::F32: return "f32";
+        case WireFormat::F16: return "f16";
+        case WireFormat::Q8_0: return "q8_0";
+    }
+    return "unknown";
+}
+
+uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok) {
+    switch (format) {
+        case WireFormat::F32: return 4ull * width * n_tok;
+        case WireFormat::F16: return 2ull * width * n_tok;
+        case WireFormat::Q8_0: return quant_row_bytes(QuantType::Q8_0, width) * n_tok;
+    }
+    throw make_error("unknown wire format {}", static_cast<int>(format));
+}
+
+namespace {
+void put_u32(uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* p) {
+    return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+           static_cast<uint32_t>(p[3]) << 24;
+}
+}  // namespace
+
+void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& out) {
+    const uint64_t body = wire_rows_bytes(h.format, h.width, h.n_tok);
+    out.resize(kStepHeaderBytes + body);
+    uint8_t* p = out.data();
+    put_u32(p, h.layer);
+    put_u32(p + 4, h.pos0);
+    put_u32(p + 8, h.n_tok);
+    put_u32(p + 12, h.width);
+    put_u32(p + 16, static_cast<uint32_t>(h.format));
+    uint8_t* dst = p + kStepHeaderBytes;
+    const size_t n = static_cast<size_t>(h.width) * h.n_tok;
+    switch (h.format) {
+        case WireFormat::F32:
+            std::memcpy(dst, rows, n * 4);
+            break;
+        case WireFormat::F16:
+            for (size_t i = 0; i < n; ++i) {
+                const uint16_t v = fp32_to_fp16(rows[i]);
+                std::memcpy(dst + 2 * i, &v, 2);
+            }
+            break;
+        case WireFormat::Q8_0: {
+            const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "wire");
+            const uint64_t row_bytes = quant_row_bytes(QuantType::Q8_0, h.width);
+            for (uint32_t t = 0; t < h.n_tok; ++t) q8.from_float(rows + static_cast<size_t>(t) * h.width, dst + t * row_bytes, h.width);
+            break;
+        }
+    }
+}
+
+StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer) {
+    if (payload.size() < kStepHeaderBytes) throw make_error("{}: step message of {} bytes is truncated", peer, payload.size());
+    const uint8_t* p = payload.data();
+    StepHeader h;
+    h.layer = get_u32(p);
+    h.pos0 = get_u32(p + 4);
+    h.n_tok = get_u32(p + 8);
+    h.width = get_u32(p + 12);
+    const uint32_t format = get_u32(p + 16);
+    if (format > static_cast<uint32_t>(WireFormat::Q8_0)) throw make_error("{}: unknown row format {}", peer, format);
+    h.format = static_cast<WireFormat>(format);
+    if (h.format == WireFormat::Q8_0 && h.width % 32 != 0) {
+        throw make_error("{}: Q8_0 rows of width {} (not a multiple of 32)", peer, h.width);
+    }
+    const uint64_t body = wire_rows_bytes(h.format, h.width, h.n_tok);
+    if (body != payload.size() - kStepHeaderBytes) {
+        throw make_error("{}: step of {} rows x {} ({}) needs {} bytes, the message has {}", peer, h.n_tok, h.width,
+                         wire_format_name(h.format), body, payload.size() - kStepHeaderBytes);
+    }
+    const size_t n = static_cast<size_t>(h.width) * h.n_tok;
+    rows.resize(n);
+    const uint8_t* src = p + kStepHeaderBytes;
+    switch (h.format) {
+        case WireFormat::F32:
+            std::memcpy(rows.data(), src, n * 4);
+            break;
+        case WireFormat::F16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t v;
+                std::memcpy(&v, src + 2 * i, 2);
+                rows[i] = fp16_to_fp32(v);
+            }
+            break;
+        case WireFormat::Q8_0: {
+            const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "wire");
+            const uint64_t row_bytes = quant_row_bytes(QuantType::Q8_0, h.width);
+            for (uint32_t t = 0; t < h.n_tok; ++t) q8.to_float(src + t * row_bytes, rows.data() + static_cast<size_t>(t) * h.width, h.width);
+            break;
+        }
+    }
+    return h;
+}
+
+}  // namespace tessera

@@ -1,0 +1,68 @@
+// The messages of a tensor-parallel group (root = rank 0, workers = ranks
+// 1..N-1) on a FrameChannel.
+//
+// Handshake (not the hot path, so JSON payloads a person can read in a dump):
+//   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks}
+//   worker -> root  kHelloReply {ok, fingerprint, model, threads, free_memory, probe_seconds, error}
+//   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format}
+//   worker -> root  kReady      {ok, error}
+// Per layer (binary: a fixed StepHeader, then n_tok rows):
+//   root -> worker  kAttention / kFfn   the normed activation rows h
+//   worker -> root  kPartial            the rank's partial rows
+// Either side: kHeartbeat (a worker sends them while it computes a long step,
+// so a stalled worker is told apart from a slow one), kError {message} from a
+// worker that failed, kShutdown from the root.
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tessera {
+
+enum class TpMessage : uint16_t {
+    kHello = 1,
+    kHelloReply = 2,
+    kAssign = 3,
+    kReady = 4,
+    kAttention = 10,
+    kFfn = 11,
+    kPartial = 12,
+    kHeartbeat = 20,
+    kError = 21,
+    kShutdown = 22,
+};
+
+const char* tp_message_name(uint16_t type);
+
+// How activation and partial rows travel. F32 is exact; Q8_0 (activations)
+// and F16 (partials) are --fast's smaller encodings.
+enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2 };
+
+const char* wire_format_name(WireFormat format);
+
+struct StepHeader {
+    uint32_t layer = 0;
+    uint32_t pos0 = 0;
+    uint32_t n_tok = 0;
+    uint32_t width = 0;  // floats per row
+    WireFormat format = WireFormat::F32;
+};
+
+constexpr size_t kStepHeaderBytes = 20;
+
+// Bytes of n_tok rows of `width` floats in `format` (Q8_0 needs width % 32 == 0).
+uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok);
+
+// Appends header + rows (n_tok * width floats) encoded in header.format to out
+// (cleared first; its capacity is reused).
+void encode_step(const StepHeader& header, const float* rows, std::vector<uint8_t>& out);
+
+// Parses a step payload: checks that its size matches the header exactly and
+// that the format is known; decodes the rows into `rows` (resized). `peer`
+// names the sender in errors.
+StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer);
+
+}  // namespace tessera

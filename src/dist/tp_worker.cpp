@@ -1,0 +1,217 @@
+#include "dist/tp_worker.h"
+
+#include "dist/planner.h"
+#include "dist/speed_probe.h"
+#include "dist/tp_messages.h"
+#include "model/slice_forward.h"
+#include "util/error.h"
+#include "util/system_memory.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kHandshakeTimeoutMs = 30000;
+constexpr int kHeartbeatMs = 1000;
+
+void send_json(FrameChannel& channel, TpMessage type, const json& j) {
+    const std::string text = j.dump();
+    channel.send(static_cast<uint16_t>(type),
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+json parse_json(const Frame& frame, TpMessage expected, const std::string& peer) {
+    if (frame.type != static_cast<uint16_t>(expected)) {
+        throw make_error("{}: expected a {} message, got {}", peer, tp_message_name(static_cast<uint16_t>(expected)),
+                         tp_message_name(frame.type));
+    }
+    const json j = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw make_error("{}: malformed {} message", peer, tp_message_name(frame.type));
+    return j;
+}
+
+// Sends heartbeats while a step computes, so the root can tell a slow step
+// from a stalled worker. Sends on the channel share one mutex.
+class Heartbeat {
+public:
+    Heartbeat(FrameChannel& channel, std::mutex& send_mutex) : channel_(channel), send_mutex_(send_mutex) {
+        thread_ = std::thread([this] { loop(); });
+    }
+    ~Heartbeat() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+    void set_busy(bool busy) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        busy_ = busy;
+        wake_.notify_all();
+    }
+
+private:
+    void loop() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!stop_) {
+            wake_.wait_for(lock, std::chrono::milliseconds(kHeartbeatMs));
+            if (stop_ || !busy_) continue;
+            lock.unlock();
+            try {
+                std::lock_guard<std::mutex> send(send_mutex_);
+                channel_.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
+            } catch (const Error&) {
+                // The main loop sees the broken connection on its next send.
+            }
+            lock.lock();
+        }
+    }
+
+    FrameChannel& channel_;
+    std::mutex& send_mutex_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool busy_ = false;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+// One root's session: handshake, slice assignment, then steps until shutdown.
+void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& pool, const WorkerOptions& options) {
+    const std::string peer = channel.peer();
+    Frame frame;
+    channel.recv(frame, kHandshakeTimeoutMs);
+    const json hello = parse_json(frame, TpMessage::kHello, peer);
+    const uint64_t fingerprint = model.file().fingerprint();
+    json reply = {{"fingerprint", model.file().fingerprint_hex()},
+                  {"model", model.path()},
+                  {"threads", pool.size()},
+                  {"free_memory", available_memory_bytes()}};
+    if (hello.value("fingerprint", std::string()) != model.file().fingerprint_hex()) {
+        reply["ok"] = false;
+        reply["error"] = "holds a different model";
+        send_json(channel, TpMessage::kHelloReply, reply);
+        throw make_error("root {} runs another model (fingerprint {} != this worker's {:016x})", peer,
+                         hello.value("fingerprint", std::string("?")), fingerprint);
+    }
+    reply["ok"] = true;
+    reply["probe_seconds"] = probe_seconds(model, pool);
+    send_json(channel, TpMessage::kHelloReply, reply);
+
+    channel.recv(frame, kHandshakeTimeoutMs);
+    const json assign = parse_json(frame, TpMessage::kAssign, peer);
+    Slice slice;
+    ForwardConfig config;
+    WireFormat partial_format = WireFormat::F32;
+    std::unique_ptr<SliceForward> forward;
+    try {
+        const json& s = assign.at("slice");
+        slice.layer_begin = s.at("layers").at(0);
+        slice.layer_end = s.at("layers").at(1);
+        slice.kv_head_begin = s.at("kv_heads").at(0);
+        slice.kv_head_end = s.at("kv_heads").at(1);
+        slice.ffn_begin = s.at("ffn").at(0);
+        slice.ffn_end = s.at("ffn").at(1);
+        slice.embeds = false;
+        slice.outputs = false;
+        validate_slice(slice, model.hparams());
+        config.n_ctx = assign.at("n_ctx");
+        config.n_batch = assign.at("n_batch");
+        config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
+        partial_format = static_cast<WireFormat>(assign.at("partial_format").get<int>());
+        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx, config.kv_type);
+        const uint64_t have = available_memory_bytes();
+        if (need.total() > have) {
+            throw make_error("its slice needs {} bytes ({} of weights, {} of KV cache) but only {} are available",
+                             need.total(), need.weight_bytes, need.kv_bytes, have);
+        }
+        forward = std::make_unique<SliceForward>(model, slice, config, pool);
+    } catch (const std::exception& e) {
+        send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
+        throw;
+    }
+    send_json(channel, TpMessage::kReady, {{"ok", true}});
+    if (options.log) options.log(fmt::format("serving {} to {}", describe_slice(slice), peer));
+
+    const int64_t n_embd = model.hparams().n_embd;
+    std::vector<float> h, partial(static_cast<size_t>(forward->n_batch()) * n_embd);
+    std::vector<uint8_t> out;
+    std::mutex send_mutex;
+    Heartbeat heartbeat(channel, send_mutex);
+    for (;;) {
+        // Idle between requests is fine (a user may be typing); a frame that
+        // has started must arrive whole within the channel's timeout.
+        while (!channel.poll(kHeartbeatMs)) {
+        }
+        channel.recv(frame);
+        const auto type = static_cast<TpMessage>(frame.type);
+        if (type == TpMessage::kHeartbeat) continue;
+        if (type == TpMessage::kShutdown) return;
+        if (type != TpMessage::kAttention && type != TpMessage::kFfn) {
+            throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
+        }
+        heartbeat.set_busy(true);
+        try {
+            const StepHeader step = decode_step(frame.payload, h, peer.c_str());
+            if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward->n_batch())) {
+                throw make_error("{}: step of {} rows x {} does not fit this worker (width {}, batch {})", peer,
+                                 step.n_tok, step.width, n_embd, forward->n_batch());
+            }
+            const int n_tok = static_cast<int>(step.n_tok);
+            if (type == TpMessage::kAttention) {
+                if (step.pos0 + step.n_tok > static_cast<uint32_t>(forward->n_ctx())) {
+                    throw make_error("{}: positions {}..{} exceed the context of {}", peer, step.pos0,
+                                     step.pos0 + step.n_tok, forward->n_ctx());
+                }
+                forward->attention_partial(static_cast<int>(step.layer), h.data(), static_cast<int>(step.pos0), n_tok,
+                                           partial.data());
+            } else {
+                forward->ffn_partial(static_cast<int>(step.layer), h.data(), n_tok, partial.data());
+            }
+            StepHeader reply_header = step;
+            reply_header.format = partial_format;
+            encode_step(reply_header, partial.data(), out);
+        } catch (const Error& e) {
+            heartbeat.set_busy(false);
+            std::lock_guard<std::mutex> lock(send_mutex);
+            send_json(channel, TpMessage::kError, {{"error", e.what()}});
+            throw;
+        }
+        heartbeat.set_busy(false);
+        std::lock_guard<std::mutex> lock(send_mutex);
+        channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+    }
+}
+
+}  // namespace
+
+void run_tp_worker(const WorkerOptions& options) {
+    const LlamaModel model(options.model_path);
+    ThreadPool pool(options.n_threads);
+    TcpListener listener(options.listen);
+    if (options.on_listening) options.on_listening(listener.port());
+    for (;;) {
+        FrameChannel channel(listener.accept(-1), options.limits);
+        try {
+            serve_session(channel, model, pool, options);
+            if (options.log) options.log(fmt::format("session with {} ended", channel.peer()));
+        } catch (const Error& e) {
+            if (options.log) options.log(fmt::format("session with {} failed: {}", channel.peer(), e.what()));
+            if (options.once) throw;
+        }
+        if (options.once) return;
+    }
+}
+
+}  // namespace tessera
