@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     tessera::add_gen_model_command(app);
     tessera::add_convert_command(app);
     tessera::add_bench_command(app);
+    tessera::add_worker_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

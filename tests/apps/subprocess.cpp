@@ -64,4 +64,51 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     return result;
 }
 
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv) {
+    int out_pipe[2];
+    if (pipe(out_pipe) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+        dup2(out_pipe[1], 1);
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        std::vector<char*> args;
+        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    close(out_pipe[1]);
+    out_fd_ = out_pipe[0];
+}
+
+BackgroundProcess::~BackgroundProcess() {
+    if (pid_ > 0) {
+        kill(pid_, SIGKILL);
+        int status = 0;
+        waitpid(pid_, &status, 0);
+    }
+    if (out_fd_ >= 0) close(out_fd_);
+}
+
+std::string BackgroundProcess::read_line(double timeout_seconds) {
+    std::string line;
+    const double t0 = now_seconds();
+    while (out_fd_ >= 0) {
+        const double left = timeout_seconds - (now_seconds() - t0);
+        if (left <= 0) return "";
+        pollfd p{out_fd_, POLLIN, 0};
+        if (poll(&p, 1, static_cast<int>(left * 1000) + 1) <= 0) continue;
+        char c;
+        if (read(out_fd_, &c, 1) != 1) return "";
+        if (c == '\n') return line;
+        line += c;
+    }
+    return "";
+}
+
+void BackgroundProcess::signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+}
+
 }  // namespace tessera::test

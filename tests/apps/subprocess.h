@@ -17,4 +17,23 @@ struct ProcessResult {
 
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds);
 
+// A child process left running (a worker): its stdout is a pipe to read its
+// first line from, its stderr is inherited. Killed and reaped on destruction.
+class BackgroundProcess {
+public:
+    explicit BackgroundProcess(const std::vector<std::string>& argv);
+    ~BackgroundProcess();
+    BackgroundProcess(const BackgroundProcess&) = delete;
+    BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+    // The first line the child prints, or "" if none within the timeout.
+    std::string read_line(double timeout_seconds);
+    void signal(int sig);
+    int pid() const { return pid_; }
+
+private:
+    int pid_ = -1;
+    int out_fd_ = -1;
+};
+
 }  // namespace tessera::test

@@ -1,0 +1,38 @@
+// `--local N`: N-1 worker processes of this same binary on loopback, started
+// and stopped by the root, for a one-command tensor-parallel run. Each worker
+// is a real process on a real TCP port; it dies with its parent
+// (PR_SET_PDEATHSIG) and serves one session only.
+#pragma once
+
+#include "net/tcp.h"
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace tessera {
+
+class LocalWorkers {
+public:
+    // Starts n workers of `binary` serving model_path with n_threads each and
+    // waits (up to timeout_ms) until each has announced its port.
+    LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads, int timeout_ms);
+    // Stops the workers that are still running and reaps them.
+    ~LocalWorkers();
+    LocalWorkers(const LocalWorkers&) = delete;
+    LocalWorkers& operator=(const LocalWorkers&) = delete;
+
+    const std::vector<HostPort>& addresses() const { return addresses_; }
+    const std::vector<pid_t>& pids() const { return pids_; }
+
+private:
+    void stop();
+
+    std::vector<pid_t> pids_;
+    std::vector<HostPort> addresses_;
+};
+
+// The path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+}  // namespace tessera

@@ -1,0 +1,107 @@
+// Tensor parallel end to end, with every rank a real process on a real TCP
+// port: `run --local N` equals a single process token for token; a worker
+// holding another model is refused with both fingerprints; a worker that
+// dies or stalls mid-generation is reported by address and rank within 5 s.
+#include "model/random_model.h"
+#include "subprocess.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+using test::BackgroundProcess;
+using test::run_process;
+
+std::vector<std::string> cmd(std::initializer_list<std::string> args) {
+    std::vector<std::string> v = {test::tessera_binary()};
+    v.insert(v.end(), args);
+    return v;
+}
+
+std::vector<int> tokens_of(const test::ProcessResult& r) {
+    return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
+}
+
+// A worker process on a free loopback port; returns "127.0.0.1:PORT".
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model) {
+    worker = std::make_unique<BackgroundProcess>(
+        cmd({"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"}));
+    const std::string line = worker->read_line(30);
+    const std::string prefix = "listening on port ";
+    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+    return "127.0.0.1:" + line.substr(prefix.size());
+}
+
+// Slow enough per token (scalar-sized work) that a run lasts seconds.
+std::string slow_model() {
+    const std::string path = test::scratch_dir("tp_cli") + "/slow.gguf";
+    RandomModelSpec spec;
+    spec.n_embd = 512;
+    spec.n_layer = 8;
+    spec.n_head = 8;
+    spec.n_head_kv = 4;
+    spec.n_ff = 1536;
+    spec.n_vocab = 1000;
+    spec.n_ctx = 4096;
+    spec.type = QuantType::F32;
+    write_random_model(spec, path);
+    return path;
+}
+
+}  // namespace
+
+TEST(TensorParallelCli, LocalRanksEqualOneProcess) {
+    const auto single = run_process(cmd({"run", "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}), 60);
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    for (const char* n : {"2", "3"}) {
+        const auto tp = run_process(
+            cmd({"run", "--local", n, "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}), 60);
+        ASSERT_EQ(tp.exit_code, 0) << tp.err;
+        EXPECT_EQ(tokens_of(tp), tokens_of(single)) << n << " processes";
+        EXPECT_EQ(nlohmann::json::parse(tp.out)["mode"], "exact");
+    }
+}
+
+TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {
+    std::unique_ptr<BackgroundProcess> worker;
+    const std::string address = start_worker(worker, slow_model());
+    const auto r = run_process(cmd({"run", "--workers", address, "-p", "Once", "-n", "4"}), 60);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("worker " + address + " (rank 1) holds a different model"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+}
+
+// SIGKILL (the connection closes) and SIGSTOP (the worker stalls: only the
+// timeout can tell) a worker one second into a run of a few seconds.
+TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
+    const std::string model = slow_model();
+    for (int sig : {SIGKILL, SIGSTOP}) {
+        std::unique_ptr<BackgroundProcess> w1, w2;
+        const std::string a1 = start_worker(w1, model);
+        const std::string a2 = start_worker(w2, model);
+        test::ProcessResult root;
+        std::thread runner([&] {
+            root = run_process(cmd({"run", "-m", model, "--workers", a1 + "," + a2, "-n", "3000", "-c", "3100",
+                                    "--temp", "0", "-t", "1", "--json"}),
+                               60);
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        const auto stopped = std::chrono::steady_clock::now();
+        w2->signal(sig);
+        runner.join();
+        const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+        EXPECT_EQ(root.exit_code, 1) << "signal " << sig << ": " << root.err;
+        EXPECT_LT(after, 6.0) << "signal " << sig;  // 5 s plus process exit
+        EXPECT_NE(root.err.find("worker " + a2 + " (rank 2)"), std::string::npos) << root.err;
+        if (sig == SIGSTOP) w2->signal(SIGCONT);
+    }
+}
+
+}  // namespace tessera
