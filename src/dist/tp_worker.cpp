@@ -157,7 +157,15 @@ void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& p
         channel.recv(frame);
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
-        if (type == TpMessage::kShutdown) return;
+        if (type == TpMessage::kShutdown) {
+            if (options.log) {
+                const SliceFootprint share = slice_footprint(model, slice, config.n_ctx, config.kv_type);
+                options.log(fmt::format("peak resident memory {:.1f} MiB; slice {:.1f} MiB of weights + {:.1f} MiB of "
+                                        "KV cache", peak_resident_memory_bytes() / 1048576.0,
+                                        share.weight_bytes / 1048576.0, share.kv_bytes / 1048576.0));
+            }
+            return;
+        }
         if (type != TpMessage::kAttention && type != TpMessage::kFfn) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }

@@ -2,6 +2,10 @@
 
 #include "ops/quant_traits.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
+
+#include <cstring>
+#include <memory>
 
 namespace tessera {
 
@@ -49,11 +53,27 @@ void check_column_range(const Matrix& m, const std::string& name, int64_t begin,
     }
 }
 
+// A private copy of columns [begin, end) of every row of m.
+Matrix pack_columns(const Matrix& m, int64_t begin, int64_t end, std::vector<std::unique_ptr<uint8_t[]>>& storage) {
+    const uint64_t offset = quant_row_bytes(m.type, begin);
+    const uint64_t bytes = quant_row_bytes(m.type, end - begin);
+    storage.push_back(std::make_unique<uint8_t[]>(bytes * static_cast<uint64_t>(m.rows)));
+    uint8_t* dst = storage.back().get();
+    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + r * bytes, m.row(r) + offset, bytes);
+    release_pages(m.data, m.row_bytes * static_cast<uint64_t>(m.rows));
+    Matrix packed = m;
+    packed.cols = end - begin;
+    packed.col_begin = begin;
+    packed.row_bytes = bytes;
+    packed.data = dst;
+    return packed;
+}
+
 }  // namespace
 
 LlamaModel::LlamaModel(const std::string& path) : file_(std::make_unique<GgufFile>(path)), hparams_(read_hparams(*file_)) {}
 
-SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice) {
+SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, ColumnSlices columns) {
     const GgufFile& file = model.file();
     const ModelHParams& hp = model.hparams();
     validate_slice(slice, hp);
@@ -86,6 +106,10 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice) {
         const int64_t q_end = static_cast<int64_t>(slice.kv_head_end) * hp.q_per_kv() * hp.head_dim;
         check_column_range(lw.wo, p + "attn_output.weight", q_begin, q_end);
         check_column_range(lw.w_down, p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end);
+        if (columns == ColumnSlices::kPack) {
+            if (q_end - q_begin < lw.wo.cols) lw.wo = pack_columns(lw.wo, q_begin, q_end, w.packed);
+            if (slice.n_ffn() < lw.w_down.cols) lw.w_down = pack_columns(lw.w_down, slice.ffn_begin, slice.ffn_end, w.packed);
+        }
         w.layers.push_back(std::move(lw));
     }
     return w;

@@ -35,6 +35,8 @@ struct SliceWeights {
     std::vector<float> output_norm;
     std::vector<float> rope_freqs;  // per-pair RoPE frequency factors, empty if none
     std::vector<LayerWeights> layers;
+    // Packed column slices (ColumnSlices::kPack); Matrix views point here.
+    std::vector<std::unique_ptr<uint8_t[]>> packed;
 };
 
 class LlamaModel {
@@ -54,6 +56,14 @@ private:
 // Takes views of every tensor the slice needs, checking each one's presence,
 // shape and type; a mismatch is an Error naming the tensor. Also checks that
 // the slice's column ranges fall on quantization block boundaries.
-SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice);
+//
+// ColumnSlices::kPack copies a slice's columns of wo and w_down (when it owns
+// only some of them) into memory of its own and releases the mapped pages:
+// rows of those matrices interleave every rank's columns, so reading them in
+// place would keep nearly the whole matrix resident on every rank.
+// ColumnSlices::kView maps everything in place (sizes, probes, single node).
+enum class ColumnSlices { kView, kPack };
+
+SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, ColumnSlices columns = ColumnSlices::kView);
 
 }  // namespace tessera

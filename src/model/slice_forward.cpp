@@ -11,7 +11,7 @@ namespace tessera {
 
 SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool)
     : hparams_(model.hparams()),
-      weights_(load_slice_weights(model, slice)),
+      weights_(load_slice_weights(model, slice, ColumnSlices::kPack)),
       pool_(pool),
       cache_(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_type),
       attention_(config.n_ctx, hparams_.head_dim, slice.n_kv_heads(), pool.size()),

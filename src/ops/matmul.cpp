@@ -52,7 +52,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
         check_activation(traits, job.rect, x);
         if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
         const int64_t n_rows = job.rect.row_end - job.rect.row_begin;
-        prepared[i] = {&traits, job.w->row(job.rect.row_begin) + quant_row_bytes(job.w->type, job.rect.col_begin),
+        prepared[i] = {&traits, job.w->row(job.rect.row_begin) + rect_col_offset(*job.w, job.rect),
                        job.w->row_bytes, n_rows, n_blocks, job.y, job.y_stride};
         n_blocks += (n_rows + kRowBlock - 1) / kRowBlock;
     }

@@ -1,6 +1,7 @@
 // A read-only view of a 2-D weight tensor as GGUF stores it: `rows` rows of
 // `cols` elements each, row-major, each row `row_bytes` long. The bytes live in
-// the model file's memory map; a Matrix never owns them.
+// the model file's memory map or in a slice's packed copy; a Matrix never owns
+// them.
 #pragma once
 
 #include "ops/quant_type.h"
@@ -15,6 +16,9 @@ struct Matrix {
     int64_t rows = 0;
     uint64_t row_bytes = 0;
     const uint8_t* data = nullptr;
+    // First column of the whole tensor that this view holds: nonzero when a
+    // slice keeps a packed copy of only its columns (see load_slice_weights).
+    int64_t col_begin = 0;
 
     const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };

@@ -30,10 +30,20 @@ void check_activation(const QuantTraits& traits, const MatRect& rect, const Quan
     }
 }
 
+uint64_t rect_col_offset(const Matrix& w, const MatRect& rect) {
+    const int64_t col = rect.col_begin - w.col_begin;
+    if (rect.row_begin < 0 || rect.row_begin > rect.row_end || rect.row_end > w.rows || col < 0 ||
+        rect.n_cols < 0 || col + rect.n_cols > w.cols) {
+        throw make_error("internal: rect rows [{}, {}) cols [{}, +{}) outside a matrix of {} rows, cols [{}, +{})",
+                         rect.row_begin, rect.row_end, rect.col_begin, rect.n_cols, w.rows, w.col_begin, w.cols);
+    }
+    return quant_row_bytes(w.type, col);
+}
+
 void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool) {
     const QuantTraits& traits = require_compute_traits(w.type, "matvec");
     check_activation(traits, rect, x);
-    const uint64_t col_offset = quant_row_bytes(w.type, rect.col_begin);
+    const uint64_t col_offset = rect_col_offset(w, rect);
     const void* xq = x.row(0);
     const int64_t n_cols = rect.n_cols;
     auto* vec_dot = traits.vec_dot;
@@ -45,7 +55,7 @@ void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
 }
 
 void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool& pool) {
-    matvec(w, MatRect{0, w.rows, 0, w.cols}, x, y, pool);
+    matvec(w, MatRect{0, w.rows, w.col_begin, w.cols}, x, y, pool);
 }
 
 void dequantize_row(const Matrix& w, int64_t r, float* dst) {

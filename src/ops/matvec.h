@@ -54,6 +54,10 @@ void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
 // The whole matrix: y = w x.
 void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool& pool);
 
+// Byte offset of the rect's first column within a row of w, after checking
+// that the rect lies inside the rows and columns w holds.
+uint64_t rect_col_offset(const Matrix& w, const MatRect& rect);
+
 // Throws unless x is in w's vec_dot type with rect.n_cols elements per row.
 void check_activation(const QuantTraits& traits, const MatRect& rect, const QuantizedActivation& x);
 

@@ -32,4 +32,10 @@ private:
     uint64_t size_ = 0;
 };
 
+// Drops this process's mapping of the pages under [data, data + n) (rounded
+// out to whole pages) from its resident memory; the bytes stay readable and
+// come back from the page cache if touched again. Used after a slice copies
+// what it needs out of a tensor it only partly owns.
+void release_pages(const void* data, uint64_t n);
+
 }  // namespace tessera

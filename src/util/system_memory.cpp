@@ -62,6 +62,25 @@ uint64_t cgroup_headroom() {
 
 }  // namespace
 
+namespace {
+uint64_t status_kib(const std::string& field) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(field + ":", 0) == 0) {
+            std::istringstream values(line.substr(field.size() + 1));
+            uint64_t kib = 0;
+            values >> kib;
+            return kib * 1024;
+        }
+    }
+    return 0;
+}
+}  // namespace
+
+uint64_t resident_memory_bytes() { return status_kib("VmRSS"); }
+uint64_t peak_resident_memory_bytes() { return status_kib("VmHWM"); }
+
 uint64_t available_memory_bytes() { return std::min(mem_available(), cgroup_headroom()); }
 
 }  // namespace tessera

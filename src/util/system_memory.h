@@ -9,4 +9,8 @@ namespace tessera {
 
 uint64_t available_memory_bytes();
 
+// This process's resident memory now and at its peak (VmRSS / VmHWM).
+uint64_t resident_memory_bytes();
+uint64_t peak_resident_memory_bytes();
+
 }  // namespace tessera
