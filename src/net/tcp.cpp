@@ -197,6 +197,24 @@ void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
     }
 }
 
+size_t TcpStream::read_some(void* data, size_t n) {
+    if (fd_ < 0) throw make_error("{}: read on a closed connection", peer_);
+    for (;;) {
+        const ssize_t r = ::recv(fd_, data, n, 0);
+        if (r >= 0) return static_cast<size_t>(r);
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            poll_until(fd_, POLLIN, -1);
+            continue;
+        }
+        throw make_error("{}: connection lost while reading: {}", peer_, std::strerror(errno));
+    }
+}
+
+void TcpStream::shutdown_write() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
 bool TcpStream::wait_readable(int timeout_ms) {
     if (fd_ < 0) return false;
     return poll_until(fd_, POLLIN, timeout_ms < 0 ? -1 : now_ms() + timeout_ms);

@@ -36,6 +36,10 @@ public:
     // throws an Error naming the peer on timeout, reset or end of stream.
     void write_all(const void* data, size_t n, int timeout_ms);
     void read_exact(void* data, size_t n, int timeout_ms);
+    // Reads what is available now (at most n bytes; 0 at end of stream).
+    size_t read_some(void* data, size_t n);
+    // Half-closes the stream: the peer reads end of stream after our bytes.
+    void shutdown_write();
     // True when bytes (or end of stream) are ready within timeout_ms.
     bool wait_readable(int timeout_ms);
 

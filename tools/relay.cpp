@@ -1,0 +1,145 @@
+// tessera-relay: a TCP relay that delays every byte by a fixed time in each
+// direction, a test tool for networks this kernel cannot emulate (it has no
+// netem qdisc; bandwidth is limited with tc tbf instead). Bytes keep their
+// order; each chunk read is forwarded `delay` after it arrived.
+//
+//   tessera-relay --listen 127.0.0.1:0 --target 10.0.0.2:7000 --delay-ms 5
+//
+// The first line on stdout is "listening on port N".
+#include "net/tcp.h"
+#include "util/error.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using tessera::TcpStream;
+
+struct Chunk {
+    Clock::time_point due;
+    std::vector<uint8_t> bytes;
+};
+
+// One direction: a reader queues chunks with their due time, a writer sends
+// them when due. Either side ending closes both streams.
+class Pipe {
+public:
+    Pipe(TcpStream& from, TcpStream& to, std::chrono::microseconds delay) : from_(from), to_(to), delay_(delay) {}
+
+    void run() {
+        std::thread writer([this] { write_loop(); });
+        read_loop();
+        writer.join();
+    }
+
+private:
+    void read_loop() {
+        std::vector<uint8_t> buffer(64 * 1024);
+        try {
+            for (;;) {
+                if (!from_.wait_readable(1000)) {
+                    if (done()) break;
+                    continue;
+                }
+                const size_t n = from_.read_some(buffer.data(), buffer.size());
+                if (n == 0) break;
+                std::lock_guard<std::mutex> lock(mutex_);
+                queue_.push_back({Clock::now() + delay_, std::vector<uint8_t>(buffer.begin(), buffer.begin() + n)});
+                wake_.notify_one();
+            }
+        } catch (const tessera::Error&) {
+        }
+        finish();
+    }
+
+    void write_loop() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            if (queue_.empty()) {
+                if (finished_) break;
+                wake_.wait(lock);
+                continue;
+            }
+            const auto due = queue_.front().due;
+            if (Clock::now() < due) {
+                wake_.wait_until(lock, due);
+                continue;
+            }
+            Chunk chunk = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            try {
+                to_.write_all(chunk.bytes.data(), chunk.bytes.size(), 30000);
+            } catch (const tessera::Error&) {
+                lock.lock();
+                finished_ = true;
+                break;
+            }
+            lock.lock();
+        }
+        to_.shutdown_write();
+    }
+
+    bool done() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return finished_;
+    }
+    void finish() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        finished_ = true;
+        wake_.notify_one();
+    }
+
+    TcpStream& from_;
+    TcpStream& to_;
+    std::chrono::microseconds delay_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Chunk> queue_;
+    bool finished_ = false;
+};
+
+void serve(TcpStream client, tessera::HostPort target, std::chrono::microseconds delay) {
+    try {
+        TcpStream server = TcpStream::connect(target, 10000);
+        Pipe up(client, server, delay);
+        Pipe down(server, client, delay);
+        std::thread t([&] { down.run(); });
+        up.run();
+        t.join();
+    } catch (const tessera::Error& e) {
+        std::fprintf(stderr, "relay: %s\n", e.what());
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"tessera-relay: a TCP relay that adds a fixed delay in each direction (test tool)"};
+    std::string listen = "127.0.0.1:0", target;
+    double delay_ms = 0.0;
+    app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
+    app.add_option("--target", target, "HOST:PORT to forward to")->required();
+    app.add_option("--delay-ms", delay_ms, "One-way delay added in each direction, ms")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    try {
+        tessera::TcpListener listener(tessera::parse_host_port(listen));
+        const tessera::HostPort to = tessera::parse_host_port(target);
+        std::printf("listening on port %u\n", static_cast<unsigned>(listener.port()));
+        std::fflush(stdout);
+        const auto delay = std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000));
+        for (;;) std::thread(serve, listener.accept(-1), to, delay).detach();
+    } catch (const tessera::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}
