@@ -1,6 +1,7 @@
 // tessera bench: prompt and generation speed of one model, as llama-bench's
 // pp and tg tests, plus how close generation comes to the memory bandwidth.
 #include "apps/commands.h"
+#include "apps/parallel_flags.h"
 #include "engine/bench.h"
 #include "util/error.h"
 
@@ -24,6 +25,7 @@ struct BenchOptions {
     int reps = 5;
     int n_batch = 512;
     bool json = false;
+    ParallelOptions parallel;
 };
 
 nlohmann::json rate_json(const BenchRate& rate) {
@@ -35,13 +37,14 @@ void bench_main(const BenchOptions& o) {
     params.model_path = o.model.empty() ? default_model_path() : o.model;
     params.n_prompt = o.n_prompt;
     params.n_gen = o.n_gen;
-    params.n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    params.n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
+    params.parallel = o.parallel;
     params.reps = o.reps;
     params.n_batch = o.n_batch;
     const BenchResult r = run_bench(params);
 
     if (o.json) {
-        const nlohmann::json j = {
+        nlohmann::json j = {
             {"model", params.model_path},
             {"type", r.model_type},
             {"model_bytes", r.model_bytes},
@@ -54,7 +57,15 @@ void bench_main(const BenchOptions& o) {
             {"mem_bandwidth_gbs", r.mem_bandwidth_gbs},
             {"tg_bandwidth_gbs", r.tg_bandwidth_gbs()},
             {"tg_bandwidth_fraction", r.tg_bandwidth_fraction()},
+            {"mode", params.parallel.mode()},
+            {"ranks", r.ranks},
         };
+        if (r.ranks > 1) {
+            j["tp"] = {{"wire_bytes_per_token_per_worker", r.wire_bytes_per_token_per_worker},
+                       {"own_ms_per_token", r.own_ms_per_token},
+                       {"wait_ms_per_token", r.wait_ms_per_token},
+                       {"syncs_per_token", r.syncs_per_token}};
+        }
         std::puts(j.dump().c_str());
         return;
     }
@@ -66,6 +77,12 @@ void bench_main(const BenchOptions& o) {
     if (r.tg.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("tg{}", r.tg.tokens), r.tg.min(), r.tg.median());
     fmt::print("weights read per generated token: {:.1f} MiB\n", r.weight_bytes_per_token / 1048576.0);
     fmt::print("memory read bandwidth ({} threads): {:.2f} GB/s\n", params.n_threads, r.mem_bandwidth_gbs);
+    if (r.ranks > 1) {
+        fmt::print("tensor parallel ({} ranks, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
+                   "root computes {:.2f} ms and waits {:.2f} ms per token\n",
+                   r.ranks, params.parallel.mode(), r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token,
+                   r.own_ms_per_token, r.wait_ms_per_token);
+    }
     if (r.tg.tokens > 0) {
         fmt::print("generation streams {:.2f} GB/s = {:.1f}% of it\n", r.tg_bandwidth_gbs(),
                    100.0 * r.tg_bandwidth_fraction());
@@ -92,6 +109,7 @@ void add_bench_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
+    add_parallel_flags(cmd, o->parallel);
     cmd->callback([o] { bench_main(*o); });
 }
 

@@ -1,7 +1,6 @@
 // tessera run: generate text from a prompt on this machine.
 #include "apps/commands.h"
-#include "dist/local_cluster.h"
-#include "dist/tp_decoder.h"
+#include "apps/parallel_flags.h"
 #include "engine/generation.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
@@ -35,24 +34,9 @@ struct RunOptions {
     int64_t seed = -1;
     std::string cache_type = "f16";
     bool json = false;
-    // Tensor parallel: workers to use, or N local processes.
-    std::string workers;
-    int local = 1;
-    std::vector<double> weights;
-    bool fast = false;
-    bool exact = false;
-    int timeout_ms = 5000;
+    ParallelOptions parallel;
 };
 
-std::vector<HostPort> parse_workers(const std::string& list) {
-    std::vector<HostPort> out;
-    std::stringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        if (!item.empty()) out.push_back(parse_host_port(item));
-    }
-    return out;
-}
 
 // llama.cpp's cap on the default context: a model's training context can be
 // far larger than what a small node should reserve for its KV cache.
@@ -61,8 +45,6 @@ constexpr int kDefaultContextCap = 4096;
 void run(const RunOptions& o) {
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     std::string prompt = o.prompt;
-    if (o.fast && o.exact) throw make_error("--fast and --exact exclude each other");
-    if (o.local < 1) throw make_error("--local needs at least 1 process, got {}", o.local);
     if (!o.prompt_file.empty()) {
         std::ifstream in(o.prompt_file, std::ios::binary);
         if (!in) throw make_error("{}: cannot read the prompt file", o.prompt_file);
@@ -74,9 +56,7 @@ void run(const RunOptions& o) {
     if (!kv_type || (*kv_type != QuantType::F32 && *kv_type != QuantType::F16)) {
         throw make_error("--cache-type must be f32 or f16 (got '{}')", o.cache_type);
     }
-    // --local N shares this machine's cores among its N processes.
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const int n_threads = o.n_threads > 0 ? o.n_threads : std::max(1, cores / o.local);
+    const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
 
     const LlamaModel model(model_path);
     const ModelHParams& hp = model.hparams();
@@ -92,35 +72,8 @@ void run(const RunOptions& o) {
     config.n_ctx = n_ctx;
     config.kv_type = *kv_type;
     config.n_batch = o.n_batch;
-    std::unique_ptr<LocalWorkers> local_workers;
-    std::vector<HostPort> workers = parse_workers(o.workers);
-    if (o.local > 1) {
-        if (!workers.empty()) throw make_error("use either --workers or --local, not both");
-        local_workers = std::make_unique<LocalWorkers>(self_executable(), model_path, o.local - 1, n_threads, 30000);
-        workers = local_workers->addresses();
-    }
-    std::unique_ptr<Decoder> decoder;
-    if (workers.empty()) {
-        decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
-    } else {
-        TpConfig tp;
-        tp.workers = workers;
-        tp.weights = o.weights;
-        tp.fast = o.fast;
-        tp.forward = config;
-        tp.n_threads = n_threads;
-        tp.limits.io_timeout_ms = o.timeout_ms;
-        tp.connect_timeout_ms = o.timeout_ms;
-        auto tp_decoder = std::make_unique<TensorParallelDecoder>(model, tp);
-        if (!o.json) {
-            for (size_t r = 0; r < tp_decoder->ranks().size(); ++r) {
-                const TpRankInfo& info = tp_decoder->ranks()[r];
-                std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB\n", r, info.address.c_str(),
-                             describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0);
-            }
-        }
-        decoder = std::move(tp_decoder);
-    }
+    const DecoderSetup setup = make_decoder(model, config, n_threads, o.parallel);
+    if (setup.tensor_parallel != nullptr && !o.json) print_ranks(*setup.tensor_parallel);
 
     GenerationParams params;
     params.n_predict = o.n_predict;
@@ -131,7 +84,7 @@ void run(const RunOptions& o) {
         std::fputs(prompt.c_str(), stdout);
         std::fflush(stdout);
     }
-    const GenerationResult result = generate(*decoder, *tokenizer, prompt_tokens, params, [&](const std::string& piece) {
+    const GenerationResult result = generate(*setup.decoder, *tokenizer, prompt_tokens, params, [&](const std::string& piece) {
         if (o.json) return;
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -150,8 +103,8 @@ void run(const RunOptions& o) {
         j["stop_reason"] = result.stop_reason;
         j["seed"] = params.sampler.seed;
         j["threads"] = n_threads;
-        j["ranks"] = workers.size() + 1;
-        j["mode"] = workers.empty() ? "single" : o.fast ? "fast" : "exact";
+        j["ranks"] = setup.tensor_parallel != nullptr ? setup.tensor_parallel->ranks().size() : 1;
+        j["mode"] = o.parallel.mode();
         j["n_ctx"] = n_ctx;
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
                         {"prompt_tokens_per_second", prompt_tps},
@@ -185,17 +138,7 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
         ->capture_default_str();
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
-    cmd->add_option("--workers", o->workers, "Tensor parallel: workers HOST:PORT,HOST:PORT,... (tessera worker)");
-    cmd->add_option("--local", o->local, "Tensor parallel on this machine: N processes (N-1 workers started here)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 64));
-    cmd->add_option("--weights", o->weights, "Share of each rank, root first (default: measured speed)")
-        ->delimiter(',');
-    cmd->add_flag("--fast", o->fast, "Q8_0 activations and F16 partials on the wire (approximate)");
-    cmd->add_flag("--exact", o->exact, "F32 on the wire: greedy output equals a single node's (the default)");
-    cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout for connects, reads and writes, in ms")
-        ->capture_default_str()
-        ->check(CLI::Range(100, 600000));
+    add_parallel_flags(cmd, o->parallel);
     cmd->add_option("--temp", o->sampler.temperature, "Temperature (0: greedy)")->capture_default_str();
     cmd->add_option("--top-k", o->sampler.top_k, "Top-k sampling (0: off)")->capture_default_str();
     cmd->add_option("--top-p", o->sampler.top_p, "Top-p (nucleus) sampling (1: off)")->capture_default_str();

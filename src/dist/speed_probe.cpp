@@ -23,7 +23,10 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     QuantizedActivation xq;
     xq.quantize(x.data(), hp.n_embd, require_compute_traits(l.w_gate.type, "probe").vec_dot_type);
     double best = 1e30;
-    for (int rep = 0; rep < 8; ++rep) {
+    // Best of many runs over at least 50 ms: the first runs fault pages in
+    // and a freshly started process may share its cores for a moment.
+    const double until = now_seconds() + 0.05;
+    for (int rep = 0; rep < 8 || (now_seconds() < until && rep < 10000); ++rep) {
         const double start = now_seconds();
         matmul(l.w_gate, {0, l.w_gate.rows, 0, l.w_gate.cols}, xq, y.data(), hp.n_ff, pool);
         matmul(l.w_up, {0, l.w_up.rows, 0, l.w_up.cols}, xq, y.data() + hp.n_ff, hp.n_ff, pool);
@@ -38,7 +41,7 @@ std::vector<double> weights_from_probes(std::span<const double> seconds) {
     double fastest = 1e30;
     for (double s : seconds) fastest = std::min(fastest, s);
     std::vector<double> weights;
-    for (double s : seconds) weights.push_back(std::max(0.1, std::round(10.0 * fastest / s) / 10.0));
+    for (double s : seconds) weights.push_back(std::max(0.25, std::round(4.0 * fastest / s) / 4.0));
     return weights;
 }
 

@@ -13,9 +13,9 @@ namespace tessera {
 
 double probe_seconds(const LlamaModel& model, ThreadPool& pool);
 
-// Weights from probe times (faster node, larger weight), rounded to 10% of
-// the fastest so that timer noise between equal nodes does not make the plan
-// change from run to run.
+// Weights from probe times (faster node, larger weight), rounded to quarters
+// of the fastest so that timer noise between equal nodes does not make the
+// plan change from run to run.
 std::vector<double> weights_from_probes(std::span<const double> seconds);
 
 }  // namespace tessera

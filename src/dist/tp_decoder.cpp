@@ -4,6 +4,7 @@
 #include "dist/speed_probe.h"
 #include "util/error.h"
 #include "util/system_memory.h"
+#include "util/timer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -152,7 +153,7 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
         } catch (const Error& e) {
             throw make_error("{} stopped responding: {}", who, e.what());
         }
-        bytes_received_ += frame_.payload.size();
+        stats_.bytes_received += frame_.payload.size();
         const auto type = static_cast<TpMessage>(frame_.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kError) {
@@ -182,15 +183,17 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n
             } catch (const Error& e) {
                 throw make_error("{}: {}", worker_name(ranks_[i + 1].address, i + 1), e.what());
             }
-            bytes_sent_ += message_.size();
+            stats_.bytes_sent += message_.size();
         }
     }
     // The root's own share, computed while the workers compute theirs.
+    const double start = now_seconds();
     if (type == TpMessage::kAttention) {
         forward_->attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
     } else {
         forward_->ffn_partial(layer, h_.data(), n_tok, partial_.data());
     }
+    const double computed = now_seconds();
     // Partials summed in rank order, then added to the residual.
     std::copy(partial_.begin(), partial_.begin() + static_cast<std::ptrdiff_t>(n), sum_.begin());
     for (size_t i = 0; i < channels_.size(); ++i) {
@@ -198,6 +201,9 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n
         for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
     }
     for (size_t j = 0; j < n; ++j) x_[j] += sum_[j];
+    stats_.syncs++;
+    stats_.own_seconds += computed - start;
+    stats_.wait_seconds += now_seconds() - computed;
 }
 
 void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {

@@ -51,9 +51,17 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
 
     const std::vector<TpRankInfo>& ranks() const { return ranks_; }
-    // Payload bytes sent to / received from each worker since construction.
-    uint64_t bytes_sent() const { return bytes_sent_; }
-    uint64_t bytes_received() const { return bytes_received_; }
+
+    // Counters since construction, for benchmarks: payload bytes to and from
+    // all workers, sync points, and where the root's time went.
+    struct Stats {
+        uint64_t bytes_sent = 0;
+        uint64_t bytes_received = 0;
+        uint64_t syncs = 0;
+        double own_seconds = 0.0;   // computing the root's own partials
+        double wait_seconds = 0.0;  // waiting for the workers' partials after that
+    };
+    const Stats& stats() const { return stats_; }
 
 private:
     void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
@@ -69,8 +77,7 @@ private:
     std::vector<float> x_, h_, partial_, sum_, received_, logits_, all_logits_;
     std::vector<uint8_t> message_;
     Frame frame_;
-    uint64_t bytes_sent_ = 0;
-    uint64_t bytes_received_ = 0;
+    Stats stats_;
 };
 
 }  // namespace tessera

@@ -1,7 +1,6 @@
 #include "engine/bench.h"
 
 #include "model/llama_model.h"
-#include "model/local_decoder.h"
 #include "util/error.h"
 #include "util/mem_bandwidth.h"
 #include "util/rng.h"
@@ -75,7 +74,8 @@ BenchResult run_bench(const BenchParams& params) {
     config.n_ctx = std::max(params.n_prompt, params.n_gen) + 1;
     config.kv_type = params.kv_type;
     config.n_batch = params.n_batch;
-    LocalDecoder decoder(model, config, params.n_threads);
+    const DecoderSetup setup = make_decoder(model, config, params.n_threads, params.parallel);
+    Decoder& decoder = *setup.decoder;
 
     // One untimed run of each test first: page in the weights, warm caches.
     const std::vector<int32_t> prompt = random_tokens(std::max(params.n_prompt, 1), hp.n_vocab, 1);
@@ -98,7 +98,20 @@ BenchResult run_bench(const BenchParams& params) {
     if (params.n_gen > 0) {
         run_tg();
         result.tg.tokens = params.n_gen;
+        const TensorParallelDecoder* tp = setup.tensor_parallel;
+        const TensorParallelDecoder::Stats before = tp != nullptr ? tp->stats() : TensorParallelDecoder::Stats{};
         for (int r = 0; r < params.reps; ++r) result.tg.tps.push_back(params.n_gen / run_tg());
+        if (tp != nullptr) {
+            const TensorParallelDecoder::Stats& after = tp->stats();
+            const double tokens = static_cast<double>(params.n_gen) * params.reps;
+            const double workers = static_cast<double>(tp->ranks().size() - 1);
+            result.ranks = static_cast<int>(tp->ranks().size());
+            result.wire_bytes_per_token_per_worker =
+                (after.bytes_sent - before.bytes_sent + after.bytes_received - before.bytes_received) / tokens / workers;
+            result.own_ms_per_token = (after.own_seconds - before.own_seconds) * 1e3 / tokens;
+            result.wait_ms_per_token = (after.wait_seconds - before.wait_seconds) * 1e3 / tokens;
+            result.syncs_per_token = static_cast<int>((after.syncs - before.syncs) / tokens);
+        }
     }
     ThreadPool pool(params.n_threads);
     result.mem_bandwidth_gbs = measure_read_bandwidth(pool);

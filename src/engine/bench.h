@@ -6,6 +6,7 @@
 // bandwidth, and the fraction of that ceiling generation reaches.
 #pragma once
 
+#include "engine/decoder_setup.h"
 #include "ops/quant_type.h"
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct BenchParams {
     int reps = 5;
     int n_batch = 512;
     QuantType kv_type = QuantType::F16;
+    ParallelOptions parallel;
 };
 
 struct BenchRate {
@@ -39,6 +41,13 @@ struct BenchResult {
     BenchRate tg;
     uint64_t weight_bytes_per_token = 0;
     double mem_bandwidth_gbs = 0.0;
+    // Tensor parallel only: per generated token, payload bytes to and from
+    // each worker, and the root's time computing its share vs waiting.
+    int ranks = 1;
+    double wire_bytes_per_token_per_worker = 0.0;
+    double own_ms_per_token = 0.0;
+    double wait_ms_per_token = 0.0;
+    int syncs_per_token = 0;
     // Weight bytes per token x the median generation rate, and its share of
     // the measured ceiling.
     double tg_bandwidth_gbs() const;

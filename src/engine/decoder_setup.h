@@ -1,0 +1,45 @@
+// Builds the Decoder a command runs on: a single process, or a tensor-parallel
+// root over given workers or over N-1 local worker processes (--local N).
+// Shared by run, bench and perplexity so every tool can use every mode.
+#pragma once
+
+#include "dist/local_cluster.h"
+#include "dist/tp_decoder.h"
+#include "model/decoder.h"
+#include "model/llama_model.h"
+#include "model/slice_forward.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct ParallelOptions {
+    std::string workers;          // "HOST:PORT,HOST:PORT,..."
+    int local = 1;                // processes on this machine (1: no workers)
+    std::vector<double> weights;  // per rank, root first; empty: measured
+    bool fast = false;
+    bool exact = false;  // only to refuse --fast together with --exact
+    int timeout_ms = 5000;
+
+    bool parallel() const { return local > 1 || !workers.empty(); }
+    const char* mode() const { return !parallel() ? "single" : fast ? "fast" : "exact"; }
+};
+
+// Threads per process when none are asked for: the cores of this machine,
+// shared among the processes of --local.
+int default_threads(const ParallelOptions& options);
+
+struct DecoderSetup {
+    // Declared first so it is destroyed last: the root says goodbye to its
+    // workers before they are reaped.
+    std::unique_ptr<LocalWorkers> local_workers;
+    std::unique_ptr<Decoder> decoder;
+    TensorParallelDecoder* tensor_parallel = nullptr;  // set in parallel modes
+};
+
+DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
+                          const ParallelOptions& options);
+
+}  // namespace tessera
