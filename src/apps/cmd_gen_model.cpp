@@ -19,7 +19,7 @@ struct GenModelOptions {
 
 void gen_model(GenModelOptions& o) {
     const auto type = parse_quant_type(o.type);
-    if (!type) throw make_error("--type '{}' is not a known type (F32, F16, Q8_0, Q4_0)", o.type);
+    if (!type) throw make_error("--type '{}' is not a known type (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)", o.type);
     o.spec.type = *type;
     write_random_model(o.spec, o.output, [&](size_t done, size_t total) {
         if (o.quiet) return;
@@ -43,7 +43,7 @@ void add_gen_model_command(CLI::App& app) {
     cmd->add_option("--vocab", s.n_vocab, "Size of a synthetic vocabulary (without --vocab-from)")->capture_default_str();
     cmd->add_option("--vocab-from", s.vocab_from, "Copy the tokenizer from this GGUF (e.g. a llama.cpp vocab file)");
     cmd->add_option("--rope-base", s.rope_freq_base, "RoPE frequency base")->capture_default_str();
-    cmd->add_option("--type", o->type, "Weight type: F32, F16, Q8_0, Q4_0")->capture_default_str();
+    cmd->add_option("--type", o->type, "Weight type: F32, F16, Q8_0, Q4_0, Q4_K, Q6_K (K-quants need --dim and --ffn multiples of 256)")->capture_default_str();
     cmd->add_option("--seed", s.seed, "Random seed (same arguments, same bytes)")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "Output GGUF file")->required();
     cmd->add_flag("-q,--quiet", o->quiet, "No progress output");

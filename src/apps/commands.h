@@ -15,6 +15,8 @@ void add_gen_model_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_worker_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 
 // The bundled model (models/stories260K.gguf beside the binary's build tree,
 // or in the current directory), used when -m is not given.

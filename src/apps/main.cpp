@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     tessera::add_convert_command(app);
     tessera::add_bench_command(app);
     tessera::add_worker_command(app);
+    tessera::add_quantize_command(app);
+    tessera::add_perplexity_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

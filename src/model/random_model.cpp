@@ -21,7 +21,86 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::F16: return 1;
         case QuantType::Q4_0: return 2;
         case QuantType::Q8_0: return 7;
-        default: throw make_error("gen-model cannot write {} weights (use F32, F16, Q8_0 or Q4_0)", quant_type_name(type));
+        // llama.cpp has no file type for "all Q4_K"; a --pure Q4_K_M is written as Q4_K_M.
+        case QuantType::Q4_K: return 15;
+        case QuantType::Q6_K: return 18;
+        default:
+            throw make_error("gen-model cannot write {} weights (use F32, F16, Q8_0, Q4_0, Q4_K or Q6_K)",
+                             quant_type_name(type));
+    }
+}
+
+void random_bytes(Rng& rng, uint8_t* p, uint64_t n) {
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const uint64_t r = rng.next_u64();
+        std::memcpy(p + i, &r, 8);
+    }
+    if (i < n) {
+        const uint64_t r = rng.next_u64();
+        std::memcpy(p + i, &r, n - i);
+    }
+}
+
+// The K-quant super-blocks of 256 values, byte for byte as llama.cpp's
+// block_q4_K and block_q6_K (ggml-common.h).
+constexpr uint64_t kQ4_KBytes = 144;  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+constexpr uint64_t kQ6_KBytes = 210;  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, fp16 d
+
+// Q4_K: value = d * sc[j] * q - dmin * m[j] for sub-block j (32 values),
+// q in 0..15. With every sc = 8, m = 60 and dmin = d, a value is
+// 8d * (q - 7.5): uniform codes are centred on 0, with standard deviation
+// 8d * 4.61.
+void fill_random_q4_k(float stddev, Rng& rng, uint8_t* dst, uint64_t n_bytes) {
+    const uint16_t d = fp32_to_fp16(stddev / (8.0f * 4.61f));
+    constexpr uint8_t sc = 8, m = 60;
+    // The 6-bit packing of llama.cpp's get_scale_min_k4: sub-blocks 0..3 in
+    // the low 6 bits of bytes 0..7, sub-blocks 4..7 split over bytes 8..11
+    // (low 4 bits) and the top 2 bits of bytes 0..7.
+    uint8_t scales[12];
+    for (int j = 0; j < 4; ++j) {
+        scales[j] = static_cast<uint8_t>((sc & 63) | ((sc >> 4) << 6));
+        scales[j + 4] = static_cast<uint8_t>((m & 63) | ((m >> 4) << 6));
+        scales[j + 8] = static_cast<uint8_t>((sc & 15) | ((m & 15) << 4));
+    }
+    for (uint64_t b = 0; b < n_bytes / kQ4_KBytes; ++b) {
+        uint8_t* block = dst + b * kQ4_KBytes;
+        std::memcpy(block, &d, 2);
+        std::memcpy(block + 2, &d, 2);
+        std::memcpy(block + 4, scales, sizeof scales);
+        random_bytes(rng, block + 16, 128);
+    }
+}
+
+// Q6_K: value = d * scale[k] * (q - 32) for sub-block k (16 values), q in
+// 0..63 split into a low nibble (ql) and 2 high bits (qh). Uniform codes are
+// not centred (mean -0.5), so code 0 is remapped to 32 (value 0): values
+// -31..31 with mean 0 and standard deviation 18.04 * d * scale.
+void fill_random_q6_k(float stddev, Rng& rng, uint8_t* dst, uint64_t n_bytes) {
+    constexpr int8_t scale = 4;
+    const uint16_t d = fp32_to_fp16(stddev / (18.04f * scale));
+    for (uint64_t b = 0; b < n_bytes / kQ6_KBytes; ++b) {
+        uint8_t* block = dst + b * kQ6_KBytes;
+        uint8_t* ql = block;
+        uint8_t* qh = block + 128;
+        random_bytes(rng, block, 192);
+        // Each half of 128 values: value l + 32 * k takes the nibble of
+        // ql[l + 32 * (k & 1)] (low for k < 2, high otherwise) and bits
+        // 2k..2k+1 of qh[l].
+        for (int half = 0; half < 2; ++half) {
+            for (int l = 0; l < 32; ++l) {
+                uint8_t& h = qh[half * 32 + l];
+                const uint8_t lo_a = ql[half * 64 + l];
+                const uint8_t lo_b = ql[half * 64 + l + 32];
+                const uint8_t nibbles[4] = {static_cast<uint8_t>(lo_a & 15), static_cast<uint8_t>(lo_b & 15),
+                                            static_cast<uint8_t>(lo_a >> 4), static_cast<uint8_t>(lo_b >> 4)};
+                for (int k = 0; k < 4; ++k) {
+                    if (nibbles[k] == 0 && ((h >> (2 * k)) & 3) == 0) h = static_cast<uint8_t>(h | (2 << (2 * k)));
+                }
+            }
+        }
+        std::memset(block + 192, static_cast<uint8_t>(scale), 16);
+        std::memcpy(block + 208, &d, 2);
     }
 }
 
@@ -30,17 +109,6 @@ uint32_t file_type_of(QuantType type) {
 // quantizing floats: a 1B-parameter file is then written in seconds.
 void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint64_t n_bytes) {
     Rng rng(seed);
-    auto random_bytes = [&](uint8_t* p, uint64_t n) {
-        uint64_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            const uint64_t r = rng.next_u64();
-            std::memcpy(p + i, &r, 8);
-        }
-        if (i < n) {
-            const uint64_t r = rng.next_u64();
-            std::memcpy(p + i, &r, n - i);
-        }
-    };
     switch (type) {
         case QuantType::F32: {
             // Uniform in [-a, a] has standard deviation a / sqrt(3).
@@ -61,7 +129,7 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
             auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
             for (uint64_t b = 0; b < n_bytes / sizeof(BlockQ8_0); ++b) {
                 blocks[b].d = d;
-                random_bytes(reinterpret_cast<uint8_t*>(blocks[b].qs), sizeof blocks[b].qs);
+                random_bytes(rng, reinterpret_cast<uint8_t*>(blocks[b].qs), sizeof blocks[b].qs);
                 for (int8_t& q : blocks[b].qs) {
                     if (q == -128) q = -127;
                 }
@@ -77,7 +145,7 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
             auto* blocks = reinterpret_cast<BlockQ4_0*>(dst);
             for (uint64_t b = 0; b < n_bytes / sizeof(BlockQ4_0); ++b) {
                 blocks[b].d = d;
-                random_bytes(blocks[b].qs, sizeof blocks[b].qs);
+                random_bytes(rng, blocks[b].qs, sizeof blocks[b].qs);
                 for (uint8_t& q : blocks[b].qs) {
                     uint8_t lo = q & 0x0f, hi = q >> 4;
                     if (lo == 0) lo = 8;
@@ -87,6 +155,8 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
             }
             break;
         }
+        case QuantType::Q4_K: fill_random_q4_k(stddev, rng, dst, n_bytes); break;
+        case QuantType::Q6_K: fill_random_q6_k(stddev, rng, dst, n_bytes); break;
         default: throw make_error("gen-model cannot write {} weights", quant_type_name(type));
     }
 }
@@ -142,6 +212,7 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
     writer.set_string("general.name", fmt::format("tessera-random-{}x{}-{}", spec.n_layer, spec.n_embd,
                                                   quant_type_name(spec.type)));
     writer.set_u32("general.file_type", file_type);
+    if (layout_of(spec.type).block_size > 1) writer.set_u32("general.quantization_version", 2);
     writer.set_u64("tessera.random_seed", spec.seed);
     writer.set_u32("llama.context_length", static_cast<uint32_t>(spec.n_ctx));
     writer.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.n_embd));

@@ -1,0 +1,277 @@
+#include "model/quantize_model.h"
+
+#include "model/gguf_writer.h"
+#include "ops/quant_traits.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+#include "util/timer.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+
+namespace tessera {
+
+namespace {
+
+// llama.cpp's LLAMA_FTYPE numbers (llama.h), written to general.file_type.
+constexpr uint32_t kFtypeAllF32 = 0;
+constexpr uint32_t kFtypeF16 = 1;
+constexpr uint32_t kFtypeQ4_0 = 2;
+constexpr uint32_t kFtypeQ8_0 = 7;
+constexpr uint32_t kFtypeQ4_K_S = 14;
+constexpr uint32_t kFtypeQ4_K_M = 15;
+constexpr uint32_t kFtypeQ6_K = 18;
+
+// ggml's GGML_QNT_VERSION: the block layouts this file's quantized tensors use.
+constexpr uint32_t kQuantizationVersion = 2;
+
+const std::array<QuantizeTarget, 8> kTargets{{
+    {"F32", QuantType::F32, kFtypeAllF32},
+    {"F16", QuantType::F16, kFtypeF16},
+    {"Q8_0", QuantType::Q8_0, kFtypeQ8_0},
+    {"Q4_0", QuantType::Q4_0, kFtypeQ4_0},
+    // llama.cpp has no file type for "all Q4_K"; it writes Q4_K_M's for a
+    // --pure Q4_K_M, and so does this.
+    {"Q4_K", QuantType::Q4_K, kFtypeQ4_K_M},
+    {"Q4_K_M", QuantType::Q4_K, kFtypeQ4_K_M, QuantizeTarget::Mix::Q4_K_M},
+    {"Q4_K_S", QuantType::Q4_K, kFtypeQ4_K_S, QuantizeTarget::Mix::Q4_K_S},
+    {"Q6_K", QuantType::Q6_K, kFtypeQ6_K},
+}};
+
+bool is_block_quantized(QuantType type) { return layout_of(type).block_size > 1; }
+
+// A type this build can write: it has a quantizer (from_float).
+bool can_write(QuantType type) {
+    const QuantTraits* t = scalar_traits(type);
+    return t != nullptr && t->from_float != nullptr;
+}
+
+bool can_read(QuantType type) {
+    const QuantTraits* t = scalar_traits(type);
+    return t != nullptr && t->to_float != nullptr;
+}
+
+// Types of at least the same quality to try, in order, when rows do not split
+// into `type`'s blocks (llama.cpp's choices: Q4_K -> Q5_0, Q6_K -> Q8_0, and
+// F16 when nothing block-quantized fits).
+std::vector<QuantType> fallbacks_of(QuantType type) {
+    switch (type) {
+        case QuantType::Q4_K: return {QuantType::Q5_0, QuantType::Q8_0, QuantType::F16};
+        case QuantType::Q5_K: return {QuantType::Q5_1, QuantType::Q8_0, QuantType::F16};
+        case QuantType::Q6_K: return {QuantType::Q8_0, QuantType::F16};
+        default: return {QuantType::F16};
+    }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "blk.12.ffn_down.weight" -> 12; -1 for tensors outside the blocks.
+int layer_of(const std::string& name) {
+    if (name.rfind("blk.", 0) != 0) return -1;
+    int layer = 0;
+    size_t i = 4;
+    if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+    for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) layer = layer * 10 + (name[i] - '0');
+    return layer;
+}
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers, and
+// every third layer in between, get the larger type in the _M mixes.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+struct MixContext {
+    bool has_output = false;
+    int n_attn_v = 0;
+    int n_ffn_down = 0;
+};
+
+// The type llama.cpp's mix gives a weight matrix (before any fallback).
+QuantType mixed_type(const QuantizeTarget& target, const std::string& name, const MixContext& ctx) {
+    const QuantType base = target.type;
+    // llama.cpp keeps the output projection (or the tied embedding used in
+    // its place) at Q6_K for every quantized type but Q8_0: the logits are
+    // the most sensitive product of the model.
+    if (name == "output.weight" || (!ctx.has_output && name == "token_embd.weight")) {
+        return is_block_quantized(base) && base != QuantType::Q8_0 ? QuantType::Q6_K : base;
+    }
+    const int layer = layer_of(name);
+    if (layer < 0) return base;
+    if (ends_with(name, ".attn_v.weight")) {
+        if (target.mix == QuantizeTarget::Mix::Q4_K_M && use_more_bits(layer, ctx.n_attn_v)) return QuantType::Q6_K;
+        if (target.mix == QuantizeTarget::Mix::Q4_K_S && layer < 4) return QuantType::Q5_K;
+    }
+    if (ends_with(name, ".ffn_down.weight")) {
+        if (target.mix == QuantizeTarget::Mix::Q4_K_M && use_more_bits(layer, ctx.n_ffn_down)) return QuantType::Q6_K;
+        if (target.mix == QuantizeTarget::Mix::Q4_K_S && layer < ctx.n_ffn_down / 8) return QuantType::Q5_K;
+    }
+    return base;
+}
+
+bool is_weight_matrix(const GgufTensorInfo& t) { return t.n_dims == 2 && ends_with(t.name, "weight"); }
+
+// Converts `rows` rows of `cols` elements from one type to another, the rows
+// split over the pool.
+void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_t* dst, ThreadPool& pool) {
+    const int64_t cols = plan.ne[0];
+    const int64_t rows = src.n_elements() / cols;
+    const uint64_t src_row = quant_row_bytes(plan.from, cols);
+    const uint64_t dst_row = quant_row_bytes(plan.to, cols);
+    const QuantTraits& from = *scalar_traits(plan.from);
+    const QuantTraits& to = *scalar_traits(plan.to);
+    pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = begin; r < end; ++r) {
+            from.to_float(src.data + r * src_row, row.data(), cols);
+            to.from_float(row.data(), dst + r * dst_row, cols);
+        }
+    });
+}
+
+}  // namespace
+
+std::optional<QuantizeTarget> parse_quantize_target(const std::string& name) {
+    std::string upper = name;
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    for (const auto& t : kTargets) {
+        if (t.name == upper) return t;
+    }
+    return std::nullopt;
+}
+
+std::string quantize_target_names() {
+    std::string names;
+    for (const auto& t : kTargets) {
+        if (!names.empty()) names += ", ";
+        names += t.name;
+    }
+    return names;
+}
+
+std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeParams& params) {
+    const QuantizeTarget& target = params.target;
+    if (!can_write(target.type)) {
+        throw make_error("{}: this build cannot write {} tensors (no quantizer for the type yet)", target.name,
+                         quant_type_name(target.type));
+    }
+    MixContext ctx;
+    for (const auto& t : in.tensors()) {
+        if (t.name == "output.weight") ctx.has_output = true;
+        if (ends_with(t.name, ".attn_v.weight")) ++ctx.n_attn_v;
+        if (ends_with(t.name, ".ffn_down.weight")) ++ctx.n_ffn_down;
+    }
+    const bool mix = !params.pure && is_block_quantized(target.type);
+
+    std::vector<TensorQuantPlan> plans;
+    plans.reserve(in.tensors().size());
+    for (const auto& t : in.tensors()) {
+        TensorQuantPlan p;
+        p.name = t.name;
+        p.ne.assign(t.ne, t.ne + t.n_dims);
+        p.from = t.type;
+        p.bytes_in = t.n_bytes;
+        if (!is_weight_matrix(t)) {
+            // Norms, biases and other small tensors are copied as they are.
+            p.mixed = p.wanted = p.to = t.type;
+            p.bytes_out = t.n_bytes;
+            plans.push_back(std::move(p));
+            continue;
+        }
+        p.mixed = mix ? mixed_type(target, t.name, ctx) : target.type;
+        p.wanted = can_write(p.mixed) ? p.mixed : target.type;
+        const int64_t cols = t.ne[0];
+        p.to = p.wanted;
+        if (cols % layout_of(p.to).block_size != 0) {
+            p.to = QuantType::F16;
+            for (QuantType f : fallbacks_of(p.wanted)) {
+                if (cols % layout_of(f).block_size == 0 && can_write(f)) {
+                    p.to = f;
+                    break;
+                }
+            }
+        }
+        if (p.to != p.from) {
+            if (!can_read(p.from)) {
+                throw make_error("{}: tensor '{}' is {}, which tessera cannot convert (it reads F32, F16 and the "
+                                 "types it computes with)",
+                                 in.path(), t.name, quant_type_name(p.from));
+            }
+            if (is_block_quantized(p.from) && is_block_quantized(p.to) && !params.allow_requantize) {
+                throw make_error("{}: tensor '{}' is already {}; quantizing it again to {} adds a second rounding "
+                                 "error. Quantize from the F32/F16 model, or pass --allow-requantize",
+                                 in.path(), t.name, quant_type_name(p.from), quant_type_name(p.to));
+            }
+            p.converted = true;
+        }
+        p.bytes_out = static_cast<uint64_t>(t.n_elements() / cols) * quant_row_bytes(p.to, cols);
+        plans.push_back(std::move(p));
+    }
+    return plans;
+}
+
+QuantizeSummary quantize_model(const std::string& in_path, const std::string& out_path, const QuantizeParams& params,
+                               const std::function<void(const TensorQuantPlan&, size_t, size_t)>& progress) {
+    const double t0 = now_seconds();
+    if (std::filesystem::exists(out_path) && std::filesystem::exists(in_path) &&
+        std::filesystem::equivalent(in_path, out_path)) {
+        throw make_error("{}: the output would overwrite the input model", out_path);
+    }
+    const GgufFile in(in_path);
+    QuantizeSummary summary;
+    summary.tensors = plan_quantization(in, params);
+    bool any_quantized = false;
+    for (const auto& p : summary.tensors) any_quantized = any_quantized || is_block_quantized(p.to);
+
+    GgufWriter writer;
+    bool wrote_file_type = false;
+    for (const auto& kv : in.metadata()) {
+        if (kv.key == "general.file_type") {
+            writer.set_u32(kv.key, params.target.file_type);
+            wrote_file_type = true;
+        } else {
+            writer.set_value(kv.key, kv.value);
+        }
+    }
+    if (!wrote_file_type) writer.set_u32("general.file_type", params.target.file_type);
+    if (any_quantized) writer.set_u32("general.quantization_version", kQuantizationVersion);
+
+    ThreadPool pool(std::max(1, params.n_threads));
+    for (size_t i = 0; i < summary.tensors.size(); ++i) {
+        const TensorQuantPlan& plan = summary.tensors[i];
+        const GgufTensorInfo& src = in.tensors()[i];
+        writer.add_tensor(plan.name, plan.to, plan.ne, [&plan, &src, &pool](uint8_t* dst, uint64_t n) {
+            if (n != plan.bytes_out) throw make_error("internal: tensor '{}' size {} != {}", plan.name, n, plan.bytes_out);
+            if (plan.converted) {
+                convert_rows(src, plan, dst, pool);
+            } else {
+                std::memcpy(dst, src.data, n);
+            }
+        });
+    }
+    // Written under a temporary name and renamed at the end, so a failed or
+    // interrupted run never leaves a truncated model under the real name.
+    const std::string partial = out_path + ".partial";
+    try {
+        writer.write(partial, [&](size_t done, size_t total) {
+            if (progress) progress(summary.tensors[done - 1], done, total);
+        });
+    } catch (...) {
+        std::error_code ignored;
+        std::filesystem::remove(partial, ignored);
+        throw;
+    }
+    std::error_code ec;
+    std::filesystem::rename(partial, out_path, ec);
+    if (ec) throw make_error("{}: cannot rename {} to it: {}", out_path, partial, ec.message());
+    summary.file_bytes_in = in.file_size();
+    summary.file_bytes_out = std::filesystem::file_size(out_path);
+    summary.seconds = now_seconds() - t0;
+    return summary;
+}
+
+}  // namespace tessera

@@ -1,0 +1,86 @@
+// `tessera quantize`: rewrite a GGUF model with its weight matrices in another
+// type, as llama-quantize does. Metadata is copied (general.file_type set to
+// llama.cpp's LLAMA_FTYPE number of the target), 1-D tensors (norms) are
+// copied as they are, and every 2-D weight is converted row by row on a
+// thread pool: rows of the source type -> floats -> rows of the new type.
+//
+// Which type each matrix gets is decided first, for the whole file, by
+// plan_quantization (a pure function of the file and the target, so it is
+// testable and printable before any byte is written):
+//   - the target's type, or llama.cpp's mix for the target: output.weight
+//     gets Q6_K for every quantized target but Q8_0, and Q4_K_M / Q4_K_S
+//     give more bits to some attn_v / ffn_down layers (--pure turns mixes off).
+//     A type of the mix this build cannot write is replaced by the target's
+//     type, and the plan says so;
+//   - a fallback when the row length is not a multiple of that type's block
+//     (a K-quant needs rows of 256): the next type of at least the same
+//     quality whose block fits (Q4_K -> Q5_0 -> Q8_0 -> F16, Q6_K -> Q8_0 ->
+//     F16, Q4_0 / Q8_0 -> F16), skipping types this build cannot write.
+#pragma once
+
+#include "model/gguf_file.h"
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// A target as llama-quantize names it.
+struct QuantizeTarget {
+    std::string name;        // "Q4_K_M"
+    QuantType type;          // the type of most weight matrices
+    uint32_t file_type;      // llama.cpp's LLAMA_FTYPE_* for general.file_type
+    enum class Mix { None, Q4_K_M, Q4_K_S } mix = Mix::None;
+};
+
+// "f32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q4_K_M", "Q4_K_S", "Q6_K" (any case);
+// nothing if unknown. Q4_K alone is Q4_K with only the output.weight rule
+// that every quantized target has (llama-quantize takes Q4_K for Q4_K_M).
+std::optional<QuantizeTarget> parse_quantize_target(const std::string& name);
+// The accepted names, for help and error messages.
+std::string quantize_target_names();
+
+struct QuantizeParams {
+    QuantizeTarget target;
+    int n_threads = 1;
+    bool pure = false;              // no llama.cpp mix: every matrix gets target.type
+    bool allow_requantize = false;  // accept already-quantized source matrices
+};
+
+// What happens to one tensor.
+struct TensorQuantPlan {
+    std::string name;
+    std::vector<int64_t> ne;   // GGUF dims, ne[0] contiguous
+    QuantType from;            // type in the source file
+    QuantType mixed;           // type llama.cpp's mix gives it (the target's type without a mix)
+    QuantType wanted;          // mixed, or the target's type if this build cannot write mixed
+    QuantType to;              // type written (wanted, or its fallback)
+    bool converted = false;    // false: bytes copied unchanged
+    uint64_t bytes_in = 0;
+    uint64_t bytes_out = 0;
+    bool fell_back() const { return to != wanted; }
+    bool mix_unavailable() const { return mixed != wanted; }
+};
+
+// Decides every tensor's type; throws an Error (naming the tensor) when a
+// source type cannot be converted or requantizing was not allowed, and when
+// the target type cannot be written by this build.
+std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeParams& params);
+
+struct QuantizeSummary {
+    std::vector<TensorQuantPlan> tensors;
+    uint64_t file_bytes_in = 0;
+    uint64_t file_bytes_out = 0;
+    double seconds = 0.0;
+};
+
+// Writes the converted model to out_path. `progress` is called after each
+// tensor is written with its plan, the count done and the total.
+QuantizeSummary quantize_model(const std::string& in_path, const std::string& out_path, const QuantizeParams& params,
+                               const std::function<void(const TensorQuantPlan&, size_t, size_t)>& progress = {});
+
+}  // namespace tessera

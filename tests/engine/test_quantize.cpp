@@ -1,0 +1,336 @@
+// tessera quantize as a library (model/quantize_model.h): types per tensor,
+// fallbacks, bytes equal to the reference quantizer, metadata, refusals, and
+// that quantized models still load and generate (stories260K's Q8_0 gives
+// the reference greedy story token for token).
+#include "engine/generation.h"
+#include "engine/kl_divergence.h"
+#include "engine/perplexity.h"
+#include "model/gguf_file.h"
+#include "model/llama_model.h"
+#include "model/local_decoder.h"
+#include "model/quantize_model.h"
+#include "model/random_model.h"
+#include "model/tokenizer.h"
+#include "model/vocab.h"
+#include "ops/quant_traits.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+namespace tessera {
+
+namespace {
+
+const std::vector<int32_t> kReferenceIds = {
+    1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410,
+    408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
+    426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
+
+std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
+
+QuantizeParams params_for(const std::string& target, int threads = 2) {
+    QuantizeParams p;
+    p.target = *parse_quantize_target(target);
+    p.n_threads = threads;
+    return p;
+}
+
+bool can_write(QuantType t) { return scalar_traits(t) != nullptr && scalar_traits(t)->from_float != nullptr; }
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+GenerationResult greedy(const std::string& path, int n_predict) {
+    const LlamaModel model(path);
+    const auto tokenizer = make_tokenizer(load_vocab(model.file()));
+    ForwardConfig config;
+    config.n_ctx = 128;
+    config.kv_type = QuantType::F32;
+    LocalDecoder decoder(model, config, 2);
+    GenerationParams params;
+    params.n_predict = n_predict;
+    params.sampler.temperature = 0.0f;
+    return generate(decoder, *tokenizer, tokenize_prompt(*tokenizer, "", config.n_ctx), params);
+}
+
+// A generated F32 model whose rows are all multiples of 256 (K-quant blocks).
+std::string k_shaped_f32_model(const std::string& dir, int layers = 2) {
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = layers;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 768;
+    spec.n_vocab = 512;
+    write_random_model(spec, dir + "/f32.gguf");
+    return dir + "/f32.gguf";
+}
+
+// Mean KL divergence of `model` from `base` over two chunks of 64 synthetic tokens.
+double kl_from(const std::string& base, const std::string& model, const std::string& dir) {
+    std::vector<int32_t> tokens(128);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 37) % 500);
+    PerplexityParams pp;
+    pp.n_ctx = 64;
+    const ChunkPlan plan = plan_chunks(tokens.size(), pp);
+    const std::vector<int32_t> inputs = chunk_inputs(tokens, plan, 1);
+    ForwardConfig config;
+    config.n_ctx = 64;
+    {
+        const LlamaModel m(base);
+        LocalDecoder d(m, config, 2);
+        write_kl_base(d, inputs, plan, 0, dir + "/kl.base");
+    }
+    const LlamaModel m(model);
+    LocalDecoder d(m, config, 2);
+    return compute_kl_divergence(d, KlBaseFile(dir + "/kl.base"), -1).kld.mean();
+}
+
+}  // namespace
+
+TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
+    EXPECT_EQ(parse_quantize_target("q8_0")->file_type, 7u);
+    EXPECT_EQ(parse_quantize_target("Q4_0")->file_type, 2u);
+    EXPECT_EQ(parse_quantize_target("f16")->file_type, 1u);
+    EXPECT_EQ(parse_quantize_target("F32")->file_type, 0u);
+    EXPECT_EQ(parse_quantize_target("Q4_K_M")->file_type, 15u);
+    EXPECT_EQ(parse_quantize_target("Q4_K_S")->file_type, 14u);
+    EXPECT_EQ(parse_quantize_target("Q6_K")->file_type, 18u);
+    EXPECT_EQ(parse_quantize_target("Q4_K")->type, QuantType::Q4_K);
+    EXPECT_FALSE(parse_quantize_target("Q3_K").has_value());
+    EXPECT_FALSE(parse_quantize_target("Q8").has_value());
+}
+
+TEST(Quantize, Stories260KToQ8_0LoadsAndGivesTheReferenceStory) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::scratch_dir("quantize_q8");
+    const QuantizeSummary s = quantize_model(stories260k(), dir + "/q8.gguf", params_for("Q8_0", 3));
+    EXPECT_LT(s.file_bytes_out, s.file_bytes_in / 2);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/q8.gguf.partial"));
+
+    const GgufFile in(stories260k());
+    const GgufFile out(dir + "/q8.gguf");
+    ASSERT_EQ(out.tensors().size(), in.tensors().size());
+    const QuantTraits& q8 = *scalar_traits(QuantType::Q8_0);
+    for (size_t i = 0; i < in.tensors().size(); ++i) {
+        const GgufTensorInfo& a = in.tensors()[i];
+        const GgufTensorInfo& b = out.tensors()[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.n_dims, b.n_dims);
+        EXPECT_EQ(std::vector<int64_t>(a.ne, a.ne + 4), std::vector<int64_t>(b.ne, b.ne + 4));
+        EXPECT_EQ(b.offset % out.alignment(), 0u);
+        if (a.n_dims == 1) {
+            EXPECT_EQ(b.type, QuantType::F32) << a.name;
+            EXPECT_EQ(std::memcmp(a.data, b.data, a.n_bytes), 0) << a.name;
+        } else if (a.ne[0] % 32 != 0) {
+            // ffn_down's rows of 172 do not split into blocks of 32.
+            EXPECT_EQ(b.type, QuantType::F16) << a.name;
+            EXPECT_NE(a.name.find("ffn_down"), std::string::npos);
+        } else {
+            EXPECT_EQ(b.type, QuantType::Q8_0) << a.name;
+            // Bytes as the reference quantizer makes them, whatever the thread split.
+            std::vector<uint8_t> expected(b.n_bytes);
+            q8.from_float(reinterpret_cast<const float*>(a.data), expected.data(), a.n_elements());
+            EXPECT_EQ(std::memcmp(expected.data(), b.data, b.n_bytes), 0) << a.name;
+        }
+    }
+    // Metadata copied, in order, with the file type updated.
+    EXPECT_EQ(out.get_int("general.file_type"), 7);
+    EXPECT_EQ(out.get_int("general.quantization_version"), 2);
+    for (const auto& kv : in.metadata()) {
+        if (kv.key == "general.file_type") continue;
+        const GgufValue* v = out.find(kv.key);
+        ASSERT_NE(v, nullptr) << kv.key;
+        EXPECT_EQ(v->type, kv.value.type) << kv.key;
+    }
+    EXPECT_EQ(out.get_string("tokenizer.ggml.model"), in.get_string("tokenizer.ggml.model"));
+
+    const GenerationResult r = greedy(dir + "/q8.gguf", 64);
+    std::vector<int32_t> ids = r.prompt_tokens;
+    ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
+    EXPECT_EQ(ids, kReferenceIds);
+}
+
+TEST(Quantize, Stories260KToQ4_0AndF16Generate) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::scratch_dir("quantize_q4");
+    quantize_model(stories260k(), dir + "/q4.gguf", params_for("Q4_0"));
+    const GgufFile q4(dir + "/q4.gguf");
+    EXPECT_EQ(q4.get_int("general.file_type"), 2);
+    EXPECT_EQ(q4.find_tensor("blk.0.attn_q.weight")->type, QuantType::Q4_0);
+    EXPECT_EQ(q4.find_tensor("blk.0.ffn_down.weight")->type, QuantType::F16);
+    // llama.cpp's mix gives output.weight Q6_K; its 64 columns are not a
+    // multiple of 256, so that falls back to Q8_0 (Q4_0 in a build without Q6_K).
+    EXPECT_EQ(q4.find_tensor("output.weight")->type, can_write(QuantType::Q6_K) ? QuantType::Q8_0 : QuantType::Q4_0);
+    QuantizeParams pure = params_for("Q4_0");
+    pure.pure = true;
+    quantize_model(stories260k(), dir + "/q4p.gguf", pure);
+    EXPECT_EQ(GgufFile(dir + "/q4p.gguf").find_tensor("output.weight")->type, QuantType::Q4_0);
+
+    const GenerationResult r = greedy(dir + "/q4.gguf", 48);
+    ASSERT_EQ(r.tokens.size(), 48u);
+    // Quantization noise changes the story, not its start.
+    EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + 8),
+              std::vector<int32_t>(kReferenceIds.begin() + 1, kReferenceIds.begin() + 9));
+
+    quantize_model(stories260k(), dir + "/f16.gguf", params_for("F16"));
+    const GgufFile f16(dir + "/f16.gguf");
+    EXPECT_EQ(f16.get_int("general.file_type"), 1);
+    EXPECT_EQ(f16.find_tensor("blk.0.ffn_down.weight")->type, QuantType::F16);
+    EXPECT_EQ(f16.find_tensor("blk.0.attn_norm.weight")->type, QuantType::F32);
+    std::vector<int32_t> ids = greedy(dir + "/f16.gguf", 64).tokens;
+    ids.insert(ids.begin(), 1);
+    EXPECT_EQ(ids, kReferenceIds);
+}
+
+TEST(Quantize, RequantizingNeedsToBeAskedFor) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::scratch_dir("quantize_requant");
+    quantize_model(stories260k(), dir + "/q8.gguf", params_for("Q8_0"));
+    const std::string err = error_of([&] { quantize_model(dir + "/q8.gguf", dir + "/q4.gguf", params_for("Q4_0")); });
+    EXPECT_NE(err.find("already Q8_0"), std::string::npos) << err;
+    EXPECT_NE(err.find("--allow-requantize"), std::string::npos) << err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/q4.gguf"));
+
+    QuantizeParams allowed = params_for("Q4_0");
+    allowed.allow_requantize = true;
+    quantize_model(dir + "/q8.gguf", dir + "/q4.gguf", allowed);
+    EXPECT_EQ(GgufFile(dir + "/q4.gguf").find_tensor("blk.1.attn_k.weight")->type, QuantType::Q4_0);
+
+    // Same type: bytes copied; back to F32: a lossless widening, no flag needed.
+    quantize_model(dir + "/q8.gguf", dir + "/q8b.gguf", params_for("Q8_0"));
+    const GgufFile a(dir + "/q8.gguf");
+    const GgufFile b(dir + "/q8b.gguf");
+    for (size_t i = 0; i < a.tensors().size(); ++i) {
+        ASSERT_EQ(a.tensors()[i].n_bytes, b.tensors()[i].n_bytes);
+        EXPECT_EQ(std::memcmp(a.tensors()[i].data, b.tensors()[i].data, a.tensors()[i].n_bytes), 0);
+    }
+    quantize_model(dir + "/q8.gguf", dir + "/f32.gguf", params_for("F32"));
+    EXPECT_EQ(GgufFile(dir + "/f32.gguf").find_tensor("token_embd.weight")->type, QuantType::F32);
+}
+
+TEST(Quantize, ClearErrors) {
+    const std::string dir = test::scratch_dir("quantize_errors");
+    const std::string missing = error_of([&] { quantize_model(dir + "/nope.gguf", dir + "/o.gguf", params_for("Q8_0")); });
+    EXPECT_NE(missing.find("nope.gguf"), std::string::npos) << missing;
+    if (test::have_shared_models()) {
+        const std::string same = error_of([&] { quantize_model(stories260k(), stories260k(), params_for("Q8_0")); });
+        EXPECT_NE(same.find("overwrite the input"), std::string::npos) << same;
+    }
+    for (const char* t : {"Q4_K", "Q6_K"}) {
+        const QuantType type = parse_quantize_target(t)->type;
+        if (can_write(type)) continue;
+        const std::string err = error_of([&] { quantize_model(k_shaped_f32_model(dir), dir + "/k.gguf", params_for(t)); });
+        EXPECT_NE(err.find("cannot write"), std::string::npos) << err;
+    }
+}
+
+// K-quants on a generated model whose rows are multiples of 256.
+TEST(Quantize, KQuantsOfAGeneratedModel) {
+    if (!can_write(QuantType::Q4_K) || !can_write(QuantType::Q6_K)) {
+        GTEST_SKIP() << "this build has no Q4_K/Q6_K quantizer yet";
+    }
+    const std::string dir = test::scratch_dir("quantize_k");
+    const std::string f32 = k_shaped_f32_model(dir);
+    for (const char* t : {"Q4_K", "Q6_K"}) {
+        QuantizeParams p = params_for(t);
+        quantize_model(f32, dir + "/" + t + ".gguf", p);
+        const GgufFile f(dir + "/" + t + ".gguf");
+        const QuantType type = p.target.type;
+        for (const auto& tensor : f.tensors()) {
+            if (tensor.n_dims == 1) {
+                EXPECT_EQ(tensor.type, QuantType::F32) << tensor.name;
+            } else if (tensor.name == "output.weight") {
+                EXPECT_EQ(tensor.type, QuantType::Q6_K) << tensor.name;  // llama.cpp's mix
+            } else {
+                EXPECT_EQ(tensor.type, type) << t << " " << tensor.name;
+            }
+        }
+        EXPECT_EQ(f.get_int("general.file_type"), p.target.file_type);
+        const double kl = kl_from(f32, dir + "/" + t + ".gguf", dir);
+        EXPECT_GT(kl, 0.0) << t;
+        EXPECT_LT(kl, type == QuantType::Q6_K ? 0.01 : 0.05) << t;
+    }
+}
+
+// gen-model's K-quant models run and do not collapse into one repeated token.
+TEST(Quantize, GeneratedKQuantModelsGenerateVariedTokens) {
+    if (compute_traits(QuantType::Q4_K) == nullptr || compute_traits(QuantType::Q6_K) == nullptr) {
+        GTEST_SKIP() << "this build has no Q4_K/Q6_K kernels yet";
+    }
+    const std::string dir = test::scratch_dir("random_k_generation");
+    for (QuantType type : {QuantType::Q4_K, QuantType::Q6_K}) {
+        RandomModelSpec spec;
+        spec.n_embd = 256;
+        spec.n_layer = 4;
+        spec.n_head = 8;
+        spec.n_head_kv = 2;
+        spec.n_ff = 768;
+        spec.n_vocab = 400;
+        spec.type = type;
+        write_random_model(spec, dir + "/m.gguf");
+        const GenerationResult r = greedy(dir + "/m.gguf", 32);
+        ASSERT_EQ(r.tokens.size(), 32u);
+        const std::set<int32_t> distinct(r.tokens.begin(), r.tokens.end());
+        EXPECT_GE(distinct.size(), 4u) << quant_type_name(type);
+    }
+}
+
+// llama.cpp's Q4_K_M: Q6_K for output.weight and for attn_v / ffn_down of
+// the layers use_more_bits picks (first and last eighth, every third between).
+TEST(Quantize, Q4_K_MMixAsLlamaCpp) {
+    if (!can_write(QuantType::Q4_K) || !can_write(QuantType::Q6_K)) {
+        GTEST_SKIP() << "this build has no Q4_K/Q6_K quantizer yet";
+    }
+    const std::string dir = test::scratch_dir("quantize_mix");
+    const GgufFile f32(k_shaped_f32_model(dir, 16));
+    const std::vector<TensorQuantPlan> plans = plan_quantization(f32, params_for("Q4_K_M"));
+    // use_more_bits(i, 16): i < 2, i >= 14, or (i - 2) % 3 == 2 -> 0, 1, 4, 7, 10, 13, 14, 15.
+    const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (const auto& p : plans) {
+        if (p.ne.size() == 1) continue;
+        QuantType expected = QuantType::Q4_K;
+        if (p.name == "output.weight") expected = QuantType::Q6_K;
+        for (int l = 0; l < 16; ++l) {
+            if ((p.name == fmt::format("blk.{}.attn_v.weight", l) || p.name == fmt::format("blk.{}.ffn_down.weight", l)) &&
+                more.count(l)) {
+                expected = QuantType::Q6_K;
+            }
+        }
+        EXPECT_EQ(p.to, expected) << p.name;
+    }
+}
+
+// stories260K's rows (64, 172) are not multiples of 256: a K-quant falls back
+// to a type of at least its quality whose block fits.
+TEST(Quantize, KQuantsFallBackOnStories260K) {
+    REQUIRE_SHARED_MODELS();
+    if (!can_write(QuantType::Q4_K) || !can_write(QuantType::Q6_K)) {
+        GTEST_SKIP() << "this build has no Q4_K/Q6_K quantizer yet";
+    }
+    const GgufFile in(stories260k());
+    for (const char* t : {"Q4_K", "Q6_K", "Q4_K_M"}) {
+        for (const auto& p : plan_quantization(in, params_for(t))) {
+            if (p.ne.size() == 1) continue;
+            EXPECT_TRUE(p.fell_back()) << p.name;
+            const QuantType expected = p.ne[0] % 32 != 0 ? QuantType::F16
+                                       : can_write(QuantType::Q5_0) && p.wanted == QuantType::Q4_K ? QuantType::Q5_0
+                                                                                                  : QuantType::Q8_0;
+            EXPECT_EQ(p.to, expected) << t << " " << p.name;
+        }
+    }
+}
+
+}  // namespace tessera
