@@ -146,10 +146,10 @@ void perplexity_main(const PerplexityOptions& o) {
     ForwardConfig config;
     config.n_ctx = plan.n_ctx;
     config.kv_type = *kv_type;
-    config.n_batch = o.n_batch;
+    config.n_batch = std::min(o.n_batch, plan.n_ctx);  // a chunk is the most one call evaluates
     LocalDecoder decoder(model, config, n_threads);
     std::fprintf(stderr, "perplexity: calculating %s over %d chunks, n_ctx=%d, batch_size=%d, %d scored tokens each, %d threads\n",
-                 o.kl_divergence ? "KL divergence" : "perplexity", plan.n_chunk, plan.n_ctx, o.n_batch,
+                 o.kl_divergence ? "KL divergence" : "perplexity", plan.n_chunk, plan.n_ctx, config.n_batch,
                  plan.n_scored(), n_threads);
 
     if (o.kl_divergence) {

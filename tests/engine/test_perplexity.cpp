@@ -35,10 +35,11 @@ std::string story_text() {
 std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
 
 struct Loaded {
-    explicit Loaded(const std::string& path, int n_ctx = 64)
+    explicit Loaded(const std::string& path, int n_ctx = 64, int n_batch = 512)
         : model(path), tokenizer(make_tokenizer(load_vocab(model.file()))) {
         ForwardConfig config;
         config.n_ctx = n_ctx;
+        config.n_batch = n_batch;
         config.kv_type = QuantType::F32;
         decoder = std::make_unique<LocalDecoder>(model, config, 2);
     }
@@ -151,6 +152,22 @@ TEST(Perplexity, ReusedDecoderEqualsAFreshOne) {
     const std::vector<float> from_reused(a, a + n);
     const float* b = eval_chunk(*fresh.decoder, inputs, plan, 2);
     EXPECT_EQ(from_reused, std::vector<float>(b, b + n));
+}
+
+// A chunk evaluated in several batches (-b smaller than -c) scores the same.
+TEST(Perplexity, BatchSizeDoesNotChangeTheResult) {
+    REQUIRE_SHARED_MODELS();
+    Loaded whole(stories260k(), 64);
+    Loaded batched(stories260k(), 64, 10);
+    const std::vector<int32_t> tokens = whole.tokenizer->encode(story_text(), true);
+    PerplexityParams params;
+    params.n_ctx = 64;
+    params.n_chunks = 3;
+    const ChunkPlan plan = plan_chunks(tokens.size(), params);
+    const std::vector<int32_t> inputs = chunk_inputs(tokens, plan, 1);
+    const double a = compute_perplexity(*whole.decoder, inputs, plan).nll.ppl();
+    const double b = compute_perplexity(*batched.decoder, inputs, plan).nll.ppl();
+    EXPECT_NEAR(a, b, 1e-4 * a);
 }
 
 TEST(KlBase, RowsRoundTripWithinAStep) {
