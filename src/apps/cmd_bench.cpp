@@ -54,6 +54,7 @@ void bench_main(const BenchOptions& o) {
             {"pp", rate_json(r.pp)},
             {"tg", rate_json(r.tg)},
             {"weight_bytes_per_token", r.weight_bytes_per_token},
+            {"layer_weight_bytes_per_token", r.layer_weight_bytes_per_token},
             {"mem_bandwidth_gbs", r.mem_bandwidth_gbs},
             {"tg_bandwidth_gbs", r.tg_bandwidth_gbs()},
             {"tg_bandwidth_fraction", r.tg_bandwidth_fraction()},

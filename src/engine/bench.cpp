@@ -31,14 +31,18 @@ namespace {
 
 uint64_t matrix_bytes(const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
 
-// What one generated token reads: every layer matrix and the output head in
-// full, but only one row of the token embedding.
-uint64_t weight_bytes_per_token(const SliceWeights& w) {
-    uint64_t bytes = w.token_embd.row_bytes + matrix_bytes(w.output);
+uint64_t layer_bytes(const SliceWeights& w) {
+    uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
         for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix_bytes(*m);
     }
     return bytes;
+}
+
+// What one generated token reads: every layer matrix and the output head in
+// full, but only one row of the token embedding.
+uint64_t weight_bytes_per_token(const SliceWeights& w) {
+    return w.token_embd.row_bytes + matrix_bytes(w.output) + layer_bytes(w);
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
@@ -68,7 +72,9 @@ BenchResult run_bench(const BenchParams& params) {
     const auto most = std::max_element(bytes_by_type.begin(), bytes_by_type.end(),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     result.model_type = most == bytes_by_type.end() ? "?" : quant_type_name(most->first);
-    result.weight_bytes_per_token = weight_bytes_per_token(load_slice_weights(model, full_slice(hp)));
+    const SliceWeights all = load_slice_weights(model, full_slice(hp));
+    result.weight_bytes_per_token = weight_bytes_per_token(all);
+    result.layer_weight_bytes_per_token = layer_bytes(all);
 
     ForwardConfig config;
     config.n_ctx = std::max(params.n_prompt, params.n_gen) + 1;

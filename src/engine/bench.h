@@ -40,6 +40,7 @@ struct BenchResult {
     BenchRate pp;
     BenchRate tg;
     uint64_t weight_bytes_per_token = 0;
+    uint64_t layer_weight_bytes_per_token = 0;  // the part a tensor-parallel plan splits
     double mem_bandwidth_gbs = 0.0;
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Tensor parallel (SARA) on a TinyLlama-1.1B-shaped model: does splitting one
+# token's work across processes cost anything, and what would separate
+# machines give?
+#
+#   1. this machine: 1 process x 2 threads against 2 processes x 1 thread
+#      (--local 2), generation tok/s and their ratio, --exact and --fast;
+#      wire bytes per token per worker; the root's compute vs wait time.
+#   2. "hosts" in network namespaces (root and worker each in its own, veth
+#      limited by tc tbf, round trip added by tessera-relay since this kernel
+#      has no netem): 1 Gbit/0.1 ms, 100 Mbit/1 ms, 50 Mbit/5 ms round trip.
+#   3. projected tok/s for 2, 4 and 8 separate machines like this one, from the
+#      measured compute time per token and the measured cost of a sync.
+#
+#   benchmarks/tensor_parallel.sh [--type Q4_0] [--tokens 64] [--reps 3] [--model FILE] [--keep-models DIR]
+# Namespaces need root; without it part 2 is skipped with a message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+type=Q4_0 tokens=64 reps=3 model="" keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --type) type=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --keep-models) keep=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bin=$(realpath build/tessera)
+relay=$(realpath build/tessera-relay)
+[ -x "$bin" ] && [ -x "$relay" ] || { echo "build first: scripts/setup" >&2; exit 1; }
+work=$(mktemp -d)
+cleanup() {
+  [ -n "${ns:-}" ] && tools/netns_cluster.sh down "$ns" 1 || true
+  jobs -p | xargs -r kill 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [ -z "$model" ]; then
+  dir=${keep:-$work}
+  mkdir -p "$dir"
+  model=$dir/tinyllama-shape-$type.gguf
+  if [ ! -f "$model" ]; then
+    "$bin" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
+      --vocab-from ../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf --type "$type" -q -o "$model"
+  fi
+fi
+echo "model: $model"
+
+bench() {  # bench NAME [prefix...] -- tessera bench args
+  local name=$1; shift
+  local pre=()
+  while [ "$1" != -- ]; do pre+=("$1"); shift; done; shift
+  "${pre[@]}" "$bin" bench -m "$model" -p 0 -n "$tokens" -r "$reps" --json "$@" > "$work/$name.json" 2> "$work/$name.err" \
+    || { echo "$name failed:"; cat "$work/$name.err"; exit 1; }
+}
+
+bench single -- -t 2
+bench local2 -- -t 1 --local 2
+bench local2fast -- -t 1 --local 2 --fast
+# Peak resident memory of each rank against its share (the worker reports it).
+grep -h "peak resident" "$work/local2.err" > "$work/rss.txt" || true
+
+nets=("1000 0.1" "100 1" "50 5")
+if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
+  ns=tsb$$
+  for net in "${nets[@]}"; do
+    set -- $net
+    rate=$1 rtt=$2
+    tools/netns_cluster.sh up "$ns" 1 $((100 + $$ % 100)) "$rate"
+    ip=10.$((100 + $$ % 100)).1.2
+    for mode in exact fast; do
+      flag=""; [ $mode = fast ] && flag=--fast
+      ip netns exec "$ns-w1" "$bin" worker --listen "$ip:7000" -m "$model" -t 1 --once > "$work/w.out" 2> "$work/w.err" &
+      until grep -q listening "$work/w.out" 2>/dev/null; do sleep 0.1; done
+      half=$(python3 -c "print($rtt / 2)")
+      ip netns exec "$ns-r" "$relay" --listen 127.0.0.1:0 --target "$ip:7000" --delay-ms "$half" > "$work/r.out" &
+      relay_pid=$!
+      until grep -q listening "$work/r.out" 2>/dev/null; do sleep 0.1; done
+      port=$(sed -n 's/listening on port //p' "$work/r.out")
+      bench "ns-$rate-$rtt-$mode" ip netns exec "$ns-r" -- -t 1 --workers "127.0.0.1:$port" $flag
+      kill $relay_pid 2>/dev/null || true
+      wait 2>/dev/null || true
+      rm -f "$work/w.out" "$work/r.out"
+    done
+    tools/netns_cluster.sh down "$ns" 1
+  done
+  ns=""
+else
+  echo "network namespaces need root: skipping the multi-host part"
+fi
+
+python3 - "$work" "$tokens" "${nets[@]}" <<'PY'
+import json, os, sys
+work, tokens, nets = sys.argv[1], int(sys.argv[2]), [n.split() for n in sys.argv[3:]]
+def load(name):
+    p = os.path.join(work, name + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+single, local2, fast = load("single"), load("local2"), load("local2fast")
+tg = lambda j: j["tg"]["tps_median"]
+print(f"\n== this machine: {single['type']}, {tokens} generated tokens, median of {single['reps']} ==")
+print(f"1 process x 2 threads      : {tg(single):8.2f} tok/s (min {single['tg']['tps_min']:.2f})")
+for name, j in (("2 processes x 1 thread    ", local2), ("2 processes x 1 thread fast", fast)):
+    t = j["tp"]
+    print(f"{name}: {tg(j):8.2f} tok/s (min {j['tg']['tps_min']:.2f})  ratio {tg(j) / tg(single):.3f}  "
+          f"wire {t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token/worker  "
+          f"root computes {t['own_ms_per_token']:.2f} ms, waits {t['wait_ms_per_token']:.2f} ms per token")
+rss = open(os.path.join(work, "rss.txt")).read().strip() if os.path.exists(os.path.join(work, "rss.txt")) else ""
+if rss:
+    print("worker memory:", rss.replace("worker: ", ""))
+
+rows = []
+for rate, rtt in nets:
+    for mode in ("exact", "fast"):
+        j = load(f"ns-{rate}-{rtt}-{mode}")
+        if j:
+            rows.append((rate, rtt, mode, j))
+if rows:
+    print("\n== root and worker in separate network namespaces (1 thread each) ==")
+    for rate, rtt, mode, j in rows:
+        t = j["tp"]
+        print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {mode:5}: {tg(j):8.2f} tok/s  "
+              f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs")
+
+# Projection for N machines like this one (2 threads each). Per token:
+#   compute = T * (f / N + (1 - f))        f = share of weight bytes in the layers (split)
+#   syncs   = S * (o + rtt + bytes_per_sync * (N - 1) / bandwidth)   (the root's link carries N-1 streams)
+# T from the 2-thread single process; o (software cost of a sync) from the
+# loopback run: its wait time minus the half of the layer compute the worker
+# did meanwhile, per sync, floored at 0.
+T = 1.0 / tg(single)
+f = single["layer_weight_bytes_per_token"] / single["weight_bytes_per_token"]
+S = local2["tp"]["syncs_per_token"]
+for label, j in (("exact", local2), ("fast", fast)):
+    wire = j["tp"]["wire_bytes_per_token_per_worker"] / S  # both directions, per sync
+    o = max(0.0, (j["tp"]["wait_ms_per_token"] / 1e3) / S)
+    print(f"\n== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us, "
+          f"{wire / 1024:.1f} KiB per sync per worker) ==")
+    print("network               N=1      N=2      N=4      N=8")
+    for rate, rtt in nets:
+        bw = float(rate) * 1e6 / 8
+        cells = []
+        for n in (1, 2, 4, 8):
+            t = T * (f / n + (1 - f))
+            if n > 1:
+                t += S * (o + float(rtt) / 1e3 + wire / 2 * (n - 1) / bw)
+            cells.append(f"{1 / t:8.2f}")
+        print(f"{rate:>5} Mbit/{rtt:>4} ms  " + " ".join(cells))
+PY
