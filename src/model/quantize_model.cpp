@@ -3,6 +3,7 @@
 #include "model/gguf_writer.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "util/thread_pool.h"
 #include "util/timer.h"
 
@@ -251,6 +252,9 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
             } else {
                 std::memcpy(dst, src.data, n);
             }
+            // Each source tensor is read once: dropping its pages keeps the
+            // resident memory at about one tensor instead of the whole input.
+            release_pages(src.data, src.n_bytes);
         });
     }
     // Written under a temporary name and renamed at the end, so a failed or
