@@ -19,7 +19,9 @@ public:
 std::unique_ptr<FrameCodec> make_plain_codec() { return std::make_unique<PlainCodec>(); }
 
 FrameChannel::FrameChannel(TcpStream stream, ChannelLimits limits, std::unique_ptr<FrameCodec> codec)
-    : stream_(std::move(stream)), limits_(limits), codec_(std::move(codec)) {}
+    : stream_(std::move(stream)), limits_(limits), codec_(std::move(codec)) {
+    stream_.set_spin_before_sleep(limits.spin_us);
+}
 
 void FrameChannel::send(uint16_t type, std::span<const uint8_t> payload) {
     const std::span<const uint8_t> parts[] = {payload};

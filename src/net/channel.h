@@ -46,6 +46,7 @@ struct Frame {
 struct ChannelLimits {
     uint32_t max_payload = 64u << 20;  // larger claims are refused before reading
     int io_timeout_ms = 5000;          // per read/write without progress
+    int spin_us = 100;                 // see TcpStream::set_spin_before_sleep
 };
 
 class FrameChannel {

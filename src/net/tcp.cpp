@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
 namespace tessera {
@@ -175,6 +176,20 @@ void TcpStream::write_all(const void* data, size_t n, int timeout_ms) {
     }
 }
 
+bool TcpStream::spin_until_readable() {
+    if (spin_us_ <= 0) return false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    char probe;
+    do {
+        const ssize_t r = ::recv(fd_, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r > 0 || r == 0) return true;  // bytes, or end of stream: no need to sleep
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+        // On a busy machine the peer we wait for may need this core.
+        std::this_thread::yield();
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
+}
+
 void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
     if (fd_ < 0) throw make_error("{}: read on a closed connection", peer_);
     auto* p = static_cast<uint8_t*>(data);
@@ -188,6 +203,7 @@ void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
         if (r == 0) throw make_error("{}: connection closed by the peer", peer_);
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (spin_until_readable()) continue;
             if (!poll_until(fd_, POLLIN, now_ms() + timeout_ms)) {
                 throw make_error("{}: no data for {} ms (peer stalled or unreachable)", peer_, timeout_ms);
             }
@@ -217,6 +233,7 @@ void TcpStream::shutdown_write() {
 
 bool TcpStream::wait_readable(int timeout_ms) {
     if (fd_ < 0) return false;
+    if (spin_until_readable()) return true;
     return poll_until(fd_, POLLIN, timeout_ms < 0 ? -1 : now_ms() + timeout_ms);
 }
 
