@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <thread>
 
 namespace tessera {
@@ -76,6 +79,35 @@ TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("worker " + address + " (rank 1) holds a different model"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+}
+
+// A worker in a memory cgroup (v1, as on these machines) smaller than its
+// share: the root refuses the plan, naming the rank, its address and the bytes.
+TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
+    const std::string cgroup = "/sys/fs/cgroup/memory/tessera-test-" + std::to_string(::getpid());
+    if (::geteuid() != 0 || ::mkdir(cgroup.c_str(), 0755) != 0) {
+        GTEST_SKIP() << "needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory";
+    }
+    {
+        std::ofstream(cgroup + "/memory.limit_in_bytes") << (48 << 20);
+    }
+    const std::string model = slow_model();  // 108 MB of F32 weights: a half share is ~54 MB
+    {
+        std::unique_ptr<BackgroundProcess> worker = std::make_unique<BackgroundProcess>(std::vector<std::string>{
+            "/bin/sh", "-c",
+            "echo $$ > " + cgroup + "/cgroup.procs && exec " + test::tessera_binary() +
+                " worker --listen 127.0.0.1:0 -t 1 --once -m " + model});
+        const std::string line = worker->read_line(30);
+        const std::string prefix = "listening on port ";
+        ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
+        const std::string address = "127.0.0.1:" + line.substr(prefix.size());
+        const auto r = run_process(
+            cmd({"run", "-m", model, "--workers", address, "--weights", "1,1", "-n", "4", "-c", "64"}), 60);
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find("plan refused: rank 1 (" + address + ") needs"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("available"), std::string::npos) << r.err;
+    }
+    ::rmdir(cgroup.c_str());
 }
 
 // SIGKILL (the connection closes) and SIGSTOP (the worker stalls: only the
