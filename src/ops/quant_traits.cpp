@@ -1,13 +1,16 @@
 #include "ops/quant_traits.h"
 
+#include "ops/dot_kernels.h"
+
 #include "util/checked.h"
 #include "util/error.h"
 
 namespace tessera {
 
 const QuantTraits* compute_traits(QuantType type) {
-    // Only scalar kernels exist so far; SIMD tables slot in here, chosen once
-    // at start-up by CPU features, with the scalar ones as fallback.
+    // The best SIMD target of this CPU (chosen by Highway's dispatch; tests may
+    // force another), falling back to the scalar references.
+    if (const QuantTraits* simd = simd_block_traits(type)) return simd;
     return scalar_traits(type);
 }
 

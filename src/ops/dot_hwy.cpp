@@ -1,0 +1,383 @@
+// SIMD dot products for F32, F16, Q8_0 and Q4_0 weights (see dot_kernels.h).
+//
+// Float types use portable Highway ops on every target. The 8-bit block types
+// need an 8-bit multiply-add that Highway 1.0.3 does not wrap, so on x86 the
+// AVX2 / AVX-512 targets use maddubs+madd or, where the CPU has VNNI
+// (AVX3_DL), dpbusd; other targets use the scalar reference for those types.
+//
+// Q4_0 . Q8_0 per block: sum((nib - 8) * y) = sum(nib * y) - 8 * sum(y), both
+// as unsigned x signed byte products; Q8_0 . Q8_0 uses |w| and y * sign(w).
+// Activations never hold -128 (Q8_0 quantizes to [-127, 127]), so the sign
+// trick cannot overflow, and pair sums stay within int16 (2 * 128 * 127).
+#define HWY_WANT_AVX3_DL  // compile the VNNI target too (Zen 4, Ice Lake and later)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/dot_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "ops/dot_kernels.h"
+#include "ops/quant_blocks.h"
+#include "util/fp16.h"
+
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---- F32 and F16 weights against F32 activations (portable Highway) ----
+
+using DF = hn::ScalableTag<float>;
+
+// Loads lanes of a weight row as float: F32 directly, F16 promoted.
+template <bool kHalf>
+HWY_INLINE hn::Vec<DF> load_weights(DF d, const uint8_t* w, int64_t i) {
+    if constexpr (kHalf) {
+        const hn::Rebind<hwy::float16_t, DF> dh;
+        return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w) + i));
+    } else {
+        return hn::LoadU(d, reinterpret_cast<const float*>(w) + i);
+    }
+}
+
+template <bool kHalf>
+HWY_INLINE float weight_scalar(const uint8_t* w, int64_t i) {
+    if constexpr (kHalf) {
+        uint16_t h;
+        std::memcpy(&h, w + 2 * i, 2);
+        return fp16_to_fp32(h);
+    } else {
+        float f;
+        std::memcpy(&f, w + 4 * i, 4);
+        return f;
+    }
+}
+
+// R weight rows x C activation rows, all in registers.
+template <bool kHalf, int R, int C>
+HWY_INLINE void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                           size_t y_stride) {
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    hn::Vec<DF> acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+        hn::Vec<DF> xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = hn::LoadU(d, reinterpret_cast<const float*>(x + c * x_stride) + i);
+        for (int r = 0; r < R; ++r) {
+            const auto wv = load_weights<kHalf>(d, w + r * w_stride, i);
+            for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(wv, xv[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) {
+            float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
+            for (int64_t j = i; j < n; ++j) {
+                float xj;
+                std::memcpy(&xj, x + c * x_stride + 4 * j, 4);
+                sum += weight_scalar<kHalf>(w + r * w_stride, j) * xj;
+            }
+            y[c * y_stride + r] = sum;
+        }
+    }
+}
+
+template <bool kHalf>
+float float_dot(int64_t n, const void* w, const void* x) {
+    // Four independent accumulators hide the FMA latency on long rows.
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xf = static_cast<const uint8_t*>(x);
+    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + 4 * N <= n; i += 4 * N) {
+        a0 = hn::MulAdd(load_weights<kHalf>(d, wb, i), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i), a0);
+        a1 = hn::MulAdd(load_weights<kHalf>(d, wb, i + N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + N), a1);
+        a2 = hn::MulAdd(load_weights<kHalf>(d, wb, i + 2 * N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + 2 * N), a2);
+        a3 = hn::MulAdd(load_weights<kHalf>(d, wb, i + 3 * N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + 3 * N), a3);
+    }
+    for (; i + N <= n; i += N) {
+        a0 = hn::MulAdd(load_weights<kHalf>(d, wb, i), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i), a0);
+    }
+    float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+    for (; i < n; ++i) {
+        float xi;
+        std::memcpy(&xi, xf + 4 * i, 4);
+        sum += weight_scalar<kHalf>(wb, i) * xi;
+    }
+    return sum;
+}
+
+// Runs a tile of any shape as register tiles of at most R x C.
+template <int R, int C, typename Kernel>
+HWY_INLINE void tile_by_blocks(int n_rows, int n_cols, Kernel kernel) {
+    for (int r0 = 0; r0 < n_rows; r0 += R) {
+        const int rr = n_rows - r0 < R ? n_rows - r0 : R;
+        for (int c0 = 0; c0 < n_cols; c0 += C) {
+            const int cc = n_cols - c0 < C ? n_cols - c0 : C;
+            kernel(r0, rr, c0, cc);
+        }
+    }
+}
+
+template <bool kHalf>
+void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                        int n_cols, float* y, size_t y_stride) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    tile_by_blocks<2, 4>(n_rows, n_cols, [&](int r0, int rr, int c0, int cc) {
+        const uint8_t* wr = wb + r0 * w_stride;
+        const uint8_t* xc = xb + c0 * x_stride;
+        float* yt = y + c0 * y_stride + r0;
+#define TESSERA_FLOAT_TILE(R_, C_) \
+    if (rr == R_ && cc == C_) return float_tile<kHalf, R_, C_>(n, wr, w_stride, xc, x_stride, yt, y_stride);
+        TESSERA_FLOAT_TILE(2, 4)
+        TESSERA_FLOAT_TILE(2, 3)
+        TESSERA_FLOAT_TILE(2, 2)
+        TESSERA_FLOAT_TILE(2, 1)
+        TESSERA_FLOAT_TILE(1, 4)
+        TESSERA_FLOAT_TILE(1, 3)
+        TESSERA_FLOAT_TILE(1, 2)
+        TESSERA_FLOAT_TILE(1, 1)
+#undef TESSERA_FLOAT_TILE
+    });
+}
+
+void f16_to_float_simd(const void* src, float* dst, int64_t n) {
+    const DF d;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    const auto* h = static_cast<const hwy::float16_t*>(src);
+    int64_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + i)), d, dst + i);
+    for (; i < n; ++i) dst[i] = weight_scalar<true>(static_cast<const uint8_t*>(src), i);
+}
+
+// ---- 8-bit blocks (x86 AVX2 / AVX-512 only) ----
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define TESSERA_X86_INT8 1
+
+// acc + sum over groups of 4 of (unsigned u) * (signed s), in 8 int32 lanes.
+HWY_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    const __m256i pairs = _mm256_maddubs_epi16(u, s);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+
+HWY_INLINE float hsum(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+HWY_INLINE float scale_of(const uint8_t* block) {
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    return fp16_to_fp32(h);
+}
+
+// The 32 weights of a Q4_0 block as bytes 0..15 (elements 0..15 from the low
+// nibbles, 16..31 from the high ones, matching the activation's order).
+HWY_INLINE __m256i q4_0_nibbles(const uint8_t* block) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+HWY_INLINE __m256i q8_0_values(const uint8_t* block) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+}
+
+// Integer dot of one weight block with one activation block, in 8 lanes.
+// For Q4_0, `eight_y` is 8 * sum(y) for that activation block.
+HWY_INLINE __m256i q4_0_block_dot(__m256i nib, __m256i y, __m256i eight_y) {
+    return _mm256_sub_epi32(dot_u8s8(_mm256_setzero_si256(), nib, y), eight_y);
+}
+HWY_INLINE __m256i eight_times_sum(__m256i y) { return dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(8), y); }
+HWY_INLINE __m256i q8_0_block_dot(__m256i w, __m256i y) {
+    return dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+}
+
+constexpr int64_t kBlockBytesQ4 = 18;
+constexpr int64_t kBlockBytesQ8 = 34;
+
+float q4_0_dot(int64_t n, const void* w, const void* x) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    const int64_t nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ4;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m256i y0 = q8_0_values(x0), y1 = q8_0_values(x0 + kBlockBytesQ8);
+        const __m256i i0 = q4_0_block_dot(q4_0_nibbles(w0), y0, eight_times_sum(y0));
+        const __m256i i1 = q4_0_block_dot(q4_0_nibbles(w0 + kBlockBytesQ4), y1, eight_times_sum(y1));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1),
+                               _mm256_set1_ps(scale_of(w0 + kBlockBytesQ4) * scale_of(x0 + kBlockBytesQ8)), acc1);
+    }
+    for (; b < nb; ++b) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ4;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m256i y0 = q8_0_values(x0);
+        const __m256i i0 = q4_0_block_dot(q4_0_nibbles(w0), y0, eight_times_sum(y0));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+float q8_0_dot(int64_t n, const void* w, const void* x) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    const int64_t nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ8;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m256i i0 = q8_0_block_dot(q8_0_values(w0), q8_0_values(x0));
+        const __m256i i1 = q8_0_block_dot(q8_0_values(w0 + kBlockBytesQ8), q8_0_values(x0 + kBlockBytesQ8));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1),
+                               _mm256_set1_ps(scale_of(w0 + kBlockBytesQ8) * scale_of(x0 + kBlockBytesQ8)), acc1);
+    }
+    for (; b < nb; ++b) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ8;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m256i i0 = q8_0_block_dot(q8_0_values(w0), q8_0_values(x0));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// R weight rows x C activation rows: each weight block is unpacked once for
+// C columns, each activation block (and its sum) loaded once for R rows.
+template <bool kQ4, int R, int C>
+HWY_INLINE void int8_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                          size_t y_stride) {
+    constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const int64_t nb = n / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i yv[C];
+        __m256i ys[C];
+        float dx[C];
+        for (int c = 0; c < C; ++c) {
+            const uint8_t* xc = x + c * x_stride + b * kBlockBytesQ8;
+            yv[c] = q8_0_values(xc);
+            if constexpr (kQ4) ys[c] = eight_times_sum(yv[c]);
+            dx[c] = scale_of(xc);
+        }
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* wr = w + r * w_stride + b * wbytes;
+            const float dw = scale_of(wr);
+            if constexpr (kQ4) {
+                const __m256i nib = q4_0_nibbles(wr);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i i = q4_0_block_dot(nib, yv[c], ys[c]);
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+                }
+            } else {
+                const __m256i wv = q8_0_values(wr);
+                const __m256i wabs = _mm256_sign_epi8(wv, wv);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i i = dot_u8s8(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(yv[c], wv));
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = hsum(acc[r][c]);
+}
+
+template <bool kQ4>
+void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                       int n_cols, float* y, size_t y_stride) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    // 2 x 4 accumulators plus operands fit AVX2's 16 registers.
+    tile_by_blocks<2, 4>(n_rows, n_cols, [&](int r0, int rr, int c0, int cc) {
+        const uint8_t* wr = wb + r0 * w_stride;
+        const uint8_t* xc = xb + c0 * x_stride;
+        float* yt = y + c0 * y_stride + r0;
+#define TESSERA_INT8_TILE(R_, C_) \
+    if (rr == R_ && cc == C_) return int8_tile<kQ4, R_, C_>(n, wr, w_stride, xc, x_stride, yt, y_stride);
+        TESSERA_INT8_TILE(2, 4)
+        TESSERA_INT8_TILE(2, 3)
+        TESSERA_INT8_TILE(2, 2)
+        TESSERA_INT8_TILE(2, 1)
+        TESSERA_INT8_TILE(1, 4)
+        TESSERA_INT8_TILE(1, 3)
+        TESSERA_INT8_TILE(1, 2)
+        TESSERA_INT8_TILE(1, 1)
+#undef TESSERA_INT8_TILE
+    });
+}
+
+#endif  // x86 int8 targets
+
+const QuantTraits* BlockTraits(QuantType type) {
+    static const QuantTraits f32 = [] {
+        QuantTraits t = *scalar_traits(QuantType::F32);
+        t.vec_dot = float_dot<false>;
+        t.vec_dot_tile = float_vec_dot_tile<false>;
+        return t;
+    }();
+    static const QuantTraits f16 = [] {
+        QuantTraits t = *scalar_traits(QuantType::F16);
+        t.to_float = f16_to_float_simd;
+        t.vec_dot = float_dot<true>;
+        t.vec_dot_tile = float_vec_dot_tile<true>;
+        return t;
+    }();
+    static const QuantTraits q8_0 = [] {
+        QuantTraits t = *scalar_traits(QuantType::Q8_0);
+#ifdef TESSERA_X86_INT8
+        t.vec_dot = q8_0_dot;
+        t.vec_dot_tile = int8_vec_dot_tile<false>;
+#endif
+        return t;
+    }();
+    static const QuantTraits q4_0 = [] {
+        QuantTraits t = *scalar_traits(QuantType::Q4_0);
+#ifdef TESSERA_X86_INT8
+        t.vec_dot = q4_0_dot;
+        t.vec_dot_tile = int8_vec_dot_tile<true>;
+#endif
+        return t;
+    }();
+    switch (type) {
+        case QuantType::F32: return &f32;
+        case QuantType::F16: return &f16;
+        case QuantType::Q8_0: return &q8_0;
+        case QuantType::Q4_0: return &q4_0;
+        default: return nullptr;
+    }
+}
+
+#undef TESSERA_X86_INT8
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tessera {
+HWY_EXPORT(BlockTraits);
+
+const QuantTraits* simd_block_traits(QuantType type) { return HWY_DYNAMIC_DISPATCH(BlockTraits)(type); }
+}  // namespace tessera
+#endif
