@@ -162,11 +162,20 @@ void f16_to_float_simd(const void* src, float* dst, int64_t n) {
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define TESSERA_X86_INT8 1
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0.3 selects this target by the AVX512-VNNI CPUID bit but compiles
+// it for AVX-VNNI (the VEX form, absent on Ice Lake servers); ask for the EVEX
+// form the selection guarantees.
+#pragma GCC target("avx512vnni")
+#endif
 
 // acc + sum over groups of 4 of (unsigned u) * (signed s), in 8 int32 lanes.
 HWY_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 #if HWY_TARGET == HWY_AVX3_DL
-    return _mm256_dpbusd_epi32(acc, u, s);
+    // The 512-bit (EVEX) form on the low half: the 256-bit intrinsic would be
+    // emitted in its VEX (AVX-VNNI) form, which this target does not check for.
+    return _mm512_castsi512_si256(_mm512_dpbusd_epi32(_mm512_zextsi256_si512(acc), _mm512_zextsi256_si512(u),
+                                                      _mm512_zextsi256_si512(s)));
 #else
     const __m256i pairs = _mm256_maddubs_epi16(u, s);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
@@ -179,10 +188,12 @@ HWY_INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+// The block's fp16 scale, converted by the F16C instruction every AVX2 CPU
+// has (the portable fp16 conversion would cost more than the block's dot).
 HWY_INLINE float scale_of(const uint8_t* block) {
     uint16_t h;
     std::memcpy(&h, block, 2);
-    return fp16_to_fp32(h);
+    return _cvtsh_ss(h);
 }
 
 // The 32 weights of a Q4_0 block as bytes 0..15 (elements 0..15 from the low
@@ -210,12 +221,48 @@ HWY_INLINE __m256i q8_0_block_dot(__m256i w, __m256i y) {
 constexpr int64_t kBlockBytesQ4 = 18;
 constexpr int64_t kBlockBytesQ8 = 34;
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX-512: two blocks per instruction. Lanes 0-7 hold block b, lanes 8-15
+// block b + 1, so one float FMA applies both blocks' scales.
+HWY_INLINE __m512i dot_u8s8_512(__m512i acc, __m512i u, __m512i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+    return _mm512_dpbusd_epi32(acc, u, s);
+#else
+    const __m512i pairs = _mm512_maddubs_epi16(u, s);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+#endif
+}
+
+HWY_INLINE __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// Scales d0 * e0 in lanes 0-7 and d1 * e1 in lanes 8-15.
+HWY_INLINE __m512 pair_scales(const uint8_t* w0, const uint8_t* w1, const uint8_t* x0, const uint8_t* x1) {
+    return _mm512_insertf32x8(_mm512_set1_ps(scale_of(w0) * scale_of(x0)), _mm256_set1_ps(scale_of(w1) * scale_of(x1)), 1);
+}
+
+HWY_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+#endif
+
 float q4_0_dot(int64_t n, const void* w, const void* x) {
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
     const int64_t nb = n / 32;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t b = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    __m512 acc512 = _mm512_setzero_ps();
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ4;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m512i nib = join(q4_0_nibbles(w0), q4_0_nibbles(w0 + kBlockBytesQ4));
+        const __m512i y = join(q8_0_values(x0), q8_0_values(x0 + kBlockBytesQ8));
+        const __m512i eight_y = dot_u8s8_512(_mm512_setzero_si512(), _mm512_set1_epi8(8), y);
+        const __m512i i = _mm512_sub_epi32(dot_u8s8_512(_mm512_setzero_si512(), nib, y), eight_y);
+        acc512 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i),
+                                 pair_scales(w0, w0 + kBlockBytesQ4, x0, x0 + kBlockBytesQ8), acc512);
+    }
+    acc0 = _mm256_add_ps(_mm512_castps512_ps256(acc512), _mm512_extractf32x8_ps(acc512, 1));
+#endif
     for (; b + 2 <= nb; b += 2) {
         const uint8_t* w0 = wb + b * kBlockBytesQ4;
         const uint8_t* x0 = xb + b * kBlockBytesQ8;
@@ -242,6 +289,22 @@ float q8_0_dot(int64_t n, const void* w, const void* x) {
     const int64_t nb = n / 32;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t b = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    __m512 acc512 = _mm512_setzero_ps();
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t* w0 = wb + b * kBlockBytesQ8;
+        const uint8_t* x0 = xb + b * kBlockBytesQ8;
+        const __m512i wv = join(q8_0_values(w0), q8_0_values(w0 + kBlockBytesQ8));
+        const __m512i y = join(q8_0_values(x0), q8_0_values(x0 + kBlockBytesQ8));
+        // |w| and y * sign(w): AVX-512 has no sign_epi8, so negate by mask.
+        const __mmask64 negative = _mm512_movepi8_mask(wv);
+        const __m512i sy = _mm512_mask_sub_epi8(y, negative, _mm512_setzero_si512(), y);
+        const __m512i i = dot_u8s8_512(_mm512_setzero_si512(), _mm512_abs_epi8(wv), sy);
+        acc512 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i),
+                                 pair_scales(w0, w0 + kBlockBytesQ8, x0, x0 + kBlockBytesQ8), acc512);
+    }
+    acc0 = _mm256_add_ps(_mm512_castps512_ps256(acc512), _mm512_extractf32x8_ps(acc512, 1));
+#endif
     for (; b + 2 <= nb; b += 2) {
         const uint8_t* w0 = wb + b * kBlockBytesQ8;
         const uint8_t* x0 = xb + b * kBlockBytesQ8;
@@ -303,11 +366,105 @@ HWY_INLINE void int8_tile(int64_t n, const uint8_t* w, size_t w_stride, const ui
         for (int c = 0; c < C; ++c) y[c * y_stride + r] = hsum(acc[r][c]);
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX-512 register tile: two blocks per step (lanes 0-7 block b, 8-15 block
+// b + 1). Per step each activation pair is loaded (and for Q4_0 summed) once
+// for R rows, each weight pair unpacked once for C columns; the scales of a
+// pair multiply as vectors [d_b x8 | d_b+1 x8].
+template <bool kQ4, int R, int C>
+HWY_INLINE void int8_tile512(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride,
+                             float* y, size_t y_stride) {
+    constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    const int64_t nb = n / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i yv[C];
+        __m512i ys[C];
+        __m512 dx[C];
+        for (int c = 0; c < C; ++c) {
+            const uint8_t* xc = x + c * x_stride + b * kBlockBytesQ8;
+            yv[c] = join(q8_0_values(xc), q8_0_values(xc + kBlockBytesQ8));
+            if constexpr (kQ4) ys[c] = dot_u8s8_512(_mm512_setzero_si512(), _mm512_set1_epi8(8), yv[c]);
+            dx[c] = _mm512_insertf32x8(_mm512_set1_ps(scale_of(xc)), _mm256_set1_ps(scale_of(xc + kBlockBytesQ8)), 1);
+        }
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* wr = w + r * w_stride + b * wbytes;
+            const __m512 dw =
+                _mm512_insertf32x8(_mm512_set1_ps(scale_of(wr)), _mm256_set1_ps(scale_of(wr + wbytes)), 1);
+            if constexpr (kQ4) {
+                const __m512i nib = join(q4_0_nibbles(wr), q4_0_nibbles(wr + wbytes));
+                for (int c = 0; c < C; ++c) {
+                    const __m512i i = _mm512_sub_epi32(dot_u8s8_512(_mm512_setzero_si512(), nib, yv[c]), ys[c]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
+                }
+            } else {
+                const __m512i wv = join(q8_0_values(wr), q8_0_values(wr + wbytes));
+                const __mmask64 negative = _mm512_movepi8_mask(wv);
+                const __m512i wabs = _mm512_abs_epi8(wv);
+                for (int c = 0; c < C; ++c) {
+                    const __m512i sy = _mm512_mask_sub_epi8(yv[c], negative, _mm512_setzero_si512(), yv[c]);
+                    const __m512i i = dot_u8s8_512(_mm512_setzero_si512(), wabs, sy);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
+                }
+            }
+        }
+    }
+    // An odd last block: one 256-bit step per cell.
+    float tail[R][C] = {};
+    if (b < nb) {
+        for (int c = 0; c < C; ++c) {
+            const uint8_t* xc = x + c * x_stride + b * kBlockBytesQ8;
+            const __m256i yc = q8_0_values(xc);
+            const __m256i eight_y = eight_times_sum(yc);
+            for (int r = 0; r < R; ++r) {
+                const uint8_t* wr = w + r * w_stride + b * wbytes;
+                const __m256i i = kQ4 ? q4_0_block_dot(q4_0_nibbles(wr), yc, eight_y)
+                                      : q8_0_block_dot(q8_0_values(wr), yc);
+                tail[r][c] = hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(scale_of(wr) * scale_of(xc))));
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = hsum512(acc[r][c]) + tail[r][c];
+}
+#endif
+
 template <bool kQ4>
 void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
                        int n_cols, float* y, size_t y_stride) {
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // 32 registers: 4 x 4 accumulators plus operands; a single column (a
+    // matrix-vector product) runs 4 rows at once on one activation load.
+    tile_by_blocks<4, 4>(n_rows, n_cols, [&](int r0, int rr, int c0, int cc) {
+        const uint8_t* wr = wb + r0 * w_stride;
+        const uint8_t* xc = xb + c0 * x_stride;
+        float* yt = y + c0 * y_stride + r0;
+#define TESSERA_INT8_TILE(R_, C_) \
+    if (rr == R_ && cc == C_) return int8_tile512<kQ4, R_, C_>(n, wr, w_stride, xc, x_stride, yt, y_stride);
+        TESSERA_INT8_TILE(4, 4)
+        TESSERA_INT8_TILE(4, 3)
+        TESSERA_INT8_TILE(4, 2)
+        TESSERA_INT8_TILE(4, 1)
+        TESSERA_INT8_TILE(3, 4)
+        TESSERA_INT8_TILE(3, 3)
+        TESSERA_INT8_TILE(3, 2)
+        TESSERA_INT8_TILE(3, 1)
+        TESSERA_INT8_TILE(2, 4)
+        TESSERA_INT8_TILE(2, 3)
+        TESSERA_INT8_TILE(2, 2)
+        TESSERA_INT8_TILE(2, 1)
+        TESSERA_INT8_TILE(1, 4)
+        TESSERA_INT8_TILE(1, 3)
+        TESSERA_INT8_TILE(1, 2)
+        TESSERA_INT8_TILE(1, 1)
+#undef TESSERA_INT8_TILE
+    });
+#else
     // 2 x 4 accumulators plus operands fit AVX2's 16 registers.
     tile_by_blocks<2, 4>(n_rows, n_cols, [&](int r0, int rr, int c0, int cc) {
         const uint8_t* wr = wb + r0 * w_stride;
@@ -325,6 +482,7 @@ void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, co
         TESSERA_INT8_TILE(1, 1)
 #undef TESSERA_INT8_TILE
     });
+#endif
 }
 
 #endif  // x86 int8 targets
