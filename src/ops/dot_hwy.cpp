@@ -392,6 +392,9 @@ HWY_INLINE void int8_tile512(int64_t n, const uint8_t* w, size_t w_stride, const
         }
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride + b * wbytes;
+            // The rows of the next tile, one tile ahead: R interleaved short
+            // streams are too short for the hardware prefetcher to learn.
+            _mm_prefetch(reinterpret_cast<const char*>(wr + R * w_stride), _MM_HINT_T0);
             const __m512 dw =
                 _mm512_insertf32x8(_mm512_set1_ps(scale_of(wr)), _mm256_set1_ps(scale_of(wr + wbytes)), 1);
             if constexpr (kQ4) {

@@ -29,12 +29,9 @@ void run_block(const PreparedJob& job, int64_t r0, int64_t rows, const Quantized
     const uint8_t* wr = job.w0 + static_cast<uint64_t>(r0) * job.w_stride;
     const int64_t n_tok = x.n_rows();
     if (n_tok == 1) {
-        // One row after the other: a single sequential stream through memory,
-        // which the hardware prefetcher follows (a multi-row tile would read
-        // several short interleaved streams and stall on memory).
-        auto* vec_dot = job.traits->vec_dot;
-        const void* xq = x.row(0);
-        for (int64_t i = 0; i < rows; ++i) job.y[r0 + i] = vec_dot(n_cols, wr + i * job.w_stride, xq);
+        // A tile of one column: kernels run several rows per activation load.
+        job.traits->vec_dot_tile(n_cols, wr, job.w_stride, static_cast<int>(rows), x.row(0), x.row_bytes(), 1,
+                                 job.y + r0, 1);
         return;
     }
     for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
