@@ -6,6 +6,7 @@
 //                                                 KL divergence of MODEL from them
 // Progress and the results go to stdout in llama.cpp's format; details to stderr.
 #include "apps/commands.h"
+#include "apps/parallel_flags.h"
 #include "engine/kl_divergence.h"
 #include "engine/perplexity.h"
 #include "model/llama_model.h"
@@ -36,6 +37,7 @@ struct PerplexityOptions {
     std::string kl_base;
     bool kl_divergence = false;
     std::string cache_type = "f16";
+    ParallelOptions parallel;
 };
 
 constexpr int kDefaultContext = 512;
@@ -85,7 +87,7 @@ void perplexity_main(const PerplexityOptions& o) {
     if (!kv_type || (*kv_type != QuantType::F32 && *kv_type != QuantType::F16)) {
         throw make_error("--cache-type must be f32 or f16 (got '{}')", o.cache_type);
     }
-    const int n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     const LlamaModel model(model_path);
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
@@ -147,7 +149,11 @@ void perplexity_main(const PerplexityOptions& o) {
     config.n_ctx = plan.n_ctx;
     config.kv_type = *kv_type;
     config.n_batch = std::min(o.n_batch, plan.n_ctx);  // a chunk is the most one call evaluates
-    LocalDecoder decoder(model, config, n_threads);
+    // Any mode: the KL divergence of --fast tensor parallel against a single
+    // node's base file is how its quality cost is measured.
+    const DecoderSetup setup = make_decoder(model, config, n_threads, o.parallel);
+    if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
+    Decoder& decoder = *setup.decoder;
     std::fprintf(stderr, "perplexity: calculating %s over %d chunks, n_ctx=%d, batch_size=%d, %d scored tokens each, %d threads\n",
                  o.kl_divergence ? "KL divergence" : "perplexity", plan.n_chunk, plan.n_ctx, config.n_batch,
                  plan.n_scored(), n_threads);
@@ -197,6 +203,7 @@ void add_perplexity_command(CLI::App& app) {
     cmd->add_option("--kl-divergence-base", o->kl_base,
                     "Without --kl-divergence: save the model's distributions to this file; with it: compare against them");
     cmd->add_flag("--kl-divergence", o->kl_divergence, "Compute the KL divergence from the --kl-divergence-base file");
+    add_parallel_flags(cmd, o->parallel);
     cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
     cmd->callback([o] { perplexity_main(*o); });
 }
