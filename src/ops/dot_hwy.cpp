@@ -20,6 +20,7 @@
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
 
+#include <cmath>
 #include <cstring>
 
 HWY_BEFORE_NAMESPACE();
@@ -156,6 +157,46 @@ void f16_to_float_simd(const void* src, float* dst, int64_t n) {
     int64_t i = 0;
     for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + i)), d, dst + i);
     for (; i < n; ++i) dst[i] = weight_scalar<true>(static_cast<const uint8_t*>(src), i);
+}
+
+// ---- Q8_0 activation quantizer (portable Highway) ----
+
+// Bytes identical to the scalar reference: the same amax, the same float
+// division for d and 1/d, and std::round's half-away-from-zero rounding as
+// trunc(v + copysign(0.49999997, v)), exact for |v| < 2^23 (here |v| <= 127).
+void q8_0_from_float_simd(const float* src, void* dst, int64_t n) {
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    const hn::RebindToSigned<DF> di;
+    auto* out = static_cast<uint8_t*>(dst);
+    HWY_ALIGN int32_t q[32 + hn::MaxLanes(di)];
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float* x = src + b * 32;
+        float amax = 0.0f;
+        int64_t i = 0;
+        if (N <= 32) {
+            auto m = hn::Zero(d);
+            for (; i + N <= 32; i += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, x + i)));
+            amax = hn::GetLane(hn::MaxOfLanes(d, m));
+        }
+        for (; i < 32; ++i) amax = amax > std::fabs(x[i]) ? amax : std::fabs(x[i]);
+        const float scale = amax / 127.0f;
+        const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        const auto vinv = hn::Set(d, inv);
+        const auto half = hn::Set(d, 0.49999997f);
+        i = 0;
+        if (N <= 32) {
+            for (; i + N <= 32; i += N) {
+                const auto v = hn::Mul(hn::LoadU(d, x + i), vinv);
+                hn::Store(hn::ConvertTo(di, hn::Trunc(hn::Add(v, hn::CopySign(half, v)))), di, q + i);
+            }
+        }
+        for (; i < 32; ++i) q[i] = static_cast<int32_t>(std::round(x[i] * inv));
+        uint8_t* block = out + b * 34;
+        const uint16_t h = fp32_to_fp16(scale);
+        std::memcpy(block, &h, 2);
+        for (int k = 0; k < 32; ++k) block[2 + k] = static_cast<uint8_t>(static_cast<int8_t>(q[k]));
+    }
 }
 
 // ---- 8-bit blocks (x86 AVX2 / AVX-512 only) ----
@@ -506,6 +547,7 @@ const QuantTraits* BlockTraits(QuantType type) {
     }();
     static const QuantTraits q8_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::Q8_0);
+        t.from_float = q8_0_from_float_simd;
 #ifdef TESSERA_X86_INT8
         t.vec_dot = q8_0_dot;
         t.vec_dot_tile = int8_vec_dot_tile<false>;

@@ -107,6 +107,27 @@ TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
     });
 }
 
+// The activation quantizer must give the scalar reference's bytes exactly
+// (results may not depend on the CPU), including values on rounding ties.
+TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(9);
+        for (int64_t blocks : {1, 3, 64}) {
+            const int64_t n = blocks * 32;
+            std::vector<float> x(static_cast<size_t>(n) + 1);
+            for (auto& v : x) v = rng.next_normal() * 3.0f;
+            // Ties: values that land exactly on k + 0.5 after scaling.
+            for (int64_t i = 1; i < n; i += 7) x[i] = x[0] * ((i % 127) + 0.5f) / 127.0f;
+            for (size_t offset : {0u, 1u}) {
+                std::vector<uint8_t> want(quant_row_bytes(QuantType::Q8_0, n)), got(want.size());
+                scalar_traits(QuantType::Q8_0)->from_float(x.data() + offset, want.data(), n);
+                simd_block_traits(QuantType::Q8_0)->from_float(x.data() + offset, got.data(), n);
+                ASSERT_EQ(got, want) << target << " n " << n << " offset " << offset;
+            }
+        }
+    });
+}
+
 TEST(DotSimd, F16ToFloatMatchesScalarOnEveryTarget) {
     for_each_target([](const char* target) {
         Rng rng(3);
