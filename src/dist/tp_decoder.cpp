@@ -2,6 +2,7 @@
 
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
+#include "model/slice_file.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
@@ -9,6 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 namespace tessera {
 
@@ -80,12 +84,17 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
             throw make_error("{} holds a different model (fingerprint {} != {} of {})", who,
                              reply.value("fingerprint", std::string("?")), fingerprint, model.path());
         }
-        ranks_[i + 1].probe_seconds = reply.value("probe_seconds", 1.0);
+        // A worker without the model file cannot time it: it counts as fast
+        // as the root (negative: filled in once the root has probed itself).
+        ranks_[i + 1].probe_seconds = reply.value("probe_seconds", -1.0);
         ranks_[i + 1].free_memory = reply.value("free_memory", uint64_t{0});
     }
 
     // Plan: shares follow measured speed unless weights are given.
     ranks_[0].probe_seconds = probe_seconds(model, pool_);
+    for (TpRankInfo& r : ranks_) {
+        if (r.probe_seconds <= 0) r.probe_seconds = ranks_[0].probe_seconds;
+    }
     std::vector<double> weights = config.weights;
     if (weights.empty()) {
         std::vector<double> seconds;
@@ -120,7 +129,11 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        const json ready = recv_json(*channels_[i], TpMessage::kReady, who);
+        json ready = recv_json(*channels_[i], TpMessage::kReady, who);
+        if (!ready.value("ok", false) && ready.value("need_slice", false)) {
+            send_slice(model, i, plan[i + 1]);
+            ready = recv_json(*channels_[i], TpMessage::kReady, who);
+        }
         if (!ready.value("ok", false)) {
             throw make_error("{} refused its slice: {}", who, ready.value("error", std::string("?")));
         }
@@ -132,6 +145,28 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     partial_.resize(rows);
     sum_.resize(rows);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
+}
+
+void TensorParallelDecoder::send_slice(const LlamaModel& model, size_t worker, const Slice& slice) {
+    // Written to a temporary file by the GGUF writer, then streamed in frames
+    // well under the channel's size cap.
+    const std::string path = fmt::format("{}/tessera-slice-{}-{}.gguf", std::filesystem::temp_directory_path().string(),
+                                         ::getpid(), worker + 1);
+    write_slice_file(model, slice, path);
+    const uint64_t checksum = file_checksum(path);
+    std::ifstream in(path, std::ios::binary);
+    std::vector<uint8_t> chunk(8u << 20);
+    uint64_t bytes = 0;
+    while (in) {
+        in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+        const auto n = static_cast<size_t>(in.gcount());
+        if (n == 0) break;
+        channels_[worker]->send(static_cast<uint16_t>(TpMessage::kSliceData), std::span<const uint8_t>(chunk.data(), n));
+        bytes += n;
+    }
+    std::filesystem::remove(path);
+    send_json(*channels_[worker], TpMessage::kSliceEnd, {{"bytes", bytes}, {"checksum", fmt::format("{:016x}", checksum)}});
+    stats_.slice_bytes_sent += bytes;
 }
 
 TensorParallelDecoder::~TensorParallelDecoder() {

@@ -60,6 +60,7 @@ public:
         uint64_t syncs = 0;
         double own_seconds = 0.0;   // computing the root's own partials
         double wait_seconds = 0.0;  // waiting for the workers' partials after that
+        uint64_t slice_bytes_sent = 0;  // slice files sent to workers without the model
     };
     const Stats& stats() const { return stats_; }
 
@@ -68,6 +69,8 @@ private:
     // Broadcast h, compute the own partial, gather and sum the others into x.
     void sync_step(TpMessage type, int layer, int pos0, int n_tok);
     void receive_partial(size_t worker, const StepHeader& sent);
+    // Sends a worker that has no model file its slice.
+    void send_slice(const LlamaModel& model, size_t worker, const Slice& slice);
 
     TpConfig config_;
     ThreadPool pool_;

@@ -14,6 +14,8 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kHelloReply: return "hello-reply";
         case TpMessage::kAssign: return "assign";
         case TpMessage::kReady: return "ready";
+        case TpMessage::kSliceData: return "slice-data";
+        case TpMessage::kSliceEnd: return "slice-end";
         case TpMessage::kAttention: return "attention";
         case TpMessage::kFfn: return "ffn";
         case TpMessage::kPartial: return "partial";

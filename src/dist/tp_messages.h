@@ -5,6 +5,8 @@
 //   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks}
 //   worker -> root  kHelloReply {ok, fingerprint, model, threads, free_memory, probe_seconds, error}
 //   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format}
+//   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
+//   root -> worker  kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},
 //   worker -> root  kReady      {ok, error}
 // Per layer (binary: a fixed StepHeader, then n_tok rows):
 //   root -> worker  kAttention / kFfn   the normed activation rows h
@@ -27,6 +29,8 @@ enum class TpMessage : uint16_t {
     kHelloReply = 2,
     kAssign = 3,
     kReady = 4,
+    kSliceData = 5,
+    kSliceEnd = 6,
     kAttention = 10,
     kFfn = 11,
     kPartial = 12,

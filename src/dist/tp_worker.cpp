@@ -3,6 +3,7 @@
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
 #include "dist/tp_messages.h"
+#include "model/slice_file.h"
 #include "model/slice_forward.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -10,6 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -87,26 +91,92 @@ private:
     std::thread thread_;
 };
 
+Slice parse_slice(const json& s) {
+    Slice slice;
+    slice.layer_begin = s.at("layers").at(0);
+    slice.layer_end = s.at("layers").at(1);
+    slice.kv_head_begin = s.at("kv_heads").at(0);
+    slice.kv_head_end = s.at("kv_heads").at(1);
+    slice.ffn_begin = s.at("ffn").at(0);
+    slice.ffn_end = s.at("ffn").at(1);
+    slice.embeds = false;
+    slice.outputs = false;
+    return slice;
+}
+
+// A cached slice file, if it is the one asked for (else nullptr).
+std::unique_ptr<LlamaModel> open_cached_slice(const std::string& path, const std::string& fingerprint,
+                                              const Slice& slice) {
+    if (!std::filesystem::exists(path)) return nullptr;
+    try {
+        auto model = std::make_unique<LlamaModel>(path);
+        const std::optional<Slice> stored = stored_slice(model->file());
+        if (stored && slice_source_fingerprint(model->file()) == fingerprint &&
+            describe_slice(*stored) == describe_slice(slice)) {
+            return model;
+        }
+    } catch (const Error&) {
+        // A damaged cache entry is replaced by a fresh transfer.
+    }
+    return nullptr;
+}
+
+// Receives a slice file from the root (kSliceData frames, then kSliceEnd with
+// its size and XXH3), checks it and moves it into place.
+void receive_slice_file(FrameChannel& channel, const std::string& path, const std::string& peer) {
+    const std::string partial = path + ".partial";
+    {
+        std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+        if (!out) throw make_error("cannot write the slice cache file {}", partial);
+        Frame frame;
+        uint64_t bytes = 0;
+        for (;;) {
+            channel.recv(frame, kHandshakeTimeoutMs);
+            if (frame.type == static_cast<uint16_t>(TpMessage::kSliceData)) {
+                out.write(reinterpret_cast<const char*>(frame.payload.data()),
+                          static_cast<std::streamsize>(frame.payload.size()));
+                bytes += frame.payload.size();
+                continue;
+            }
+            const json end = parse_json(frame, TpMessage::kSliceEnd, peer);
+            out.close();
+            if (!out || end.at("bytes").get<uint64_t>() != bytes) {
+                throw make_error("{}: slice transfer incomplete ({} bytes received, {} announced)", peer, bytes,
+                                 end.at("bytes").get<uint64_t>());
+            }
+            const uint64_t checksum = file_checksum(partial);
+            if (fmt::format("{:016x}", checksum) != end.at("checksum").get<std::string>()) {
+                throw make_error("{}: slice transfer corrupted (checksum {:016x} != {})", peer, checksum,
+                                 end.at("checksum").get<std::string>());
+            }
+            break;
+        }
+    }
+    std::filesystem::rename(partial, path);
+}
+
 // One root's session: handshake, slice assignment, then steps until shutdown.
-void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& pool, const WorkerOptions& options) {
+void serve_session(FrameChannel& channel, const LlamaModel* full_model, ThreadPool& pool,
+                   const WorkerOptions& options) {
     const std::string peer = channel.peer();
     Frame frame;
     channel.recv(frame, kHandshakeTimeoutMs);
     const json hello = parse_json(frame, TpMessage::kHello, peer);
-    const uint64_t fingerprint = model.file().fingerprint();
-    json reply = {{"fingerprint", model.file().fingerprint_hex()},
-                  {"model", model.path()},
-                  {"threads", pool.size()},
-                  {"free_memory", available_memory_bytes()}};
-    if (hello.value("fingerprint", std::string()) != model.file().fingerprint_hex()) {
-        reply["ok"] = false;
-        reply["error"] = "holds a different model";
-        send_json(channel, TpMessage::kHelloReply, reply);
-        throw make_error("root {} runs another model (fingerprint {} != this worker's {:016x})", peer,
-                         hello.value("fingerprint", std::string("?")), fingerprint);
+    const std::string root_fingerprint = hello.value("fingerprint", std::string("?"));
+    json reply = {{"threads", pool.size()}, {"free_memory", available_memory_bytes()}, {"has_model", full_model != nullptr}};
+    if (full_model != nullptr) {
+        reply["fingerprint"] = full_model->file().fingerprint_hex();
+        reply["model"] = full_model->path();
+        if (root_fingerprint != full_model->file().fingerprint_hex()) {
+            reply["ok"] = false;
+            reply["error"] = "holds a different model";
+            send_json(channel, TpMessage::kHelloReply, reply);
+            throw make_error("root {} runs another model (fingerprint {} != this worker's {})", peer, root_fingerprint,
+                             full_model->file().fingerprint_hex());
+        }
+        reply["probe_seconds"] = probe_seconds(*full_model, pool);
     }
     reply["ok"] = true;
-    reply["probe_seconds"] = probe_seconds(model, pool);
     send_json(channel, TpMessage::kHelloReply, reply);
 
     channel.recv(frame, kHandshakeTimeoutMs);
@@ -114,22 +184,31 @@ void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& p
     Slice slice;
     ForwardConfig config;
     WireFormat partial_format = WireFormat::F32;
+    std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
     try {
-        const json& s = assign.at("slice");
-        slice.layer_begin = s.at("layers").at(0);
-        slice.layer_end = s.at("layers").at(1);
-        slice.kv_head_begin = s.at("kv_heads").at(0);
-        slice.kv_head_end = s.at("kv_heads").at(1);
-        slice.ffn_begin = s.at("ffn").at(0);
-        slice.ffn_end = s.at("ffn").at(1);
-        slice.embeds = false;
-        slice.outputs = false;
-        validate_slice(slice, model.hparams());
+        slice = parse_slice(assign.at("slice"));
         config.n_ctx = assign.at("n_ctx");
         config.n_batch = assign.at("n_batch");
         config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
         partial_format = static_cast<WireFormat>(assign.at("partial_format").get<int>());
+        if (full_model == nullptr) {
+            // No model file: use the cached slice, or have the root send it once.
+            std::filesystem::create_directories(options.cache_dir);
+            const std::string path = options.cache_dir + "/" + slice_file_name(root_fingerprint, slice);
+            slice_model = open_cached_slice(path, root_fingerprint, slice);
+            if (!slice_model) {
+                send_json(channel, TpMessage::kReady, {{"ok", false}, {"need_slice", true}});
+                receive_slice_file(channel, path, peer);
+                slice_model = open_cached_slice(path, root_fingerprint, slice);
+                if (!slice_model) throw make_error("{}: the received slice file is not the slice asked for", peer);
+                if (options.log) options.log(fmt::format("received and cached {}", path));
+            } else if (options.log) {
+                options.log(fmt::format("using the cached slice {}", path));
+            }
+        }
+        const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
+        validate_slice(slice, model.hparams());
         const SliceFootprint need = slice_footprint(model, slice, config.n_ctx, config.kv_type);
         const uint64_t have = available_memory_bytes();
         if (need.total() > have) {
@@ -143,6 +222,7 @@ void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& p
     }
     send_json(channel, TpMessage::kReady, {{"ok", true}});
     if (options.log) options.log(fmt::format("serving {} to {}", describe_slice(slice), peer));
+    const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
 
     const int64_t n_embd = model.hparams().n_embd;
     std::vector<float> h, partial(static_cast<size_t>(forward->n_batch()) * n_embd);
@@ -205,14 +285,15 @@ void serve_session(FrameChannel& channel, const LlamaModel& model, ThreadPool& p
 }  // namespace
 
 void run_tp_worker(const WorkerOptions& options) {
-    const LlamaModel model(options.model_path);
+    std::unique_ptr<LlamaModel> model;
+    if (!options.model_path.empty()) model = std::make_unique<LlamaModel>(options.model_path);
     ThreadPool pool(options.n_threads);
     TcpListener listener(options.listen);
     if (options.on_listening) options.on_listening(listener.port());
     for (;;) {
         FrameChannel channel(listener.accept(-1), options.limits);
         try {
-            serve_session(channel, model, pool, options);
+            serve_session(channel, model.get(), pool, options);
             if (options.log) options.log(fmt::format("session with {} ended", channel.peer()));
         } catch (const Error& e) {
             if (options.log) options.log(fmt::format("session with {} failed: {}", channel.peer(), e.what()));

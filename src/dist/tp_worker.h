@@ -2,6 +2,9 @@
 //
 // The worker maps its model file and, once the root has assigned a slice,
 // touches only that slice's rows and columns and keeps only its own KV heads.
+// Started without a model file, it receives its slice from the root once (a
+// slice file, checked against the model's fingerprint and a checksum) and
+// keeps it in its cache directory for the next run.
 // It serves one root at a time; when a session ends (the root shuts it down,
 // hangs up or fails) it waits for the next root, unless told to serve once.
 #pragma once
@@ -16,7 +19,8 @@ namespace tessera {
 
 struct WorkerOptions {
     HostPort listen;
-    std::string model_path;
+    std::string model_path;  // empty: receive slices from roots and cache them
+    std::string cache_dir;   // where received slices are kept
     int n_threads = 1;
     bool once = false;  // exit after the first session (workers of --local)
     ChannelLimits limits;

@@ -62,12 +62,19 @@ ModelHParams read_hparams(const GgufFile& file) {
         throw make_error("{}: attention.layer_norm_rms_epsilon {} is not in (0, 1)", file.path(), hp.rms_eps);
     }
     const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
-    if (embd == nullptr) throw make_error("{}: tensor 'token_embd.weight' is missing", file.path());
-    if (embd->n_dims != 2 || embd->ne[0] != hp.n_embd || embd->ne[1] < 1 || embd->ne[1] > INT32_MAX) {
-        throw make_error("{}: tensor 'token_embd.weight' has shape [{}, {}], expected [{}, n_vocab]", file.path(),
-                         embd->ne[0], embd->ne[1], hp.n_embd);
+    if (embd == nullptr && file.find_int("tessera.slice.n_vocab")) {
+        // A slice file (a worker's share) has no embedding: it records the size.
+        const int64_t n_vocab = *file.find_int("tessera.slice.n_vocab");
+        if (n_vocab < 1 || n_vocab > INT32_MAX) throw make_error("{}: tessera.slice.n_vocab {} is invalid", file.path(), n_vocab);
+        hp.n_vocab = static_cast<int32_t>(n_vocab);
+    } else {
+        if (embd == nullptr) throw make_error("{}: tensor 'token_embd.weight' is missing", file.path());
+        if (embd->n_dims != 2 || embd->ne[0] != hp.n_embd || embd->ne[1] < 1 || embd->ne[1] > INT32_MAX) {
+            throw make_error("{}: tensor 'token_embd.weight' has shape [{}, {}], expected [{}, n_vocab]", file.path(),
+                             embd->ne[0], embd->ne[1], hp.n_embd);
+        }
+        hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
     }
-    hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
     return hp;
 }
 

@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include "model/slice_file.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -59,7 +60,7 @@ Matrix pack_columns(const Matrix& m, int64_t begin, int64_t end, std::vector<std
     const uint64_t bytes = quant_row_bytes(m.type, end - begin);
     storage.push_back(std::make_unique<uint8_t[]>(bytes * static_cast<uint64_t>(m.rows)));
     uint8_t* dst = storage.back().get();
-    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + r * bytes, m.row(r) + offset, bytes);
+    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + r * bytes, m.row(m.row_begin + r) + offset, bytes);
     release_pages(m.data, m.row_bytes * static_cast<uint64_t>(m.rows));
     Matrix packed = m;
     packed.cols = end - begin;
@@ -73,10 +74,63 @@ Matrix pack_columns(const Matrix& m, int64_t begin, int64_t end, std::vector<std
 
 LlamaModel::LlamaModel(const std::string& path) : file_(std::make_unique<GgufFile>(path)), hparams_(read_hparams(*file_)) {}
 
+namespace {
+// A slice file holds exactly one slice's rows and columns: views start at the
+// slice's first row or column of each whole tensor.
+SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, const Slice& stored) {
+    const GgufFile& file = model.file();
+    const ModelHParams& hp = model.hparams();
+    if (slice.embeds || slice.outputs || slice.layer_begin != stored.layer_begin || slice.layer_end != stored.layer_end ||
+        slice.kv_head_begin != stored.kv_head_begin || slice.kv_head_end != stored.kv_head_end ||
+        slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end) {
+        throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
+    }
+    SliceWeights w;
+    w.slice = slice;
+    if (file.find_tensor("rope_freqs.weight") != nullptr) {
+        w.rope_freqs = vector_copy(file, "rope_freqs.weight", hp.n_rot / 2);
+    }
+    const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
+    const int64_t q0 = slice.kv_head_begin * q_rows, q1 = slice.kv_head_end * q_rows;
+    const int64_t k0 = static_cast<int64_t>(slice.kv_head_begin) * hp.head_dim;
+    const int64_t k1 = static_cast<int64_t>(slice.kv_head_end) * hp.head_dim;
+    auto rows_view = [&](const std::string& name, int64_t cols, int64_t r0, int64_t r1) {
+        Matrix m = matrix_view(file, name, cols, r1 - r0);
+        m.row_begin = r0;
+        return m;
+    };
+    auto cols_view = [&](const std::string& name, int64_t c0, int64_t c1, int64_t rows) {
+        Matrix m = matrix_view(file, name, c1 - c0, rows);
+        m.col_begin = c0;
+        return m;
+    };
+    for (int32_t l = slice.layer_begin; l < slice.layer_end; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        LayerWeights lw;
+        lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
+        lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
+        if (slice.n_kv_heads() > 0) {
+            lw.wq = rows_view(p + "attn_q.weight", hp.n_embd, q0, q1);
+            lw.wk = rows_view(p + "attn_k.weight", hp.n_embd, k0, k1);
+            lw.wv = rows_view(p + "attn_v.weight", hp.n_embd, k0, k1);
+            lw.wo = cols_view(p + "attn_output.weight", q0, q1, hp.n_embd);
+        }
+        if (slice.n_ffn() > 0) {
+            lw.w_gate = rows_view(p + "ffn_gate.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
+            lw.w_up = rows_view(p + "ffn_up.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
+            lw.w_down = cols_view(p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end, hp.n_embd);
+        }
+        w.layers.push_back(std::move(lw));
+    }
+    return w;
+}
+}  // namespace
+
 SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, ColumnSlices columns) {
     const GgufFile& file = model.file();
     const ModelHParams& hp = model.hparams();
     validate_slice(slice, hp);
+    if (const std::optional<Slice> stored = stored_slice(file)) return load_from_slice_file(model, slice, *stored);
     SliceWeights w;
     w.slice = slice;
     const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;

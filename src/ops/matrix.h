@@ -16,11 +16,15 @@ struct Matrix {
     int64_t rows = 0;
     uint64_t row_bytes = 0;
     const uint8_t* data = nullptr;
-    // First column of the whole tensor that this view holds: nonzero when a
-    // slice keeps a packed copy of only its columns (see load_slice_weights).
+    // First row and column of the whole tensor that this view holds: nonzero
+    // when a slice keeps only its rows or columns (a packed copy, or a slice
+    // file holding just one rank's share; see load_slice_weights).
+    int64_t row_begin = 0;
     int64_t col_begin = 0;
 
-    const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+    // Row r of the whole tensor (row_begin <= r < row_begin + rows).
+    const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r - row_begin) * row_bytes; }
+    int64_t row_end() const { return row_begin + rows; }
 };
 
 }  // namespace tessera

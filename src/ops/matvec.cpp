@@ -32,10 +32,11 @@ void check_activation(const QuantTraits& traits, const MatRect& rect, const Quan
 
 uint64_t rect_col_offset(const Matrix& w, const MatRect& rect) {
     const int64_t col = rect.col_begin - w.col_begin;
-    if (rect.row_begin < 0 || rect.row_begin > rect.row_end || rect.row_end > w.rows || col < 0 ||
+    if (rect.row_begin < w.row_begin || rect.row_begin > rect.row_end || rect.row_end > w.row_end() || col < 0 ||
         rect.n_cols < 0 || col + rect.n_cols > w.cols) {
-        throw make_error("internal: rect rows [{}, {}) cols [{}, +{}) outside a matrix of {} rows, cols [{}, +{})",
-                         rect.row_begin, rect.row_end, rect.col_begin, rect.n_cols, w.rows, w.col_begin, w.cols);
+        throw make_error("internal: rect rows [{}, {}) cols [{}, +{}) outside a matrix of rows [{}, {}), cols [{}, +{})",
+                         rect.row_begin, rect.row_end, rect.col_begin, rect.n_cols, w.row_begin, w.row_end(),
+                         w.col_begin, w.cols);
     }
     return quant_row_bytes(w.type, col);
 }
@@ -55,7 +56,7 @@ void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
 }
 
 void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool& pool) {
-    matvec(w, MatRect{0, w.rows, w.col_begin, w.cols}, x, y, pool);
+    matvec(w, MatRect{w.row_begin, w.row_end(), w.col_begin, w.cols}, x, y, pool);
 }
 
 void dequantize_row(const Matrix& w, int64_t r, float* dst) {

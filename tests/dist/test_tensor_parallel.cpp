@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -24,13 +26,14 @@ namespace {
 // A worker serving one session from a thread; its port is known once it listens.
 class TestWorker {
 public:
-    explicit TestWorker(const std::string& model_path, int threads = 1) {
+    explicit TestWorker(const std::string& model_path, int threads = 1, const std::string& cache_dir = "") {
         std::promise<uint16_t> port;
         auto future = port.get_future();
-        thread_ = std::thread([this, model_path, threads, p = std::move(port)]() mutable {
+        thread_ = std::thread([this, model_path, threads, cache_dir, p = std::move(port)]() mutable {
             WorkerOptions o;
             o.listen = {"127.0.0.1", 0};
             o.model_path = model_path;
+            o.cache_dir = cache_dir;
             o.n_threads = threads;
             o.once = true;
             o.limits.io_timeout_ms = 3000;
@@ -127,6 +130,50 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
     const std::vector<int32_t> want = local_greedy(path, prompt, 24);
     for (int ranks : {2, 3, 4}) EXPECT_EQ(tp_greedy(path, prompt, 24, ranks), want) << ranks << " ranks";
     EXPECT_EQ(tp_greedy(path, prompt, 24, 3, {1.0, 3.0, 1.0}), want) << "uneven weights";
+}
+
+// Workers started without the model file receive their slice once (checked
+// by fingerprint and checksum), cache it, and reuse the cache next time; a
+// damaged cache entry is replaced. Output still equals a single node's.
+TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
+    const std::string path = gqa_model();
+    const std::string cache = test::scratch_dir("tensor_parallel_cache");
+    std::filesystem::remove_all(cache);
+    const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
+    const std::vector<int32_t> want = local_greedy(path, prompt, 16);
+    const LlamaModel model(path);
+    auto run = [&](uint64_t* sent) {
+        std::vector<std::unique_ptr<TestWorker>> workers;
+        TpConfig config;
+        for (int r = 1; r < 3; ++r) {
+            workers.push_back(std::make_unique<TestWorker>("", 1, cache));
+            config.workers.push_back(workers.back()->address());
+        }
+        config.forward.n_ctx = 128;
+        config.forward.n_batch = 16;
+        config.weights = {1.0, 1.0, 1.0};
+        TensorParallelDecoder decoder(model, config);
+        const std::vector<int32_t> got = greedy(decoder, prompt, 16);
+        *sent = decoder.stats().slice_bytes_sent;
+        return got;
+    };
+    uint64_t sent = 0;
+    EXPECT_EQ(run(&sent), want);
+    EXPECT_GT(sent, 0u);
+    size_t files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+        ++files;
+        // A slice file holds only its share: well under the whole model.
+        EXPECT_LT(std::filesystem::file_size(entry.path()), std::filesystem::file_size(path) * 3 / 4);
+    }
+    EXPECT_EQ(files, 2u);
+    EXPECT_EQ(run(&sent), want);
+    EXPECT_EQ(sent, 0u) << "the cached slices were not used";
+    for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+        std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << "not a gguf";
+    }
+    EXPECT_EQ(run(&sent), want);
+    EXPECT_GT(sent, 0u) << "damaged cache entries were not replaced";
 }
 
 TEST(TensorParallel, WorkerWithAnotherModelIsRefused) {

@@ -1,0 +1,120 @@
+#include "model/slice_file.h"
+
+#include "model/gguf_writer.h"
+#include "ops/quant_traits.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+constexpr const char* kRangeKey = "tessera.slice.range";
+constexpr const char* kSourceKey = "tessera.slice.source_fingerprint";
+constexpr const char* kVocabKey = "tessera.slice.n_vocab";
+
+const GgufTensorInfo& tensor(const GgufFile& file, const std::string& name) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    if (t == nullptr) throw make_error("{}: tensor '{}' is missing", file.path(), name);
+    return *t;
+}
+
+// Rows [r0, r1) of a 2-D tensor, as they are stored.
+void add_rows(GgufWriter& w, const GgufTensorInfo& t, int64_t r0, int64_t r1) {
+    const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
+    const uint8_t* src = t.data + static_cast<uint64_t>(r0) * row;
+    w.add_tensor(t.name, t.type, {t.ne[0], r1 - r0},
+                 [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src, n); });
+}
+
+// Columns [c0, c1) of every row of a 2-D tensor.
+void add_columns(GgufWriter& w, const GgufTensorInfo& t, int64_t c0, int64_t c1) {
+    const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
+    const uint64_t offset = quant_row_bytes(t.type, c0);
+    const uint64_t bytes = quant_row_bytes(t.type, c1 - c0);
+    const uint8_t* src = t.data;
+    const int64_t rows = t.ne[1];
+    w.add_tensor(t.name, t.type, {c1 - c0, rows}, [=](uint8_t* dst, uint64_t) {
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * bytes, src + r * row + offset, bytes);
+    });
+}
+
+void add_whole(GgufWriter& w, const GgufTensorInfo& t) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    const uint8_t* src = t.data;
+    w.add_tensor(t.name, t.type, ne, [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src, n); });
+}
+
+}  // namespace
+
+void write_slice_file(const LlamaModel& model, const Slice& slice, const std::string& path) {
+    const GgufFile& file = model.file();
+    const ModelHParams& hp = model.hparams();
+    validate_slice(slice, hp);
+    if (stored_slice(file)) throw make_error("{} is already a slice file", file.path());
+    GgufWriter w;
+    for (const GgufKv& kv : file.metadata()) {
+        if (kv.key.rfind("tessera.slice.", 0) != 0) w.set_value(kv.key, kv.value);
+    }
+    w.set_i32_array(kRangeKey, {slice.layer_begin, slice.layer_end, slice.kv_head_begin, slice.kv_head_end,
+                                slice.ffn_begin, slice.ffn_end});
+    w.set_string(kSourceKey, file.fingerprint_hex());
+    w.set_i32(kVocabKey, hp.n_vocab);
+    if (const GgufTensorInfo* f = file.find_tensor("rope_freqs.weight")) add_whole(w, *f);
+    const int64_t q_per_kv_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
+    const int64_t q0 = slice.kv_head_begin * q_per_kv_rows, q1 = slice.kv_head_end * q_per_kv_rows;
+    const int64_t k0 = static_cast<int64_t>(slice.kv_head_begin) * hp.head_dim;
+    const int64_t k1 = static_cast<int64_t>(slice.kv_head_end) * hp.head_dim;
+    for (int l = slice.layer_begin; l < slice.layer_end; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        add_whole(w, tensor(file, p + "attn_norm.weight"));
+        add_whole(w, tensor(file, p + "ffn_norm.weight"));
+        // A rank with no heads (or no channels) holds no such matrices.
+        if (slice.n_kv_heads() > 0) {
+            add_rows(w, tensor(file, p + "attn_q.weight"), q0, q1);
+            add_rows(w, tensor(file, p + "attn_k.weight"), k0, k1);
+            add_rows(w, tensor(file, p + "attn_v.weight"), k0, k1);
+            add_columns(w, tensor(file, p + "attn_output.weight"), q0, q1);
+        }
+        if (slice.n_ffn() > 0) {
+            add_rows(w, tensor(file, p + "ffn_gate.weight"), slice.ffn_begin, slice.ffn_end);
+            add_rows(w, tensor(file, p + "ffn_up.weight"), slice.ffn_begin, slice.ffn_end);
+            add_columns(w, tensor(file, p + "ffn_down.weight"), slice.ffn_begin, slice.ffn_end);
+        }
+    }
+    w.write(path);
+}
+
+std::optional<Slice> stored_slice(const GgufFile& file) {
+    const GgufValue* v = file.find_array(kRangeKey, GgufValueType::Int32);
+    if (v == nullptr) return std::nullopt;
+    if (v->count != 6) throw make_error("{}: {} holds {} values, expected 6", file.path(), kRangeKey, v->count);
+    Slice s;
+    s.layer_begin = static_cast<int32_t>(v->array_integer(0));
+    s.layer_end = static_cast<int32_t>(v->array_integer(1));
+    s.kv_head_begin = static_cast<int32_t>(v->array_integer(2));
+    s.kv_head_end = static_cast<int32_t>(v->array_integer(3));
+    s.ffn_begin = static_cast<int32_t>(v->array_integer(4));
+    s.ffn_end = static_cast<int32_t>(v->array_integer(5));
+    s.embeds = false;
+    s.outputs = false;
+    return s;
+}
+
+std::string slice_source_fingerprint(const GgufFile& file) { return file.find_string(kSourceKey).value_or(""); }
+
+std::string slice_file_name(const std::string& fingerprint, const Slice& s) {
+    return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,
+                       s.kv_head_end, s.ffn_begin, s.ffn_end);
+}
+
+uint64_t file_checksum(const std::string& path) {
+    const MappedFile file(path);
+    return XXH3_64bits(file.data(), file.size());
+}
+
+}  // namespace tessera
