@@ -10,8 +10,6 @@ LocalDecoder::LocalDecoder(const LlamaModel& model, const ForwardConfig& config,
     : pool_(n_threads),
       forward_(model, full_slice(model.hparams()), config, pool_),
       x_(static_cast<size_t>(forward_.n_batch()) * model.hparams().n_embd),
-      h_(x_.size()),
-      partial_(x_.size()),
       logits_(static_cast<size_t>(model.hparams().n_vocab)) {}
 
 void LocalDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {
@@ -20,22 +18,13 @@ void LocalDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* a
         throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
     }
     const ModelHParams& hp = forward_.hparams();
-    const int64_t n_embd = hp.n_embd;
     const size_t n_batch = static_cast<size_t>(forward_.n_batch());
     for (size_t b = 0; b < tokens.size(); b += n_batch) {
         const std::span<const int32_t> batch = tokens.subspan(b, std::min(n_batch, tokens.size() - b));
         const int n_tok = static_cast<int>(batch.size());
         const int pos0 = pos + static_cast<int>(b);
-        const int64_t n = n_tok * n_embd;
         forward_.embed(batch, x_.data());
-        for (int layer = 0; layer < hp.n_layer; ++layer) {
-            forward_.norm_attention_input(layer, x_.data(), h_.data(), n_tok);
-            forward_.attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
-            for (int64_t j = 0; j < n; ++j) x_[j] += partial_[j];
-            forward_.norm_ffn_input(layer, x_.data(), h_.data(), n_tok);
-            forward_.ffn_partial(layer, h_.data(), n_tok, partial_.data());
-            for (int64_t j = 0; j < n; ++j) x_[j] += partial_[j];
-        }
+        forward_.forward_layers(x_.data(), pos0, n_tok);
         if (all_logits != nullptr) forward_.logits(x_.data(), n_tok, all_logits + b * hp.n_vocab);
     }
 }

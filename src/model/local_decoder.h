@@ -29,7 +29,7 @@ private:
 
     ThreadPool pool_;
     SliceForward forward_;
-    std::vector<float> x_, h_, partial_, logits_, all_logits_;
+    std::vector<float> x_, logits_, all_logits_;
 };
 
 }  // namespace tessera

@@ -28,6 +28,21 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     gate_.resize(nb * static_cast<size_t>(slice.n_ffn()));
     up_.resize(gate_.size());
     norm_.resize(nb * static_cast<size_t>(hparams_.n_embd));
+    h_.resize(norm_.size());
+    partial_.resize(norm_.size());
+}
+
+void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
+    check_batch(n_tok);
+    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
+        norm_attention_input(layer, x, h_.data(), n_tok);
+        attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
+        for (int64_t j = 0; j < n; ++j) x[j] += partial_[j];
+        norm_ffn_input(layer, x, h_.data(), n_tok);
+        ffn_partial(layer, h_.data(), n_tok, partial_.data());
+        for (int64_t j = 0; j < n; ++j) x[j] += partial_[j];
+    }
 }
 
 const LayerWeights& SliceForward::layer_weights(int layer) const {

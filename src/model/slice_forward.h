@@ -57,6 +57,11 @@ public:
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
 
+    // Runs every layer of the slice over the residual rows x in place, adding
+    // each partial straight into x: what a process does when it holds whole
+    // layers (a single node, or a pipeline stage).
+    void forward_layers(float* x, int pos0, int n_tok);
+
 private:
     const LayerWeights& layer_weights(int layer) const;
     void check_batch(int n_tok) const;
@@ -78,7 +83,7 @@ private:
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
-    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_;
+    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, partial_;
     struct ConvertedActivation {
         QuantizedActivation act;
         const float* source = nullptr;
