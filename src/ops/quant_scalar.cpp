@@ -1,6 +1,8 @@
 // Scalar reference kernels for F32, F16, Q8_0 and Q4_0. Rounding follows
 // llama.cpp's reference quantizers so a tensor quantized here has the same
-// bytes as one quantized by llama.cpp.
+// bytes as one quantized by llama.cpp. The K-quants' (Q4_K, Q6_K, Q8_K) are
+// in kquant_scalar.cpp and listed in the same table.
+#include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -142,6 +144,10 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::F16, QuantType::F32, f16_to_float, f16_from_float, f16_vec_dot, vec_dot_tile_by_dots<f16_vec_dot>},
     {QuantType::Q8_0, QuantType::Q8_0, q8_0_to_float, q8_0_from_float, q8_0_vec_dot, vec_dot_tile_by_dots<q8_0_vec_dot>},
     {QuantType::Q4_0, QuantType::Q8_0, q4_0_to_float, q4_0_from_float, q4_0_vec_dot, vec_dot_tile_by_dots<q4_0_vec_dot>},
+    // K-quants (kquant_scalar.cpp). Q8_K is only ever an activation: no vec_dot of its own.
+    {QuantType::Q4_K, QuantType::Q8_K, q4_k_to_float, q4_k_from_float, q4_k_vec_dot, vec_dot_tile_by_dots<q4_k_vec_dot>},
+    {QuantType::Q6_K, QuantType::Q8_K, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, vec_dot_tile_by_dots<q6_k_vec_dot>},
+    {QuantType::Q8_K, QuantType::Q8_K, q8_k_to_float, q8_k_from_float, nullptr, nullptr},
 };
 
 }  // namespace

@@ -1,0 +1,408 @@
+// Scalar reference kernels for Q4_K, Q6_K and Q8_K (see kquant_scalar.h and
+// kquant_blocks.h for the layouts). The quantizers are llama.cpp's reference
+// ones (quantize_row_q4_K_ref / q6_K_ref / q8_K_ref with make_qkx2_quants and
+// make_qx_quants), rounding included, so the bytes match llama-quantize's
+// without an importance matrix.
+#include "ops/kquant_scalar.h"
+
+#include "ops/kquant_blocks.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+// Blocks live at any byte offset (a row in a mapped file), so they are copied
+// in and out, never dereferenced in place.
+template <typename Block>
+Block load_block(const void* base, int64_t index) {
+    Block block;
+    std::memcpy(&block, static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(sizeof(Block)), sizeof block);
+    return block;
+}
+
+template <typename Block>
+void store_block(void* base, int64_t index, const Block& block) {
+    std::memcpy(static_cast<uint8_t*>(base) + index * static_cast<int64_t>(sizeof(Block)), &block, sizeof block);
+}
+
+// Round to nearest, ties to even: what llama.cpp's nearest_int (the
+// 1.5 * 2^23 addition trick) computes for the magnitudes met here.
+int nearest_int(float x) { return static_cast<int>(std::nearbyint(x)); }
+
+// Below this, a group of weights is all zero (llama.cpp's GROUP_MAX_EPS).
+constexpr float kGroupMaxEps = 1e-15f;
+
+// llama.cpp's make_qkx2_quants: codes L in [0, nmax] and (scale, min) such
+// that x ~ scale * L - min, minimizing the weighted squared error. Starts
+// from the range mapped onto [0, nmax], then tries nstep + 1 slightly
+// different inverse scales, each followed by a weighted least-squares fit of
+// scale and min to its codes, and keeps the best. Returns the scale and
+// stores min (>= 0, since the fitted offset is clamped to <= 0) in *the_min.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep) {
+    float min = x[0];
+    float max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        min = std::min(min, x[i]);
+        max = std::max(max, x[i]);
+        sum_w += weights[i];
+        sum_x += weights[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        std::fill(L, L + n, uint8_t{0});
+        *the_min = -min;
+        return 0.0f;
+    }
+    float iscale = static_cast<float>(nmax) / (max - min);
+    float scale = 1.0f / iscale;
+    float best_error = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
+        const float diff = scale * L[i] + min - x[i];
+        best_error += weights[i] * diff * diff;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
+            Laux[i] = static_cast<uint8_t>(l);
+            const float w = weights[i];
+            sum_l += w * static_cast<float>(l);
+            sum_l2 += w * static_cast<float>(l * l);
+            sum_xl += w * static_cast<float>(l) * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {  // the offset must not be positive: refit the scale alone
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float error = 0.0f;
+            for (int i = 0; i < n; ++i) {
+                const float diff = this_scale * Laux[i] + this_min - x[i];
+                error += weights[i] * diff * diff;
+            }
+            if (error < best_error) {
+                std::copy(Laux, Laux + n, L);
+                best_error = error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+// llama.cpp's make_qx_quants with rmse_type 1 (weights x^2): symmetric codes
+// L - nmax in [-nmax, nmax - 1] (L stored biased, in [0, 2 nmax - 1]) and
+// the scale minimizing sum x^2 (x - scale * l)^2, searched over 19 inverse
+// scales around -nmax / max, where max is the element of largest magnitude
+// with its sign (so it lands on -nmax, the side with one more code).
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+    float max = 0.0f;
+    float amax = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            max = x[i];
+        }
+    }
+    if (amax < kGroupMaxEps) {
+        std::fill(L, L + n, int8_t{0});
+        return 0.0f;
+    }
+    const auto code = [nmax](float scaled) { return std::clamp(nearest_int(scaled), -nmax, nmax - 1); };
+    float iscale = -static_cast<float>(nmax) / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        const int l = code(iscale * x[i]);
+        L[i] = static_cast<int8_t>(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * static_cast<float>(l);
+        suml2 += w * static_cast<float>(l * l);
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+        sumlx = suml2 = 0.0f;
+        for (int i = 0; i < n; ++i) {
+            const int l = code(iscale * x[i]);
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * static_cast<float>(l);
+            suml2 += w * static_cast<float>(l * l);
+        }
+        // sumlx^2 / suml2 is the error reduction of the fitted scale; larger is better.
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + code(iscale * x[i]));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+}  // namespace
+
+// --- Q4_K -------------------------------------------------------------------
+
+void q4_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ4_K>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        const float dmin = fp16_to_fp32(block.dmin);
+        float* y = dst + b * kQK_K;
+        for (int g = 0; g < 4; ++g) {  // 64 elements: sub-blocks 2g (low nibbles) and 2g+1 (high)
+            uint8_t sc0, m0, sc1, m1;
+            q4_k_scale_min(2 * g, block.scales, &sc0, &m0);
+            q4_k_scale_min(2 * g + 1, block.scales, &sc1, &m1);
+            const float d0 = d * sc0, min0 = dmin * m0;
+            const float d1 = d * sc1, min1 = dmin * m1;
+            const uint8_t* q = block.qs + 32 * g;
+            for (int l = 0; l < 32; ++l) {
+                y[64 * g + l] = d0 * static_cast<float>(q[l] & 0xF) - min0;
+                y[64 * g + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - min1;
+            }
+        }
+    }
+}
+
+void q4_k_from_float(const float* src, void* dst, int64_t n) {
+    constexpr int kSub = 32;
+    constexpr int kSubs = kQK_K / kSub;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        uint8_t L[kQK_K];
+        uint8_t Laux[kSub];
+        float weights[kSub];
+        float scales[kSubs];
+        float mins[kSubs];
+        float max_scale = 0.0f;  // the min is subtracted, so scales are never negative
+        float max_min = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            const float* xs = x + kSub * j;
+            // Weight each element by the sub-block's RMS plus its own magnitude:
+            // large elements matter more, but small ones are not ignored.
+            float sum_x2 = 0.0f;
+            for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
+            const float av_x = std::sqrt(sum_x2 / kSub);
+            for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
+            scales[j] = make_qkx2_quants(kSub, 15, xs, weights, L + kSub * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        // The sub-block scales and mins become 6-bit multiples of d and dmin.
+        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        BlockQ4_K block{};
+        for (int j = 0; j < kSubs; ++j) {
+            // (A fitted scale is practically never negative; clamp so one cannot
+            // spill into the neighbouring packed bits.)
+            const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * scales[j]), 0, 63));
+            const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
+            if (j < 4) {
+                block.scales[j] = ls;
+                block.scales[j + 4] = lm;
+            } else {
+                block.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+                block.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+                block.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+            }
+        }
+        block.d = fp32_to_fp16(max_scale / 63.0f);
+        block.dmin = fp32_to_fp16(max_min / 63.0f);
+        // Requantize against the scales as stored (rounded to 6 bits and fp16).
+        for (int j = 0; j < kSubs; ++j) {
+            uint8_t sc, m;
+            q4_k_scale_min(j, block.scales, &sc, &m);
+            const float d = fp16_to_fp32(block.d) * sc;
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_fp32(block.dmin) * m;
+            for (int l = 0; l < kSub; ++l) {
+                L[kSub * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[kSub * j + l] + dm) / d), 0, 15));
+            }
+        }
+        for (int g = 0; g < 4; ++g) {
+            for (int l = 0; l < 32; ++l) {
+                block.qs[32 * g + l] = static_cast<uint8_t>(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
+            }
+        }
+        store_block(dst, b, block);
+    }
+}
+
+float q4_k_vec_dot(int64_t n, const void* w, const void* x) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockQ4_K>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        // sum_i (d sc q_i - dmin m) y_i = d sum_j sc_j (q . y)_j - dmin sum_j m_j sum(y)_j,
+        // where sum(y) over a sub-block of 32 is two bsums.
+        int32_t scaled = 0;
+        int32_t mins = 0;
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            q4_k_scale_min(j, wb.scales, &sc, &m);
+            const uint8_t* q = wb.qs + 32 * (j / 2);
+            const int shift = (j % 2) * 4;
+            const int8_t* y = xb.qs + 32 * j;
+            int32_t isum = 0;
+            for (int l = 0; l < 32; ++l) isum += ((q[l] >> shift) & 0xF) * int32_t{y[l]};
+            scaled += int32_t{sc} * isum;
+            mins += int32_t{m} * (int32_t{xb.bsums[2 * j]} + int32_t{xb.bsums[2 * j + 1]});
+        }
+        sum += xb.d * (fp16_to_fp32(wb.d) * static_cast<float>(scaled) -
+                       fp16_to_fp32(wb.dmin) * static_cast<float>(mins));
+    }
+    return sum;
+}
+
+// --- Q6_K -------------------------------------------------------------------
+
+namespace {
+
+// The 6-bit code (0..63) of element i of a Q6_K block.
+int q6_k_code(const BlockQ6_K& block, int i) {
+    // Each half of 128 elements uses 64 bytes of ql and 32 of qh; within it,
+    // quarter k (32 elements) takes ql's low (k = 0, 1) or high (k = 2, 3)
+    // nibbles of bytes [32 (k % 2), +32) and bits 2k, 2k+1 of qh.
+    const int half = i / 128;
+    const int k = (i % 128) / 32;
+    const int l = i % 32;
+    const uint8_t ql = block.ql[64 * half + 32 * (k % 2) + l];
+    const uint8_t qh = block.qh[32 * half + l];
+    const int low = k < 2 ? (ql & 0xF) : (ql >> 4);
+    const int high = (qh >> (2 * k)) & 3;
+    return low | (high << 4);
+}
+
+}  // namespace
+
+void q6_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ6_K>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < kQK_K; ++i) {
+            dst[b * kQK_K + i] = d * static_cast<float>(block.scales[i / 16]) * static_cast<float>(q6_k_code(block, i) - 32);
+        }
+    }
+}
+
+void q6_k_from_float(const float* src, void* dst, int64_t n) {
+    constexpr int kSub = 16;
+    constexpr int kSubs = kQK_K / kSub;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        int8_t L[kQK_K];
+        float scales[kSubs];
+        float max_scale = 0.0f;  // the sub-block scale of largest magnitude, with its sign
+        float max_abs_scale = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            scales[j] = make_qx_quants(kSub, 32, x + kSub * j, L + kSub * j);
+            if (std::fabs(scales[j]) > max_abs_scale) {
+                max_abs_scale = std::fabs(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        BlockQ6_K block{};
+        if (max_abs_scale < kGroupMaxEps) {  // all zero: zero codes, zero scales
+            store_block(dst, b, block);
+            continue;
+        }
+        // The int8 scales: the largest maps to -128 (one more code than +127).
+        const float iscale = -128.0f / max_scale;
+        block.d = fp32_to_fp16(1.0f / iscale);
+        for (int j = 0; j < kSubs; ++j) block.scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
+        // Requantize against the scales as stored.
+        for (int j = 0; j < kSubs; ++j) {
+            const float d = fp16_to_fp32(block.d) * static_cast<float>(block.scales[j]);
+            if (d == 0.0f) continue;
+            for (int l = 0; l < kSub; ++l) {
+                L[kSub * j + l] = static_cast<int8_t>(std::clamp(nearest_int(x[kSub * j + l] / d), -32, 31) + 32);
+            }
+        }
+        for (int half = 0; half < 2; ++half) {
+            const int8_t* Lh = L + 128 * half;
+            uint8_t* ql = block.ql + 64 * half;
+            uint8_t* qh = block.qh + 32 * half;
+            for (int l = 0; l < 32; ++l) {
+                const int q1 = Lh[l], q2 = Lh[l + 32], q3 = Lh[l + 64], q4 = Lh[l + 96];
+                ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+                ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+                qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+            }
+        }
+        store_block(dst, b, block);
+    }
+}
+
+float q6_k_vec_dot(int64_t n, const void* w, const void* x) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockQ6_K>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        int32_t isum = 0;
+        for (int j = 0; j < kQK_K / 16; ++j) {
+            int32_t sub = 0;
+            for (int l = 0; l < 16; ++l) {
+                const int i = 16 * j + l;
+                sub += (q6_k_code(wb, i) - 32) * int32_t{xb.qs[i]};
+            }
+            isum += int32_t{wb.scales[j]} * sub;
+        }
+        sum += fp16_to_fp32(wb.d) * xb.d * static_cast<float>(isum);
+    }
+    return sum;
+}
+
+// --- Q8_K -------------------------------------------------------------------
+
+void q8_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ8_K>(src, b);
+        for (int i = 0; i < kQK_K; ++i) dst[b * kQK_K + i] = block.d * static_cast<float>(block.qs[i]);
+    }
+}
+
+void q8_k_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        float max = 0.0f;
+        float amax = 0.0f;
+        for (int i = 0; i < kQK_K; ++i) {
+            if (std::fabs(x[i]) > amax) {
+                amax = std::fabs(x[i]);
+                max = x[i];
+            }
+        }
+        BlockQ8_K block{};
+        if (amax != 0.0f) {
+            // llama.cpp maps the signed extreme to -127 (not -128) so every code
+            // fits [-127, 127]: SIMD kernels may then negate codes freely.
+            const float iscale = -127.0f / max;
+            for (int i = 0; i < kQK_K; ++i) block.qs[i] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[i])));
+            for (int k = 0; k < kQK_K / 16; ++k) {
+                int sum = 0;
+                for (int l = 0; l < 16; ++l) sum += block.qs[16 * k + l];
+                block.bsums[k] = static_cast<int16_t>(sum);
+            }
+            block.d = 1.0f / iscale;
+        }
+        store_block(dst, b, block);
+    }
+}
+
+}  // namespace tessera

@@ -1,0 +1,25 @@
+// Scalar reference kernels for the K-quant types: Q4_K and Q6_K weights, Q8_K
+// activations. Quantizers follow llama.cpp's reference ones (scale searches
+// included), so a tensor quantized here decodes like one from llama-quantize.
+// They are registered in scalar_traits (quant_scalar.cpp); SIMD kernels are
+// tested against them. n is always a multiple of 256; buffers may be unaligned.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera {
+
+void q4_k_to_float(const void* src, float* dst, int64_t n);
+void q4_k_from_float(const float* src, void* dst, int64_t n);
+// Q4_K row . Q8_K row.
+float q4_k_vec_dot(int64_t n, const void* w, const void* x);
+
+void q6_k_to_float(const void* src, float* dst, int64_t n);
+void q6_k_from_float(const float* src, void* dst, int64_t n);
+// Q6_K row . Q8_K row.
+float q6_k_vec_dot(int64_t n, const void* w, const void* x);
+
+void q8_k_to_float(const void* src, float* dst, int64_t n);
+void q8_k_from_float(const float* src, void* dst, int64_t n);
+
+}  // namespace tessera
