@@ -19,7 +19,7 @@ const QuantTraits* compute_traits(QuantType type) {
 const QuantTraits& require_compute_traits(QuantType type, const char* what) {
     const QuantTraits* traits = compute_traits(type);
     if (traits == nullptr) {
-        throw make_error("{}: tensor type {} is not supported (supported: F32, F16, Q8_0, Q4_0)", what,
+        throw make_error("{}: tensor type {} is not supported (supported: F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)", what,
                          quant_type_name(type));
     }
     return *traits;
