@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# tessera against llama.cpp's llama-bench on one machine: the same GGUF file
+# (a TinyLlama-1.1B-shaped model written by `tessera gen-model`), the same
+# tests (pp512: one 512-token prompt; tg128: 128 generated tokens), the same
+# thread counts, each after one warm-up run. Min and median over the
+# repetitions, the ratio of medians (tessera / llama.cpp, above 1 = tessera
+# faster), and for generation tessera's weight bytes per token, the machine's
+# measured memory bandwidth and the fraction of it generation reaches.
+#
+#   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"]
+#                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
+#                             [--tessera BIN] [--vocab GGUF] [--raw DIR]
+#
+# --llama-cpp: a llama.cpp checkout (its llama-bench at DIR/build/bin) or the
+#   directory holding llama-bench itself; default /tmp/llama.cpp. Without it
+#   only tessera's figures are shown.
+# --models: where the generated models live; missing ones are generated there
+#   (default /tmp/bench-models; Q4_0/Q4_K ~590 MiB each, Q8_0 ~1.1 GiB).
+# --raw: keep both tools' JSON output in DIR.
+# llama.cpp build (CPU only, its default native flags):
+#   cmake -S DIR -B DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_OPENMP=ON \
+#     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF && cmake --build DIR/build -j --target llama-bench
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+llama_dir=/tmp/llama.cpp
+types="Q4_0 Q8_0 Q4_K"
+threads="1 2"
+reps=5
+models=/tmp/bench-models
+n_prompt=512
+n_gen=128
+tessera=$repo/build/tessera
+vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+raw=""
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "single_node.sh: $*" >&2; exit 1; }
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --llama-cpp) need_value "$@"; llama_dir=$2; shift 2 ;;
+    --types) need_value "$@"; types=$2; shift 2 ;;
+    --threads) need_value "$@"; threads=$2; shift 2 ;;
+    --reps) need_value "$@"; reps=$2; shift 2 ;;
+    --models) need_value "$@"; models=$2; shift 2 ;;
+    --n-prompt) need_value "$@"; n_prompt=$2; shift 2 ;;
+    --n-gen) need_value "$@"; n_gen=$2; shift 2 ;;
+    --tessera) need_value "$@"; tessera=$2; shift 2 ;;
+    --vocab) need_value "$@"; vocab=$2; shift 2 ;;
+    --raw) need_value "$@"; raw=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+done
+
+is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
+is_count "$reps" && [ "$reps" -ge 1 ] || die "--reps must be a positive integer, got '$reps'"
+is_count "$n_prompt" && [ "$n_prompt" -ge 1 ] || die "--n-prompt must be a positive integer, got '$n_prompt'"
+is_count "$n_gen" && [ "$n_gen" -ge 1 ] || die "--n-gen must be a positive integer, got '$n_gen'"
+for t in $threads; do
+  is_count "$t" && [ "$t" -ge 1 ] || die "--threads takes positive integers, got '$t'"
+done
+for q in $types; do
+  case $q in
+    F32|F16|Q8_0|Q4_0|Q4_K|Q6_K) ;;
+    *) die "unsupported type '$q' (tessera gen-model writes F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)" ;;
+  esac
+done
+[ -n "$types" ] || die "--types is empty"
+[ -n "$threads" ] || die "--threads is empty"
+[ -x "$tessera" ] || die "tessera binary not found at $tessera: build it (scripts/setup) or pass --tessera BIN"
+command -v python3 > /dev/null || die "python3 is needed to read the JSON results"
+
+llama_bench=""
+for cand in "$llama_dir/build/bin/llama-bench" "$llama_dir/bin/llama-bench" "$llama_dir/llama-bench"; do
+  if [ -x "$cand" ]; then llama_bench=$cand; break; fi
+done
+if [ -z "$llama_bench" ]; then
+  echo "llama.cpp not found at $llama_dir: build it with" \
+    "'cmake -S $llama_dir -B $llama_dir/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF" \
+    "&& cmake --build $llama_dir/build -j --target llama-bench'; showing tessera figures only"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+out=${raw:-$work}
+mkdir -p "$out" "$models"
+
+# run_logged NAME CMD...: stdout to $out/NAME.json, stderr to $out/NAME.err.
+# A failed run (e.g. a type one tool does not support) is shown, marked in the
+# table and makes the script exit 1 at the end; the other runs still go on.
+failures=0
+run_logged() {
+  local name=$1; shift
+  if "$@" > "$out/$name.json" 2> "$out/$name.err"; then
+    return 0
+  fi
+  echo "single_node.sh: failed: $*" >&2
+  tail -n 20 "$out/$name.err" | sed 's/^/  /' >&2
+  rm -f "$out/$name.json"
+  failures=$((failures + 1))
+  return 1
+}
+
+echo "tessera: $tessera ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+[ -n "$llama_bench" ] && echo "llama-bench: $llama_bench"
+echo "pp$n_prompt and tg$n_gen, $reps repetitions after a warm-up; CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+
+manifest=$out/manifest.txt
+: > "$manifest"
+for q in $types; do
+  model=$models/tinyllama-shape-$q.gguf
+  if [ ! -f "$model" ]; then
+    [ -f "$vocab" ] || die "vocabulary $vocab not found (needed to generate $model); pass --vocab GGUF"
+    echo "generating $model"
+    "$tessera" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
+      --vocab-from "$vocab" --type "$q" -q -o "$model.part" || die "gen-model failed for $q"
+    mv "$model.part" "$model"
+  fi
+  for t in $threads; do
+    echo "running $q, $t thread(s): tessera" >&2
+    tessera_json=$out/tessera-$q-t$t.json
+    run_logged "tessera-$q-t$t" "$tessera" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" --json \
+      || tessera_json=FAILED
+    llama_json=""
+    if [ -n "$llama_bench" ]; then
+      echo "running $q, $t thread(s): llama.cpp" >&2
+      llama_json=$out/llama-$q-t$t.json
+      run_logged "llama-$q-t$t" "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" -o json \
+        || llama_json=FAILED
+    fi
+    printf '%s\t%s\t%s\t%s\n' "$q" "$t" "$tessera_json" "$llama_json" >> "$manifest"
+  done
+done
+
+python3 - "$manifest" "$n_prompt" "$n_gen" <<'PY'
+import json, statistics, sys
+
+manifest, n_prompt, n_gen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"single_node.sh: cannot read JSON from {path}: {e}")
+
+def llama_test(tests, path, prompt, gen):
+    # llama-bench -o json: a list with one object per test; pp has n_gen 0, tg has n_prompt 0.
+    for t in tests:
+        if t.get("n_prompt") == prompt and t.get("n_gen") == gen:
+            ts = t.get("samples_ts") or []
+            if not ts:
+                sys.exit(f"single_node.sh: no samples_ts in {path}")
+            return min(ts), statistics.median(ts)
+    sys.exit(f"single_node.sh: no test with n_prompt={prompt} n_gen={gen} in {path}")
+
+def tessera_test(res, key, path):
+    t = res.get(key)
+    if not t or "tps_min" not in t or "tps_median" not in t:
+        sys.exit(f"single_node.sh: no '{key}' figures in {path}")
+    return t["tps_min"], t["tps_median"]
+
+def pair(x, failed=False):
+    return "failed" if failed else f"{x[0]:.2f} / {x[1]:.2f}" if x else "-"
+
+def fig(res, key, scale, digits):
+    return f"{res[key] * scale:.{digits}f}" if key in res else "-"
+
+def ratio(a, b):
+    return f"{a[1] / b[1]:.2f}" if a and b and b[1] > 0 else "-"
+
+pp, tg = f"pp{n_prompt}", f"tg{n_gen}"
+header = ["type", "thr",
+          f"tessera {pp} min/med", f"llama.cpp {pp} min/med", "ratio",
+          f"tessera {tg} min/med", f"llama.cpp {tg} min/med", "ratio",
+          "weight MB/tok", "mem BW GB/s", "tg BW GB/s", "BW frac"]
+rows = []
+for line in open(manifest):
+    qtype, threads, tpath, lpath = line.rstrip("\n").split("\t")
+    tres, tpp, ttg = {}, None, None
+    if tpath != "FAILED":
+        tres = load(tpath)
+        tpp, ttg = tessera_test(tres, "pp", tpath), tessera_test(tres, "tg", tpath)
+    lpp = ltg = None
+    if lpath and lpath != "FAILED":
+        ltests = load(lpath)
+        lpp = llama_test(ltests, lpath, n_prompt, 0)
+        ltg = llama_test(ltests, lpath, 0, n_gen)
+    tfail, lfail = tpath == "FAILED", lpath == "FAILED"
+    rows.append([qtype, threads, pair(tpp, tfail), pair(lpp, lfail), ratio(tpp, lpp),
+                 pair(ttg, tfail), pair(ltg, lfail), ratio(ttg, ltg),
+                 fig(tres, "weight_bytes_per_token", 1e-6, 1),
+                 fig(tres, "mem_bandwidth_gbs", 1, 1),
+                 fig(tres, "tg_bandwidth_gbs", 1, 2),
+                 fig(tres, "tg_bandwidth_fraction", 1, 3)])
+
+widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+fmt = lambda r: "| " + " | ".join(c.rjust(w) if i >= 2 else c.ljust(w)
+                                  for i, (c, w) in enumerate(zip(r, widths))) + " |"
+print()
+print("tok/s: min / median over the repetitions; ratio: tessera median / llama.cpp median")
+print("weight MB/tok, BW: tessera's figures for generation (weight bytes read per token,")
+print("measured memory bandwidth, bandwidth generation reaches, and its fraction of the measured)")
+print(fmt(header))
+print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+for r in rows:
+    print(fmt(r))
+PY
+if [ "$failures" -gt 0 ]; then
+  echo "single_node.sh: $failures run(s) failed (errors above)" >&2
+  exit 1
+fi
