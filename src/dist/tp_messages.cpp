@@ -19,6 +19,9 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kAttention: return "attention";
         case TpMessage::kFfn: return "ffn";
         case TpMessage::kPartial: return "partial";
+        case TpMessage::kStageInput: return "stage-input";
+        case TpMessage::kLogits: return "logits";
+        case TpMessage::kStageHello: return "stage-hello";
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";

@@ -34,12 +34,18 @@ enum class TpMessage : uint16_t {
     kAttention = 10,
     kFfn = 11,
     kPartial = 12,
+    kStageInput = 13,  // pipeline: residual rows into a stage (StepHeader.layer holds StageFlags)
+    kLogits = 14,      // pipeline: the last stage's logits, straight to the root
+    kStageHello = 15,  // pipeline: a stage introducing itself to the next one
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,
 };
 
 const char* tp_message_name(uint16_t type);
+
+// What the root wants back from the last stage for a batch of positions.
+enum StageFlags : uint32_t { kWantLastLogits = 1, kWantAllLogits = 2 };
 
 // How activation and partial rows travel. F32 is exact; Q8_0 (activations)
 // and F16 (partials) are --fast's smaller encodings.

@@ -2,6 +2,7 @@
 
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
+#include "dist/stage_loop.h"
 #include "dist/tp_messages.h"
 #include "model/slice_file.h"
 #include "model/slice_forward.h"
@@ -156,7 +157,7 @@ void receive_slice_file(FrameChannel& channel, const std::string& path, const st
 }
 
 // One root's session: handshake, slice assignment, then steps until shutdown.
-void serve_session(FrameChannel& channel, const LlamaModel* full_model, ThreadPool& pool,
+void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaModel* full_model, ThreadPool& pool,
                    const WorkerOptions& options) {
     const std::string peer = channel.peer();
     Frame frame;
@@ -186,8 +187,11 @@ void serve_session(FrameChannel& channel, const LlamaModel* full_model, ThreadPo
     WireFormat partial_format = WireFormat::F32;
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
+    const bool stage = assign.value("role", std::string("tensor")) == "stage";
     try {
         slice = parse_slice(assign.at("slice"));
+        slice.outputs = stage && assign.value("last", false);
+        if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
         config.n_ctx = assign.at("n_ctx");
         config.n_batch = assign.at("n_batch");
         config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
@@ -219,6 +223,22 @@ void serve_session(FrameChannel& channel, const LlamaModel* full_model, ThreadPo
     } catch (const std::exception& e) {
         send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
         throw;
+    }
+    if (stage) {
+        StageLinks links;
+        links.has_prev = assign.value("prev", false);
+        if (assign.contains("next") && assign["next"].is_string()) links.next = parse_host_port(assign["next"]);
+        links.fingerprint = root_fingerprint;
+        try {
+            serve_stage(channel, listener, *forward, links, options.limits, options.log);
+        } catch (const Error& e) {
+            try {
+                send_json(channel, TpMessage::kError, {{"error", e.what()}});
+            } catch (const Error&) {
+            }
+            throw;
+        }
+        return;
     }
     send_json(channel, TpMessage::kReady, {{"ok", true}});
     if (options.log) options.log(fmt::format("serving {} to {}", describe_slice(slice), peer));
@@ -293,7 +313,7 @@ void run_tp_worker(const WorkerOptions& options) {
     for (;;) {
         FrameChannel channel(listener.accept(-1), options.limits);
         try {
-            serve_session(channel, model.get(), pool, options);
+            serve_session(channel, listener, model.get(), pool, options);
             if (options.log) options.log(fmt::format("session with {} ended", channel.peer()));
         } catch (const Error& e) {
             if (options.log) options.log(fmt::format("session with {} failed: {}", channel.peer(), e.what()));

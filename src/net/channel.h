@@ -64,6 +64,8 @@ public:
     bool poll(int timeout_ms) { return stream_.wait_readable(timeout_ms); }
 
     const std::string& peer() const { return stream_.peer(); }
+    // For waiting on several channels at once (poll).
+    int fd() const { return stream_.fd(); }
     void close() { stream_.close(); }
     void set_codec(std::unique_ptr<FrameCodec> codec) { codec_ = std::move(codec); }
 

@@ -51,6 +51,7 @@ public:
     void set_spin_before_sleep(int us) { spin_us_ = us; }
 
     bool is_open() const { return fd_ >= 0; }
+    int fd() const { return fd_; }
     const std::string& peer() const { return peer_; }
     void close();
 

@@ -1,0 +1,240 @@
+#include "dist/pipeline_decoder.h"
+
+#include "dist/planner.h"
+#include "dist/speed_probe.h"
+#include "util/error.h"
+#include "util/system_memory.h"
+
+#include <nlohmann/json.hpp>
+#include <poll.h>
+
+#include <algorithm>
+
+namespace tessera {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kHandshakeTimeoutMs = 60000;
+
+void send_json(FrameChannel& channel, TpMessage type, const json& j) {
+    const std::string text = j.dump();
+    channel.send(static_cast<uint16_t>(type),
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+json recv_json(FrameChannel& channel, TpMessage expected, const std::string& who) {
+    Frame frame;
+    channel.recv(frame, kHandshakeTimeoutMs);
+    const json j = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
+    if (frame.type == static_cast<uint16_t>(TpMessage::kError) && j.is_object()) {
+        throw make_error("{} failed: {}", who, j.value("error", std::string("?")));
+    }
+    if (frame.type != static_cast<uint16_t>(expected) || !j.is_object()) {
+        throw make_error("{}: expected a {} message, got {}", who, tp_message_name(static_cast<uint16_t>(expected)),
+                         tp_message_name(frame.type));
+    }
+    return j;
+}
+
+std::string stage_name(const std::string& address, size_t stage) {
+    return fmt::format("stage {} ({})", stage, address);
+}
+
+}  // namespace
+
+PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& config)
+    : config_(config), pool_(config.n_threads) {
+    const ModelHParams& hp = model.hparams();
+    const size_t n_stages = config.stages.size() + 1;
+    if (!config.weights.empty() && config.weights.size() != n_stages) {
+        throw make_error("{} weights given for {} stages", config.weights.size(), n_stages);
+    }
+    if (static_cast<int>(n_stages) > hp.n_layer) {
+        throw make_error("{} stages for a model of {} layers: at most one stage per layer", n_stages, hp.n_layer);
+    }
+    stages_.resize(n_stages);
+    stages_[0].address = "root";
+    std::vector<double> probes(n_stages, -1.0);
+    std::vector<uint64_t> free_memory(n_stages, available_memory_bytes());
+    const std::string fingerprint = model.file().fingerprint_hex();
+    for (size_t i = 0; i < config.stages.size(); ++i) {
+        const std::string who = stage_name(config.stages[i].str(), i + 1);
+        stages_[i + 1].address = config.stages[i].str();
+        try {
+            channels_.push_back(std::make_unique<FrameChannel>(
+                TcpStream::connect(config.stages[i], config.connect_timeout_ms), config.limits));
+            send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
+        } catch (const Error& e) {
+            throw make_error("{}: {}", who, e.what());
+        }
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = stage_name(stages_[i + 1].address, i + 1);
+        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who);
+        if (!reply.value("ok", false) || !reply.value("has_model", false)) {
+            throw make_error("{} holds a different model or none (fingerprint {} != {} of {})", who,
+                             reply.value("fingerprint", std::string("none")), fingerprint, model.path());
+        }
+        probes[i + 1] = reply.value("probe_seconds", -1.0);
+        free_memory[i + 1] = reply.value("free_memory", uint64_t{0});
+    }
+    probes[0] = probe_seconds(model, pool_);
+    for (double& p : probes) {
+        if (p <= 0) p = probes[0];
+    }
+    const std::vector<double> weights = config.weights.empty() ? weights_from_probes(probes) : config.weights;
+    std::vector<int> layers = apportion(hp.n_layer, weights);
+    // Every stage holds at least one layer: take from the largest blocks.
+    for (int& n : layers) {
+        if (n == 0) {
+            (*std::max_element(layers.begin(), layers.end()))--;
+            n = 1;
+        }
+    }
+    int layer = 0;
+    for (size_t s = 0; s < n_stages; ++s) {
+        Slice& slice = stages_[s].slice;
+        slice = full_slice(hp);
+        slice.layer_begin = layer;
+        slice.layer_end = layer += layers[s];
+        slice.embeds = s == 0;
+        slice.outputs = s + 1 == n_stages;
+        stages_[s].weight = weights[s];
+        const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx, config.forward.kv_type);
+        stages_[s].footprint_bytes = f.total();
+        if (f.total() > free_memory[s]) {
+            throw make_error("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                             "available", s, stages_[s].address, f.total(), f.weight_bytes, f.kv_bytes, free_memory[s]);
+        }
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const Slice& s = stages_[i + 1].slice;
+        json assign = {{"role", "stage"},
+                       {"slice",
+                        {{"layers", {s.layer_begin, s.layer_end}},
+                         {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
+                         {"ffn", {s.ffn_begin, s.ffn_end}}}},
+                       {"last", i + 2 == n_stages},
+                       {"prev", i > 0},
+                       {"n_ctx", config.forward.n_ctx},
+                       {"n_batch", config.forward.n_batch},
+                       {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
+                       {"partial_format", 0}};
+        if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
+        send_json(*channels_[i], TpMessage::kAssign, assign);
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = stage_name(stages_[i + 1].address, i + 1);
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who);
+        if (!ready.value("ok", false)) {
+            throw make_error("{} refused its stage: {}", who, ready.value("error", std::string("?")));
+        }
+    }
+    forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, config.forward, pool_);
+    x_.resize(static_cast<size_t>(forward_->n_batch()) * hp.n_embd);
+    logits_.resize(static_cast<size_t>(hp.n_vocab));
+}
+
+PipelineDecoder::~PipelineDecoder() {
+    for (auto& channel : channels_) {
+        try {
+            channel->send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>());
+        } catch (const Error&) {
+            // A stage that is already gone needs no goodbye.
+        }
+    }
+}
+
+// Waits for the next logits from the last stage, watching every stage: an
+// error or a hang-up anywhere in the chain is reported by stage and address.
+void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
+    const int width = forward_->hparams().n_vocab;
+    FrameChannel& last = *channels_.back();
+    for (;;) {
+        std::vector<pollfd> fds;
+        for (auto& c : channels_) fds.push_back({c->fd(), POLLIN, 0});
+        const int ready = ::poll(fds.data(), fds.size(), config_.limits.io_timeout_ms);
+        if (ready == 0) {
+            throw make_error("no stage answered within {} ms (the pipeline stalled)", config_.limits.io_timeout_ms);
+        }
+        if (ready < 0) continue;
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+            const std::string who = stage_name(stages_[i + 1].address, i + 1);
+            try {
+                channels_[i]->recv(frame_);
+            } catch (const Error& e) {
+                throw make_error("{} stopped responding: {}", who, e.what());
+            }
+            const auto type = static_cast<TpMessage>(frame_.type);
+            if (type == TpMessage::kHeartbeat) continue;
+            if (type == TpMessage::kError) {
+                const json j = json::parse(frame_.payload.begin(), frame_.payload.end(), nullptr, false);
+                throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
+            }
+            if (type != TpMessage::kLogits || channels_[i].get() != &last) {
+                throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+            }
+            const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
+            if (got.n_tok != rows || got.width != static_cast<uint32_t>(width)) {
+                throw make_error("{}: {} rows of logits where {} were due", who, got.n_tok, rows);
+            }
+            std::copy(received_.begin(), received_.end(), dst);
+            return;
+        }
+    }
+}
+
+void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, float* out) {
+    if (tokens.empty()) throw make_error("internal: eval of no tokens");
+    if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
+        throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
+    }
+    const ModelHParams& hp = forward_->hparams();
+    // With stages, micro-batches keep every stage busy on a long prompt.
+    const size_t step = std::min<size_t>(forward_->n_batch(),
+                                         channels_.empty() ? forward_->n_batch() : std::max(1, config_.micro_batch));
+    for (size_t b = 0; b < tokens.size(); b += step) {
+        const std::span<const int32_t> batch = tokens.subspan(b, std::min(step, tokens.size() - b));
+        const int n_tok = static_cast<int>(batch.size());
+        const bool last_batch = b + step >= tokens.size();
+        forward_->embed(batch, x_.data());
+        forward_->forward_layers(x_.data(), pos + static_cast<int>(b), n_tok);
+        if (channels_.empty()) {
+            if (all) forward_->logits(x_.data(), n_tok, out + b * hp.n_vocab);
+            else if (last_batch) forward_->logits(x_.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd, 1, out);
+            continue;
+        }
+        uint32_t flags = 0;
+        if (all) flags = kWantAllLogits;
+        else if (last_batch) flags = kWantLastLogits;
+        const StepHeader header{flags, static_cast<uint32_t>(pos + static_cast<int>(b)), static_cast<uint32_t>(n_tok),
+                                static_cast<uint32_t>(hp.n_embd), WireFormat::F32};
+        encode_step(header, x_.data(), message_);
+        try {
+            channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
+        } catch (const Error& e) {
+            throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+        }
+        // Every position's logits (perplexity) are large: take each batch's
+        // before sending the next, so no stage ever blocks on a full socket
+        // while the root blocks on another. Only generation pipelines.
+        if (all) receive_logits(out + b * hp.n_vocab, static_cast<uint32_t>(n_tok));
+        else if (last_batch) receive_logits(out, 1);
+    }
+}
+
+const float* PipelineDecoder::eval(std::span<const int32_t> tokens, int pos) {
+    run(tokens, pos, false, logits_.data());
+    return logits_.data();
+}
+
+const float* PipelineDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
+    all_logits_.resize(tokens.size() * logits_.size());
+    run(tokens, pos, true, all_logits_.data());
+    return all_logits_.data();
+}
+
+}  // namespace tessera

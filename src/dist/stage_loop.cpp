@@ -1,0 +1,94 @@
+#include "dist/stage_loop.h"
+
+#include "dist/tp_messages.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+#include <poll.h>
+
+#include <memory>
+
+namespace tessera {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kLinkTimeoutMs = 30000;
+constexpr int kIdlePollMs = 1000;
+
+void send_json(FrameChannel& channel, TpMessage type, const json& j) {
+    const std::string text = j.dump();
+    channel.send(static_cast<uint16_t>(type),
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace
+
+void serve_stage(FrameChannel& control, TcpListener& listener, SliceForward& forward, const StageLinks& links,
+                 const ChannelLimits& limits, const std::function<void(const std::string&)>& log) {
+    // Links first: accept the previous stage, connect to the next one.
+    std::unique_ptr<FrameChannel> prev, next;
+    Frame frame;
+    if (links.has_prev) {
+        prev = std::make_unique<FrameChannel>(listener.accept(kLinkTimeoutMs), limits);
+        prev->recv(frame, kLinkTimeoutMs);
+        const json hello = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
+        if (frame.type != static_cast<uint16_t>(TpMessage::kStageHello) || !hello.is_object() ||
+            hello.value("fingerprint", std::string()) != links.fingerprint) {
+            throw make_error("{}: the previous stage runs another model or protocol", prev->peer());
+        }
+    }
+    if (links.next) {
+        next = std::make_unique<FrameChannel>(TcpStream::connect(*links.next, kLinkTimeoutMs), limits);
+        send_json(*next, TpMessage::kStageHello, {{"fingerprint", links.fingerprint}});
+    }
+    send_json(control, TpMessage::kReady, {{"ok", true}});
+    if (log) log(fmt::format("stage {} linked", describe_slice(forward.slice())));
+
+    FrameChannel& input = prev ? *prev : control;
+    const ModelHParams& hp = forward.hparams();
+    std::vector<float> x, logits;
+    std::vector<uint8_t> out;
+    for (;;) {
+        pollfd fds[2] = {{control.fd(), POLLIN, 0}, {input.fd(), POLLIN, 0}};
+        const int n_fds = prev ? 2 : 1;
+        if (::poll(fds, static_cast<nfds_t>(n_fds), kIdlePollMs) <= 0) continue;
+        FrameChannel& from = (n_fds == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ? input : control;
+        from.recv(frame);
+        const auto type = static_cast<TpMessage>(frame.type);
+        if (type == TpMessage::kHeartbeat) continue;
+        if (type == TpMessage::kShutdown && &from == &control) return;
+        if (type != TpMessage::kStageInput) {
+            throw make_error("{}: unexpected {} message", from.peer(), tp_message_name(frame.type));
+        }
+        const StepHeader step = decode_step(frame.payload, x, from.peer().c_str());
+        const int n_tok = static_cast<int>(step.n_tok);
+        if (step.width != static_cast<uint32_t>(hp.n_embd) || n_tok < 1 || n_tok > forward.n_batch() ||
+            step.pos0 + step.n_tok > static_cast<uint32_t>(forward.n_ctx())) {
+            throw make_error("{}: stage input of {} rows x {} at {} does not fit (width {}, batch {}, context {})",
+                             from.peer(), step.n_tok, step.width, step.pos0, hp.n_embd, forward.n_batch(),
+                             forward.n_ctx());
+        }
+        forward.forward_layers(x.data(), static_cast<int>(step.pos0), n_tok);
+        if (next) {
+            encode_step(step, x.data(), out);
+            next->send(static_cast<uint16_t>(TpMessage::kStageInput), out);
+            continue;
+        }
+        // The last stage: logits of the rows the root asked for, to the root.
+        if ((step.layer & (kWantLastLogits | kWantAllLogits)) == 0) continue;
+        const bool all = (step.layer & kWantAllLogits) != 0;
+        const int rows = all ? n_tok : 1;
+        logits.resize(static_cast<size_t>(rows) * hp.n_vocab);
+        forward.logits(x.data() + (all ? 0 : static_cast<size_t>(n_tok - 1) * hp.n_embd), rows, logits.data());
+        StepHeader reply = step;
+        reply.n_tok = static_cast<uint32_t>(rows);
+        reply.width = static_cast<uint32_t>(hp.n_vocab);
+        reply.format = WireFormat::F32;
+        encode_step(reply, logits.data(), out);
+        control.send(static_cast<uint16_t>(TpMessage::kLogits), out);
+    }
+}
+
+}  // namespace tessera

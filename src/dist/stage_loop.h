@@ -1,0 +1,28 @@
+// A worker serving one pipeline stage (LEAP, Shard): a contiguous block of
+// whole layers. Residual rows arrive from the previous stage (or from the
+// root for the first worker stage), run through the stage's layers, and go
+// straight on to the next stage; the last stage computes the logits and sends
+// them to the root directly, one hop, never back along the chain.
+#pragma once
+
+#include "model/slice_forward.h"
+#include "net/channel.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+struct StageLinks {
+    bool has_prev = false;            // rows come from a previous worker stage (else from the root)
+    std::optional<HostPort> next;     // the next stage's address (none: this is the last stage)
+    std::string fingerprint;          // the model's, checked between stages
+};
+
+// Runs until the root shuts the session down; throws an Error naming the
+// peer on any failure. `listener` is where the previous stage connects.
+void serve_stage(FrameChannel& control, TcpListener& listener, SliceForward& forward, const StageLinks& links,
+                 const ChannelLimits& limits, const std::function<void(const std::string&)>& log);
+
+}  // namespace tessera
