@@ -1,7 +1,7 @@
 #include "ops/quant_traits.h"
 
 #include "ops/dot_kernels.h"
-#include "ops/kquant_kernels.h"
+#include "ops/kquants_hwy.h"
 
 #include "util/checked.h"
 #include "util/error.h"
@@ -12,7 +12,7 @@ const QuantTraits* compute_traits(QuantType type) {
     // The best SIMD target of this CPU (chosen by Highway's dispatch; tests may
     // force another), falling back to the scalar references.
     if (const QuantTraits* simd = simd_block_traits(type)) return simd;
-    if (const QuantTraits* simd = simd_kquant_traits(type)) return simd;
+    if (const QuantTraits* simd = kquants_simd_traits(type)) return simd;
     return scalar_traits(type);
 }
 
