@@ -6,6 +6,9 @@
 
 #include "ops/quant_traits.h"
 
+#include <cstdint>
+#include <vector>
+
 namespace tessera {
 
 // The traits table of the best target this CPU supports (or of the target a
@@ -13,5 +16,11 @@ namespace tessera {
 // Q4_0; nullptr for other types. Entries a target does not specialize are the
 // scalar references.
 const QuantTraits* simd_block_traits(QuantType type);
+
+// The targets dot_hwy.cpp was compiled for that this CPU supports, best first
+// (for tests and benchmarks to force each in turn with
+// hwy::SetSupportedTargetsForTest). Other files may compile fewer targets
+// (AVX3_DL is opt-in), so their own HWY_TARGETS would miss some.
+std::vector<int64_t> simd_block_targets();
 
 }  // namespace tessera

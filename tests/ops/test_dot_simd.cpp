@@ -1,8 +1,11 @@
 // Every SIMD kernel of simd_block_traits (F32, F16, Q8_0, Q4_0: vec_dot,
-// vec_dot_tile, to_float) against its scalar reference, on every compiled
-// target this CPU supports, on random data including the extreme codes
-// (-128 in Q8_0 weights), odd block counts, unaligned buffers and odd tile
-// shapes.
+// vec_dot_tile, to_float, the Q8_0 activation quantizer) against its scalar
+// reference, on every target dot_hwy.cpp was compiled for that this CPU
+// supports: random data including the extreme codes (-128 and 127 in Q8_0
+// weights), block counts from 1 up (odd ones too), buffers 0..15 bytes off
+// alignment, and tile shapes that leave partial register tiles on every
+// edge. Dot products may differ from the reference only by float rounding:
+// the tolerance is relative to the sum of |w_i * x_i|.
 #include "ops/dot_kernels.h"
 #include "util/rng.h"
 
@@ -17,9 +20,11 @@ namespace tessera {
 
 namespace {
 
+constexpr QuantType kTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0};
+
 template <typename Body>
 void for_each_target(Body body) {
-    const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+    const std::vector<int64_t> targets = simd_block_targets();
     ASSERT_FALSE(targets.empty());
     for (int64_t target : targets) {
         hwy::SetSupportedTargetsForTest(target);
@@ -28,8 +33,9 @@ void for_each_target(Body body) {
     hwy::SetSupportedTargetsForTest(0);
 }
 
-// A row of n elements of `type` in random valid bytes: quantized from random
-// floats, then (for Q8_0 weights) some codes forced to the extremes.
+// A row of n elements of `type` in random valid bytes, `offset` bytes into
+// the returned buffer: quantized from random floats, then (for Q8_0 weights)
+// some codes forced to the extremes.
 std::vector<uint8_t> random_row(QuantType type, int64_t n, Rng& rng, bool extremes, size_t offset) {
     const QuantTraits& ref = *scalar_traits(type);
     std::vector<float> x(static_cast<size_t>(n));
@@ -46,26 +52,39 @@ std::vector<uint8_t> random_row(QuantType type, int64_t n, Rng& rng, bool extrem
     return bytes;
 }
 
-double tolerance(QuantType type, double magnitude) { return 1e-5 * magnitude + (type == QuantType::F32 ? 1e-5 : 1e-4); }
+// sum |w_i * x_i| from the scalar dequantizations: the scale of the rounding
+// a reordered float sum may differ by.
+double sum_abs_terms(QuantType type, const uint8_t* w, QuantType x_type, const uint8_t* x, int64_t n) {
+    std::vector<float> wf(static_cast<size_t>(n)), xf(wf.size());
+    scalar_traits(type)->to_float(w, wf.data(), n);
+    scalar_traits(x_type)->to_float(x, xf.data(), n);
+    double sum = 0;
+    for (size_t i = 0; i < wf.size(); ++i) sum += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+    return sum;
+}
+
+double tolerance(double abs_terms) { return 1e-5 * abs_terms + 1e-6; }
 
 }  // namespace
 
 TEST(DotSimd, VecDotMatchesScalarOnEveryTarget) {
     for_each_target([](const char* target) {
-        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        for (QuantType type : kTypes) {
             const QuantTraits& simd = *simd_block_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
             const QuantType vdt = ref.vec_dot_type;
             Rng rng(7);
-            for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
+            for (int64_t blocks : {1, 2, 3, 4, 5, 7, 64, 65, 176}) {
                 const int64_t n = blocks * 32;
-                for (size_t offset : {0u, 1u, 5u, 15u}) {
-                    const auto w = random_row(type, n, rng, true, offset);
-                    const auto x = random_row(vdt, n, rng, false, 15 - offset);
-                    const float want = ref.vec_dot(n, w.data() + offset, x.data() + 15 - offset);
-                    const float got = simd.vec_dot(n, w.data() + offset, x.data() + 15 - offset);
-                    ASSERT_NEAR(got, want, tolerance(type, std::sqrt(static_cast<double>(n)) * 10))
-                        << target << " " << quant_type_name(type) << " n " << n << " offset " << offset;
+                for (size_t w_off : {0u, 1u, 2u, 7u, 15u}) {
+                    const size_t x_off = (w_off * 5 + 3) % 16;
+                    const auto w = random_row(type, n, rng, true, w_off);
+                    const auto x = random_row(vdt, n, rng, false, x_off);
+                    const float want = ref.vec_dot(n, w.data() + w_off, x.data() + x_off);
+                    const float got = simd.vec_dot(n, w.data() + w_off, x.data() + x_off);
+                    const double tol = tolerance(sum_abs_terms(type, w.data() + w_off, vdt, x.data() + x_off, n));
+                    ASSERT_NEAR(got, want, tol) << target << " " << quant_type_name(type) << " n " << n
+                                                << " offsets " << w_off << "," << x_off;
                 }
             }
         }
@@ -74,32 +93,48 @@ TEST(DotSimd, VecDotMatchesScalarOnEveryTarget) {
 
 TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
     for_each_target([](const char* target) {
-        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        for (QuantType type : kTypes) {
             const QuantTraits& simd = *simd_block_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
             const QuantType vdt = ref.vec_dot_type;
             Rng rng(11);
-            const int64_t n = 5 * 32;
-            for (int rows : {1, 2, 3, 5}) {
-                for (int cols : {1, 3, 4, 7, 9}) {
-                    // Rows and columns strided like matrices, one byte off alignment.
-                    const size_t w_stride = quant_row_bytes(type, n) + 3, x_stride = quant_row_bytes(vdt, n) + 1;
-                    std::vector<uint8_t> w(1 + rows * w_stride), x(1 + cols * x_stride);
-                    for (int r = 0; r < rows; ++r) {
-                        const auto row = random_row(type, n, rng, true, 0);
-                        std::memcpy(w.data() + 1 + r * w_stride, row.data(), row.size());
-                    }
-                    for (int c = 0; c < cols; ++c) {
-                        const auto row = random_row(vdt, n, rng, false, 0);
-                        std::memcpy(x.data() + 1 + c * x_stride, row.data(), row.size());
-                    }
-                    const size_t y_stride = static_cast<size_t>(rows) + 2;
-                    std::vector<float> want(cols * y_stride, -1.0f), got(want.size(), -1.0f);
-                    ref.vec_dot_tile(n, w.data() + 1, w_stride, rows, x.data() + 1, x_stride, cols, want.data(), y_stride);
-                    simd.vec_dot_tile(n, w.data() + 1, w_stride, rows, x.data() + 1, x_stride, cols, got.data(), y_stride);
-                    for (size_t i = 0; i < want.size(); ++i) {
-                        ASSERT_NEAR(got[i], want[i], tolerance(type, 100.0))
-                            << target << " " << quant_type_name(type) << " tile " << rows << "x" << cols << " at " << i;
+            for (int64_t blocks : {1, 3, 8}) {
+                const int64_t n = blocks * 32;
+                for (int rows : {1, 2, 3, 4, 5, 7, 9, 16}) {
+                    for (int cols : {1, 2, 3, 4, 5, 7, 9, 17}) {
+                        // Rows and columns strided like matrices, off alignment.
+                        const size_t w_off = (rows * 3) % 16, x_off = (cols * 7) % 16;
+                        const size_t w_stride = quant_row_bytes(type, n) + 3;
+                        const size_t x_stride = quant_row_bytes(vdt, n) + 1;
+                        std::vector<uint8_t> w(w_off + rows * w_stride), x(x_off + cols * x_stride);
+                        for (int r = 0; r < rows; ++r) {
+                            const auto row = random_row(type, n, rng, true, 0);
+                            std::memcpy(w.data() + w_off + r * w_stride, row.data(), row.size());
+                        }
+                        for (int c = 0; c < cols; ++c) {
+                            const auto row = random_row(vdt, n, rng, false, 0);
+                            std::memcpy(x.data() + x_off + c * x_stride, row.data(), row.size());
+                        }
+                        // Padding between the columns of y must stay untouched.
+                        const size_t y_stride = static_cast<size_t>(rows) + 2;
+                        std::vector<float> want(cols * y_stride, -1.0f), got(want.size(), -1.0f);
+                        ref.vec_dot_tile(n, w.data() + w_off, w_stride, rows, x.data() + x_off, x_stride, cols,
+                                         want.data(), y_stride);
+                        simd.vec_dot_tile(n, w.data() + w_off, w_stride, rows, x.data() + x_off, x_stride, cols,
+                                          got.data(), y_stride);
+                        for (int c = 0; c < cols; ++c) {
+                            for (size_t r = 0; r < y_stride; ++r) {
+                                const size_t i = c * y_stride + r;
+                                const double tol =
+                                    r < static_cast<size_t>(rows)
+                                        ? tolerance(sum_abs_terms(type, w.data() + w_off + r * w_stride, vdt,
+                                                                  x.data() + x_off + c * x_stride, n))
+                                        : 0.0;
+                                ASSERT_NEAR(got[i], want[i], tol)
+                                    << target << " " << quant_type_name(type) << " n " << n << " tile " << rows
+                                    << "x" << cols << " row " << r << " col " << c;
+                            }
+                        }
                     }
                 }
             }
@@ -107,38 +142,99 @@ TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
     });
 }
 
-// The activation quantizer must give the scalar reference's bytes exactly
-// (results may not depend on the CPU), including values on rounding ties.
-TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
+// A tile call must give each cell what a single dot product gives for it, on
+// the same target (matmul and matvec may mix the two).
+TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
     for_each_target([](const char* target) {
-        Rng rng(9);
-        for (int64_t blocks : {1, 3, 64}) {
-            const int64_t n = blocks * 32;
-            std::vector<float> x(static_cast<size_t>(n) + 1);
-            for (auto& v : x) v = rng.next_normal() * 3.0f;
-            // Ties: values that land exactly on k + 0.5 after scaling.
-            for (int64_t i = 1; i < n; i += 7) x[i] = x[0] * ((i % 127) + 0.5f) / 127.0f;
-            for (size_t offset : {0u, 1u}) {
-                std::vector<uint8_t> want(quant_row_bytes(QuantType::Q8_0, n)), got(want.size());
-                scalar_traits(QuantType::Q8_0)->from_float(x.data() + offset, want.data(), n);
-                simd_block_traits(QuantType::Q8_0)->from_float(x.data() + offset, got.data(), n);
-                ASSERT_EQ(got, want) << target << " n " << n << " offset " << offset;
+        for (QuantType type : kTypes) {
+            const QuantTraits& simd = *simd_block_traits(type);
+            const QuantType vdt = simd.vec_dot_type;
+            Rng rng(13);
+            const int64_t n = 9 * 32;
+            const int rows = 6, cols = 5;
+            const size_t w_stride = quant_row_bytes(type, n), x_stride = quant_row_bytes(vdt, n);
+            std::vector<uint8_t> w, x;
+            for (int r = 0; r < rows; ++r) {
+                const auto row = random_row(type, n, rng, true, 0);
+                w.insert(w.end(), row.begin(), row.end());
+            }
+            for (int c = 0; c < cols; ++c) {
+                const auto row = random_row(vdt, n, rng, false, 0);
+                x.insert(x.end(), row.begin(), row.end());
+            }
+            std::vector<float> y(rows * cols);
+            simd.vec_dot_tile(n, w.data(), w_stride, rows, x.data(), x_stride, cols, y.data(), rows);
+            for (int c = 0; c < cols; ++c) {
+                for (int r = 0; r < rows; ++r) {
+                    const float dot = simd.vec_dot(n, w.data() + r * w_stride, x.data() + c * x_stride);
+                    const double tol = tolerance(sum_abs_terms(type, w.data() + r * w_stride, vdt,
+                                                               x.data() + c * x_stride, n));
+                    ASSERT_NEAR(y[c * rows + r], dot, tol) << target << " " << quant_type_name(type);
+                }
             }
         }
     });
 }
 
-TEST(DotSimd, F16ToFloatMatchesScalarOnEveryTarget) {
+// The activation quantizer must give the scalar reference's bytes exactly
+// (results may not depend on the CPU), including values on rounding ties,
+// all-zero blocks, tiny and huge magnitudes.
+TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
     for_each_target([](const char* target) {
-        Rng rng(3);
-        for (int64_t n : {1, 7, 8, 16, 33, 1000}) {
-            const auto h = random_row(QuantType::F16, n, rng, false, 1);
-            std::vector<float> want(static_cast<size_t>(n)), got(want.size());
-            scalar_traits(QuantType::F16)->to_float(h.data() + 1, want.data(), n);
-            simd_block_traits(QuantType::F16)->to_float(h.data() + 1, got.data(), n);
-            ASSERT_EQ(got, want) << target << " n " << n;
+        Rng rng(9);
+        for (int64_t blocks : {1, 2, 3, 64}) {
+            const int64_t n = blocks * 32;
+            for (float magnitude : {3.0f, 1e-6f, 1e-30f, 3e4f, 1e30f}) {
+                std::vector<float> x(static_cast<size_t>(n) + 16);
+                for (auto& v : x) v = rng.next_normal() * magnitude;
+                // Ties: values that land exactly on k + 0.5 after scaling.
+                for (int64_t i = 1; i < n; i += 7) x[i] = x[0] * ((i % 127) + 0.5f) / 127.0f;
+                // An all-zero block and one of a single nonzero value.
+                if (blocks >= 3) {
+                    std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+                    std::fill(x.begin() + 64, x.begin() + 96, 0.0f);
+                    x[70] = -magnitude;
+                }
+                for (size_t offset : {0u, 1u, 3u, 15u}) {
+                    std::vector<uint8_t> want(quant_row_bytes(QuantType::Q8_0, n)), got(want.size());
+                    scalar_traits(QuantType::Q8_0)->from_float(x.data() + offset, want.data(), n);
+                    simd_block_traits(QuantType::Q8_0)->from_float(x.data() + offset, got.data(), n);
+                    ASSERT_EQ(got, want) << target << " n " << n << " magnitude " << magnitude << " offset "
+                                         << offset;
+                }
+            }
         }
     });
+}
+
+TEST(DotSimd, ToFloatMatchesScalarOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(3);
+        for (QuantType type : kTypes) {
+            const int64_t step = type == QuantType::F32 || type == QuantType::F16 ? 1 : 32;
+            for (int64_t count : {1, 7, 8, 16, 33}) {
+                const int64_t n = count * step;
+                const auto h = random_row(type, n, rng, true, 1);
+                std::vector<float> want(static_cast<size_t>(n)), got(want.size());
+                scalar_traits(type)->to_float(h.data() + 1, want.data(), n);
+                simd_block_traits(type)->to_float(h.data() + 1, got.data(), n);
+                ASSERT_EQ(got, want) << target << " " << quant_type_name(type) << " n " << n;
+            }
+        }
+    });
+}
+
+// Every compiled target is reported, and the default dispatch is the best.
+TEST(DotSimd, TargetsAreListedBestFirst) {
+    const std::vector<int64_t> targets = simd_block_targets();
+    ASSERT_FALSE(targets.empty());
+    for (size_t i = 1; i < targets.size(); ++i) EXPECT_LT(targets[i - 1], targets[i]);  // lower bit = better
+    EXPECT_EQ(simd_block_traits(QuantType::F32), [&] {
+        hwy::SetSupportedTargetsForTest(targets[0]);
+        const QuantTraits* best = simd_block_traits(QuantType::F32);
+        hwy::SetSupportedTargetsForTest(0);
+        return best;
+    }());
 }
 
 }  // namespace tessera

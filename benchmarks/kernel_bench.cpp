@@ -1,0 +1,176 @@
+// Micro-benchmark of the dot-product kernels, one thread: weight bytes per
+// second for the scalar references and the SIMD kernels of the dispatched
+// target (or of every compiled target the CPU supports, --all-targets).
+//
+//   vec_dot    one vec_dot per row of a 2048 x 5632 matrix (a matrix-vector
+//              product as single dot products)
+//   matvec     the same product as matmul runs it for one token: tiles of
+//              16 rows x 1 column
+//   tile       256 rows x 512 activation columns in 16 x 64 tiles (matmul's
+//              prefill blocking); GB/s counts the weights once per column,
+//              i.e. the bandwidth a matrix-vector product would need to match
+//
+// Not a test: the figures depend on the machine. Each figure is the best of
+// several runs, timed in the thread's CPU time so that other processes on a
+// busy machine stretch a run less (they still share the caches).
+#include "ops/dot_kernels.h"
+#include "ops/quant_traits.h"
+#include "util/rng.h"
+
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <time.h>
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kRows = 2048;
+constexpr int64_t kCols = 5632;
+constexpr int64_t kTileRows = 256;
+constexpr int kTileColumns = 512;
+constexpr int kRowBlock = 16;
+constexpr int kTokenBlock = 64;
+
+// Rows of random values in `type`, quantized by the scalar reference.
+std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, uint64_t seed) {
+    const QuantTraits& ref = *scalar_traits(type);
+    const uint64_t row_bytes = quant_row_bytes(type, n);
+    std::vector<uint8_t> out(rows * row_bytes);
+    std::vector<float> x(static_cast<size_t>(n));
+    Rng rng(seed);
+    for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : x) v = rng.next_normal();
+        ref.from_float(x.data(), out.data() + r * row_bytes, n);
+    }
+    return out;
+}
+
+double thread_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Seconds of the fastest of several runs (at least 3, and at least `budget`
+// seconds in all unless one run alone takes longer than that).
+template <typename Body>
+double best_seconds(Body body, double budget) {
+    double best = 1e30, total = 0;
+    for (int run = 0; run < 3 || total < budget; ++run) {
+        const double t0 = thread_seconds();
+        body();
+        const double s = thread_seconds() - t0;
+        best = std::min(best, s);
+        total += s;
+        if (s > budget) break;
+    }
+    return best;
+}
+
+struct Figures {
+    double vec_dot_gbs, matvec_gbs, tile_gbs;
+};
+
+float g_sink = 0;  // keeps results alive
+
+Figures measure(const QuantTraits& t, const std::vector<uint8_t>& w, const std::vector<uint8_t>& x, double budget) {
+    const QuantType vdt = t.vec_dot_type;
+    const uint64_t w_stride = quant_row_bytes(t.type, kCols);
+    const uint64_t x_stride = quant_row_bytes(vdt, kCols);
+    std::vector<float> y(static_cast<size_t>(kRows) * kTileColumns);
+    Figures f{};
+
+    const double matrix_gb = static_cast<double>(kRows * w_stride) * 1e-9;
+    f.vec_dot_gbs = matrix_gb / best_seconds(
+                                    [&] {
+                                        for (int64_t r = 0; r < kRows; ++r)
+                                            y[r] = t.vec_dot(kCols, w.data() + r * w_stride, x.data());
+                                        g_sink += y[kRows - 1];
+                                    },
+                                    budget);
+    f.matvec_gbs = matrix_gb / best_seconds(
+                                   [&] {
+                                       for (int64_t r = 0; r < kRows; r += kRowBlock)
+                                           t.vec_dot_tile(kCols, w.data() + r * w_stride, w_stride, kRowBlock,
+                                                          x.data(), x_stride, 1, y.data() + r, 1);
+                                       g_sink += y[kRows - 1];
+                                   },
+                                   budget);
+    const double tile_gb = static_cast<double>(kTileRows * w_stride) * kTileColumns * 1e-9;
+    f.tile_gbs = tile_gb / best_seconds(
+                               [&] {
+                                   for (int64_t r = 0; r < kTileRows; r += kRowBlock) {
+                                       for (int c = 0; c < kTileColumns; c += kTokenBlock) {
+                                           t.vec_dot_tile(kCols, w.data() + r * w_stride, w_stride, kRowBlock,
+                                                          x.data() + c * x_stride, x_stride, kTokenBlock,
+                                                          y.data() + c * kTileRows + r, kTileRows);
+                                       }
+                                   }
+                                   g_sink += y[0];
+                               },
+                               budget);
+    return f;
+}
+
+void print(const char* type, const char* target, const Figures& f, const Figures* scalar) {
+    std::printf("%-5s %-10s vec_dot %7.2f GB/s   matvec %7.2f GB/s   tile %8.2f GB/s", type, target, f.vec_dot_gbs,
+                f.matvec_gbs, f.tile_gbs);
+    if (scalar != nullptr) {
+        std::printf("   (x%.1f, x%.1f, x%.1f)", f.vec_dot_gbs / scalar->vec_dot_gbs,
+                    f.matvec_gbs / scalar->matvec_gbs, f.tile_gbs / scalar->tile_gbs);
+    }
+    std::printf("\n");
+}
+
+int run(int argc, char** argv) {
+    bool all_targets = false;
+    double budget = 0.5;
+    std::string only_type;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--all-targets") {
+            all_targets = true;
+        } else if (arg == "--quick") {
+            budget = 0.05;
+        } else if (arg == "--type" && i + 1 < argc) {
+            only_type = argv[++i];
+        } else {
+            std::fprintf(stderr,
+                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|Q8_0|Q4_0]\n"
+                         "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
+                         "  --quick        fewer runs per figure\n"
+                         "  --type T       only this weight type\n");
+            return 2;
+        }
+    }
+    std::vector<int64_t> targets = simd_block_targets();
+    if (!all_targets) targets.resize(1);  // the best one comes first
+    std::printf("matrix %lld x %lld, tile %lld rows x %d columns, one thread\n", static_cast<long long>(kRows),
+                static_cast<long long>(kCols), static_cast<long long>(kTileRows), kTileColumns);
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+        if (!only_type.empty() && only_type != quant_type_name(type)) continue;
+        const QuantTraits& ref = *scalar_traits(type);
+        const auto w = random_rows(type, kRows, kCols, 1);
+        const auto x = random_rows(ref.vec_dot_type, kTileColumns, kCols, 2);
+        const Figures scalar = measure(ref, w, x, budget);
+        print(quant_type_name(type), "scalar", scalar, nullptr);
+        for (int64_t target : targets) {
+            hwy::SetSupportedTargetsForTest(target);
+            print(quant_type_name(type), hwy::TargetName(target), measure(*simd_block_traits(type), w, x, budget),
+                  &scalar);
+        }
+        hwy::SetSupportedTargetsForTest(0);
+    }
+    return g_sink == 12345.0f ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::run(argc, argv); }
