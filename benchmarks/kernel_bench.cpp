@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -34,8 +35,10 @@ constexpr int64_t kRows = 2048;
 constexpr int64_t kCols = 5632;
 constexpr int64_t kTileRows = 256;
 constexpr int kTileColumns = 512;
-constexpr int kRowBlock = 16;
-constexpr int kTokenBlock = 64;
+constexpr int kRowBlock = 16;  // matmul's blocking
+// Rows x columns per vec_dot_tile call in the tile figure (--tile R C).
+int g_tile_rows = 16;
+int g_tile_cols = 64;
 
 // Rows of random values in `type`, quantized by the scalar reference.
 std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, uint64_t seed) {
@@ -105,10 +108,10 @@ Figures measure(const QuantTraits& t, const std::vector<uint8_t>& w, const std::
     const double tile_gb = static_cast<double>(kTileRows * w_stride) * kTileColumns * 1e-9;
     f.tile_gbs = tile_gb / best_seconds(
                                [&] {
-                                   for (int64_t r = 0; r < kTileRows; r += kRowBlock) {
-                                       for (int c = 0; c < kTileColumns; c += kTokenBlock) {
-                                           t.vec_dot_tile(kCols, w.data() + r * w_stride, w_stride, kRowBlock,
-                                                          x.data() + c * x_stride, x_stride, kTokenBlock,
+                                   for (int64_t r = 0; r < kTileRows; r += g_tile_rows) {
+                                       for (int c = 0; c < kTileColumns; c += g_tile_cols) {
+                                           t.vec_dot_tile(kCols, w.data() + r * w_stride, w_stride, g_tile_rows,
+                                                          x.data() + c * x_stride, x_stride, g_tile_cols,
                                                           y.data() + c * kTileRows + r, kTileRows);
                                        }
                                    }
@@ -138,21 +141,31 @@ int run(int argc, char** argv) {
             all_targets = true;
         } else if (arg == "--quick") {
             budget = 0.05;
+        } else if (arg == "--tile" && i + 2 < argc) {
+            g_tile_rows = std::atoi(argv[++i]);
+            g_tile_cols = std::atoi(argv[++i]);
+            if (g_tile_rows < 1 || kTileRows % g_tile_rows != 0 || g_tile_cols < 1 || kTileColumns % g_tile_cols != 0) {
+                std::fprintf(stderr, "--tile: rows must divide %lld, columns %d\n", static_cast<long long>(kTileRows),
+                             kTileColumns);
+                return 2;
+            }
         } else if (arg == "--type" && i + 1 < argc) {
             only_type = argv[++i];
         } else {
             std::fprintf(stderr,
-                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|Q8_0|Q4_0]\n"
+                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|Q8_0|Q4_0] [--tile R C]\n"
                          "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
                          "  --quick        fewer runs per figure\n"
-                         "  --type T       only this weight type\n");
+                         "  --type T       only this weight type\n"
+                         "  --tile R C     R rows x C columns per vec_dot_tile call in the tile figure (16 64)\n");
             return 2;
         }
     }
     std::vector<int64_t> targets = simd_block_targets();
     if (!all_targets) targets.resize(1);  // the best one comes first
-    std::printf("matrix %lld x %lld, tile %lld rows x %d columns, one thread\n", static_cast<long long>(kRows),
-                static_cast<long long>(kCols), static_cast<long long>(kTileRows), kTileColumns);
+    std::printf("matrix %lld x %lld, tile %lld rows x %d columns in calls of %d x %d, one thread\n",
+                static_cast<long long>(kRows), static_cast<long long>(kCols), static_cast<long long>(kTileRows),
+                kTileColumns, g_tile_rows, g_tile_cols);
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits& ref = *scalar_traits(type);

@@ -1,5 +1,7 @@
 #include "test_paths.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 
 namespace tessera::test {
@@ -8,8 +10,14 @@ std::string shared_models() { return TESSERA_SHARED_MODELS; }
 
 bool have_shared_models() { return std::filesystem::exists(shared_models() + "/stories260K.gguf"); }
 
+// One directory per test: CTest runs tests of one binary as parallel
+// processes, and a directory shared by name would be wiped under another
+// test's feet.
 std::string scratch_dir(const std::string& name) {
-    const std::filesystem::path dir = std::filesystem::path(TESSERA_TEST_TMP) / name;
+    std::filesystem::path dir = std::filesystem::path(TESSERA_TEST_TMP) / name;
+    if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+        dir /= std::string(info->test_suite_name()) + "." + info->name();
+    }
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir.string();

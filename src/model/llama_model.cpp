@@ -27,7 +27,7 @@ const GgufTensorInfo& require_tensor(const GgufFile& file, const std::string& na
 
 Matrix matrix_view(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows) {
     const GgufTensorInfo& t = require_tensor(file, name, cols, rows);
-    require_compute_traits(t.type, name.c_str());
+    require_weight_traits(t.type, name.c_str());
     Matrix m;
     m.type = t.type;
     m.cols = cols;

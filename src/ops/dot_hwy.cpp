@@ -4,8 +4,8 @@
 // Float types and the Q8_0 activation quantizer use portable Highway ops on
 // every target. The 8-bit block types need an 8-bit multiply-add that
 // Highway 1.0.3 does not wrap: AVX2 / AVX-512 use intrinsics
-// (dot_int8_x86-inl.h), every other target a portable widening version
-// (dot_int8_hwy-inl.h).
+// (dot_int8_x86-inl.h, and dot_int8_vnni-inl.h for wide tiles with VNNI),
+// every other target a portable widening version (dot_int8_hwy-inl.h).
 #define HWY_WANT_AVX3_DL  // compile the VNNI target too (Zen 4, Ice Lake and later)
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/dot_hwy.cpp"

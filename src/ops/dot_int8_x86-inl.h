@@ -1,7 +1,7 @@
 // Q8_0 and Q4_0 dot products against Q8_0 activations with x86 intrinsics,
 // for the AVX2, AVX3 (AVX-512) and AVX3_DL (AVX-512 + VNNI) targets. Highway
 // 1.0.3 wraps no 8-bit multiply-add, so these use maddubs+madd or, with VNNI,
-// dpbusd through `.raw`-level intrinsics; every other target uses the
+// dpbusd through intrinsics; every other target uses the
 // portable kernels of dot_int8_hwy-inl.h. Included by dot_hwy.cpp once per
 // target (hence the toggling include guard), inside nothing.
 //
@@ -12,6 +12,9 @@
 // 255 * 127 * 2 would not fit), or with VNNI (no saturation) (y + 128) * w,
 // seeded with -128 * sum(w). Activations never hold -128 (Q8_0 quantizes to
 // [-127, 127]), so y * sign(w) and y + 128 stay within a byte.
+//
+// Tiles hold R rows x C columns in registers, one cell per vector; on AVX3_DL
+// tiles of many columns run 16 rows per vector instead (dot_int8_vnni-inl.h).
 
 #if defined(TESSERA_OPS_DOT_INT8_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TESSERA_OPS_DOT_INT8_X86_INL_H_
@@ -21,6 +24,8 @@
 #endif
 
 #include <hwy/highway.h>
+
+#include "ops/dot_int8_vnni-inl.h"
 
 #include <array>
 #include <cstdint>
@@ -379,6 +384,17 @@ void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, co
     static constexpr auto kernels = tile_kernels<kQ4, kC>(std::make_index_sequence<kR * kC>());
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
+#if HWY_TARGET == HWY_AVX3_DL
+    // Many columns: 16 rows per vector (dot_int8_vnni-inl.h); the gathers'
+    // int32 offsets limit the row stride.
+    if (n_cols >= vnni::kMinCols<kQ4> && n_rows >= vnni::kRows && w_stride <= (1u << 26)) {
+        const int rows = n_rows - n_rows % vnni::kRows;
+        vnni::row_lane_tile<kQ4>(n, wb, w_stride, rows, xb, x_stride, n_cols, y, y_stride);
+        wb += rows * w_stride;
+        y += rows;
+        n_rows -= rows;
+    }
+#endif
     for (int r0 = 0; r0 < n_rows; r0 += kR) {
         const int rr = n_rows - r0 < kR ? n_rows - r0 : kR;
         for (int c0 = 0; c0 < n_cols; c0 += kC) {

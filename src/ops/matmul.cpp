@@ -48,7 +48,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
     int64_t n_blocks = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const MatmulJob& job = jobs[i];
-        const QuantTraits& traits = require_compute_traits(job.w->type, "matmul");
+        const QuantTraits& traits = require_weight_traits(job.w->type, "matmul");
         check_activation(traits, job.rect, x);
         if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
         const int64_t n_rows = job.rect.row_end - job.rect.row_begin;

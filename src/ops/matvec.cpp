@@ -42,7 +42,7 @@ uint64_t rect_col_offset(const Matrix& w, const MatRect& rect) {
 }
 
 void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool) {
-    const QuantTraits& traits = require_compute_traits(w.type, "matvec");
+    const QuantTraits& traits = require_weight_traits(w.type, "matvec");
     check_activation(traits, rect, x);
     const uint64_t col_offset = rect_col_offset(w, rect);
     const void* xq = x.row(0);

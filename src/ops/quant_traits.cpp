@@ -25,6 +25,16 @@ const QuantTraits& require_compute_traits(QuantType type, const char* what) {
     return *traits;
 }
 
+const QuantTraits& require_weight_traits(QuantType type, const char* what) {
+    const QuantTraits& traits = require_compute_traits(type, what);
+    if (traits.vec_dot == nullptr) {
+        throw make_error("{}: tensor type {} holds activations only, not weights (supported: F32, F16, Q8_0, Q4_0, "
+                         "Q4_K, Q6_K)",
+                         what, quant_type_name(type));
+    }
+    return traits;
+}
+
 uint64_t quant_row_bytes(QuantType type, int64_t n) {
     const QuantLayout& layout = layout_of(type);
     if (n < 0 || n % layout.block_size != 0) {

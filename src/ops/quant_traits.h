@@ -57,6 +57,10 @@ const QuantTraits* compute_traits(QuantType type);
 // the type is not supported.
 const QuantTraits& require_compute_traits(QuantType type, const char* what);
 
+// Like require_compute_traits, for a matrix of weights: the type must also
+// have a dot product (Q8_K, an activation-only type, has none).
+const QuantTraits& require_weight_traits(QuantType type, const char* what);
+
 // Bytes taken by n elements of `type` (n a multiple of its block size).
 uint64_t quant_row_bytes(QuantType type, int64_t n);
 

@@ -100,8 +100,10 @@ TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
             Rng rng(11);
             for (int64_t blocks : {1, 3, 8}) {
                 const int64_t n = blocks * 32;
-                for (int rows : {1, 2, 3, 4, 5, 7, 9, 16}) {
-                    for (int cols : {1, 2, 3, 4, 5, 7, 9, 17}) {
+                // Past 16 rows and 8 (Q8_0) or 16 (Q4_0) columns AVX3_DL runs
+                // 16-row groups (dot_int8_vnni-inl.h), the rest as before.
+                for (int rows : {1, 2, 3, 4, 5, 7, 9, 16, 33}) {
+                    for (int cols : {1, 2, 3, 4, 5, 7, 8, 9, 16, 23}) {
                         // Rows and columns strided like matrices, off alignment.
                         const size_t w_off = (rows * 3) % 16, x_off = (cols * 7) % 16;
                         const size_t w_stride = quant_row_bytes(type, n) + 3;
@@ -151,7 +153,7 @@ TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
             const QuantType vdt = simd.vec_dot_type;
             Rng rng(13);
             const int64_t n = 9 * 32;
-            const int rows = 6, cols = 5;
+            const int rows = 17, cols = 17;  // AVX3_DL: 16-row groups and register tiles
             const size_t w_stride = quant_row_bytes(type, n), x_stride = quant_row_bytes(vdt, n);
             std::vector<uint8_t> w, x;
             for (int r = 0; r < rows; ++r) {

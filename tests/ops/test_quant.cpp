@@ -43,6 +43,8 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_FALSE(quant_layout(1000).has_value());
     EXPECT_EQ(parse_quant_type("q4_0"), QuantType::Q4_0);
     EXPECT_EQ(compute_traits(QuantType::Q5_K), nullptr);
+    EXPECT_THROW(require_weight_traits(QuantType::Q8_K, "w"), Error);  // activations only
+    EXPECT_NO_THROW(require_weight_traits(QuantType::Q4_K, "w"));
     EXPECT_THROW(require_compute_traits(QuantType::Q5_K, "blk.0.attn_q.weight"), Error);
 }
 
