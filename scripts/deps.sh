@@ -5,7 +5,7 @@ TESSERA_PACKAGES=(
   libgtest-dev libgmock-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
-  libhwy-dev
+  libhwy-dev libtomlplusplus-dev
 )
 
 tessera_install_deps() {

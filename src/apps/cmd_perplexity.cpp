@@ -152,7 +152,7 @@ void perplexity_main(const PerplexityOptions& o) {
     // Any mode: the KL divergence of --fast tensor parallel against a single
     // node's base file is how its quality cost is measured.
     const DecoderSetup setup = make_decoder(model, config, n_threads, o.parallel);
-    if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
+    print_plan(setup);
     Decoder& decoder = *setup.decoder;
     std::fprintf(stderr, "perplexity: calculating %s over %d chunks, n_ctx=%d, batch_size=%d, %d scored tokens each, %d threads\n",
                  o.kl_divergence ? "KL divergence" : "perplexity", plan.n_chunk, plan.n_ctx, config.n_batch,

@@ -73,7 +73,7 @@ void run(const RunOptions& o) {
     config.kv_type = *kv_type;
     config.n_batch = o.n_batch;
     const DecoderSetup setup = make_decoder(model, config, n_threads, o.parallel);
-    if (setup.tensor_parallel != nullptr && !o.json) print_ranks(*setup.tensor_parallel);
+    if (!o.json) print_plan(setup);
 
     GenerationParams params;
     params.n_predict = o.n_predict;
@@ -104,6 +104,7 @@ void run(const RunOptions& o) {
         j["seed"] = params.sampler.seed;
         j["threads"] = n_threads;
         j["ranks"] = setup.tensor_parallel != nullptr ? setup.tensor_parallel->ranks().size() : 1;
+        if (setup.pipeline != nullptr) j["stages"] = setup.pipeline->stages().size();
         j["mode"] = o.parallel.mode();
         j["n_ctx"] = n_ctx;
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},

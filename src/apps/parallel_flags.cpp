@@ -9,7 +9,16 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_option("--local", o.local, "Tensor parallel on this machine: N processes (N-1 workers started here)")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
-    cmd->add_option("--weights", o.weights, "Share of each rank, root first (default: measured speed)")->delimiter(',');
+    cmd->add_option("--stages", o.stages,
+                    "Pipeline / hybrid plan: stages separated by '/', each a ','-list of nodes led by its first; the "
+                    "first stage starts with root (e.g. root,H:P/H:P)");
+    cmd->add_option("--cluster", o.cluster, "Pipeline / hybrid plan from a cluster file (TOML: [[stage]] nodes, layers, "
+                                            "weights, weight)");
+    cmd->add_option("--stage-layers", o.stage_layers, "Layers per stage, root first (default: sized by measured speed)")
+        ->delimiter(',');
+    cmd->add_option("--weights", o.weights,
+                    "Share of each rank (tensor parallel) or stage (pipeline), root first (default: measured speed)")
+        ->delimiter(',');
     cmd->add_flag("--fast", o.fast, "Q8_0 activations and F16 partials on the wire (approximate)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
@@ -23,6 +32,25 @@ void print_ranks(const TensorParallelDecoder& decoder) {
         std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB\n", r, info.address.c_str(),
                      describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0);
     }
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+void print_stages(const PipelineDecoder& decoder) {
+    for (size_t s = 0; s < decoder.stages().size(); ++s) {
+        const StageInfo& info = decoder.stages()[s];
+        std::string group;
+        for (const std::string& member : info.group) group += " + " + member;
+        std::fprintf(stderr, "stage %zu %s%s: %s, weight %.2f, %.1f MiB\n", s, info.address.c_str(), group.c_str(),
+                     describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0);
+    }
+}
+
+void print_plan(const DecoderSetup& setup) {
+    if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
+    if (setup.pipeline != nullptr) print_stages(*setup.pipeline);
 }
 
 }  // namespace tessera

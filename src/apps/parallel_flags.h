@@ -1,5 +1,6 @@
-// The flags every model-running command shares for tensor-parallel modes
-// (--workers, --local, --weights, --fast, --exact, --timeout-ms), declared once.
+// The flags every model-running command shares for distributed modes
+// (--workers, --local, --stages, --cluster, --stage-layers, --weights, --fast,
+// --exact, --timeout-ms), declared once.
 #pragma once
 
 #include "engine/decoder_setup.h"
@@ -12,5 +13,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& options);
 
 // One line per rank: address, slice, weight and memory footprint (stderr).
 void print_ranks(const TensorParallelDecoder& decoder);
+
+// One line per pipeline stage: leader, group, slice, weight and footprint.
+void print_stages(const PipelineDecoder& decoder);
+
+// Whichever of the two the setup holds.
+void print_plan(const DecoderSetup& setup);
 
 }  // namespace tessera

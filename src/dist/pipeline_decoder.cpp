@@ -51,9 +51,14 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     if (!config.weights.empty() && config.weights.size() != n_stages) {
         throw make_error("{} weights given for {} stages", config.weights.size(), n_stages);
     }
-    if (static_cast<int>(n_stages) > hp.n_layer) {
-        throw make_error("{} stages for a model of {} layers: at most one stage per layer", n_stages, hp.n_layer);
+    if (config.groups.size() > n_stages || config.group_weights.size() > n_stages) {
+        throw make_error("groups given for {} stages, the plan has {}",
+                         std::max(config.groups.size(), config.group_weights.size()), n_stages);
     }
+    const std::vector<HostPort> alone;
+    auto group_of = [&](size_t s) -> const std::vector<HostPort>& {
+        return s < config.groups.size() ? config.groups[s] : alone;
+    };
     stages_.resize(n_stages);
     stages_[0].address = "root";
     std::vector<double> probes(n_stages, -1.0);
@@ -84,24 +89,28 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     for (double& p : probes) {
         if (p <= 0) p = probes[0];
     }
-    const std::vector<double> weights = config.weights.empty() ? weights_from_probes(probes) : config.weights;
-    std::vector<int> layers = apportion(hp.n_layer, weights);
-    // Every stage holds at least one layer: take from the largest blocks.
-    for (int& n : layers) {
-        if (n == 0) {
-            (*std::max_element(layers.begin(), layers.end()))--;
-            n = 1;
-        }
+    // A stage that is a tensor-parallel group counts as fast as its members
+    // together (each assumed as fast as its leader).
+    std::vector<double> weights = config.weights;
+    if (weights.empty()) {
+        weights = weights_from_probes(probes);
+        for (size_t s = 0; s < n_stages; ++s) weights[s] *= static_cast<double>(group_of(s).size() + 1);
     }
-    int layer = 0;
+    const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, weights, config.layers);
+    const int granule = ffn_granule(model);
     for (size_t s = 0; s < n_stages; ++s) {
-        Slice& slice = stages_[s].slice;
-        slice = full_slice(hp);
-        slice.layer_begin = layer;
-        slice.layer_end = layer += layers[s];
-        slice.embeds = s == 0;
-        slice.outputs = s + 1 == n_stages;
+        std::vector<double> group_weights = s < config.group_weights.size() ? config.group_weights[s]
+                                                                            : std::vector<double>();
+        if (group_weights.empty()) group_weights.assign(group_of(s).size() + 1, 1.0);
+        if (group_weights.size() != group_of(s).size() + 1) {
+            throw make_error("stage {}: {} weights for a group of {} nodes", s, group_weights.size(),
+                             group_of(s).size() + 1);
+        }
+        // The leader's slice; each group's root checks its members' slices.
+        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, granule, s == 0, s + 1 == n_stages)[0];
+        stages_[s].slice = slice;
         stages_[s].weight = weights[s];
+        for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
         const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx, config.forward.kv_type);
         stages_[s].footprint_bytes = f.total();
         if (f.total() > free_memory[s]) {
@@ -123,6 +132,10 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
                        {"partial_format", 0}};
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
+        if (!stages_[i + 1].group.empty()) {
+            assign["group"] = stages_[i + 1].group;
+            if (i + 1 < config.group_weights.size()) assign["group_weights"] = config.group_weights[i + 1];
+        }
         send_json(*channels_[i], TpMessage::kAssign, assign);
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
@@ -132,8 +145,27 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
             throw make_error("{} refused its stage: {}", who, ready.value("error", std::string("?")));
         }
     }
-    forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, config.forward, pool_);
-    x_.resize(static_cast<size_t>(forward_->n_batch()) * hp.n_embd);
+    if (group_of(0).empty()) {
+        forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, config.forward, pool_);
+        front_ = forward_.get();
+        block_ = forward_.get();
+    } else {
+        TpConfig tp;
+        tp.workers = group_of(0);
+        if (!config.group_weights.empty()) tp.weights = config.group_weights[0];
+        tp.forward = config.forward;
+        tp.n_threads = config.n_threads;
+        tp.limits = config.limits;
+        tp.connect_timeout_ms = config.connect_timeout_ms;
+        tp.layer_begin = stages_[0].slice.layer_begin;
+        tp.layer_end = stages_[0].slice.layer_end;
+        tp.first = true;
+        tp.last = n_stages == 1;
+        group_ = std::make_unique<TensorParallelDecoder>(model, tp);
+        front_ = &group_->root_forward();
+        block_ = group_.get();
+    }
+    x_.resize(static_cast<size_t>(front_->n_batch()) * hp.n_embd);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
 }
 
@@ -150,7 +182,7 @@ PipelineDecoder::~PipelineDecoder() {
 // Waits for the next logits from the last stage, watching every stage: an
 // error or a hang-up anywhere in the chain is reported by stage and address.
 void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
-    const int width = forward_->hparams().n_vocab;
+    const int width = front_->hparams().n_vocab;
     FrameChannel& last = *channels_.back();
     for (;;) {
         std::vector<pollfd> fds;
@@ -192,19 +224,19 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
     if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
         throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
     }
-    const ModelHParams& hp = forward_->hparams();
+    const ModelHParams& hp = front_->hparams();
     // With stages, micro-batches keep every stage busy on a long prompt.
-    const size_t step = std::min<size_t>(forward_->n_batch(),
-                                         channels_.empty() ? forward_->n_batch() : std::max(1, config_.micro_batch));
+    const size_t step = std::min<size_t>(front_->n_batch(),
+                                         channels_.empty() ? front_->n_batch() : std::max(1, config_.micro_batch));
     for (size_t b = 0; b < tokens.size(); b += step) {
         const std::span<const int32_t> batch = tokens.subspan(b, std::min(step, tokens.size() - b));
         const int n_tok = static_cast<int>(batch.size());
         const bool last_batch = b + step >= tokens.size();
-        forward_->embed(batch, x_.data());
-        forward_->forward_layers(x_.data(), pos + static_cast<int>(b), n_tok);
+        front_->embed(batch, x_.data());
+        block_->forward_layers(x_.data(), pos + static_cast<int>(b), n_tok);
         if (channels_.empty()) {
-            if (all) forward_->logits(x_.data(), n_tok, out + b * hp.n_vocab);
-            else if (last_batch) forward_->logits(x_.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd, 1, out);
+            if (all) front_->logits(x_.data(), n_tok, out + b * hp.n_vocab);
+            else if (last_batch) front_->logits(x_.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd, 1, out);
             continue;
         }
         uint32_t flags = 0;

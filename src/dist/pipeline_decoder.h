@@ -10,6 +10,7 @@
 // node does, so greedy output equals a single node's.
 #pragma once
 
+#include "dist/tp_decoder.h"
 #include "dist/tp_messages.h"
 #include "model/decoder.h"
 #include "model/slice_forward.h"
@@ -23,8 +24,14 @@
 namespace tessera {
 
 struct PipelineConfig {
-    std::vector<HostPort> stages;  // workers holding stages 1..S-1, in order
+    std::vector<HostPort> stages;  // workers leading stages 1..S-1, in order
     std::vector<double> weights;   // per stage, root first; empty: measured speed
+    std::vector<int> layers;       // layers per stage, root first; empty: sized by the weights
+    // Hybrid plans: groups[s] are the tensor-parallel workers that join the
+    // leader of stage s (the root for stage 0); empty or missing: the leader
+    // alone. group_weights[s]: their shares, leader first (empty: measured).
+    std::vector<std::vector<HostPort>> groups;
+    std::vector<std::vector<double>> group_weights;
     ForwardConfig forward;
     int n_threads = 1;
     int micro_batch = 64;  // prompt positions per micro-batch when there are stages
@@ -34,7 +41,8 @@ struct PipelineConfig {
 
 struct StageInfo {
     std::string address;  // "root" for stage 0
-    Slice slice;
+    std::vector<std::string> group;  // tensor-parallel workers joining the leader
+    Slice slice;  // the leader's slice
     double weight = 1.0;
     uint64_t footprint_bytes = 0;
 };
@@ -44,8 +52,8 @@ public:
     PipelineDecoder(const LlamaModel& model, const PipelineConfig& config);
     ~PipelineDecoder() override;
 
-    const ModelHParams& hparams() const override { return forward_->hparams(); }
-    int n_ctx() const override { return forward_->n_ctx(); }
+    const ModelHParams& hparams() const override { return front_->hparams(); }
+    int n_ctx() const override { return front_->n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
 
@@ -58,7 +66,10 @@ private:
 
     PipelineConfig config_;
     ThreadPool pool_;
-    std::unique_ptr<SliceForward> forward_;
+    std::unique_ptr<SliceForward> forward_;           // stage 0 on the root alone
+    std::unique_ptr<TensorParallelDecoder> group_;    // or stage 0 as a tensor-parallel group
+    SliceForward* front_ = nullptr;                   // embeds (and, with one stage, computes logits)
+    LayerBlock* block_ = nullptr;                     // runs stage 0's layers
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to stages 1..S-1
     std::vector<StageInfo> stages_;
     std::vector<float> x_, logits_, all_logits_, received_;

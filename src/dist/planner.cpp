@@ -62,6 +62,56 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
     return slices;
 }
 
+std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const double> weights,
+                                                   std::span<const int> counts) {
+    if (weights.empty() && counts.empty()) throw make_error("a pipeline needs at least one stage");
+    const size_t n_stages = counts.empty() ? weights.size() : counts.size();
+    if (static_cast<int>(n_stages) > n_layer) {
+        throw make_error("{} stages for a model of {} layers: at most one stage per layer", n_stages, n_layer);
+    }
+    std::vector<int> layers;
+    if (!counts.empty()) {
+        if (!weights.empty() && weights.size() != counts.size()) {
+            throw make_error("{} layer counts given for {} stages", counts.size(), weights.size());
+        }
+        int total = 0;
+        for (int c : counts) {
+            if (c < 1) throw make_error("every stage needs at least one layer, got {}", c);
+            total += c;
+        }
+        if (total != n_layer) throw make_error("the stages' layers add up to {}, the model has {}", total, n_layer);
+        layers.assign(counts.begin(), counts.end());
+    } else {
+        layers = apportion(n_layer, weights);
+        // Every stage holds at least one layer: take from the largest blocks.
+        for (int& n : layers) {
+            if (n == 0) {
+                (*std::max_element(layers.begin(), layers.end()))--;
+                n = 1;
+            }
+        }
+    }
+    std::vector<std::pair<int, int>> blocks;
+    int layer = 0;
+    for (int n : layers) {
+        blocks.emplace_back(layer, layer + n);
+        layer += n;
+    }
+    return blocks;
+}
+
+std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
+                                    std::span<const double> group_weights, int granule, bool first, bool last) {
+    std::vector<Slice> slices = plan_tensor_parallel(hp, group_weights, granule);
+    for (Slice& s : slices) {
+        s.layer_begin = layers.first;
+        s.layer_end = layers.second;
+        s.embeds = s.embeds && first;
+        s.outputs = s.outputs && last;
+    }
+    return slices;
+}
+
 SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type) {
     const ModelHParams& hp = model.hparams();
     const SliceWeights w = load_slice_weights(model, slice);
@@ -77,7 +127,8 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
         f.weight_bytes += static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
     }
     if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
-    if (slice.outputs && w.output.data != w.token_embd.data) {
+    // A tied head is the embedding matrix: counted once where both live.
+    if (slice.outputs && (w.output.data != w.token_embd.data || !slice.embeds)) {
         f.weight_bytes += static_cast<uint64_t>(w.output.rows) * w.output.row_bytes;
     }
     const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;

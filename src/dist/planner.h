@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -28,6 +29,20 @@ int ffn_granule(const LlamaModel& model);
 // One slice per rank, in rank order. Throws an Error for a weight that is not
 // positive and finite.
 std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights, int ffn_granule);
+
+// Pipeline: contiguous blocks of layers, one per stage, sized in proportion
+// to the stages' weights, every stage at least one layer. `counts` (layers per
+// stage, summing to n_layer) overrides the weights when not empty. Returns
+// [begin, end) per stage; throws an Error for an impossible plan.
+std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const double> weights,
+                                                   std::span<const int> counts = {});
+
+// The slices of one stage of a hybrid plan: a tensor-parallel group (one
+// node: a whole-layer slice) over the layers [layers.first, layers.second).
+// The group's first node embeds tokens when `first`, computes logits when
+// `last`.
+std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
+                                    std::span<const double> group_weights, int ffn_granule, bool first, bool last);
 
 // What a rank keeps in memory for its slice: the bytes of weights it reads
 // (only its rows and columns of each matrix) and its KV cache.

@@ -25,8 +25,9 @@ void send_json(FrameChannel& channel, TpMessage type, const json& j) {
 
 }  // namespace
 
-void serve_stage(FrameChannel& control, TcpListener& listener, SliceForward& forward, const StageLinks& links,
-                 const ChannelLimits& limits, const std::function<void(const std::string&)>& log) {
+void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block, SliceForward& forward,
+                 const StageLinks& links, const ChannelLimits& limits,
+                 const std::function<void(const std::string&)>& log) {
     // Links first: accept the previous stage, connect to the next one.
     std::unique_ptr<FrameChannel> prev, next;
     Frame frame;
@@ -70,7 +71,7 @@ void serve_stage(FrameChannel& control, TcpListener& listener, SliceForward& for
                              from.peer(), step.n_tok, step.width, step.pos0, hp.n_embd, forward.n_batch(),
                              forward.n_ctx());
         }
-        forward.forward_layers(x.data(), static_cast<int>(step.pos0), n_tok);
+        block.forward_layers(x.data(), static_cast<int>(step.pos0), n_tok);
         if (next) {
             encode_step(step, x.data(), out);
             next->send(static_cast<uint16_t>(TpMessage::kStageInput), out);

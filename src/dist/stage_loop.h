@@ -22,7 +22,11 @@ struct StageLinks {
 
 // Runs until the root shuts the session down; throws an Error naming the
 // peer on any failure. `listener` is where the previous stage connects.
-void serve_stage(FrameChannel& control, TcpListener& listener, SliceForward& forward, const StageLinks& links,
-                 const ChannelLimits& limits, const std::function<void(const std::string&)>& log);
+// `block` runs the stage's layers (this process alone, or a tensor-parallel
+// group it leads); `front` is the leader's own slice, which computes the
+// logits on the last stage.
+void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block, SliceForward& front,
+                 const StageLinks& links, const ChannelLimits& limits,
+                 const std::function<void(const std::string&)>& log);
 
 }  // namespace tessera

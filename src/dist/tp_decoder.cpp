@@ -101,7 +101,13 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         for (const TpRankInfo& r : ranks_) seconds.push_back(r.probe_seconds);
         weights = weights_from_probes(seconds);
     }
-    const std::vector<Slice> plan = plan_tensor_parallel(hp, weights, ffn_granule(model));
+    const int layer_end = config.layer_end > 0 ? config.layer_end : hp.n_layer;
+    if (config.layer_begin < 0 || config.layer_begin >= layer_end || layer_end > hp.n_layer) {
+        throw make_error("layers {}..{} are not a block of this model's {} layers", config.layer_begin, layer_end,
+                         hp.n_layer);
+    }
+    const std::vector<Slice> plan = plan_stage_group(hp, {config.layer_begin, layer_end}, weights, ffn_granule(model),
+                                                     config.first, config.last);
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
@@ -205,7 +211,7 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
     }
 }
 
-void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n_tok) {
+void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok) {
     const int64_t n_embd = forward_->hparams().n_embd;
     const size_t n = static_cast<size_t>(n_tok) * n_embd;
     const StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok),
@@ -235,7 +241,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n
         receive_partial(i, header);
         for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
     }
-    for (size_t j = 0; j < n; ++j) x_[j] += sum_[j];
+    for (size_t j = 0; j < n; ++j) x[j] += sum_[j];
     stats_.syncs++;
     stats_.own_seconds += computed - start;
     stats_.wait_seconds += now_seconds() - computed;
@@ -243,6 +249,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, int pos0, int n
 
 void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {
     if (tokens.empty()) throw make_error("internal: eval of no tokens");
+    if (!config_.first || !config_.last) throw make_error("internal: eval on a group that is one stage of a pipeline");
     if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
         throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
     }
@@ -253,13 +260,21 @@ void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos,
         const int n_tok = static_cast<int>(batch.size());
         const int pos0 = pos + static_cast<int>(b);
         forward_->embed(batch, x_.data());
-        for (int layer = 0; layer < hp.n_layer; ++layer) {
-            forward_->norm_attention_input(layer, x_.data(), h_.data(), n_tok);
-            sync_step(TpMessage::kAttention, layer, pos0, n_tok);
-            forward_->norm_ffn_input(layer, x_.data(), h_.data(), n_tok);
-            sync_step(TpMessage::kFfn, layer, pos0, n_tok);
-        }
+        forward_layers(x_.data(), pos0, n_tok);
         if (all_logits != nullptr) forward_->logits(x_.data(), n_tok, all_logits + b * hp.n_vocab);
+    }
+}
+
+void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
+    if (n_tok < 1 || n_tok > forward_->n_batch()) {
+        throw make_error("internal: {} rows for a group of batch {}", n_tok, forward_->n_batch());
+    }
+    const Slice& slice = forward_->slice();
+    for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
+        forward_->norm_attention_input(layer, x, h_.data(), n_tok);
+        sync_step(TpMessage::kAttention, layer, x, pos0, n_tok);
+        forward_->norm_ffn_input(layer, x, h_.data(), n_tok);
+        sync_step(TpMessage::kFfn, layer, x, pos0, n_tok);
     }
 }
 

@@ -11,6 +11,7 @@
 
 #include "dist/tp_messages.h"
 #include "model/decoder.h"
+#include "model/layer_block.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 #include "util/thread_pool.h"
@@ -29,6 +30,13 @@ struct TpConfig {
     int n_threads = 1;
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
+    // A group that is one stage of a hybrid plan runs only the layers
+    // [layer_begin, layer_end) (layer_end 0: every layer); its root embeds
+    // tokens when `first` and computes logits when `last`.
+    int layer_begin = 0;
+    int layer_end = 0;
+    bool first = true;
+    bool last = true;
 };
 
 struct TpRankInfo {
@@ -40,7 +48,7 @@ struct TpRankInfo {
     uint64_t free_memory = 0;
 };
 
-class TensorParallelDecoder : public Decoder {
+class TensorParallelDecoder : public Decoder, public LayerBlock {
 public:
     TensorParallelDecoder(const LlamaModel& model, const TpConfig& config);
     ~TensorParallelDecoder() override;
@@ -49,6 +57,13 @@ public:
     int n_ctx() const override { return forward_->n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+
+    // The group's layers over residual rows x in place (LayerBlock): a stage
+    // of a hybrid plan drives the group this way.
+    void forward_layers(float* x, int pos0, int n_tok) override;
+    // The root's own slice: embeds tokens and computes logits when the group
+    // is first / last.
+    SliceForward& root_forward() { return *forward_; }
 
     const std::vector<TpRankInfo>& ranks() const { return ranks_; }
 
@@ -67,7 +82,7 @@ public:
 private:
     void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
     // Broadcast h, compute the own partial, gather and sum the others into x.
-    void sync_step(TpMessage type, int layer, int pos0, int n_tok);
+    void sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok);
     void receive_partial(size_t worker, const StepHeader& sent);
     // Sends a worker that has no model file its slice.
     void send_slice(const LlamaModel& model, size_t worker, const Slice& slice);

@@ -3,6 +3,7 @@
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
 #include "dist/stage_loop.h"
+#include "dist/tp_decoder.h"
 #include "dist/tp_messages.h"
 #include "model/slice_file.h"
 #include "model/slice_forward.h"
@@ -187,6 +188,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
     WireFormat partial_format = WireFormat::F32;
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
+    std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
     const bool stage = assign.value("role", std::string("tensor")) == "stage";
     try {
         slice = parse_slice(assign.at("slice"));
@@ -219,7 +221,23 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             throw make_error("its slice needs {} bytes ({} of weights, {} of KV cache) but only {} are available",
                              need.total(), need.weight_bytes, need.kv_bytes, have);
         }
-        forward = std::make_unique<SliceForward>(model, slice, config, pool);
+        if (stage && assign.contains("group")) {
+            // Hybrid plan: this stage is a tensor-parallel group led by this
+            // worker, which plans the group and checks its members' memory.
+            TpConfig tp;
+            for (const auto& member : assign.at("group")) tp.workers.push_back(parse_host_port(member.get<std::string>()));
+            if (assign.contains("group_weights")) tp.weights = assign["group_weights"].get<std::vector<double>>();
+            tp.forward = config;
+            tp.n_threads = pool.size();
+            tp.limits = options.limits;
+            tp.layer_begin = slice.layer_begin;
+            tp.layer_end = slice.layer_end;
+            tp.first = false;
+            tp.last = slice.outputs;
+            group = std::make_unique<TensorParallelDecoder>(model, tp);
+        } else {
+            forward = std::make_unique<SliceForward>(model, slice, config, pool);
+        }
     } catch (const std::exception& e) {
         send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
         throw;
@@ -230,7 +248,11 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         if (assign.contains("next") && assign["next"].is_string()) links.next = parse_host_port(assign["next"]);
         links.fingerprint = root_fingerprint;
         try {
-            serve_stage(channel, listener, *forward, links, options.limits, options.log);
+            if (group) {
+                serve_stage(channel, listener, *group, group->root_forward(), links, options.limits, options.log);
+            } else {
+                serve_stage(channel, listener, *forward, *forward, links, options.limits, options.log);
+            }
         } catch (const Error& e) {
             try {
                 send_json(channel, TpMessage::kError, {{"error", e.what()}});

@@ -26,9 +26,66 @@ int default_threads(const ParallelOptions& options) {
     return std::max(1, cores / std::max(1, options.local));
 }
 
+std::optional<ClusterSpec> cluster_spec_of(const ParallelOptions& options) {
+    if (!options.pipeline()) {
+        if (!options.stage_layers.empty()) throw make_error("--stage-layers needs --stages or --cluster");
+        return std::nullopt;
+    }
+    if (!options.stages.empty() && !options.cluster.empty()) throw make_error("use either --stages or --cluster");
+    if (!options.workers.empty() || options.local > 1) {
+        throw make_error("--stages and --cluster name every node: leave out --workers and --local");
+    }
+    ClusterSpec spec = options.cluster.empty() ? parse_stages_option(options.stages) : load_cluster_file(options.cluster);
+    if (!options.weights.empty()) {
+        if (options.weights.size() != spec.stages.size()) {
+            throw make_error("{} weights given for {} stages", options.weights.size(), spec.stages.size());
+        }
+        for (size_t s = 0; s < spec.stages.size(); ++s) spec.stages[s].weight = options.weights[s];
+    }
+    if (!options.stage_layers.empty()) {
+        if (options.stage_layers.size() != spec.stages.size()) {
+            throw make_error("{} layer counts given for {} stages", options.stage_layers.size(), spec.stages.size());
+        }
+        for (size_t s = 0; s < spec.stages.size(); ++s) spec.stages[s].layers = options.stage_layers[s];
+    }
+    return spec;
+}
+
+namespace {
+
+DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config, int n_threads,
+                           const ParallelOptions& options, const ClusterSpec& spec) {
+    if (options.fast) throw make_error("--fast is for tensor parallel (--workers, --local); pipelines are exact");
+    PipelineConfig pc;
+    for (size_t s = 0; s < spec.stages.size(); ++s) {
+        const ClusterStage& stage = spec.stages[s];
+        // Stage 0's leader is the root; later stages' leaders are their first node.
+        const size_t members_from = s == 0 ? 0 : 1;
+        if (s > 0) pc.stages.push_back(stage.nodes[0]);
+        pc.groups.emplace_back(stage.nodes.begin() + static_cast<std::ptrdiff_t>(members_from), stage.nodes.end());
+        pc.group_weights.push_back(stage.weights);
+        if (stage.weight > 0) pc.weights.push_back(stage.weight);
+        if (stage.layers > 0) pc.layers.push_back(stage.layers);
+    }
+    pc.forward = config;
+    pc.n_threads = n_threads;
+    pc.limits.io_timeout_ms = options.timeout_ms;
+    pc.connect_timeout_ms = options.timeout_ms;
+    DecoderSetup setup;
+    auto decoder = std::make_unique<PipelineDecoder>(model, pc);
+    setup.pipeline = decoder.get();
+    setup.decoder = std::move(decoder);
+    return setup;
+}
+
+}  // namespace
+
 DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
                           const ParallelOptions& options) {
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");
+    if (const std::optional<ClusterSpec> spec = cluster_spec_of(options)) {
+        return make_pipeline(model, config, n_threads, options, *spec);
+    }
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
     DecoderSetup setup;
     std::vector<HostPort> workers = parse_workers(options.workers);

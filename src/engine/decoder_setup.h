@@ -1,15 +1,19 @@
-// Builds the Decoder a command runs on: a single process, or a tensor-parallel
-// root over given workers or over N-1 local worker processes (--local N).
+// Builds the Decoder a command runs on: a single process, a tensor-parallel
+// root over given workers or over N-1 local worker processes (--local N), or
+// the entry of a pipeline or hybrid plan (--stages, --cluster).
 // Shared by run, bench and perplexity so every tool can use every mode.
 #pragma once
 
+#include "dist/cluster_spec.h"
 #include "dist/local_cluster.h"
+#include "dist/pipeline_decoder.h"
 #include "dist/tp_decoder.h"
 #include "model/decoder.h"
 #include "model/llama_model.h"
 #include "model/slice_forward.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,13 +21,17 @@ namespace tessera {
 
 struct ParallelOptions {
     std::string workers;          // "HOST:PORT,HOST:PORT,..."
+    std::string stages;           // pipeline / hybrid: "root,H:P/H:P,H:P" (cluster_spec.h)
+    std::string cluster;          // or a cluster file (TOML)
+    std::vector<int> stage_layers;  // layers per stage, root first; empty: sized by speed
     int local = 1;                // processes on this machine (1: no workers)
     std::vector<double> weights;  // per rank, root first; empty: measured
     bool fast = false;
     bool exact = false;  // only to refuse --fast together with --exact
     int timeout_ms = 5000;
 
-    bool parallel() const { return local > 1 || !workers.empty(); }
+    bool pipeline() const { return !stages.empty() || !cluster.empty(); }
+    bool parallel() const { return local > 1 || !workers.empty() || pipeline(); }
     const char* mode() const { return !parallel() ? "single" : fast ? "fast" : "exact"; }
 };
 
@@ -36,8 +44,13 @@ struct DecoderSetup {
     // workers before they are reaped.
     std::unique_ptr<LocalWorkers> local_workers;
     std::unique_ptr<Decoder> decoder;
-    TensorParallelDecoder* tensor_parallel = nullptr;  // set in parallel modes
+    TensorParallelDecoder* tensor_parallel = nullptr;  // set in tensor-parallel modes
+    PipelineDecoder* pipeline = nullptr;                // set in pipeline and hybrid modes
 };
+
+// The plan given by --stages or --cluster (and --weights / --stage-layers as
+// stage weights and layer counts), or nullopt when there is none.
+std::optional<ClusterSpec> cluster_spec_of(const ParallelOptions& options);
 
 DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
                           const ParallelOptions& options);

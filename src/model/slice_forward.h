@@ -12,6 +12,7 @@
 
 #include "attn/dense_attention.h"
 #include "attn/kv_cache.h"
+#include "model/layer_block.h"
 #include "model/llama_model.h"
 #include "ops/matmul.h"
 #include "ops/matvec.h"
@@ -33,7 +34,7 @@ struct ForwardConfig {
 
 // Every step works on a batch of n_tok consecutive positions; activations are
 // row-major [n_tok][width]. A batch of one is token-by-token generation.
-class SliceForward {
+class SliceForward : public LayerBlock {
 public:
     SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool);
 
@@ -60,7 +61,7 @@ public:
     // Runs every layer of the slice over the residual rows x in place, adding
     // each partial straight into x: what a process does when it holds whole
     // layers (a single node, or a pipeline stage).
-    void forward_layers(float* x, int pos0, int n_tok);
+    void forward_layers(float* x, int pos0, int n_tok) override;
 
 private:
     const LayerWeights& layer_weights(int layer) const;

@@ -64,6 +64,37 @@ std::vector<int32_t> greedy(Decoder& decoder, const std::vector<int32_t>& prompt
     return out;
 }
 
+// groups[s]: how many tensor-parallel workers join stage s's leader.
+void expect_hybrid_equals_single(const std::string& path, const std::vector<int32_t>& prompt, int n,
+                                 const std::vector<int>& groups, const std::vector<int>& layers = {}) {
+    const LlamaModel model(path);
+    ForwardConfig forward;
+    forward.n_ctx = 128;
+    forward.n_batch = 32;
+    LocalDecoder single(model, forward, 1);
+    const std::vector<int32_t> want = greedy(single, prompt, n);
+    std::vector<std::unique_ptr<StageWorker>> workers;
+    PipelineConfig config;
+    for (size_t s = 0; s < groups.size(); ++s) {
+        if (s > 0) {
+            workers.push_back(std::make_unique<StageWorker>(path));
+            config.stages.push_back(workers.back()->address());
+        }
+        config.groups.emplace_back();
+        for (int g = 0; g < groups[s]; ++g) {
+            workers.push_back(std::make_unique<StageWorker>(path));
+            config.groups.back().push_back(workers.back()->address());
+        }
+    }
+    config.forward = forward;
+    config.micro_batch = 4;
+    config.limits.io_timeout_ms = 3000;
+    config.weights.assign(groups.size(), 1.0);
+    config.layers = layers;
+    PipelineDecoder pipeline(model, config);
+    EXPECT_EQ(greedy(pipeline, prompt, n), want) << path;
+}
+
 void expect_pipeline_equals_single(const std::string& path, const std::vector<int32_t>& prompt, int n, int stages) {
     const LlamaModel model(path);
     ForwardConfig forward;
@@ -107,6 +138,49 @@ TEST(Pipeline, StagesEqualSingleNodeOnAGeneratedGqaModel) {
     write_random_model(spec, path);
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10};
     for (int stages : {2, 3}) expect_pipeline_equals_single(path, prompt, 20, stages);
+}
+
+// Hybrid plans: a stage is a tensor-parallel group (DESIGN.md: "every
+// deployment is a plan of slices").
+TEST(Pipeline, HybridPlansEqualSingleNodeOnStories260K) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
+    expect_hybrid_equals_single(path, prompt, 24, {1, 0});     // root + 1 rank, then 1 stage
+    expect_hybrid_equals_single(path, prompt, 24, {0, 1});     // root, then a group of 2
+    expect_hybrid_equals_single(path, prompt, 24, {1, 0}, {2, 3});  // layers given
+}
+
+TEST(Pipeline, HybridPlanEqualsSingleNodeOnAGeneratedGqaModel) {
+    const std::string path = test::scratch_dir("pipeline") + "/gqa.gguf";
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = 4;
+    spec.n_head = 8;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.n_vocab = 400;
+    spec.type = QuantType::Q8_0;
+    write_random_model(spec, path);
+    const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10};
+    expect_hybrid_equals_single(path, prompt, 16, {1, 0});
+    expect_hybrid_equals_single(path, prompt, 16, {1, 1, 0});
+}
+
+TEST(Pipeline, AStageWithTooFewLayersOrALayerCountThatDoesNotAddUpIsRefused) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const LlamaModel model(path);
+    PipelineConfig config;
+    config.forward.n_ctx = 64;
+    config.weights = {1.0};
+    config.layers = {4};  // the model has 5
+    try {
+        PipelineDecoder pipeline(model, config);
+        FAIL() << "a plan of 4 layers for 5 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("add up to 4, the model has 5"), std::string::npos) << e.what();
+    }
 }
 
 TEST(Pipeline, EvalAllMatchesASingleNode) {

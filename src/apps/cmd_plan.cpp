@@ -1,0 +1,142 @@
+// tessera plan: print the plan a run would use, per node (layers, KV heads,
+// FFN channels, bytes of weights and KV cache), without running it. The same
+// planner functions as a run; shares follow --weights / --stage-layers or the
+// cluster file, and are equal where those are silent (a run measures speed).
+#include "apps/commands.h"
+#include "apps/parallel_flags.h"
+#include "dist/planner.h"
+#include "model/llama_model.h"
+#include "util/error.h"
+#include "util/system_memory.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+namespace tessera {
+
+namespace {
+
+struct PlanOptions {
+    std::string model;
+    int n_ctx = 0;
+    std::string cache_type = "f16";
+    ParallelOptions parallel;
+    bool json = false;
+};
+
+struct PlannedNode {
+    size_t stage = 0;
+    std::string address;
+    Slice slice;
+    SliceFootprint footprint;
+};
+
+void plan(const PlanOptions& o) {
+    const LlamaModel model(o.model.empty() ? default_model_path() : o.model);
+    const ModelHParams& hp = model.hparams();
+    const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
+    const QuantType kv_type = o.cache_type == "f32" ? QuantType::F32 : QuantType::F16;
+    if (o.cache_type != "f32" && o.cache_type != "f16") throw make_error("--cache-type must be f16 or f32");
+
+    // Tensor parallel alone is a plan of one stage.
+    ClusterSpec spec;
+    if (std::optional<ClusterSpec> given = cluster_spec_of(o.parallel)) {
+        spec = *given;
+    } else {
+        ClusterStage stage;
+        std::string list = o.parallel.workers;
+        for (int i = 1; i < o.parallel.local; ++i) list += (list.empty() ? "" : ",") + fmt::format("127.0.0.1:{}", i);
+        if (!list.empty()) stage.nodes = parse_stages_option("root," + list).stages[0].nodes;
+        stage.weights = o.parallel.weights;
+        if (!stage.weights.empty() && stage.weights.size() != stage.nodes.size() + 1) {
+            throw make_error("{} weights given for {} ranks", stage.weights.size(), stage.nodes.size() + 1);
+        }
+        spec.stages.push_back(stage);
+    }
+    std::vector<double> stage_weights;
+    std::vector<int> stage_layers;
+    for (const ClusterStage& s : spec.stages) {
+        const size_t members = s.nodes.size() + (&s == &spec.stages[0] ? 1 : 0);
+        stage_weights.push_back(s.weight > 0 ? s.weight : static_cast<double>(members));
+        if (s.layers > 0) stage_layers.push_back(s.layers);
+    }
+    const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, stage_weights, stage_layers);
+    const int granule = ffn_granule(model);
+    std::vector<PlannedNode> nodes;
+    for (size_t s = 0; s < spec.stages.size(); ++s) {
+        const ClusterStage& stage = spec.stages[s];
+        std::vector<std::string> names;
+        if (s == 0) names.push_back("root");
+        for (size_t k = 0; k < stage.nodes.size(); ++k) {
+            // --local workers get their ports when they start.
+            names.push_back(o.parallel.local > 1 ? fmt::format("local worker {}", k + 1) : stage.nodes[k].str());
+        }
+        std::vector<double> weights = stage.weights;
+        if (weights.empty()) weights.assign(names.size(), 1.0);
+        const std::vector<Slice> slices =
+            plan_stage_group(hp, blocks[s], weights, granule, s == 0, s + 1 == spec.stages.size());
+        for (size_t n = 0; n < names.size(); ++n) {
+            nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_type)});
+        }
+    }
+    const uint64_t here = available_memory_bytes();
+    if (o.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const PlannedNode& n : nodes) {
+            j.push_back({{"stage", n.stage},
+                         {"node", n.address},
+                         {"layers", {n.slice.layer_begin, n.slice.layer_end}},
+                         {"kv_heads", {n.slice.kv_head_begin, n.slice.kv_head_end}},
+                         {"ffn", {n.slice.ffn_begin, n.slice.ffn_end}},
+                         {"embeds", n.slice.embeds},
+                         {"outputs", n.slice.outputs},
+                         {"weight_bytes", n.footprint.weight_bytes},
+                         {"kv_bytes", n.footprint.kv_bytes}});
+        }
+        std::printf("%s\n", nlohmann::json({{"model", model.path()}, {"n_ctx", n_ctx}, {"nodes", j}}).dump(2).c_str());
+    } else {
+        std::printf("model %s: %d layers, %d KV heads, FFN %d, context %d (%s KV cache)\n", model.path().c_str(),
+                    hp.n_layer, hp.n_head_kv, hp.n_ff, n_ctx, o.cache_type.c_str());
+        std::printf("%-6s %-22s %-8s %-9s %-11s %12s %12s %12s\n", "stage", "node", "layers", "kv heads", "ffn",
+                    "weights MiB", "KV MiB", "total MiB");
+        for (const PlannedNode& n : nodes) {
+            std::printf("%-6zu %-22s %-8s %-9s %-11s %12.1f %12.1f %12.1f%s\n", n.stage, n.address.c_str(),
+                        fmt::format("{}-{}", n.slice.layer_begin, n.slice.layer_end - 1).c_str(),
+                        fmt::format("{}-{}", n.slice.kv_head_begin, n.slice.kv_head_end - 1).c_str(),
+                        fmt::format("{}-{}", n.slice.ffn_begin, n.slice.ffn_end - 1).c_str(),
+                        n.footprint.weight_bytes / 1048576.0, n.footprint.kv_bytes / 1048576.0,
+                        n.footprint.total() / 1048576.0,
+                        n.slice.embeds && n.slice.outputs ? "  (embeds, logits)"
+                        : n.slice.embeds                  ? "  (embeds)"
+                        : n.slice.outputs                 ? "  (logits)"
+                                                          : "");
+        }
+    }
+    // Only this machine's memory is known without contacting the nodes; a run
+    // checks every node's.
+    if (nodes[0].footprint.total() > here) {
+        throw make_error("plan refused: the root needs {} bytes ({} of weights, {} of KV cache) but has {} available",
+                         nodes[0].footprint.total(), nodes[0].footprint.weight_bytes, nodes[0].footprint.kv_bytes,
+                         here);
+    }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+    auto o = std::make_shared<PlanOptions>();
+    CLI::App* cmd = app.add_subcommand("plan", "Print the plan a run would use (per node: layers, heads, channels, "
+                                               "bytes of weights and KV cache) without running it");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
+        ->capture_default_str();
+    cmd->add_option("--cache-type", o->cache_type, "KV cache type: f16 or f32")->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print the plan as JSON");
+    add_parallel_flags(cmd, o->parallel);
+    cmd->callback([o] { plan(*o); });
+}
+
+}  // namespace tessera

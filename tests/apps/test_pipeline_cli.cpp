@@ -1,0 +1,104 @@
+// Pipeline and hybrid plans end to end, every node a real process on a real
+// TCP port: `run --stages` and `run --cluster` equal a single process token
+// for token; `plan` prints per node the layers, heads, channels and bytes a
+// run would use.
+#include "subprocess.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <memory>
+
+namespace tessera {
+
+namespace {
+
+using test::BackgroundProcess;
+using test::run_process;
+
+std::vector<std::string> cmd(std::initializer_list<std::string> args) {
+    std::vector<std::string> v = {test::tessera_binary()};
+    v.insert(v.end(), args);
+    return v;
+}
+
+std::vector<int> tokens_of(const test::ProcessResult& r) {
+    return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
+}
+
+// A worker process of the bundled model on a free loopback port.
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker) {
+    worker = std::make_unique<BackgroundProcess>(cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "-m",
+                                                      test::source_dir() + "/models/stories260K.gguf"}));
+    const std::string line = worker->read_line(30);
+    const std::string prefix = "listening on port ";
+    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+    return "127.0.0.1:" + line.substr(prefix.size());
+}
+
+}  // namespace
+
+TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
+    const auto single = run_process(cmd({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    {
+        std::unique_ptr<BackgroundProcess> a, b;
+        const std::string sa = start_worker(a), sb = start_worker(b);
+        const auto r = run_process(cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p", "Once upon a time", "-n",
+                                        "40", "--temp", "0", "--json"}),
+                                   60);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(tokens_of(r), tokens_of(single));
+        EXPECT_EQ(nlohmann::json::parse(r.out)["stages"], 3);
+    }
+    {
+        // Hybrid: the root and one tensor-parallel rank, then a stage.
+        std::unique_ptr<BackgroundProcess> a, b;
+        const std::string sa = start_worker(a), sb = start_worker(b);
+        const std::string file = test::scratch_dir("pipeline_cli") + "/cluster.toml";
+        std::ofstream(file) << "[[stage]]\nnodes = [\"root\", \"" << sa << "\"]\nlayers = 3\n\n[[stage]]\nnodes = [\""
+                            << sb << "\"]\nlayers = 2\n";
+        const auto r = run_process(
+            cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(tokens_of(r), tokens_of(single));
+    }
+}
+
+TEST(PipelineCli, PlanPrintsEveryNodesShareWithoutRunning) {
+    // Nothing listens on these ports: plan contacts no node.
+    const auto r = run_process(cmd({"plan", "--stages", "root,127.0.0.1:1/127.0.0.1:2", "--stage-layers", "3,2", "-c",
+                                    "256", "--json"}),
+                               30);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto plan = nlohmann::json::parse(r.out);
+    const auto& nodes = plan["nodes"];
+    ASSERT_EQ(nodes.size(), 3u);
+    EXPECT_EQ(nodes[0]["node"], "root");
+    EXPECT_EQ(nodes[0]["layers"], nlohmann::json::array({0, 3}));
+    EXPECT_EQ(nodes[1]["layers"], nlohmann::json::array({0, 3}));
+    EXPECT_EQ(nodes[2]["layers"], nlohmann::json::array({3, 5}));
+    // The first stage's two ranks split its 4 KV heads; the last stage holds all.
+    EXPECT_EQ(nodes[0]["kv_heads"], nlohmann::json::array({0, 2}));
+    EXPECT_EQ(nodes[1]["kv_heads"], nlohmann::json::array({2, 4}));
+    EXPECT_EQ(nodes[2]["kv_heads"], nlohmann::json::array({0, 4}));
+    EXPECT_TRUE(nodes[0]["embeds"].get<bool>());
+    EXPECT_TRUE(nodes[2]["outputs"].get<bool>());
+    // KV bytes: 2 (K and V) x layers x kv heads x head dim 8 x 256 positions x 2 bytes (F16).
+    EXPECT_EQ(nodes[0]["kv_bytes"], 2 * 3 * 2 * 8 * 256 * 2);
+    EXPECT_EQ(nodes[2]["kv_bytes"], 2 * 2 * 4 * 8 * 256 * 2);
+    EXPECT_GT(nodes[1]["weight_bytes"].get<uint64_t>(), 0u);
+
+    const auto table = run_process(cmd({"plan", "--local", "3"}), 30);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_NE(table.out.find("local worker 2"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("weights MiB"), std::string::npos) << table.out;
+
+    const auto bad = run_process(cmd({"plan", "--stages", "root/127.0.0.1:1", "--stage-layers", "4,4"}), 30);
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("add up to 8, the model has 5"), std::string::npos) << bad.err;
+}
+
+}  // namespace tessera
