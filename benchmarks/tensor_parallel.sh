@@ -27,38 +27,22 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-bin=$(realpath build/tessera)
-relay=$(realpath build/tessera-relay)
-[ -x "$bin" ] && [ -x "$relay" ] || { echo "build first: scripts/setup" >&2; exit 1; }
+source benchmarks/common.sh
 work=$(mktemp -d)
+bench_binaries
 cleanup() {
   [ -n "${ns:-}" ] && tools/netns_cluster.sh down "$ns" 1 || true
   jobs -p | xargs -r kill 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-if [ -z "$model" ]; then
-  dir=${keep:-$work}
-  mkdir -p "$dir"
-  model=$dir/tinyllama-shape-$type.gguf
-  if [ ! -f "$model" ]; then
-    "$bin" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
-      --vocab-from ../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf --type "$type" -q -o "$model"
-  fi
-fi
+[ -n "$model" ] || bench_model "$type" "$keep"
 echo "model: $model"
+run_args=(-p 0 -n "$tokens" -r "$reps")
 
-bench() {  # bench NAME [prefix...] -- tessera bench args
-  local name=$1; shift
-  local pre=()
-  while [ "$1" != -- ]; do pre+=("$1"); shift; done; shift
-  "${pre[@]}" "$bin" bench -m "$model" -p 0 -n "$tokens" -r "$reps" --json "$@" > "$work/$name.json" 2> "$work/$name.err" \
-    || { echo "$name failed:"; cat "$work/$name.err"; exit 1; }
-}
-
-bench single -- -t 2
-bench local2 -- -t 1 --local 2
-bench local2fast -- -t 1 --local 2 --fast
+bench single -- "${run_args[@]}" -t 2
+bench local2 -- "${run_args[@]}" -t 1 --local 2
+bench local2fast -- "${run_args[@]}" -t 1 --local 2 --fast
 # Peak resident memory of each rank against its share (the worker reports it).
 grep -h "peak resident" "$work/local2.err" > "$work/rss.txt" || true
 
@@ -79,7 +63,7 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
       relay_pid=$!
       until grep -q listening "$work/r.out" 2>/dev/null; do sleep 0.1; done
       port=$(sed -n 's/listening on port //p' "$work/r.out")
-      bench "ns-$rate-$rtt-$mode" ip netns exec "$ns-r" -- -t 1 --workers "127.0.0.1:$port" $flag
+      bench "ns-$rate-$rtt-$mode" ip netns exec "$ns-r" -- "${run_args[@]}" -t 1 --workers "127.0.0.1:$port" $flag
       kill $relay_pid 2>/dev/null || true
       wait 2>/dev/null || true
       rm -f "$work/w.out" "$work/r.out"

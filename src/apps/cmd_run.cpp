@@ -7,6 +7,7 @@
 #include "model/tokenizer.h"
 #include "model/vocab.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +108,7 @@ void run(const RunOptions& o) {
         if (setup.pipeline != nullptr) j["stages"] = setup.pipeline->stages().size();
         j["mode"] = o.parallel.mode();
         j["n_ctx"] = n_ctx;
+        j["peak_resident_bytes"] = peak_resident_memory_bytes();
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
                         {"prompt_tokens_per_second", prompt_tps},
                         {"generation_ms", result.generation_seconds * 1e3},

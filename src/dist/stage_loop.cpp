@@ -16,6 +16,7 @@ using json = nlohmann::json;
 
 constexpr int kLinkTimeoutMs = 30000;
 constexpr int kIdlePollMs = 1000;
+constexpr int kShutdownGraceMs = 2000;
 
 void send_json(FrameChannel& channel, TpMessage type, const json& j) {
     const std::string text = j.dump();
@@ -56,7 +57,16 @@ void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block
         const int n_fds = prev ? 2 : 1;
         if (::poll(fds, static_cast<nfds_t>(n_fds), kIdlePollMs) <= 0) continue;
         FrameChannel& from = (n_fds == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ? input : control;
-        from.recv(frame);
+        try {
+            from.recv(frame);
+        } catch (const Error&) {
+            // At the end of a session the previous stage may hang up before
+            // the root's goodbye reaches this one: that goodbye decides.
+            if (&from == &control || !control.poll(kShutdownGraceMs)) throw;
+            control.recv(frame);
+            if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return;
+            throw;
+        }
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown && &from == &control) return;

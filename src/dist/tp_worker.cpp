@@ -157,6 +157,16 @@ void receive_slice_file(FrameChannel& channel, const std::string& path, const st
     std::filesystem::rename(partial, path);
 }
 
+// What a session's slice took, for benchmarks and memory tests.
+void log_peak_memory(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
+                     const WorkerOptions& options) {
+    if (!options.log) return;
+    const SliceFootprint share = slice_footprint(model, slice, config.n_ctx, config.kv_type);
+    options.log(fmt::format("peak resident memory {:.1f} MiB; slice {:.1f} MiB of weights + {:.1f} MiB of KV cache",
+                            peak_resident_memory_bytes() / 1048576.0, share.weight_bytes / 1048576.0,
+                            share.kv_bytes / 1048576.0));
+}
+
 // One root's session: handshake, slice assignment, then steps until shutdown.
 void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaModel* full_model, ThreadPool& pool,
                    const WorkerOptions& options) {
@@ -253,6 +263,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             } else {
                 serve_stage(channel, listener, *forward, *forward, links, options.limits, options.log);
             }
+            log_peak_memory(full_model != nullptr ? *full_model : *slice_model, slice, config, options);
         } catch (const Error& e) {
             try {
                 send_json(channel, TpMessage::kError, {{"error", e.what()}});
@@ -280,12 +291,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown) {
-            if (options.log) {
-                const SliceFootprint share = slice_footprint(model, slice, config.n_ctx, config.kv_type);
-                options.log(fmt::format("peak resident memory {:.1f} MiB; slice {:.1f} MiB of weights + {:.1f} MiB of "
-                                        "KV cache", peak_resident_memory_bytes() / 1048576.0,
-                                        share.weight_bytes / 1048576.0, share.kv_bytes / 1048576.0));
-            }
+            log_peak_memory(model, slice, config, options);
             return;
         }
         if (type != TpMessage::kAttention && type != TpMessage::kFfn) {

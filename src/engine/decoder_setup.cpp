@@ -1,6 +1,8 @@
 #include "engine/decoder_setup.h"
 
+#include "dist/planner.h"
 #include "model/local_decoder.h"
+#include "util/system_memory.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -97,6 +99,15 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, 
     }
     if (workers.empty()) {
         if (!options.weights.empty()) throw make_error("--weights needs --workers or --local");
+        // The plan of one node is refused like any other that does not fit.
+        const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()), config.n_ctx, config.kv_type);
+        const uint64_t have = available_memory_bytes();
+        if (need.total() > have) {
+            throw make_error("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                             "available; split the model with --stages (pipeline) or --workers (tensor parallel), "
+                             "or use a smaller context (-c)",
+                             need.total(), need.weight_bytes, need.kv_bytes, have);
+        }
         setup.decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
         return setup;
     }

@@ -233,6 +233,18 @@ inline float q8_0_dot(int64_t n, const void* w, const void* x) {
 
 // ---- Register tiles ----
 
+// Fetches the weight bytes [p, p + kSpan) of the rows two tiles ahead: R
+// interleaved short row streams defeat the hardware prefetcher, and one tile
+// ahead is too late for a matrix-vector product streaming from memory. Both
+// ends, so a span over 64 bytes (a Q8_0 block pair) misses no line.
+template <int64_t kSpan>
+HWY_INLINE void prefetch_ahead(const uint8_t* p) {
+    static_assert(kSpan <= 128, "two lines at most");
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kSpan - 1), _MM_HINT_T0);
+}
+constexpr int kPrefetchTiles = 2;
+
 // R weight rows x C activation rows, one block per step (AVX2): each weight
 // block is unpacked once for C columns, each activation block (and its
 // offset term) loaded once for R rows.
@@ -256,6 +268,7 @@ void int8_tile256(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x
         }
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride + b * wbytes;
+            prefetch_ahead<wbytes>(wr + kPrefetchTiles * R * w_stride);
             const float dw = scale_of(wr);
             if constexpr (kQ4) {
                 const __m256i nib = q4_0_nibbles(wr);
@@ -305,9 +318,7 @@ void int8_tile512(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x
         }
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride + b * wbytes;
-            // The rows of the next tile, one tile ahead: R interleaved short
-            // streams are too short for the hardware prefetcher to learn.
-            _mm_prefetch(reinterpret_cast<const char*>(wr + R * w_stride), _MM_HINT_T0);
+            prefetch_ahead<2 * wbytes>(wr + kPrefetchTiles * R * w_stride);
             const __m512 dw = scale_pair(wr, wr + wbytes);
             if constexpr (kQ4) {
                 const __m512i nib = q4_0_nibble_pair(wr, wr + wbytes);
