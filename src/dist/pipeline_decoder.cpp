@@ -4,6 +4,7 @@
 #include "dist/speed_probe.h"
 #include "util/error.h"
 #include "util/system_memory.h"
+#include "util/timer.h"
 
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -17,6 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kHandshakeTimeoutMs = 60000;
+constexpr int kStallCheckMs = 250;
 
 void send_json(FrameChannel& channel, TpMessage type, const json& j) {
     const std::string text = j.dump();
@@ -184,14 +186,23 @@ PipelineDecoder::~PipelineDecoder() {
 void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
     const int width = front_->hparams().n_vocab;
     FrameChannel& last = *channels_.back();
+    // Every stage beats once a second while a session lasts: one silent for
+    // the io timeout has stalled (a stopped process, a dead host).
+    const double start = now_seconds();
+    std::vector<double> heard(channels_.size(), start);
     for (;;) {
         std::vector<pollfd> fds;
         for (auto& c : channels_) fds.push_back({c->fd(), POLLIN, 0});
-        const int ready = ::poll(fds.data(), fds.size(), config_.limits.io_timeout_ms);
-        if (ready == 0) {
-            throw make_error("no stage answered within {} ms (the pipeline stalled)", config_.limits.io_timeout_ms);
+        const int ready = ::poll(fds.data(), fds.size(), kStallCheckMs);
+        const double now = now_seconds();
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) continue;
+            if ((now - heard[i]) * 1e3 > config_.limits.io_timeout_ms) {
+                throw make_error("{} stalled: nothing heard from it for {} ms", stage_name(stages_[i + 1].address, i + 1),
+                                 static_cast<int>((now - heard[i]) * 1e3));
+            }
         }
-        if (ready < 0) continue;
+        if (ready <= 0) continue;
         for (size_t i = 0; i < channels_.size(); ++i) {
             if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
             const std::string who = stage_name(stages_[i + 1].address, i + 1);
@@ -200,6 +211,7 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
             } catch (const Error& e) {
                 throw make_error("{} stopped responding: {}", who, e.what());
             }
+            heard[i] = now_seconds();
             const auto type = static_cast<TpMessage>(frame_.type);
             if (type == TpMessage::kHeartbeat) continue;
             if (type == TpMessage::kError) {

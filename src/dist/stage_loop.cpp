@@ -1,5 +1,6 @@
 #include "dist/stage_loop.h"
 
+#include "dist/heartbeat.h"
 #include "dist/tp_messages.h"
 #include "util/error.h"
 
@@ -7,6 +8,7 @@
 #include <poll.h>
 
 #include <memory>
+#include <mutex>
 
 namespace tessera {
 
@@ -48,6 +50,11 @@ void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block
     send_json(control, TpMessage::kReady, {{"ok", true}});
     if (log) log(fmt::format("stage {} linked", describe_slice(forward.slice())));
 
+    // Heartbeats to the root all session long: rows may be in flight from
+    // any stage, and the root names the stage that falls silent.
+    std::mutex send_mutex;
+    Heartbeat heartbeat(control, send_mutex);
+    heartbeat.set_busy(true);
     FrameChannel& input = prev ? *prev : control;
     const ModelHParams& hp = forward.hparams();
     std::vector<float> x, logits;
@@ -98,6 +105,7 @@ void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block
         reply.width = static_cast<uint32_t>(hp.n_vocab);
         reply.format = WireFormat::F32;
         encode_step(reply, logits.data(), out);
+        std::lock_guard<std::mutex> lock(send_mutex);
         control.send(static_cast<uint16_t>(TpMessage::kLogits), out);
     }
 }

@@ -1,5 +1,6 @@
 #include "dist/tp_worker.h"
 
+#include "dist/heartbeat.h"
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
 #include "dist/stage_loop.h"
@@ -28,7 +29,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kHandshakeTimeoutMs = 30000;
-constexpr int kHeartbeatMs = 1000;
 
 void send_json(FrameChannel& channel, TpMessage type, const json& j) {
     const std::string text = j.dump();
@@ -45,53 +45,6 @@ json parse_json(const Frame& frame, TpMessage expected, const std::string& peer)
     if (j.is_discarded() || !j.is_object()) throw make_error("{}: malformed {} message", peer, tp_message_name(frame.type));
     return j;
 }
-
-// Sends heartbeats while a step computes, so the root can tell a slow step
-// from a stalled worker. Sends on the channel share one mutex.
-class Heartbeat {
-public:
-    Heartbeat(FrameChannel& channel, std::mutex& send_mutex) : channel_(channel), send_mutex_(send_mutex) {
-        thread_ = std::thread([this] { loop(); });
-    }
-    ~Heartbeat() {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            stop_ = true;
-        }
-        wake_.notify_all();
-        thread_.join();
-    }
-    void set_busy(bool busy) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        busy_ = busy;
-        wake_.notify_all();
-    }
-
-private:
-    void loop() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        while (!stop_) {
-            wake_.wait_for(lock, std::chrono::milliseconds(kHeartbeatMs));
-            if (stop_ || !busy_) continue;
-            lock.unlock();
-            try {
-                std::lock_guard<std::mutex> send(send_mutex_);
-                channel_.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
-            } catch (const Error&) {
-                // The main loop sees the broken connection on its next send.
-            }
-            lock.lock();
-        }
-    }
-
-    FrameChannel& channel_;
-    std::mutex& send_mutex_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool busy_ = false;
-    bool stop_ = false;
-    std::thread thread_;
-};
 
 Slice parse_slice(const json& s) {
     Slice slice;
@@ -285,7 +238,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
     for (;;) {
         // Idle between requests is fine (a user may be typing); a frame that
         // has started must arrive whole within the channel's timeout.
-        while (!channel.poll(kHeartbeatMs)) {
+        while (!channel.poll(kHeartbeatIntervalMs)) {
         }
         channel.recv(frame);
         const auto type = static_cast<TpMessage>(frame.type);

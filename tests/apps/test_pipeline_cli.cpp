@@ -2,14 +2,18 @@
 // TCP port: `run --stages` and `run --cluster` equal a single process token
 // for token; `plan` prints per node the layers, heads, channels and bytes a
 // run would use.
+#include "slow_model.h"
 #include "subprocess.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 namespace tessera {
 
@@ -28,10 +32,11 @@ std::vector<int> tokens_of(const test::ProcessResult& r) {
     return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
 }
 
-// A worker process of the bundled model on a free loopback port.
-std::string start_worker(std::unique_ptr<BackgroundProcess>& worker) {
-    worker = std::make_unique<BackgroundProcess>(cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "-m",
-                                                      test::source_dir() + "/models/stories260K.gguf"}));
+// A worker process of a model (default: the bundled one) on a free loopback port.
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker,
+                         const std::string& model = test::source_dir() + "/models/stories260K.gguf") {
+    worker = std::make_unique<BackgroundProcess>(
+        cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "-m", model}));
     const std::string line = worker->read_line(30);
     const std::string prefix = "listening on port ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
@@ -64,6 +69,44 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
             cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(tokens_of(r), tokens_of(single));
+    }
+}
+
+TEST(PipelineCli, AStageWithAnotherModelIsRefused) {
+    std::unique_ptr<BackgroundProcess> a;
+    const std::string sa = start_worker(a, test::write_slow_model(test::scratch_dir("pipeline_cli")));
+    const auto r = run_process(cmd({"run", "--stages", "root/" + sa, "-p", "Once", "-n", "4"}), 60);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("stage 1 (" + sa + ") holds a different model"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+}
+
+// SIGKILL (connections close) and SIGSTOP (the stage falls silent: only its
+// missing heartbeats tell) the last of three stages a second into a run.
+TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
+    const std::string model = test::write_slow_model(test::scratch_dir("pipeline_cli"));
+    for (int sig : {SIGKILL, SIGSTOP}) {
+        std::unique_ptr<BackgroundProcess> w1, w2;
+        const std::string a1 = start_worker(w1, model);
+        const std::string a2 = start_worker(w2, model);
+        test::ProcessResult root;
+        std::thread runner([&] {
+            root = run_process(cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000", "-c",
+                                    "3100", "--temp", "0", "-t", "1", "--json"}),
+                               60);
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        const auto stopped = std::chrono::steady_clock::now();
+        w2->signal(sig);
+        runner.join();
+        const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+        EXPECT_EQ(root.exit_code, 1) << "signal " << sig << ": " << root.err;
+        EXPECT_LT(after, 6.0) << "signal " << sig;  // 5 s plus process exit
+        EXPECT_NE(root.err.find(a2), std::string::npos) << root.err;
+        if (sig == SIGSTOP) {
+            EXPECT_NE(root.err.find("stage 2 (" + a2 + ") stalled"), std::string::npos) << root.err;
+            w2->signal(SIGCONT);
+        }
     }
 }
 

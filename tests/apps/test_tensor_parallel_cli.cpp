@@ -2,7 +2,7 @@
 // port: `run --local N` equals a single process token for token; a worker
 // holding another model is refused with both fingerprints; a worker that
 // dies or stalls mid-generation is reported by address and rank within 5 s.
-#include "model/random_model.h"
+#include "slow_model.h"
 #include "subprocess.h"
 #include "test_paths.h"
 
@@ -42,21 +42,7 @@ std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::
     return "127.0.0.1:" + line.substr(prefix.size());
 }
 
-// Slow enough per token (scalar-sized work) that a run lasts seconds.
-std::string slow_model() {
-    const std::string path = test::scratch_dir("tp_cli") + "/slow.gguf";
-    RandomModelSpec spec;
-    spec.n_embd = 512;
-    spec.n_layer = 8;
-    spec.n_head = 8;
-    spec.n_head_kv = 4;
-    spec.n_ff = 1536;
-    spec.n_vocab = 1000;
-    spec.n_ctx = 4096;
-    spec.type = QuantType::F32;
-    write_random_model(spec, path);
-    return path;
-}
+std::string slow_model() { return test::write_slow_model(test::scratch_dir("tp_cli")); }
 
 }  // namespace
 

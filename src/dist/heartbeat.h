@@ -1,0 +1,39 @@
+// Heartbeats on a channel while its owner is busy, so the peer can tell a
+// slow step from a stalled process: a tensor-parallel worker computing a
+// partial, a pipeline stage whose rows are on their way. Every send on the
+// channel, the owner's too, holds one mutex.
+#pragma once
+
+#include "net/channel.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace tessera {
+
+constexpr int kHeartbeatIntervalMs = 1000;
+
+class Heartbeat {
+public:
+    Heartbeat(FrameChannel& channel, std::mutex& send_mutex);
+    ~Heartbeat();
+    Heartbeat(const Heartbeat&) = delete;
+    Heartbeat& operator=(const Heartbeat&) = delete;
+
+    // Beats only while busy.
+    void set_busy(bool busy);
+
+private:
+    void loop();
+
+    FrameChannel& channel_;
+    std::mutex& send_mutex_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool busy_ = false;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace tessera
