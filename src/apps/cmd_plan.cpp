@@ -65,6 +65,7 @@ void plan(const PlanOptions& o) {
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, stage_weights, stage_layers);
     const int granule = ffn_granule(model);
+    const ModelBytes bytes = model_bytes(model);
     std::vector<PlannedNode> nodes;
     for (size_t s = 0; s < spec.stages.size(); ++s) {
         const ClusterStage& stage = spec.stages[s];
@@ -76,6 +77,11 @@ void plan(const PlanOptions& o) {
         }
         std::vector<double> weights = stage.weights;
         if (weights.empty()) weights.assign(names.size(), 1.0);
+        if (s + 1 == spec.stages.size()) {
+            // As a run plans it: the group's root also computes the logits.
+            const double block = static_cast<double>(bytes.layers) * (blocks[s].second - blocks[s].first) / hp.n_layer;
+            weights = weights_with_root_work(weights, block, static_cast<double>(bytes.output));
+        }
         const std::vector<Slice> slices =
             plan_stage_group(hp, blocks[s], weights, granule, s == 0, s + 1 == spec.stages.size());
         for (size_t n = 0; n < names.size(); ++n) {

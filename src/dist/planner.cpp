@@ -32,6 +32,36 @@ std::vector<int> apportion(int n_units, std::span<const double> weights) {
     return shares;
 }
 
+std::vector<double> weights_with_root_work(std::span<const double> weights, double layer_bytes, double root_bytes) {
+    if (weights.empty()) throw make_error("a plan needs at least one node");
+    double total = 0.0;
+    for (double w : weights) {
+        if (!(w > 0.0) || !std::isfinite(w)) throw make_error("node weight {} is not a positive number", w);
+        total += w;
+    }
+    std::vector<double> out(weights.begin(), weights.end());
+    if (weights.size() < 2 || !(layer_bytes > 0) || !(root_bytes > 0)) return out;
+    // Rank r's share of all work is w_r / total; rank 0 spends root_bytes of
+    // it outside the layers.
+    const double all = layer_bytes + root_bytes;
+    const double equal_layer_share = layer_bytes / static_cast<double>(weights.size());
+    out[0] = std::max(weights[0] / total * all - root_bytes, 0.1 * equal_layer_share);
+    for (size_t r = 1; r < weights.size(); ++r) out[r] = weights[r] / total * all;
+    return out;
+}
+
+ModelBytes model_bytes(const LlamaModel& model) {
+    const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
+    ModelBytes bytes;
+    for (const LayerWeights& l : w.layers) {
+        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+            bytes.layers += static_cast<uint64_t>(m->rows) * m->row_bytes;
+        }
+    }
+    bytes.output = static_cast<uint64_t>(w.output.rows) * w.output.row_bytes;
+    return bytes;
+}
+
 int ffn_granule(const LlamaModel& model) {
     const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
     int granule = 32;

@@ -23,6 +23,19 @@ namespace tessera {
 // remainder: shares differ from the exact proportion by less than one unit).
 std::vector<int> apportion(int n_units, std::span<const double> weights);
 
+// Weights for the layers' split when rank 0 also does work no other rank
+// shares (the logits: root_bytes per token against layer_bytes for all
+// layers): each rank's total work, not its layer share, follows `weights`.
+// A rank-0 share that would fall below a tenth of an equal one is kept there.
+std::vector<double> weights_with_root_work(std::span<const double> weights, double layer_bytes, double root_bytes);
+
+// Weight bytes per token of the layers and of the output head.
+struct ModelBytes {
+    uint64_t layers = 0;
+    uint64_t output = 0;
+};
+ModelBytes model_bytes(const LlamaModel& model);
+
 // FFN channels per indivisible unit for this model (see above).
 int ffn_granule(const LlamaModel& model);
 

@@ -106,8 +106,14 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         throw make_error("layers {}..{} are not a block of this model's {} layers", config.layer_begin, layer_end,
                          hp.n_layer);
     }
-    const std::vector<Slice> plan = plan_stage_group(hp, {config.layer_begin, layer_end}, weights, ffn_granule(model),
-                                                     config.first, config.last);
+    // The root of the last group also computes the logits: it takes less of
+    // the layers, so every rank finishes a token at once.
+    const ModelBytes bytes = model_bytes(model);
+    const double block_bytes = static_cast<double>(bytes.layers) * (layer_end - config.layer_begin) / hp.n_layer;
+    const std::vector<double> layer_weights =
+        config.last ? weights_with_root_work(weights, block_bytes, static_cast<double>(bytes.output)) : weights;
+    const std::vector<Slice> plan = plan_stage_group(hp, {config.layer_begin, layer_end}, layer_weights,
+                                                     ffn_granule(model), config.first, config.last);
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];

@@ -2,7 +2,6 @@
 
 #include "ops/quant_traits.h"
 #include "util/error.h"
-#include "util/fp16.h"
 
 #include <cstring>
 
@@ -73,10 +72,9 @@ void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& o
             std::memcpy(dst, rows, n * 4);
             break;
         case WireFormat::F16:
-            for (size_t i = 0; i < n; ++i) {
-                const uint16_t v = fp32_to_fp16(rows[i]);
-                std::memcpy(dst + 2 * i, &v, 2);
-            }
+            // F16 rows are plain arrays of halves: the SIMD conversion, not a
+            // scalar loop on every sync.
+            require_compute_traits(QuantType::F16, "wire").from_float(rows, dst, static_cast<int64_t>(n));
             break;
         case WireFormat::Q8_0: {
             const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "wire");
@@ -114,11 +112,7 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
             std::memcpy(rows.data(), src, n * 4);
             break;
         case WireFormat::F16:
-            for (size_t i = 0; i < n; ++i) {
-                uint16_t v;
-                std::memcpy(&v, src + 2 * i, 2);
-                rows[i] = fp16_to_fp32(v);
-            }
+            require_compute_traits(QuantType::F16, "wire").to_float(src, rows.data(), static_cast<int64_t>(n));
             break;
         case WireFormat::Q8_0: {
             const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "wire");

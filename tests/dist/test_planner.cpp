@@ -94,4 +94,22 @@ TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     EXPECT_EQ(kv, full.kv_bytes);
 }
 
+// The root also computes the logits: its layer share shrinks so that every
+// rank's total work follows the weights.
+TEST(Planner, RootWorkOutsideTheLayersShrinksItsLayerShare) {
+    const std::vector<double> equal = {1, 1};
+    const std::vector<double> w = weights_with_root_work(equal, 1000.0, 100.0);
+    ASSERT_EQ(w.size(), 2u);
+    // Totals: root 450 + 100 = 550 = worker 550.
+    EXPECT_DOUBLE_EQ(w[0], 450.0);
+    EXPECT_DOUBLE_EQ(w[1], 550.0);
+    // One rank, or nothing outside the layers: unchanged.
+    EXPECT_EQ(weights_with_root_work(std::vector<double>{2}, 1000.0, 100.0), std::vector<double>{2});
+    EXPECT_EQ(weights_with_root_work(equal, 1000.0, 0.0), equal);
+    // A root too slow for its extra work keeps a floor share.
+    const std::vector<double> slow_root = {0.01, 1};
+    EXPECT_GT(weights_with_root_work(slow_root, 1000.0, 500.0)[0], 0.0);
+    EXPECT_THROW(weights_with_root_work(std::vector<double>{1, -1}, 1000.0, 100.0), Error);
+}
+
 }  // namespace tessera
