@@ -65,7 +65,6 @@ void plan(const PlanOptions& o) {
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, stage_weights, stage_layers);
     const int granule = ffn_granule(model);
-    const ModelBytes bytes = model_bytes(model);
     std::vector<PlannedNode> nodes;
     for (size_t s = 0; s < spec.stages.size(); ++s) {
         const ClusterStage& stage = spec.stages[s];
@@ -77,13 +76,11 @@ void plan(const PlanOptions& o) {
         }
         std::vector<double> weights = stage.weights;
         if (weights.empty()) weights.assign(names.size(), 1.0);
-        if (s + 1 == spec.stages.size()) {
-            // As a run plans it: the group's root also computes the logits.
-            const double block = static_cast<double>(bytes.layers) * (blocks[s].second - blocks[s].first) / hp.n_layer;
-            weights = weights_with_root_work(weights, block, static_cast<double>(bytes.output));
-        }
+        // As a run plans it: one group alone splits the output head's rows too.
         const std::vector<Slice> slices =
-            plan_stage_group(hp, blocks[s], weights, granule, s == 0, s + 1 == spec.stages.size());
+            spec.stages.size() == 1
+                ? plan_tensor_parallel(hp, weights, granule)
+                : plan_stage_group(hp, blocks[s], weights, granule, s == 0, s + 1 == spec.stages.size());
         for (size_t n = 0; n < names.size(); ++n) {
             nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_type)});
         }
@@ -97,6 +94,7 @@ void plan(const PlanOptions& o) {
                          {"layers", {n.slice.layer_begin, n.slice.layer_end}},
                          {"kv_heads", {n.slice.kv_head_begin, n.slice.kv_head_end}},
                          {"ffn", {n.slice.ffn_begin, n.slice.ffn_end}},
+                         {"vocab", {n.slice.vocab_begin, n.slice.vocab_end}},
                          {"embeds", n.slice.embeds},
                          {"outputs", n.slice.outputs},
                          {"weight_bytes", n.footprint.weight_bytes},
@@ -106,13 +104,16 @@ void plan(const PlanOptions& o) {
     } else {
         std::printf("model %s: %d layers, %d KV heads, FFN %d, context %d (%s KV cache)\n", model.path().c_str(),
                     hp.n_layer, hp.n_head_kv, hp.n_ff, n_ctx, o.cache_type.c_str());
-        std::printf("%-6s %-22s %-8s %-9s %-11s %12s %12s %12s\n", "stage", "node", "layers", "kv heads", "ffn",
-                    "weights MiB", "KV MiB", "total MiB");
+        std::printf("%-6s %-22s %-8s %-9s %-11s %-13s %12s %12s %12s\n", "stage", "node", "layers", "kv heads", "ffn",
+                    "vocab", "weights MiB", "KV MiB", "total MiB");
         for (const PlannedNode& n : nodes) {
-            std::printf("%-6zu %-22s %-8s %-9s %-11s %12.1f %12.1f %12.1f%s\n", n.stage, n.address.c_str(),
+            std::printf("%-6zu %-22s %-8s %-9s %-11s %-13s %12.1f %12.1f %12.1f%s\n", n.stage, n.address.c_str(),
                         fmt::format("{}-{}", n.slice.layer_begin, n.slice.layer_end - 1).c_str(),
                         fmt::format("{}-{}", n.slice.kv_head_begin, n.slice.kv_head_end - 1).c_str(),
                         fmt::format("{}-{}", n.slice.ffn_begin, n.slice.ffn_end - 1).c_str(),
+                        n.slice.n_vocab_rows() > 0
+                            ? fmt::format("{}-{}", n.slice.vocab_begin, n.slice.vocab_end - 1).c_str()
+                            : "-",
                         n.footprint.weight_bytes / 1048576.0, n.footprint.kv_bytes / 1048576.0,
                         n.footprint.total() / 1048576.0,
                         n.slice.embeds && n.slice.outputs ? "  (embeds, logits)"

@@ -20,17 +20,11 @@ Heartbeat::~Heartbeat() {
     thread_.join();
 }
 
-void Heartbeat::set_busy(bool busy) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    busy_ = busy;
-    wake_.notify_all();
-}
-
 void Heartbeat::loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
         wake_.wait_for(lock, std::chrono::milliseconds(kHeartbeatIntervalMs));
-        if (stop_ || !busy_) continue;
+        if (stop_ || !busy_.load(std::memory_order_relaxed)) continue;
         lock.unlock();
         try {
             std::lock_guard<std::mutex> send(send_mutex_);

@@ -126,7 +126,8 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"slice",
                         {{"layers", {s.layer_begin, s.layer_end}},
                          {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-                         {"ffn", {s.ffn_begin, s.ffn_end}}}},
+                         {"ffn", {s.ffn_begin, s.ffn_end}},
+                         {"vocab", {s.vocab_begin, s.vocab_end}}}},
                        {"last", i + 2 == n_stages},
                        {"prev", i > 0},
                        {"n_ctx", config.forward.n_ctx},
@@ -163,6 +164,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         tp.layer_end = stages_[0].slice.layer_end;
         tp.first = true;
         tp.last = n_stages == 1;
+        tp.shard_vocab = false;  // this decoder computes the logits through the root's own head
         group_ = std::make_unique<TensorParallelDecoder>(model, tp);
         front_ = &group_->root_forward();
         block_ = group_.get();

@@ -32,36 +32,6 @@ std::vector<int> apportion(int n_units, std::span<const double> weights) {
     return shares;
 }
 
-std::vector<double> weights_with_root_work(std::span<const double> weights, double layer_bytes, double root_bytes) {
-    if (weights.empty()) throw make_error("a plan needs at least one node");
-    double total = 0.0;
-    for (double w : weights) {
-        if (!(w > 0.0) || !std::isfinite(w)) throw make_error("node weight {} is not a positive number", w);
-        total += w;
-    }
-    std::vector<double> out(weights.begin(), weights.end());
-    if (weights.size() < 2 || !(layer_bytes > 0) || !(root_bytes > 0)) return out;
-    // Rank r's share of all work is w_r / total; rank 0 spends root_bytes of
-    // it outside the layers.
-    const double all = layer_bytes + root_bytes;
-    const double equal_layer_share = layer_bytes / static_cast<double>(weights.size());
-    out[0] = std::max(weights[0] / total * all - root_bytes, 0.1 * equal_layer_share);
-    for (size_t r = 1; r < weights.size(); ++r) out[r] = weights[r] / total * all;
-    return out;
-}
-
-ModelBytes model_bytes(const LlamaModel& model) {
-    const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
-    ModelBytes bytes;
-    for (const LayerWeights& l : w.layers) {
-        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-            bytes.layers += static_cast<uint64_t>(m->rows) * m->row_bytes;
-        }
-    }
-    bytes.output = static_cast<uint64_t>(w.output.rows) * w.output.row_bytes;
-    return bytes;
-}
-
 int ffn_granule(const LlamaModel& model) {
     const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
     int granule = 32;
@@ -74,9 +44,11 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
     const int n_granules = (hp.n_ff + granule - 1) / granule;
     const std::vector<int> heads = apportion(hp.n_head_kv, weights);
     const std::vector<int> granules = apportion(n_granules, weights);
+    const std::vector<int> vocab = apportion((hp.n_vocab + kVocabGranule - 1) / kVocabGranule, weights);
     std::vector<Slice> slices(weights.size());
     int head = 0;
     int g = 0;
+    int v = 0;
     for (size_t r = 0; r < weights.size(); ++r) {
         Slice& s = slices[r];
         s.layer_begin = 0;
@@ -86,6 +58,9 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         s.ffn_begin = std::min(g * granule, hp.n_ff);
         g += granules[r];
         s.ffn_end = std::min(g * granule, hp.n_ff);
+        s.vocab_begin = std::min(v * kVocabGranule, hp.n_vocab);
+        v += vocab[r];
+        s.vocab_end = std::min(v * kVocabGranule, hp.n_vocab);
         s.embeds = r == 0;
         s.outputs = r == 0;
     }
@@ -138,6 +113,8 @@ std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> 
         s.layer_end = layers.second;
         s.embeds = s.embeds && first;
         s.outputs = s.outputs && last;
+        s.vocab_begin = 0;
+        s.vocab_end = s.outputs ? hp.n_vocab : 0;
     }
     return slices;
 }
@@ -158,8 +135,8 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
     }
     if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
     // A tied head is the embedding matrix: counted once where both live.
-    if (slice.outputs && (w.output.data != w.token_embd.data || !slice.embeds)) {
-        f.weight_bytes += static_cast<uint64_t>(w.output.rows) * w.output.row_bytes;
+    if (slice.n_vocab_rows() > 0 && (w.output.data != w.token_embd.data || !slice.embeds)) {
+        f.weight_bytes += static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
     }
     const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;
     f.kv_bytes = 2ull * slice.n_layers() * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(n_ctx) * elem;

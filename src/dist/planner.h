@@ -5,7 +5,8 @@
 // weights (measured speed, or --weights), for any number of ranks. FFN
 // channels move in indivisible granules of at least 32 channels and at least
 // one quantization block of w_down's rows, so no block straddles two ranks.
-// Rank 0 (the root) also embeds tokens and computes the logits.
+// The output head's rows (the vocabulary) are split the same way, in units of
+// kVocabGranule rows; rank 0 (the root) embeds tokens and gathers the logits.
 #pragma once
 
 #include "model/llama_model.h"
@@ -23,18 +24,7 @@ namespace tessera {
 // remainder: shares differ from the exact proportion by less than one unit).
 std::vector<int> apportion(int n_units, std::span<const double> weights);
 
-// Weights for the layers' split when rank 0 also does work no other rank
-// shares (the logits: root_bytes per token against layer_bytes for all
-// layers): each rank's total work, not its layer share, follows `weights`.
-// A rank-0 share that would fall below a tenth of an equal one is kept there.
-std::vector<double> weights_with_root_work(std::span<const double> weights, double layer_bytes, double root_bytes);
-
-// Weight bytes per token of the layers and of the output head.
-struct ModelBytes {
-    uint64_t layers = 0;
-    uint64_t output = 0;
-};
-ModelBytes model_bytes(const LlamaModel& model);
+constexpr int kVocabGranule = 32;
 
 // FFN channels per indivisible unit for this model (see above).
 int ffn_granule(const LlamaModel& model);
@@ -52,8 +42,9 @@ std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const 
 
 // The slices of one stage of a hybrid plan: a tensor-parallel group (one
 // node: a whole-layer slice) over the layers [layers.first, layers.second).
-// The group's first node embeds tokens when `first`, computes logits when
-// `last`.
+// The group's first node embeds tokens when `first`, computes all the logits
+// when `last` (a stage's head is not split: the pipeline's last stage sends
+// the logits on in one message).
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
                                     std::span<const double> group_weights, int ffn_granule, bool first, bool last);
 

@@ -16,6 +16,7 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     s.layer_end = std::min(1, hp.n_layer);
     s.embeds = false;
     s.outputs = false;
+    s.vocab_end = 0;
     const SliceWeights w = load_slice_weights(model, s);
     if (w.layers.empty()) return 1.0;
     const LayerWeights& l = w.layers[0];

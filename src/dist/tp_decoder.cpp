@@ -106,14 +106,14 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         throw make_error("layers {}..{} are not a block of this model's {} layers", config.layer_begin, layer_end,
                          hp.n_layer);
     }
-    // The root of the last group also computes the logits: it takes less of
-    // the layers, so every rank finishes a token at once.
-    const ModelBytes bytes = model_bytes(model);
-    const double block_bytes = static_cast<double>(bytes.layers) * (layer_end - config.layer_begin) / hp.n_layer;
-    const std::vector<double> layer_weights =
-        config.last ? weights_with_root_work(weights, block_bytes, static_cast<double>(bytes.output)) : weights;
-    const std::vector<Slice> plan = plan_stage_group(hp, {config.layer_begin, layer_end}, layer_weights,
-                                                     ffn_granule(model), config.first, config.last);
+    // A group that is the whole model also splits the output head's rows;
+    // a stage of a pipeline keeps its head whole on its root.
+    const int granule = ffn_granule(model);
+    const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
+    const std::vector<Slice> plan = whole_model && config.shard_vocab
+                                        ? plan_tensor_parallel(hp, weights, granule)
+                                        : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, granule,
+                                                           config.first, config.last);
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
@@ -133,7 +133,8 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                   {{"slice",
                     {{"layers", {s.layer_begin, s.layer_end}},
                      {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-                     {"ffn", {s.ffn_begin, s.ffn_end}}}},
+                     {"ffn", {s.ffn_begin, s.ffn_end}},
+                     {"vocab", {s.vocab_begin, s.vocab_end}}}},
                    {"n_ctx", config.forward.n_ctx},
                    {"n_batch", config.forward.n_batch},
                    {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
@@ -157,6 +158,9 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     partial_.resize(rows);
     sum_.resize(rows);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
+    for (size_t r = 1; r < n_ranks; ++r) {
+        if (plan[r].n_vocab_rows() > 0) head_workers_.push_back(r - 1);
+    }
 }
 
 void TensorParallelDecoder::send_slice(const LlamaModel& model, size_t worker, const Slice& slice) {
@@ -191,7 +195,7 @@ TensorParallelDecoder::~TensorParallelDecoder() {
     }
 }
 
-void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent) {
+void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width) {
     FrameChannel& channel = *channels_[worker];
     const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
     for (;;) {
@@ -209,12 +213,50 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
         }
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
         const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
-        if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != sent.width) {
-            throw make_error("{}: partial for layer {} ({} rows) where layer {} ({} rows) was due", who, got.layer,
-                             got.n_tok, sent.layer, sent.n_tok);
+        if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
+            throw make_error("{}: partial for layer {} ({} rows of {}) where layer {} ({} rows of {}) was due", who,
+                             got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
         }
         return;
     }
+}
+
+void TensorParallelDecoder::broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers) {
+    if (n_workers == 0) return;
+    encode_step(header, rows, message_);
+    for (size_t i = 0; i < n_workers; ++i) {
+        const size_t w = type == TpMessage::kHead ? head_workers_[i] : i;
+        try {
+            channels_[w]->send(static_cast<uint16_t>(type), message_);
+        } catch (const Error& e) {
+            throw make_error("{}: {}", worker_name(ranks_[w + 1].address, w + 1), e.what());
+        }
+        stats_.bytes_sent += message_.size();
+    }
+}
+
+void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
+    const ModelHParams& hp = forward_->hparams();
+    forward_->norm_output_input(x, h_.data(), n_tok);
+    // Every rank computes the logits of its vocab rows; the root places the
+    // workers' rows beside its own. Each logit is the same dot product a
+    // single node computes, so the exact mode stays exact.
+    const StepHeader header{static_cast<uint32_t>(hp.n_layer), 0, static_cast<uint32_t>(n_tok),
+                            static_cast<uint32_t>(hp.n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
+    broadcast(TpMessage::kHead, header, h_.data(), head_workers_.size());
+    const double start = now_seconds();
+    forward_->head_rows(h_.data(), n_tok, logits, hp.n_vocab);
+    const double computed = now_seconds();
+    for (size_t w : head_workers_) {
+        const Slice& s = ranks_[w + 1].slice;
+        receive_partial(w, header, static_cast<uint32_t>(s.n_vocab_rows()));
+        for (int t = 0; t < n_tok; ++t) {
+            std::copy_n(received_.data() + static_cast<size_t>(t) * s.n_vocab_rows(), s.n_vocab_rows(),
+                        logits + static_cast<size_t>(t) * hp.n_vocab + s.vocab_begin);
+        }
+    }
+    stats_.own_seconds += computed - start;
+    stats_.wait_seconds += now_seconds() - computed;
 }
 
 void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok) {
@@ -222,17 +264,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int p
     const size_t n = static_cast<size_t>(n_tok) * n_embd;
     const StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok),
                             static_cast<uint32_t>(n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
-    if (!channels_.empty()) {
-        encode_step(header, h_.data(), message_);
-        for (size_t i = 0; i < channels_.size(); ++i) {
-            try {
-                channels_[i]->send(static_cast<uint16_t>(type), message_);
-            } catch (const Error& e) {
-                throw make_error("{}: {}", worker_name(ranks_[i + 1].address, i + 1), e.what());
-            }
-            stats_.bytes_sent += message_.size();
-        }
-    }
+    broadcast(type, header, h_.data(), channels_.size());
     // The root's own share, computed while the workers compute theirs.
     const double start = now_seconds();
     if (type == TpMessage::kAttention) {
@@ -244,7 +276,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int p
     // Partials summed in rank order, then added to the residual.
     std::copy(partial_.begin(), partial_.begin() + static_cast<std::ptrdiff_t>(n), sum_.begin());
     for (size_t i = 0; i < channels_.size(); ++i) {
-        receive_partial(i, header);
+        receive_partial(i, header, header.width);
         for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
     }
     for (size_t j = 0; j < n; ++j) x[j] += sum_[j];
@@ -267,7 +299,7 @@ void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos,
         const int pos0 = pos + static_cast<int>(b);
         forward_->embed(batch, x_.data());
         forward_layers(x_.data(), pos0, n_tok);
-        if (all_logits != nullptr) forward_->logits(x_.data(), n_tok, all_logits + b * hp.n_vocab);
+        if (all_logits != nullptr) head(x_.data(), n_tok, all_logits + b * hp.n_vocab);
     }
 }
 
@@ -287,7 +319,7 @@ void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
 const float* TensorParallelDecoder::eval(std::span<const int32_t> tokens, int pos) {
     run_layers(tokens, pos, nullptr);
     const size_t last = (tokens.size() - 1) % static_cast<size_t>(forward_->n_batch());
-    forward_->logits(x_.data() + last * forward_->hparams().n_embd, 1, logits_.data());
+    head(x_.data() + last * forward_->hparams().n_embd, 1, logits_.data());
     return logits_.data();
 }
 

@@ -37,6 +37,10 @@ struct TpConfig {
     int layer_end = 0;
     bool first = true;
     bool last = true;
+    // A group that is the whole model splits the output head's rows across
+    // its ranks too (the logits are gathered on the root). Off for a group a
+    // pipeline drives through its root's own head.
+    bool shard_vocab = true;
 };
 
 struct TpRankInfo {
@@ -83,7 +87,13 @@ private:
     void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
     // Broadcast h, compute the own partial, gather and sum the others into x.
     void sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok);
-    void receive_partial(size_t worker, const StepHeader& sent);
+    // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
+    void broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers);
+    // Receives a worker's reply to `sent`: rows of `width` floats into received_.
+    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width);
+    // logits (n_tok rows of n_vocab) of the residual rows x, every rank
+    // computing its vocab rows.
+    void head(const float* x, int n_tok, float* logits);
     // Sends a worker that has no model file its slice.
     void send_slice(const LlamaModel& model, size_t worker, const Slice& slice);
 
@@ -92,6 +102,7 @@ private:
     std::unique_ptr<SliceForward> forward_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
+    std::vector<size_t> head_workers_;  // workers holding rows of the output head
     std::vector<float> x_, h_, partial_, sum_, received_, logits_, all_logits_;
     std::vector<uint8_t> message_;
     Frame frame_;

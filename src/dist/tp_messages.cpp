@@ -21,6 +21,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kStageInput: return "stage-input";
         case TpMessage::kLogits: return "logits";
         case TpMessage::kStageHello: return "stage-hello";
+        case TpMessage::kHead: return "head";
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";

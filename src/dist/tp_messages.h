@@ -11,6 +11,9 @@
 // Per layer (binary: a fixed StepHeader, then n_tok rows):
 //   root -> worker  kAttention / kFfn   the normed activation rows h
 //   worker -> root  kPartial            the rank's partial rows
+// Per token, after the last layer (a group splitting the output head):
+//   root -> worker  kHead               the output-normed rows
+//   worker -> root  kPartial            the logits of the rank's vocab rows
 // Either side: kHeartbeat (a worker sends them while it computes a long step,
 // so a stalled worker is told apart from a slow one), kError {message} from a
 // worker that failed, kShutdown from the root.
@@ -37,6 +40,7 @@ enum class TpMessage : uint16_t {
     kStageInput = 13,  // pipeline: residual rows into a stage (StepHeader.layer holds StageFlags)
     kLogits = 14,      // pipeline: the last stage's logits, straight to the root
     kStageHello = 15,  // pipeline: a stage introducing itself to the next one
+    kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,

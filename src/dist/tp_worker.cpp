@@ -9,6 +9,7 @@
 #include "model/slice_file.h"
 #include "model/slice_forward.h"
 #include "util/error.h"
+#include "util/timer.h"
 #include "util/system_memory.h"
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,10 @@ Slice parse_slice(const json& s) {
     slice.kv_head_end = s.at("kv_heads").at(1);
     slice.ffn_begin = s.at("ffn").at(0);
     slice.ffn_end = s.at("ffn").at(1);
+    if (s.contains("vocab")) {
+        slice.vocab_begin = s.at("vocab").at(0);
+        slice.vocab_end = s.at("vocab").at(1);
+    }
     slice.embeds = false;
     slice.outputs = false;
     return slice;
@@ -232,6 +237,9 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
 
     const int64_t n_embd = model.hparams().n_embd;
     std::vector<float> h, partial(static_cast<size_t>(forward->n_batch()) * n_embd);
+    std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
+    uint64_t steps = 0;
+    double compute_seconds = 0.0;  // decoding, computing and encoding steps
     std::vector<uint8_t> out;
     std::mutex send_mutex;
     Heartbeat heartbeat(channel, send_mutex);
@@ -245,12 +253,17 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown) {
             log_peak_memory(model, slice, config, options);
+            if (options.log && steps > 0) {
+                options.log(fmt::format("{} steps, {:.1f} us computing each on average", steps,
+                                        compute_seconds / static_cast<double>(steps) * 1e6));
+            }
             return;
         }
-        if (type != TpMessage::kAttention && type != TpMessage::kFfn) {
+        if (type != TpMessage::kAttention && type != TpMessage::kFfn && type != TpMessage::kHead) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }
         heartbeat.set_busy(true);
+        const double start = now_seconds();
         try {
             const StepHeader step = decode_step(frame.payload, h, peer.c_str());
             if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward->n_batch())) {
@@ -258,7 +271,16 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
                                  step.n_tok, step.width, n_embd, forward->n_batch());
             }
             const int n_tok = static_cast<int>(step.n_tok);
-            if (type == TpMessage::kAttention) {
+            StepHeader reply_header = step;
+            reply_header.format = partial_format;
+            if (type == TpMessage::kHead) {
+                const int64_t rows = slice.n_vocab_rows();
+                if (rows == 0) throw make_error("{}: asked for logits, but this rank holds no rows of the head", peer);
+                head_logits.resize(std::max(head_logits.size(), static_cast<size_t>(n_tok * rows)));
+                forward->head_rows(h.data(), n_tok, head_logits.data(), rows);
+                reply_header.width = static_cast<uint32_t>(rows);
+                encode_step(reply_header, head_logits.data(), out);
+            } else if (type == TpMessage::kAttention) {
                 if (step.pos0 + step.n_tok > static_cast<uint32_t>(forward->n_ctx())) {
                     throw make_error("{}: positions {}..{} exceed the context of {}", peer, step.pos0,
                                      step.pos0 + step.n_tok, forward->n_ctx());
@@ -268,9 +290,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             } else {
                 forward->ffn_partial(static_cast<int>(step.layer), h.data(), n_tok, partial.data());
             }
-            StepHeader reply_header = step;
-            reply_header.format = partial_format;
-            encode_step(reply_header, partial.data(), out);
+            if (type != TpMessage::kHead) encode_step(reply_header, partial.data(), out);
         } catch (const Error& e) {
             heartbeat.set_busy(false);
             std::lock_guard<std::mutex> lock(send_mutex);
@@ -278,6 +298,8 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             throw;
         }
         heartbeat.set_busy(false);
+        compute_seconds += now_seconds() - start;
+        ++steps;
         std::lock_guard<std::mutex> lock(send_mutex);
         channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
     }

@@ -82,7 +82,8 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
     const ModelHParams& hp = model.hparams();
     if (slice.embeds || slice.outputs || slice.layer_begin != stored.layer_begin || slice.layer_end != stored.layer_end ||
         slice.kv_head_begin != stored.kv_head_begin || slice.kv_head_end != stored.kv_head_end ||
-        slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end) {
+        slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end ||
+        slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
     }
     SliceWeights w;
@@ -122,6 +123,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         }
         w.layers.push_back(std::move(lw));
     }
+    if (slice.n_vocab_rows() > 0) w.output = rows_view("output.weight", hp.n_embd, slice.vocab_begin, slice.vocab_end);
     return w;
 }
 }  // namespace
@@ -135,8 +137,9 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     w.slice = slice;
     const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;
     if (slice.embeds) w.token_embd = matrix_view(file, "token_embd.weight", hp.n_embd, hp.n_vocab);
-    if (slice.outputs) {
-        w.output_norm = vector_copy(file, "output_norm.weight", hp.n_embd);
+    if (slice.outputs) w.output_norm = vector_copy(file, "output_norm.weight", hp.n_embd);
+    if (slice.n_vocab_rows() > 0) {
+        // The whole head's view: the slice's rows are the only ones it reads.
         w.output = file.find_tensor("output.weight") != nullptr
                        ? matrix_view(file, "output.weight", hp.n_embd, hp.n_vocab)
                        : matrix_view(file, "token_embd.weight", hp.n_embd, hp.n_vocab);

@@ -31,7 +31,7 @@ struct LayerWeights {
 struct SliceWeights {
     Slice slice;
     Matrix token_embd;  // set when slice.embeds
-    Matrix output;      // set when slice.outputs (token_embd when tied)
+    Matrix output;      // set when the slice has vocab rows (token_embd when tied)
     std::vector<float> output_norm;
     std::vector<float> rope_freqs;  // per-pair RoPE frequency factors, empty if none
     std::vector<LayerWeights> layers;

@@ -61,7 +61,7 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
         if (kv.key.rfind("tessera.slice.", 0) != 0) w.set_value(kv.key, kv.value);
     }
     w.set_i32_array(kRangeKey, {slice.layer_begin, slice.layer_end, slice.kv_head_begin, slice.kv_head_end,
-                                slice.ffn_begin, slice.ffn_end});
+                                slice.ffn_begin, slice.ffn_end, slice.vocab_begin, slice.vocab_end});
     w.set_string(kSourceKey, file.fingerprint_hex());
     w.set_i32(kVocabKey, hp.n_vocab);
     if (const GgufTensorInfo* f = file.find_tensor("rope_freqs.weight")) add_whole(w, *f);
@@ -86,13 +86,21 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
             add_columns(w, tensor(file, p + "ffn_down.weight"), slice.ffn_begin, slice.ffn_end);
         }
     }
+    if (slice.n_vocab_rows() > 0) {
+        // Stored as output.weight even when the model ties its head to the
+        // embedding: the slice holds only these rows of it.
+        const GgufTensorInfo* head = file.find_tensor("output.weight");
+        GgufTensorInfo rows = head != nullptr ? *head : tensor(file, "token_embd.weight");
+        rows.name = "output.weight";
+        add_rows(w, rows, slice.vocab_begin, slice.vocab_end);
+    }
     w.write(path);
 }
 
 std::optional<Slice> stored_slice(const GgufFile& file) {
     const GgufValue* v = file.find_array(kRangeKey, GgufValueType::Int32);
     if (v == nullptr) return std::nullopt;
-    if (v->count != 6) throw make_error("{}: {} holds {} values, expected 6", file.path(), kRangeKey, v->count);
+    if (v->count != 8) throw make_error("{}: {} holds {} values, expected 8", file.path(), kRangeKey, v->count);
     Slice s;
     s.layer_begin = static_cast<int32_t>(v->array_integer(0));
     s.layer_end = static_cast<int32_t>(v->array_integer(1));
@@ -100,6 +108,8 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
     s.kv_head_end = static_cast<int32_t>(v->array_integer(3));
     s.ffn_begin = static_cast<int32_t>(v->array_integer(4));
     s.ffn_end = static_cast<int32_t>(v->array_integer(5));
+    s.vocab_begin = static_cast<int32_t>(v->array_integer(6));
+    s.vocab_end = static_cast<int32_t>(v->array_integer(7));
     s.embeds = false;
     s.outputs = false;
     return s;
@@ -108,8 +118,8 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
 std::string slice_source_fingerprint(const GgufFile& file) { return file.find_string(kSourceKey).value_or(""); }
 
 std::string slice_file_name(const std::string& fingerprint, const Slice& s) {
-    return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,
-                       s.kv_head_end, s.ffn_begin, s.ffn_end);
+    return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}-V{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,
+                       s.kv_head_end, s.ffn_begin, s.ffn_end, s.vocab_begin, s.vocab_end);
 }
 
 uint64_t file_checksum(const std::string& path) {

@@ -166,14 +166,31 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, float* part
 
 void SliceForward::logits(const float* x, int n_tok, float* logits) {
     check_batch(n_tok);
-    if (!weights_.slice.outputs) throw make_error("internal: this slice does not hold the output head");
+    if (weights_.slice.vocab_begin != 0 || weights_.slice.vocab_end != hparams_.n_vocab) {
+        throw make_error("internal: this slice holds vocab rows [{}, {}), not the whole head", weights_.slice.vocab_begin,
+                         weights_.slice.vocab_end);
+    }
+    norm_output_input(x, norm_.data(), n_tok);
+    head_rows(norm_.data(), n_tok, logits, hparams_.n_vocab);
+}
+
+void SliceForward::norm_output_input(const float* x, float* h, int n_tok) const {
+    check_batch(n_tok);
+    if (!weights_.slice.outputs) throw make_error("internal: this slice does not hold the output norm");
     const int64_t n_embd = hparams_.n_embd;
     for (int t = 0; t < n_tok; ++t) {
-        rms_norm(x + t * n_embd, weights_.output_norm.data(), n_embd, hparams_.rms_eps, norm_.data() + t * n_embd);
+        rms_norm(x + t * n_embd, weights_.output_norm.data(), n_embd, hparams_.rms_eps, h + t * n_embd);
     }
+}
+
+void SliceForward::head_rows(const float* h, int n_tok, float* logits, int64_t stride) {
+    check_batch(n_tok);
+    const Slice& s = weights_.slice;
+    if (s.n_vocab_rows() == 0) throw make_error("internal: this slice holds no rows of the output head");
+    const int64_t n_embd = hparams_.n_embd;
     new_activations();
     const Matrix& out = weights_.output;
-    matmul(out, {0, out.rows, 0, out.cols}, activation_for(out, norm_.data(), n_embd, n_tok), logits, out.rows, pool_);
+    matmul(out, {s.vocab_begin, s.vocab_end, 0, n_embd}, activation_for(out, h, n_embd, n_tok), logits, stride, pool_);
 }
 
 }  // namespace tessera

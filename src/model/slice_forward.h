@@ -55,8 +55,14 @@ public:
     void attention_partial(int layer, const float* h, int pos0, int n_tok, float* partial);
     // partial[t] = this slice's share of the layer's FFN output.
     void ffn_partial(int layer, const float* h, int n_tok, float* partial);
-    // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs); n_vocab per row.
+    // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
+    // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
+    // h[t] = rmsnorm(x[t]) with the output norm weights (needs slice.outputs).
+    void norm_output_input(const float* x, float* h, int n_tok) const;
+    // logits[t * stride + v - vocab_begin] = output[v] · h[t] for this slice's
+    // vocab rows: its share of a head split across ranks.
+    void head_rows(const float* h, int n_tok, float* logits, int64_t stride);
 
     // Runs every layer of the slice over the residual rows x in place, adding
     // each partial straight into x: what a process does when it holds whole

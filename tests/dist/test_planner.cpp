@@ -1,5 +1,5 @@
-// The tensor-parallel planner: any node count, uneven weights, every KV head
-// and FFN channel owned by exactly one rank, granules never split, and the
+// The tensor-parallel planner: any node count, uneven weights, every KV head,
+// FFN channel and row of the output head owned by exactly one rank, granules never split, and the
 // ranks' footprints adding up to the model.
 #include "dist/planner.h"
 #include "model/random_model.h"
@@ -35,12 +35,13 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
     hp.n_head_kv = 4;
     hp.n_ff = 5632;
     hp.head_dim = 64;
+    hp.n_vocab = 32001;  // not a multiple of the vocab granule
     for (size_t ranks = 1; ranks <= 8; ++ranks) {
         std::vector<double> w(ranks, 1.0);
         w[0] = 1.5;  // uneven
         const std::vector<Slice> plan = plan_tensor_parallel(hp, w, 256);
         ASSERT_EQ(plan.size(), ranks);
-        int head = 0, ffn = 0;
+        int head = 0, ffn = 0, vocab = 0;
         for (size_t r = 0; r < ranks; ++r) {
             const Slice& s = plan[r];
             EXPECT_EQ(s.layer_begin, 0);
@@ -50,11 +51,18 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
             EXPECT_EQ(s.ffn_begin % 256, 0);
             EXPECT_EQ(s.embeds, r == 0);
             EXPECT_EQ(s.outputs, r == 0);
+            EXPECT_EQ(s.vocab_begin, vocab);
+            EXPECT_EQ(s.vocab_begin % kVocabGranule, 0);
+            EXPECT_GT(s.n_vocab_rows(), 0);
             head = s.kv_head_end;
             ffn = s.ffn_end;
+            vocab = s.vocab_end;
         }
         EXPECT_EQ(head, 4);
         EXPECT_EQ(ffn, 5632);
+        EXPECT_EQ(vocab, 32001);
+        // The heavier root takes the larger share of the head.
+        if (ranks > 1) EXPECT_GT(plan[0].n_vocab_rows(), plan[1].n_vocab_rows());
     }
     // stories260K's 172 channels: granules of 32, the last one short.
     hp.n_ff = 172;
@@ -94,22 +102,25 @@ TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     EXPECT_EQ(kv, full.kv_bytes);
 }
 
-// The root also computes the logits: its layer share shrinks so that every
-// rank's total work follows the weights.
-TEST(Planner, RootWorkOutsideTheLayersShrinksItsLayerShare) {
-    const std::vector<double> equal = {1, 1};
-    const std::vector<double> w = weights_with_root_work(equal, 1000.0, 100.0);
-    ASSERT_EQ(w.size(), 2u);
-    // Totals: root 450 + 100 = 550 = worker 550.
-    EXPECT_DOUBLE_EQ(w[0], 450.0);
-    EXPECT_DOUBLE_EQ(w[1], 550.0);
-    // One rank, or nothing outside the layers: unchanged.
-    EXPECT_EQ(weights_with_root_work(std::vector<double>{2}, 1000.0, 100.0), std::vector<double>{2});
-    EXPECT_EQ(weights_with_root_work(equal, 1000.0, 0.0), equal);
-    // A root too slow for its extra work keeps a floor share.
-    const std::vector<double> slow_root = {0.01, 1};
-    EXPECT_GT(weights_with_root_work(slow_root, 1000.0, 500.0)[0], 0.0);
-    EXPECT_THROW(weights_with_root_work(std::vector<double>{1, -1}, 1000.0, 100.0), Error);
+// A stage of a pipeline keeps its head whole on the last group's root: the
+// stage sends the logits on in one message.
+TEST(Planner, StageGroupsDoNotSplitTheHead) {
+    ModelHParams hp;
+    hp.n_layer = 4;
+    hp.n_head = 8;
+    hp.n_head_kv = 4;
+    hp.n_ff = 256;
+    hp.head_dim = 16;
+    hp.n_vocab = 500;
+    const std::vector<double> w = {1, 1, 1};
+    for (bool last : {false, true}) {
+        const std::vector<Slice> group = plan_stage_group(hp, {2, 4}, w, 32, false, last);
+        for (size_t r = 0; r < group.size(); ++r) {
+            EXPECT_EQ(group[r].vocab_begin, 0);
+            EXPECT_EQ(group[r].vocab_end, last && r == 0 ? 500 : 0);
+            EXPECT_EQ(group[r].outputs, last && r == 0);
+        }
+    }
 }
 
 }  // namespace tessera
