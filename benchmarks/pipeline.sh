@@ -4,7 +4,8 @@
 # (TTFT) of a 512-token prompt for 1, 2 and 3 stages, so the trade-off between
 # plans is visible.
 #
-#   1. this machine, every node a process on loopback: 1 stage (-t 2), 2 and
+#   1. this machine, every node a process on loopback: 1 stage (-t 2, and -t 1:
+#      what each stage below has), 2 and
 #      3 stages (-t 1 each: this machine has 2 cores, so 3 stages share them),
 #      and tensor parallel over 2 processes (--local 2, -t 1 each).
 #   2. "hosts" in network namespaces (root and each worker in its own, veth at
@@ -61,6 +62,7 @@ start_worker() {
 
 echo "this machine ..."
 bench s1 -- "${run_args[@]}" -t 2
+bench s1t1 -- "${run_args[@]}" -t 1
 start_worker w1 -- 127.0.0.1:0
 bench s2 -- "${run_args[@]}" -t 1 --stages "root/127.0.0.1:$(port_of w1)"
 start_worker w1 -- 127.0.0.1:0
@@ -126,6 +128,7 @@ def row(label, j, base):
 s1 = load("s1")
 print(f"\n== this machine ({s1['type']}, 2 cores): pp{n_prompt} TTFT and tg, median of {s1['reps']} ==")
 row("1 stage, 1 process x 2 threads", s1, s1)
+row("1 stage, 1 process x 1 thread", load("s1t1"), s1)
 row("2 stages, 1 thread each", load("s2"), s1)
 row("3 stages, 1 thread each", load("s3"), s1)
 row("tensor parallel, 2 x 1 thread", load("tp2"), s1)

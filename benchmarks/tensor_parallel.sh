@@ -38,13 +38,20 @@ cleanup() {
 trap cleanup EXIT
 [ -n "$model" ] || bench_model "$type" "$keep"
 echo "model: $model"
+one_run=(-p 0 -n "$tokens" -r 1)
 run_args=(-p 0 -n "$tokens" -r "$reps")
 
-bench single -- "${run_args[@]}" -t 2
-bench local2 -- "${run_args[@]}" -t 1 --local 2
-bench local2fast -- "${run_args[@]}" -t 1 --local 2 --fast
-# Peak resident memory of each rank against its share (the worker reports it).
-grep -h "peak resident" "$work/local2.err" > "$work/rss.txt" || true
+# This shared machine's speed drifts by tens of percent over minutes, so the
+# three configurations take turns, one repetition each, and the ratio is of
+# medians over the same stretch of time.
+for ((r = 1; r <= reps; r++)); do
+  bench "single.$r" -- "${one_run[@]}" -t 2
+  bench "local2.$r" -- "${one_run[@]}" -t 1 --local 2
+  bench "local2fast.$r" -- "${one_run[@]}" -t 1 --local 2 --fast
+done
+# Peak resident memory of each rank against its share, and its compute time
+# per step (the worker reports both).
+grep -h "peak resident\|computing each" "$work/local2.1.err" > "$work/rss.txt" || true
 
 nets=("1000 0.1" "100 1" "50 5")
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
@@ -81,7 +88,23 @@ work, tokens, nets = sys.argv[1], int(sys.argv[2]), [n.split() for n in sys.argv
 def load(name):
     p = os.path.join(work, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
-single, local2, fast = load("single"), load("local2"), load("local2fast")
+def merged(prefix):
+    # One run per repetition: tok/s median and min over the runs, the
+    # tensor-parallel counters averaged.
+    runs = []
+    r = 1
+    while load(f"{prefix}.{r}"):
+        runs.append(load(f"{prefix}.{r}"))
+        r += 1
+    j = dict(runs[0])
+    tps = sorted(x["tg"]["tps_median"] for x in runs)
+    j["tg"] = {"tps_median": tps[len(tps) // 2] if len(tps) % 2 else (tps[len(tps) // 2 - 1] + tps[len(tps) // 2]) / 2,
+               "tps_min": tps[0]}
+    j["reps"] = len(runs)
+    if "tp" in j:
+        j["tp"] = {k: sum(x["tp"][k] for x in runs) / len(runs) for k in runs[0]["tp"]}
+    return j
+single, local2, fast = merged("single"), merged("local2"), merged("local2fast")
 tg = lambda j: j["tg"]["tps_median"]
 print(f"\n== this machine: {single['type']}, {tokens} generated tokens, median of {single['reps']} ==")
 print(f"1 process x 2 threads      : {tg(single):8.2f} tok/s (min {single['tg']['tps_min']:.2f})")
@@ -92,7 +115,7 @@ for name, j in (("2 processes x 1 thread    ", local2), ("2 processes x 1 thread
           f"root computes {t['own_ms_per_token']:.2f} ms, waits {t['wait_ms_per_token']:.2f} ms per token")
 rss = open(os.path.join(work, "rss.txt")).read().strip() if os.path.exists(os.path.join(work, "rss.txt")) else ""
 if rss:
-    print("worker memory:", rss.replace("worker: ", ""))
+    print("worker (exact):", rss.replace("worker: ", "").replace("\n", "; "))
 
 rows = []
 for rate, rtt in nets:
