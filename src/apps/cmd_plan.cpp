@@ -64,7 +64,7 @@ void plan(const PlanOptions& o) {
         if (s.layers > 0) stage_layers.push_back(s.layers);
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, stage_weights, stage_layers);
-    const int granule = ffn_granule(model);
+    const ReductionUnits units = reduction_units(model);
     std::vector<PlannedNode> nodes;
     for (size_t s = 0; s < spec.stages.size(); ++s) {
         const ClusterStage& stage = spec.stages[s];
@@ -79,8 +79,8 @@ void plan(const PlanOptions& o) {
         // As a run plans it: one group alone splits the output head's rows too.
         const std::vector<Slice> slices =
             spec.stages.size() == 1
-                ? plan_tensor_parallel(hp, weights, granule)
-                : plan_stage_group(hp, blocks[s], weights, granule, s == 0, s + 1 == spec.stages.size());
+                ? plan_tensor_parallel(hp, weights, units)
+                : plan_stage_group(hp, blocks[s], weights, units, s == 0, s + 1 == spec.stages.size());
         for (size_t n = 0; n < names.size(); ++n) {
             nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_type)});
         }

@@ -99,7 +99,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         for (size_t s = 0; s < n_stages; ++s) weights[s] *= static_cast<double>(group_of(s).size() + 1);
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, weights, config.layers);
-    const int granule = ffn_granule(model);
+    const ReductionUnits units = reduction_units(model);
     for (size_t s = 0; s < n_stages; ++s) {
         std::vector<double> group_weights = s < config.group_weights.size() ? config.group_weights[s]
                                                                             : std::vector<double>();
@@ -109,7 +109,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                              group_of(s).size() + 1);
         }
         // The leader's slice; each group's root checks its members' slices.
-        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, granule, s == 0, s + 1 == n_stages)[0];
+        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages)[0];
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());

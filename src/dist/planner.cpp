@@ -32,17 +32,13 @@ std::vector<int> apportion(int n_units, std::span<const double> weights) {
     return shares;
 }
 
-int ffn_granule(const LlamaModel& model) {
-    const SliceWeights w = load_slice_weights(model, full_slice(model.hparams()));
-    int granule = 32;
-    for (const LayerWeights& l : w.layers) granule = std::max<int>(granule, static_cast<int>(layout_of(l.w_down.type).block_size));
-    return granule;
-}
-
-std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights, int granule) {
-    if (granule < 1) throw make_error("internal: FFN granule {}", granule);
+std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights,
+                                        const ReductionUnits& units) {
+    const int granule = units.ffn_channels;
+    const int head_unit = units.kv_heads;
+    if (granule < 1 || head_unit < 1) throw make_error("internal: reduction units {} / {}", head_unit, granule);
     const int n_granules = (hp.n_ff + granule - 1) / granule;
-    const std::vector<int> heads = apportion(hp.n_head_kv, weights);
+    const std::vector<int> heads = apportion((hp.n_head_kv + head_unit - 1) / head_unit, weights);
     const std::vector<int> granules = apportion(n_granules, weights);
     const std::vector<int> vocab = apportion((hp.n_vocab + kVocabGranule - 1) / kVocabGranule, weights);
     std::vector<Slice> slices(weights.size());
@@ -53,8 +49,9 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         Slice& s = slices[r];
         s.layer_begin = 0;
         s.layer_end = hp.n_layer;
-        s.kv_head_begin = head;
-        s.kv_head_end = head += heads[r];
+        s.kv_head_begin = std::min(head * head_unit, hp.n_head_kv);
+        head += heads[r];
+        s.kv_head_end = std::min(head * head_unit, hp.n_head_kv);
         s.ffn_begin = std::min(g * granule, hp.n_ff);
         g += granules[r];
         s.ffn_end = std::min(g * granule, hp.n_ff);
@@ -106,8 +103,9 @@ std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const 
 }
 
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
-                                    std::span<const double> group_weights, int granule, bool first, bool last) {
-    std::vector<Slice> slices = plan_tensor_parallel(hp, group_weights, granule);
+                                    std::span<const double> group_weights, const ReductionUnits& units, bool first,
+                                    bool last) {
+    std::vector<Slice> slices = plan_tensor_parallel(hp, group_weights, units);
     for (Slice& s : slices) {
         s.layer_begin = layers.first;
         s.layer_end = layers.second;

@@ -2,14 +2,15 @@
 //
 // Tensor parallel: every rank holds all layers; KV heads (each with its query
 // heads) and FFN channels are split across ranks in proportion to their
-// weights (measured speed, or --weights), for any number of ranks. FFN
-// channels move in indivisible granules of at least 32 channels and at least
-// one quantization block of w_down's rows, so no block straddles two ranks.
+// weights (measured speed, or --weights), for any number of ranks. Heads and
+// channels move in the model's reduction units (at least 32 channels and one
+// quantization block, so no block straddles two ranks).
 // The output head's rows (the vocabulary) are split the same way, in units of
 // kVocabGranule rows; rank 0 (the root) embeds tokens and gathers the logits.
 #pragma once
 
 #include "model/llama_model.h"
+#include "model/reduction_units.h"
 #include "model/slice.h"
 
 #include <cstdint>
@@ -26,12 +27,12 @@ std::vector<int> apportion(int n_units, std::span<const double> weights);
 
 constexpr int kVocabGranule = 32;
 
-// FFN channels per indivisible unit for this model (see above).
-int ffn_granule(const LlamaModel& model);
-
 // One slice per rank, in rank order. Throws an Error for a weight that is not
 // positive and finite.
-std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights, int ffn_granule);
+// KV heads and FFN channels move in whole reduction units
+// (model/reduction_units.h), so every plan sums the same numbers.
+std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights,
+                                        const ReductionUnits& units);
 
 // Pipeline: contiguous blocks of layers, one per stage, sized in proportion
 // to the stages' weights, every stage at least one layer. `counts` (layers per
@@ -46,7 +47,8 @@ std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const 
 // when `last` (a stage's head is not split: the pipeline's last stage sends
 // the logits on in one message).
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
-                                    std::span<const double> group_weights, int ffn_granule, bool first, bool last);
+                                    std::span<const double> group_weights, const ReductionUnits& units, bool first,
+                                    bool last);
 
 // What a rank keeps in memory for its slice: the bytes of weights it reads
 // (only its rows and columns of each matrix) and its KV cache.

@@ -3,6 +3,7 @@
 #include "dist/planner.h"
 #include "dist/speed_probe.h"
 #include "model/slice_file.h"
+#include "ops/fixed_sum.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
@@ -108,11 +109,11 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     // A group that is the whole model also splits the output head's rows;
     // a stage of a pipeline keeps its head whole on its root.
-    const int granule = ffn_granule(model);
+    const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
     const std::vector<Slice> plan = whole_model && config.shard_vocab
-                                        ? plan_tensor_parallel(hp, weights, granule)
-                                        : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, granule,
+                                        ? plan_tensor_parallel(hp, weights, units)
+                                        : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
                                                            config.first, config.last);
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
@@ -126,7 +127,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         }
     }
 
-    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::F32;
+    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::I64;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = plan[i + 1];
         send_json(*channels_[i], TpMessage::kAssign,
@@ -195,7 +196,7 @@ TensorParallelDecoder::~TensorParallelDecoder() {
     }
 }
 
-void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width) {
+void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool fixed) {
     FrameChannel& channel = *channels_[worker];
     const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
     for (;;) {
@@ -212,7 +213,8 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
             throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
         }
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
-        const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
+        const StepHeader got = fixed ? decode_fixed_step(frame_.payload, received_fixed_, who.c_str())
+                                     : decode_step(frame_.payload, received_, who.c_str());
         if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
             throw make_error("{}: partial for layer {} ({} rows of {}) where layer {} ({} rows of {}) was due", who,
                              got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
@@ -249,7 +251,7 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     const double computed = now_seconds();
     for (size_t w : head_workers_) {
         const Slice& s = ranks_[w + 1].slice;
-        receive_partial(w, header, static_cast<uint32_t>(s.n_vocab_rows()));
+        receive_partial(w, header, static_cast<uint32_t>(s.n_vocab_rows()), false);
         for (int t = 0; t < n_tok; ++t) {
             std::copy_n(received_.data() + static_cast<size_t>(t) * s.n_vocab_rows(), s.n_vocab_rows(),
                         logits + static_cast<size_t>(t) * hp.n_vocab + s.vocab_begin);
@@ -274,12 +276,22 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int p
     }
     const double computed = now_seconds();
     // Partials summed in rank order, then added to the residual.
-    std::copy(partial_.begin(), partial_.begin() + static_cast<std::ptrdiff_t>(n), sum_.begin());
-    for (size_t i = 0; i < channels_.size(); ++i) {
-        receive_partial(i, header, header.width);
-        for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
+    if (!config_.fast) {
+        // Fixed-point partials: their sum is the same in any order, and
+        // equals a single node's (ops/fixed_sum.h).
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            receive_partial(i, header, header.width, true);
+            for (size_t j = 0; j < n; ++j) partial_[j] += received_fixed_[j];
+        }
+        for (size_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
+    } else {
+        for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(from_fixed(partial_[j]));
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            receive_partial(i, header, header.width, false);
+            for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
+        }
+        for (size_t j = 0; j < n; ++j) x[j] += sum_[j];
     }
-    for (size_t j = 0; j < n; ++j) x[j] += sum_[j];
     stats_.syncs++;
     stats_.own_seconds += computed - start;
     stats_.wait_seconds += now_seconds() - computed;

@@ -4,9 +4,10 @@
 // compute theirs, then receives the partials and sums them into the residual
 // in rank order (DESIGN.md, "Data flow of one token").
 //
-// --exact (default): F32 activations and partials, greedy output equal to a
-// single node's. --fast: Q8_0 activations and F16 partials, a quarter of
-// the bytes, at a quality cost the perplexity tool measures.
+// --exact (default): F32 activations and fixed-point partials whose sum is
+// exactly a single node's (ops/fixed_sum.h): the same logits bit for bit.
+// --fast: Q8_0 activations and F16 partials, about a fifth of the bytes, at
+// a quality cost the perplexity tool measures.
 #pragma once
 
 #include "dist/tp_messages.h"
@@ -89,8 +90,9 @@ private:
     void sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok);
     // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
     void broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers);
-    // Receives a worker's reply to `sent`: rows of `width` floats into received_.
-    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width);
+    // Receives a worker's reply to `sent`: rows of `width` values into
+    // received_fixed_ (fixed-point partials) or received_ (floats).
+    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool fixed);
     // logits (n_tok rows of n_vocab) of the residual rows x, every rank
     // computing its vocab rows.
     void head(const float* x, int n_tok, float* logits);
@@ -103,7 +105,8 @@ private:
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
-    std::vector<float> x_, h_, partial_, sum_, received_, logits_, all_logits_;
+    std::vector<float> x_, h_, sum_, received_, logits_, all_logits_;
+    std::vector<int64_t> partial_, received_fixed_;  // fixed-point partials (the root's own, then the sum)
     std::vector<uint8_t> message_;
     Frame frame_;
     Stats stats_;

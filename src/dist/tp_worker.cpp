@@ -9,6 +9,7 @@
 #include "model/slice_file.h"
 #include "model/slice_forward.h"
 #include "util/error.h"
+#include "ops/fixed_sum.h"
 #include "util/timer.h"
 #include "util/system_memory.h"
 
@@ -165,7 +166,9 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         config.n_ctx = assign.at("n_ctx");
         config.n_batch = assign.at("n_batch");
         config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
-        partial_format = static_cast<WireFormat>(assign.at("partial_format").get<int>());
+        const int format = assign.at("partial_format").get<int>();
+        if (format < 0 || format > static_cast<int>(WireFormat::I64)) throw make_error("unknown partial format {}", format);
+        partial_format = static_cast<WireFormat>(format);
         if (full_model == nullptr) {
             // No model file: use the cached slice, or have the root send it once.
             std::filesystem::create_directories(options.cache_dir);
@@ -236,7 +239,8 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
 
     const int64_t n_embd = model.hparams().n_embd;
-    std::vector<float> h, partial(static_cast<size_t>(forward->n_batch()) * n_embd);
+    std::vector<float> h, partial_float;
+    std::vector<int64_t> partial(static_cast<size_t>(forward->n_batch()) * n_embd);
     std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
     uint64_t steps = 0;
     double compute_seconds = 0.0;  // decoding, computing and encoding steps
@@ -274,6 +278,8 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             StepHeader reply_header = step;
             reply_header.format = partial_format;
             if (type == TpMessage::kHead) {
+                // Logits are floats (F32 where the partials are exact).
+                if (partial_format == WireFormat::I64) reply_header.format = WireFormat::F32;
                 const int64_t rows = slice.n_vocab_rows();
                 if (rows == 0) throw make_error("{}: asked for logits, but this rank holds no rows of the head", peer);
                 head_logits.resize(std::max(head_logits.size(), static_cast<size_t>(n_tok * rows)));
@@ -290,7 +296,16 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             } else {
                 forward->ffn_partial(static_cast<int>(step.layer), h.data(), n_tok, partial.data());
             }
-            if (type != TpMessage::kHead) encode_step(reply_header, partial.data(), out);
+            if (type != TpMessage::kHead) {
+                const size_t n = static_cast<size_t>(n_tok) * n_embd;
+                if (partial_format == WireFormat::I64) {
+                    encode_fixed_step(reply_header, partial.data(), out);
+                } else {
+                    partial_float.resize(std::max(partial_float.size(), n));
+                    for (size_t j = 0; j < n; ++j) partial_float[j] = static_cast<float>(from_fixed(partial[j]));
+                    encode_step(reply_header, partial_float.data(), out);
+                }
+            }
         } catch (const Error& e) {
             heartbeat.set_busy(false);
             std::lock_guard<std::mutex> lock(send_mutex);

@@ -1,6 +1,7 @@
 #include "model/slice_forward.h"
 
 #include "ops/activation.h"
+#include "ops/fixed_sum.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "util/error.h"
@@ -18,7 +19,12 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
       rope_(hparams_.n_rot, hparams_.rope_freq_base, weights_.rope_freqs),
       n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))),
       n_q_heads_(slice.n_kv_heads() * hparams_.q_per_kv()),
-      q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim) {
+      q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim),
+      units_(reduction_units(model)) {
+    if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
+        throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
+                         describe_slice(slice), units_.kv_heads, units_.ffn_channels);
+    }
     const auto hd = static_cast<size_t>(hparams_.head_dim);
     const auto nb = static_cast<size_t>(n_batch_);
     q_.resize(nb * static_cast<size_t>(n_q_heads_) * hd);
@@ -38,10 +44,10 @@ void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
     for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
         norm_attention_input(layer, x, h_.data(), n_tok);
         attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] += partial_[j];
+        for (int64_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
         norm_ffn_input(layer, x, h_.data(), n_tok);
         ffn_partial(layer, h_.data(), n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] += partial_[j];
+        for (int64_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
     }
 }
 
@@ -111,14 +117,14 @@ void SliceForward::norm_ffn_input(int layer, const float* x, float* h, int n_tok
     }
 }
 
-void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_tok, float* partial) {
+void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_tok, int64_t* partial) {
     check_batch(n_tok);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
     const int64_t hd = hparams_.head_dim;
     if (n_q_heads_ == 0) {
-        std::fill(partial, partial + n_tok * n_embd, 0.0f);
+        std::fill(partial, partial + n_tok * n_embd, int64_t{0});
         return;
     }
     new_activations();
@@ -140,18 +146,18 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
     attention_.attend(cache_, local_layer, pos0, n_tok, q_.data(), q_width, n_q_heads_, hparams_.q_per_kv(),
                       attn_.data(), q_width, pool_);
     new_activations();
-    matmul(w.wo, {0, n_embd, q_begin_, q_width}, activation_for(w.wo, attn_.data(), q_width, n_tok), partial, n_embd,
-           pool_);
+    matmul_units(w.wo, {0, n_embd, q_begin_, q_width}, activation_for(w.wo, attn_.data(), q_width, n_tok),
+                 units_.wo_cols(hparams_), partial, n_embd, pool_);
 }
 
-void SliceForward::ffn_partial(int layer, const float* h, int n_tok, float* partial) {
+void SliceForward::ffn_partial(int layer, const float* h, int n_tok, int64_t* partial) {
     check_batch(n_tok);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
     const int64_t n_ffn = s.n_ffn();
     if (n_ffn == 0) {
-        std::fill(partial, partial + n_tok * n_embd, 0.0f);
+        std::fill(partial, partial + n_tok * n_embd, int64_t{0});
         return;
     }
     new_activations();
@@ -160,8 +166,8 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, float* part
     run_jobs(gate_up, h, n_embd, n_tok);
     swiglu(gate_.data(), up_.data(), n_ffn * n_tok);
     new_activations();
-    matmul(w.w_down, {0, n_embd, s.ffn_begin, n_ffn}, activation_for(w.w_down, gate_.data(), n_ffn, n_tok), partial,
-           n_embd, pool_);
+    matmul_units(w.w_down, {0, n_embd, s.ffn_begin, n_ffn}, activation_for(w.w_down, gate_.data(), n_ffn, n_tok),
+                 units_.ffn_channels, partial, n_embd, pool_);
 }
 
 void SliceForward::logits(const float* x, int n_tok, float* logits) {

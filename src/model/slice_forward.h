@@ -14,6 +14,7 @@
 #include "attn/kv_cache.h"
 #include "model/layer_block.h"
 #include "model/llama_model.h"
+#include "model/reduction_units.h"
 #include "ops/matmul.h"
 #include "ops/matvec.h"
 #include "ops/rope.h"
@@ -49,12 +50,16 @@ public:
     // h[t] = rmsnorm(x[t]) with the layer's attention / FFN norm weights.
     void norm_attention_input(int layer, const float* x, float* h, int n_tok) const;
     void norm_ffn_input(int layer, const float* x, float* h, int n_tok) const;
+    // Partials are fixed-point sums over reduction units (ops/fixed_sum.h,
+    // model/reduction_units.h): the ranks' partials add up, in any order, to
+    // exactly what one node holding every unit computes. add_fixed joins a
+    // partial to the residual.
     // partial[t] = this slice's share of the layer's attention output for
     // position pos0 + t, given its normed input h[t]; stores the slice's K/V
     // for those positions first, so the batch attends causally to itself.
-    void attention_partial(int layer, const float* h, int pos0, int n_tok, float* partial);
+    void attention_partial(int layer, const float* h, int pos0, int n_tok, int64_t* partial);
     // partial[t] = this slice's share of the layer's FFN output.
-    void ffn_partial(int layer, const float* h, int n_tok, float* partial);
+    void ffn_partial(int layer, const float* h, int n_tok, int64_t* partial);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
@@ -90,7 +95,9 @@ private:
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
-    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, partial_;
+    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_;
+    std::vector<int64_t> partial_;
+    ReductionUnits units_;
     struct ConvertedActivation {
         QuantizedActivation act;
         const float* source = nullptr;

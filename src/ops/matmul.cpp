@@ -1,5 +1,6 @@
 #include "ops/matmul.h"
 
+#include "ops/fixed_sum.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -74,6 +75,45 @@ void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
             ThreadPool& pool) {
     const MatmulJob job{&w, rect, y, y_stride};
     matmul_many(std::span<const MatmulJob>(&job, 1), x, pool);
+}
+
+void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, int64_t* y,
+                  int64_t y_stride, ThreadPool& pool) {
+    const QuantTraits& traits = require_weight_traits(w.type, "matmul");
+    check_activation(traits, rect, x);
+    if (unit_cols < 1 || rect.col_begin % unit_cols != 0) {
+        throw make_error("internal: columns from {} are not split in units of {}", rect.col_begin, unit_cols);
+    }
+    const uint8_t* w0 = w.row(rect.row_begin) + rect_col_offset(w, rect);
+    const int64_t n_rows = rect.row_end - rect.row_begin;
+    const int64_t n_tok = x.n_rows();
+    const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
+    pool.parallel_for(n_row_blocks, [&](int64_t begin, int64_t end) {
+        float dots[kRowBlock * kTokenBlock];  // one unit's dot products, [token][row]
+        for (int64_t b = begin; b < end; ++b) {
+            const int64_t r0 = b * kRowBlock;
+            const int rows = static_cast<int>(std::min(kRowBlock, n_rows - r0));
+            const uint8_t* wr = w0 + static_cast<uint64_t>(r0) * w.row_bytes;
+            for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
+                const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
+                for (int64_t c = 0; c < rect.n_cols; c += unit_cols) {
+                    const int64_t span = std::min(unit_cols, rect.n_cols - c);
+                    traits.vec_dot_tile(span, wr + quant_row_bytes(w.type, c), w.row_bytes, rows,
+                                        x.row(t0) + quant_row_bytes(x.type(), c), x.row_bytes(), toks, dots,
+                                        static_cast<size_t>(kRowBlock));
+                    for (int t = 0; t < toks; ++t) {
+                        int64_t* yt = y + (t0 + t) * y_stride + r0;
+                        const float* dt = dots + t * kRowBlock;
+                        if (c == 0) {
+                            for (int r = 0; r < rows; ++r) yt[r] = to_fixed(dt[r]);
+                        } else {
+                            for (int r = 0; r < rows; ++r) yt[r] += to_fixed(dt[r]);
+                        }
+                    }
+                }
+            }
+        }
+    });
 }
 
 }  // namespace tessera

@@ -39,7 +39,7 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
     for (size_t ranks = 1; ranks <= 8; ++ranks) {
         std::vector<double> w(ranks, 1.0);
         w[0] = 1.5;  // uneven
-        const std::vector<Slice> plan = plan_tensor_parallel(hp, w, 256);
+        const std::vector<Slice> plan = plan_tensor_parallel(hp, w, ReductionUnits{1, 256});
         ASSERT_EQ(plan.size(), ranks);
         int head = 0, ffn = 0, vocab = 0;
         for (size_t r = 0; r < ranks; ++r) {
@@ -62,11 +62,13 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
         EXPECT_EQ(ffn, 5632);
         EXPECT_EQ(vocab, 32001);
         // The heavier root takes the larger share of the head.
-        if (ranks > 1) EXPECT_GT(plan[0].n_vocab_rows(), plan[1].n_vocab_rows());
+        if (ranks > 1) {
+            EXPECT_GT(plan[0].n_vocab_rows(), plan[1].n_vocab_rows());
+        }
     }
     // stories260K's 172 channels: granules of 32, the last one short.
     hp.n_ff = 172;
-    const std::vector<Slice> plan = plan_tensor_parallel(hp, std::vector<double>{1, 1, 1}, 32);
+    const std::vector<Slice> plan = plan_tensor_parallel(hp, std::vector<double>{1, 1, 1}, ReductionUnits{1, 32});
     EXPECT_EQ(plan[2].ffn_end, 172);
     EXPECT_EQ(plan[1].ffn_begin % 32, 0);
 }
@@ -83,7 +85,8 @@ TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     spec.type = QuantType::Q8_0;
     write_random_model(spec, dir + "/m.gguf");
     const LlamaModel model(dir + "/m.gguf");
-    EXPECT_EQ(ffn_granule(model), 32);
+    EXPECT_EQ(reduction_units(model).ffn_channels, 32);
+    EXPECT_EQ(reduction_units(model).kv_heads, 1);
     const SliceFootprint full = slice_footprint(model, full_slice(model.hparams()), 64, QuantType::F16);
     uint64_t model_bytes = 0;
     for (const auto& t : model.file().tensors()) {
@@ -91,7 +94,7 @@ TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     }
     EXPECT_EQ(full.weight_bytes, model_bytes);
     EXPECT_EQ(full.kv_bytes, 2ull * 2 * 4 * 16 * 64 * 2);
-    const std::vector<Slice> plan = plan_tensor_parallel(model.hparams(), std::vector<double>{1, 2, 1}, 32);
+    const std::vector<Slice> plan = plan_tensor_parallel(model.hparams(), std::vector<double>{1, 2, 1}, reduction_units(model));
     uint64_t sum = 0, kv = 0;
     for (const Slice& s : plan) {
         const SliceFootprint f = slice_footprint(model, s, 64, QuantType::F16);
@@ -114,7 +117,7 @@ TEST(Planner, StageGroupsDoNotSplitTheHead) {
     hp.n_vocab = 500;
     const std::vector<double> w = {1, 1, 1};
     for (bool last : {false, true}) {
-        const std::vector<Slice> group = plan_stage_group(hp, {2, 4}, w, 32, false, last);
+        const std::vector<Slice> group = plan_stage_group(hp, {2, 4}, w, ReductionUnits{1, 32}, false, last);
         for (size_t r = 0; r < group.size(); ++r) {
             EXPECT_EQ(group[r].vocab_begin, 0);
             EXPECT_EQ(group[r].vocab_end, last && r == 0 ? 500 : 0);

@@ -56,7 +56,8 @@ private:
     std::string error_;
 };
 
-std::vector<int32_t> greedy(Decoder& decoder, std::vector<int32_t> tokens, int n) {
+// Greedy tokens; every step's logits appended to `logits` when given.
+std::vector<int32_t> greedy(Decoder& decoder, std::vector<int32_t> tokens, int n, std::vector<float>* logits_out = nullptr) {
     const int n_vocab = decoder.hparams().n_vocab;
     int pos = 0;
     std::vector<int32_t> out;
@@ -64,6 +65,7 @@ std::vector<int32_t> greedy(Decoder& decoder, std::vector<int32_t> tokens, int n
     std::vector<int32_t> next(1);
     for (int i = 0; i < n; ++i) {
         const float* logits = decoder.eval(feed, pos);
+        if (logits_out != nullptr) logits_out->insert(logits_out->end(), logits, logits + n_vocab);
         pos += static_cast<int>(feed.size());
         next[0] = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
         out.push_back(next[0]);
@@ -73,7 +75,8 @@ std::vector<int32_t> greedy(Decoder& decoder, std::vector<int32_t> tokens, int n
 }
 
 std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n, int n_ranks,
-                               std::vector<double> weights = {}, bool fast = false) {
+                               std::vector<double> weights = {}, bool fast = false,
+                               std::vector<float>* logits = nullptr) {
     const LlamaModel model(path);
     std::vector<std::unique_ptr<TestWorker>> workers;
     TpConfig config;
@@ -87,20 +90,22 @@ std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_
     config.forward.n_batch = 16;
     config.limits.io_timeout_ms = 3000;
     TensorParallelDecoder decoder(model, config);
-    return greedy(decoder, prompt, n);
+    return greedy(decoder, prompt, n, logits);
 }
 
-std::vector<int32_t> local_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n) {
+std::vector<int32_t> local_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n,
+                                  std::vector<float>* logits = nullptr, int threads = 1) {
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = 128;
     config.n_batch = 16;
-    LocalDecoder decoder(model, config, 1);
-    return greedy(decoder, prompt, n);
+    LocalDecoder decoder(model, config, threads);
+    return greedy(decoder, prompt, n, logits);
 }
 
-std::string gqa_model() {
-    const std::string path = test::scratch_dir("tensor_parallel") + "/gqa.gguf";
+std::string gqa_model(QuantType type = QuantType::Q8_0) {
+    const std::string path =
+        test::scratch_dir("tensor_parallel") + fmt::format("/gqa-{}.gguf", quant_type_name(type));
     RandomModelSpec spec;
     spec.n_embd = 256;
     spec.n_layer = 3;
@@ -108,7 +113,7 @@ std::string gqa_model() {
     spec.n_head_kv = 4;
     spec.n_ff = 640;
     spec.n_vocab = 400;
-    spec.type = QuantType::Q8_0;
+    spec.type = type;
     write_random_model(spec, path);
     return path;
 }
@@ -130,6 +135,28 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
     const std::vector<int32_t> want = local_greedy(path, prompt, 24);
     for (int ranks : {2, 3, 4}) EXPECT_EQ(tp_greedy(path, prompt, 24, ranks), want) << ranks << " ranks";
     EXPECT_EQ(tp_greedy(path, prompt, 24, 3, {1.0, 3.0, 1.0}), want) << "uneven weights";
+}
+
+// --exact is exact: the logits of every step, not only the greedy tokens,
+// equal a single node's bit for bit (fixed-point partials, a split head), for
+// any rank count and uneven shares, on two weight types.
+TEST(TensorParallel, ExactLogitsEqualSingleNodeBitForBit) {
+    for (QuantType type : {QuantType::Q8_0, QuantType::Q4_0}) {
+        const std::string path = gqa_model(type);
+        const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+        std::vector<float> want, want_2_threads;
+        local_greedy(path, prompt, 12, &want);
+        local_greedy(path, prompt, 12, &want_2_threads, 2);
+        ASSERT_EQ(want_2_threads, want) << "a single node depends on its thread count";
+        for (const std::vector<double>& weights : {std::vector<double>{1, 1}, {1.0, 3.0, 1.0}, {1, 1, 1, 1}}) {
+            std::vector<float> got;
+            tp_greedy(path, prompt, 12, static_cast<int>(weights.size()), weights, false, &got);
+            ASSERT_EQ(got.size(), want.size());
+            size_t differ = 0;
+            for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+            EXPECT_EQ(differ, 0u) << quant_type_name(type) << ", " << weights.size() << " ranks";
+        }
+    }
 }
 
 // Workers started without the model file receive their slice once (checked

@@ -2,12 +2,16 @@
 // and positions) equal a vec_dot per (row, position) on every weight type,
 // over rectangles with a column offset, odd row and position counts, with 1
 // and 3 threads.
+#include "ops/fixed_sum.h"
 #include "ops/matmul.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -108,6 +112,75 @@ TEST(Matmul, ManyJobsEqualSeparateCalls) {
             for (int r = 0; r < 15; ++r) ASSERT_NEAR(yc[t * 20 + r], want_c[t * 15 + r], 1e-4);
             for (int r = 15; r < 20; ++r) ASSERT_EQ(yc[t * 20 + r], -7.0f) << "wrote past its rows";
         }
+    }
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+namespace {
+// The columns [c0, c0 + n) of every row of x, quantized on their own.
+QuantizedActivation columns(const std::vector<float>& x, int64_t cols, int n_tok, int64_t c0, int64_t n, QuantType type) {
+    std::vector<float> part(static_cast<size_t>(n_tok * n));
+    for (int t = 0; t < n_tok; ++t) {
+        std::copy_n(x.begin() + t * cols + c0, n, part.begin() + t * n);
+    }
+    QuantizedActivation q;
+    q.quantize(part.data(), n, type, n_tok);
+    return q;
+}
+}  // namespace
+
+// Fixed-point unit sums (the exact tensor-parallel reduction): close to one
+// float dot per unit, and any split of the columns at unit boundaries sums
+// to the whole matrix's result bit for bit, whatever the threads.
+TEST(Matmul, UnitSumsAreSplitInvariant) {
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K}) {
+        const int64_t rows = 37, cols = 1024;
+        const int64_t unit = type == QuantType::Q4_K ? 256 : 64;
+        const RandomMatrix w = random_matrix(type, rows, cols, 5);
+        const QuantTraits& traits = *compute_traits(type);
+        for (int n_tok : {1, 2, 67}) {
+            Rng rng(21 + n_tok);
+            std::vector<float> x(static_cast<size_t>(n_tok * cols));
+            for (auto& v : x) v = rng.next_normal();
+            const QuantizedActivation whole = columns(x, cols, n_tok, 0, cols, traits.vec_dot_type);
+            const size_t n_out = static_cast<size_t>(n_tok * rows);
+            for (int threads : {1, 3}) {
+                ThreadPool pool(threads);
+                std::vector<int64_t> y(n_out);
+                matmul_units(w.m, {0, rows, 0, cols}, whole, unit, y.data(), rows, pool);
+                // Against one float dot per unit.
+                for (int t = 0; t < n_tok; ++t) {
+                    for (int64_t r = 0; r < rows; ++r) {
+                        double want = 0.0;
+                        for (int64_t c = 0; c < cols; c += unit) {
+                            want += traits.vec_dot(unit, w.m.row(r) + quant_row_bytes(type, c),
+                                                   whole.row(t) + quant_row_bytes(traits.vec_dot_type, c));
+                        }
+                        ASSERT_NEAR(from_fixed(y[t * rows + r]), want, 1e-4 * (1.0 + std::fabs(want)))
+                            << quant_type_name(type) << " t=" << t << " r=" << r;
+                    }
+                }
+                // Three ranks' column ranges (uneven, at unit boundaries).
+                std::vector<int64_t> sum(n_out, 0);
+                for (const auto& [c0, n] : {std::pair<int64_t, int64_t>{0, unit}, {unit, 2 * unit},
+                                            {3 * unit, cols - 3 * unit}}) {
+                    const QuantizedActivation part = columns(x, cols, n_tok, c0, n, traits.vec_dot_type);
+                    std::vector<int64_t> yp(n_out);
+                    matmul_units(w.m, {0, rows, c0, n}, part, unit, yp.data(), rows, pool);
+                    for (size_t i = 0; i < n_out; ++i) sum[i] += yp[i];
+                }
+                ASSERT_EQ(sum, y) << quant_type_name(type) << " n_tok=" << n_tok << " threads=" << threads;
+            }
+        }
+        // A rect that does not start a unit is refused.
+        ThreadPool pool(1);
+        const QuantizedActivation part = columns(std::vector<float>(static_cast<size_t>(cols), 1.0f), cols, 1, 256,
+                                                 cols - 256, traits.vec_dot_type);
+        std::vector<int64_t> y(static_cast<size_t>(rows));
+        EXPECT_THROW(matmul_units(w.m, {0, rows, 256, cols - 256}, part, 192, y.data(), rows, pool), Error);
     }
 }
 

@@ -1,0 +1,31 @@
+// The column units of the two column-split products, wo and w_down, whose
+// dot products are summed in fixed point (ops/fixed_sum.h): a single node
+// and every tensor-parallel split add the same per-unit numbers, so --exact
+// tensor parallel gives the single node's logits bit for bit. A plan splits
+// KV heads and FFN channels only at unit boundaries.
+//
+// Units are as small as the quantization blocks allow (a unit never
+// straddles a block of the weights or of their activations), and at most
+// about 16 per matrix: each unit costs one more pass of the tile kernel per
+// row block, so finer units would slow every token down for splits nobody
+// runs.
+#pragma once
+
+#include "model/llama_model.h"
+
+namespace tessera {
+
+struct ReductionUnits {
+    int kv_heads = 1;       // KV heads (with their query heads) per unit of wo's columns
+    int ffn_channels = 32;  // FFN channels per unit of w_down's columns
+
+    int64_t wo_cols(const ModelHParams& hp) const {
+        return static_cast<int64_t>(kv_heads) * hp.q_per_kv() * hp.head_dim;
+    }
+};
+
+// From the model's hyper-parameters and the types of its wo and w_down
+// tensors in every layer it holds.
+ReductionUnits reduction_units(const LlamaModel& model);
+
+}  // namespace tessera
