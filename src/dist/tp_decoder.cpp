@@ -127,7 +127,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         }
     }
 
-    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::I64;
+    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::F64;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = plan[i + 1];
         send_json(*channels_[i], TpMessage::kAssign,
@@ -196,7 +196,7 @@ TensorParallelDecoder::~TensorParallelDecoder() {
     }
 }
 
-void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool fixed) {
+void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool exact) {
     FrameChannel& channel = *channels_[worker];
     const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
     for (;;) {
@@ -213,7 +213,7 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
             throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
         }
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
-        const StepHeader got = fixed ? decode_fixed_step(frame_.payload, received_fixed_, who.c_str())
+        const StepHeader got = exact ? decode_exact_step(frame_.payload, received_exact_, who.c_str())
                                      : decode_step(frame_.payload, received_, who.c_str());
         if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
             throw make_error("{}: partial for layer {} ({} rows of {}) where layer {} ({} rows of {}) was due", who,
@@ -277,15 +277,15 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int p
     const double computed = now_seconds();
     // Partials summed in rank order, then added to the residual.
     if (!config_.fast) {
-        // Fixed-point partials: their sum is the same in any order, and
+        // Exact partials: their sum is the same in any order, and
         // equals a single node's (ops/fixed_sum.h).
         for (size_t i = 0; i < channels_.size(); ++i) {
             receive_partial(i, header, header.width, true);
-            for (size_t j = 0; j < n; ++j) partial_[j] += received_fixed_[j];
+            for (size_t j = 0; j < n; ++j) partial_[j] += received_exact_[j];
         }
-        for (size_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
+        for (size_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
     } else {
-        for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(from_fixed(partial_[j]));
+        for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(partial_[j]);
         for (size_t i = 0; i < channels_.size(); ++i) {
             receive_partial(i, header, header.width, false);
             for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];

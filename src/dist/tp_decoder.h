@@ -4,7 +4,7 @@
 // compute theirs, then receives the partials and sums them into the residual
 // in rank order (DESIGN.md, "Data flow of one token").
 //
-// --exact (default): F32 activations and fixed-point partials whose sum is
+// --exact (default): F32 activations and exact (F64) partials whose sum is
 // exactly a single node's (ops/fixed_sum.h): the same logits bit for bit.
 // --fast: Q8_0 activations and F16 partials, about a fifth of the bytes, at
 // a quality cost the perplexity tool measures.
@@ -91,8 +91,8 @@ private:
     // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
     void broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers);
     // Receives a worker's reply to `sent`: rows of `width` values into
-    // received_fixed_ (fixed-point partials) or received_ (floats).
-    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool fixed);
+    // received_exact_ (exact partials) or received_ (floats).
+    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool exact);
     // logits (n_tok rows of n_vocab) of the residual rows x, every rank
     // computing its vocab rows.
     void head(const float* x, int n_tok, float* logits);
@@ -106,7 +106,7 @@ private:
     std::vector<TpRankInfo> ranks_;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
     std::vector<float> x_, h_, sum_, received_, logits_, all_logits_;
-    std::vector<int64_t> partial_, received_fixed_;  // fixed-point partials (the root's own, then the sum)
+    std::vector<double> partial_, received_exact_;  // exact partials (the root's own, then the sum)
     std::vector<uint8_t> message_;
     Frame frame_;
     Stats stats_;

@@ -34,7 +34,7 @@ const char* wire_format_name(WireFormat format) {
         case WireFormat::F32: return "f32";
         case WireFormat::F16: return "f16";
         case WireFormat::Q8_0: return "q8_0";
-        case WireFormat::I64: return "i64";
+        case WireFormat::F64: return "f64";
     }
     return "unknown";
 }
@@ -44,7 +44,7 @@ uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok) {
         case WireFormat::F32: return 4ull * width * n_tok;
         case WireFormat::F16: return 2ull * width * n_tok;
         case WireFormat::Q8_0: return quant_row_bytes(QuantType::Q8_0, width) * n_tok;
-        case WireFormat::I64: return 8ull * width * n_tok;
+        case WireFormat::F64: return 8ull * width * n_tok;
     }
     throw make_error("unknown wire format {}", static_cast<int>(format));
 }
@@ -80,7 +80,7 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     h.n_tok = get_u32(p + 8);
     h.width = get_u32(p + 12);
     const uint32_t format = get_u32(p + 16);
-    if (format > static_cast<uint32_t>(WireFormat::I64)) throw make_error("{}: unknown row format {}", peer, format);
+    if (format > static_cast<uint32_t>(WireFormat::F64)) throw make_error("{}: unknown row format {}", peer, format);
     h.format = static_cast<WireFormat>(format);
     if (h.format == WireFormat::Q8_0 && h.width % 32 != 0) {
         throw make_error("{}: Q8_0 rows of width {} (not a multiple of 32)", peer, h.width);
@@ -94,35 +94,27 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
 }
 }  // namespace
 
-void encode_fixed_step(const StepHeader& h, const int64_t* rows, std::vector<uint8_t>& out) {
-    if (h.format != WireFormat::I64) throw make_error("internal: fixed-point rows encoded as {}", wire_format_name(h.format));
+// Doubles travel as their IEEE bits in the host's order, as F32 rows do:
+// every supported target is little-endian.
+void encode_exact_step(const StepHeader& h, const double* rows, std::vector<uint8_t>& out) {
+    if (h.format != WireFormat::F64) throw make_error("internal: exact rows encoded as {}", wire_format_name(h.format));
     uint8_t* dst = begin_step(h, out);
-    // Little-endian on the wire, as every other field.
-    const size_t n = static_cast<size_t>(h.width) * h.n_tok;
-    for (size_t i = 0; i < n; ++i) {
-        const auto v = static_cast<uint64_t>(rows[i]);
-        for (int b = 0; b < 8; ++b) dst[i * 8 + b] = static_cast<uint8_t>(v >> (8 * b));
-    }
+    std::memcpy(dst, rows, static_cast<size_t>(h.width) * h.n_tok * sizeof(double));
 }
 
-StepHeader decode_fixed_step(std::span<const uint8_t> payload, std::vector<int64_t>& rows, const char* peer) {
+StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer) {
     StepHeader h;
     const uint8_t* src = parse_step(payload, h, peer);
-    if (h.format != WireFormat::I64) {
-        throw make_error("{}: {} rows where fixed-point partials were due", peer, wire_format_name(h.format));
+    if (h.format != WireFormat::F64) {
+        throw make_error("{}: {} rows where exact partials were due", peer, wire_format_name(h.format));
     }
-    const size_t n = static_cast<size_t>(h.width) * h.n_tok;
-    rows.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-        uint64_t v = 0;
-        for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(src[i * 8 + b]) << (8 * b);
-        rows[i] = static_cast<int64_t>(v);
-    }
+    rows.resize(static_cast<size_t>(h.width) * h.n_tok);
+    std::memcpy(rows.data(), src, rows.size() * sizeof(double));
     return h;
 }
 
 void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& out) {
-    if (h.format == WireFormat::I64) throw make_error("internal: float rows encoded as fixed point");
+    if (h.format == WireFormat::F64) throw make_error("internal: float rows encoded as exact partials");
     uint8_t* dst = begin_step(h, out);
     const size_t n = static_cast<size_t>(h.width) * h.n_tok;
     switch (h.format) {
@@ -140,7 +132,7 @@ void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& o
             for (uint32_t t = 0; t < h.n_tok; ++t) q8.from_float(rows + static_cast<size_t>(t) * h.width, dst + t * row_bytes, h.width);
             break;
         }
-        case WireFormat::I64:
+        case WireFormat::F64:
             break;  // refused above
     }
 }
@@ -148,7 +140,7 @@ void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& o
 StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer) {
     StepHeader h;
     const uint8_t* src = parse_step(payload, h, peer);
-    if (h.format == WireFormat::I64) throw make_error("{}: fixed-point rows where float rows were due", peer);
+    if (h.format == WireFormat::F64) throw make_error("{}: exact partial rows where float rows were due", peer);
     const size_t n = static_cast<size_t>(h.width) * h.n_tok;
     rows.resize(n);
     switch (h.format) {
@@ -164,7 +156,7 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
             for (uint32_t t = 0; t < h.n_tok; ++t) q8.to_float(src + t * row_bytes, rows.data() + static_cast<size_t>(t) * h.width, h.width);
             break;
         }
-        case WireFormat::I64:
+        case WireFormat::F64:
             break;  // refused above
     }
     return h;

@@ -51,10 +51,10 @@ const char* tp_message_name(uint16_t type);
 // What the root wants back from the last stage for a batch of positions.
 enum StageFlags : uint32_t { kWantLastLogits = 1, kWantAllLogits = 2 };
 
-// How activation and partial rows travel. F32 activations and I64
-// (fixed-point, ops/fixed_sum.h) partials are exact; Q8_0 (activations) and
-// F16 (partials) are --fast's smaller encodings.
-enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2, I64 = 3 };
+// How activation and partial rows travel. F32 activations and F64 partials
+// (exact sums, ops/fixed_sum.h) are exact; Q8_0 (activations) and F16
+// (partials) are --fast's smaller encodings.
+enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2, F64 = 3 };
 
 const char* wire_format_name(WireFormat format);
 
@@ -77,11 +77,11 @@ void encode_step(const StepHeader& header, const float* rows, std::vector<uint8_
 
 // Parses a step payload: checks that its size matches the header exactly and
 // that the format is known; decodes the rows into `rows` (resized). `peer`
-// names the sender in errors. Fixed-point rows are refused here.
+// names the sender in errors. F64 rows are refused here.
 StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer);
 
-// The same for fixed-point partial rows (header.format I64).
-void encode_fixed_step(const StepHeader& header, const int64_t* rows, std::vector<uint8_t>& out);
-StepHeader decode_fixed_step(std::span<const uint8_t> payload, std::vector<int64_t>& rows, const char* peer);
+// The same for exact partial rows (header.format F64).
+void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
+StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
 
 }  // namespace tessera

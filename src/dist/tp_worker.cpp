@@ -167,7 +167,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         config.n_batch = assign.at("n_batch");
         config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
         const int format = assign.at("partial_format").get<int>();
-        if (format < 0 || format > static_cast<int>(WireFormat::I64)) throw make_error("unknown partial format {}", format);
+        if (format < 0 || format > static_cast<int>(WireFormat::F64)) throw make_error("unknown partial format {}", format);
         partial_format = static_cast<WireFormat>(format);
         if (full_model == nullptr) {
             // No model file: use the cached slice, or have the root send it once.
@@ -240,7 +240,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
 
     const int64_t n_embd = model.hparams().n_embd;
     std::vector<float> h, partial_float;
-    std::vector<int64_t> partial(static_cast<size_t>(forward->n_batch()) * n_embd);
+    std::vector<double> partial(static_cast<size_t>(forward->n_batch()) * n_embd);
     std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
     uint64_t steps = 0;
     double compute_seconds = 0.0;  // decoding, computing and encoding steps
@@ -279,7 +279,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             reply_header.format = partial_format;
             if (type == TpMessage::kHead) {
                 // Logits are floats (F32 where the partials are exact).
-                if (partial_format == WireFormat::I64) reply_header.format = WireFormat::F32;
+                if (partial_format == WireFormat::F64) reply_header.format = WireFormat::F32;
                 const int64_t rows = slice.n_vocab_rows();
                 if (rows == 0) throw make_error("{}: asked for logits, but this rank holds no rows of the head", peer);
                 head_logits.resize(std::max(head_logits.size(), static_cast<size_t>(n_tok * rows)));
@@ -298,11 +298,11 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
             }
             if (type != TpMessage::kHead) {
                 const size_t n = static_cast<size_t>(n_tok) * n_embd;
-                if (partial_format == WireFormat::I64) {
-                    encode_fixed_step(reply_header, partial.data(), out);
+                if (partial_format == WireFormat::F64) {
+                    encode_exact_step(reply_header, partial.data(), out);
                 } else {
                     partial_float.resize(std::max(partial_float.size(), n));
-                    for (size_t j = 0; j < n; ++j) partial_float[j] = static_cast<float>(from_fixed(partial[j]));
+                    for (size_t j = 0; j < n; ++j) partial_float[j] = static_cast<float>(partial[j]);
                     encode_step(reply_header, partial_float.data(), out);
                 }
             }

@@ -11,7 +11,7 @@ namespace tessera {
 
 namespace {
 
-constexpr int kMaxUnits = 16;
+constexpr int kMaxUnits = 8;
 
 // Columns a unit boundary must be a multiple of for a weight of this type:
 // its blocks and those of the activation type it is multiplied with.

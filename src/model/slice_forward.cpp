@@ -44,10 +44,10 @@ void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
     for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
         norm_attention_input(layer, x, h_.data(), n_tok);
         attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
+        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
         norm_ffn_input(layer, x, h_.data(), n_tok);
         ffn_partial(layer, h_.data(), n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] = add_fixed(x[j], partial_[j]);
+        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
     }
 }
 
@@ -117,14 +117,14 @@ void SliceForward::norm_ffn_input(int layer, const float* x, float* h, int n_tok
     }
 }
 
-void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_tok, int64_t* partial) {
+void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_tok, double* partial) {
     check_batch(n_tok);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
     const int64_t hd = hparams_.head_dim;
     if (n_q_heads_ == 0) {
-        std::fill(partial, partial + n_tok * n_embd, int64_t{0});
+        std::fill(partial, partial + n_tok * n_embd, 0.0);
         return;
     }
     new_activations();
@@ -150,14 +150,14 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
                  units_.wo_cols(hparams_), partial, n_embd, pool_);
 }
 
-void SliceForward::ffn_partial(int layer, const float* h, int n_tok, int64_t* partial) {
+void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* partial) {
     check_batch(n_tok);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
     const int64_t n_ffn = s.n_ffn();
     if (n_ffn == 0) {
-        std::fill(partial, partial + n_tok * n_embd, int64_t{0});
+        std::fill(partial, partial + n_tok * n_embd, 0.0);
         return;
     }
     new_activations();

@@ -50,16 +50,16 @@ public:
     // h[t] = rmsnorm(x[t]) with the layer's attention / FFN norm weights.
     void norm_attention_input(int layer, const float* x, float* h, int n_tok) const;
     void norm_ffn_input(int layer, const float* x, float* h, int n_tok) const;
-    // Partials are fixed-point sums over reduction units (ops/fixed_sum.h,
+    // Partials are exact sums over reduction units (ops/fixed_sum.h,
     // model/reduction_units.h): the ranks' partials add up, in any order, to
-    // exactly what one node holding every unit computes. add_fixed joins a
+    // exactly what one node holding every unit computes. add_exact joins a
     // partial to the residual.
     // partial[t] = this slice's share of the layer's attention output for
     // position pos0 + t, given its normed input h[t]; stores the slice's K/V
     // for those positions first, so the batch attends causally to itself.
-    void attention_partial(int layer, const float* h, int pos0, int n_tok, int64_t* partial);
+    void attention_partial(int layer, const float* h, int pos0, int n_tok, double* partial);
     // partial[t] = this slice's share of the layer's FFN output.
-    void ffn_partial(int layer, const float* h, int n_tok, int64_t* partial);
+    void ffn_partial(int layer, const float* h, int n_tok, double* partial);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
@@ -96,7 +96,7 @@ private:
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
     std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_;
-    std::vector<int64_t> partial_;
+    std::vector<double> partial_;
     ReductionUnits units_;
     struct ConvertedActivation {
         QuantizedActivation act;

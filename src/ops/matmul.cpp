@@ -77,7 +77,7 @@ void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
     matmul_many(std::span<const MatmulJob>(&job, 1), x, pool);
 }
 
-void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, int64_t* y,
+void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
                   int64_t y_stride, ThreadPool& pool) {
     const QuantTraits& traits = require_weight_traits(w.type, "matmul");
     check_activation(traits, rect, x);
@@ -102,12 +102,12 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
                                         x.row(t0) + quant_row_bytes(x.type(), c), x.row_bytes(), toks, dots,
                                         static_cast<size_t>(kRowBlock));
                     for (int t = 0; t < toks; ++t) {
-                        int64_t* yt = y + (t0 + t) * y_stride + r0;
+                        double* yt = y + (t0 + t) * y_stride + r0;
                         const float* dt = dots + t * kRowBlock;
                         if (c == 0) {
-                            for (int r = 0; r < rows; ++r) yt[r] = to_fixed(dt[r]);
+                            for (int r = 0; r < rows; ++r) yt[r] = snap_to_grid(dt[r]);
                         } else {
-                            for (int r = 0; r < rows; ++r) yt[r] += to_fixed(dt[r]);
+                            for (int r = 0; r < rows; ++r) yt[r] += snap_to_grid(dt[r]);
                         }
                     }
                 }

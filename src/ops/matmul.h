@@ -34,11 +34,11 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
 // fall into units of unit_cols columns counted from column 0 of the whole
 // matrix (the last unit of the matrix may be shorter); for each row r and
 // position t, y[t * y_stride + r - row_begin] = sum over the rect's units of
-// to_fixed(dot(w[r][unit], x[t][unit])). rect.col_begin must start a unit,
+// snap_to_grid(dot(w[r][unit], x[t][unit])). rect.col_begin must start a unit,
 // and unit_cols must fall on block boundaries of w's type and x's type. Any
-// split of a matrix's units into rects gives partials whose integer sum is
-// the whole matrix's result, bit for bit.
-void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, int64_t* y,
+// split of a matrix's units into rects gives partials whose sum (in any
+// order) is the whole matrix's result, bit for bit.
+void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
                   int64_t y_stride, ThreadPool& pool);
 
 }  // namespace tessera

@@ -132,7 +132,7 @@ QuantizedActivation columns(const std::vector<float>& x, int64_t cols, int n_tok
 }
 }  // namespace
 
-// Fixed-point unit sums (the exact tensor-parallel reduction): close to one
+// Exact unit sums (the exact tensor-parallel reduction): close to one
 // float dot per unit, and any split of the columns at unit boundaries sums
 // to the whole matrix's result bit for bit, whatever the threads.
 TEST(Matmul, UnitSumsAreSplitInvariant) {
@@ -149,7 +149,7 @@ TEST(Matmul, UnitSumsAreSplitInvariant) {
             const size_t n_out = static_cast<size_t>(n_tok * rows);
             for (int threads : {1, 3}) {
                 ThreadPool pool(threads);
-                std::vector<int64_t> y(n_out);
+                std::vector<double> y(n_out);
                 matmul_units(w.m, {0, rows, 0, cols}, whole, unit, y.data(), rows, pool);
                 // Against one float dot per unit.
                 for (int t = 0; t < n_tok; ++t) {
@@ -159,16 +159,16 @@ TEST(Matmul, UnitSumsAreSplitInvariant) {
                             want += traits.vec_dot(unit, w.m.row(r) + quant_row_bytes(type, c),
                                                    whole.row(t) + quant_row_bytes(traits.vec_dot_type, c));
                         }
-                        ASSERT_NEAR(from_fixed(y[t * rows + r]), want, 1e-4 * (1.0 + std::fabs(want)))
+                        ASSERT_NEAR(y[t * rows + r], want, 1e-4 * (1.0 + std::fabs(want)))
                             << quant_type_name(type) << " t=" << t << " r=" << r;
                     }
                 }
                 // Three ranks' column ranges (uneven, at unit boundaries).
-                std::vector<int64_t> sum(n_out, 0);
+                std::vector<double> sum(n_out, 0.0);
                 for (const auto& [c0, n] : {std::pair<int64_t, int64_t>{0, unit}, {unit, 2 * unit},
                                             {3 * unit, cols - 3 * unit}}) {
                     const QuantizedActivation part = columns(x, cols, n_tok, c0, n, traits.vec_dot_type);
-                    std::vector<int64_t> yp(n_out);
+                    std::vector<double> yp(n_out);
                     matmul_units(w.m, {0, rows, c0, n}, part, unit, yp.data(), rows, pool);
                     for (size_t i = 0; i < n_out; ++i) sum[i] += yp[i];
                 }
@@ -179,7 +179,7 @@ TEST(Matmul, UnitSumsAreSplitInvariant) {
         ThreadPool pool(1);
         const QuantizedActivation part = columns(std::vector<float>(static_cast<size_t>(cols), 1.0f), cols, 1, 256,
                                                  cols - 256, traits.vec_dot_type);
-        std::vector<int64_t> y(static_cast<size_t>(rows));
+        std::vector<double> y(static_cast<size_t>(rows));
         EXPECT_THROW(matmul_units(w.m, {0, rows, 256, cols - 256}, part, 192, y.data(), rows, pool), Error);
     }
 }
