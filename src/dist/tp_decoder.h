@@ -6,7 +6,7 @@
 //
 // --exact (default): F32 activations and exact (F64) partials whose sum is
 // exactly a single node's (ops/fixed_sum.h): the same logits bit for bit.
-// --fast: Q8_0 activations and F16 partials, about a fifth of the bytes, at
+// --fast: Q8_0 activations and F16 partials, about a quarter of the bytes, at
 // a quality cost the perplexity tool measures.
 #pragma once
 
