@@ -1,5 +1,6 @@
 // End-to-end tests of the tessera binary: real processes, real files.
 #include "subprocess.h"
+#include "tessera_cli.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -20,11 +21,7 @@ const std::vector<int32_t> kReferenceIds = {
     408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
     426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
 
-std::vector<std::string> cmd(std::initializer_list<std::string> args) {
-    std::vector<std::string> v = {test::tessera_binary()};
-    v.insert(v.end(), args);
-    return v;
-}
+const auto& cmd = test::tessera_cmd;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

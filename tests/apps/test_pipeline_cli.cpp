@@ -4,6 +4,7 @@
 // run would use.
 #include "slow_model.h"
 #include "subprocess.h"
+#include "tessera_cli.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -22,26 +23,13 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-std::vector<std::string> cmd(std::initializer_list<std::string> args) {
-    std::vector<std::string> v = {test::tessera_binary()};
-    v.insert(v.end(), args);
-    return v;
-}
+const auto& cmd = test::tessera_cmd;
 
-std::vector<int> tokens_of(const test::ProcessResult& r) {
-    return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
-}
+using test::tokens_of;
 
-// A worker process of a model (default: the bundled one) on a free loopback port.
-std::string start_worker(std::unique_ptr<BackgroundProcess>& worker,
-                         const std::string& model = test::source_dir() + "/models/stories260K.gguf") {
-    worker = std::make_unique<BackgroundProcess>(
-        cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "-m", model}));
-    const std::string line = worker->read_line(30);
-    const std::string prefix = "listening on port ";
-    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
-    return "127.0.0.1:" + line.substr(prefix.size());
-}
+using test::start_worker;
+
+std::string bundled_model() { return test::source_dir() + "/models/stories260K.gguf"; }
 
 }  // namespace
 
@@ -50,7 +38,7 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
     ASSERT_EQ(single.exit_code, 0) << single.err;
     {
         std::unique_ptr<BackgroundProcess> a, b;
-        const std::string sa = start_worker(a), sb = start_worker(b);
+        const std::string sa = start_worker(a, bundled_model()), sb = start_worker(b, bundled_model());
         const auto r = run_process(cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p", "Once upon a time", "-n",
                                         "40", "--temp", "0", "--json"}),
                                    60);
@@ -61,7 +49,7 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
     {
         // Hybrid: the root and one tensor-parallel rank, then a stage.
         std::unique_ptr<BackgroundProcess> a, b;
-        const std::string sa = start_worker(a), sb = start_worker(b);
+        const std::string sa = start_worker(a, bundled_model()), sb = start_worker(b, bundled_model());
         const std::string file = test::scratch_dir("pipeline_cli") + "/cluster.toml";
         std::ofstream(file) << "[[stage]]\nnodes = [\"root\", \"" << sa << "\"]\nlayers = 3\n\n[[stage]]\nnodes = [\""
                             << sb << "\"]\nlayers = 2\n";

@@ -1,6 +1,7 @@
 // End-to-end tests of `tessera quantize` and `tessera perplexity` (with the
 // KL-divergence mode): real processes, llama.cpp-style output, clear refusals.
 #include "subprocess.h"
+#include "tessera_cli.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -17,11 +18,7 @@ namespace {
 
 using test::run_process;
 
-std::vector<std::string> cmd(std::initializer_list<std::string> args) {
-    std::vector<std::string> v = {test::tessera_binary()};
-    v.insert(v.end(), args);
-    return v;
-}
+const auto& cmd = test::tessera_cmd;
 
 std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
 std::string story_text() { return test::source_dir() + "/tests/data/little_stories.txt"; }

@@ -4,6 +4,7 @@
 // dies or stalls mid-generation is reported by address and rank within 5 s.
 #include "slow_model.h"
 #include "subprocess.h"
+#include "tessera_cli.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -22,25 +23,11 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-std::vector<std::string> cmd(std::initializer_list<std::string> args) {
-    std::vector<std::string> v = {test::tessera_binary()};
-    v.insert(v.end(), args);
-    return v;
-}
+const auto& cmd = test::tessera_cmd;
 
-std::vector<int> tokens_of(const test::ProcessResult& r) {
-    return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
-}
+using test::tokens_of;
 
-// A worker process on a free loopback port; returns "127.0.0.1:PORT".
-std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model) {
-    worker = std::make_unique<BackgroundProcess>(
-        cmd({"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"}));
-    const std::string line = worker->read_line(30);
-    const std::string prefix = "listening on port ";
-    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
-    return "127.0.0.1:" + line.substr(prefix.size());
-}
+using test::start_worker;
 
 std::string slow_model() { return test::write_slow_model(test::scratch_dir("tp_cli")); }
 

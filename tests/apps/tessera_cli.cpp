@@ -1,0 +1,29 @@
+#include "tessera_cli.h"
+
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::test {
+
+std::vector<std::string> tessera_cmd(std::initializer_list<std::string> args) {
+    std::vector<std::string> v = {tessera_binary()};
+    v.insert(v.end(), args);
+    return v;
+}
+
+std::vector<int> tokens_of(const ProcessResult& r) {
+    return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
+}
+
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model) {
+    worker = std::make_unique<BackgroundProcess>(
+        tessera_cmd({"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"}));
+    const std::string line = worker->read_line(30);
+    const std::string prefix = "listening on port ";
+    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+    return "127.0.0.1:" + line.substr(prefix.size());
+}
+
+}  // namespace tessera::test
