@@ -118,14 +118,8 @@ void expect_pipeline_equals_single(const std::string& path, const std::vector<in
 
 }  // namespace
 
-TEST(Pipeline, StagesEqualSingleNodeOnStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
-    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
-    for (int stages : {2, 3}) expect_pipeline_equals_single(path, prompt, 32, stages);
-}
-
-TEST(Pipeline, StagesEqualSingleNodeOnAGeneratedGqaModel) {
+// A generated GQA model (2 KV heads for 8 query heads) of 4 layers.
+static std::string gqa_model() {
     const std::string path = test::scratch_dir("pipeline") + "/gqa.gguf";
     RandomModelSpec spec;
     spec.n_embd = 256;
@@ -136,6 +130,18 @@ TEST(Pipeline, StagesEqualSingleNodeOnAGeneratedGqaModel) {
     spec.n_vocab = 400;
     spec.type = QuantType::Q8_0;
     write_random_model(spec, path);
+    return path;
+}
+
+TEST(Pipeline, StagesEqualSingleNodeOnStories260K) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
+    for (int stages : {2, 3}) expect_pipeline_equals_single(path, prompt, 32, stages);
+}
+
+TEST(Pipeline, StagesEqualSingleNodeOnAGeneratedGqaModel) {
+    const std::string path = gqa_model();
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10};
     for (int stages : {2, 3}) expect_pipeline_equals_single(path, prompt, 20, stages);
 }
@@ -152,16 +158,7 @@ TEST(Pipeline, HybridPlansEqualSingleNodeOnStories260K) {
 }
 
 TEST(Pipeline, HybridPlanEqualsSingleNodeOnAGeneratedGqaModel) {
-    const std::string path = test::scratch_dir("pipeline") + "/gqa.gguf";
-    RandomModelSpec spec;
-    spec.n_embd = 256;
-    spec.n_layer = 4;
-    spec.n_head = 8;
-    spec.n_head_kv = 2;
-    spec.n_ff = 512;
-    spec.n_vocab = 400;
-    spec.type = QuantType::Q8_0;
-    write_random_model(spec, path);
+    const std::string path = gqa_model();
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10};
     expect_hybrid_equals_single(path, prompt, 16, {1, 0});
     expect_hybrid_equals_single(path, prompt, 16, {1, 1, 0});
