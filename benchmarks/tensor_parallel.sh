@@ -48,6 +48,7 @@ for ((r = 1; r <= reps; r++)); do
   bench "single.$r" -- "${one_run[@]}" -t 2
   bench "local2.$r" -- "${one_run[@]}" -t 1 --local 2
   bench "local2fast.$r" -- "${one_run[@]}" -t 1 --local 2 --fast
+  bench "local2tcp.$r" -- "${one_run[@]}" -t 1 --local 2 --tcp
 done
 # Peak resident memory of each rank against its share, and its compute time
 # per step (the worker reports both).
@@ -104,11 +105,14 @@ def merged(prefix):
     if "tp" in j:
         j["tp"] = {k: sum(x["tp"][k] for x in runs) / len(runs) for k in runs[0]["tp"]}
     return j
-single, local2, fast = merged("single"), merged("local2"), merged("local2fast")
+single, local2, fast, tcp = merged("single"), merged("local2"), merged("local2fast"), merged("local2tcp")
 tg = lambda j: j["tg"]["tps_median"]
 print(f"\n== this machine: {single['type']}, {tokens} generated tokens, median of {single['reps']} ==")
 print(f"1 process x 2 threads      : {tg(single):8.2f} tok/s (min {single['tg']['tps_min']:.2f})")
-for name, j in (("2 processes x 1 thread    ", local2), ("2 processes x 1 thread fast", fast)):
+# Ranks on one host exchange frames through shared memory; the TCP row is the
+# same exact run over loopback TCP, as separate machines would talk.
+for name, j in (("2 processes x 1 thread    ", local2), ("2 processes x 1 thread fast", fast),
+                ("2 processes x 1 thread TCP ", tcp)):
     t = j["tp"]
     print(f"{name}: {tg(j):8.2f} tok/s (min {j['tg']['tps_min']:.2f})  ratio {tg(j) / tg(single):.3f}  "
           f"wire {t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token/worker  "
@@ -134,14 +138,15 @@ if rows:
 #   compute = T * (f / N + (1 - f))        f = share of weight bytes in the layers (split)
 #   syncs   = S * (o + rtt + bytes_per_sync * (N - 1) / bandwidth)   (the root's link carries N-1 streams)
 # T from the 2-thread single process; o (software cost of a sync) from the
-# loopback run: its wait time minus the half of the layer compute the worker
-# did meanwhile, per sync, floored at 0.
+# loopback TCP run (separate machines cannot share memory): the root's wait
+# for the worker's partial, per sync. It holds the loopback round trip too,
+# so it errs on the slow side.
 T = 1.0 / tg(single)
 f = single["layer_weight_bytes_per_token"] / single["weight_bytes_per_token"]
 S = local2["tp"]["syncs_per_token"]
 for label, j in (("exact", local2), ("fast", fast)):
     wire = j["tp"]["wire_bytes_per_token_per_worker"] / S  # both directions, per sync
-    o = max(0.0, (j["tp"]["wait_ms_per_token"] / 1e3) / S)
+    o = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
     print(f"\n== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us, "
           f"{wire / 1024:.1f} KiB per sync per worker) ==")
     print("network               N=1      N=2      N=4      N=8")

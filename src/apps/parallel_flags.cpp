@@ -21,6 +21,8 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->delimiter(',');
     cmd->add_flag("--fast", o.fast, "Q8_0 activations and F16 partials on the wire (approximate)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");
+    cmd->add_flag("--tcp", o.tcp_only,
+                  "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
@@ -29,8 +31,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
 void print_ranks(const TensorParallelDecoder& decoder) {
     for (size_t r = 0; r < decoder.ranks().size(); ++r) {
         const TpRankInfo& info = decoder.ranks()[r];
-        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB\n", r, info.address.c_str(),
-                     describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0);
+        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB%s\n", r, info.address.c_str(),
+                     describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0,
+                     info.shared_memory ? ", shared memory" : "");
     }
 }
 

@@ -38,11 +38,18 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     return std::max(best, 1e-9);
 }
 
+namespace {
+constexpr double kEqualSpeed = 0.8;
+}  // namespace
+
 std::vector<double> weights_from_probes(std::span<const double> seconds) {
     double fastest = 1e30;
     for (double s : seconds) fastest = std::min(fastest, s);
     std::vector<double> weights;
-    for (double s : seconds) weights.push_back(std::max(0.25, std::round(4.0 * fastest / s) / 4.0));
+    for (double s : seconds) {
+        const double relative = fastest / s;
+        weights.push_back(relative >= kEqualSpeed ? 1.0 : std::max(0.25, std::round(4.0 * relative) / 4.0));
+    }
     return weights;
 }
 

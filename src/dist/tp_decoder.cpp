@@ -58,6 +58,8 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     ranks_[0].address = "root";
     ranks_[0].free_memory = available_memory_bytes();
 
+    std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
+
     // Connect and check that every worker holds this very model.
     const std::string fingerprint = model.file().fingerprint_hex();
     for (size_t i = 0; i < config.workers.size(); ++i) {
@@ -66,8 +68,9 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         try {
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
+            const bool shm = config.shared_memory && channels_.back()->peer_is_loopback();
             send_json(*channels_.back(), TpMessage::kHello,
-                      {{"fingerprint", fingerprint}, {"rank", rank}, {"n_ranks", n_ranks}});
+                      {{"fingerprint", fingerprint}, {"rank", rank}, {"n_ranks", n_ranks}, {"shm", shm}});
         } catch (const Error& e) {
             throw make_error("{}: {}", who, e.what());
         }
@@ -89,6 +92,18 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         // as the root (negative: filled in once the root has probed itself).
         ranks_[i + 1].probe_seconds = reply.value("probe_seconds", -1.0);
         ranks_[i + 1].free_memory = reply.value("free_memory", uint64_t{0});
+        // A worker on this host offers a shared-memory link; if its segment
+        // cannot be opened here (another machine behind a relay, another
+        // user, no /dev/shm) the frames stay on TCP.
+        if (reply.contains("shm_name") && reply.contains("shm_nonce")) {
+            try {
+                links.resize(channels_.size());
+                links[i] = ShmLink::open(reply["shm_name"].get<std::string>(), reply["shm_nonce"].get<std::string>());
+                links[i]->unlink();  // mapped on both sides now: nothing to leave behind in /dev/shm
+            } catch (const std::exception&) {
+                links[i].reset();
+            }
+        }
     }
 
     // Plan: shares follow measured speed unless weights are given.
@@ -139,7 +154,13 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                    {"n_ctx", config.forward.n_ctx},
                    {"n_batch", config.forward.n_batch},
                    {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
-                   {"partial_format", static_cast<int>(partial_format)}});
+                   {"partial_format", static_cast<int>(partial_format)},
+                   {"shm", i < links.size() && links[i] != nullptr}});
+        // Both sides switch after kAssign, the last frame on TCP.
+        if (i < links.size() && links[i] != nullptr) {
+            channels_[i]->use_shared_memory(std::move(links[i]));
+            ranks_[i + 1].shared_memory = true;
+        }
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);

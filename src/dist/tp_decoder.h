@@ -31,6 +31,9 @@ struct TpConfig {
     int n_threads = 1;
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
+    // A worker on this host (loopback address) is offered a shared-memory
+    // link for its frames (net/shm_link.h); false keeps every rank on TCP.
+    bool shared_memory = true;
     // A group that is one stage of a hybrid plan runs only the layers
     // [layer_begin, layer_end) (layer_end 0: every layer); its root embeds
     // tokens when `first` and computes logits when `last`.
@@ -51,6 +54,7 @@ struct TpRankInfo {
     double probe_seconds = 0.0;
     uint64_t footprint_bytes = 0;
     uint64_t free_memory = 0;
+    bool shared_memory = false;  // frames travel through a shared-memory link
 };
 
 class TensorParallelDecoder : public Decoder, public LayerBlock {

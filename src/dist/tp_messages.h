@@ -2,9 +2,11 @@
 // 1..N-1) on a FrameChannel.
 //
 // Handshake (not the hot path, so JSON payloads a person can read in a dump):
-//   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks}
-//   worker -> root  kHelloReply {ok, fingerprint, model, threads, free_memory, probe_seconds, error}
-//   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format}
+//   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks, shm}
+//   worker -> root  kHelloReply {ok, fingerprint, model, threads, free_memory, probe_seconds, error,
+//                                shm_name, shm_nonce (a same-host worker's shared-memory link)}
+//   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format, shm (taken)}
+//   (from here on, frames of a taken link travel through shared memory)
 //   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
 //   root -> worker  kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},
 //   worker -> root  kReady      {ok, error}

@@ -31,6 +31,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kHandshakeTimeoutMs = 30000;
+// Each direction of a shared-memory link. A token's frames (tens of KiB)
+// then reuse the same few pages, warm in cache, and a prompt batch of
+// partials (512 rows of F64, 8 MiB) streams through in 16 turns.
+constexpr size_t kShmRingBytes = 512u << 10;
 
 void send_json(FrameChannel& channel, TpMessage type, const json& j) {
     const std::string text = j.dump();
@@ -147,11 +151,28 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         }
         reply["probe_seconds"] = probe_seconds(*full_model, pool);
     }
+    // A root on this host may take its frames through shared memory.
+    std::unique_ptr<ShmLink> link;
+    if (hello.value("shm", false) && channel.peer_is_loopback()) {
+        try {
+            link = ShmLink::create(kShmRingBytes);
+            reply["shm_name"] = link->name();
+            reply["shm_nonce"] = link->nonce_hex();
+        } catch (const Error& e) {
+            if (options.log) options.log(fmt::format("no shared memory, staying on TCP: {}", e.what()));
+        }
+    }
     reply["ok"] = true;
     send_json(channel, TpMessage::kHelloReply, reply);
 
     channel.recv(frame, kHandshakeTimeoutMs);
     const json assign = parse_json(frame, TpMessage::kAssign, peer);
+    // Both sides switch after kAssign, the last frame on TCP.
+    if (link && assign.value("shm", false)) {
+        link->unlink();
+        channel.use_shared_memory(std::move(link));
+    }
+    link.reset();
     Slice slice;
     ForwardConfig config;
     WireFormat partial_format = WireFormat::F32;
@@ -235,7 +256,10 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         return;
     }
     send_json(channel, TpMessage::kReady, {{"ok", true}});
-    if (options.log) options.log(fmt::format("serving {} to {}", describe_slice(slice), peer));
+    if (options.log) {
+        options.log(fmt::format("serving {} to {}{}", describe_slice(slice), peer,
+                                channel.on_shared_memory() ? " through shared memory" : ""));
+    }
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
 
     const int64_t n_embd = model.hparams().n_embd;
@@ -247,19 +271,28 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
     std::vector<uint8_t> out;
     std::mutex send_mutex;
     Heartbeat heartbeat(channel, send_mutex);
+    // Time from a reply to the next step (gaps between tokens included, idle
+    // spells of a user typing not): what this worker waited on the root.
+    double waited_seconds = 0.0, last_sent = 0.0;
+    uint64_t waits = 0;
     for (;;) {
         // Idle between requests is fine (a user may be typing); a frame that
         // has started must arrive whole within the channel's timeout.
         while (!channel.poll(kHeartbeatIntervalMs)) {
         }
         channel.recv(frame);
+        if (const double waited = now_seconds() - last_sent; last_sent > 0 && waited < 0.01) {
+            waited_seconds += waited;
+            ++waits;
+        }
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown) {
             log_peak_memory(model, slice, config, options);
             if (options.log && steps > 0) {
-                options.log(fmt::format("{} steps, {:.1f} us computing each on average", steps,
-                                        compute_seconds / static_cast<double>(steps) * 1e6));
+                options.log(fmt::format("{} steps, {:.1f} us computing each on average, {:.1f} us waiting before each",
+                                        steps, compute_seconds / static_cast<double>(steps) * 1e6,
+                                        waits > 0 ? waited_seconds / static_cast<double>(waits) * 1e6 : 0.0));
             }
             return;
         }
@@ -317,6 +350,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         ++steps;
         std::lock_guard<std::mutex> lock(send_mutex);
         channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+        last_sent = now_seconds();
     }
 }
 

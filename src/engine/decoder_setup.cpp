@@ -119,6 +119,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, 
     tp.n_threads = n_threads;
     tp.limits.io_timeout_ms = options.timeout_ms;
     tp.connect_timeout_ms = options.timeout_ms;
+    tp.shared_memory = !options.tcp_only;
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

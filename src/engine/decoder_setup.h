@@ -29,6 +29,7 @@ struct ParallelOptions {
     bool fast = false;
     bool exact = false;  // only to refuse --fast together with --exact
     int timeout_ms = 5000;
+    bool tcp_only = false;  // same-host ranks talk over TCP, not shared memory
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
     bool parallel() const { return local > 1 || !workers.empty() || pipeline(); }

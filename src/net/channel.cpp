@@ -23,6 +23,31 @@ FrameChannel::FrameChannel(TcpStream stream, ChannelLimits limits, std::unique_p
     stream_.set_spin_before_sleep(limits.spin_us);
 }
 
+void FrameChannel::use_shared_memory(std::unique_ptr<ShmLink> link) {
+    link->set_spin_before_sleep(limits_.spin_us);
+    shm_ = std::move(link);
+}
+
+bool FrameChannel::poll(int timeout_ms) {
+    return shm_ ? shm_->wait_readable(timeout_ms, stream_) : stream_.wait_readable(timeout_ms);
+}
+
+void FrameChannel::write_all(const void* data, size_t n) {
+    if (shm_) {
+        shm_->write_all(data, n, limits_.io_timeout_ms, stream_);
+    } else {
+        stream_.write_all(data, n, limits_.io_timeout_ms);
+    }
+}
+
+void FrameChannel::read_exact(void* data, size_t n, int timeout_ms) {
+    if (shm_) {
+        shm_->read_exact(data, n, timeout_ms, stream_);
+    } else {
+        stream_.read_exact(data, n, timeout_ms);
+    }
+}
+
 void FrameChannel::send(uint16_t type, std::span<const uint8_t> payload) {
     const std::span<const uint8_t> parts[] = {payload};
     send(type, parts);
@@ -54,14 +79,14 @@ void FrameChannel::send(uint16_t type, std::span<const std::span<const uint8_t>>
     }
     const FrameHeaderBytes hb = encode_frame_header(header);
     std::memcpy(send_buffer_.data(), hb.data(), hb.size());
-    stream_.write_all(send_buffer_.data(), send_buffer_.size(), limits_.io_timeout_ms);
+    write_all(send_buffer_.data(), send_buffer_.size());
     ++next_send_;
 }
 
 void FrameChannel::recv(Frame& frame, int timeout_ms) {
     const int wait_ms = timeout_ms < 0 ? limits_.io_timeout_ms : timeout_ms;
     FrameHeaderBytes hb;
-    stream_.read_exact(hb.data(), hb.size(), wait_ms);
+    read_exact(hb.data(), hb.size(), wait_ms);
     const FrameHeader header = decode_frame_header(hb, limits_.max_payload, peer().c_str());
     if (header.sequence != next_recv_) {
         throw make_error("{}: frame number {} arrived where {} was due (replayed, lost or reordered)", peer(),
@@ -75,7 +100,7 @@ void FrameChannel::recv(Frame& frame, int timeout_ms) {
         throw make_error("{}: frame of {} bytes is shorter than its seal", peer(), header.length);
     }
     frame.payload.resize(header.length);
-    if (header.length > 0) stream_.read_exact(frame.payload.data(), header.length, limits_.io_timeout_ms);
+    if (header.length > 0) read_exact(frame.payload.data(), header.length, limits_.io_timeout_ms);
     codec_->open(header, frame.payload);
     frame.type = header.type;
     frame.sequence = header.sequence;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "net/frame.h"
+#include "net/shm_link.h"
 #include "net/tcp.h"
 
 #include <cstdint>
@@ -61,10 +62,19 @@ public:
     // channel's io timeout); throws an Error naming the peer otherwise.
     void recv(Frame& frame, int timeout_ms = -1);
     // True when a frame has started to arrive within timeout_ms.
-    bool poll(int timeout_ms) { return stream_.wait_readable(timeout_ms); }
+    bool poll(int timeout_ms);
+
+    // From now on frames travel through `link` (same host), the TCP
+    // connection only telling that the peer is alive. Both sides switch at
+    // the same frame boundary: after the last frame either sent on TCP.
+    void use_shared_memory(std::unique_ptr<ShmLink> link);
+    bool on_shared_memory() const { return shm_ != nullptr; }
+    // Whether the peer's address is on this host's loopback (127/8, ::1).
+    bool peer_is_loopback() const { return stream_.peer_is_loopback(); }
 
     const std::string& peer() const { return stream_.peer(); }
-    // For waiting on several channels at once (poll).
+    // For waiting on several TCP channels at once (poll); not for one on
+    // shared memory.
     int fd() const { return stream_.fd(); }
     void close() { stream_.close(); }
     void set_codec(std::unique_ptr<FrameCodec> codec) { codec_ = std::move(codec); }
@@ -73,9 +83,13 @@ private:
     TcpStream stream_;
     ChannelLimits limits_;
     std::unique_ptr<FrameCodec> codec_;
+    std::unique_ptr<ShmLink> shm_;
     uint64_t next_send_ = 0;
     uint64_t next_recv_ = 0;
     std::vector<uint8_t> send_buffer_;
+
+    void write_all(const void* data, size_t n);
+    void read_exact(void* data, size_t n, int timeout_ms);
 };
 
 }  // namespace tessera

@@ -119,6 +119,20 @@ TcpStream& TcpStream::operator=(TcpStream&& other) noexcept {
     return *this;
 }
 
+bool TcpStream::peer_is_loopback() const {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    if (fd_ < 0 || ::getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+    if (peer.ss_family == AF_INET) {
+        return (ntohl(reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (peer.ss_family == AF_INET6) {
+        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    }
+    return false;
+}
+
 void TcpStream::close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

@@ -53,6 +53,9 @@ public:
     bool is_open() const { return fd_ >= 0; }
     int fd() const { return fd_; }
     const std::string& peer() const { return peer_; }
+    // Whether the peer's address is on this host's loopback (127/8, ::1,
+    // ::ffff:127/104).
+    bool peer_is_loopback() const;
     void close();
 
 private:

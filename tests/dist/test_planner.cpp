@@ -2,6 +2,7 @@
 // FFN channel and row of the output head owned by exactly one rank, granules never split, and the
 // ranks' footprints adding up to the model.
 #include "dist/planner.h"
+#include "dist/speed_probe.h"
 #include "model/random_model.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -11,6 +12,16 @@
 #include <numeric>
 
 namespace tessera {
+
+// Probe times to weights: equal nodes stay equal through timer noise, slower
+// ones get quarters of the fastest's share, never below a quarter.
+TEST(Planner, WeightsFromProbesIgnoreNoiseAndFollowRealDifferences) {
+    EXPECT_EQ(weights_from_probes(std::vector<double>{1.0, 1.15}), (std::vector<double>{1.0, 1.0}));
+    EXPECT_EQ(weights_from_probes(std::vector<double>{1.2, 1.0, 1.1}), (std::vector<double>{1.0, 1.0, 1.0}));
+    EXPECT_EQ(weights_from_probes(std::vector<double>{1.0, 2.0}), (std::vector<double>{1.0, 0.5}));
+    EXPECT_EQ(weights_from_probes(std::vector<double>{1.0, 1.4}), (std::vector<double>{1.0, 0.75}));
+    EXPECT_EQ(weights_from_probes(std::vector<double>{3.0, 30.0}), (std::vector<double>{1.0, 0.25}));
+}
 
 TEST(Planner, ApportionIsProportionalAndComplete) {
     const std::vector<double> w = {1.0, 2.0, 1.0};

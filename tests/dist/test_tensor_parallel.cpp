@@ -137,6 +137,27 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
     EXPECT_EQ(tp_greedy(path, prompt, 24, 3, {1.0, 3.0, 1.0}), want) << "uneven weights";
 }
 
+// A worker on this host takes its frames through shared memory unless told
+// not to; over either transport the output equals a single node's.
+TEST(TensorParallel, SameHostWorkersUseSharedMemoryAndTcpStaysAvailable) {
+    const std::string path = gqa_model();
+    const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
+    const std::vector<int32_t> want = local_greedy(path, prompt, 16);
+    for (bool shared_memory : {true, false}) {
+        const LlamaModel model(path);
+        TestWorker worker(path);
+        TpConfig config;
+        config.workers.push_back(worker.address());
+        config.forward.n_ctx = 128;
+        config.forward.n_batch = 16;
+        config.limits.io_timeout_ms = 3000;
+        config.shared_memory = shared_memory;
+        TensorParallelDecoder decoder(model, config);
+        EXPECT_EQ(decoder.ranks()[1].shared_memory, shared_memory);
+        EXPECT_EQ(greedy(decoder, prompt, 16), want) << (shared_memory ? "shared memory" : "TCP");
+    }
+}
+
 // --exact is exact: the logits of every step, not only the greedy tokens,
 // equal a single node's bit for bit (fixed-point partials, a split head), for
 // any rank count and uneven shares, on two weight types.
