@@ -104,6 +104,41 @@ run_logged() {
   return 1
 }
 
+# merge_tessera PREFIX REPS: one tessera bench JSON from PREFIX.1.json ..
+# PREFIX.REPS.json (one repetition each): tok/s min and median over all.
+merge_tessera() {
+  python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+prefix, reps = sys.argv[1], int(sys.argv[2])
+runs = [json.load(open(f"{prefix}.{r}.json")) for r in range(1, reps + 1)]
+merged = dict(runs[0])
+for key in ("pp", "tg"):
+    tps = [x for run in runs for x in run[key]["tps"]]
+    merged[key] = dict(runs[0][key], tps=tps, tps_min=min(tps), tps_median=statistics.median(tps))
+for key in ("mem_bandwidth_gbs",):
+    if key in merged:
+        merged[key] = statistics.median(run[key] for run in runs)
+if "tg_bandwidth_gbs" in merged:
+    merged["tg_bandwidth_gbs"] = merged["tg"]["tps_median"] * merged["weight_bytes_per_token"] / 1e9
+    merged["tg_bandwidth_fraction"] = merged["tg_bandwidth_gbs"] / merged["mem_bandwidth_gbs"]
+print(json.dumps(merged))
+PY
+}
+
+# merge_llama PREFIX REPS: one llama-bench JSON list, samples of all runs.
+merge_llama() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+prefix, reps = sys.argv[1], int(sys.argv[2])
+runs = [json.load(open(f"{prefix}.{r}.json")) for r in range(1, reps + 1)]
+tests = runs[0]
+for run in runs[1:]:
+    for t, u in zip(tests, run):
+        t["samples_ts"] = t.get("samples_ts", []) + u.get("samples_ts", [])
+print(json.dumps(tests))
+PY
+}
+
 echo "tessera: $tessera ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 [ -n "$llama_bench" ] && echo "llama-bench: $llama_bench"
 echo "pp$n_prompt and tg$n_gen, $reps repetitions after a warm-up; CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
@@ -120,17 +155,23 @@ for q in $types; do
     mv "$model.part" "$model"
   fi
   for t in $threads; do
-    echo "running $q, $t thread(s): tessera" >&2
+    # This shared machine's speed drifts by tens of percent over minutes, so
+    # the two tools take turns, one repetition each (each run warms up
+    # first), and the ratio is of medians over the same stretch of time.
     tessera_json=$out/tessera-$q-t$t.json
-    run_logged "tessera-$q-t$t" "$tessera" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" --json \
-      || tessera_json=FAILED
     llama_json=""
-    if [ -n "$llama_bench" ]; then
-      echo "running $q, $t thread(s): llama.cpp" >&2
-      llama_json=$out/llama-$q-t$t.json
-      run_logged "llama-$q-t$t" "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r "$reps" -o json \
-        || llama_json=FAILED
-    fi
+    [ -n "$llama_bench" ] && llama_json=$out/llama-$q-t$t.json
+    for ((r = 1; r <= reps; r++)); do
+      echo "running $q, $t thread(s), repetition $r: tessera${llama_bench:+, llama.cpp}" >&2
+      run_logged "tessera-$q-t$t.$r" "$tessera" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 --json \
+        || tessera_json=FAILED
+      if [ -n "$llama_bench" ]; then
+        run_logged "llama-$q-t$t.$r" "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 -o json \
+          || llama_json=FAILED
+      fi
+    done
+    [ "$tessera_json" = FAILED ] || merge_tessera "$out/tessera-$q-t$t" "$reps" > "$tessera_json"
+    [ -z "$llama_json" ] || [ "$llama_json" = FAILED ] || merge_llama "$out/llama-$q-t$t" "$reps" > "$llama_json"
     printf '%s\t%s\t%s\t%s\n' "$q" "$t" "$tessera_json" "$llama_json" >> "$manifest"
   done
 done

@@ -19,6 +19,7 @@ struct WorkerCliOptions {
     std::string cache_dir;
     int n_threads = 0;
     bool once = false;
+    bool mmap = false;
     int timeout_ms = 5000;
 };
 
@@ -33,6 +34,7 @@ void worker_main(const WorkerCliOptions& o) {
                             : std::string(std::getenv("HOME") != nullptr ? std::getenv("HOME") : "/tmp") + "/.cache/tessera";
     options.n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     options.once = o.once;
+    options.private_weights = !o.mmap;
     options.limits.io_timeout_ms = o.timeout_ms;
     options.on_listening = [](uint16_t port) {
         // The first line on stdout: how `run --local` learns the port.
@@ -56,6 +58,9 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--cache-dir", o->cache_dir, "Where received slices are cached (default: ~/.cache/tessera)");
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--once", o->once, "Exit after serving one root");
+    cmd->add_flag("--mmap", o->mmap,
+                  "Compute from the mapped model file instead of a private copy of the slice (loads faster, "
+                  "generates slower)");
     cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout per read or write, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));

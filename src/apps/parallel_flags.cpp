@@ -21,6 +21,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->delimiter(',');
     cmd->add_flag("--fast", o.fast, "Q8_0 activations and F16 partials on the wire (approximate)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");
+    cmd->add_flag("--mmap", o.mmap,
+                  "Compute from the mapped model file instead of a private copy of the weights (loads faster, "
+                  "generates slower)");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")

@@ -48,7 +48,7 @@ std::string self_executable() {
 }
 
 LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads,
-                           int timeout_ms) {
+                           int timeout_ms, bool mmap) {
     try {
         for (int i = 0; i < n; ++i) {
             int pipe_fds[2];
@@ -63,7 +63,7 @@ LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_p
                 if (::getppid() != parent) ::_exit(1);
                 ::dup2(pipe_fds[1], STDOUT_FILENO);
                 const char* argv[] = {binary.c_str(), "worker", "--listen", "127.0.0.1:0", "-m", model_path.c_str(),
-                                      "-t", threads.c_str(), "--once", nullptr};
+                                      "-t", threads.c_str(), "--once", mmap ? "--mmap" : nullptr, nullptr};
                 ::execv(binary.c_str(), const_cast<char* const*>(argv));
                 ::_exit(127);
             }

@@ -15,8 +15,10 @@ namespace tessera {
 class LocalWorkers {
 public:
     // Starts n workers of `binary` serving model_path with n_threads each and
-    // waits (up to timeout_ms) until each has announced its port.
-    LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads, int timeout_ms);
+    // waits (up to timeout_ms) until each has announced its port. `mmap`:
+    // they compute from the mapped file (worker --mmap), as the root does.
+    LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads, int timeout_ms,
+                 bool mmap = false);
     // Stops the workers that are still running and reaps them.
     ~LocalWorkers();
     LocalWorkers(const LocalWorkers&) = delete;

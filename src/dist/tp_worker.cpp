@@ -186,6 +186,7 @@ void serve_session(FrameChannel& channel, TcpListener& listener, const LlamaMode
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
         config.n_ctx = assign.at("n_ctx");
         config.n_batch = assign.at("n_batch");
+        config.private_weights = options.private_weights;
         config.kv_type = assign.at("kv_type") == "f32" ? QuantType::F32 : QuantType::F16;
         const int format = assign.at("partial_format").get<int>();
         if (format < 0 || format > static_cast<int>(WireFormat::F64)) throw make_error("unknown partial format {}", format);

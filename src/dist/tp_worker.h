@@ -23,6 +23,7 @@ struct WorkerOptions {
     std::string cache_dir;   // where received slices are kept
     int n_threads = 1;
     bool once = false;  // exit after the first session (workers of --local)
+    bool private_weights = true;  // false: compute from the mapped file (--mmap)
     ChannelLimits limits;
     // Called with the bound port once listening (port 0 picks a free one).
     std::function<void(uint16_t)> on_listening;

@@ -82,8 +82,10 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
 
 }  // namespace
 
-DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
+DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, int n_threads,
                           const ParallelOptions& options) {
+    ForwardConfig config = given;
+    config.private_weights = !options.mmap;
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");
     if (const std::optional<ClusterSpec> spec = cluster_spec_of(options)) {
         return make_pipeline(model, config, n_threads, options, *spec);
@@ -94,7 +96,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, 
     if (options.local > 1) {
         if (!workers.empty()) throw make_error("use either --workers or --local, not both");
         setup.local_workers =
-            std::make_unique<LocalWorkers>(self_executable(), model.path(), options.local - 1, n_threads, 30000);
+            std::make_unique<LocalWorkers>(self_executable(), model.path(), options.local - 1, n_threads, 30000,
+                                           options.mmap);
         workers = setup.local_workers->addresses();
     }
     if (workers.empty()) {

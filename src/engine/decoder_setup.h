@@ -30,6 +30,7 @@ struct ParallelOptions {
     bool exact = false;  // only to refuse --fast together with --exact
     int timeout_ms = 5000;
     bool tcp_only = false;  // same-host ranks talk over TCP, not shared memory
+    bool mmap = false;      // compute from the mapped file, not a private copy of the weights
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
     bool parallel() const { return local > 1 || !workers.empty() || pipeline(); }

@@ -5,6 +5,7 @@
 #include "util/error.h"
 #include "util/mapped_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -170,6 +171,62 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
         w.layers.push_back(std::move(lw));
     }
     return w;
+}
+
+void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
+    // Packed column slices are private already.
+    const auto is_packed = [&](const Matrix& m) {
+        for (const auto& p : w.packed) {
+            if (m.data == p.get()) return true;
+        }
+        return false;
+    };
+    // Each view with the rows the slice computes (a view of the whole file
+    // holds every rank's rows).
+    struct Part {
+        Matrix* m;
+        int64_t row_begin, row_end;
+    };
+    const Slice& s = w.slice;
+    const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
+    std::vector<Part> parts;
+    const auto add = [&](Matrix& m, int64_t begin, int64_t end) {
+        begin = std::max(begin, m.row_begin);
+        end = std::min(end, m.row_end());
+        if (m.data != nullptr && !is_packed(m) && begin < end) parts.push_back({&m, begin, end});
+    };
+    for (LayerWeights& lw : w.layers) {
+        add(lw.wq, s.kv_head_begin * q_rows, s.kv_head_end * q_rows);
+        add(lw.wk, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
+        add(lw.wv, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
+        add(lw.wo, lw.wo.row_begin, lw.wo.row_end());
+        add(lw.w_gate, s.ffn_begin, s.ffn_end);
+        add(lw.w_up, s.ffn_begin, s.ffn_end);
+        add(lw.w_down, lw.w_down.row_begin, lw.w_down.row_end());
+    }
+    // A tied head is the token embeddings' matrix: its rows are copied and
+    // the embeddings' view stays on the mapped file.
+    add(w.output, s.vocab_begin, s.vocab_end);
+    constexpr uint64_t kAlign = 64;  // each matrix on its own cache lines
+    const auto bytes_of = [](const Part& p) { return p.m->row_bytes * static_cast<uint64_t>(p.row_end - p.row_begin); };
+    const auto rounded = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+    uint64_t total = 0;
+    for (const Part& p : parts) total += rounded(bytes_of(p));
+    AnonymousMemory memory(total);
+    uint8_t* at = memory.data();
+    for (const Part& p : parts) {
+        const uint64_t bytes = bytes_of(p);
+        const uint8_t* source = p.m->row(p.row_begin);
+        std::memcpy(at, source, bytes);
+        // Pages shared with a neighbouring tensor come back from the page
+        // cache if that one is read again.
+        release_pages(source, bytes);
+        p.m->data = at;
+        p.m->row_begin = p.row_begin;
+        p.m->rows = p.row_end - p.row_begin;
+        at += rounded(bytes);
+    }
+    w.private_copy = std::move(memory);
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include "model/hparams.h"
 #include "model/slice.h"
 #include "ops/matrix.h"
+#include "util/anonymous_memory.h"
 
 #include <memory>
 #include <string>
@@ -37,6 +38,8 @@ struct SliceWeights {
     std::vector<LayerWeights> layers;
     // Packed column slices (ColumnSlices::kPack); Matrix views point here.
     std::vector<std::unique_ptr<uint8_t[]>> packed;
+    // The private copy of the matrices a token reads (copy_to_private_memory).
+    AnonymousMemory private_copy;
 };
 
 class LlamaModel {
@@ -65,5 +68,14 @@ private:
 enum class ColumnSlices { kView, kPack };
 
 SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, ColumnSlices columns = ColumnSlices::kView);
+
+// Moves the rows the slice computes of the matrices every token reads (each
+// layer's seven and the output head) that are still views of the mapped file
+// into one block of private
+// memory, releasing the mapped pages as it goes, so resident memory stays the
+// slice's share. Products run much faster from private memory than from the
+// page cache (util/anonymous_memory.h); the token embeddings, of which a
+// token reads one row, stay mapped.
+void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
-// A read-only memory map of a whole file. Model weights are used in place from
-// the map, never copied, so a process's resident memory is only the pages it
-// touches (which is what lets a slice of a model cost only its share).
+// A read-only memory map of a whole file. A process touches only the pages of
+// the tensors its slice needs (which is what lets a slice of a model cost only
+// its share); those are then copied into private memory, where products run
+// faster, and released here (model/llama_model.h, copy_to_private_memory).
 #pragma once
 
 #include <cstddef>
