@@ -71,11 +71,10 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
 
 // Moves the rows the slice computes of the matrices every token reads (each
 // layer's seven and the output head) that are still views of the mapped file
-// into one block of private
-// memory, releasing the mapped pages as it goes, so resident memory stays the
-// slice's share. Products run much faster from private memory than from the
-// page cache (util/anonymous_memory.h); the token embeddings, of which a
-// token reads one row, stay mapped.
+// into one block of private memory, releasing the mapped pages as it goes, so
+// resident memory stays the slice's share. Products run as fast or faster
+// from private memory than from the page cache (util/anonymous_memory.h); the
+// token embeddings, of which a token reads one row, stay mapped.
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp);
 
 }  // namespace tessera

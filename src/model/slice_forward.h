@@ -31,8 +31,8 @@ struct ForwardConfig {
     // Most positions one call processes at once (llama.cpp's -b/-ub): longer
     // prompts go through in batches of this size. Scratch grows to it.
     int n_batch = 512;
-    // Weights in private memory (copy_to_private_memory): much faster
-    // generation; false computes from the mapped file (--mmap).
+    // Weights in private memory (copy_to_private_memory): generation as
+    // fast or faster; false computes from the mapped file (--mmap).
     bool private_weights = true;
 };
 

@@ -1,9 +1,11 @@
 // A block of private anonymous memory (mmap), page-aligned, released with its
 // owner. Weights are copied here from the mapped model file because matrix
-// products stream them far faster from it: on this project's development VM
-// generation ran ~1.6x faster from a private copy than from the page cache's
-// pages of the same file (benchmarks/single_node.sh, `--mmap` to compare).
-// Transparent huge pages are asked for where the kernel grants them.
+// products stream them at least as fast from it, and much faster when the page
+// cache's pages of the file are in a bad state: on this project's development
+// VM generation from the mapped file of a freshly generated model ran at ~21
+// tok/s on one thread against ~35 from a private copy; later, with the file
+// read back, the two were within ~10% (`--mmap` to compare). Transparent huge
+// pages are asked for where the kernel grants them.
 #pragma once
 
 #include <cstdint>
