@@ -5,11 +5,15 @@
 #include "test_paths.h"
 #include "util/error.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 namespace tessera {
+
+using test::error_of;
 
 namespace {
 
@@ -17,15 +21,6 @@ std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = test::scratch_dir("cluster_spec") + "/" + name;
     std::ofstream(path) << text;
     return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "no error";
 }
 
 }  // namespace
@@ -48,7 +43,7 @@ TEST(ClusterSpec, StagesOptionErrorsSayWhatIsWrong) {
     EXPECT_NE(error_of([] { parse_stages_option("root//10.0.0.2:1"); }).find("stage 1 has no nodes"),
               std::string::npos);
     EXPECT_NE(error_of([] { parse_stages_option("root,,10.0.0.2:1"); }).find("empty node"), std::string::npos);
-    EXPECT_NE(error_of([] { parse_stages_option("root/nonsense"); }), "no error");
+    EXPECT_NE(error_of([] { parse_stages_option("root/nonsense"); }), test::kNoError);
 }
 
 TEST(ClusterSpec, ClusterFileReadsStagesLayersAndWeights) {
@@ -94,7 +89,7 @@ TEST(ClusterSpec, ClusterFileErrorsNameTheFileAndTheProblem) {
                                                               "[[stage]]\nnodes = [\"127.0.0.1:1\"]\n"));
               }).find("every stage or for none"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { load_cluster_file("/nonexistent/cluster.toml"); }), "no error");
+    EXPECT_NE(error_of([&] { load_cluster_file("/nonexistent/cluster.toml"); }), test::kNoError);
 }
 
 TEST(PipelinePlanner, LayerBlocksFollowWeightsOrCounts) {

@@ -13,6 +13,8 @@
 #include "util/error.h"
 #include "util/rng.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +24,8 @@
 #include <sstream>
 
 namespace tessera {
+
+using test::error_of;
 
 namespace {
 
@@ -47,16 +51,6 @@ struct Loaded {
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<LocalDecoder> decoder;
 };
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 }  // namespace
 

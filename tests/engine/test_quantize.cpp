@@ -16,6 +16,8 @@
 #include "test_paths.h"
 #include "util/error.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -23,6 +25,8 @@
 #include <set>
 
 namespace tessera {
+
+using test::error_of;
 
 namespace {
 
@@ -41,16 +45,6 @@ QuantizeParams params_for(const std::string& target, int threads = 2) {
 }
 
 bool can_write(QuantType t) { return scalar_traits(t) != nullptr && scalar_traits(t)->from_float != nullptr; }
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
 
 GenerationResult greedy(const std::string& path, int n_predict) {
     const LlamaModel model(path);

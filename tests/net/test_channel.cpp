@@ -5,6 +5,8 @@
 #include "net/channel.h"
 #include "util/error.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -13,6 +15,8 @@
 #include <thread>
 
 namespace tessera {
+
+using test::error_of;
 
 namespace {
 
@@ -32,15 +36,6 @@ Pair connect_pair(ChannelLimits limits = {}) {
 void send_raw_header(TcpStream& s, const FrameHeader& h) {
     const FrameHeaderBytes b = encode_frame_header(h);
     s.write_all(b.data(), b.size(), 1000);
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

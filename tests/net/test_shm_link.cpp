@@ -8,6 +8,8 @@
 #include "util/error.h"
 #include "util/rng.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +18,8 @@
 #include <thread>
 
 namespace tessera {
+
+using test::error_of;
 
 namespace {
 
@@ -36,15 +40,6 @@ LinkedPair linked_pair(size_t ring_bytes, ChannelLimits limits = {}) {
     p.a.use_shared_memory(std::move(opened));
     p.b.use_shared_memory(std::move(created));
     return p;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 std::vector<uint8_t> random_bytes(Rng& rng, size_t n) {
