@@ -91,6 +91,21 @@ BackgroundProcess::~BackgroundProcess() {
     if (out_fd_ >= 0) close(out_fd_);
 }
 
+int BackgroundProcess::wait_exit(double timeout_seconds) {
+    const double t0 = now_seconds();
+    while (pid_ > 0) {
+        int status = 0;
+        const pid_t done = waitpid(pid_, &status, WNOHANG);
+        if (done == pid_) {
+            pid_ = -1;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        if (done < 0 || now_seconds() - t0 > timeout_seconds) return -1;
+        usleep(10000);
+    }
+    return -1;
+}
+
 std::string BackgroundProcess::read_line(double timeout_seconds) {
     std::string line;
     const double t0 = now_seconds();

@@ -29,6 +29,10 @@ public:
     // The first line the child prints, or "" if none within the timeout.
     std::string read_line(double timeout_seconds);
     void signal(int sig);
+    // Waits up to the timeout for the child to exit by itself; its exit code,
+    // or -1 when it was killed by a signal or is still running (then it is
+    // left to the destructor).
+    int wait_exit(double timeout_seconds);
     int pid() const { return pid_; }
 
 private:

@@ -144,7 +144,11 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     ASSERT_EQ(staged.exit_code, 0) << staged.err;
     const auto out = nlohmann::json::parse(staged.out);
     EXPECT_EQ(out["tokens"], nlohmann::json::parse(single.out)["tokens"]);
-    w1.reset();  // the workers have served their one session and exit
+    // The workers have served their one session: they log their peak memory
+    // and exit by themselves (killing them now could cut that line off).
+    EXPECT_EQ(w1->wait_exit(30), 0);
+    EXPECT_EQ(w2->wait_exit(30), 0);
+    w1.reset();
     w2.reset();
 
     // Peak resident memory per stage: under the limit, near its share.
