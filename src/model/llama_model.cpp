@@ -2,6 +2,7 @@
 
 #include "model/slice_file.h"
 #include "ops/quant_traits.h"
+#include "ops/row_groups.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -174,7 +175,8 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
 }
 
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
-    // Packed column slices are private already.
+    // Packed column slices are private already, but are moved too, so that
+    // they get the group layout as well.
     const auto is_packed = [&](const Matrix& m) {
         for (const auto& p : w.packed) {
             if (m.data == p.get()) return true;
@@ -186,6 +188,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     struct Part {
         Matrix* m;
         int64_t row_begin, row_end;
+        bool grouped;  // stored in groups of 16 rows (ops/row_groups.h)
     };
     const Slice& s = w.slice;
     const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
@@ -193,7 +196,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     const auto add = [&](Matrix& m, int64_t begin, int64_t end) {
         begin = std::max(begin, m.row_begin);
         end = std::min(end, m.row_end());
-        if (m.data != nullptr && !is_packed(m) && begin < end) parts.push_back({&m, begin, end});
+        if (m.data == nullptr || begin >= end) return;
+        // Grouped only where this CPU has a kernel that reads the groups.
+        const QuantTraits* traits = compute_traits(m.type);
+        const bool grouped = has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
+        parts.push_back({&m, begin, end, grouped});
     };
     for (LayerWeights& lw : w.layers) {
         add(lw.wq, s.kv_head_begin * q_rows, s.kv_head_end * q_rows);
@@ -208,24 +215,39 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     // the embeddings' view stays on the mapped file.
     add(w.output, s.vocab_begin, s.vocab_end);
     constexpr uint64_t kAlign = 64;  // each matrix on its own cache lines
-    const auto bytes_of = [](const Part& p) { return p.m->row_bytes * static_cast<uint64_t>(p.row_end - p.row_begin); };
+    const auto bytes_of = [](const Part& p) {
+        int64_t rows = p.row_end - p.row_begin;
+        if (p.grouped) rows = (rows + kGroupRows - 1) / kGroupRows * kGroupRows;  // the last group padded
+        return p.m->row_bytes * static_cast<uint64_t>(rows);
+    };
     const auto rounded = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
     uint64_t total = 0;
     for (const Part& p : parts) total += rounded(bytes_of(p));
     AnonymousMemory memory(total);
     uint8_t* at = memory.data();
     for (const Part& p : parts) {
-        const uint64_t bytes = bytes_of(p);
-        const uint8_t* source = p.m->row(p.row_begin);
-        std::memcpy(at, source, bytes);
+        Matrix& m = *p.m;
+        const int64_t rows = p.row_end - p.row_begin;
+        const uint8_t* source = m.row(p.row_begin);
+        const uint64_t source_bytes = m.row_bytes * static_cast<uint64_t>(rows);
+        if (p.grouped) {
+            for (int64_t r = 0; r < rows; r += kGroupRows) {
+                group_rows(m.type, source + r * m.row_bytes, m.row_bytes,
+                           static_cast<int>(std::min<int64_t>(kGroupRows, rows - r)), m.cols, at + r * m.row_bytes);
+            }
+        } else {
+            std::memcpy(at, source, source_bytes);
+        }
         // Pages shared with a neighbouring tensor come back from the page
         // cache if that one is read again.
-        release_pages(source, bytes);
-        p.m->data = at;
-        p.m->row_begin = p.row_begin;
-        p.m->rows = p.row_end - p.row_begin;
-        at += rounded(bytes);
+        if (!is_packed(m)) release_pages(source, source_bytes);
+        m.data = at;
+        m.row_begin = p.row_begin;
+        m.rows = rows;
+        m.grouped = p.grouped;
+        at += rounded(bytes_of(p));
     }
+    w.packed.clear();  // every packed matrix was a part
     w.private_copy = std::move(memory);
 }
 

@@ -74,7 +74,9 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
 // into one block of private memory, releasing the mapped pages as it goes, so
 // resident memory stays the slice's share. Products run as fast or faster
 // from private memory than from the page cache (util/anonymous_memory.h); the
-// token embeddings, of which a token reads one row, stay mapped.
+// token embeddings, of which a token reads one row, stay mapped. Packed column
+// slices move into the same block. Types with a group layout are stored in
+// groups of 16 rows (ops/row_groups.h) where this CPU has a kernel for them.
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp);
 
 }  // namespace tessera

@@ -223,6 +223,9 @@ const QuantTraits* BlockTraits(QuantType type) {
         QuantTraits t = *scalar_traits(QuantType::Q4_0);
         t.vec_dot = int8::q4_0_dot;
         t.vec_dot_tile = int8::int8_vec_dot_tile<true>;
+#if HWY_TARGET == HWY_AVX3_DL
+        t.vec_dot_groups = vnni::q4_0_vec_dot_groups;
+#endif
         return t;
     }();
     switch (type) {

@@ -1,6 +1,8 @@
 #include "ops/matmul.h"
 
 #include "ops/fixed_sum.h"
+#include "ops/quant_blocks.h"
+#include "ops/row_groups.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -17,28 +19,57 @@ constexpr size_t kMaxJobs = 8;
 
 struct PreparedJob {
     const QuantTraits* traits;
-    const uint8_t* w0;  // first byte of the rect's first row
-    uint64_t w_stride;
+    const Matrix* w;
+    int64_t row0;  // the rect's first row (of the whole tensor)
+    int64_t col0;  // the rect's first column among those w holds
     int64_t n_rows;
     int64_t first_block;  // index of its first row block among all jobs' blocks
     float* y;
     int64_t y_stride;
 };
 
-// Rows [r0, r0 + rows) of one job against every position of x.
-void run_block(const PreparedJob& job, int64_t r0, int64_t rows, const QuantizedActivation& x, int64_t n_cols) {
-    const uint8_t* wr = job.w0 + static_cast<uint64_t>(r0) * job.w_stride;
-    const int64_t n_tok = x.n_rows();
-    if (n_tok == 1) {
-        // A tile of one column: kernels run several rows per activation load.
-        job.traits->vec_dot_tile(n_cols, wr, job.w_stride, static_cast<int>(rows), x.row(0), x.row_bytes(), 1,
-                                 job.y + r0, 1);
+// y[c * y_stride + i] = dot(row `row + i` of w over the columns [col, col + n)
+// it holds, x's row t0 + c from its element x_col on) for i < n_rows and
+// c < n_cols (n_cols <= kTokenBlock): one tile in whichever layout w has.
+void dot_tile(const QuantTraits& traits, const Matrix& w, int64_t row, int n_rows, int64_t col, int64_t n,
+              const QuantizedActivation& x, int64_t t0, int n_cols, int64_t x_col, float* y, size_t y_stride) {
+    const uint8_t* xr = x.row(t0) + quant_row_bytes(x.type(), x_col);
+    if (!w.grouped) {
+        traits.vec_dot_tile(n, w.row(row) + quant_row_bytes(w.type, col), w.row_bytes, n_rows, xr, x.row_bytes(),
+                            n_cols, y, y_stride);
         return;
     }
+    if (traits.vec_dot_groups == nullptr) throw make_error("internal: grouped weights without a grouped kernel");
+    const uint64_t group_bytes = kGroupRows * w.row_bytes;
+    const uint8_t* w_col = w.data + kGroupRows * quant_row_bytes(w.type, col);
+    const int32_t* sums = x.block_sums(t0) + x_col / kQ8_0Block;
+    const auto sums_stride = static_cast<size_t>(x.sums_stride());
+    const int64_t first = row - w.row_begin;
+    if (first % kGroupRows == 0 && n_rows % kGroupRows == 0) {
+        traits.vec_dot_groups(n, w_col + first / kGroupRows * group_bytes, group_bytes, n_rows / kGroupRows, xr,
+                              x.row_bytes(), sums, sums_stride, n_cols, y, y_stride);
+        return;
+    }
+    // Rows that start or end inside a group: the whole group into `whole`,
+    // then the rows asked for.
+    float whole[kGroupRows * kTokenBlock];
+    for (int64_t g = first / kGroupRows; g * kGroupRows < first + n_rows; ++g) {
+        traits.vec_dot_groups(n, w_col + g * group_bytes, group_bytes, 1, xr, x.row_bytes(), sums, sums_stride,
+                              n_cols, whole, kGroupRows);
+        const int64_t lo = std::max(first, g * kGroupRows), hi = std::min(first + n_rows, (g + 1) * kGroupRows);
+        for (int c = 0; c < n_cols; ++c) {
+            for (int64_t r = lo; r < hi; ++r) y[c * y_stride + (r - first)] = whole[c * kGroupRows + r - g * kGroupRows];
+        }
+    }
+}
+
+// Rows [r0, r0 + rows) of one job against every position of x.
+void run_block(const PreparedJob& job, int64_t r0, int64_t rows, const QuantizedActivation& x, int64_t n_cols) {
+    const int64_t n_tok = x.n_rows();
     for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
         const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
-        job.traits->vec_dot_tile(n_cols, wr, job.w_stride, static_cast<int>(rows), x.row(t0), x.row_bytes(), toks,
-                                 job.y + t0 * job.y_stride + r0, static_cast<size_t>(job.y_stride));
+        dot_tile(*job.traits, *job.w, job.row0 + r0, static_cast<int>(rows), job.col0, n_cols, x, t0, toks, 0,
+                 job.y + t0 * job.y_stride + r0, static_cast<size_t>(job.y_stride));
     }
 }
 }  // namespace
@@ -53,8 +84,9 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
         check_activation(traits, job.rect, x);
         if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
         const int64_t n_rows = job.rect.row_end - job.rect.row_begin;
-        prepared[i] = {&traits, job.w->row(job.rect.row_begin) + rect_col_offset(*job.w, job.rect),
-                       job.w->row_bytes, n_rows, n_blocks, job.y, job.y_stride};
+        rect_col_offset(*job.w, job.rect);  // checks the rect
+        prepared[i] = {&traits, job.w, job.rect.row_begin, job.rect.col_begin - job.w->col_begin,
+                       n_rows, n_blocks, job.y, job.y_stride};
         n_blocks += (n_rows + kRowBlock - 1) / kRowBlock;
     }
     const int64_t n_cols = jobs.empty() ? 0 : jobs[0].rect.n_cols;
@@ -84,7 +116,8 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
     if (unit_cols < 1 || rect.col_begin % unit_cols != 0) {
         throw make_error("internal: columns from {} are not split in units of {}", rect.col_begin, unit_cols);
     }
-    const uint8_t* w0 = w.row(rect.row_begin) + rect_col_offset(w, rect);
+    rect_col_offset(w, rect);  // checks the rect
+    const int64_t col0 = rect.col_begin - w.col_begin;
     const int64_t n_rows = rect.row_end - rect.row_begin;
     const int64_t n_tok = x.n_rows();
     const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
@@ -93,14 +126,12 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
         for (int64_t b = begin; b < end; ++b) {
             const int64_t r0 = b * kRowBlock;
             const int rows = static_cast<int>(std::min(kRowBlock, n_rows - r0));
-            const uint8_t* wr = w0 + static_cast<uint64_t>(r0) * w.row_bytes;
             for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
                 const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
                 for (int64_t c = 0; c < rect.n_cols; c += unit_cols) {
                     const int64_t span = std::min(unit_cols, rect.n_cols - c);
-                    traits.vec_dot_tile(span, wr + quant_row_bytes(w.type, c), w.row_bytes, rows,
-                                        x.row(t0) + quant_row_bytes(x.type(), c), x.row_bytes(), toks, dots,
-                                        static_cast<size_t>(kRowBlock));
+                    dot_tile(traits, w, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
+                             static_cast<size_t>(kRowBlock));
                     for (int t = 0; t < toks; ++t) {
                         double* yt = y + (t0 + t) * y_stride + r0;
                         const float* dt = dots + t * kRowBlock;

@@ -21,8 +21,14 @@ struct Matrix {
     // file holding just one rank's share; see load_slice_weights).
     int64_t row_begin = 0;
     int64_t col_begin = 0;
+    // Rows stored in groups of 16 (ops/row_groups.h), group g at
+    // data + 16 * g * row_bytes; only private copies are (see
+    // copy_to_private_memory). Such a matrix has no rows to point at: read it
+    // through matmul.
+    bool grouped = false;
 
-    // Row r of the whole tensor (row_begin <= r < row_begin + rows).
+    // Row r of the whole tensor (row_begin <= r < row_begin + rows) of a
+    // matrix in row layout.
     const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r - row_begin) * row_bytes; }
     int64_t row_end() const { return row_begin + rows; }
 };

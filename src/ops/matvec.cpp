@@ -1,5 +1,6 @@
 #include "ops/matvec.h"
 
+#include "ops/quant_blocks.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -17,6 +18,18 @@ void QuantizedActivation::quantize(const float* x, int64_t n, QuantType type, in
     type_ = type;
     n_ = n;
     n_rows_ = n_rows;
+    if (type == QuantType::Q8_0) {
+        const int64_t nb = n / kQ8_0Block;
+        if (sums_.size() < static_cast<size_t>(nb * n_rows)) sums_.resize(static_cast<size_t>(nb * n_rows));
+        for (int64_t r = 0; r < n_rows; ++r) {
+            for (int64_t b = 0; b < nb; ++b) {
+                const auto* q = reinterpret_cast<const int8_t*>(row(r) + b * sizeof(BlockQ8_0) + 2);
+                int32_t sum = 0;
+                for (int i = 0; i < kQ8_0Block; ++i) sum += q[i];
+                sums_[static_cast<size_t>(r * nb + b)] = sum;
+            }
+        }
+    }
 }
 
 const uint8_t* QuantizedActivation::at(int64_t index) const {
@@ -43,6 +56,7 @@ uint64_t rect_col_offset(const Matrix& w, const MatRect& rect) {
 
 void matvec(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, ThreadPool& pool) {
     const QuantTraits& traits = require_weight_traits(w.type, "matvec");
+    if (w.grouped) throw make_error("internal: matvec over grouped weights (use matmul)");
     check_activation(traits, rect, x);
     const uint64_t col_offset = rect_col_offset(w, rect);
     const void* xq = x.row(0);
@@ -60,6 +74,7 @@ void matvec(const Matrix& w, const QuantizedActivation& x, float* y, ThreadPool&
 }
 
 void dequantize_row(const Matrix& w, int64_t r, float* dst) {
+    if (w.grouped) throw make_error("internal: a row of grouped weights");
     require_compute_traits(w.type, "embedding").to_float(w.row(r), dst, w.cols);
 }
 

@@ -30,6 +30,11 @@ public:
     const uint8_t* row(int64_t r) const { return bytes_.data() + static_cast<uint64_t>(r) * row_bytes_; }
     // Start of element `index` of row 0 (a multiple of the type's block size).
     const uint8_t* at(int64_t index) const;
+    // Q8_0 only: the sum of each block's 32 values, row r's n / 32 sums at
+    // block_sums(r) (grouped Q4_0 kernels fold the weights' offset of 8 in
+    // with them; see ops/row_groups.h).
+    const int32_t* block_sums(int64_t r) const { return sums_.data() + r * sums_stride(); }
+    int64_t sums_stride() const { return n_ / 32; }
 
 private:
     QuantType type_ = QuantType::F32;
@@ -37,6 +42,7 @@ private:
     int64_t n_rows_ = 0;
     uint64_t row_bytes_ = 0;
     std::vector<uint8_t> bytes_;
+    std::vector<int32_t> sums_;
 };
 
 struct MatRect {

@@ -140,14 +140,14 @@ float q4_0_vec_dot(int64_t n, const void* w, const void* x) {
 }
 
 constexpr QuantTraits kScalarTraits[] = {
-    {QuantType::F32, QuantType::F32, f32_to_float, f32_from_float, f32_vec_dot, vec_dot_tile_by_dots<f32_vec_dot>},
-    {QuantType::F16, QuantType::F32, f16_to_float, f16_from_float, f16_vec_dot, vec_dot_tile_by_dots<f16_vec_dot>},
-    {QuantType::Q8_0, QuantType::Q8_0, q8_0_to_float, q8_0_from_float, q8_0_vec_dot, vec_dot_tile_by_dots<q8_0_vec_dot>},
-    {QuantType::Q4_0, QuantType::Q8_0, q4_0_to_float, q4_0_from_float, q4_0_vec_dot, vec_dot_tile_by_dots<q4_0_vec_dot>},
+    {QuantType::F32, QuantType::F32, f32_to_float, f32_from_float, f32_vec_dot, vec_dot_tile_by_dots<f32_vec_dot>, nullptr},
+    {QuantType::F16, QuantType::F32, f16_to_float, f16_from_float, f16_vec_dot, vec_dot_tile_by_dots<f16_vec_dot>, nullptr},
+    {QuantType::Q8_0, QuantType::Q8_0, q8_0_to_float, q8_0_from_float, q8_0_vec_dot, vec_dot_tile_by_dots<q8_0_vec_dot>, nullptr},
+    {QuantType::Q4_0, QuantType::Q8_0, q4_0_to_float, q4_0_from_float, q4_0_vec_dot, vec_dot_tile_by_dots<q4_0_vec_dot>, nullptr},
     // K-quants (kquant_scalar.cpp). Q8_K is only ever an activation: no vec_dot of its own.
-    {QuantType::Q4_K, QuantType::Q8_K, q4_k_to_float, q4_k_from_float, q4_k_vec_dot, vec_dot_tile_by_dots<q4_k_vec_dot>},
-    {QuantType::Q6_K, QuantType::Q8_K, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, vec_dot_tile_by_dots<q6_k_vec_dot>},
-    {QuantType::Q8_K, QuantType::Q8_K, q8_k_to_float, q8_k_from_float, nullptr, nullptr},
+    {QuantType::Q4_K, QuantType::Q8_K, q4_k_to_float, q4_k_from_float, q4_k_vec_dot, vec_dot_tile_by_dots<q4_k_vec_dot>, nullptr},
+    {QuantType::Q6_K, QuantType::Q8_K, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, vec_dot_tile_by_dots<q6_k_vec_dot>, nullptr},
+    {QuantType::Q8_K, QuantType::Q8_K, q8_k_to_float, q8_k_from_float, nullptr, nullptr, nullptr},
 };
 
 }  // namespace

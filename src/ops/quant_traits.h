@@ -30,6 +30,16 @@ struct QuantTraits {
     // is loaded once per tile instead of once per column.
     void (*vec_dot_tile)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
                          int n_cols, float* y, size_t y_stride);
+    // The same tile over weights in the group layout (ops/row_groups.h):
+    // n_groups groups of kGroupRows rows, group g at w + g * group_stride, and
+    // y[c * y_stride + 16 g + r] = vec_dot(n, row r of group g, x_c). x_sums
+    // holds the sum of each activation block's values, column c's at
+    // x_sums + c * sums_stride (QuantizedActivation::block_sums). nullptr
+    // where this CPU target has no such kernel: matrices then keep GGUF's
+    // row layout (copy_to_private_memory groups only what a kernel can read).
+    void (*vec_dot_groups)(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                           size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
+                           size_t y_stride);
 };
 
 // A vec_dot_tile made of single dot products: the reference every tiled

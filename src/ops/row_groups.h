@@ -1,0 +1,48 @@
+// Weights in groups of 16 rows: an in-memory layout of our own, made when a
+// slice's weights are copied into private memory (never a file format).
+//
+// A matrix-vector product over GGUF's row-major layout reads several rows at
+// once to share each activation load, i.e. several interleaved short streams
+// the hardware prefetcher follows poorly, and it spends most of its
+// instructions unpacking one row's block and its scale at a time. In a group,
+// block b of 16 rows is one contiguous run that a 512-bit kernel takes in with
+// a few full-width loads, one row per 32-bit lane, so a token streams each
+// matrix front to back in a single sequential pass.
+//
+// Q4_0 group, per block b (288 bytes, the same as its 16 rows' blocks):
+//   bytes [0, 32)     the 16 rows' fp16 scales, row r at 2r
+//   bytes [32, 288)   chunk k (k < 4) at 32 + 64k: row r's packed bytes
+//                     qs[4k .. 4k + 3] at 32 + 64k + 4r (low nibbles are
+//                     weights 4k.., high nibbles weights 16 + 4k..)
+// A group is 16 row_bytes long, so group g of a matrix starts where its row
+// 16g would. A matrix's last group is padded with zero rows (scale 0), so that
+// every row is computed by the same kernel wherever a slice starts: results do
+// not depend on how a model is split (the exact distributed modes rely on it).
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera {
+
+inline constexpr int kGroupRows = 16;
+
+// Whether `type` has a group layout (Q4_0).
+bool has_group_layout(QuantType type);
+
+// Writes rows [0, n_rows) (n_rows <= 16, each n elements, `row_stride` bytes
+// apart) as one group at `out` (16 * row bytes), zero rows after n_rows.
+void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_rows, int64_t n, uint8_t* out);
+
+// Row r of a group of n-element rows, back in GGUF's layout.
+void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t* row);
+
+// The reference of every grouped kernel (QuantTraits::vec_dot_groups): each
+// row ungrouped, then the type's scalar dot product with each column.
+// (The activations' block sums the fast kernels take are not needed here.)
+void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride);
+
+}  // namespace tessera
