@@ -216,9 +216,10 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     add(w.output, s.vocab_begin, s.vocab_end);
     constexpr uint64_t kAlign = 64;  // each matrix on its own cache lines
     const auto bytes_of = [](const Part& p) {
-        int64_t rows = p.row_end - p.row_begin;
-        if (p.grouped) rows = (rows + kGroupRows - 1) / kGroupRows * kGroupRows;  // the last group padded
-        return p.m->row_bytes * static_cast<uint64_t>(rows);
+        const int64_t rows = p.row_end - p.row_begin;
+        if (!p.grouped) return p.m->row_bytes * static_cast<uint64_t>(rows);
+        const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;  // the last one padded
+        return group_bytes(p.m->type, p.m->cols) * static_cast<uint64_t>(groups);
     };
     const auto rounded = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
     uint64_t total = 0;
@@ -231,9 +232,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
         const uint8_t* source = m.row(p.row_begin);
         const uint64_t source_bytes = m.row_bytes * static_cast<uint64_t>(rows);
         if (p.grouped) {
+            const uint64_t bytes = group_bytes(m.type, m.cols);
             for (int64_t r = 0; r < rows; r += kGroupRows) {
                 group_rows(m.type, source + r * m.row_bytes, m.row_bytes,
-                           static_cast<int>(std::min<int64_t>(kGroupRows, rows - r)), m.cols, at + r * m.row_bytes);
+                           static_cast<int>(std::min<int64_t>(kGroupRows, rows - r)), m.cols,
+                           at + r / kGroupRows * bytes);
             }
         } else {
             std::memcpy(at, source, source_bytes);

@@ -38,6 +38,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "ops/kquant_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
 #include "util/fp16.h"
 
@@ -673,6 +674,9 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::Q4_K);
                 t.vec_dot = kquant_vec_dot<false>;
                 t.vec_dot_tile = kquant_vec_dot_tile<false>;
+#if HWY_TARGET == HWY_AVX3_DL
+                t.vec_dot_groups = kgroups::q4_k_vec_dot_groups;
+#endif
                 return t;
             }();
             return &q4_k;

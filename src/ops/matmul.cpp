@@ -40,9 +40,10 @@ void dot_tile(const QuantTraits& traits, const Matrix& w, int64_t row, int n_row
         return;
     }
     if (traits.vec_dot_groups == nullptr) throw make_error("internal: grouped weights without a grouped kernel");
-    const uint64_t group_bytes = kGroupRows * w.row_bytes;
-    const uint8_t* w_col = w.data + kGroupRows * quant_row_bytes(w.type, col);
-    const int32_t* sums = x.block_sums(t0) + x_col / kQ8_0Block;
+    const uint64_t group_bytes = tessera::group_bytes(w.type, w.cols);
+    const uint8_t* w_col = w.data + group_col_offset(w.type, col);
+    // Q8_0 activations carry block sums (Q8_K ones have their own bsums).
+    const int32_t* sums = x.type() == QuantType::Q8_0 ? x.block_sums(t0) + x_col / kQ8_0Block : nullptr;
     const auto sums_stride = static_cast<size_t>(x.sums_stride());
     const int64_t first = row - w.row_begin;
     if (first % kGroupRows == 0 && n_rows % kGroupRows == 0) {

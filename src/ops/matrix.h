@@ -22,7 +22,7 @@ struct Matrix {
     int64_t row_begin = 0;
     int64_t col_begin = 0;
     // Rows stored in groups of 16 (ops/row_groups.h), group g at
-    // data + 16 * g * row_bytes; only private copies are (see
+    // data + g * group_bytes(type, cols); only private copies are (see
     // copy_to_private_memory). Such a matrix has no rows to point at: read it
     // through matmul.
     bool grouped = false;

@@ -1,5 +1,6 @@
 #include "ops/row_groups.h"
 
+#include "ops/kquant_blocks.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -11,41 +12,122 @@ namespace tessera {
 
 namespace {
 
+// Byte offsets within one block (Q4_0) or super-block (Q4_K) of a group.
 constexpr size_t kQ4_0GroupBlock = kGroupRows * sizeof(BlockQ4_0);  // 288
-constexpr size_t kQ4_0ScaleBytes = kGroupRows * 2;                  // 32
+constexpr size_t kQ4_0Qs = kGroupRows * 2;                          // 32
+constexpr size_t kQ4_KDmin = 32, kQ4_KScales = 64, kQ4_KMins = 192, kQ4_KQs = 320;
+constexpr size_t kQ4_KGroupBlock = kQ4_KQs + kGroupRows * kQK_K / 2;  // 2368
 
-void require_group_layout(QuantType type) {
-    if (!has_group_layout(type)) throw make_error("internal: {} has no group layout", quant_type_name(type));
+struct GroupShape {
+    int block_size;      // elements per block
+    size_t block_bytes;  // bytes per block of 16 rows
+};
+
+GroupShape shape_of(QuantType type) {
+    switch (type) {
+        case QuantType::Q4_0: return {kQ4_0Block, kQ4_0GroupBlock};
+        case QuantType::Q4_K: return {kQK_K, kQ4_KGroupBlock};
+        default: throw make_error("internal: {} has no group layout", quant_type_name(type));
+    }
+}
+
+int64_t blocks_of(QuantType type, int64_t n) {
+    const GroupShape shape = shape_of(type);
+    if (n % shape.block_size != 0) {
+        throw make_error("internal: {} elements are not whole {} blocks", n, quant_type_name(type));
+    }
+    return n / shape.block_size;
+}
+
+void put_q4_0(const BlockQ4_0& block, int r, uint8_t* g) {
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(g + kQ4_0Qs + 64 * k + 4 * r, block.qs + 4 * k, 4);
+}
+
+void get_q4_0(const uint8_t* g, int r, BlockQ4_0& block) {
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + kQ4_0Qs + 64 * k + 4 * r, 4);
+}
+
+void put_q4_k(const BlockQ4_K& block, int r, uint8_t* g) {
+    std::memcpy(g + 2 * r, &block.d, 2);
+    std::memcpy(g + kQ4_KDmin + 2 * r, &block.dmin, 2);
+    for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block.scales, g + kQ4_KScales + 16 * j + r, g + kQ4_KMins + 16 * j + r);
+    for (int j = 0; j < 4; ++j) {
+        for (int k = 0; k < 8; ++k) std::memcpy(g + kQ4_KQs + 512 * j + 64 * k + 4 * r, block.qs + 32 * j + 4 * k, 4);
+    }
+}
+
+// The inverse of q4_k_scale_min's unpacking: 6-bit scales and mins back into
+// llama.cpp's 12 bytes.
+void pack_q4_k_scales(const uint8_t* sc, const uint8_t* m, uint8_t* scales) {
+    for (int j = 0; j < 4; ++j) {
+        scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+    }
+}
+
+void get_q4_k(const uint8_t* g, int r, BlockQ4_K& block) {
+    std::memcpy(&block.d, g + 2 * r, 2);
+    std::memcpy(&block.dmin, g + kQ4_KDmin + 2 * r, 2);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = g[kQ4_KScales + 16 * j + r];
+        m[j] = g[kQ4_KMins + 16 * j + r];
+    }
+    pack_q4_k_scales(sc, m, block.scales);
+    for (int j = 0; j < 4; ++j) {
+        for (int k = 0; k < 8; ++k) std::memcpy(block.qs + 32 * j + 4 * k, g + kQ4_KQs + 512 * j + 64 * k + 4 * r, 4);
+    }
 }
 
 }  // namespace
 
-bool has_group_layout(QuantType type) { return type == QuantType::Q4_0; }
+bool has_group_layout(QuantType type) { return type == QuantType::Q4_0 || type == QuantType::Q4_K; }
+
+uint64_t group_bytes(QuantType type, int64_t n) {
+    return static_cast<uint64_t>(blocks_of(type, n)) * shape_of(type).block_bytes;
+}
+
+uint64_t group_col_offset(QuantType type, int64_t col) { return group_bytes(type, col); }
 
 void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_rows, int64_t n, uint8_t* out) {
-    require_group_layout(type);
-    if (n_rows < 0 || n_rows > kGroupRows || n % kQ4_0Block != 0) {
-        throw make_error("internal: a group of {} rows of {} elements", n_rows, n);
-    }
-    const int64_t nb = n / kQ4_0Block;
-    std::memset(out, 0, kQ4_0GroupBlock * static_cast<size_t>(nb));
+    const int64_t nb = blocks_of(type, n);
+    const size_t block_bytes = shape_of(type).block_bytes;
+    if (n_rows < 0 || n_rows > kGroupRows) throw make_error("internal: a group of {} rows", n_rows);
+    std::memset(out, 0, block_bytes * static_cast<size_t>(nb));
     for (int r = 0; r < n_rows; ++r) {
-        const auto* blocks = reinterpret_cast<const BlockQ4_0*>(rows + static_cast<size_t>(r) * row_stride);
+        const uint8_t* row = rows + static_cast<size_t>(r) * row_stride;
         for (int64_t b = 0; b < nb; ++b) {
-            uint8_t* g = out + static_cast<size_t>(b) * kQ4_0GroupBlock;
-            std::memcpy(g + 2 * r, &blocks[b].d, 2);
-            for (int k = 0; k < 4; ++k) std::memcpy(g + kQ4_0ScaleBytes + 64 * k + 4 * r, blocks[b].qs + 4 * k, 4);
+            uint8_t* g = out + static_cast<size_t>(b) * block_bytes;
+            if (type == QuantType::Q4_0) {
+                BlockQ4_0 block;
+                std::memcpy(&block, row + b * sizeof(BlockQ4_0), sizeof(block));
+                put_q4_0(block, r, g);
+            } else {
+                BlockQ4_K block;
+                std::memcpy(&block, row + b * sizeof(BlockQ4_K), sizeof(block));
+                put_q4_k(block, r, g);
+            }
         }
     }
 }
 
 void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t* row) {
-    require_group_layout(type);
-    auto* blocks = reinterpret_cast<BlockQ4_0*>(row);
-    for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
-        const uint8_t* g = group + static_cast<size_t>(b) * kQ4_0GroupBlock;
-        std::memcpy(&blocks[b].d, g + 2 * r, 2);
-        for (int k = 0; k < 4; ++k) std::memcpy(blocks[b].qs + 4 * k, g + kQ4_0ScaleBytes + 64 * k + 4 * r, 4);
+    const int64_t nb = blocks_of(type, n);
+    const size_t block_bytes = shape_of(type).block_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* g = group + static_cast<size_t>(b) * block_bytes;
+        if (type == QuantType::Q4_0) {
+            BlockQ4_0 block;
+            get_q4_0(g, r, block);
+            std::memcpy(row + b * sizeof(BlockQ4_0), &block, sizeof(block));
+        } else {
+            BlockQ4_K block;
+            get_q4_k(g, r, block);
+            std::memcpy(row + b * sizeof(BlockQ4_K), &block, sizeof(block));
+        }
     }
 }
 

@@ -14,10 +14,20 @@
 //   bytes [32, 288)   chunk k (k < 4) at 32 + 64k: row r's packed bytes
 //                     qs[4k .. 4k + 3] at 32 + 64k + 4r (low nibbles are
 //                     weights 4k.., high nibbles weights 16 + 4k..)
-// A group is 16 row_bytes long, so group g of a matrix starts where its row
-// 16g would. A matrix's last group is padded with zero rows (scale 0), so that
-// every row is computed by the same kernel wherever a slice starts: results do
-// not depend on how a model is split (the exact distributed modes rely on it).
+// Q4_K group, per super-block b (2368 bytes, 64 more than its 16 rows' blocks:
+// the 6-bit scales and mins are stored unpacked, one byte each, so a kernel
+// takes a sub-block's 16 scales in one widening load):
+//   bytes [0, 32)       fp16 d, row r at 2r
+//   bytes [32, 64)      fp16 dmin, row r at 32 + 2r
+//   bytes [64, 192)     sub-block j's scale of row r at 64 + 16j + r
+//   bytes [192, 320)    sub-block j's min of row r at 192 + 16j + r
+//   bytes [320, 2368)   64-element chunk j (j < 4) at 320 + 512j: row r's
+//                       qs[32j + 4k .. 32j + 4k + 3] at 320 + 512j + 64k + 4r
+//                       (low nibbles: sub-block 2j, high: sub-block 2j + 1)
+// Group g of a matrix starts at g * group_bytes(type, cols). A matrix's last
+// group is padded with zero rows (scales 0), so that every row is computed by
+// the same kernel wherever a slice starts: results do not depend on how a
+// model is split (the exact distributed modes rely on it).
 #pragma once
 
 #include "ops/quant_type.h"
@@ -29,11 +39,16 @@ namespace tessera {
 
 inline constexpr int kGroupRows = 16;
 
-// Whether `type` has a group layout (Q4_0).
+// Whether `type` has a group layout (Q4_0, Q4_K).
 bool has_group_layout(QuantType type);
 
+// Bytes of one group of 16 rows of n elements, and the offset of element
+// `col` (a block boundary) within a group.
+uint64_t group_bytes(QuantType type, int64_t n);
+uint64_t group_col_offset(QuantType type, int64_t col);
+
 // Writes rows [0, n_rows) (n_rows <= 16, each n elements, `row_stride` bytes
-// apart) as one group at `out` (16 * row bytes), zero rows after n_rows.
+// apart) as one group at `out` (group_bytes long), zero rows after n_rows.
 void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_rows, int64_t n, uint8_t* out);
 
 // Row r of a group of n-element rows, back in GGUF's layout.

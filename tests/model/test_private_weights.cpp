@@ -44,7 +44,7 @@ std::vector<uint8_t> row_of(const Matrix& m, int64_t r) {
         return row;
     }
     const int64_t i = r - m.row_begin;
-    ungroup_row(m.type, m.data + (i / kGroupRows) * kGroupRows * m.row_bytes, m.cols, static_cast<int>(i % kGroupRows),
+    ungroup_row(m.type, m.data + (i / kGroupRows) * group_bytes(m.type, m.cols), m.cols, static_cast<int>(i % kGroupRows),
                 row.data());
     return row;
 }

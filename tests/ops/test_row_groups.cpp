@@ -1,19 +1,25 @@
-// Weights in groups of 16 rows (ops/row_groups.h): grouping keeps every row's
-// bytes, the grouped kernels of every target that has one match the scalar
-// reference on random data (odd block counts, any number of columns,
-// unaligned activations), and matmul over a grouped matrix gives what it gives
-// over the row layout, with rows computed the same bits whichever rect (and
-// so whichever slice) they are computed in.
+// Weights in groups of 16 rows (ops/row_groups.h), Q4_0 and Q4_K: grouping
+// keeps every row's bytes, the grouped kernels of every target that has one
+// match the scalar reference on random data (odd block counts, any number of
+// columns, unaligned activations), and matmul over a grouped matrix gives what
+// it gives over the row layout, with rows computed the same bits whichever
+// rect (and so whichever slice) they are computed in.
+
+// kquants_hwy.cpp's target set, so that Q4_K's loop visits each of its targets.
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#define HWY_WANT_AVX3_DL
+#include <hwy/targets.h>
+
 #include "ops/dot_kernels.h"
+#include "ops/kquants_hwy.h"
 #include "ops/matmul.h"
-#include "ops/quant_blocks.h"
 #include "ops/row_groups.h"
 #include "util/rng.h"
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -21,54 +27,74 @@ namespace tessera {
 
 namespace {
 
-// rows x n random Q4_0 weights in row layout.
-std::vector<uint8_t> random_rows(int64_t rows, int64_t n, Rng& rng) {
-    const uint64_t row_bytes = quant_row_bytes(QuantType::Q4_0, n);
+constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q4_K};
+
+int block_of(QuantType type) { return type == QuantType::Q4_0 ? 32 : 256; }
+
+// rows x n random weights of `type` in row layout (quantized Gaussians).
+std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, Rng& rng) {
+    const uint64_t row_bytes = quant_row_bytes(type, n);
     std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
     std::vector<float> x(static_cast<size_t>(n));
     for (int64_t r = 0; r < rows; ++r) {
         for (float& v : x) v = rng.next_normal();
-        scalar_traits(QuantType::Q4_0)->from_float(x.data(), bytes.data() + r * row_bytes, n);
+        scalar_traits(type)->from_float(x.data(), bytes.data() + r * row_bytes, n);
     }
     return bytes;
 }
 
 // The same rows grouped, the last group padded.
-std::vector<uint8_t> grouped(const std::vector<uint8_t>& rows, int64_t n_rows, int64_t n) {
-    const uint64_t row_bytes = quant_row_bytes(QuantType::Q4_0, n);
+std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, int64_t n_rows, int64_t n) {
+    const uint64_t row_bytes = quant_row_bytes(type, n);
     const int64_t n_groups = (n_rows + kGroupRows - 1) / kGroupRows;
-    std::vector<uint8_t> out(row_bytes * kGroupRows * static_cast<uint64_t>(n_groups));
+    std::vector<uint8_t> out(group_bytes(type, n) * static_cast<uint64_t>(n_groups));
     for (int64_t g = 0; g < n_groups; ++g) {
         const int64_t in_group = std::min<int64_t>(kGroupRows, n_rows - g * kGroupRows);
-        group_rows(QuantType::Q4_0, rows.data() + g * kGroupRows * row_bytes, row_bytes, static_cast<int>(in_group),
-                   n, out.data() + g * kGroupRows * row_bytes);
+        group_rows(type, rows.data() + g * kGroupRows * row_bytes, row_bytes, static_cast<int>(in_group), n,
+                   out.data() + g * group_bytes(type, n));
     }
     return out;
+}
+
+// The traits of the forced target: Q4_0's from dot_hwy.cpp, Q4_K's from
+// kquants_hwy.cpp.
+const QuantTraits& simd_traits(QuantType type) {
+    return type == QuantType::Q4_0 ? *simd_block_traits(type) : *kquants_simd_traits(type);
+}
+
+std::vector<int64_t> targets_of(QuantType type) {
+    return type == QuantType::Q4_0 ? simd_block_targets() : hwy::SupportedAndGeneratedTargets();
 }
 
 }  // namespace
 
 TEST(RowGroups, GroupsKeepEveryRowsBytesAndPadWithZeroRows) {
     Rng rng(5);
-    for (int64_t blocks : {1, 3, 64}) {
-        const int64_t n = blocks * 32;
-        const uint64_t row_bytes = quant_row_bytes(QuantType::Q4_0, n);
-        for (int rows : {1, 7, 15, 16}) {
-            const auto plain = random_rows(rows, n, rng);
-            std::vector<uint8_t> group(row_bytes * kGroupRows, 0xAB);
-            group_rows(QuantType::Q4_0, plain.data(), row_bytes, rows, n, group.data());
-            std::vector<uint8_t> row(row_bytes), zero(row_bytes, 0);
-            for (int r = 0; r < kGroupRows; ++r) {
-                ungroup_row(QuantType::Q4_0, group.data(), n, r, row.data());
-                if (r < rows) {
-                    ASSERT_EQ(std::memcmp(row.data(), plain.data() + r * row_bytes, row_bytes), 0) << r;
-                } else {
-                    ASSERT_EQ(row, zero) << "padding row " << r;
+    for (QuantType type : kTypes) {
+        for (int64_t blocks : {1, 3, 8}) {
+            const int64_t n = blocks * block_of(type);
+            const uint64_t row_bytes = quant_row_bytes(type, n);
+            for (int rows : {1, 7, 15, 16}) {
+                // Random bytes: every bit of the packed Q4_K scales must survive.
+                std::vector<uint8_t> plain(row_bytes * rows);
+                for (uint8_t& b : plain) b = static_cast<uint8_t>(rng.next_u64());
+                std::vector<uint8_t> group(group_bytes(type, n), 0xAB);
+                group_rows(type, plain.data(), row_bytes, rows, n, group.data());
+                std::vector<uint8_t> row(row_bytes), zero(row_bytes, 0);
+                for (int r = 0; r < kGroupRows; ++r) {
+                    ungroup_row(type, group.data(), n, r, row.data());
+                    if (r < rows) {
+                        ASSERT_EQ(std::memcmp(row.data(), plain.data() + r * row_bytes, row_bytes), 0)
+                            << quant_type_name(type) << " row " << r;
+                    } else {
+                        ASSERT_EQ(row, zero) << "padding row " << r;
+                    }
                 }
             }
         }
     }
-    EXPECT_TRUE(has_group_layout(QuantType::Q4_0));
+    EXPECT_EQ(group_bytes(QuantType::Q4_0, 64), 16u * 2 * 18);
+    EXPECT_EQ(group_bytes(QuantType::Q4_K, 512), 2u * 2368);
     EXPECT_FALSE(has_group_layout(QuantType::Q8_0));
 }
 
@@ -89,107 +115,123 @@ TEST(RowGroups, ActivationsCarryTheirBlockSums) {
 }
 
 TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
-    int tested = 0;
-    for (int64_t target : simd_block_targets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        const QuantTraits& simd = *simd_block_traits(QuantType::Q4_0);
-        if (simd.vec_dot_groups == nullptr) continue;
-        ++tested;
-        Rng rng(7);
-        for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
-            const int64_t n = blocks * 32;
-            const uint64_t row_bytes = quant_row_bytes(QuantType::Q4_0, n);
-            for (int n_groups : {1, 3}) {
-                const auto plain = random_rows(n_groups * kGroupRows, n, rng);
-                const auto w = grouped(plain, n_groups * kGroupRows, n);
-                for (int cols : {1, 2, 3, 7, 8, 9, 17}) {
-                    // Activations strided and off alignment, with their sums.
-                    const uint64_t x_row = quant_row_bytes(QuantType::Q8_0, n);
-                    const size_t x_stride = x_row + 5, x_off = 3;
-                    std::vector<uint8_t> x(x_off + cols * x_stride);
-                    std::vector<int32_t> sums(static_cast<size_t>(cols * blocks));
-                    std::vector<float> v(static_cast<size_t>(n));
-                    for (int c = 0; c < cols; ++c) {
-                        for (float& f : v) f = rng.next_normal();
-                        uint8_t* xc = x.data() + x_off + c * x_stride;
-                        scalar_traits(QuantType::Q8_0)->from_float(v.data(), xc, n);
-                        for (int64_t b = 0; b < blocks; ++b) {
-                            for (int i = 0; i < 32; ++i) sums[c * blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
+    for (QuantType type : kTypes) {
+        const QuantType vdt = scalar_traits(type)->vec_dot_type;
+        int tested = 0;
+        for (int64_t target : targets_of(type)) {
+            hwy::SetSupportedTargetsForTest(target);
+            const QuantTraits& simd = simd_traits(type);
+            if (simd.vec_dot_groups == nullptr) continue;
+            ++tested;
+            Rng rng(7);
+            for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
+                if (type == QuantType::Q4_K && blocks > 8) continue;  // 8 super-blocks is 2048 elements
+                const int64_t n = blocks * block_of(type);
+                for (int n_groups : {1, 3}) {
+                    const auto plain = random_rows(type, n_groups * kGroupRows, n, rng);
+                    const auto w = grouped(type, plain, n_groups * kGroupRows, n);
+                    for (int cols : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
+                        // Activations strided and off alignment, with their sums.
+                        const size_t x_stride = quant_row_bytes(vdt, n) + 5, x_off = 3;
+                        std::vector<uint8_t> x(x_off + cols * x_stride);
+                        std::vector<int32_t> sums(static_cast<size_t>(cols * blocks));
+                        std::vector<float> v(static_cast<size_t>(n));
+                        for (int c = 0; c < cols; ++c) {
+                            for (float& f : v) f = rng.next_normal();
+                            uint8_t* xc = x.data() + x_off + c * x_stride;
+                            scalar_traits(vdt)->from_float(v.data(), xc, n);
+                            if (vdt != QuantType::Q8_0) continue;
+                            for (int64_t b = 0; b < blocks; ++b) {
+                                for (int i = 0; i < 32; ++i) {
+                                    sums[c * blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
+                                }
+                            }
                         }
-                    }
-                    const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
-                    std::vector<float> want(cols * y_stride, -1.0f), got(want.size(), -1.0f);
-                    vec_dot_groups_reference(QuantType::Q4_0, n, w.data(), kGroupRows * row_bytes, n_groups,
-                                             x.data() + x_off, x_stride, cols, want.data(), y_stride);
-                    simd.vec_dot_groups(n, w.data(), kGroupRows * row_bytes, n_groups, x.data() + x_off, x_stride,
-                                        sums.data(), static_cast<size_t>(blocks), cols, got.data(), y_stride);
-                    for (size_t i = 0; i < got.size(); ++i) {
-                        const bool padding = i % y_stride == y_stride - 1;
-                        ASSERT_NEAR(got[i], want[i], padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
-                            << hwy::TargetName(target) << " n " << n << " groups " << n_groups << " cols " << cols
-                            << " at " << i;
+                        const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
+                        std::vector<float> want(cols * y_stride, -1.0f), got(want.size(), -1.0f);
+                        vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
+                                                 x_stride, cols, want.data(), y_stride);
+                        simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off, x_stride,
+                                            sums.data(), static_cast<size_t>(blocks), cols, got.data(), y_stride);
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            const bool padding = i % y_stride == y_stride - 1;
+                            ASSERT_NEAR(got[i], want[i], padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
+                                << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                << " groups " << n_groups << " cols " << cols << " at " << i;
+                        }
                     }
                 }
             }
         }
-    }
-    hwy::SetSupportedTargetsForTest(0);
-    std::fprintf(stderr, "%d target(s) with a grouped Q4_0 kernel\n", tested);
-    // This CPU's best target is tested when it has AVX-512 VNNI.
-    if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) {
-        EXPECT_GT(tested, 0);
+        hwy::SetSupportedTargetsForTest(0);
+        std::fprintf(stderr, "%s: %d target(s) with a grouped kernel\n", quant_type_name(type), tested);
+        // This CPU's best target is tested when it has AVX-512 VNNI.
+        if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) {
+            EXPECT_GT(tested, 0) << quant_type_name(type);
+        }
     }
 }
 
 TEST(RowGroups, MatmulOverGroupsEqualsRowsAndDoesNotDependOnTheRect) {
-    if (compute_traits(QuantType::Q4_0)->vec_dot_groups == nullptr) GTEST_SKIP() << "no grouped kernel on this CPU";
-    Rng rng(8);
-    const int64_t rows = 75, cols = 160;  // 4 groups and a padded fifth
-    auto plain_bytes = random_rows(rows, cols, rng);
-    auto grouped_bytes = grouped(plain_bytes, rows, cols);
-    Matrix plain{QuantType::Q4_0, cols, rows, quant_row_bytes(QuantType::Q4_0, cols), plain_bytes.data()};
-    plain.row_begin = 40;  // a slice's rows: groups count from its first row
-    Matrix groups = plain;
-    groups.data = grouped_bytes.data();
-    groups.grouped = true;
-    ThreadPool pool(2);
-    for (int n_tok : {1, 5, 70}) {
-        std::vector<float> xs(static_cast<size_t>(n_tok * cols));
-        for (float& v : xs) v = rng.next_normal();
-        QuantizedActivation x;
-        x.quantize(xs.data(), cols, QuantType::Q8_0, n_tok);
-        const MatRect whole{40, 115, 0, cols};
-        std::vector<float> from_rows(static_cast<size_t>(n_tok * rows)), from_groups(from_rows.size());
-        matmul(plain, whole, x, from_rows.data(), rows, pool);
-        matmul(groups, whole, x, from_groups.data(), rows, pool);
-        for (size_t i = 0; i < from_rows.size(); ++i) {
-            ASSERT_NEAR(from_groups[i], from_rows[i], 1e-4 * (1.0 + std::fabs(from_rows[i]))) << n_tok << " " << i;
+    for (QuantType type : kTypes) {
+        if (compute_traits(type)->vec_dot_groups == nullptr) {
+            std::fprintf(stderr, "%s: no grouped kernel on this CPU\n", quant_type_name(type));
+            continue;
         }
-        // Rects that start and end inside groups give the whole's bits.
-        for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{43, 61}, {56, 72}, {100, 115}, {41, 42}}) {
-            const int64_t n = r1 - r0;
-            std::vector<float> part(static_cast<size_t>(n_tok * n));
-            matmul(groups, {r0, r1, 0, cols}, x, part.data(), n, pool);
-            for (int t = 0; t < n_tok; ++t) {
-                for (int64_t r = 0; r < n; ++r) {
-                    ASSERT_EQ(part[t * n + r], from_groups[t * rows + (r0 - 40) + r]) << r0 << " row " << r;
+        const QuantType vdt = scalar_traits(type)->vec_dot_type;
+        const int64_t unit = block_of(type);
+        Rng rng(8);
+        const int64_t rows = 75, cols = 5 * unit;  // 4 groups and a padded fifth
+        auto plain_bytes = random_rows(type, rows, cols, rng);
+        auto grouped_bytes = grouped(type, plain_bytes, rows, cols);
+        Matrix plain{type, cols, rows, quant_row_bytes(type, cols), plain_bytes.data()};
+        plain.row_begin = 40;  // a slice's rows: groups count from its first row
+        Matrix groups = plain;
+        groups.data = grouped_bytes.data();
+        groups.grouped = true;
+        ThreadPool pool(2);
+        for (int n_tok : {1, 5, 70}) {
+            std::vector<float> xs(static_cast<size_t>(n_tok * cols));
+            for (float& v : xs) v = rng.next_normal();
+            QuantizedActivation x;
+            x.quantize(xs.data(), cols, vdt, n_tok);
+            const MatRect whole{40, 115, 0, cols};
+            std::vector<float> from_rows(static_cast<size_t>(n_tok * rows)), from_groups(from_rows.size());
+            matmul(plain, whole, x, from_rows.data(), rows, pool);
+            matmul(groups, whole, x, from_groups.data(), rows, pool);
+            for (size_t i = 0; i < from_rows.size(); ++i) {
+                ASSERT_NEAR(from_groups[i], from_rows[i], 1e-4 * (1.0 + std::fabs(from_rows[i])))
+                    << quant_type_name(type) << " " << n_tok << " " << i;
+            }
+            // Rects that start and end inside groups give the whole's bits.
+            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{43, 61}, {56, 72}, {100, 115}, {41, 42}}) {
+                const int64_t n = r1 - r0;
+                std::vector<float> part(static_cast<size_t>(n_tok * n));
+                matmul(groups, {r0, r1, 0, cols}, x, part.data(), n, pool);
+                for (int t = 0; t < n_tok; ++t) {
+                    for (int64_t r = 0; r < n; ++r) {
+                        ASSERT_EQ(part[t * n + r], from_groups[t * rows + (r0 - 40) + r]) << r0 << " row " << r;
+                    }
                 }
             }
-        }
-        // Column units (the tensor-parallel partials): columns [64, 160) in
-        // units of 32, over groups as over rows, and over part of the rows.
-        QuantizedActivation xc;
-        xc.quantize(xs.data() + 64, 96, QuantType::Q8_0, n_tok, cols);
-        std::vector<double> units_rows(static_cast<size_t>(n_tok * rows)), units_groups(units_rows.size());
-        matmul_units(plain, {40, 115, 64, 96}, xc, 32, units_rows.data(), rows, pool);
-        matmul_units(groups, {40, 115, 64, 96}, xc, 32, units_groups.data(), rows, pool);
-        for (size_t i = 0; i < units_rows.size(); ++i) {
-            ASSERT_NEAR(units_groups[i], units_rows[i], 1e-4 * (1.0 + std::fabs(units_rows[i]))) << n_tok << " " << i;
-        }
-        std::vector<double> units_part(static_cast<size_t>(n_tok * 20));
-        matmul_units(groups, {50, 70, 64, 96}, xc, 32, units_part.data(), 20, pool);
-        for (int t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < 20; ++r) ASSERT_EQ(units_part[t * 20 + r], units_groups[t * rows + 10 + r]) << r;
+            // Column units (the tensor-parallel partials): columns [2u, 5u)
+            // in units of u, over groups as over rows, and over part of the rows.
+            QuantizedActivation xc;
+            xc.quantize(xs.data() + 2 * unit, 3 * unit, vdt, n_tok, cols);
+            std::vector<double> units_rows(static_cast<size_t>(n_tok * rows)), units_groups(units_rows.size());
+            matmul_units(plain, {40, 115, 2 * unit, 3 * unit}, xc, unit, units_rows.data(), rows, pool);
+            matmul_units(groups, {40, 115, 2 * unit, 3 * unit}, xc, unit, units_groups.data(), rows, pool);
+            for (size_t i = 0; i < units_rows.size(); ++i) {
+                ASSERT_NEAR(units_groups[i], units_rows[i], 1e-4 * (1.0 + std::fabs(units_rows[i])))
+                    << quant_type_name(type) << " " << n_tok << " " << i;
+            }
+            std::vector<double> units_part(static_cast<size_t>(n_tok * 20));
+            matmul_units(groups, {50, 70, 2 * unit, 3 * unit}, xc, unit, units_part.data(), 20, pool);
+            for (int t = 0; t < n_tok; ++t) {
+                for (int64_t r = 0; r < 20; ++r) {
+                    ASSERT_EQ(units_part[t * 20 + r], units_groups[t * rows + 10 + r]) << r;
+                }
+            }
         }
     }
 }
