@@ -2,6 +2,7 @@
 
 #include "ops/quant_traits.h"
 #include "ops/softmax.h"
+#include "ops/weighted_rows.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -32,6 +33,10 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
     if (cache.head_dim() != head_dim_ || n_q_heads > n_kv_heads_ * q_per_kv || n_q_heads % q_per_kv != 0) {
         throw make_error("internal: attention shape ({} query heads, {} per KV head) does not fit ({} KV heads)",
                          n_q_heads, q_per_kv, n_kv_heads_);
+    }
+    if (n_tok == 1) {
+        attend_one(cache, layer, pos0, q, n_q_heads, q_per_kv, out, pool);
+        return;
     }
     const int hd = head_dim_;
     const int n_kv = n_q_heads / q_per_kv;
@@ -78,6 +83,35 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
             float* oh = out + t0 * out_stride + static_cast<int64_t>(h) * hd;
             f32.vec_dot_tile(n_read, v_cols_.get() + kvh * head_floats, sizeof(float) * n_ctx_, hd, scores,
                              sizeof(float) * n_ctx_, toks, oh, out_stride);
+        }
+    });
+}
+
+void DenseAttention::attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads,
+                                int q_per_kv, float* out, ThreadPool& pool) {
+    const int hd = head_dim_;
+    const int n_pos = pos + 1;
+    const int n_kv = n_q_heads / q_per_kv;
+    const QuantTraits& rows = require_compute_traits(cache.type(), "attention");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    pool.run([&](int thread, int n_threads) {
+        float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
+        for (int h = thread; h < n_kv; h += n_threads) {
+            // The KV head's query heads, up to kTokenBlock at a time (the
+            // rows of the scores buffer).
+            for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
+                const int heads = std::min(kTokenBlock, q_per_kv - j0);
+                const float* qh = q + static_cast<int64_t>(h * q_per_kv + j0) * hd;
+                rows.vec_dot_tile(hd, cache.k_rows(layer, h), cache.row_bytes(), n_pos, qh, sizeof(float) * hd, heads,
+                                  scores, n_ctx_);
+                for (int j = 0; j < heads; ++j) {
+                    float* s = scores + static_cast<size_t>(j) * n_ctx_;
+                    for (int p = 0; p < n_pos; ++p) s[p] *= scale;
+                    softmax(s, n_pos);
+                }
+                weighted_row_sums(cache.type(), cache.v_rows(layer, h), cache.row_bytes(), n_pos, scores, n_ctx_,
+                                  heads, hd, out + static_cast<int64_t>(h * q_per_kv + j0) * hd, hd);
+            }
         }
     });
 }

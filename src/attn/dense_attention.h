@@ -4,10 +4,16 @@
 // j / q_per_kv (grouped-query attention; q_per_kv = 1 is plain multi-head,
 // q_per_kv = n_heads is multi-query).
 //
-// One KV head's history is converted to float once per call (K as rows, V
-// transposed) and shared by its query heads and positions; scores and outputs
-// are then tiles of F32 dot products, the same SIMD kernels as the matrices,
-// so a prompt's attention is matrix-matrix work rather than one dot at a time.
+// A batch of positions (a prompt): one KV head's history is converted to
+// float once per call (K as rows, V transposed) and shared by its query heads
+// and positions; scores and outputs are then tiles of F32 dot products, the
+// same SIMD kernels as the matrices, so a prompt's attention is matrix-matrix
+// work rather than one dot at a time.
+//
+// One position (generation): converting the whole history for a single query
+// would cost more than the attention itself, so the cache is read in place, in
+// its own type: scores as a tile of dot products over the head's K rows, the
+// output as weighted sums of its V rows (ops/weighted_rows.h).
 #pragma once
 
 #include "attn/kv_cache.h"
@@ -29,6 +35,9 @@ public:
                 int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool);
 
 private:
+    void attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads, int q_per_kv,
+                    float* out, ThreadPool& pool);
+
     int n_ctx_;
     int head_dim_;
     int n_kv_heads_;

@@ -36,6 +36,12 @@ public:
     void load_k_rows(int layer, int head, int n, float* dst) const;
     void load_v_rows(int layer, int head, int n, float* dst) const;
 
+    // One head's K or V rows in place, in the cache's type: position p's row
+    // at + p * row_bytes() (kernels that read F16 directly need no copy).
+    const uint8_t* k_rows(int layer, int head) const { return k_.get() + row_offset(layer, head, 0); }
+    const uint8_t* v_rows(int layer, int head) const { return v_.get() + row_offset(layer, head, 0); }
+    uint64_t row_bytes() const { return row_bytes_; }
+
 private:
     uint64_t row_offset(int layer, int head, int pos) const;
 

@@ -9,44 +9,53 @@
 
 namespace tessera {
 
-// Grouped-query attention over a filled cache equals the textbook formula,
-// for F32 and (within half precision) F16 caches.
+// Grouped-query attention of one position over a filled cache (read in
+// place) equals the textbook formula, for F32 and (within half precision) F16
+// caches; head sizes off the vector width, and more query heads per KV head
+// than one block of scores holds (multi-query attention).
 TEST(DenseAttention, MatchesNaiveGqa) {
-    const int n_kv = 2, q_per_kv = 3, hd = 8, n_ctx = 16, n_pos = 11, layer = 1;
-    for (QuantType type : {QuantType::F32, QuantType::F16}) {
-        KvCache cache(2, n_kv, hd, n_ctx, type);
-        Rng rng(4);
-        std::vector<std::vector<float>> ks, vs;
-        for (int p = 0; p < n_pos; ++p) {
-            std::vector<float> k(n_kv * hd), v(n_kv * hd);
-            for (auto& x : k) x = rng.next_normal();
-            for (auto& x : v) x = rng.next_normal();
-            cache.store(layer, p, k.data(), v.data());
-            ks.push_back(k);
-            vs.push_back(v);
-        }
-        std::vector<float> q(n_kv * q_per_kv * hd), out(q.size());
-        for (auto& x : q) x = rng.next_normal();
-        ThreadPool pool(2);
-        DenseAttention attention(n_ctx, hd, n_kv, pool.size());
-        const int nq = n_kv * q_per_kv;
-        attention.attend(cache, layer, n_pos - 1, 1, q.data(), nq * hd, nq, q_per_kv, out.data(), nq * hd, pool);
-        const double tol = type == QuantType::F32 ? 1e-5 : 5e-3;
-        for (int h = 0; h < n_kv * q_per_kv; ++h) {
-            const int kvh = h / q_per_kv;
-            std::vector<double> s(n_pos);
-            double max = -1e300, sum = 0.0;
+    struct Shape {
+        int n_kv, q_per_kv, hd;
+    };
+    for (const Shape shape : {Shape{2, 3, 8}, Shape{2, 4, 20}, Shape{1, 40, 16}}) {
+        const int n_kv = shape.n_kv, q_per_kv = shape.q_per_kv, hd = shape.hd;
+        const int n_ctx = 40, n_pos = 37, layer = 1;
+        for (QuantType type : {QuantType::F32, QuantType::F16}) {
+            KvCache cache(2, n_kv, hd, n_ctx, type);
+            Rng rng(4);
+            std::vector<std::vector<float>> ks, vs;
             for (int p = 0; p < n_pos; ++p) {
-                double d = 0.0;
-                for (int i = 0; i < hd; ++i) d += q[h * hd + i] * ks[p][kvh * hd + i];
-                s[p] = d / std::sqrt(static_cast<double>(hd));
-                max = std::max(max, s[p]);
+                std::vector<float> k(n_kv * hd), v(n_kv * hd);
+                for (auto& x : k) x = rng.next_normal();
+                for (auto& x : v) x = rng.next_normal();
+                cache.store(layer, p, k.data(), v.data());
+                ks.push_back(k);
+                vs.push_back(v);
             }
-            for (auto& x : s) sum += (x = std::exp(x - max));
-            for (int i = 0; i < hd; ++i) {
-                double o = 0.0;
-                for (int p = 0; p < n_pos; ++p) o += s[p] / sum * vs[p][kvh * hd + i];
-                EXPECT_NEAR(out[h * hd + i], o, tol) << quant_type_name(type) << " head " << h;
+            std::vector<float> q(n_kv * q_per_kv * hd), out(q.size());
+            for (auto& x : q) x = rng.next_normal();
+            ThreadPool pool(2);
+            DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+            const int nq = n_kv * q_per_kv;
+            attention.attend(cache, layer, n_pos - 1, 1, q.data(), nq * hd, nq, q_per_kv, out.data(), nq * hd, pool);
+            const double tol = type == QuantType::F32 ? 1e-5 : 5e-3;
+            for (int h = 0; h < n_kv * q_per_kv; ++h) {
+                const int kvh = h / q_per_kv;
+                std::vector<double> s(n_pos);
+                double max = -1e300, sum = 0.0;
+                for (int p = 0; p < n_pos; ++p) {
+                    double d = 0.0;
+                    for (int i = 0; i < hd; ++i) d += q[h * hd + i] * ks[p][kvh * hd + i];
+                    s[p] = d / std::sqrt(static_cast<double>(hd));
+                    max = std::max(max, s[p]);
+                }
+                for (auto& x : s) sum += (x = std::exp(x - max));
+                for (int i = 0; i < hd; ++i) {
+                    double o = 0.0;
+                    for (int p = 0; p < n_pos; ++p) o += s[p] / sum * vs[p][kvh * hd + i];
+                    ASSERT_NEAR(out[h * hd + i], o, tol)
+                        << quant_type_name(type) << " " << n_kv << "x" << q_per_kv << "x" << hd << " head " << h;
+                }
             }
         }
     }
