@@ -3,6 +3,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 namespace tessera {
@@ -12,9 +13,8 @@ namespace {
 // bridge the gap between two matrix-vector products of one token, short
 // enough that an idle pool sleeps almost at once.
 constexpr int kSpinIterations = 20000;
-// Chunks per thread in parallel_for: enough for others to take over a
-// descheduled thread's share, few enough that each chunk streams a long run.
-constexpr int64_t kChunksPerThread = 4;
+// parallel_for claims 1 / (threads x this) of the work left at a time.
+constexpr int64_t kGuidedDivisor = 2;
 
 constexpr uint64_t kClosed = uint64_t{1} << 31;
 constexpr uint64_t kActiveMask = kClosed - 1;
@@ -114,14 +114,25 @@ void ThreadPool::run(FunctionRef<void(int, int)> task, int n_parts) {
 
 void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> body) {
     if (n <= 0) return;
-    const int64_t chunks = std::min<int64_t>(n, n_threads_ == 1 ? 1 : n_threads_ * kChunksPerThread);
-    run(
-        [&](int part, int count) {
-            const int64_t begin = n * part / count;
-            const int64_t end = n * (part + 1) / count;
-            if (begin < end) body(begin, end);
-        },
-        static_cast<int>(chunks));
+    if (n_threads_ == 1) {
+        body(0, n);
+        return;
+    }
+    // Guided chunks: each claim takes a share of what is left, so the first
+    // chunks are long (a matrix's rows stream in order) and the last ones
+    // short, and no thread waits long for another's last chunk at the end.
+    std::atomic<int64_t> next{0};
+    const int64_t divisor = static_cast<int64_t>(n_threads_) * kGuidedDivisor;
+    run([&](int, int) {
+        int64_t begin = next.load(std::memory_order_relaxed);
+        for (;;) {
+            if (begin >= n) return;
+            const int64_t size = std::max<int64_t>(1, (n - begin) / divisor);
+            if (!next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
+            body(begin, std::min(n, begin + size));
+            begin = next.load(std::memory_order_relaxed);
+        }
+    });
 }
 
 void ThreadPool::worker_loop() {

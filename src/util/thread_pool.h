@@ -43,8 +43,8 @@ public:
     // part is safe. An exception thrown by any part is rethrown here.
     void run(FunctionRef<void(int, int)> task, int n_parts = 0);
 
-    // Splits [0, n) into contiguous chunks (a few per thread, for balance) and
-    // runs body(begin, end) on each.
+    // Splits [0, n) into contiguous chunks, long first and shorter as the work
+    // runs out (for balance), and runs body(begin, end) on each.
     void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> body);
 
 private:
