@@ -17,9 +17,35 @@ constexpr int64_t kRowBlock = 16;
 constexpr int64_t kTokenBlock = 64;
 constexpr size_t kMaxJobs = 8;
 
-struct PreparedJob {
+// What dot_tile needs to know of a matrix and its activation, worked out once
+// per product rather than once per tile (a token makes tens of thousands).
+struct TileSource {
     const QuantTraits* traits;
     const Matrix* w;
+    uint64_t group_bytes;    // grouped matrices: bytes of a group of 16 rows
+    int64_t w_block;         // elements per weight block
+    uint64_t w_block_bytes;  // a block's bytes in a row, or in a group
+    int64_t x_block;         // elements per activation block
+    uint64_t x_block_bytes;
+};
+
+TileSource tile_source(const QuantTraits& traits, const Matrix& w, const QuantizedActivation& x) {
+    const QuantLayout& wl = layout_of(w.type);
+    const QuantLayout& xl = layout_of(x.type());
+    if (w.grouped && traits.vec_dot_groups == nullptr) {
+        throw make_error("internal: grouped weights without a grouped kernel");
+    }
+    return {&traits,
+            &w,
+            w.grouped ? group_bytes(w.type, w.cols) : 0,
+            wl.block_size,
+            w.grouped ? group_col_offset(w.type, wl.block_size) : wl.block_bytes,
+            xl.block_size,
+            xl.block_bytes};
+}
+
+struct PreparedJob {
+    TileSource source;
     int64_t row0;  // the rect's first row (of the whole tensor)
     int64_t col0;  // the rect's first column among those w holds
     int64_t n_rows;
@@ -31,32 +57,32 @@ struct PreparedJob {
 // y[c * y_stride + i] = dot(row `row + i` of w over the columns [col, col + n)
 // it holds, x's row t0 + c from its element x_col on) for i < n_rows and
 // c < n_cols (n_cols <= kTokenBlock): one tile in whichever layout w has.
-void dot_tile(const QuantTraits& traits, const Matrix& w, int64_t row, int n_rows, int64_t col, int64_t n,
-              const QuantizedActivation& x, int64_t t0, int n_cols, int64_t x_col, float* y, size_t y_stride) {
-    const uint8_t* xr = x.row(t0) + quant_row_bytes(x.type(), x_col);
+void dot_tile(const TileSource& s, int64_t row, int n_rows, int64_t col, int64_t n, const QuantizedActivation& x,
+              int64_t t0, int n_cols, int64_t x_col, float* y, size_t y_stride) {
+    const Matrix& w = *s.w;
+    const uint8_t* xr = x.row(t0) + static_cast<uint64_t>(x_col / s.x_block) * s.x_block_bytes;
+    const uint64_t col_offset = static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
     if (!w.grouped) {
-        traits.vec_dot_tile(n, w.row(row) + quant_row_bytes(w.type, col), w.row_bytes, n_rows, xr, x.row_bytes(),
-                            n_cols, y, y_stride);
+        s.traits->vec_dot_tile(n, w.row(row) + col_offset, w.row_bytes, n_rows, xr, x.row_bytes(), n_cols, y,
+                               y_stride);
         return;
     }
-    if (traits.vec_dot_groups == nullptr) throw make_error("internal: grouped weights without a grouped kernel");
-    const uint64_t group_bytes = tessera::group_bytes(w.type, w.cols);
-    const uint8_t* w_col = w.data + group_col_offset(w.type, col);
+    const uint8_t* w_col = w.data + col_offset;
     // Q8_0 activations carry block sums (Q8_K ones have their own bsums).
     const int32_t* sums = x.type() == QuantType::Q8_0 ? x.block_sums(t0) + x_col / kQ8_0Block : nullptr;
     const auto sums_stride = static_cast<size_t>(x.sums_stride());
     const int64_t first = row - w.row_begin;
     if (first % kGroupRows == 0 && n_rows % kGroupRows == 0) {
-        traits.vec_dot_groups(n, w_col + first / kGroupRows * group_bytes, group_bytes, n_rows / kGroupRows, xr,
-                              x.row_bytes(), sums, sums_stride, n_cols, y, y_stride);
+        s.traits->vec_dot_groups(n, w_col + first / kGroupRows * s.group_bytes, s.group_bytes, n_rows / kGroupRows,
+                                 xr, x.row_bytes(), sums, sums_stride, n_cols, y, y_stride);
         return;
     }
     // Rows that start or end inside a group: the whole group into `whole`,
     // then the rows asked for.
     float whole[kGroupRows * kTokenBlock];
     for (int64_t g = first / kGroupRows; g * kGroupRows < first + n_rows; ++g) {
-        traits.vec_dot_groups(n, w_col + g * group_bytes, group_bytes, 1, xr, x.row_bytes(), sums, sums_stride,
-                              n_cols, whole, kGroupRows);
+        s.traits->vec_dot_groups(n, w_col + g * s.group_bytes, s.group_bytes, 1, xr, x.row_bytes(), sums,
+                                 sums_stride, n_cols, whole, kGroupRows);
         const int64_t lo = std::max(first, g * kGroupRows), hi = std::min(first + n_rows, (g + 1) * kGroupRows);
         for (int c = 0; c < n_cols; ++c) {
             for (int64_t r = lo; r < hi; ++r) y[c * y_stride + (r - first)] = whole[c * kGroupRows + r - g * kGroupRows];
@@ -69,7 +95,7 @@ void run_block(const PreparedJob& job, int64_t r0, int64_t rows, const Quantized
     const int64_t n_tok = x.n_rows();
     for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenBlock) {
         const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
-        dot_tile(*job.traits, *job.w, job.row0 + r0, static_cast<int>(rows), job.col0, n_cols, x, t0, toks, 0,
+        dot_tile(job.source, job.row0 + r0, static_cast<int>(rows), job.col0, n_cols, x, t0, toks, 0,
                  job.y + t0 * job.y_stride + r0, static_cast<size_t>(job.y_stride));
     }
 }
@@ -86,7 +112,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
         if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
         const int64_t n_rows = job.rect.row_end - job.rect.row_begin;
         rect_col_offset(*job.w, job.rect);  // checks the rect
-        prepared[i] = {&traits, job.w, job.rect.row_begin, job.rect.col_begin - job.w->col_begin,
+        prepared[i] = {tile_source(traits, *job.w, x), job.rect.row_begin, job.rect.col_begin - job.w->col_begin,
                        n_rows, n_blocks, job.y, job.y_stride};
         n_blocks += (n_rows + kRowBlock - 1) / kRowBlock;
     }
@@ -119,6 +145,10 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
     }
     rect_col_offset(w, rect);  // checks the rect
     const int64_t col0 = rect.col_begin - w.col_begin;
+    const TileSource source = tile_source(traits, w, x);
+    if (unit_cols % source.w_block != 0 || unit_cols % source.x_block != 0) {
+        throw make_error("internal: units of {} columns straddle {} blocks", unit_cols, quant_type_name(w.type));
+    }
     const int64_t n_rows = rect.row_end - rect.row_begin;
     const int64_t n_tok = x.n_rows();
     const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
@@ -131,7 +161,7 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
                 const int toks = static_cast<int>(std::min(kTokenBlock, n_tok - t0));
                 for (int64_t c = 0; c < rect.n_cols; c += unit_cols) {
                     const int64_t span = std::min(unit_cols, rect.n_cols - c);
-                    dot_tile(traits, w, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
+                    dot_tile(source, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
                              static_cast<size_t>(kRowBlock));
                     for (int t = 0; t < toks; ++t) {
                         double* yt = y + (t0 + t) * y_stride + r0;
