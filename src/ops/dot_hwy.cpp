@@ -217,6 +217,9 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.from_float = q8_0_from_float_simd;
         t.vec_dot = int8::q8_0_dot;
         t.vec_dot_tile = int8::int8_vec_dot_tile<false>;
+#if HWY_TARGET == HWY_AVX3_DL
+        t.vec_dot_groups = vnni::int8_vec_dot_groups<false>;
+#endif
         return t;
     }();
     static const QuantTraits q4_0 = [] {
@@ -224,7 +227,7 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.vec_dot = int8::q4_0_dot;
         t.vec_dot_tile = int8::int8_vec_dot_tile<true>;
 #if HWY_TARGET == HWY_AVX3_DL
-        t.vec_dot_groups = vnni::q4_0_vec_dot_groups;
+        t.vec_dot_groups = vnni::int8_vec_dot_groups<true>;
 #endif
         return t;
     }();

@@ -189,38 +189,43 @@ void row_lane_tile(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, con
     }
 }
 
-// ---- Q4_0 in the group layout (ops/row_groups.h) ----
-// Block b of a group holds each row's 16 packed bytes in 4 chunks of 4 bytes
-// per 32-bit lane, so one load and two masks give 2 x 4 weights of all 16 rows
-// (one row per lane), and dpbusd multiplies them (unsigned, 0..15) by 4 of
-// the column's activation bytes (signed) broadcast to every lane. The
-// weights' offset of 8 costs -8 * sum(y) per block, the same for all rows:
-// it seeds the block's integer sum. Each lane accumulates its row's blocks in
-// order, so a row's result does not depend on the group it is in or on how
-// many columns run at once.
+// ---- Q4_0 and Q8_0 in the group layout (ops/row_groups.h) ----
+// Block b of a group holds its 16 rows' codes in chunks of 4 bytes per 32-bit
+// lane: Q4_0 in 4 chunks of packed bytes (one load and two masks give 2 x 4
+// codes of every row), Q8_0 in 8 chunks of codes stored + 128. dpbusd
+// multiplies them (unsigned) by 4 of the column's activation bytes (signed)
+// broadcast to every lane. The codes' offset (8, or 128) costs -offset *
+// sum(y) per block, the same for all rows: it seeds the block's integer sum.
+// Each lane accumulates its row's blocks in order, so a row's result does not
+// depend on the group it is in or on how many columns run at once.
 constexpr int kMaxGroupCols = 8;
 
 // 16 rows x C columns over all nb blocks of one group; y[c * y_stride + r].
-template <int C>
-void q4_0_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_stride, const int32_t* sums,
+template <bool kQ4, int C>
+void int8_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_stride, const int32_t* sums,
                        size_t sums_stride, float* y, size_t y_stride) {
-    constexpr int64_t kGroupBlockBytes = 288, kScaleBytes = 32, kActBlockBytes = 34;
+    constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
+    constexpr int32_t kOffset = kQ4 ? 8 : 128;
     const __m512i low = _mm512_set1_epi8(0x0F);
     __m512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* p = g + b * kGroupBlockBytes;
-        // w[j] lane r: row r's weights 4j..4j+3 (j < 4) or 16 + 4(j-4).. (j >= 4).
+        // w[j] lane r: row r's codes 4j..4j+3 (Q4_0: 16 + 4(j-4).. for j >= 4).
         __m512i w[8];
-        for (int k = 0; k < 4; ++k) {
-            const __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
-            w[k] = _mm512_and_si512(q, low);
-            w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+        if constexpr (kQ4) {
+            for (int k = 0; k < 4; ++k) {
+                const __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
+                w[k] = _mm512_and_si512(q, low);
+                w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+            }
+        } else {
+            for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
         for (int c = 0; c < C; ++c) {
             const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
-            __m512i s = _mm512_set1_epi32(-8 * sums[c * sums_stride + b]);
+            __m512i s = _mm512_set1_epi32(-kOffset * sums[c * sums_stride + b]);
             for (int j = 0; j < 8; ++j) {
                 int32_t y4;
                 std::memcpy(&y4, xb + 2 + 4 * j, 4);
@@ -234,14 +239,15 @@ void q4_0_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * y_stride, acc[c]);
 }
 
-// QuantTraits::vec_dot_groups for Q4_0.
-inline void q4_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
-                                size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                                size_t y_stride) {
+// QuantTraits::vec_dot_groups for Q4_0 (kQ4) and Q8_0.
+template <bool kQ4>
+void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                         size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
+                         size_t y_stride) {
     using Kernel = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t);
     static constexpr Kernel kernels[kMaxGroupCols] = {
-        q4_0_group_kernel<1>, q4_0_group_kernel<2>, q4_0_group_kernel<3>, q4_0_group_kernel<4>,
-        q4_0_group_kernel<5>, q4_0_group_kernel<6>, q4_0_group_kernel<7>, q4_0_group_kernel<8>};
+        int8_group_kernel<kQ4, 1>, int8_group_kernel<kQ4, 2>, int8_group_kernel<kQ4, 3>, int8_group_kernel<kQ4, 4>,
+        int8_group_kernel<kQ4, 5>, int8_group_kernel<kQ4, 6>, int8_group_kernel<kQ4, 7>, int8_group_kernel<kQ4, 8>};
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
     for (int g = 0; g < n_groups; ++g) {

@@ -15,6 +15,8 @@ namespace {
 // Byte offsets within one block (Q4_0) or super-block (Q4_K) of a group.
 constexpr size_t kQ4_0GroupBlock = kGroupRows * sizeof(BlockQ4_0);  // 288
 constexpr size_t kQ4_0Qs = kGroupRows * 2;                          // 32
+constexpr size_t kQ8_0GroupBlock = kGroupRows * sizeof(BlockQ8_0);  // 544
+constexpr size_t kQ8_0Qs = kGroupRows * 2;                          // 32
 constexpr size_t kQ4_KDmin = 32, kQ4_KScales = 64, kQ4_KMins = 192, kQ4_KQs = 320;
 constexpr size_t kQ4_KGroupBlock = kQ4_KQs + kGroupRows * kQK_K / 2;  // 2368
 
@@ -26,6 +28,7 @@ struct GroupShape {
 GroupShape shape_of(QuantType type) {
     switch (type) {
         case QuantType::Q4_0: return {kQ4_0Block, kQ4_0GroupBlock};
+        case QuantType::Q8_0: return {kQ8_0Block, kQ8_0GroupBlock};
         case QuantType::Q4_K: return {kQK_K, kQ4_KGroupBlock};
         default: throw make_error("internal: {} has no group layout", quant_type_name(type));
     }
@@ -47,6 +50,23 @@ void put_q4_0(const BlockQ4_0& block, int r, uint8_t* g) {
 void get_q4_0(const uint8_t* g, int r, BlockQ4_0& block) {
     std::memcpy(&block.d, g + 2 * r, 2);
     for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + kQ4_0Qs + 64 * k + 4 * r, 4);
+}
+
+// Q8_0 codes are stored + 128 (XOR 0x80), as unsigned bytes for dpbusd.
+void put_q8_0(const BlockQ8_0& block, int r, uint8_t* g) {
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int k = 0; k < 8; ++k) {
+        for (int i = 0; i < 4; ++i) {
+            g[kQ8_0Qs + 64 * k + 4 * r + i] = static_cast<uint8_t>(static_cast<uint8_t>(block.qs[4 * k + i]) ^ 0x80);
+        }
+    }
+}
+
+void get_q8_0(const uint8_t* g, int r, BlockQ8_0& block) {
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int k = 0; k < 8; ++k) {
+        for (int i = 0; i < 4; ++i) block.qs[4 * k + i] = static_cast<int8_t>(g[kQ8_0Qs + 64 * k + 4 * r + i] ^ 0x80);
+    }
 }
 
 void put_q4_k(const BlockQ4_K& block, int r, uint8_t* g) {
@@ -84,7 +104,9 @@ void get_q4_k(const uint8_t* g, int r, BlockQ4_K& block) {
 
 }  // namespace
 
-bool has_group_layout(QuantType type) { return type == QuantType::Q4_0 || type == QuantType::Q4_K; }
+bool has_group_layout(QuantType type) {
+    return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K;
+}
 
 uint64_t group_bytes(QuantType type, int64_t n) {
     return static_cast<uint64_t>(blocks_of(type, n)) * shape_of(type).block_bytes;
@@ -97,6 +119,10 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
     const size_t block_bytes = shape_of(type).block_bytes;
     if (n_rows < 0 || n_rows > kGroupRows) throw make_error("internal: a group of {} rows", n_rows);
     std::memset(out, 0, block_bytes * static_cast<size_t>(nb));
+    if (type == QuantType::Q8_0) {
+        // Padding rows hold code 0 (stored + 128) with scale 0.
+        for (int64_t b = 0; b < nb; ++b) std::memset(out + b * block_bytes + kQ8_0Qs, 0x80, block_bytes - kQ8_0Qs);
+    }
     for (int r = 0; r < n_rows; ++r) {
         const uint8_t* row = rows + static_cast<size_t>(r) * row_stride;
         for (int64_t b = 0; b < nb; ++b) {
@@ -105,6 +131,10 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
                 BlockQ4_0 block;
                 std::memcpy(&block, row + b * sizeof(BlockQ4_0), sizeof(block));
                 put_q4_0(block, r, g);
+            } else if (type == QuantType::Q8_0) {
+                BlockQ8_0 block;
+                std::memcpy(&block, row + b * sizeof(BlockQ8_0), sizeof(block));
+                put_q8_0(block, r, g);
             } else {
                 BlockQ4_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ4_K), sizeof(block));
@@ -123,6 +153,10 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
             BlockQ4_0 block;
             get_q4_0(g, r, block);
             std::memcpy(row + b * sizeof(BlockQ4_0), &block, sizeof(block));
+        } else if (type == QuantType::Q8_0) {
+            BlockQ8_0 block;
+            get_q8_0(g, r, block);
+            std::memcpy(row + b * sizeof(BlockQ8_0), &block, sizeof(block));
         } else {
             BlockQ4_K block;
             get_q4_k(g, r, block);

@@ -14,6 +14,10 @@
 //   bytes [32, 288)   chunk k (k < 4) at 32 + 64k: row r's packed bytes
 //                     qs[4k .. 4k + 3] at 32 + 64k + 4r (low nibbles are
 //                     weights 4k.., high nibbles weights 16 + 4k..)
+// Q8_0 group, per block b (544 bytes, the same as its 16 rows' blocks):
+//   bytes [0, 32)     the 16 rows' fp16 scales, row r at 2r
+//   bytes [32, 544)   chunk k (k < 8) at 32 + 64k: row r's codes
+//                     qs[4k .. 4k + 3] + 128 (unsigned) at 32 + 64k + 4r
 // Q4_K group, per super-block b (2368 bytes, 64 more than its 16 rows' blocks:
 // the 6-bit scales and mins are stored unpacked, one byte each, so a kernel
 // takes a sub-block's 16 scales in one widening load):
@@ -39,7 +43,7 @@ namespace tessera {
 
 inline constexpr int kGroupRows = 16;
 
-// Whether `type` has a group layout (Q4_0, Q4_K).
+// Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
 bool has_group_layout(QuantType type);
 
 // Bytes of one group of 16 rows of n elements, and the offset of element

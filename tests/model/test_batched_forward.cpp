@@ -42,7 +42,8 @@ void expect_batched_equals_one_by_one(const std::string& path, int n_batch, int 
     // Per position, the largest logit difference. With 8-bit activations a
     // summation-order difference of one ulp can flip the rounding of one
     // activation element at one position (a tie), moving that position's
-    // logits by one quantum: allow `flips` such positions, bounded.
+    // logits by one quantum, and every later position's too (they attend to
+    // its keys and values): allow `flips` such onsets, each bounded.
     double max_abs = 0.0;
     std::vector<double> diff(tokens.size(), 0.0);
     for (size_t t = 0; t < tokens.size(); ++t) {
@@ -55,12 +56,13 @@ void expect_batched_equals_one_by_one(const std::string& path, int n_batch, int 
         }
     }
     EXPECT_GT(max_abs, 0.0);
-    int over = 0;
+    int onsets = 0;
     for (size_t t = 0; t < tokens.size(); ++t) {
-        if (diff[t] > tol * max_abs) ++over;
+        const bool over = diff[t] > tol * max_abs;
+        if (over && (t == 0 || diff[t - 1] <= tol * max_abs)) ++onsets;
         EXPECT_LE(diff[t], 0.05 * max_abs) << path << " position " << t;
     }
-    EXPECT_LE(over, flips) << path << " batch " << n_batch << " threads " << threads;
+    EXPECT_LE(onsets, flips) << path << " batch " << n_batch << " threads " << threads;
 }
 }  // namespace
 

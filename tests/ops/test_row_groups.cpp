@@ -1,4 +1,4 @@
-// Weights in groups of 16 rows (ops/row_groups.h), Q4_0 and Q4_K: grouping
+// Weights in groups of 16 rows (ops/row_groups.h), Q4_0, Q8_0 and Q4_K: grouping
 // keeps every row's bytes, the grouped kernels of every target that has one
 // match the scalar reference on random data (odd block counts, any number of
 // columns, unaligned activations), and matmul over a grouped matrix gives what
@@ -27,18 +27,25 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q4_K};
+constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K};
 
-int block_of(QuantType type) { return type == QuantType::Q4_0 ? 32 : 256; }
+int block_of(QuantType type) { return type == QuantType::Q4_K ? 256 : 32; }
 
-// rows x n random weights of `type` in row layout (quantized Gaussians).
+// rows x n random weights of `type` in row layout (quantized Gaussians; Q8_0
+// with some codes at the extremes, -128 included).
 std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, Rng& rng) {
     const uint64_t row_bytes = quant_row_bytes(type, n);
     std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
     std::vector<float> x(static_cast<size_t>(n));
     for (int64_t r = 0; r < rows; ++r) {
         for (float& v : x) v = rng.next_normal();
-        scalar_traits(type)->from_float(x.data(), bytes.data() + r * row_bytes, n);
+        uint8_t* row = bytes.data() + r * row_bytes;
+        scalar_traits(type)->from_float(x.data(), row, n);
+        if (type != QuantType::Q8_0) continue;
+        for (int64_t b = 0; b < n / 32; ++b) {
+            row[b * 34 + 2 + rng.next_u64() % 32] = 0x80;  // -128
+            row[b * 34 + 2 + rng.next_u64() % 32] = 0x7F;  // 127
+        }
     }
     return bytes;
 }
@@ -56,14 +63,14 @@ std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, i
     return out;
 }
 
-// The traits of the forced target: Q4_0's from dot_hwy.cpp, Q4_K's from
+// The traits of the forced target: Q4_0's and Q8_0's from dot_hwy.cpp, Q4_K's from
 // kquants_hwy.cpp.
 const QuantTraits& simd_traits(QuantType type) {
-    return type == QuantType::Q4_0 ? *simd_block_traits(type) : *kquants_simd_traits(type);
+    return type == QuantType::Q4_K ? *kquants_simd_traits(type) : *simd_block_traits(type);
 }
 
 std::vector<int64_t> targets_of(QuantType type) {
-    return type == QuantType::Q4_0 ? simd_block_targets() : hwy::SupportedAndGeneratedTargets();
+    return type == QuantType::Q4_K ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();
 }
 
 }  // namespace
@@ -94,8 +101,9 @@ TEST(RowGroups, GroupsKeepEveryRowsBytesAndPadWithZeroRows) {
         }
     }
     EXPECT_EQ(group_bytes(QuantType::Q4_0, 64), 16u * 2 * 18);
+    EXPECT_EQ(group_bytes(QuantType::Q8_0, 64), 16u * 2 * 34);
     EXPECT_EQ(group_bytes(QuantType::Q4_K, 512), 2u * 2368);
-    EXPECT_FALSE(has_group_layout(QuantType::Q8_0));
+    EXPECT_FALSE(has_group_layout(QuantType::F16));
 }
 
 TEST(RowGroups, ActivationsCarryTheirBlockSums) {
