@@ -177,11 +177,12 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     // Packed column slices are private already, but are moved too, so that
     // they get the group layout as well.
-    const auto is_packed = [&](const Matrix& m) {
-        for (const auto& p : w.packed) {
-            if (m.data == p.get()) return true;
+    // The packed buffer holding m, or nullptr when m is a view of the file.
+    const auto packed_buffer = [&](const Matrix& m) -> std::unique_ptr<uint8_t[]>* {
+        for (auto& p : w.packed) {
+            if (p && m.data == p.get()) return &p;
         }
-        return false;
+        return nullptr;
     };
     // Each view with the rows the slice computes (a view of the whole file
     // holds every rank's rows).
@@ -241,9 +242,14 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
         } else {
             std::memcpy(at, source, source_bytes);
         }
-        // Pages shared with a neighbouring tensor come back from the page
-        // cache if that one is read again.
-        if (!is_packed(m)) release_pages(source, source_bytes);
+        // A packed buffer is freed at once, so that two copies never add up
+        // over the whole slice. Mapped pages shared with a neighbouring
+        // tensor come back from the page cache if that one is read again.
+        if (std::unique_ptr<uint8_t[]>* packed = packed_buffer(m)) {
+            packed->reset();
+        } else {
+            release_pages(source, source_bytes);
+        }
         m.data = at;
         m.row_begin = p.row_begin;
         m.rows = rows;
