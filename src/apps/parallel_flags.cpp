@@ -17,7 +17,8 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_option("--stage-layers", o.stage_layers, "Layers per stage, root first (default: sized by measured speed)")
         ->delimiter(',');
     cmd->add_option("--weights", o.weights,
-                    "Share of each rank (tensor parallel) or stage (pipeline), root first (default: measured speed)")
+                    "Share of each rank (tensor parallel) or stage (pipeline), root first (default: measured speed; equal "
+                    "for --local)")
         ->delimiter(',');
     cmd->add_flag("--fast", o.fast, "Q8_0 activations and F16 partials on the wire (approximate)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");

@@ -117,6 +117,11 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     TpConfig tp;
     tp.workers = workers;
     tp.weights = options.weights;
+    // Local ranks are copies of one process on one machine, with the same
+    // threads: equal shares. A speed probe would only measure this
+    // machine's noise (on a busy VM it once planned 1.5 : 1 for two equal
+    // processes, and the larger share set every token's pace).
+    if (tp.weights.empty() && setup.local_workers) tp.weights.assign(static_cast<size_t>(options.local), 1.0);
     tp.fast = options.fast;
     tp.forward = config;
     tp.n_threads = n_threads;
