@@ -43,6 +43,12 @@ TEST(TensorParallelCli, LocalRanksEqualOneProcess) {
         EXPECT_EQ(tokens_of(tp), tokens_of(single)) << n << " processes";
         EXPECT_EQ(nlohmann::json::parse(tp.out)["mode"], "exact");
     }
+    // Local ranks are equal processes on one machine: equal shares, not a
+    // speed probe's noise (the worker serves the second half).
+    const auto two = run_process(cmd({"run", "--local", "2", "-p", "Once", "-n", "2", "--temp", "0"}), 60);
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_NE(two.err.find("KV heads [2, 4), FFN channels [96, 172), vocab rows [256, 512)"), std::string::npos)
+        << two.err;
 }
 
 TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {
