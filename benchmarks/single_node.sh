@@ -115,12 +115,20 @@ merged = dict(runs[0])
 for key in ("pp", "tg"):
     tps = [x for run in runs for x in run[key]["tps"]]
     merged[key] = dict(runs[0][key], tps=tps, tps_min=min(tps), tps_median=statistics.median(tps))
-for key in ("mem_bandwidth_gbs",):
-    if key in merged:
-        merged[key] = statistics.median(run[key] for run in runs)
+# Each tg repetition comes with the bandwidth measured just before it (the
+# host's bandwidth drifts between runs): the fraction is the median of each
+# repetition's rate over its own ceiling, as tessera bench reports it.
+ceilings = [c for run in runs for c in run.get("tg_ceiling_gbs", [])]
+if ceilings:
+    merged["mem_bandwidth_gbs"] = statistics.median(ceilings)
+    merged["tg_ceiling_gbs"] = ceilings
 if "tg_bandwidth_gbs" in merged:
-    merged["tg_bandwidth_gbs"] = merged["tg"]["tps_median"] * merged["weight_bytes_per_token"] / 1e9
-    merged["tg_bandwidth_fraction"] = merged["tg_bandwidth_gbs"] / merged["mem_bandwidth_gbs"]
+    bytes_per_token = merged["weight_bytes_per_token"]
+    merged["tg_bandwidth_gbs"] = merged["tg"]["tps_median"] * bytes_per_token / 1e9
+    fractions = [tps * bytes_per_token / 1e9 / c
+                 for run in runs for tps, c in zip(run["tg"]["tps"], run.get("tg_ceiling_gbs", [])) if c > 0]
+    if fractions:
+        merged["tg_bandwidth_fraction"] = statistics.median(fractions)
 print(json.dumps(merged))
 PY
 }
@@ -244,7 +252,8 @@ fmt = lambda r: "| " + " | ".join(c.rjust(w) if i >= 2 else c.ljust(w)
 print()
 print("tok/s: min / median over the repetitions; ratio: tessera median / llama.cpp median")
 print("weight MB/tok, BW: tessera's figures for generation (weight bytes read per token,")
-print("measured memory bandwidth, bandwidth generation reaches, and its fraction of the measured)")
+print("median measured memory bandwidth, bandwidth generation reaches, and the median over repetitions of")
+print("each one's share of the bandwidth measured just before it)")
 print(fmt(header))
 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in rows:

@@ -13,18 +13,31 @@ namespace tessera {
 
 double BenchRate::min() const { return tps.empty() ? 0.0 : *std::min_element(tps.begin(), tps.end()); }
 
-double BenchRate::median() const {
-    if (tps.empty()) return 0.0;
-    std::vector<double> sorted = tps;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t mid = sorted.size() / 2;
-    return sorted.size() % 2 == 1 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+namespace {
+
+double median_of(std::vector<double> values) {
+    if (values.empty()) return 0.0;
+    std::sort(values.begin(), values.end());
+    const size_t mid = values.size() / 2;
+    return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
+
+}  // namespace
+
+double BenchRate::median() const { return median_of(tps); }
 
 double BenchResult::tg_bandwidth_gbs() const { return static_cast<double>(weight_bytes_per_token) * tg.median() / 1e9; }
 
 double BenchResult::tg_bandwidth_fraction() const {
-    return mem_bandwidth_gbs > 0 ? tg_bandwidth_gbs() / mem_bandwidth_gbs : 0.0;
+    // Each repetition against the ceiling measured beside it: the host's
+    // bandwidth drifts between repetitions more than the engine's speed does.
+    std::vector<double> fractions;
+    for (size_t r = 0; r < tg.tps.size() && r < tg_ceiling_gbs.size(); ++r) {
+        if (tg_ceiling_gbs[r] > 0) {
+            fractions.push_back(static_cast<double>(weight_bytes_per_token) * tg.tps[r] / 1e9 / tg_ceiling_gbs[r]);
+        }
+    }
+    return median_of(fractions);
 }
 
 namespace {
@@ -106,7 +119,13 @@ BenchResult run_bench(const BenchParams& params) {
         result.tg.tokens = params.n_gen;
         const TensorParallelDecoder* tp = setup.tensor_parallel;
         const TensorParallelDecoder::Stats before = tp != nullptr ? tp->stats() : TensorParallelDecoder::Stats{};
-        for (int r = 0; r < params.reps; ++r) result.tg.tps.push_back(params.n_gen / run_tg());
+        ThreadPool probe_pool(params.n_threads);
+        ReadBandwidthProbe probe(probe_pool);
+        for (int r = 0; r < params.reps; ++r) {
+            result.tg_ceiling_gbs.push_back(probe.measure());
+            result.tg.tps.push_back(params.n_gen / run_tg());
+        }
+        result.mem_bandwidth_gbs = median_of(result.tg_ceiling_gbs);
         if (tp != nullptr) {
             const TensorParallelDecoder::Stats& after = tp->stats();
             const double tokens = static_cast<double>(params.n_gen) * params.reps;
@@ -119,8 +138,10 @@ BenchResult run_bench(const BenchParams& params) {
             result.syncs_per_token = static_cast<int>((after.syncs - before.syncs) / tokens);
         }
     }
-    ThreadPool pool(params.n_threads);
-    result.mem_bandwidth_gbs = measure_read_bandwidth(pool);
+    if (params.n_gen == 0) {
+        ThreadPool pool(params.n_threads);
+        result.mem_bandwidth_gbs = ReadBandwidthProbe(pool).measure(5);
+    }
     return result;
 }
 

@@ -41,6 +41,9 @@ struct BenchResult {
     BenchRate tg;
     uint64_t weight_bytes_per_token = 0;
     uint64_t layer_weight_bytes_per_token = 0;  // the part a tensor-parallel plan splits
+    // The read bandwidth measured just before each generation repetition
+    // (tg.tps[r] pairs with tg_ceiling_gbs[r]), and their median.
+    std::vector<double> tg_ceiling_gbs;
     double mem_bandwidth_gbs = 0.0;
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.
@@ -49,8 +52,8 @@ struct BenchResult {
     double own_ms_per_token = 0.0;
     double wait_ms_per_token = 0.0;
     int syncs_per_token = 0;
-    // Weight bytes per token x the median generation rate, and its share of
-    // the measured ceiling.
+    // Weight bytes per token x the median generation rate, and the median
+    // over repetitions of the share of its own ceiling each one reached.
     double tg_bandwidth_gbs() const;
     double tg_bandwidth_fraction() const;
 };

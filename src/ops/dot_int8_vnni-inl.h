@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include "ops/row_groups.h"
 #include <vector>
 
 HWY_BEFORE_NAMESPACE();
@@ -192,7 +193,10 @@ void row_lane_tile(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, con
 // ---- Q4_0 and Q8_0 in the group layout (ops/row_groups.h) ----
 // Block b of a group holds its 16 rows' codes in chunks of 4 bytes per 32-bit
 // lane: Q4_0 in 4 chunks of packed bytes (one load and two masks give 2 x 4
-// codes of every row), Q8_0 in 8 chunks of codes stored + 128. dpbusd
+// codes of every row; the high nibbles are left in place, 16 x their value,
+// summed apart and shifted down once per block: one instruction less per
+// chunk than shifting each, ~1.2x the in-cache speed), Q8_0 in 8 chunks of
+// codes stored + 128. dpbusd
 // multiplies them (unsigned) by 4 of the column's activation bytes (signed)
 // broadcast to every lane. The codes' offset (8, or 128) costs -offset *
 // sum(y) per block, the same for all rows: it seeds the block's integer sum.
@@ -211,13 +215,14 @@ void int8_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* p = g + b * kGroupBlockBytes;
+        prefetch_group_block(p, kGroupBlockBytes);
         // w[j] lane r: row r's codes 4j..4j+3 (Q4_0: 16 + 4(j-4).. for j >= 4).
         __m512i w[8];
         if constexpr (kQ4) {
             for (int k = 0; k < 4; ++k) {
                 const __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
                 w[k] = _mm512_and_si512(q, low);
-                w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+                w[k + 4] = _mm512_andnot_si512(low, q);  // 16 x the high nibble
             }
         } else {
             for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
@@ -226,10 +231,24 @@ void int8_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_
         for (int c = 0; c < C; ++c) {
             const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
             __m512i s = _mm512_set1_epi32(-kOffset * sums[c * sums_stride + b]);
-            for (int j = 0; j < 8; ++j) {
-                int32_t y4;
-                std::memcpy(&y4, xb + 2 + 4 * j, 4);
-                s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4));
+            if constexpr (kQ4) {
+                // High nibbles stay in place (x16) and are summed apart; the
+                // sum is a multiple of 16, so the shift divides exactly.
+                __m512i hi = _mm512_setzero_si512();
+                for (int j = 0; j < 4; ++j) {
+                    int32_t y4[2];
+                    std::memcpy(&y4[0], xb + 2 + 4 * j, 4);
+                    std::memcpy(&y4[1], xb + 2 + 16 + 4 * j, 4);
+                    s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4[0]));
+                    hi = _mm512_dpbusd_epi32(hi, w[j + 4], _mm512_set1_epi32(y4[1]));
+                }
+                s = _mm512_add_epi32(s, _mm512_srai_epi32(hi, 4));
+            } else {
+                for (int j = 0; j < 8; ++j) {
+                    int32_t y4;
+                    std::memcpy(&y4, xb + 2 + 4 * j, 4);
+                    s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4));
+                }
             }
             uint16_t h;
             std::memcpy(&h, xb, 2);

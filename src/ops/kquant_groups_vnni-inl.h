@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include "ops/row_groups.h"
 
 HWY_BEFORE_NAMESPACE();
 // Highway 1.0.3 compiles this target for AVX-VNNI (the VEX form); the CPUs it
@@ -51,6 +52,7 @@ void q4_k_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* p = g + b * kGroupBlockBytes;
+        prefetch_group_block(p, kGroupBlockBytes);
         __m512i scaled[C], mins[C];
         for (int c = 0; c < C; ++c) scaled[c] = mins[c] = _mm512_setzero_si512();
         for (int j = 0; j < 8; ++j) {

@@ -20,6 +20,8 @@ RopeTable::RopeTable(int n_rot, float freq_base, std::vector<float> freq_factors
 }
 
 void RopeTable::set_position(int64_t pos) {
+    if (pos == pos_) return;
+    pos_ = pos;
     for (size_t i = 0; i < inv_freq_.size(); ++i) {
         const double angle = static_cast<double>(pos) * inv_freq_[i];
         cos_[i] = static_cast<float>(std::cos(angle));

@@ -14,7 +14,8 @@ class RopeTable {
 public:
     RopeTable(int n_rot, float freq_base, std::vector<float> freq_factors = {});
 
-    // Fills the cos/sin of every pair for position `pos`.
+    // Fills the cos/sin of every pair for position `pos` (every layer of a
+    // token asks for the same one: only a new position computes them).
     void set_position(int64_t pos);
 
     // Rotates n_heads heads of head_dim elements each, stored back to back.
@@ -24,6 +25,7 @@ public:
 
 private:
     int n_rot_;
+    int64_t pos_ = -1;
     std::vector<double> inv_freq_;
     std::vector<float> cos_;
     std::vector<float> sin_;

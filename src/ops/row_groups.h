@@ -43,6 +43,20 @@ namespace tessera {
 
 inline constexpr int kGroupRows = 16;
 
+// How far ahead of its loads a grouped kernel prefetches. A hardware
+// prefetcher stops at every 4 KiB boundary (huge pages or not) and restarts
+// cold after it, so a stream left to it waits for memory again and again; a
+// kernel that asks for its bytes two pages ahead keeps them in flight. Q4_K
+// streamed ~1.2x faster with it (Zen 4; 8 KiB beat 1, 2, 4 and 16 KiB),
+// Q4_0 and Q8_0 the same with or without it.
+inline constexpr int64_t kGroupPrefetchBytes = 8192;
+
+// Prefetches the cache lines of the `bytes` that lie kGroupPrefetchBytes
+// after p (one block of a group, as the kernel starts on it).
+inline void prefetch_group_block(const uint8_t* p, int64_t bytes) {
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + kGroupPrefetchBytes + line, 0, 3);
+}
+
 // Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
 bool has_group_layout(QuantType type);
 

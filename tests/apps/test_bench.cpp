@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <vector>
+
 namespace tessera {
 
 TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
@@ -30,6 +33,17 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     EXPECT_LT(bytes, j["model_bytes"].get<uint64_t>());
     EXPECT_GT(j["mem_bandwidth_gbs"].get<double>(), 0.1);
     EXPECT_NEAR(j["tg_bandwidth_gbs"].get<double>(), bytes * j["tg"]["tps_median"].get<double>() / 1e9, 1e-6);
+    // One ceiling measured before each tg repetition; the fraction is the
+    // median of each repetition's rate over its own ceiling.
+    const auto& ceilings = j["tg_ceiling_gbs"];
+    ASSERT_EQ(ceilings.size(), 3u);
+    std::vector<double> fractions;
+    for (size_t r = 0; r < 3; ++r) {
+        EXPECT_GT(ceilings[r].get<double>(), 0.1);
+        fractions.push_back(bytes * j["tg"]["tps"][r].get<double>() / 1e9 / ceilings[r].get<double>());
+    }
+    std::sort(fractions.begin(), fractions.end());
+    EXPECT_NEAR(j["tg_bandwidth_fraction"].get<double>(), fractions[1], 1e-9);
 }
 
 TEST(Bench, RejectsNothingToMeasure) {
