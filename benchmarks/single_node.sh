@@ -115,9 +115,10 @@ merged = dict(runs[0])
 for key in ("pp", "tg"):
     tps = [x for run in runs for x in run[key]["tps"]]
     merged[key] = dict(runs[0][key], tps=tps, tps_min=min(tps), tps_median=statistics.median(tps))
-# Each tg repetition comes with the bandwidth measured just before it (the
-# host's bandwidth drifts between runs): the fraction is the median of each
-# repetition's rate over its own ceiling, as tessera bench reports it.
+# Each tg repetition comes with its own ceiling, the higher of the bandwidths
+# measured just before and after it (the host's bandwidth drifts between runs):
+# the fraction is the median of each repetition's rate over its own ceiling,
+# as tessera bench reports it.
 ceilings = [c for run in runs for c in run.get("tg_ceiling_gbs", [])]
 if ceilings:
     merged["mem_bandwidth_gbs"] = statistics.median(ceilings)
@@ -253,7 +254,7 @@ print()
 print("tok/s: min / median over the repetitions; ratio: tessera median / llama.cpp median")
 print("weight MB/tok, BW: tessera's figures for generation (weight bytes read per token,")
 print("median measured memory bandwidth, bandwidth generation reaches, and the median over repetitions of")
-print("each one's share of the bandwidth measured just before it)")
+print("each one's share of its own ceiling: the higher of the bandwidths measured just before and after it)")
 print(fmt(header))
 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in rows:

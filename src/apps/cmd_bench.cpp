@@ -79,7 +79,7 @@ void bench_main(const BenchOptions& o) {
     if (r.tg.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("tg{}", r.tg.tokens), r.tg.min(), r.tg.median());
     fmt::print("weights read per generated token: {:.1f} MiB\n", r.weight_bytes_per_token / 1048576.0);
     fmt::print("memory read bandwidth ({} threads): {:.2f} GB/s{}\n", params.n_threads, r.mem_bandwidth_gbs,
-               r.tg.tokens > 0 ? " (median of one measure before each tg repetition)" : "");
+               r.tg.tokens > 0 ? " (median over tg repetitions of the higher of the measures before and after each)" : "");
     if (r.ranks > 1) {
         fmt::print("tensor parallel ({} ranks, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
                    "root computes {:.2f} ms and waits {:.2f} ms per token\n",
@@ -87,8 +87,7 @@ void bench_main(const BenchOptions& o) {
                    r.own_ms_per_token, r.wait_ms_per_token);
     }
     if (r.tg.tokens > 0) {
-        fmt::print("generation streams {:.2f} GB/s; each repetition against the bandwidth measured before it: "
-                   "median {:.1f}%\n",
+        fmt::print("generation streams {:.2f} GB/s; each repetition against its own ceiling: median {:.1f}%\n",
                    r.tg_bandwidth_gbs(), 100.0 * r.tg_bandwidth_fraction());
     }
 }

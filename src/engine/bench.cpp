@@ -121,9 +121,16 @@ BenchResult run_bench(const BenchParams& params) {
         const TensorParallelDecoder::Stats before = tp != nullptr ? tp->stats() : TensorParallelDecoder::Stats{};
         ThreadPool probe_pool(params.n_threads);
         ReadBandwidthProbe probe(probe_pool);
+        // The ceiling of a repetition is the higher of the bandwidths measured
+        // just before and just after it (the one after is the next one's
+        // before): the host's bandwidth can change during a repetition, and
+        // the higher figure never flatters the fraction.
+        double ceiling_before = probe.measure();
         for (int r = 0; r < params.reps; ++r) {
-            result.tg_ceiling_gbs.push_back(probe.measure());
             result.tg.tps.push_back(params.n_gen / run_tg());
+            const double after = probe.measure();
+            result.tg_ceiling_gbs.push_back(std::max(ceiling_before, after));
+            ceiling_before = after;
         }
         result.mem_bandwidth_gbs = median_of(result.tg_ceiling_gbs);
         if (tp != nullptr) {

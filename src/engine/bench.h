@@ -41,8 +41,9 @@ struct BenchResult {
     BenchRate tg;
     uint64_t weight_bytes_per_token = 0;
     uint64_t layer_weight_bytes_per_token = 0;  // the part a tensor-parallel plan splits
-    // The read bandwidth measured just before each generation repetition
-    // (tg.tps[r] pairs with tg_ceiling_gbs[r]), and their median.
+    // Each generation repetition's ceiling, the higher of the read bandwidths
+    // measured just before and just after it (tg.tps[r] pairs with
+    // tg_ceiling_gbs[r]), and their median.
     std::vector<double> tg_ceiling_gbs;
     double mem_bandwidth_gbs = 0.0;
     // Tensor parallel only: per generated token, payload bytes to and from

@@ -44,6 +44,22 @@ TileSource tile_source(const QuantTraits& traits, const Matrix& w, const Quantiz
             xl.block_bytes};
 }
 
+// A thread's chunk starts cold: the hardware prefetcher has to find the new
+// stream, and a grouped kernel's own prefetch runs kGroupPrefetchBytes ahead
+// of its loads, not at them. Ask for the chunk's first bytes at once, so its
+// first blocks do not wait for memory a line at a time (a token's products
+// are cut into a few dozen chunks each).
+void prefetch_chunk(const TileSource& s, int64_t row, int64_t col, int64_t n_rows) {
+    const Matrix& w = *s.w;
+    if (!w.grouped) return;  // row kernels prefetch their own tiles ahead
+    const int64_t first = row - w.row_begin;
+    const uint8_t* p = w.data + static_cast<uint64_t>(first / kGroupRows) * s.group_bytes +
+                       static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
+    const auto groups = static_cast<uint64_t>((first % kGroupRows + n_rows + kGroupRows - 1) / kGroupRows);
+    const auto bytes = static_cast<int64_t>(std::min<uint64_t>(kGroupPrefetchBytes, groups * s.group_bytes));
+    prefetch_lines(p, bytes);
+}
+
 struct PreparedJob {
     TileSource source;
     int64_t row0;  // the rect's first row (of the whole tensor)
@@ -125,6 +141,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
             while (j + 1 < n_jobs && prepared[j + 1].first_block <= b) ++j;
             const PreparedJob& job = prepared[j];
             const int64_t r0 = (b - job.first_block) * kRowBlock;
+            if (b == begin) prefetch_chunk(job.source, job.row0 + r0, job.col0, std::min((end - b) * kRowBlock, job.n_rows - r0));
             run_block(job, r0, std::min(kRowBlock, job.n_rows - r0), x, n_cols);
         }
     });
@@ -154,6 +171,8 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
     const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
     pool.parallel_for(n_row_blocks, [&](int64_t begin, int64_t end) {
         float dots[kRowBlock * kTokenBlock];  // one unit's dot products, [token][row]
+        prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0,
+                       std::min(end * kRowBlock, n_rows) - begin * kRowBlock);
         for (int64_t b = begin; b < end; ++b) {
             const int64_t r0 = b * kRowBlock;
             const int rows = static_cast<int>(std::min(kRowBlock, n_rows - r0));

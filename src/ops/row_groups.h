@@ -51,11 +51,14 @@ inline constexpr int kGroupRows = 16;
 // Q4_0 and Q8_0 the same with or without it.
 inline constexpr int64_t kGroupPrefetchBytes = 8192;
 
-// Prefetches the cache lines of the `bytes` that lie kGroupPrefetchBytes
-// after p (one block of a group, as the kernel starts on it).
-inline void prefetch_group_block(const uint8_t* p, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + kGroupPrefetchBytes + line, 0, 3);
+// Asks for the cache lines of [p, p + bytes) (a hint: never faults).
+inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
 }
+
+// What a grouped kernel prefetches as it starts on a block of `bytes` at p:
+// the bytes kGroupPrefetchBytes further on.
+inline void prefetch_group_block(const uint8_t* p, int64_t bytes) { prefetch_lines(p + kGroupPrefetchBytes, bytes); }
 
 // Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
 bool has_group_layout(QuantType type);
