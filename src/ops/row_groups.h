@@ -51,9 +51,12 @@ inline constexpr int kGroupRows = 16;
 // Q4_0 and Q8_0 the same with or without it.
 inline constexpr int64_t kGroupPrefetchBytes = 8192;
 
-// Asks for the cache lines of [p, p + bytes) (a hint: never faults).
+// Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
+// Into L2, not L1 (prefetcht1, not t0): that measured 3-7% faster for every
+// grouped type at 2 threads, as a prefetch to L1 holds one of L1's few miss
+// buffers until its line arrives.
 inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 2);
 }
 
 // What a grouped kernel prefetches as it starts on a block of `bytes` at p:
