@@ -86,19 +86,22 @@ TEST(Matmul, EqualsOneDotPerRowAndPosition) {
 }
 
 // Three products of one activation in one parallel loop land each in its own
-// output, with its own stride, exactly as three separate calls would.
+// output, with its own stride, exactly as three separate calls would: with
+// one thread (a single chunk spans every job), two and three; for one
+// position, a few, and more than a token block.
 TEST(Matmul, ManyJobsEqualSeparateCalls) {
     const int64_t cols = 64;
     const RandomMatrix a = random_matrix(QuantType::Q4_0, 40, cols, 1);
     const RandomMatrix b = random_matrix(QuantType::Q8_0, 9, cols, 2);
     const RandomMatrix c = random_matrix(QuantType::Q4_0, 17, cols, 3);
-    for (int n_tok : {1, 5}) {
+    for (const auto& [n_tok, n_threads] : {std::pair{1, 1}, {1, 2}, {1, 3}, {5, 1}, {5, 3}, {70, 2}}) {
+        SCOPED_TRACE(testing::Message() << n_tok << " positions, " << n_threads << " threads");
         Rng rng(5);
         std::vector<float> x(static_cast<size_t>(n_tok * cols));
         for (auto& v : x) v = rng.next_normal();
         QuantizedActivation xq;
         xq.quantize(x.data(), cols, QuantType::Q8_0, n_tok);
-        ThreadPool pool(3);
+        ThreadPool pool(n_threads);
         std::vector<float> ya(static_cast<size_t>(n_tok * 40)), yb(static_cast<size_t>(n_tok * 9)),
             yc(static_cast<size_t>(n_tok * 20), -7.0f);
         const MatmulJob jobs[] = {{&a.m, {0, 40, 0, cols}, ya.data(), 40},
