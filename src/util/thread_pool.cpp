@@ -15,8 +15,9 @@ namespace {
 constexpr int kSpinIterations = 20000;
 // parallel_for claims 1 / (threads x this) of the work left at a time. Each
 // claim starts a new memory stream that the prefetchers must pick up again:
-// over a token's sequence of products, 1 streamed 5-10% faster than 2 at 2
-// threads (Zen 4), with the tail still cut fine enough.
+// over a token's sequence of products, 1 streamed up to 11% faster than 2
+// at 2 threads (Zen 4; Q4_K 11%, Q4_0 4%, Q8_0 the same), with the tail
+// still cut fine enough.
 constexpr int64_t kGuidedDivisor = 1;
 
 constexpr uint64_t kClosed = uint64_t{1} << 31;
