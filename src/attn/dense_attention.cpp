@@ -89,31 +89,39 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
 
 void DenseAttention::attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads,
                                 int q_per_kv, float* out, ThreadPool& pool) {
+    const int n_kv = n_q_heads / q_per_kv;
+    pool.run([&](int thread, int n_threads) {
+        for (int h = thread; h < n_kv; h += n_threads) attend_one_head(cache, layer, pos, q, h, q_per_kv, out, thread);
+    });
+}
+
+void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head,
+                                     int q_per_kv, float* out, int thread) {
     const int hd = head_dim_;
     const int n_pos = pos + 1;
-    const int n_kv = n_q_heads / q_per_kv;
+    if (pos < 0 || n_pos > n_ctx_ || kv_head < 0 || kv_head >= n_kv_heads_ || thread < 0 || thread >= n_threads_ ||
+        cache.head_dim() != hd) {
+        throw make_error("internal: attention of KV head {} at position {} on thread {} ({} heads, context {})",
+                         kv_head, pos, thread, n_kv_heads_, n_ctx_);
+    }
     const QuantTraits& rows = require_compute_traits(cache.type(), "attention");
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    pool.run([&](int thread, int n_threads) {
-        float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
-        for (int h = thread; h < n_kv; h += n_threads) {
-            // The KV head's query heads, up to kTokenBlock at a time (the
-            // rows of the scores buffer).
-            for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
-                const int heads = std::min(kTokenBlock, q_per_kv - j0);
-                const float* qh = q + static_cast<int64_t>(h * q_per_kv + j0) * hd;
-                rows.vec_dot_tile(hd, cache.k_rows(layer, h), cache.row_bytes(), n_pos, qh, sizeof(float) * hd, heads,
-                                  scores, n_ctx_);
-                for (int j = 0; j < heads; ++j) {
-                    float* s = scores + static_cast<size_t>(j) * n_ctx_;
-                    for (int p = 0; p < n_pos; ++p) s[p] *= scale;
-                    softmax(s, n_pos);
-                }
-                weighted_row_sums(cache.type(), cache.v_rows(layer, h), cache.row_bytes(), n_pos, scores, n_ctx_,
-                                  heads, hd, out + static_cast<int64_t>(h * q_per_kv + j0) * hd, hd);
-            }
+    float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
+    // The KV head's query heads, up to kTokenBlock at a time (the rows of the
+    // scores buffer).
+    for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
+        const int heads = std::min(kTokenBlock, q_per_kv - j0);
+        const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
+        rows.vec_dot_tile(hd, cache.k_rows(layer, kv_head), cache.row_bytes(), n_pos, qh, sizeof(float) * hd, heads,
+                          scores, n_ctx_);
+        for (int j = 0; j < heads; ++j) {
+            float* s = scores + static_cast<size_t>(j) * n_ctx_;
+            for (int p = 0; p < n_pos; ++p) s[p] *= scale;
+            softmax(s, n_pos);
         }
-    });
+        weighted_row_sums(cache.type(), cache.v_rows(layer, kv_head), cache.row_bytes(), n_pos, scores, n_ctx_, heads,
+                          hd, out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
+    }
 }
 
 }  // namespace tessera

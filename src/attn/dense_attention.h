@@ -34,6 +34,14 @@ public:
     void attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
                 int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool);
 
+    // One position's attention for the query heads of KV head `kv_head` only
+    // (q and out as in attend, one row): what attend runs per KV head for a
+    // single position, for a caller that runs its own parallel region over
+    // the heads (and does per-head work around it). `thread` < n_threads
+    // picks the scratch; calls at once must use different ones.
+    void attend_one_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head, int q_per_kv,
+                         float* out, int thread);
+
 private:
     void attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads, int q_per_kv,
                     float* out, ThreadPool& pool);

@@ -34,22 +34,28 @@ uint64_t KvCache::row_offset(int layer, int head, int pos) const {
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
-    if (pos < 0 || pos >= n_ctx_) throw make_error("position {} is outside the context of {}", pos, n_ctx_);
     for (int h = 0; h < n_kv_heads_; ++h) {
-        uint8_t* kd = k_.get() + row_offset(layer, h, pos);
-        uint8_t* vd = v_.get() + row_offset(layer, h, pos);
-        const float* ks = k + static_cast<int64_t>(h) * head_dim_;
-        const float* vs = v + static_cast<int64_t>(h) * head_dim_;
-        if (type_ == QuantType::F32) {
-            std::memcpy(kd, ks, row_bytes_);
-            std::memcpy(vd, vs, row_bytes_);
-        } else {
-            auto* kh = reinterpret_cast<uint16_t*>(kd);
-            auto* vh = reinterpret_cast<uint16_t*>(vd);
-            for (int i = 0; i < head_dim_; ++i) {
-                kh[i] = fp32_to_fp16(ks[i]);
-                vh[i] = fp32_to_fp16(vs[i]);
-            }
+        store_head(layer, h, pos, k + static_cast<int64_t>(h) * head_dim_, v + static_cast<int64_t>(h) * head_dim_);
+    }
+}
+
+void KvCache::store_head(int layer, int head, int pos, const float* k, const float* v) {
+    if (pos < 0 || pos >= n_ctx_) throw make_error("position {} is outside the context of {}", pos, n_ctx_);
+    if (layer < 0 || layer >= n_layers_ || head < 0 || head >= n_kv_heads_) {
+        throw make_error("internal: KV head {} of layer {} (the cache holds {} heads of {} layers)", head, layer,
+                         n_kv_heads_, n_layers_);
+    }
+    uint8_t* kd = k_.get() + row_offset(layer, head, pos);
+    uint8_t* vd = v_.get() + row_offset(layer, head, pos);
+    if (type_ == QuantType::F32) {
+        std::memcpy(kd, k, row_bytes_);
+        std::memcpy(vd, v, row_bytes_);
+    } else {
+        auto* kh = reinterpret_cast<uint16_t*>(kd);
+        auto* vh = reinterpret_cast<uint16_t*>(vd);
+        for (int i = 0; i < head_dim_; ++i) {
+            kh[i] = fp32_to_fp16(k[i]);
+            vh[i] = fp32_to_fp16(v[i]);
         }
     }
 }

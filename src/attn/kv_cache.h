@@ -26,6 +26,8 @@ public:
     // Stores the K and V of every owned head for one position of one layer
     // (k and v hold n_kv_heads * head_dim floats).
     void store(int layer, int pos, const float* k, const float* v);
+    // The same for one head: k and v hold its head_dim floats.
+    void store_head(int layer, int head, int pos, const float* k, const float* v);
 
     // Reads positions [0, n) of one head's K or V rows back as float.
     void load_k(int layer, int head, int pos, float* dst) const;

@@ -7,10 +7,11 @@
 // Units are as small as the quantization blocks allow (a unit never
 // straddles a block of the weights or of their activations), and at most 8
 // per matrix: each unit costs one more pass of the tile kernel per block of
-// rows and positions (generation speed is unchanged; prompt processing of a
-// 1.1B Q4_0 model lost ~6% at 1 thread and ~10% at 2 with 8 or 4 units,
-// more with 16). So a group splits a matrix over at most 8 ranks (more ranks
-// hold none of it).
+// rows and positions in row layout (prompt processing of a 1.1B Q4_0 model
+// lost ~6% at 1 thread and ~10% at 2 with 8 or 4 units, more with 16), and
+// one more accumulator store per group in the grouped kernels (a 2048 x 2048
+// Q4_0 product at 2 threads: 8 units ~6% slower than 1, 4 units ~3%). So a
+// group splits a matrix over at most 8 ranks (more ranks hold none of it).
 #pragma once
 
 #include "model/llama_model.h"

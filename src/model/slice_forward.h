@@ -87,6 +87,11 @@ private:
     void run_jobs(std::span<const MatmulJob> jobs, const float* h, int64_t n, int n_tok);
     // Forgets converted activations (their source buffers get new contents).
     void new_activations();
+    // One position's RoPE, K/V store and attention of every owned head (q_, k_,
+    // v_ -> attn_), its output converted for wo on the way.
+    void attend_one(const Matrix& wo, int local_layer, int pos);
+    // SwiGLU of the gate_/up_ rows into gate_, converted for w_down on the way.
+    const QuantizedActivation& gated_activation(const Matrix& down, int64_t n_ffn, int n_tok);
 
     ModelHParams hparams_;
     SliceWeights weights_;
@@ -109,6 +114,7 @@ private:
     // One per activation type (F32, Q8_0, Q8_K): a file mixing weight types
     // converts each input once per type it meets.
     ConvertedActivation converted_[3];
+    ConvertedActivation& slot_for(const Matrix& m);
 };
 
 }  // namespace tessera

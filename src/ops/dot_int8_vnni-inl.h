@@ -204,81 +204,89 @@ void row_lane_tile(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, con
 // depend on the group it is in or on how many columns run at once.
 constexpr int kMaxGroupCols = 8;
 
-// 16 rows x C columns over all nb blocks of one group; y[c * y_stride + r].
+// 16 rows x C columns over all nb blocks of one group, in units of unit_nb
+// blocks; y[u * unit_stride + c * y_stride + r].
 template <bool kQ4, int C>
-void int8_group_kernel(int64_t nb, const uint8_t* g, const uint8_t* x, size_t x_stride, const int32_t* sums,
-                       size_t sums_stride, float* y, size_t y_stride) {
+void int8_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                       const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride) {
     constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
     constexpr int32_t kOffset = kQ4 ? 8 : 128;
     const __m512i low = _mm512_set1_epi8(0x0F);
-    __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* p = g + b * kGroupBlockBytes;
-        prefetch_group_block(p, kGroupBlockBytes);
-        // w[j] lane r: row r's codes 4j..4j+3 (Q4_0: 16 + 4(j-4).. for j >= 4).
-        __m512i w[8];
-        if constexpr (kQ4) {
-            for (int k = 0; k < 4; ++k) {
-                const __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
-                w[k] = _mm512_and_si512(q, low);
-                w[k + 4] = _mm512_andnot_si512(low, q);  // 16 x the high nibble
-            }
-        } else {
-            for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-        for (int c = 0; c < C; ++c) {
-            const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
-            __m512i s = _mm512_set1_epi32(-kOffset * sums[c * sums_stride + b]);
+    for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
+        const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+        __m512 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+        for (int64_t b = u0; b < u1; ++b) {
+            const uint8_t* p = g + b * kGroupBlockBytes;
+            prefetch_group_block(p, kGroupBlockBytes);
+            // w[j] lane r: row r's codes 4j..4j+3 (Q4_0: 16 + 4(j-4).. for j >= 4).
+            __m512i w[8];
             if constexpr (kQ4) {
-                // High nibbles stay in place (x16) and are summed apart; the
-                // sum is a multiple of 16, so the shift divides exactly.
-                __m512i hi = _mm512_setzero_si512();
-                for (int j = 0; j < 4; ++j) {
-                    int32_t y4[2];
-                    std::memcpy(&y4[0], xb + 2 + 4 * j, 4);
-                    std::memcpy(&y4[1], xb + 2 + 16 + 4 * j, 4);
-                    s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4[0]));
-                    hi = _mm512_dpbusd_epi32(hi, w[j + 4], _mm512_set1_epi32(y4[1]));
+                for (int k = 0; k < 4; ++k) {
+                    const __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
+                    w[k] = _mm512_and_si512(q, low);
+                    w[k + 4] = _mm512_andnot_si512(low, q);  // 16 x the high nibble
                 }
-                s = _mm512_add_epi32(s, _mm512_srai_epi32(hi, 4));
             } else {
-                // Two chains of dependent dpbusd, not one: a block's sum is
-                // ready sooner after its bytes arrive from memory.
-                __m512i s1 = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j += 2) {
-                    int32_t y4[2];
-                    std::memcpy(y4, xb + 2 + 4 * j, 8);
-                    s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4[0]));
-                    s1 = _mm512_dpbusd_epi32(s1, w[j + 1], _mm512_set1_epi32(y4[1]));
-                }
-                s = _mm512_add_epi32(s, s1);
+                for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
             }
-            uint16_t h;
-            std::memcpy(&h, xb, 2);
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(h))), acc[c]);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+            for (int c = 0; c < C; ++c) {
+                const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
+                __m512i s = _mm512_set1_epi32(-kOffset * sums[c * sums_stride + b]);
+                if constexpr (kQ4) {
+                    // High nibbles stay in place (x16) and are summed apart; the
+                    // sum is a multiple of 16, so the shift divides exactly.
+                    __m512i hi = _mm512_setzero_si512();
+                    for (int j = 0; j < 4; ++j) {
+                        int32_t y4[2];
+                        std::memcpy(&y4[0], xb + 2 + 4 * j, 4);
+                        std::memcpy(&y4[1], xb + 2 + 16 + 4 * j, 4);
+                        s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4[0]));
+                        hi = _mm512_dpbusd_epi32(hi, w[j + 4], _mm512_set1_epi32(y4[1]));
+                    }
+                    s = _mm512_add_epi32(s, _mm512_srai_epi32(hi, 4));
+                } else {
+                    // Two chains of dependent dpbusd, not one: a block's sum is
+                    // ready sooner after its bytes arrive from memory.
+                    __m512i s1 = _mm512_setzero_si512();
+                    for (int j = 0; j < 8; j += 2) {
+                        int32_t y4[2];
+                        std::memcpy(y4, xb + 2 + 4 * j, 8);
+                        s = _mm512_dpbusd_epi32(s, w[j], _mm512_set1_epi32(y4[0]));
+                        s1 = _mm512_dpbusd_epi32(s1, w[j + 1], _mm512_set1_epi32(y4[1]));
+                    }
+                    s = _mm512_add_epi32(s, s1);
+                }
+                uint16_t h;
+                std::memcpy(&h, xb, 2);
+                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(h)));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[c]);
+            }
         }
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * y_stride, acc[c]);
     }
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * y_stride, acc[c]);
 }
 
 // QuantTraits::vec_dot_groups for Q4_0 (kQ4) and Q8_0.
 template <bool kQ4>
 void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                          size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                         size_t y_stride) {
-    using Kernel = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t);
+                         size_t y_stride, int64_t unit_n, size_t unit_stride) {
+    using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, const int32_t*, size_t, float*,
+                            size_t, size_t);
     static constexpr Kernel kernels[kMaxGroupCols] = {
         int8_group_kernel<kQ4, 1>, int8_group_kernel<kQ4, 2>, int8_group_kernel<kQ4, 3>, int8_group_kernel<kQ4, 4>,
         int8_group_kernel<kQ4, 5>, int8_group_kernel<kQ4, 6>, int8_group_kernel<kQ4, 7>, int8_group_kernel<kQ4, 8>};
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
+    const int64_t unit_blocks = (unit_n > 0 && unit_n < n ? unit_n : n) / 32;
     for (int g = 0; g < n_groups; ++g) {
         for (int c0 = 0; c0 < n_cols; c0 += kMaxGroupCols) {
             const int cc = n_cols - c0 < kMaxGroupCols ? n_cols - c0 : kMaxGroupCols;
-            kernels[cc - 1](n / 32, wb + g * group_stride, xb + c0 * x_stride, x_stride, x_sums + c0 * sums_stride,
-                            sums_stride, y + c0 * y_stride + g * kRows, y_stride);
+            kernels[cc - 1](n / 32, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
+                            x_sums + c0 * sums_stride, sums_stride, y + c0 * y_stride + g * kRows, y_stride,
+                            unit_stride);
         }
     }
 }

@@ -6,28 +6,43 @@
 namespace tessera {
 
 void QuantizedActivation::quantize(const float* x, int64_t n, QuantType type, int64_t n_rows, int64_t x_stride) {
-    const QuantTraits& traits = require_compute_traits(type, "activation");
-    if (n_rows < 1) throw make_error("internal: activation of {} rows", n_rows);
+    prepare(n, type, n_rows);
     if (x_stride == 0) x_stride = n;
+    for (int64_t r = 0; r < n_rows; ++r) quantize_span(x + r * x_stride, r, 0, n);
+}
+
+void QuantizedActivation::prepare(int64_t n, QuantType type, int64_t n_rows) {
+    traits_ = &require_compute_traits(type, "activation");
+    if (n_rows < 1) throw make_error("internal: activation of {} rows", n_rows);
+    if (n % layout_of(type).block_size != 0) {
+        throw make_error("internal: activation of {} values in blocks of {}", n, layout_of(type).block_size);
+    }
     row_bytes_ = quant_row_bytes(type, n);
     const uint64_t bytes = row_bytes_ * static_cast<uint64_t>(n_rows);
     if (bytes_.size() < bytes) bytes_.resize(bytes);
-    for (int64_t r = 0; r < n_rows; ++r) {
-        traits.from_float(x + r * x_stride, bytes_.data() + static_cast<uint64_t>(r) * row_bytes_, n);
-    }
     type_ = type;
     n_ = n;
     n_rows_ = n_rows;
     if (type == QuantType::Q8_0) {
-        const int64_t nb = n / kQ8_0Block;
-        if (sums_.size() < static_cast<size_t>(nb * n_rows)) sums_.resize(static_cast<size_t>(nb * n_rows));
-        for (int64_t r = 0; r < n_rows; ++r) {
-            for (int64_t b = 0; b < nb; ++b) {
-                const auto* q = reinterpret_cast<const int8_t*>(row(r) + b * sizeof(BlockQ8_0) + 2);
-                int32_t sum = 0;
-                for (int i = 0; i < kQ8_0Block; ++i) sum += q[i];
-                sums_[static_cast<size_t>(r * nb + b)] = sum;
-            }
+        const auto n_sums = static_cast<size_t>(n / kQ8_0Block * n_rows);
+        if (sums_.size() < n_sums) sums_.resize(n_sums);
+    }
+}
+
+void QuantizedActivation::quantize_span(const float* x_row, int64_t r, int64_t begin, int64_t end) {
+    const int64_t block = layout_of(type_).block_size;
+    if (r < 0 || r >= n_rows_ || begin < 0 || begin > end || end > n_ || begin % block != 0 || end % block != 0) {
+        throw make_error("internal: span [{}, {}) of row {} of a {}x{} activation", begin, end, r, n_rows_, n_);
+    }
+    uint8_t* row_bytes = bytes_.data() + static_cast<uint64_t>(r) * row_bytes_;
+    traits_->from_float(x_row + begin, row_bytes + quant_row_bytes(type_, begin), end - begin);
+    if (type_ == QuantType::Q8_0) {
+        int32_t* sums = sums_.data() + r * sums_stride();
+        for (int64_t b = begin / kQ8_0Block; b < end / kQ8_0Block; ++b) {
+            const auto* q = reinterpret_cast<const int8_t*>(row_bytes + b * sizeof(BlockQ8_0) + 2);
+            int32_t sum = 0;
+            for (int i = 0; i < kQ8_0Block; ++i) sum += q[i];
+            sums[b] = sum;
         }
     }
 }

@@ -22,6 +22,14 @@ public:
     // Converts rows x[r * x_stride, r * x_stride + n) for r < n_rows to `type`
     // (a vec_dot_type: F32, Q8_0 or Q8_K).
     void quantize(const float* x, int64_t n, QuantType type, int64_t n_rows = 1, int64_t x_stride = 0);
+    // quantize in parts, for a caller that converts values in the same pass
+    // (and on the same thread) that computes them, while they are in cache:
+    // prepare sizes the activation for n_rows rows of n elements of `type`;
+    // quantize_span then converts elements [begin, end) of row r from x_row
+    // (the row's element 0). begin and end fall on the type's blocks (end may
+    // be n); spans of different threads may run at once.
+    void prepare(int64_t n, QuantType type, int64_t n_rows = 1);
+    void quantize_span(const float* x_row, int64_t r, int64_t begin, int64_t end);
     QuantType type() const { return type_; }
     int64_t size() const { return n_; }
     int64_t n_rows() const { return n_rows_; }
@@ -38,6 +46,7 @@ public:
 
 private:
     QuantType type_ = QuantType::F32;
+    const QuantTraits* traits_ = nullptr;
     int64_t n_ = 0;
     int64_t n_rows_ = 0;
     uint64_t row_bytes_ = 0;

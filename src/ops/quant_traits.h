@@ -37,9 +37,15 @@ struct QuantTraits {
     // x_sums + c * sums_stride (QuantizedActivation::block_sums). nullptr
     // where this CPU target has no such kernel: matrices then keep GGUF's
     // row layout (copy_to_private_memory groups only what a kernel can read).
+    //
+    // With unit_n < n the n elements are cut into units of unit_n (a multiple
+    // of the block size; the last unit may be shorter), and unit u's dot
+    // products go to y + u * unit_stride, each the dot product of that unit's
+    // elements alone: column-split products (ops/matmul.h, matmul_units) get
+    // every unit of a group in one pass over its bytes, in memory order.
     void (*vec_dot_groups)(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                            size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                           size_t y_stride);
+                           size_t y_stride, int64_t unit_n, size_t unit_stride);
 };
 
 // A vec_dot_tile made of single dot products: the reference every tiled

@@ -5,6 +5,7 @@
 #include "ops/quant_traits.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -166,16 +167,24 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
 }
 
 void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
-                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride) {
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
+                              size_t unit_stride) {
     const QuantTraits& ref = *scalar_traits(type);
+    const QuantType vdt = ref.vec_dot_type;
+    if (unit_n <= 0 || unit_n > n) unit_n = n;
     std::vector<uint8_t> row(quant_row_bytes(type, n));
     for (int g = 0; g < n_groups; ++g) {
         const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
         for (int r = 0; r < kGroupRows; ++r) {
             ungroup_row(type, group, n, r, row.data());
-            for (int c = 0; c < n_cols; ++c) {
-                y[static_cast<size_t>(c) * y_stride + static_cast<size_t>(g * kGroupRows + r)] =
-                    ref.vec_dot(n, row.data(), static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride);
+            for (int64_t u0 = 0, u = 0; u0 < n; u0 += unit_n, ++u) {
+                const int64_t span = std::min(unit_n, n - u0);
+                for (int c = 0; c < n_cols; ++c) {
+                    const uint8_t* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
+                    y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
+                      static_cast<size_t>(g * kGroupRows + r)] =
+                        ref.vec_dot(span, row.data() + quant_row_bytes(type, u0), xc + quant_row_bytes(vdt, u0));
+                }
             }
         }
     }

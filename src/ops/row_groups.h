@@ -79,9 +79,11 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
 void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t* row);
 
 // The reference of every grouped kernel (QuantTraits::vec_dot_groups): each
-// row ungrouped, then the type's scalar dot product with each column.
-// (The activations' block sums the fast kernels take are not needed here.)
+// row ungrouped, then the type's scalar dot product of each unit with each
+// column. (The activations' block sums the fast kernels take are not needed
+// here.)
 void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
-                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride);
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
+                              int64_t unit_n = 0, size_t unit_stride = 0);
 
 }  // namespace tessera

@@ -95,12 +95,53 @@ TEST(DenseAttention, BatchIsCausalAndEqualsOneByOne) {
     }
 }
 
+// One position head by head (what a caller's own region over KV heads runs,
+// in any order and with any scratch slot) equals attend for that position bit
+// for bit, and a head stored alone equals the head stored by store.
+TEST(DenseAttention, OneHeadAtATimeEqualsAttend) {
+    const int n_kv = 3, q_per_kv = 4, hd = 20, n_ctx = 50, layer = 1, pos = 33;
+    const int nq = n_kv * q_per_kv, width = nq * hd;
+    for (QuantType type : {QuantType::F32, QuantType::F16}) {
+        KvCache whole(2, n_kv, hd, n_ctx, type), by_head(2, n_kv, hd, n_ctx, type);
+        Rng rng(31);
+        for (int p = 0; p <= pos; ++p) {
+            std::vector<float> k(n_kv * hd), v(n_kv * hd);
+            for (auto& x : k) x = rng.next_normal();
+            for (auto& x : v) x = rng.next_normal();
+            whole.store(layer, p, k.data(), v.data());
+            for (int h = n_kv - 1; h >= 0; --h) by_head.store_head(layer, h, p, k.data() + h * hd, v.data() + h * hd);
+        }
+        for (int h = 0; h < n_kv; ++h) {
+            std::vector<float> kw(static_cast<size_t>(pos + 1) * hd), kh(kw.size()), vw(kw.size()), vh(kw.size());
+            whole.load_k_rows(layer, h, pos + 1, kw.data());
+            by_head.load_k_rows(layer, h, pos + 1, kh.data());
+            whole.load_v_rows(layer, h, pos + 1, vw.data());
+            by_head.load_v_rows(layer, h, pos + 1, vh.data());
+            ASSERT_EQ(kw, kh) << quant_type_name(type) << " head " << h;
+            ASSERT_EQ(vw, vh) << quant_type_name(type) << " head " << h;
+        }
+        std::vector<float> q(width), want(width), got(width, -1.0f);
+        for (auto& x : q) x = rng.next_normal();
+        ThreadPool pool(2);
+        DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+        attention.attend(whole, layer, pos, 1, q.data(), width, nq, q_per_kv, want.data(), width, pool);
+        for (const int h : {2, 0, 1}) attention.attend_one_head(by_head, layer, pos, q.data(), h, q_per_kv, got.data(), h % 2);
+        ASSERT_EQ(got, want) << quant_type_name(type);
+        EXPECT_THROW(attention.attend_one_head(by_head, layer, pos, q.data(), n_kv, q_per_kv, got.data(), 0), Error);
+        EXPECT_THROW(attention.attend_one_head(by_head, layer, pos, q.data(), 0, q_per_kv, got.data(), 2), Error);
+        EXPECT_THROW(attention.attend_one_head(by_head, layer, n_ctx, q.data(), 0, q_per_kv, got.data(), 0), Error);
+    }
+}
+
 TEST(KvCache, RejectsBadShapesAndPositions) {
     EXPECT_THROW(KvCache(1, 1, 8, 0, QuantType::F32), Error);
     EXPECT_THROW(KvCache(1, 1, 8, 4, QuantType::Q4_0), Error);
-    KvCache cache(1, 1, 8, 4, QuantType::F32);
-    std::vector<float> k(8), v(8);
+    KvCache cache(1, 2, 8, 4, QuantType::F32);
+    std::vector<float> k(16), v(16);
     EXPECT_THROW(cache.store(0, 4, k.data(), v.data()), Error);
+    EXPECT_THROW(cache.store_head(0, 0, 4, k.data(), v.data()), Error);
+    EXPECT_THROW(cache.store_head(0, 2, 0, k.data(), v.data()), Error);
+    EXPECT_THROW(cache.store_head(1, 0, 0, k.data(), v.data()), Error);
 }
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,47 @@ QuantizedActivation columns(const std::vector<float>& x, int64_t cols, int n_tok
     return q;
 }
 }  // namespace
+
+// The grid unit dot products are summed on: multiples of 2^-32, clamped to
+// +-2^16; NaN stays NaN (a broken model shows, rather than summing to a
+// number).
+TEST(FixedSum, SnapsToTheGridAndClamps) {
+    EXPECT_EQ(snap_to_grid(1.5f), 1.5);
+    EXPECT_EQ(snap_to_grid(-0.25f), -0.25);
+    EXPECT_EQ(snap_to_grid(1e-10f), 0.0);  // below half a grid step (2^-33)
+    EXPECT_EQ(snap_to_grid(3e-10f), std::ldexp(1.0, -32));
+    EXPECT_EQ(snap_to_grid(1e6f), kGridLimit);
+    EXPECT_EQ(snap_to_grid(-1e30f), -kGridLimit);
+    EXPECT_EQ(snap_to_grid(std::numeric_limits<float>::infinity()), kGridLimit);
+    EXPECT_TRUE(std::isnan(snap_to_grid(std::numeric_limits<float>::quiet_NaN())));
+    const float v = 0.1234567f;
+    const double s = snap_to_grid(v);
+    EXPECT_EQ(s, std::nearbyint(static_cast<double>(v) * 4294967296.0) / 4294967296.0);
+}
+
+// A unit whose dot product passes the grid's limit saturates there, in the
+// vector lanes of the per-row sums as in their scalar tail (21 rows: two
+// vectors of 8 and 5 more), whichever sign.
+TEST(Matmul, UnitSumsSaturate) {
+    const int64_t rows = 21, cols = 96, unit = 32;
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float sign = r % 2 == 0 ? 1.0f : -1.0f;
+        for (int64_t c = 0; c < cols; ++c) w[r * cols + c] = sign * (c < unit ? 100.0f : 0.125f);
+    }
+    const Matrix m{QuantType::F32, cols, rows, cols * sizeof(float), reinterpret_cast<const uint8_t*>(w.data())};
+    std::vector<float> x(static_cast<size_t>(cols), 50.0f);
+    QuantizedActivation xq;
+    xq.quantize(x.data(), cols, QuantType::F32);
+    ThreadPool pool(1);
+    std::vector<double> y(static_cast<size_t>(rows));
+    matmul_units(m, {0, rows, 0, cols}, xq, unit, y.data(), rows, pool);
+    for (int64_t r = 0; r < rows; ++r) {
+        // Unit 0: 32 x 100 x 50 = 160000, clamped; units 1 and 2: 200 each.
+        const double want = (r % 2 == 0 ? 1.0 : -1.0) * (kGridLimit + 2 * 200.0);
+        ASSERT_EQ(y[r], want) << r;
+    }
+}
 
 // Exact unit sums (the exact tensor-parallel reduction): close to one
 // float dot per unit, and any split of the columns at unit boundaries sums

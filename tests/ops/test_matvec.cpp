@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -81,6 +83,41 @@ TEST(Matvec, RejectsMismatchedActivation) {
     QuantizedActivation xq;
     xq.quantize(x.data(), 64, QuantType::F32);  // Q4_0 needs a Q8_0 activation
     EXPECT_THROW(matvec(t.m, xq, y.data(), pool), Error);
+}
+
+// An activation converted in spans (as threads convert their parts of a row
+// while the values are in cache), in any order, equals one converted whole:
+// the same bytes and Q8_0 block sums. Spans off the blocks are refused.
+TEST(QuantizedActivation, SpansEqualTheWholeConversion) {
+    for (QuantType type : {QuantType::F32, QuantType::Q8_0, QuantType::Q8_K}) {
+        const int64_t block = layout_of(type).block_size == 1 ? 32 : layout_of(type).block_size;
+        const int64_t n = 7 * block, rows = 3;
+        Rng rng(12);
+        std::vector<float> x(static_cast<size_t>(n * rows));
+        for (auto& v : x) v = rng.next_normal();
+        QuantizedActivation whole, parts;
+        whole.quantize(x.data(), n, type, rows);
+        parts.prepare(n, type, rows);
+        // Spans of 1, 2 and 4 blocks, last row first.
+        for (int64_t r = rows - 1; r >= 0; --r) {
+            for (const auto& [b0, b1] : {std::pair<int64_t, int64_t>{3, 7}, {0, 1}, {1, 3}}) {
+                parts.quantize_span(x.data() + r * n, r, b0 * block, b1 * block);
+            }
+        }
+        ASSERT_EQ(parts.row_bytes(), whole.row_bytes());
+        ASSERT_EQ(parts.n_rows(), rows);
+        for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(0, std::memcmp(parts.row(r), whole.row(r), whole.row_bytes())) << quant_type_name(type) << " " << r;
+            if (type != QuantType::Q8_0) continue;
+            for (int64_t b = 0; b < n / 32; ++b) ASSERT_EQ(parts.block_sums(r)[b], whole.block_sums(r)[b]) << r << " " << b;
+        }
+        if (block > 1 && type != QuantType::F32) {
+            EXPECT_THROW(parts.quantize_span(x.data(), 0, 1, block), Error);
+            EXPECT_THROW(parts.quantize_span(x.data(), 0, 0, n + block), Error);
+            EXPECT_THROW(parts.quantize_span(x.data(), rows, 0, block), Error);
+            EXPECT_THROW(parts.prepare(n + 1, type), Error);
+        }
+    }
 }
 
 TEST(Ops, RmsNormMatchesDefinition) {

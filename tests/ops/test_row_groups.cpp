@@ -156,16 +156,26 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                             }
                         }
                         const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
-                        std::vector<float> want(cols * y_stride, -1.0f), got(want.size(), -1.0f);
-                        vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
-                                                 x_stride, cols, want.data(), y_stride);
-                        simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off, x_stride,
-                                            sums.data(), static_cast<size_t>(blocks), cols, got.data(), y_stride);
-                        for (size_t i = 0; i < got.size(); ++i) {
-                            const bool padding = i % y_stride == y_stride - 1;
-                            ASSERT_NEAR(got[i], want[i], padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
-                                << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
-                                << " groups " << n_groups << " cols " << cols << " at " << i;
+                        // Whole rows, units of one block, and units of 3
+                        // blocks (the last one shorter unless 3 divides).
+                        for (int64_t unit_blocks : {blocks, int64_t{1}, int64_t{3}}) {
+                            const int64_t unit_n = unit_blocks * block_of(type);
+                            const int64_t n_units = (blocks + unit_blocks - 1) / unit_blocks;
+                            const size_t unit_stride = cols * y_stride + 2;
+                            std::vector<float> want(n_units * unit_stride, -1.0f), got(want.size(), -1.0f);
+                            vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups,
+                                                     x.data() + x_off, x_stride, cols, want.data(), y_stride, unit_n,
+                                                     unit_stride);
+                            simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
+                                                x_stride, sums.data(), static_cast<size_t>(blocks), cols, got.data(),
+                                                y_stride, unit_n, unit_stride);
+                            for (size_t i = 0; i < got.size(); ++i) {
+                                const size_t in_unit = i % unit_stride;
+                                const bool padding = in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
+                                ASSERT_NEAR(got[i], want[i], padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
+                                    << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                    << " groups " << n_groups << " cols " << cols << " unit " << unit_n << " at " << i;
+                            }
                         }
                     }
                 }
