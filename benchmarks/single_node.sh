@@ -115,10 +115,11 @@ merged = dict(runs[0])
 for key in ("pp", "tg"):
     tps = [x for run in runs for x in run[key]["tps"]]
     merged[key] = dict(runs[0][key], tps=tps, tps_min=min(tps), tps_median=statistics.median(tps))
-# Each tg repetition comes with its own ceiling, the higher of the bandwidths
-# measured just before and after it (the host's bandwidth drifts between runs):
-# the fraction is the median of each repetition's rate over its own ceiling,
-# as tessera bench reports it.
+# Each tg repetition comes with its own ceiling, the higher of the bandwidths a
+# read loop sustains just before and after it, each as long as the repetition
+# (the host's bandwidth drifts between runs): the fraction is the median of
+# each repetition's rate over its own ceiling, as tessera bench reports it.
+# The peak (the best short read of any run) is kept for reference.
 ceilings = [c for run in runs for c in run.get("tg_ceiling_gbs", [])]
 if ceilings:
     merged["mem_bandwidth_gbs"] = statistics.median(ceilings)
@@ -130,6 +131,10 @@ if "tg_bandwidth_gbs" in merged:
                  for run in runs for tps, c in zip(run["tg"]["tps"], run.get("tg_ceiling_gbs", [])) if c > 0]
     if fractions:
         merged["tg_bandwidth_fraction"] = statistics.median(fractions)
+    peaks = [run["mem_peak_gbs"] for run in runs if run.get("mem_peak_gbs", 0) > 0]
+    if peaks:
+        merged["mem_peak_gbs"] = max(peaks)
+        merged["tg_peak_fraction"] = merged["tg_bandwidth_gbs"] / merged["mem_peak_gbs"]
 print(json.dumps(merged))
 PY
 }
@@ -226,7 +231,7 @@ pp, tg = f"pp{n_prompt}", f"tg{n_gen}"
 header = ["type", "thr",
           f"tessera {pp} min/med", f"llama.cpp {pp} min/med", "ratio",
           f"tessera {tg} min/med", f"llama.cpp {tg} min/med", "ratio",
-          "weight MB/tok", "mem BW GB/s", "tg BW GB/s", "BW frac"]
+          "weight MB/tok", "mem BW GB/s", "tg BW GB/s", "BW frac", "peak GB/s", "peak frac"]
 rows = []
 for line in open(manifest):
     qtype, threads, tpath, lpath = line.rstrip("\n").split("\t")
@@ -245,7 +250,9 @@ for line in open(manifest):
                  fig(tres, "weight_bytes_per_token", 1e-6, 1),
                  fig(tres, "mem_bandwidth_gbs", 1, 1),
                  fig(tres, "tg_bandwidth_gbs", 1, 2),
-                 fig(tres, "tg_bandwidth_fraction", 1, 3)])
+                 fig(tres, "tg_bandwidth_fraction", 1, 3),
+                 fig(tres, "mem_peak_gbs", 1, 1),
+                 fig(tres, "tg_peak_fraction", 1, 3)])
 
 widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
 fmt = lambda r: "| " + " | ".join(c.rjust(w) if i >= 2 else c.ljust(w)
@@ -254,7 +261,9 @@ print()
 print("tok/s: min / median over the repetitions; ratio: tessera median / llama.cpp median")
 print("weight MB/tok, BW: tessera's figures for generation (weight bytes read per token,")
 print("median measured memory bandwidth, bandwidth generation reaches, and the median over repetitions of")
-print("each one's share of its own ceiling: the higher of the bandwidths measured just before and after it)")
+print("each one's share of its own ceiling: the higher of the bandwidths a read loop sustains just before and")
+print("after it, each as long as the repetition; peak: the best single 256 MiB read of any run, and the")
+print("median generation bandwidth over it)")
 print(fmt(header))
 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in rows:

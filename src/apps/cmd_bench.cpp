@@ -59,6 +59,8 @@ void bench_main(const BenchOptions& o) {
             {"tg_ceiling_gbs", r.tg_ceiling_gbs},
             {"tg_bandwidth_gbs", r.tg_bandwidth_gbs()},
             {"tg_bandwidth_fraction", r.tg_bandwidth_fraction()},
+            {"mem_peak_gbs", r.mem_peak_gbs},
+            {"tg_peak_fraction", r.tg_peak_fraction()},
             {"mode", params.parallel.mode()},
             {"ranks", r.ranks},
         };
@@ -78,8 +80,12 @@ void bench_main(const BenchOptions& o) {
     if (r.pp.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("pp{}", r.pp.tokens), r.pp.min(), r.pp.median());
     if (r.tg.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("tg{}", r.tg.tokens), r.tg.min(), r.tg.median());
     fmt::print("weights read per generated token: {:.1f} MiB\n", r.weight_bytes_per_token / 1048576.0);
-    fmt::print("memory read bandwidth ({} threads): {:.2f} GB/s{}\n", params.n_threads, r.mem_bandwidth_gbs,
-               r.tg.tokens > 0 ? " (median over tg repetitions of the higher of the measures before and after each)" : "");
+    fmt::print("memory read bandwidth ({} threads): {:.2f} GB/s sustained{}; peak of short reads {:.2f} GB/s\n",
+               params.n_threads, r.mem_bandwidth_gbs,
+               r.tg.tokens > 0 ? " (median over tg repetitions of the higher of the read loops before and after each, "
+                                 "each as long as one)"
+                               : " over 1 s",
+               r.mem_peak_gbs);
     if (r.ranks > 1) {
         fmt::print("tensor parallel ({} ranks, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
                    "root computes {:.2f} ms and waits {:.2f} ms per token\n",
@@ -87,8 +93,9 @@ void bench_main(const BenchOptions& o) {
                    r.own_ms_per_token, r.wait_ms_per_token);
     }
     if (r.tg.tokens > 0) {
-        fmt::print("generation streams {:.2f} GB/s; each repetition against its own ceiling: median {:.1f}%\n",
-                   r.tg_bandwidth_gbs(), 100.0 * r.tg_bandwidth_fraction());
+        fmt::print("generation streams {:.2f} GB/s; each repetition against its own ceiling: median {:.1f}% "
+                   "({:.1f}% of the peak)\n",
+                   r.tg_bandwidth_gbs(), 100.0 * r.tg_bandwidth_fraction(), 100.0 * r.tg_peak_fraction());
     }
 }
 

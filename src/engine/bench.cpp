@@ -40,6 +40,10 @@ double BenchResult::tg_bandwidth_fraction() const {
     return median_of(fractions);
 }
 
+double BenchResult::tg_peak_fraction() const {
+    return mem_peak_gbs > 0 ? tg_bandwidth_gbs() / mem_peak_gbs : 0.0;
+}
+
 namespace {
 
 uint64_t matrix_bytes(const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
@@ -115,23 +119,28 @@ BenchResult run_bench(const BenchParams& params) {
         for (int r = 0; r < params.reps; ++r) result.pp.tps.push_back(params.n_prompt / run_pp());
     }
     if (params.n_gen > 0) {
-        run_tg();
+        const double warmup_seconds = run_tg();
         result.tg.tokens = params.n_gen;
         const TensorParallelDecoder* tp = setup.tensor_parallel;
         const TensorParallelDecoder::Stats before = tp != nullptr ? tp->stats() : TensorParallelDecoder::Stats{};
         ThreadPool probe_pool(params.n_threads);
         ReadBandwidthProbe probe(probe_pool);
-        // The ceiling of a repetition is the higher of the bandwidths measured
-        // just before and just after it (the one after is the next one's
-        // before): the host's bandwidth can change during a repetition, and
-        // the higher figure never flatters the fraction.
-        double ceiling_before = probe.measure();
+        result.mem_peak_gbs = probe.measure();
+        // The ceiling of a repetition is the higher of the bandwidths a read
+        // loop sustains just before and just after it, each over as long as
+        // the repetition took (the one after is the next one's before): the
+        // host's bandwidth changes from second to second, a generation run is
+        // an average over its whole length, and so must its ceiling be; the
+        // higher of the two never flatters the fraction.
+        double ceiling_before = probe.sustained(warmup_seconds);
         for (int r = 0; r < params.reps; ++r) {
-            result.tg.tps.push_back(params.n_gen / run_tg());
-            const double after = probe.measure();
+            const double seconds = run_tg();
+            result.tg.tps.push_back(params.n_gen / seconds);
+            const double after = probe.sustained(seconds);
             result.tg_ceiling_gbs.push_back(std::max(ceiling_before, after));
             ceiling_before = after;
         }
+        result.mem_peak_gbs = std::max(result.mem_peak_gbs, probe.measure());
         result.mem_bandwidth_gbs = median_of(result.tg_ceiling_gbs);
         if (tp != nullptr) {
             const TensorParallelDecoder::Stats& after = tp->stats();
@@ -147,7 +156,9 @@ BenchResult run_bench(const BenchParams& params) {
     }
     if (params.n_gen == 0) {
         ThreadPool pool(params.n_threads);
-        result.mem_bandwidth_gbs = ReadBandwidthProbe(pool).measure(5);
+        ReadBandwidthProbe probe(pool);
+        result.mem_peak_gbs = probe.measure(5);
+        result.mem_bandwidth_gbs = probe.sustained(1.0);
     }
     return result;
 }

@@ -42,10 +42,14 @@ struct BenchResult {
     uint64_t weight_bytes_per_token = 0;
     uint64_t layer_weight_bytes_per_token = 0;  // the part a tensor-parallel plan splits
     // Each generation repetition's ceiling, the higher of the read bandwidths
-    // measured just before and just after it (tg.tps[r] pairs with
-    // tg_ceiling_gbs[r]), and their median.
+    // a read loop sustains just before and just after it, each over as long
+    // as the repetition (tg.tps[r] pairs with tg_ceiling_gbs[r]), and their
+    // median. Without a tg test, the bandwidth sustained over one second.
     std::vector<double> tg_ceiling_gbs;
     double mem_bandwidth_gbs = 0.0;
+    // The best single read of a few milliseconds (util/mem_bandwidth.h), for
+    // reference: on a shared host, a peak no loop sustains.
+    double mem_peak_gbs = 0.0;
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.
     int ranks = 1;
@@ -57,6 +61,8 @@ struct BenchResult {
     // over repetitions of the share of its own ceiling each one reached.
     double tg_bandwidth_gbs() const;
     double tg_bandwidth_fraction() const;
+    // The median generation bandwidth over the peak.
+    double tg_peak_fraction() const;
 };
 
 BenchResult run_bench(const BenchParams& params);

@@ -7,6 +7,7 @@
 #include "util/thread_pool.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tessera {
 
@@ -17,13 +18,27 @@ namespace tessera {
 class ReadBandwidthProbe {
 public:
     explicit ReadBandwidthProbe(ThreadPool& pool, size_t bytes = size_t{256} << 20);
-    // The best of `passes` reads of the whole buffer, in GB/s (1e9 bytes/s).
+    // The best of `passes` reads of the whole buffer, in GB/s (1e9 bytes/s):
+    // the peak of a few milliseconds each.
     double measure(int passes = 3);
+    // Whole reads of the buffer, one after another, until `seconds` have
+    // passed (at least one read): the bytes over the time, in GB/s. What a
+    // read loop sustains over an interval, the figure to set beside a
+    // generation run of the same length. On a shared host the peak of short
+    // reads is not: at 2 threads here single reads of 256 MiB ranged from
+    // 16 to 90 GB/s within seconds, and the probe itself, run for 1.5 s,
+    // sustained 0.81-0.96 of the best of three reads before and after it.
+    double sustained(double seconds);
 
 private:
+    // One read of the whole buffer: its seconds.
+    double read_once();
+    uint64_t bytes_per_read() const;
+
     ThreadPool& pool_;
     AnonymousMemory buffer_;
     size_t n_;  // 64-bit words
+    uint64_t sink_ = 0;
 };
 
 }  // namespace tessera

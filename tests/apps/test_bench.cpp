@@ -44,6 +44,10 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     }
     std::sort(fractions.begin(), fractions.end());
     EXPECT_NEAR(j["tg_bandwidth_fraction"].get<double>(), fractions[1], 1e-9);
+    // The peak of short reads, for reference, with the median rate over it.
+    const double peak = j["mem_peak_gbs"].get<double>();
+    EXPECT_GT(peak, 0.1);
+    EXPECT_NEAR(j["tg_peak_fraction"].get<double>(), j["tg_bandwidth_gbs"].get<double>() / peak, 1e-9);
 }
 
 TEST(Bench, RejectsNothingToMeasure) {

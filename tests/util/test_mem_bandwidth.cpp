@@ -1,0 +1,36 @@
+// The bandwidth probe's two measures. Speed itself is never asserted (shared
+// machines are noisy): only that each measure reads what it says, for as long
+// as it says, and refuses what it cannot measure.
+#include "util/mem_bandwidth.h"
+#include "util/timer.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace tessera {
+
+TEST(ReadBandwidthProbe, SustainedReadsForAtLeastTheIntervalAsked) {
+    ThreadPool pool(2);
+    ReadBandwidthProbe probe(pool, size_t{8} << 20);
+    for (const double seconds : {0.0, 0.05, 0.2}) {
+        const double start = now_seconds();
+        const double gbs = probe.sustained(seconds);
+        const double elapsed = now_seconds() - start;
+        EXPECT_GE(elapsed, seconds);
+        // At least one read of 8 MiB, in no more than the time it took.
+        EXPECT_GT(gbs, 0.0);
+        EXPECT_GE(gbs * 1e9 * elapsed, 0.99 * static_cast<double>(size_t{8} << 20)) << seconds;
+    }
+    EXPECT_THROW(probe.sustained(-1.0), std::runtime_error);
+}
+
+TEST(ReadBandwidthProbe, PeakIsTheBestOfItsReads) {
+    ThreadPool pool(2);
+    ReadBandwidthProbe probe(pool, size_t{8} << 20);
+    EXPECT_GT(probe.measure(1), 0.0);
+    EXPECT_GT(probe.measure(4), 0.0);
+    EXPECT_THROW(probe.measure(0), std::runtime_error);
+}
+
+}  // namespace tessera
