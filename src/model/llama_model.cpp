@@ -174,7 +174,7 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     return w;
 }
 
-void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
+void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols, int64_t down_unit_cols) {
     // Packed column slices are private already, but are moved too, so that
     // they get the group layout as well.
     // The packed buffer holding m, or nullptr when m is a view of the file.
@@ -189,38 +189,41 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
     struct Part {
         Matrix* m;
         int64_t row_begin, row_end;
-        bool grouped;  // stored in groups of 16 rows (ops/row_groups.h)
+        bool grouped;       // stored in groups of 16 rows (ops/row_groups.h)
+        int64_t unit_cols;  // a column-split product's units, or 0
     };
     const Slice& s = w.slice;
     const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
     std::vector<Part> parts;
-    const auto add = [&](Matrix& m, int64_t begin, int64_t end) {
+    const auto add = [&](Matrix& m, int64_t begin, int64_t end, int64_t unit_cols = 0) {
         begin = std::max(begin, m.row_begin);
         end = std::min(end, m.row_end());
         if (m.data == nullptr || begin >= end) return;
         // Grouped only where this CPU has a kernel that reads the groups.
         const QuantTraits* traits = compute_traits(m.type);
         const bool grouped = has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
-        parts.push_back({&m, begin, end, grouped});
+        parts.push_back({&m, begin, end, grouped, unit_cols});
     };
     for (LayerWeights& lw : w.layers) {
         add(lw.wq, s.kv_head_begin * q_rows, s.kv_head_end * q_rows);
         add(lw.wk, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
         add(lw.wv, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
-        add(lw.wo, lw.wo.row_begin, lw.wo.row_end());
+        add(lw.wo, lw.wo.row_begin, lw.wo.row_end(), wo_unit_cols);
         add(lw.w_gate, s.ffn_begin, s.ffn_end);
         add(lw.w_up, s.ffn_begin, s.ffn_end);
-        add(lw.w_down, lw.w_down.row_begin, lw.w_down.row_end());
+        add(lw.w_down, lw.w_down.row_begin, lw.w_down.row_end(), down_unit_cols);
     }
     // A tied head is the token embeddings' matrix: its rows are copied and
     // the embeddings' view stays on the mapped file.
     add(w.output, s.vocab_begin, s.vocab_end);
     constexpr uint64_t kAlign = 64;  // each matrix on its own cache lines
-    const auto bytes_of = [](const Part& p) {
-        const int64_t rows = p.row_end - p.row_begin;
-        if (!p.grouped) return p.m->row_bytes * static_cast<uint64_t>(rows);
-        const int64_t groups = (rows + kGroupRows - 1) / kGroupRows;  // the last one padded
-        return group_bytes(p.m->type, p.m->cols) * static_cast<uint64_t>(groups);
+    const auto panels_of = [](const Part& p) {
+        const int64_t groups = (p.row_end - p.row_begin + kGroupRows - 1) / kGroupRows;  // the last one padded
+        return GroupPanels::for_matrix(p.m->type, p.m->cols, groups, p.unit_cols);
+    };
+    const auto bytes_of = [&](const Part& p) {
+        if (!p.grouped) return p.m->row_bytes * static_cast<uint64_t>(p.row_end - p.row_begin);
+        return panels_of(p).total_bytes();
     };
     const auto rounded = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
     uint64_t total = 0;
@@ -232,13 +235,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
         const int64_t rows = p.row_end - p.row_begin;
         const uint8_t* source = m.row(p.row_begin);
         const uint64_t source_bytes = m.row_bytes * static_cast<uint64_t>(rows);
+        int64_t panel_cols = 0;
         if (p.grouped) {
-            const uint64_t bytes = group_bytes(m.type, m.cols);
-            for (int64_t r = 0; r < rows; r += kGroupRows) {
-                group_rows(m.type, source + r * m.row_bytes, m.row_bytes,
-                           static_cast<int>(std::min<int64_t>(kGroupRows, rows - r)), m.cols,
-                           at + r / kGroupRows * bytes);
-            }
+            const GroupPanels panels = panels_of(p);
+            group_matrix(panels, source, m.row_bytes, rows, at);
+            panel_cols = panels.panel_cols;
         } else {
             std::memcpy(at, source, source_bytes);
         }
@@ -254,6 +255,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp) {
         m.row_begin = p.row_begin;
         m.rows = rows;
         m.grouped = p.grouped;
+        m.panel_cols = panel_cols;
         at += rounded(bytes_of(p));
     }
     w.packed.clear();  // every packed matrix was a part

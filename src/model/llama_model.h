@@ -76,7 +76,10 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
 // from private memory than from the page cache (util/anonymous_memory.h); the
 // token embeddings, of which a token reads one row, stay mapped. Packed column
 // slices move into the same block. Types with a group layout are stored in
-// groups of 16 rows (ops/row_groups.h) where this CPU has a kernel for them.
-void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp);
+// groups of 16 rows (ops/row_groups.h) where this CPU has a kernel for them,
+// long rows in column panels; wo's and w_down's panels hold whole units of
+// wo_unit_cols and down_unit_cols columns where given (model/reduction_units.h).
+void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols = 0,
+                            int64_t down_unit_cols = 0);
 
 }  // namespace tessera

@@ -21,7 +21,9 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
       n_q_heads_(slice.n_kv_heads() * hparams_.q_per_kv()),
       q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim),
       units_(reduction_units(model)) {
-    if (config.private_weights) copy_to_private_memory(weights_, hparams_);
+    if (config.private_weights) {
+        copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);
+    }
     if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
         throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
                          describe_slice(slice), units_.kv_heads, units_.ffn_channels);

@@ -208,14 +208,15 @@ constexpr int kMaxGroupCols = 8;
 // blocks; y[u * unit_stride + c * y_stride + r].
 template <bool kQ4, int C>
 void int8_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
-                       const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride) {
+                       const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride,
+                       bool accumulate) {
     constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
     constexpr int32_t kOffset = kQ4 ? 8 : 128;
     const __m512i low = _mm512_set1_epi8(0x0F);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];
-        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+        for (int c = 0; c < C; ++c) acc[c] = accumulate ? _mm512_loadu_ps(y + c * y_stride) : _mm512_setzero_ps();
         for (int64_t b = u0; b < u1; ++b) {
             const uint8_t* p = g + b * kGroupBlockBytes;
             prefetch_group_block(p, kGroupBlockBytes);
@@ -272,9 +273,9 @@ void int8_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
 template <bool kQ4>
 void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                          size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                         size_t y_stride, int64_t unit_n, size_t unit_stride) {
+                         size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, const int32_t*, size_t, float*,
-                            size_t, size_t);
+                            size_t, size_t, bool);
     static constexpr Kernel kernels[kMaxGroupCols] = {
         int8_group_kernel<kQ4, 1>, int8_group_kernel<kQ4, 2>, int8_group_kernel<kQ4, 3>, int8_group_kernel<kQ4, 4>,
         int8_group_kernel<kQ4, 5>, int8_group_kernel<kQ4, 6>, int8_group_kernel<kQ4, 7>, int8_group_kernel<kQ4, 8>};
@@ -286,7 +287,7 @@ void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_gr
             const int cc = n_cols - c0 < kMaxGroupCols ? n_cols - c0 : kMaxGroupCols;
             kernels[cc - 1](n / 32, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
                             x_sums + c0 * sums_stride, sums_stride, y + c0 * y_stride + g * kRows, y_stride,
-                            unit_stride);
+                            unit_stride, accumulate);
         }
     }
 }

@@ -48,12 +48,12 @@ constexpr int64_t kQ8KBytes = 292, kQ8KQs = 4, kQ8KBsums = 260;
 // unit_nb super-blocks; y[u * unit_stride + c * y_stride + r].
 template <int C>
 void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride, float* y,
-                       size_t y_stride, size_t unit_stride) {
+                       size_t y_stride, size_t unit_stride, bool accumulate) {
     const __m512i low = _mm512_set1_epi8(0x0F);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];
-        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+        for (int c = 0; c < C; ++c) acc[c] = accumulate ? _mm512_loadu_ps(y + c * y_stride) : _mm512_setzero_ps();
         for (int64_t b = u0; b < u1; ++b) {
             const uint8_t* p = g + b * kGroupBlockBytes;
             prefetch_group_block(p, kGroupBlockBytes);
@@ -100,8 +100,8 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
 // QuantTraits::vec_dot_groups for Q4_K (x_sums unused: Q8_K has its bsums).
 inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
-                                float* y, size_t y_stride, int64_t unit_n, size_t unit_stride) {
-    using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, float*, size_t, size_t);
+                                float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
+    using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, float*, size_t, size_t, bool);
     static constexpr Kernel kernels[kMaxCols] = {q4_k_group_kernel<1>, q4_k_group_kernel<2>, q4_k_group_kernel<3>,
                                                  q4_k_group_kernel<4>};
     const auto* wb = static_cast<const uint8_t*>(w);
@@ -111,7 +111,7 @@ inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, i
         for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {
             const int cc = n_cols - c0 < kMaxCols ? n_cols - c0 : kMaxCols;
             kernels[cc - 1](n / 256, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
-                            y + c0 * y_stride + g * kRows, y_stride, unit_stride);
+                            y + c0 * y_stride + g * kRows, y_stride, unit_stride, accumulate);
         }
     }
 }

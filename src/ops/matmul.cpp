@@ -23,9 +23,9 @@ constexpr size_t kMaxJobs = 8;
 struct TileSource {
     const QuantTraits* traits;
     const Matrix* w;
-    uint64_t group_bytes;    // grouped matrices: bytes of a group of 16 rows
+    GroupPanels panels;      // grouped matrices: where each group's columns are
     int64_t w_block;         // elements per weight block
-    uint64_t w_block_bytes;  // a block's bytes in a row, or in a group
+    uint64_t w_block_bytes;  // a block's bytes in a row
     int64_t x_block;         // elements per activation block
     uint64_t x_block_bytes;
 };
@@ -36,13 +36,15 @@ TileSource tile_source(const QuantTraits& traits, const Matrix& w, const Quantiz
     if (w.grouped && traits.vec_dot_groups == nullptr) {
         throw make_error("internal: grouped weights without a grouped kernel");
     }
-    return {&traits,
-            &w,
-            w.grouped ? group_bytes(w.type, w.cols) : 0,
-            wl.block_size,
-            w.grouped ? group_col_offset(w.type, wl.block_size) : wl.block_bytes,
-            xl.block_size,
-            xl.block_bytes};
+    GroupPanels panels{w.type, w.cols, w.cols, 0};
+    if (w.grouped) {
+        panels.panel_cols = w.panel_cols > 0 ? w.panel_cols : w.cols;
+        panels.n_groups = (w.rows + kGroupRows - 1) / kGroupRows;
+        if (panels.panel_cols % wl.block_size != 0) {
+            throw make_error("internal: panels of {} columns of {}", panels.panel_cols, quant_type_name(w.type));
+        }
+    }
+    return {&traits, &w, panels, wl.block_size, wl.block_bytes, xl.block_size, xl.block_bytes};
 }
 
 // A thread's chunk starts cold: the hardware prefetcher has to find the new
@@ -54,11 +56,46 @@ void prefetch_chunk(const TileSource& s, int64_t row, int64_t col, int64_t n_row
     const Matrix& w = *s.w;
     if (!w.grouped) return;  // row kernels prefetch their own tiles ahead
     const int64_t first = row - w.row_begin;
-    const uint8_t* p = w.data + static_cast<uint64_t>(first / kGroupRows) * s.group_bytes +
-                       static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
+    const uint8_t* p = w.data + s.panels.at(first / kGroupRows, col);
     const auto groups = static_cast<uint64_t>((first % kGroupRows + n_rows + kGroupRows - 1) / kGroupRows);
-    const auto bytes = static_cast<int64_t>(std::min<uint64_t>(kGroupPrefetchBytes, groups * s.group_bytes));
-    prefetch_lines(p, bytes);
+    const uint64_t group = s.panels.group_bytes(s.panels.panel_of(col));
+    prefetch_lines(p, static_cast<int64_t>(std::min<uint64_t>(kGroupPrefetchBytes, groups * group)));
+}
+
+// Groups [g0, g0 + n_groups) of a grouped matrix over columns [col, col + n)
+// (block boundaries; units of unit_n from col, as vec_dot_groups takes
+// them): one kernel call per panel the columns cross, each resuming the
+// sums the one before left in y (a unit or a whole row cut by a panel
+// boundary), so the panels give the same bits as one pass. Before each
+// panel but the last, the start of the next one is prefetched: a thread
+// jumps there from the end of its run in this one.
+void groups_by_panel(const TileSource& s, int64_t g0, int n_groups, int64_t col, int64_t n, const uint8_t* xr,
+                     const QuantizedActivation& x, const int32_t* sums, int n_cols, float* y, size_t y_stride,
+                     int64_t unit_n, size_t unit_stride) {
+    const GroupPanels& panels = s.panels;
+    const Matrix& w = *s.w;
+    if (unit_n <= 0 || unit_n > n) unit_n = n;
+    for (int64_t c = col; c < col + n;) {
+        const int64_t p = panels.panel_of(c);
+        const int64_t panel_end = std::min(col + n, (p + 1) * panels.panel_cols);
+        const int64_t offset = c - col;  // from the call's first column
+        const int64_t unit = offset / unit_n;
+        // A unit cut by the boundary before: resumed alone, up to its end.
+        const bool resume = offset % unit_n != 0;
+        const int64_t stop = resume ? std::min(panel_end, col + (unit + 1) * unit_n) : panel_end;
+        if (stop < col + n && panels.panel_of(stop) != p) {
+            const uint64_t next = panels.group_bytes(p + 1);
+            prefetch_lines(w.data + panels.at(g0, stop),
+                           static_cast<int64_t>(std::min<uint64_t>(kGroupPrefetchBytes, next * n_groups)));
+        }
+        s.traits->vec_dot_groups(stop - c, w.data + panels.at(g0, c), panels.group_bytes(p), n_groups,
+                                 xr + static_cast<uint64_t>(offset / s.x_block) * s.x_block_bytes, x.row_bytes(),
+                                 sums == nullptr ? nullptr : sums + offset / kQ8_0Block,
+                                 static_cast<size_t>(x.sums_stride()), n_cols,
+                                 y + static_cast<size_t>(unit) * unit_stride, y_stride, resume ? 0 : unit_n,
+                                 unit_stride, resume);
+        c = stop;
+    }
 }
 
 // y[r] = (first ? 0 : y[r]) + sum over u < units of snap_to_grid(dots[u *
@@ -126,28 +163,25 @@ void dot_tile(const TileSource& s, int64_t row, int n_rows, int64_t col, int64_t
         return;
     }
     const uint8_t* xr = x.row(t0) + static_cast<uint64_t>(x_col / s.x_block) * s.x_block_bytes;
-    const uint64_t col_offset = static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
     if (!w.grouped) {
+        const uint64_t col_offset = static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
         s.traits->vec_dot_tile(n, w.row(row) + col_offset, w.row_bytes, n_rows, xr, x.row_bytes(), n_cols, y,
                                y_stride);
         return;
     }
-    const uint8_t* w_col = w.data + col_offset;
     // Q8_0 activations carry block sums (Q8_K ones have their own bsums).
     const int32_t* sums = x.type() == QuantType::Q8_0 ? x.block_sums(t0) + x_col / kQ8_0Block : nullptr;
-    const auto sums_stride = static_cast<size_t>(x.sums_stride());
     const int64_t first = row - w.row_begin;
     if (whole_groups) {
-        s.traits->vec_dot_groups(n, w_col + first / kGroupRows * s.group_bytes, s.group_bytes, n_rows / kGroupRows,
-                                 xr, x.row_bytes(), sums, sums_stride, n_cols, y, y_stride, unit_n, unit_stride);
+        groups_by_panel(s, first / kGroupRows, n_rows / kGroupRows, col, n, xr, x, sums, n_cols, y, y_stride,
+                        unit_n, unit_stride);
         return;
     }
     // Rows that start or end inside a group: the whole group into `whole`,
     // then the rows asked for.
     float whole[kGroupRows * kTokenBlock];
     for (int64_t g = first / kGroupRows; g * kGroupRows < first + n_rows; ++g) {
-        s.traits->vec_dot_groups(n, w_col + g * s.group_bytes, s.group_bytes, 1, xr, x.row_bytes(), sums,
-                                 sums_stride, n_cols, whole, kGroupRows, n, 0);
+        groups_by_panel(s, g, 1, col, n, xr, x, sums, n_cols, whole, kGroupRows, n, 0);
         const int64_t lo = std::max(first, g * kGroupRows), hi = std::min(first + n_rows, (g + 1) * kGroupRows);
         for (int c = 0; c < n_cols; ++c) {
             for (int64_t r = lo; r < hi; ++r) y[c * y_stride + (r - first)] = whole[c * kGroupRows + r - g * kGroupRows];
@@ -238,33 +272,50 @@ void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivatio
     // must compute each one bit for bit as a node holding all of them. A
     // grouped kernel's rows do not depend on how many run at once, so grouped
     // weights take longer runs of rows per call.
+    //
+    // Grouped weights in panels of whole units (ops/row_groups.h) take one
+    // panel at a time over a thread's whole chunk of rows, so each panel
+    // streams front to back; otherwise every unit of a run of rows at once.
     constexpr int64_t kDots = 2048;
     const int64_t toks_per_call = std::min(kTokenBlock, n_tok);
-    const int64_t units_per_call = std::min(n_units, kDots / (toks_per_call * kRowBlock));
+    const int64_t panel_cols = source.panels.panel_cols;
+    const bool by_panel = w.grouped && n_tok <= kTokenBlock && panel_cols % unit_cols == 0 &&
+                          col0 % panel_cols == 0 && panel_cols < rect.n_cols;
+    const int64_t units_per_call =
+        std::min(by_panel ? panel_cols / unit_cols : n_units, std::max<int64_t>(1, kDots / (toks_per_call * kRowBlock)));
     const int64_t run_blocks =
         w.grouped ? std::max<int64_t>(1, kDots / (units_per_call * toks_per_call * kRowBlock)) : 1;
     pool.parallel_for(n_row_blocks, [&](int64_t begin, int64_t end) {
         float dots[kDots];  // [unit][token][row]
-        prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0,
-                       std::min(end * kRowBlock, n_rows) - begin * kRowBlock);
-        for (int64_t b = begin; b < end; b += run_blocks) {
+        // Units [u0, u0 + units_per_call) of the rows of blocks [b, b + run_blocks).
+        const auto unit_run = [&](int64_t b, int64_t u0) {
             const int64_t r0 = b * kRowBlock;
             const int rows = static_cast<int>(std::min(std::min(end, b + run_blocks) * kRowBlock, n_rows) - r0);
+            const int64_t c = u0 * unit_cols;
+            const int64_t span = std::min(units_per_call * unit_cols, rect.n_cols - c);
+            const int64_t units = (span + unit_cols - 1) / unit_cols;
             for (int64_t t0 = 0; t0 < n_tok; t0 += toks_per_call) {
                 const int toks = static_cast<int>(std::min(toks_per_call, n_tok - t0));
                 const auto unit_stride = static_cast<size_t>(toks) * rows;
-                for (int64_t u0 = 0; u0 < n_units; u0 += units_per_call) {
-                    const int64_t c = u0 * unit_cols;
-                    const int64_t span = std::min(units_per_call * unit_cols, rect.n_cols - c);
-                    const int64_t units = (span + unit_cols - 1) / unit_cols;
-                    dot_tile(source, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
-                             static_cast<size_t>(rows), unit_cols, unit_stride);
-                    for (int t = 0; t < toks; ++t) {
-                        add_unit_sums(dots + static_cast<size_t>(t) * rows, unit_stride, units, rows, u0 == 0,
-                                      y + (t0 + t) * y_stride + r0);
-                    }
+                dot_tile(source, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
+                         static_cast<size_t>(rows), unit_cols, unit_stride);
+                for (int t = 0; t < toks; ++t) {
+                    add_unit_sums(dots + static_cast<size_t>(t) * rows, unit_stride, units, rows, u0 == 0,
+                                  y + (t0 + t) * y_stride + r0);
                 }
             }
+        };
+        const int64_t chunk_rows = std::min(end * kRowBlock, n_rows) - begin * kRowBlock;
+        if (by_panel) {
+            for (int64_t u0 = 0; u0 < n_units; u0 += units_per_call) {
+                prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0 + u0 * unit_cols, chunk_rows);
+                for (int64_t b = begin; b < end; b += run_blocks) unit_run(b, u0);
+            }
+            return;
+        }
+        prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0, chunk_rows);
+        for (int64_t b = begin; b < end; b += run_blocks) {
+            for (int64_t u0 = 0; u0 < n_units; u0 += units_per_call) unit_run(b, u0);
         }
     });
 }

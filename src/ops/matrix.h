@@ -21,11 +21,12 @@ struct Matrix {
     // file holding just one rank's share; see load_slice_weights).
     int64_t row_begin = 0;
     int64_t col_begin = 0;
-    // Rows stored in groups of 16 (ops/row_groups.h), group g at
-    // data + g * group_bytes(type, cols); only private copies are (see
+    // Rows stored in groups of 16 (ops/row_groups.h), in column panels of
+    // panel_cols columns (GroupPanels); only private copies are (see
     // copy_to_private_memory). Such a matrix has no rows to point at: read it
     // through matmul.
     bool grouped = false;
+    int64_t panel_cols = 0;
 
     // Row r of the whole tensor (row_begin <= r < row_begin + rows) of a
     // matrix in row layout.

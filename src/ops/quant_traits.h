@@ -43,9 +43,14 @@ struct QuantTraits {
     // products go to y + u * unit_stride, each the dot product of that unit's
     // elements alone: column-split products (ops/matmul.h, matmul_units) get
     // every unit of a group in one pass over its bytes, in memory order.
+    //
+    // With accumulate, each unit's sums start from what y holds instead of
+    // 0: a row's blocks accumulate in order, so a product cut into column
+    // panels (ops/row_groups.h) and resumed panel by panel gives the same
+    // bits as one pass.
     void (*vec_dot_groups)(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                            size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                           size_t y_stride, int64_t unit_n, size_t unit_stride);
+                           size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate);
 };
 
 // A vec_dot_tile made of single dot products: the reference every tiled

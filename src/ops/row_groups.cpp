@@ -115,6 +115,40 @@ uint64_t group_bytes(QuantType type, int64_t n) {
 
 uint64_t group_col_offset(QuantType type, int64_t col) { return group_bytes(type, col); }
 
+GroupPanels GroupPanels::for_matrix(QuantType type, int64_t cols, int64_t n_groups, int64_t unit_cols) {
+    const int64_t nb = blocks_of(type, cols);
+    if (nb < 1 || n_groups < 0) throw make_error("internal: panels of {} columns, {} groups", cols, n_groups);
+    const GroupShape shape = shape_of(type);
+    if (static_cast<uint64_t>(nb) * shape.block_bytes <= kPanelBytes) return {type, cols, cols, n_groups};
+    if (unit_cols > 0 && unit_cols < cols) {
+        const uint64_t unit_bytes = static_cast<uint64_t>(blocks_of(type, unit_cols)) * shape.block_bytes;
+        const auto units = static_cast<int64_t>(std::max<uint64_t>(1, kPanelBytes / unit_bytes));
+        return {type, cols, std::min(cols, units * unit_cols), n_groups};
+    }
+    // The fewest panels whose equal share of the blocks, rounded up, fits.
+    auto panels = static_cast<int64_t>((static_cast<uint64_t>(nb) * shape.block_bytes + kPanelBytes - 1) / kPanelBytes);
+    const auto share = [&] { return (nb + panels - 1) / panels; };
+    while (share() > 1 && static_cast<uint64_t>(share()) * shape.block_bytes > kPanelBytes) ++panels;
+    return {type, cols, share() * shape.block_size, n_groups};
+}
+
+int64_t GroupPanels::width(int64_t p) const { return std::min(panel_cols, cols - p * panel_cols); }
+
+uint64_t GroupPanels::group_bytes(int64_t p) const { return tessera::group_bytes(type, width(p)); }
+
+uint64_t GroupPanels::offset(int64_t p) const {
+    return static_cast<uint64_t>(p) * static_cast<uint64_t>(n_groups) * tessera::group_bytes(type, panel_cols);
+}
+
+uint64_t GroupPanels::at(int64_t g, int64_t col) const {
+    const int64_t p = panel_of(col);
+    return offset(p) + static_cast<uint64_t>(g) * group_bytes(p) + group_col_offset(type, col - p * panel_cols);
+}
+
+uint64_t GroupPanels::total_bytes() const {
+    return static_cast<uint64_t>(n_groups) * tessera::group_bytes(type, cols);
+}
+
 void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_rows, int64_t n, uint8_t* out) {
     const int64_t nb = blocks_of(type, n);
     const size_t block_bytes = shape_of(type).block_bytes;
@@ -145,6 +179,21 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
     }
 }
 
+void group_matrix(const GroupPanels& panels, const uint8_t* rows, size_t row_stride, int64_t n_rows, uint8_t* out) {
+    if (n_rows < 0 || n_rows > panels.n_groups * kGroupRows || n_rows <= (panels.n_groups - 1) * kGroupRows) {
+        throw make_error("internal: {} rows in {} groups", n_rows, panels.n_groups);
+    }
+    for (int64_t p = 0; p < panels.count(); ++p) {
+        const uint64_t col_bytes = quant_row_bytes(panels.type, p * panels.panel_cols);
+        for (int64_t g = 0; g < panels.n_groups; ++g) {
+            const int64_t r0 = g * kGroupRows;
+            group_rows(panels.type, rows + static_cast<uint64_t>(r0) * row_stride + col_bytes, row_stride,
+                       static_cast<int>(std::min<int64_t>(kGroupRows, n_rows - r0)), panels.width(p),
+                       out + panels.offset(p) + static_cast<uint64_t>(g) * panels.group_bytes(p));
+        }
+    }
+}
+
 void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t* row) {
     const int64_t nb = blocks_of(type, n);
     const size_t block_bytes = shape_of(type).block_bytes;
@@ -168,7 +217,7 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
 
 void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
-                              size_t unit_stride) {
+                              size_t unit_stride, bool accumulate) {
     const QuantTraits& ref = *scalar_traits(type);
     const QuantType vdt = ref.vec_dot_type;
     if (unit_n <= 0 || unit_n > n) unit_n = n;
@@ -181,9 +230,11 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
                 const int64_t span = std::min(unit_n, n - u0);
                 for (int c = 0; c < n_cols; ++c) {
                     const uint8_t* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
-                    y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
-                      static_cast<size_t>(g * kGroupRows + r)] =
+                    float& out = y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
+                                   static_cast<size_t>(g * kGroupRows + r)];
+                    const float dot =
                         ref.vec_dot(span, row.data() + quant_row_bytes(type, u0), xc + quant_row_bytes(vdt, u0));
+                    out = accumulate ? out + dot : dot;
                 }
             }
         }

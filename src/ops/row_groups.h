@@ -28,10 +28,23 @@
 //   bytes [320, 2368)   64-element chunk j (j < 4) at 320 + 512j: row r's
 //                       qs[32j + 4k .. 32j + 4k + 3] at 320 + 512j + 64k + 4r
 //                       (low nibbles: sub-block 2j, high: sub-block 2j + 1)
-// Group g of a matrix starts at g * group_bytes(type, cols). A matrix's last
-// group is padded with zero rows (scales 0), so that every row is computed by
-// the same kernel wherever a slice starts: results do not depend on how a
-// model is split (the exact distributed modes rely on it).
+// A matrix's last group is padded with zero rows (scales 0), so that every
+// row is computed by the same kernel wherever a slice starts: results do not
+// depend on how a model is split (the exact distributed modes rely on it).
+//
+// Column panels. A matrix is stored as panels of whole blocks of columns
+// (GroupPanels): panel p holds columns [p * panel_cols, ...) of every group,
+// group g of it at offset(p) + g * group_bytes(p), so a thread's run of
+// groups reads each panel front to back. Rows short enough are one panel:
+// group g at g * group_bytes(type, cols). Why panels: a kernel reads its
+// activation block beside each weight block, and a group's row of blocks
+// streams through L1 between two reads of the same activation block. Once
+// that row is larger than ~20 KiB the activations no longer stay in L1: a
+// Q4_0 product with 5632 columns (a 1.1B model's w_down; 50 KiB per group)
+// streamed at 0.85-0.87 of the read ceiling at 2 threads, in panels of 17 or
+// 6 KiB at 0.97-0.99 (Zen 5, alternating runs). A product over several
+// panels continues each row's accumulation from panel to panel
+// (QuantTraits::vec_dot_groups with accumulate), the same bits as one pass.
 #pragma once
 
 #include "ops/quant_type.h"
@@ -66,6 +79,35 @@ inline void prefetch_group_block(const uint8_t* p, int64_t bytes) { prefetch_lin
 // Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
 bool has_group_layout(QuantType type);
 
+// The most bytes of one group's row of blocks in a panel (see above).
+inline constexpr uint64_t kPanelBytes = 20 * 1024;
+
+// The layout of a grouped matrix of `cols` columns and n_groups groups: its
+// panels of panel_cols columns, the last one narrower where they do not
+// divide. Whatever the panels, a product gives the same bits.
+struct GroupPanels {
+    QuantType type;
+    int64_t cols;
+    int64_t panel_cols;
+    int64_t n_groups;
+
+    // The fewest equal panels of whole blocks within kPanelBytes per group.
+    // With unit_cols (a column-split product's units, ops/matmul.h), panels
+    // of as many whole units as fit instead (at least one), so that a unit
+    // never straddles two panels.
+    static GroupPanels for_matrix(QuantType type, int64_t cols, int64_t n_groups, int64_t unit_cols = 0);
+
+    int64_t count() const { return (cols + panel_cols - 1) / panel_cols; }
+    int64_t panel_of(int64_t col) const { return col / panel_cols; }
+    // Columns of panel p, bytes of one of its groups, and where it starts.
+    int64_t width(int64_t p) const;
+    uint64_t group_bytes(int64_t p) const;
+    uint64_t offset(int64_t p) const;
+    // Where column `col` (a block boundary) of group g starts.
+    uint64_t at(int64_t g, int64_t col) const;
+    uint64_t total_bytes() const;
+};
+
 // Bytes of one group of 16 rows of n elements, and the offset of element
 // `col` (a block boundary) within a group.
 uint64_t group_bytes(QuantType type, int64_t n);
@@ -75,15 +117,21 @@ uint64_t group_col_offset(QuantType type, int64_t col);
 // apart) as one group at `out` (group_bytes long), zero rows after n_rows.
 void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_rows, int64_t n, uint8_t* out);
 
+// Writes n_rows rows (each panels.cols elements in GGUF's layout, row_stride
+// bytes apart) as the grouped matrix `panels` describes, at out
+// (panels.total_bytes() long; n_groups covers n_rows, the last group padded).
+void group_matrix(const GroupPanels& panels, const uint8_t* rows, size_t row_stride, int64_t n_rows, uint8_t* out);
+
 // Row r of a group of n-element rows, back in GGUF's layout.
 void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t* row);
 
 // The reference of every grouped kernel (QuantTraits::vec_dot_groups): each
 // row ungrouped, then the type's scalar dot product of each unit with each
-// column. (The activations' block sums the fast kernels take are not needed
-// here.)
+// column, added to y with accumulate (a fast kernel continues its sum
+// instead: close, not the same bits). (The activations' block sums the fast
+// kernels take are not needed here.)
 void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
-                              int64_t unit_n = 0, size_t unit_stride = 0);
+                              int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);
 
 }  // namespace tessera

@@ -21,6 +21,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -158,23 +160,31 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                         const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
                         // Whole rows, units of one block, and units of 3
                         // blocks (the last one shorter unless 3 divides).
+                        // With accumulate, the sums continue from what y held.
                         for (int64_t unit_blocks : {blocks, int64_t{1}, int64_t{3}}) {
-                            const int64_t unit_n = unit_blocks * block_of(type);
-                            const int64_t n_units = (blocks + unit_blocks - 1) / unit_blocks;
-                            const size_t unit_stride = cols * y_stride + 2;
-                            std::vector<float> want(n_units * unit_stride, -1.0f), got(want.size(), -1.0f);
-                            vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups,
-                                                     x.data() + x_off, x_stride, cols, want.data(), y_stride, unit_n,
-                                                     unit_stride);
-                            simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
-                                                x_stride, sums.data(), static_cast<size_t>(blocks), cols, got.data(),
-                                                y_stride, unit_n, unit_stride);
-                            for (size_t i = 0; i < got.size(); ++i) {
-                                const size_t in_unit = i % unit_stride;
-                                const bool padding = in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
-                                ASSERT_NEAR(got[i], want[i], padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
-                                    << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
-                                    << " groups " << n_groups << " cols " << cols << " unit " << unit_n << " at " << i;
+                            for (bool accumulate : {false, true}) {
+                                const int64_t unit_n = unit_blocks * block_of(type);
+                                const int64_t n_units = (blocks + unit_blocks - 1) / unit_blocks;
+                                const size_t unit_stride = cols * y_stride + 2;
+                                std::vector<float> want(n_units * unit_stride);
+                                for (size_t i = 0; i < want.size(); ++i) want[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
+                                std::vector<float> got = want;
+                                vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups,
+                                                         x.data() + x_off, x_stride, cols, want.data(), y_stride,
+                                                         unit_n, unit_stride, accumulate);
+                                simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
+                                                    x_stride, sums.data(), static_cast<size_t>(blocks), cols,
+                                                    got.data(), y_stride, unit_n, unit_stride, accumulate);
+                                for (size_t i = 0; i < got.size(); ++i) {
+                                    const size_t in_unit = i % unit_stride;
+                                    const bool padding =
+                                        in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
+                                    ASSERT_NEAR(got[i], want[i],
+                                                padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
+                                        << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                        << " groups " << n_groups << " cols " << cols << " unit " << unit_n
+                                        << " accumulate " << accumulate << " at " << i;
+                                }
                             }
                         }
                     }
@@ -248,6 +258,109 @@ TEST(RowGroups, MatmulOverGroupsEqualsRowsAndDoesNotDependOnTheRect) {
             for (int t = 0; t < n_tok; ++t) {
                 for (int64_t r = 0; r < 20; ++r) {
                     ASSERT_EQ(units_part[t * 20 + r], units_groups[t * rows + 10 + r]) << r;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+TEST(RowGroups, PanelsAreEqualWholeBlocksWithinTheirBudget) {
+    for (QuantType type : kTypes) {
+        for (int64_t blocks : {1, 7, 8, 9, 64, 65, 176, 500}) {
+            const int64_t cols = blocks * block_of(type);
+            const GroupPanels panels = GroupPanels::for_matrix(type, cols, 5);
+            EXPECT_EQ(panels.panel_cols % block_of(type), 0);
+            int64_t covered = 0;
+            for (int64_t p = 0; p < panels.count(); ++p) {
+                EXPECT_LE(panels.group_bytes(p), std::max(kPanelBytes, group_bytes(type, block_of(type))));
+                EXPECT_GT(panels.width(p), 0);
+                covered += panels.width(p);
+            }
+            EXPECT_EQ(covered, cols);
+            // The fewest panels: one fewer, sharing the blocks equally, would not fit.
+            if (panels.count() > 1) {
+                const int64_t fewer = panels.count() - 1;
+                EXPECT_GT(group_bytes(type, (blocks + fewer - 1) / fewer * block_of(type)), kPanelBytes);
+            } else {
+                EXPECT_EQ(panels.panel_cols, cols);
+            }
+            EXPECT_EQ(panels.total_bytes(), 5 * group_bytes(type, cols));
+        }
+    }
+    // A 1.1B model's w_down row (5632 Q4_0 columns, 50 KiB a group) in three.
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q4_0, 5632, 128).count(), 3);
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q4_0, 2048, 128).count(), 1);
+    // With units (704 channels: 6.2 KiB of Q4_0, 12.0 KiB of Q8_0), panels of
+    // as many whole units as fit; rows that fit stay one panel.
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q4_0, 5632, 128, 704).panel_cols, 3 * 704);
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q8_0, 5632, 128, 704).panel_cols, 704);
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q8_0, 2048, 128, 512).panel_cols, 1024);
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q4_0, 2048, 128, 512).panel_cols, 2048);
+    // A unit larger than the budget is a panel of its own.
+    EXPECT_EQ(GroupPanels::for_matrix(QuantType::Q8_0, 8192, 128, 4096).panel_cols, 4096);
+}
+
+// The same product over a matrix in column panels of any width, whatever the
+// rows, positions and column units: the bits of one panel. Panel widths that
+// cut units (of 3 blocks) included, and panels of whole units (3 blocks: the
+// column-split product takes them one panel at a time).
+TEST(RowGroups, ProductsOverPanelsEqualOnePanelBitForBit) {
+    for (QuantType type : kTypes) {
+        if (compute_traits(type)->vec_dot_groups == nullptr) {
+            std::fprintf(stderr, "%s: no grouped kernel on this CPU\n", quant_type_name(type));
+            continue;
+        }
+        const QuantType vdt = scalar_traits(type)->vec_dot_type;
+        const int64_t block = block_of(type);
+        Rng rng(9);
+        const int64_t rows = 75, cols = 11 * block, groups = 5;
+        const auto plain = random_rows(type, rows, cols, rng);
+        const auto laid_out = [&](int64_t panel_cols) {
+            const GroupPanels panels{type, cols, panel_cols, groups};
+            auto bytes = std::make_shared<std::vector<uint8_t>>(panels.total_bytes());
+            group_matrix(panels, plain.data(), quant_row_bytes(type, cols), rows, bytes->data());
+            Matrix m{type, cols, rows, quant_row_bytes(type, cols), bytes->data()};
+            m.row_begin = 40;
+            m.grouped = true;
+            m.panel_cols = panel_cols;
+            return std::pair{m, bytes};
+        };
+        const auto [one, one_bytes] = laid_out(cols);
+        ThreadPool pool(2);
+        for (int n_tok : {1, 5, 70}) {
+            std::vector<float> xs(static_cast<size_t>(n_tok * cols));
+            for (float& v : xs) v = rng.next_normal();
+            QuantizedActivation x, xc;
+            x.quantize(xs.data(), cols, vdt, n_tok);
+            xc.quantize(xs.data() + 3 * block, 8 * block, vdt, n_tok, cols);
+            std::vector<float> want(static_cast<size_t>(n_tok * rows));
+            matmul(one, {40, 115, 0, cols}, x, want.data(), rows, pool);
+            std::vector<double> want_units(want.size());
+            matmul_units(one, {40, 115, 3 * block, 8 * block}, xc, 3 * block, want_units.data(), rows, pool);
+            for (int64_t panel_blocks : {1, 2, 3, 4, 5, 6, 10}) {
+                const auto [m, bytes] = laid_out(panel_blocks * block);
+                std::vector<float> got(want.size());
+                matmul(m, {40, 115, 0, cols}, x, got.data(), rows, pool);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    ASSERT_EQ(got[i], want[i]) << quant_type_name(type) << " panels of " << panel_blocks << " blocks, "
+                                               << n_tok << " positions, at " << i;
+                }
+                // Rows inside groups.
+                std::vector<float> part(static_cast<size_t>(n_tok * 18));
+                matmul(m, {43, 61, 0, cols}, x, part.data(), 18, pool);
+                for (int t = 0; t < n_tok; ++t) {
+                    for (int64_t r = 0; r < 18; ++r) ASSERT_EQ(part[t * 18 + r], want[t * rows + 3 + r]) << r;
+                }
+                // Columns [3, 11) blocks in units of 3 blocks (the last of 2).
+                std::vector<double> got_units(want.size());
+                matmul_units(m, {40, 115, 3 * block, 8 * block}, xc, 3 * block, got_units.data(), rows, pool);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    ASSERT_EQ(got_units[i], want_units[i])
+                        << quant_type_name(type) << " units, panels of " << panel_blocks << " blocks, at " << i;
                 }
             }
         }
