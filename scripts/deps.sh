@@ -6,6 +6,7 @@ TESSERA_PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
+  libsodium-dev
 )
 
 tessera_install_deps() {

@@ -4,7 +4,7 @@
 // cluster file, and are equal where those are silent (a run measures speed).
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
-#include "dist/planner.h"
+#include "cluster/planner.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 #include "util/system_memory.h"

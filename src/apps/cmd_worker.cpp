@@ -1,6 +1,7 @@
 // tessera worker: serve a slice of a model to a tensor-parallel root.
 #include "apps/commands.h"
-#include "dist/tp_worker.h"
+#include "cluster/tp_worker.h"
+#include "net/wire_key.h"
 #include "util/error.h"
 
 #include <algorithm>
@@ -8,30 +9,77 @@
 #include <cstdlib>
 #include <memory>
 #include <thread>
+#include <unistd.h>
 
 namespace tessera {
 
 namespace {
 
+constexpr const char* kDefaultPort = "9999";
+
 struct WorkerCliOptions {
-    std::string listen = "0.0.0.0:9999";
+    std::string listen;  // empty: 0.0.0.0:9999 with a key, 127.0.0.1:9999 without
     std::string model;
     std::string cache_dir;
+    std::string key_file;
+    int key_fd = -1;
+    bool insecure = false;
+    double cache_max_gib = 32.0;
     int n_threads = 0;
     bool once = false;
     bool mmap = false;
     int timeout_ms = 5000;
 };
 
+bool is_loopback_host(const std::string& host) {
+    return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The key of --key-fd: 64 hex digits a parent process (run --local) wrote to a pipe.
+WireKey read_key_fd(int fd) {
+    std::string text;
+    char buf[130];
+    ssize_t n;
+    while (text.size() < sizeof buf && (n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return key_from_hex(text, "--key-fd");
+}
+
 void worker_main(const WorkerCliOptions& o) {
     WorkerOptions options;
-    options.listen = parse_host_port(o.listen);
+    if (o.key_fd >= 0) {
+        options.key = std::make_shared<const WireKey>(read_key_fd(o.key_fd));
+    } else {
+        options.key = key_from_flag_or_env(o.key_file);
+    }
+    std::string listen = o.listen;
+    if (listen.empty()) {
+        listen = std::string(options.key ? "0.0.0.0:" : "127.0.0.1:") + kDefaultPort;
+        if (!options.key) {
+            std::fprintf(stderr, "worker: no key (--key): listening on 127.0.0.1 only; to serve other machines, make "
+                                 "a key with `tessera keygen -o FILE` and give every node --key FILE\n");
+        }
+    }
+    options.listen = parse_host_port(listen);
+    options.insecure = o.insecure;
+    if (!options.key && !is_loopback_host(options.listen.host)) {
+        if (!o.insecure) {
+            throw make_error("listening on {} without a key would let anyone who reaches it use this worker: give "
+                             "--key FILE (make one with `tessera keygen -o FILE`), or --insecure to accept that",
+                             options.listen.str());
+        }
+        std::fprintf(stderr, "worker: warning: --insecure: frames on %s are neither encrypted nor authenticated\n",
+                     options.listen.str().c_str());
+    } else {
+        options.insecure = false;
+    }
     // Without -m the worker holds no model: roots send it their slice once.
     options.model_path = o.model;
     options.cache_dir = !o.cache_dir.empty() ? o.cache_dir
                         : std::getenv("XDG_CACHE_HOME") != nullptr
                             ? std::string(std::getenv("XDG_CACHE_HOME")) + "/tessera"
                             : std::string(std::getenv("HOME") != nullptr ? std::getenv("HOME") : "/tmp") + "/.cache/tessera";
+    options.cache_max_bytes = static_cast<uint64_t>(o.cache_max_gib * (1ull << 30));
     options.n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     options.once = o.once;
     options.private_weights = !o.mmap;
@@ -50,18 +98,28 @@ void worker_main(const WorkerCliOptions& o) {
 void add_worker_command(CLI::App& app) {
     auto o = std::make_shared<WorkerCliOptions>();
     CLI::App* cmd = app.add_subcommand("worker", "Serve a slice of a model to a tensor-parallel root (tessera run --workers)");
-    cmd->add_option("--listen", o->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
-        ->capture_default_str();
+    cmd->add_option("--listen", o->listen,
+                    "Address to listen on, HOST:PORT (port 0: any free port); default 0.0.0.0:9999 with a key, "
+                    "127.0.0.1:9999 without");
     cmd->add_option("-m,--model", o->model,
                     "GGUF model file (the same file as the root's); without it, the root sends this worker its slice "
                     "once and it is cached");
+    cmd->add_option("--key", o->key_file,
+                    "Key file shared by every node (tessera keygen): only peers holding it are served, and every frame "
+                    "is sealed; default: $TESSERA_KEY_FILE");
+    cmd->add_flag("--insecure", o->insecure,
+                  "Serve without a key on a non-loopback address (anyone who reaches the port can use the worker)");
+    cmd->add_option("--key-fd", o->key_fd, "Read the key from this file descriptor (run --local)")->group("");
     cmd->add_option("--cache-dir", o->cache_dir, "Where received slices are cached (default: ~/.cache/tessera)");
+    cmd->add_option("--cache-max", o->cache_max_gib, "Largest total size of the slice cache, in GiB (oldest evicted)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 1e6));
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--once", o->once, "Exit after serving one root");
     cmd->add_flag("--mmap", o->mmap,
                   "Compute from the mapped model file instead of a private copy of the slice (loads faster, "
                   "generates slower)");
-    cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout per read or write, in ms")
+    cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout for a frame or a handshake, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
     cmd->callback([o] { worker_main(*o); });

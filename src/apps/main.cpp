@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     tessera::add_quantize_command(app);
     tessera::add_perplexity_command(app);
     tessera::add_plan_command(app);
+    tessera::add_keygen_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

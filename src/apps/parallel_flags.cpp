@@ -27,6 +27,13 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                   "generates slower)");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
+    cmd->add_option("--key", o.key_file,
+                    "Key file shared by every node (tessera keygen): seal every frame; default: $TESSERA_KEY_FILE, "
+                    "else plain frames");
+    cmd->add_option("--step-timeout-ms", o.step_timeout_ms,
+                    "Drop a worker that sends heartbeats but no result for this long (default: sized from its measured "
+                    "speed)")
+        ->check(CLI::Range(0, 3600000));
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));

@@ -1,7 +1,8 @@
 #include "engine/decoder_setup.h"
 
-#include "dist/planner.h"
+#include "cluster/planner.h"
 #include "model/local_decoder.h"
+#include "net/wire_key.h"
 #include "util/system_memory.h"
 #include "util/error.h"
 
@@ -73,6 +74,7 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
     pc.n_threads = n_threads;
     pc.limits.io_timeout_ms = options.timeout_ms;
     pc.connect_timeout_ms = options.timeout_ms;
+    pc.key = key_from_flag_or_env(options.key_file);
     DecoderSetup setup;
     auto decoder = std::make_unique<PipelineDecoder>(model, pc);
     setup.pipeline = decoder.get();
@@ -93,11 +95,15 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
     DecoderSetup setup;
     std::vector<HostPort> workers = parse_workers(options.workers);
+    std::shared_ptr<const WireKey> key = key_from_flag_or_env(options.key_file);
     if (options.local > 1) {
         if (!workers.empty()) throw make_error("use either --workers or --local, not both");
+        // The processes of --local share a fresh key that never touches disk
+        // (passed through a pipe), so their frames are sealed like any others.
+        if (!key) key = std::make_shared<const WireKey>(random_key());
         setup.local_workers =
             std::make_unique<LocalWorkers>(self_executable(), model.path(), options.local - 1, n_threads, 30000,
-                                           options.mmap);
+                                           options.mmap, key.get());
         workers = setup.local_workers->addresses();
     }
     if (workers.empty()) {
@@ -128,6 +134,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     tp.limits.io_timeout_ms = options.timeout_ms;
     tp.connect_timeout_ms = options.timeout_ms;
     tp.shared_memory = !options.tcp_only;
+    tp.key = key;
+    tp.step_timeout_ms = options.step_timeout_ms;
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

@@ -4,10 +4,10 @@
 // Shared by run, bench and perplexity so every tool can use every mode.
 #pragma once
 
-#include "dist/cluster_spec.h"
-#include "dist/local_cluster.h"
-#include "dist/pipeline_decoder.h"
-#include "dist/tp_decoder.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/local_cluster.h"
+#include "cluster/pipeline_decoder.h"
+#include "cluster/tp_decoder.h"
 #include "model/decoder.h"
 #include "model/llama_model.h"
 #include "model/slice_forward.h"
@@ -31,6 +31,8 @@ struct ParallelOptions {
     int timeout_ms = 5000;
     bool tcp_only = false;  // same-host ranks talk over TCP, not shared memory
     bool mmap = false;      // compute from the mapped file, not a private copy of the weights
+    std::string key_file;   // --key (else $TESSERA_KEY_FILE): seal every frame; none: plain frames
+    int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
     bool parallel() const { return local > 1 || !workers.empty() || pipeline(); }

@@ -28,11 +28,14 @@ public:
     virtual uint32_t overhead() const = 0;
     // Header flags frames of this codec carry; a receiver refuses others.
     virtual uint32_t flags() const = 0;
-    // Turns a payload into its wire bytes in place (the header, already
-    // final, may be authenticated as associated data).
-    virtual void seal(const FrameHeader& header, std::vector<uint8_t>& bytes) = 0;
-    // The inverse; throws an Error on a forged or corrupted frame.
-    virtual void open(const FrameHeader& header, std::vector<uint8_t>& bytes) = 0;
+    // Turns a payload into its wire bytes in place: `body` holds the payload
+    // followed by overhead() bytes of room. The header, already final (its
+    // encoding in header_bytes), may be authenticated as associated data.
+    virtual void seal(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) = 0;
+    // The inverse, in place over the wire bytes (the payload is then the
+    // first body.size() - overhead() bytes); throws an Error on a forged or
+    // corrupted frame.
+    virtual void open(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) = 0;
 };
 
 // Sends payloads as they are.
@@ -46,7 +49,12 @@ struct Frame {
 
 struct ChannelLimits {
     uint32_t max_payload = 64u << 20;  // larger claims are refused before reading
-    int io_timeout_ms = 5000;          // per read/write without progress
+    // A frame, once its first byte has arrived (or a send, once begun), must
+    // complete within io_timeout_ms plus 1 ms per KiB: a deadline for the
+    // whole frame, not for the time between bytes, so a peer trickling one
+    // byte at a time cannot hold a node, while a large frame on a slow link
+    // (at least 1 MB/s) still gets through.
+    int io_timeout_ms = 5000;
     int spin_us = 100;                 // see TcpStream::set_spin_before_sleep
 };
 
@@ -78,6 +86,11 @@ public:
     int fd() const { return stream_.fd(); }
     void close() { stream_.close(); }
     void set_codec(std::unique_ptr<FrameCodec> codec) { codec_ = std::move(codec); }
+    bool sealed() const { return codec_->flags() != 0; }
+    // Frames larger than this are refused before reading (an unauthenticated
+    // peer gets a small cap, an authenticated one the limits' cap).
+    void set_max_payload(uint32_t bytes) { limits_.max_payload = bytes; }
+    const ChannelLimits& limits() const { return limits_; }
 
 private:
     TcpStream stream_;
@@ -90,6 +103,8 @@ private:
 
     void write_all(const void* data, size_t n);
     void read_exact(void* data, size_t n, int timeout_ms);
+    // The whole-frame budget for n bytes (see ChannelLimits::io_timeout_ms).
+    int budget_ms(size_t n) const;
 };
 
 }  // namespace tessera

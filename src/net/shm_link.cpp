@@ -194,12 +194,18 @@ std::unique_ptr<ShmLink> ShmLink::open(const std::string& name, const std::strin
 void ShmLink::write_all(const void* data, size_t n, int timeout_ms, const TcpStream& tcp) {
     const auto* p = static_cast<const uint8_t*>(data);
     const uint64_t mask = ring_bytes_ - 1;
+    const int64_t deadline = now_ms() + timeout_ms;
     while (n > 0) {
         const uint64_t head = out_->head.load(std::memory_order_relaxed);  // only we write it
-        const uint64_t free = ring_bytes_ - (head - out_->tail.load(std::memory_order_acquire));
+        // The tail is the peer's to write: check it before using it, so a
+        // forged one is an error, not a write past the ring.
+        const uint64_t used = head - out_->tail.load(std::memory_order_acquire);
+        if (used > ring_bytes_) throw make_error("{}: shared-memory ring corrupted (read index out of range)", tcp.peer());
+        const uint64_t free = ring_bytes_ - used;
         if (free == 0) {
             const auto has_space = [&] { return out_->tail.load() != head - ring_bytes_; };
-            const Wait w = wait_for(has_space, out_->space_seq, out_->space_waiting, spin_us_, timeout_ms, tcp);
+            const int left = static_cast<int>(std::max<int64_t>(0, deadline - now_ms()));
+            const Wait w = wait_for(has_space, out_->space_seq, out_->space_waiting, spin_us_, left, tcp);
             if (w == Wait::kPeerGone) throw make_error("{}: connection closed by the peer", tcp.peer());
             if (w == Wait::kTimeout) {
                 throw make_error("{}: peer stopped reading (write timed out after {} ms)", tcp.peer(), timeout_ms);
@@ -222,19 +228,23 @@ void ShmLink::write_all(const void* data, size_t n, int timeout_ms, const TcpStr
 void ShmLink::read_exact(void* data, size_t n, int timeout_ms, const TcpStream& tcp) {
     auto* p = static_cast<uint8_t*>(data);
     const uint64_t mask = ring_bytes_ - 1;
+    const int64_t deadline = now_ms() + timeout_ms;
     while (n > 0) {
         const uint64_t tail = in_->tail.load(std::memory_order_relaxed);  // only we write it
         const uint64_t ready = in_->head.load(std::memory_order_acquire) - tail;
         if (ready == 0) {
             const auto has_data = [&] { return in_->head.load() != tail; };
-            const Wait w = wait_for(has_data, in_->data_seq, in_->data_waiting, spin_us_, timeout_ms, tcp);
+            const int left = static_cast<int>(std::max<int64_t>(0, deadline - now_ms()));
+            const Wait w = wait_for(has_data, in_->data_seq, in_->data_waiting, spin_us_, left, tcp);
             if (w == Wait::kPeerGone) throw make_error("{}: connection closed by the peer", tcp.peer());
             if (w == Wait::kTimeout) {
                 throw make_error("{}: no data for {} ms (peer stalled or unreachable)", tcp.peer(), timeout_ms);
             }
             continue;
         }
-        if (ready > ring_bytes_) throw make_error("{}: shared-memory ring corrupted", tcp.peer());
+        if (ready > ring_bytes_) {
+            throw make_error("{}: shared-memory ring corrupted (write index out of range)", tcp.peer());
+        }
         const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, ready));
         const size_t at = static_cast<size_t>(tail & mask);
         const size_t first = std::min(chunk, ring_bytes_ - at);

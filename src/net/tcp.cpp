@@ -172,6 +172,7 @@ TcpStream TcpStream::connect(const HostPort& address, int timeout_ms) {
 void TcpStream::write_all(const void* data, size_t n, int timeout_ms) {
     if (fd_ < 0) throw make_error("{}: write on a closed connection", peer_);
     const auto* p = static_cast<const uint8_t*>(data);
+    const int64_t deadline = now_ms() + timeout_ms;
     while (n > 0) {
         const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
         if (w > 0) {
@@ -181,7 +182,7 @@ void TcpStream::write_all(const void* data, size_t n, int timeout_ms) {
         }
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!poll_until(fd_, POLLOUT, now_ms() + timeout_ms)) {
+            if (!poll_until(fd_, POLLOUT, deadline)) {
                 throw make_error("{}: peer stopped reading (write timed out after {} ms)", peer_, timeout_ms);
             }
             continue;
@@ -207,6 +208,7 @@ bool TcpStream::spin_until_readable() {
 void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
     if (fd_ < 0) throw make_error("{}: read on a closed connection", peer_);
     auto* p = static_cast<uint8_t*>(data);
+    const int64_t deadline = now_ms() + timeout_ms;
     while (n > 0) {
         const ssize_t r = ::recv(fd_, p, n, 0);
         if (r > 0) {
@@ -218,8 +220,9 @@ void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (spin_until_readable()) continue;
-            if (!poll_until(fd_, POLLIN, now_ms() + timeout_ms)) {
-                throw make_error("{}: no data for {} ms (peer stalled or unreachable)", peer_, timeout_ms);
+            if (!poll_until(fd_, POLLIN, deadline)) {
+                throw make_error("{}: {} bytes missing after {} ms (peer stalled or unreachable)", peer_, n,
+                                 timeout_ms);
             }
             continue;
         }
@@ -263,7 +266,7 @@ TcpListener::TcpListener(const HostPort& address) : name_(address.str()) {
         }
         const int one = 1;
         ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
             sockaddr_storage bound{};
             socklen_t len = sizeof bound;
             ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);

@@ -32,8 +32,9 @@ public:
     // Connects within timeout_ms (name resolution included).
     static TcpStream connect(const HostPort& address, int timeout_ms);
 
-    // Writes or reads exactly n bytes, each within timeout_ms of progress;
-    // throws an Error naming the peer on timeout, reset or end of stream.
+    // Writes or reads exactly n bytes, all of them within timeout_ms (a
+    // deadline for the whole call, not for the time between bytes); throws
+    // an Error naming the peer on timeout, reset or end of stream.
     void write_all(const void* data, size_t n, int timeout_ms);
     void read_exact(void* data, size_t n, int timeout_ms);
     // Reads what is available now (at most n bytes; 0 at end of stream).

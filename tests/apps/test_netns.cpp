@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -60,13 +61,17 @@ TEST(NetworkNamespaces, TensorParallelAcrossNamespacesEqualsOneProcess) {
     Namespaces ns(name, 2, subnet, 100);
     ASSERT_TRUE(ns.ok()) << "could not create network namespaces (ip netns, veth, tc tbf)";
 
+    // Workers on a non-loopback address need the key (or --insecure).
+    const std::string key = test::scratch_dir("netns") + "/key";
+    std::remove(key.c_str());
+    ASSERT_EQ(run_process({test::tessera_binary(), "keygen", "-o", key}, 30).exit_code, 0);
     std::vector<std::unique_ptr<BackgroundProcess>> procs;
     std::string workers;
     for (int i = 1; i <= 2; ++i) {
         const std::string ip = "10." + std::to_string(subnet) + "." + std::to_string(i) + ".2";
         procs.push_back(std::make_unique<BackgroundProcess>(std::vector<std::string>{
             "/usr/sbin/ip", "netns", "exec", name + "-w" + std::to_string(i), test::tessera_binary(), "worker",
-            "--listen", ip + ":7000", "-t", "1", "--once"}));
+            "--listen", ip + ":7000", "-t", "1", "--once", "--key", key}));
         ASSERT_EQ(first_line_port(*procs.back()), "7000");
         // The relay lives in the root's namespace and adds 0.5 ms each way.
         procs.push_back(std::make_unique<BackgroundProcess>(
@@ -80,7 +85,7 @@ TEST(NetworkNamespaces, TensorParallelAcrossNamespacesEqualsOneProcess) {
     }
     const auto tp = run_process({"/usr/sbin/ip", "netns", "exec", name + "-r", test::tessera_binary(), "run",
                                  "--workers", workers, "-p", "Once upon a time", "-n", "32", "--temp", "0", "-t",
-                                 "1", "--json"},
+                                 "1", "--json", "--key", key},
                                 120);
     ASSERT_EQ(tp.exit_code, 0) << tp.err;
     const auto single = run_process({test::tessera_binary(), "run", "-p", "Once upon a time", "-n", "32", "--temp",

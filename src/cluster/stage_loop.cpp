@@ -1,10 +1,11 @@
-#include "dist/stage_loop.h"
+#include "cluster/stage_loop.h"
 
-#include "dist/heartbeat.h"
-#include "dist/tp_messages.h"
+#include "cluster/heartbeat.h"
+#include "cluster/json_messages.h"
+#include "cluster/tp_messages.h"
+#include "net/handshake.h"
 #include "util/error.h"
 
-#include <nlohmann/json.hpp>
 #include <poll.h>
 
 #include <memory>
@@ -14,37 +15,30 @@ namespace tessera {
 
 namespace {
 
-using json = nlohmann::json;
-
 constexpr int kLinkTimeoutMs = 30000;
 constexpr int kIdlePollMs = 1000;
 constexpr int kShutdownGraceMs = 2000;
 
-void send_json(FrameChannel& channel, TpMessage type, const json& j) {
-    const std::string text = j.dump();
-    channel.send(static_cast<uint16_t>(type),
-                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
 }  // namespace
 
-void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block, SliceForward& forward,
-                 const StageLinks& links, const ChannelLimits& limits,
+void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, LayerBlock& block,
+                 SliceForward& forward, const StageLinks& links, const ChannelLimits& limits,
                  const std::function<void(const std::string&)>& log) {
-    // Links first: accept the previous stage, connect to the next one.
+    // Links first: take the previous stage (it connects to this worker's
+    // port), then connect to the next one.
     std::unique_ptr<FrameChannel> prev, next;
     Frame frame;
     if (links.has_prev) {
-        prev = std::make_unique<FrameChannel>(listener.accept(kLinkTimeoutMs), limits);
-        prev->recv(frame, kLinkTimeoutMs);
-        const json hello = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
-        if (frame.type != static_cast<uint16_t>(TpMessage::kStageHello) || !hello.is_object() ||
-            hello.value("fingerprint", std::string()) != links.fingerprint) {
-            throw make_error("{}: the previous stage runs another model or protocol", prev->peer());
+        PreviousStage previous = accept_previous(kLinkTimeoutMs);
+        prev = std::move(previous.channel);
+        const JsonFields hello(previous.hello, prev->peer(), "stage-hello");
+        if (hello.string("fingerprint", 64) != links.fingerprint) {
+            throw make_error("{}: the previous stage runs another model", prev->peer());
         }
     }
     if (links.next) {
         next = std::make_unique<FrameChannel>(TcpStream::connect(*links.next, kLinkTimeoutMs), limits);
+        authenticate_as_client(*next, links.key, limits.io_timeout_ms);
         send_json(*next, TpMessage::kStageHello, {{"fingerprint", links.fingerprint}});
     }
     send_json(control, TpMessage::kReady, {{"ok", true}});
@@ -81,6 +75,7 @@ void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block
             throw make_error("{}: unexpected {} message", from.peer(), tp_message_name(frame.type));
         }
         const StepHeader step = decode_step(frame.payload, x, from.peer().c_str());
+        require_finite(x.data(), x.size(), from.peer());
         const int n_tok = static_cast<int>(step.n_tok);
         if (step.width != static_cast<uint32_t>(hp.n_embd) || n_tok < 1 || n_tok > forward.n_batch() ||
             step.pos0 + step.n_tok > static_cast<uint32_t>(forward.n_ctx())) {

@@ -1,6 +1,6 @@
-#include "dist/heartbeat.h"
+#include "cluster/heartbeat.h"
 
-#include "dist/tp_messages.h"
+#include "cluster/tp_messages.h"
 #include "util/error.h"
 
 #include <chrono>

@@ -3,8 +3,8 @@
 // output equals a single node's for 2, 3 and 4 ranks and uneven weights, on
 // stories260K and on a generated GQA model; a worker holding another model is
 // refused with both fingerprints; a worker that dies is reported in seconds.
-#include "dist/tp_decoder.h"
-#include "dist/tp_worker.h"
+#include "cluster/tp_decoder.h"
+#include "cluster/tp_worker.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"
@@ -26,11 +26,13 @@ namespace {
 // A worker serving one session from a thread; its port is known once it listens.
 class TestWorker {
 public:
-    explicit TestWorker(const std::string& model_path, int threads = 1, const std::string& cache_dir = "") {
+    explicit TestWorker(const std::string& model_path, int threads = 1, const std::string& cache_dir = "",
+                        std::shared_ptr<const WireKey> key = nullptr) {
         std::promise<uint16_t> port;
         auto future = port.get_future();
-        thread_ = std::thread([this, model_path, threads, cache_dir, p = std::move(port)]() mutable {
+        thread_ = std::thread([this, model_path, threads, cache_dir, key, p = std::move(port)]() mutable {
             WorkerOptions o;
+            o.key = key;
             o.listen = {"127.0.0.1", 0};
             o.model_path = model_path;
             o.cache_dir = cache_dir;
@@ -137,16 +139,19 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
     EXPECT_EQ(tp_greedy(path, prompt, 24, 3, {1.0, 3.0, 1.0}), want) << "uneven weights";
 }
 
-// A worker on this host takes its frames through shared memory unless told
-// not to; over either transport the output equals a single node's.
+// A worker on this host that proved the key takes its frames through shared
+// memory unless told not to; over either transport the output equals a single
+// node's. Without a key no shared memory is offered.
 TEST(TensorParallel, SameHostWorkersUseSharedMemoryAndTcpStaysAvailable) {
     const std::string path = gqa_model();
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
     const std::vector<int32_t> want = local_greedy(path, prompt, 16);
+    const auto key = std::make_shared<const WireKey>(random_key());
     for (bool shared_memory : {true, false}) {
         const LlamaModel model(path);
-        TestWorker worker(path);
+        TestWorker worker(path, 1, "", key);
         TpConfig config;
+        config.key = key;
         config.workers.push_back(worker.address());
         config.forward.n_ctx = 128;
         config.forward.n_batch = 16;
@@ -154,8 +159,19 @@ TEST(TensorParallel, SameHostWorkersUseSharedMemoryAndTcpStaysAvailable) {
         config.shared_memory = shared_memory;
         TensorParallelDecoder decoder(model, config);
         EXPECT_EQ(decoder.ranks()[1].shared_memory, shared_memory);
+        EXPECT_TRUE(decoder.ranks()[1].sealed);
         EXPECT_EQ(greedy(decoder, prompt, 16), want) << (shared_memory ? "shared memory" : "TCP");
     }
+    const LlamaModel model(path);
+    TestWorker plain(path);
+    TpConfig config;
+    config.workers.push_back(plain.address());
+    config.forward.n_ctx = 128;
+    config.forward.n_batch = 16;
+    TensorParallelDecoder decoder(model, config);
+    EXPECT_FALSE(decoder.ranks()[1].shared_memory) << "shared memory offered to an unauthenticated peer";
+    EXPECT_FALSE(decoder.ranks()[1].sealed);
+    EXPECT_EQ(greedy(decoder, prompt, 16), want) << "plain";
 }
 
 // --exact is exact: the logits of every step, not only the greedy tokens,
@@ -210,6 +226,7 @@ TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
     EXPECT_GT(sent, 0u);
     size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+        if (entry.path().extension() != ".gguf") continue;
         ++files;
         // A slice file holds only its share: well under the whole model.
         EXPECT_LT(std::filesystem::file_size(entry.path()), std::filesystem::file_size(path) * 3 / 4);
@@ -218,7 +235,7 @@ TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
     EXPECT_EQ(run(&sent), want);
     EXPECT_EQ(sent, 0u) << "the cached slices were not used";
     for (const auto& entry : std::filesystem::directory_iterator(cache)) {
-        std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << "not a gguf";
+        if (entry.path().extension() == ".gguf") std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << "not a gguf";
     }
     EXPECT_EQ(run(&sent), want);
     EXPECT_GT(sent, 0u) << "damaged cache entries were not replaced";

@@ -1,4 +1,4 @@
-#include "dist/cluster_spec.h"
+#include "cluster/cluster_spec.h"
 
 #include "util/error.h"
 

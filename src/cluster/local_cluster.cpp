@@ -1,4 +1,4 @@
-#include "dist/local_cluster.h"
+#include "cluster/local_cluster.h"
 
 #include "util/error.h"
 
@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <climits>
+#include <vector>
 
 namespace tessera {
 
@@ -48,11 +49,24 @@ std::string self_executable() {
 }
 
 LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads,
-                           int timeout_ms, bool mmap) {
+                           int timeout_ms, bool mmap, const WireKey* key) {
     try {
         for (int i = 0; i < n; ++i) {
             int pipe_fds[2];
             if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw make_error("pipe: {}", std::strerror(errno));
+            // The key travels through a second pipe the child reads as fd 3:
+            // never on a command line, in the environment or on disk.
+            int key_fds[2] = {-1, -1};
+            if (key != nullptr) {
+                if (::pipe2(key_fds, O_CLOEXEC) != 0) throw make_error("pipe: {}", std::strerror(errno));
+                const std::string hex = key_to_hex(*key) + "\n";
+                const bool written = ::write(key_fds[1], hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+                ::close(key_fds[1]);
+                if (!written) {
+                    ::close(key_fds[0]);
+                    throw make_error("cannot pass the key to a local worker");
+                }
+            }
             const std::string threads = std::to_string(n_threads);
             const pid_t parent = ::getpid();
             const pid_t pid = ::fork();
@@ -62,12 +76,22 @@ LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_p
                 ::prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (::getppid() != parent) ::_exit(1);
                 ::dup2(pipe_fds[1], STDOUT_FILENO);
-                const char* argv[] = {binary.c_str(), "worker", "--listen", "127.0.0.1:0", "-m", model_path.c_str(),
-                                      "-t", threads.c_str(), "--once", mmap ? "--mmap" : nullptr, nullptr};
-                ::execv(binary.c_str(), const_cast<char* const*>(argv));
+                std::vector<const char*> argv = {binary.c_str(), "worker", "--listen", "127.0.0.1:0", "-m",
+                                                 model_path.c_str(), "-t", threads.c_str(), "--once"};
+                if (mmap) argv.push_back("--mmap");
+                if (key_fds[0] >= 0) {
+                    // dup2 clears close-on-exec on the copy (and does nothing if it is fd 3 already).
+                    if (key_fds[0] == 3) ::fcntl(3, F_SETFD, 0);
+                    else ::dup2(key_fds[0], 3);
+                    argv.push_back("--key-fd");
+                    argv.push_back("3");
+                }
+                argv.push_back(nullptr);
+                ::execv(binary.c_str(), const_cast<char* const*>(argv.data()));
                 ::_exit(127);
             }
             ::close(pipe_fds[1]);
+            if (key_fds[0] >= 0) ::close(key_fds[0]);
             pids_.push_back(pid);
             const uint16_t port = [&] {
                 try {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "net/tcp.h"
+#include "net/wire_key.h"
 
 #include <string>
 #include <sys/types.h>
@@ -17,8 +18,9 @@ public:
     // Starts n workers of `binary` serving model_path with n_threads each and
     // waits (up to timeout_ms) until each has announced its port. `mmap`:
     // they compute from the mapped file (worker --mmap), as the root does.
+    // `key`: the session key the workers are given through a pipe (--key-fd).
     LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads, int timeout_ms,
-                 bool mmap = false);
+                 bool mmap = false, const WireKey* key = nullptr);
     // Stops the workers that are still running and reaps them.
     ~LocalWorkers();
     LocalWorkers(const LocalWorkers&) = delete;

@@ -1,8 +1,10 @@
-#include "dist/tp_messages.h"
+#include "cluster/tp_messages.h"
 
 #include "ops/quant_traits.h"
+#include "util/checked.h"
 #include "util/error.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace tessera {
@@ -15,6 +17,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kReady: return "ready";
         case TpMessage::kSliceData: return "slice-data";
         case TpMessage::kSliceEnd: return "slice-end";
+        case TpMessage::kSliceBegin: return "slice-begin";
         case TpMessage::kAttention: return "attention";
         case TpMessage::kFfn: return "ffn";
         case TpMessage::kPartial: return "partial";
@@ -40,11 +43,13 @@ const char* wire_format_name(WireFormat format) {
 }
 
 uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok) {
+    // Checked: width and n_tok come from the wire, and 4 * 2^31 * 2^31 wraps.
+    const uint64_t cells = checked_mul(width, n_tok, "a step's rows");
     switch (format) {
-        case WireFormat::F32: return 4ull * width * n_tok;
-        case WireFormat::F16: return 2ull * width * n_tok;
-        case WireFormat::Q8_0: return quant_row_bytes(QuantType::Q8_0, width) * n_tok;
-        case WireFormat::F64: return 8ull * width * n_tok;
+        case WireFormat::F32: return checked_mul(cells, 4, "a step's rows");
+        case WireFormat::F16: return checked_mul(cells, 2, "a step's rows");
+        case WireFormat::Q8_0: return checked_mul(quant_row_bytes(QuantType::Q8_0, width), n_tok, "a step's rows");
+        case WireFormat::F64: return checked_mul(cells, 8, "a step's rows");
     }
     throw make_error("unknown wire format {}", static_cast<int>(format));
 }
@@ -85,7 +90,12 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     if (h.format == WireFormat::Q8_0 && h.width % 32 != 0) {
         throw make_error("{}: Q8_0 rows of width {} (not a multiple of 32)", peer, h.width);
     }
-    const uint64_t body = wire_rows_bytes(h.format, h.width, h.n_tok);
+    uint64_t body = 0;
+    try {
+        body = wire_rows_bytes(h.format, h.width, h.n_tok);
+    } catch (const Error&) {
+        throw make_error("{}: step of {} rows x {} is impossibly large", peer, h.n_tok, h.width);
+    }
     if (body != payload.size() - kStepHeaderBytes) {
         throw make_error("{}: step of {} rows x {} ({}) needs {} bytes, the message has {}", peer, h.n_tok, h.width,
                          wire_format_name(h.format), body, payload.size() - kStepHeaderBytes);
@@ -160,6 +170,35 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
             break;  // refused above
     }
     return h;
+}
+
+namespace {
+// Bits of T's exponent field: all ones means infinite or NaN.
+template <class T, class Bits>
+void check_finite(const T* values, size_t n, const std::string& peer, Bits exponent) {
+    // Integer tests with no early exit vectorize (a float compare chain
+    // would not without fast-math); the index is found only on failure.
+    Bits bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+        Bits bits;
+        std::memcpy(&bits, values + i, sizeof bits);
+        bad |= static_cast<Bits>((bits & exponent) == exponent);
+    }
+    if (bad == 0) return;
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(values[i])) {
+            throw make_error("{} sent a non-finite value ({} at index {} of {}): refusing its result", peer,
+                             static_cast<double>(values[i]), i, n);
+        }
+    }
+}
+}  // namespace
+
+void require_finite(const float* values, size_t n, const std::string& peer) {
+    check_finite(values, n, peer, uint32_t{0x7f800000u});
+}
+void require_finite(const double* values, size_t n, const std::string& peer) {
+    check_finite(values, n, peer, uint64_t{0x7ff0000000000000ull});
 }
 
 }  // namespace tessera

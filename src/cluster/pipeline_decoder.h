@@ -10,8 +10,8 @@
 // node does, so greedy output equals a single node's.
 #pragma once
 
-#include "dist/tp_decoder.h"
-#include "dist/tp_messages.h"
+#include "cluster/tp_decoder.h"
+#include "cluster/tp_messages.h"
 #include "model/decoder.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
@@ -37,6 +37,7 @@ struct PipelineConfig {
     int micro_batch = 64;  // prompt positions per micro-batch when there are stages
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
+    std::shared_ptr<const WireKey> key;  // the cluster's key (null: plain frames)
 };
 
 struct StageInfo {

@@ -7,8 +7,12 @@
 
 #include "model/slice_forward.h"
 #include "net/channel.h"
+#include "net/wire_key.h"
 
 #include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -18,14 +22,23 @@ struct StageLinks {
     bool has_prev = false;            // rows come from a previous worker stage (else from the root)
     std::optional<HostPort> next;     // the next stage's address (none: this is the last stage)
     std::string fingerprint;          // the model's, checked between stages
+    const WireKey* key = nullptr;     // the cluster's key (null: plain frames)
 };
 
+// The previous stage, connected to this worker's port, authenticated, and
+// its stage-hello message read.
+struct PreviousStage {
+    std::unique_ptr<FrameChannel> channel;
+    nlohmann::json hello;
+};
+using AcceptPrevious = std::function<PreviousStage(int timeout_ms)>;
+
 // Runs until the root shuts the session down; throws an Error naming the
-// peer on any failure. `listener` is where the previous stage connects.
+// peer on any failure. `accept_previous` waits for the previous stage.
 // `block` runs the stage's layers (this process alone, or a tensor-parallel
 // group it leads); `front` is the leader's own slice, which computes the
 // logits on the last stage.
-void serve_stage(FrameChannel& control, TcpListener& listener, LayerBlock& block, SliceForward& front,
+void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, LayerBlock& block, SliceForward& front,
                  const StageLinks& links, const ChannelLimits& limits,
                  const std::function<void(const std::string&)>& log);
 

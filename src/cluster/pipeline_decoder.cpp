@@ -1,12 +1,13 @@
-#include "dist/pipeline_decoder.h"
+#include "cluster/pipeline_decoder.h"
 
-#include "dist/planner.h"
-#include "dist/speed_probe.h"
+#include "cluster/json_messages.h"
+#include "cluster/planner.h"
+#include "cluster/speed_probe.h"
+#include "net/handshake.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
 
-#include <nlohmann/json.hpp>
 #include <poll.h>
 
 #include <algorithm>
@@ -15,30 +16,8 @@ namespace tessera {
 
 namespace {
 
-using json = nlohmann::json;
-
 constexpr int kHandshakeTimeoutMs = 60000;
 constexpr int kStallCheckMs = 250;
-
-void send_json(FrameChannel& channel, TpMessage type, const json& j) {
-    const std::string text = j.dump();
-    channel.send(static_cast<uint16_t>(type),
-                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-json recv_json(FrameChannel& channel, TpMessage expected, const std::string& who) {
-    Frame frame;
-    channel.recv(frame, kHandshakeTimeoutMs);
-    const json j = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
-    if (frame.type == static_cast<uint16_t>(TpMessage::kError) && j.is_object()) {
-        throw make_error("{} failed: {}", who, j.value("error", std::string("?")));
-    }
-    if (frame.type != static_cast<uint16_t>(expected) || !j.is_object()) {
-        throw make_error("{}: expected a {} message, got {}", who, tp_message_name(static_cast<uint16_t>(expected)),
-                         tp_message_name(frame.type));
-    }
-    return j;
-}
 
 std::string stage_name(const std::string& address, size_t stage) {
     return fmt::format("stage {} ({})", stage, address);
@@ -72,6 +51,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         try {
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.stages[i], config.connect_timeout_ms), config.limits));
+            authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
             send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
         } catch (const Error& e) {
             throw make_error("{}: {}", who, e.what());
@@ -79,13 +59,15 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
-        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who);
-        if (!reply.value("ok", false) || !reply.value("has_model", false)) {
+        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
+        const JsonFields f(reply, who, "hello-reply");
+        if (!f.boolean("ok", false) && f.boolean("busy", false)) throw make_error("{} is busy serving another root", who);
+        if (!f.boolean("ok", false) || !f.boolean("has_model", false)) {
             throw make_error("{} holds a different model or none (fingerprint {} != {} of {})", who,
-                             reply.value("fingerprint", std::string("none")), fingerprint, model.path());
+                             f.string("fingerprint", 64, "none"), fingerprint, model.path());
         }
-        probes[i + 1] = reply.value("probe_seconds", -1.0);
-        free_memory[i + 1] = reply.value("free_memory", uint64_t{0});
+        probes[i + 1] = f.number("probe_seconds", 0.0, 1e6, -1.0);
+        free_memory[i + 1] = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
     }
     probes[0] = probe_seconds(model, pool_);
     for (double& p : probes) {
@@ -143,10 +125,9 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
-        const json ready = recv_json(*channels_[i], TpMessage::kReady, who);
-        if (!ready.value("ok", false)) {
-            throw make_error("{} refused its stage: {}", who, ready.value("error", std::string("?")));
-        }
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        const JsonFields r(ready, who, "ready");
+        if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
     }
     if (group_of(0).empty()) {
         forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, config.forward, pool_);
@@ -160,6 +141,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         tp.n_threads = config.n_threads;
         tp.limits = config.limits;
         tp.connect_timeout_ms = config.connect_timeout_ms;
+        tp.key = config.key;
         tp.layer_begin = stages_[0].slice.layer_begin;
         tp.layer_end = stages_[0].slice.layer_end;
         tp.first = true;
@@ -216,10 +198,7 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
             heard[i] = now_seconds();
             const auto type = static_cast<TpMessage>(frame_.type);
             if (type == TpMessage::kHeartbeat) continue;
-            if (type == TpMessage::kError) {
-                const json j = json::parse(frame_.payload.begin(), frame_.payload.end(), nullptr, false);
-                throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
-            }
+            if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kLogits, who);  // throws "failed: ..."
             if (type != TpMessage::kLogits || channels_[i].get() != &last) {
                 throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
             }
@@ -227,6 +206,7 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
             if (got.n_tok != rows || got.width != static_cast<uint32_t>(width)) {
                 throw make_error("{}: {} rows of logits where {} were due", who, got.n_tok, rows);
             }
+            require_finite(received_.data(), received_.size(), who);
             std::copy(received_.begin(), received_.end(), dst);
             return;
         }

@@ -1,4 +1,4 @@
-#include "dist/speed_probe.h"
+#include "cluster/speed_probe.h"
 
 #include "ops/matmul.h"
 #include "util/error.h"

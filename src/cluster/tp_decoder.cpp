@@ -1,14 +1,14 @@
-#include "dist/tp_decoder.h"
+#include "cluster/tp_decoder.h"
 
-#include "dist/planner.h"
-#include "dist/speed_probe.h"
+#include "cluster/json_messages.h"
+#include "cluster/planner.h"
+#include "cluster/speed_probe.h"
 #include "model/slice_file.h"
 #include "ops/fixed_sum.h"
+#include "net/handshake.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,28 +19,8 @@ namespace tessera {
 
 namespace {
 
-using json = nlohmann::json;
-
 // A worker probes its speed and maps its slice during the handshake.
 constexpr int kHandshakeTimeoutMs = 60000;
-
-void send_json(FrameChannel& channel, TpMessage type, const json& j) {
-    const std::string text = j.dump();
-    channel.send(static_cast<uint16_t>(type),
-                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-json recv_json(FrameChannel& channel, TpMessage expected, const std::string& who) {
-    Frame frame;
-    channel.recv(frame, kHandshakeTimeoutMs);
-    if (frame.type != static_cast<uint16_t>(expected)) {
-        throw make_error("{}: expected a {} message, got {}", who, tp_message_name(static_cast<uint16_t>(expected)),
-                         tp_message_name(frame.type));
-    }
-    const json j = json::parse(frame.payload.begin(), frame.payload.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw make_error("{}: malformed {} message", who, tp_message_name(frame.type));
-    return j;
-}
 
 std::string worker_name(const std::string& address, size_t rank) { return fmt::format("worker {} (rank {})", address, rank); }
 
@@ -68,7 +48,10 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         try {
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
-            const bool shm = config.shared_memory && channels_.back()->peer_is_loopback();
+            authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
+            ranks_[rank].sealed = channels_.back()->sealed();
+            // Shared memory only with a worker that proved the key.
+            const bool shm = config.shared_memory && channels_.back()->sealed() && channels_.back()->peer_is_loopback();
             send_json(*channels_.back(), TpMessage::kHello,
                       {{"fingerprint", fingerprint}, {"rank", rank}, {"n_ranks", n_ranks}, {"shm", shm}});
         } catch (const Error& e) {
@@ -78,27 +61,24 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        json reply;
-        try {
-            reply = recv_json(*channels_[i], TpMessage::kHelloReply, who);
-        } catch (const Error& e) {
-            throw make_error("{}: {}", who, e.what());
-        }
-        if (!reply.value("ok", false)) {
+        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
+        const JsonFields f(reply, who, "hello-reply");
+        if (!f.boolean("ok", false)) {
+            if (f.boolean("busy", false)) throw make_error("{} is busy serving another root", who);
             throw make_error("{} holds a different model (fingerprint {} != {} of {})", who,
-                             reply.value("fingerprint", std::string("?")), fingerprint, model.path());
+                             f.string("fingerprint", 64, "?"), fingerprint, model.path());
         }
         // A worker without the model file cannot time it: it counts as fast
         // as the root (negative: filled in once the root has probed itself).
-        ranks_[i + 1].probe_seconds = reply.value("probe_seconds", -1.0);
-        ranks_[i + 1].free_memory = reply.value("free_memory", uint64_t{0});
+        ranks_[i + 1].probe_seconds = f.number("probe_seconds", 0.0, 1e6, -1.0);
+        ranks_[i + 1].free_memory = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
         // A worker on this host offers a shared-memory link; if its segment
         // cannot be opened here (another machine behind a relay, another
         // user, no /dev/shm) the frames stay on TCP.
-        if (reply.contains("shm_name") && reply.contains("shm_nonce")) {
+        if (f.has("shm_name") && f.has("shm_nonce") && channels_[i]->sealed()) {
             try {
                 links.resize(channels_.size());
-                links[i] = ShmLink::open(reply["shm_name"].get<std::string>(), reply["shm_nonce"].get<std::string>());
+                links[i] = ShmLink::open(f.string("shm_name", 64), f.string("shm_nonce", 64));
                 links[i]->unlink();  // mapped on both sides now: nothing to leave behind in /dev/shm
             } catch (const std::exception&) {
                 links[i].reset();
@@ -164,14 +144,14 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        json ready = recv_json(*channels_[i], TpMessage::kReady, who);
-        if (!ready.value("ok", false) && ready.value("need_slice", false)) {
+        json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        if (!JsonFields(ready, who, "ready").boolean("ok", false) &&
+            JsonFields(ready, who, "ready").boolean("need_slice", false)) {
             send_slice(model, i, plan[i + 1]);
-            ready = recv_json(*channels_[i], TpMessage::kReady, who);
+            ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
         }
-        if (!ready.value("ok", false)) {
-            throw make_error("{} refused its slice: {}", who, ready.value("error", std::string("?")));
-        }
+        const JsonFields r(ready, who, "ready");
+        if (!r.boolean("ok", false)) throw make_error("{} refused its slice: {}", who, r.string("error", 4096, "?"));
     }
     forward_ = std::make_unique<SliceForward>(model, plan[0], config.forward, pool_);
     const size_t rows = static_cast<size_t>(forward_->n_batch()) * hp.n_embd;
@@ -192,6 +172,7 @@ void TensorParallelDecoder::send_slice(const LlamaModel& model, size_t worker, c
                                          ::getpid(), worker + 1);
     write_slice_file(model, slice, path);
     const uint64_t checksum = file_checksum(path);
+    send_json(*channels_[worker], TpMessage::kSliceBegin, {{"bytes", std::filesystem::file_size(path)}});
     std::ifstream in(path, std::ios::binary);
     std::vector<uint8_t> chunk(8u << 20);
     uint64_t bytes = 0;
@@ -217,9 +198,20 @@ TensorParallelDecoder::~TensorParallelDecoder() {
     }
 }
 
+int TensorParallelDecoder::step_deadline_ms(size_t worker, int n_tok) const {
+    if (config_.step_timeout_ms > 0) return config_.step_timeout_ms;
+    // The probe times one layer's gate and up products for one position; a
+    // step is about that much work per position. A hundred times that, on
+    // top of the io timeout, separates a stalled worker from a slow one.
+    const double probe = std::max(ranks_[worker + 1].probe_seconds, ranks_[0].probe_seconds);
+    return config_.limits.io_timeout_ms + static_cast<int>(std::min(1e8, 100.0 * probe * n_tok * 1e3));
+}
+
 void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool exact) {
     FrameChannel& channel = *channels_[worker];
     const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
+    const int deadline_ms = step_deadline_ms(worker, static_cast<int>(sent.n_tok));
+    const double start = now_seconds();
     for (;;) {
         try {
             channel.recv(frame_);
@@ -228,11 +220,14 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
         }
         stats_.bytes_received += frame_.payload.size();
         const auto type = static_cast<TpMessage>(frame_.type);
-        if (type == TpMessage::kHeartbeat) continue;
-        if (type == TpMessage::kError) {
-            const json j = json::parse(frame_.payload.begin(), frame_.payload.end(), nullptr, false);
-            throw make_error("{} failed: {}", who, j.is_object() ? j.value("error", std::string("?")) : "?");
+        if (type == TpMessage::kHeartbeat) {
+            // Beats prove the process lives, not that it makes progress.
+            if ((now_seconds() - start) * 1e3 > deadline_ms) {
+                throw make_error("{} sends heartbeats but no result for {} ms (--step-timeout-ms)", who, deadline_ms);
+            }
+            continue;
         }
+        if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, who);  // throws "failed: ..."
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
         const StepHeader got = exact ? decode_exact_step(frame_.payload, received_exact_, who.c_str())
                                      : decode_step(frame_.payload, received_, who.c_str());
@@ -240,6 +235,8 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
             throw make_error("{}: partial for layer {} ({} rows of {}) where layer {} ({} rows of {}) was due", who,
                              got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
         }
+        if (exact) require_finite(received_exact_.data(), received_exact_.size(), who);
+        else require_finite(received_.data(), received_.size(), who);
         return;
     }
 }

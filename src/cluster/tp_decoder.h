@@ -10,11 +10,12 @@
 // a quality cost the perplexity tool measures.
 #pragma once
 
-#include "dist/tp_messages.h"
+#include "cluster/tp_messages.h"
 #include "model/decoder.h"
 #include "model/layer_block.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
+#include "net/wire_key.h"
 #include "util/thread_pool.h"
 
 #include <memory>
@@ -31,6 +32,11 @@ struct TpConfig {
     int n_threads = 1;
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
+    // The cluster's key (null: plain frames, for workers without one).
+    std::shared_ptr<const WireKey> key;
+    // A worker that sends heartbeats but no result for this long is dropped
+    // (0: sized from the worker's measured speed and the batch).
+    int step_timeout_ms = 0;
     // A worker on this host (loopback address) is offered a shared-memory
     // link for its frames (net/shm_link.h); false keeps every rank on TCP.
     bool shared_memory = true;
@@ -55,6 +61,7 @@ struct TpRankInfo {
     uint64_t footprint_bytes = 0;
     uint64_t free_memory = 0;
     bool shared_memory = false;  // frames travel through a shared-memory link
+    bool sealed = false;         // frames are sealed (the worker proved the key)
 };
 
 class TensorParallelDecoder : public Decoder, public LayerBlock {
@@ -102,6 +109,8 @@ private:
     void head(const float* x, int n_tok, float* logits);
     // Sends a worker that has no model file its slice.
     void send_slice(const LlamaModel& model, size_t worker, const Slice& slice);
+    // How long a step of n_tok rows may take on a worker before it counts as stalled.
+    int step_deadline_ms(size_t worker, int n_tok) const;
 
     TpConfig config_;
     ThreadPool pool_;

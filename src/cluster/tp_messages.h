@@ -2,13 +2,15 @@
 // 1..N-1) on a FrameChannel.
 //
 // Handshake (not the hot path, so JSON payloads a person can read in a dump):
+//   (first, on every connection: the key handshake of net/handshake.h; from
+//   then on every frame is sealed)
 //   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks, shm}
-//   worker -> root  kHelloReply {ok, fingerprint, model, threads, free_memory, probe_seconds, error,
+//   worker -> root  kHelloReply {ok, fingerprint, threads, free_memory, probe_seconds, error, busy,
 //                                shm_name, shm_nonce (a same-host worker's shared-memory link)}
 //   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format, shm (taken)}
 //   (from here on, frames of a taken link travel through shared memory)
 //   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
-//   root -> worker  kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},
+//   root -> worker  kSliceBegin {bytes}, kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},
 //   worker -> root  kReady      {ok, error}
 // Per layer (binary: a fixed StepHeader, then n_tok rows):
 //   root -> worker  kAttention / kFfn   the normed activation rows h
@@ -25,6 +27,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace tessera {
@@ -36,6 +39,7 @@ enum class TpMessage : uint16_t {
     kReady = 4,
     kSliceData = 5,
     kSliceEnd = 6,
+    kSliceBegin = 7,  // {bytes}: the size of the slice file that follows, checked against the cache's room first
     kAttention = 10,
     kFfn = 11,
     kPartial = 12,
@@ -85,5 +89,10 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
 // The same for exact partial rows (header.format F64).
 void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
 StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
+
+// Throws an Error naming the peer if any value is NaN or infinite: a
+// broken or hostile node must not turn every later token into garbage.
+void require_finite(const float* values, size_t n, const std::string& peer);
+void require_finite(const double* values, size_t n, const std::string& peer);
 
 }  // namespace tessera

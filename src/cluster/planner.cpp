@@ -1,4 +1,6 @@
-#include "dist/planner.h"
+#include "cluster/planner.h"
+
+#include "util/checked.h"
 
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -139,6 +141,23 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
     const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;
     f.kv_bytes = 2ull * slice.n_layers() * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(n_ctx) * elem;
     return f;
+}
+
+uint64_t slice_scratch_bytes(const ModelHParams& hp, const Slice& slice, int64_t n_batch, int64_t n_ctx,
+                             int64_t n_threads) {
+    const char* what = "a slice's working buffers";
+    const uint64_t kv_rows = static_cast<uint64_t>(slice.n_kv_heads()) * hp.head_dim;
+    const uint64_t q_rows = kv_rows * hp.q_per_kv();
+    // Per position: q and attention output, k and v, gate and up, norm, h,
+    // partial (f32), the step loop's rows and f64 partials, its vocab rows.
+    const uint64_t per_position = 2 * q_rows + 2 * kv_rows + 2 * static_cast<uint64_t>(slice.n_ffn()) +
+                                  3 * static_cast<uint64_t>(hp.n_embd) + 3 * static_cast<uint64_t>(hp.n_embd) +
+                                  static_cast<uint64_t>(slice.n_vocab_rows());
+    const uint64_t batch = checked_mul(checked_mul(per_position, static_cast<uint64_t>(n_batch), what), 4, what);
+    // One KV head's history as F32 keys and values, per thread.
+    const uint64_t history = checked_mul(checked_mul(static_cast<uint64_t>(n_ctx), 8ull * hp.head_dim, what),
+                                         static_cast<uint64_t>(std::max<int64_t>(1, n_threads)), what);
+    return checked_add(batch, history, what);
 }
 
 }  // namespace tessera

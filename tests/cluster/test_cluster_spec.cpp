@@ -1,7 +1,7 @@
 // Plans a person writes: --stages strings and TOML cluster files, and the
 // clear errors for malformed ones.
-#include "dist/cluster_spec.h"
-#include "dist/planner.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/planner.h"
 #include "test_paths.h"
 #include "util/error.h"
 

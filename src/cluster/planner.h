@@ -60,4 +60,11 @@ struct SliceFootprint {
 
 SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type);
 
+// The working buffers a slice's forward pass and a worker's step loop hold
+// for batches of n_batch positions (activations, partials, attention
+// history of one KV head per thread), in bytes; checked arithmetic, since a
+// peer chooses n_batch and n_ctx.
+uint64_t slice_scratch_bytes(const ModelHParams& hp, const Slice& slice, int64_t n_batch, int64_t n_ctx,
+                             int64_t n_threads);
+
 }  // namespace tessera
