@@ -5,6 +5,9 @@
 //
 //   tessera-relay --listen 127.0.0.1:0 --target 10.0.0.2:7000 --delay-ms 5
 //
+// --record DIR writes every byte each connection carries to DIR/N.up
+// (client to target) and DIR/N.down, as an eavesdropper on the link sees it.
+//
 // The first line on stdout is "listening on port N".
 #include "net/tcp.h"
 #include "util/error.h"
@@ -33,7 +36,8 @@ struct Chunk {
 // them when due. Either side ending closes both streams.
 class Pipe {
 public:
-    Pipe(TcpStream& from, TcpStream& to, std::chrono::microseconds delay) : from_(from), to_(to), delay_(delay) {}
+    Pipe(TcpStream& from, TcpStream& to, std::chrono::microseconds delay, std::FILE* record)
+        : from_(from), to_(to), delay_(delay), record_(record) {}
 
     void run() {
         std::thread writer([this] { write_loop(); });
@@ -52,6 +56,10 @@ private:
                 }
                 const size_t n = from_.read_some(buffer.data(), buffer.size());
                 if (n == 0) break;
+                if (record_ != nullptr) {
+                    std::fwrite(buffer.data(), 1, n, record_);
+                    std::fflush(record_);
+                }
                 std::lock_guard<std::mutex> lock(mutex_);
                 queue_.push_back({Clock::now() + delay_, std::vector<uint8_t>(buffer.begin(), buffer.begin() + n)});
                 wake_.notify_one();
@@ -102,23 +110,34 @@ private:
     TcpStream& from_;
     TcpStream& to_;
     std::chrono::microseconds delay_;
+    std::FILE* record_;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<Chunk> queue_;
     bool finished_ = false;
 };
 
-void serve(TcpStream client, tessera::HostPort target, std::chrono::microseconds delay) {
+std::FILE* open_record(const std::string& dir, int connection, const char* direction) {
+    if (dir.empty()) return nullptr;
+    return std::fopen((dir + "/" + std::to_string(connection) + "." + direction).c_str(), "wb");
+}
+
+void serve(TcpStream client, tessera::HostPort target, std::chrono::microseconds delay, std::string record_dir,
+           int connection) {
+    std::FILE* up_record = open_record(record_dir, connection, "up");
+    std::FILE* down_record = open_record(record_dir, connection, "down");
     try {
         TcpStream server = TcpStream::connect(target, 10000);
-        Pipe up(client, server, delay);
-        Pipe down(server, client, delay);
+        Pipe up(client, server, delay, up_record);
+        Pipe down(server, client, delay, down_record);
         std::thread t([&] { down.run(); });
         up.run();
         t.join();
     } catch (const tessera::Error& e) {
         std::fprintf(stderr, "relay: %s\n", e.what());
     }
+    if (up_record != nullptr) std::fclose(up_record);
+    if (down_record != nullptr) std::fclose(down_record);
 }
 
 }  // namespace
@@ -130,6 +149,8 @@ int main(int argc, char** argv) {
     app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
     app.add_option("--target", target, "HOST:PORT to forward to")->required();
     app.add_option("--delay-ms", delay_ms, "One-way delay added in each direction, ms")->capture_default_str();
+    std::string record_dir;
+    app.add_option("--record", record_dir, "Write each connection's bytes to DIR/N.up and DIR/N.down");
     CLI11_PARSE(app, argc, argv);
     try {
         tessera::TcpListener listener(tessera::parse_host_port(listen));
@@ -137,7 +158,9 @@ int main(int argc, char** argv) {
         std::printf("listening on port %u\n", static_cast<unsigned>(listener.port()));
         std::fflush(stdout);
         const auto delay = std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000));
-        for (;;) std::thread(serve, listener.accept(-1), to, delay).detach();
+        for (int connection = 0;; ++connection) {
+            std::thread(serve, listener.accept(-1), to, delay, record_dir, connection).detach();
+        }
     } catch (const tessera::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

@@ -149,8 +149,16 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     const LlamaModel* full_model = w.full_model;
     const std::string peer = channel.peer();
     const JsonFields hello(hello_message, peer, "hello");
-    const std::string root_fingerprint = hello.string("fingerprint", 64);
-    if (!is_fingerprint(root_fingerprint)) throw make_error("{}: hello names no valid model fingerprint", peer);
+    std::string root_fingerprint;
+    bool wants_shm = false;
+    try {
+        root_fingerprint = hello.string("fingerprint", 64);
+        if (!is_fingerprint(root_fingerprint)) throw make_error("{}: hello names no valid model fingerprint", peer);
+        wants_shm = hello.boolean("shm", false);
+    } catch (const Error& e) {
+        send_json(channel, TpMessage::kHelloReply, {{"ok", false}, {"error", e.what()}});
+        throw;
+    }
     if (full_model != nullptr && root_fingerprint != full_model->file().fingerprint_hex()) {
         // The root (authenticated, or this worker is insecure by choice)
         // learns our fingerprint to name both in its error; nothing else.
@@ -167,7 +175,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     // A root on this host may take its frames through shared memory, once it
     // has proved the key (the segment's name and nonce travel sealed).
     std::unique_ptr<ShmLink> link;
-    if (hello.boolean("shm", false) && channel.sealed() && channel.peer_is_loopback()) {
+    if (wants_shm && channel.sealed() && channel.peer_is_loopback()) {
         try {
             link = ShmLink::create(kShmRingBytes);
             reply["shm_name"] = link->name();

@@ -1,0 +1,429 @@
+// Hostile peers against the real binaries (issue: sealed wire and hostile
+// peers). Each test reproduces one finding of a review that played a
+// malicious or broken node on loopback, and checks that the process on the
+// other end names the problem, drops that connection or session, and goes on
+// serving: a real root run afterwards succeeds.
+#include "hostile_peer.h"
+#include "net/handshake.h"
+#include "net/shm_link.h"
+#include "subprocess.h"
+#include "tessera_cli.h"
+#include "test_errors.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace tessera {
+
+namespace {
+
+using test::connect_as_root;
+using test::FakeWorker;
+using test::good_assign;
+using test::good_hello;
+using test::run_root;
+using test::WorkerProcess;
+
+// This test's scratch directory, made fresh once per test (scratch_dir
+// empties it on every call).
+std::string dir() {
+    static std::map<std::string, std::string> made;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string name = info != nullptr ? info->name() : "";
+    auto it = made.find(name);
+    if (it == made.end()) it = made.emplace(name, test::scratch_dir("hostile_peers")).first;
+    return it->second;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// What the worker answers to one session of a fake root: the error of its
+// hello-reply, of its ready, or of the connection, whichever ends it.
+std::string session_error(const HostPort& address, const WireKey* key, const json& hello, const json& assign) {
+    try {
+        auto channel = connect_as_root(address, key);
+        send_json(*channel, TpMessage::kHello, hello);
+        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        if (!reply.value("ok", false)) return reply.dump();
+        send_json(*channel, TpMessage::kAssign, assign);
+        const json ready = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        return ready.dump();
+    } catch (const Error& e) {
+        return e.what();
+    }
+}
+
+void expect_root_succeeds(const WorkerProcess& worker, const std::string& key_file = "") {
+    const test::ProcessResult r = run_root(worker.address_text(), key_file);
+    EXPECT_EQ(r.exit_code, 0) << "the worker did not survive: " << r.err << "\n" << worker.log();
+}
+
+}  // namespace
+
+// Finding: a handshake field of the wrong type ended the worker (a json
+// type_error escaped). Now each is named and only that session ends.
+TEST(HostilePeers, MistypedHandshakeFieldsEndTheSessionNotTheWorker) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/mistyped.log");
+    struct Case {
+        const char* field;
+        json hello, assign;
+    };
+    std::vector<Case> cases;
+    auto hello = good_hello();
+    hello["fingerprint"] = 1;
+    cases.push_back({"fingerprint", hello, good_assign()});
+    hello = good_hello();
+    hello["shm"] = "yes";
+    cases.push_back({"shm", hello, good_assign()});
+    auto assign = good_assign();
+    assign["n_ctx"] = "x";
+    cases.push_back({"n_ctx", good_hello(), assign});
+    assign = good_assign();
+    assign["slice"]["layers"] = {"a", 1};
+    cases.push_back({"layers", good_hello(), assign});
+    assign = good_assign();
+    assign["role"] = 5;
+    cases.push_back({"role", good_hello(), assign});
+    assign = good_assign();
+    assign["slice"] = "all";
+    cases.push_back({"slice", good_hello(), assign});
+    for (const Case& c : cases) {
+        const std::string e = session_error(worker.address(), nullptr, c.hello, c.assign);
+        EXPECT_NE(e.find(std::string("field '") + c.field + "'"), std::string::npos) << c.field << ": " << e;
+    }
+    EXPECT_NE(worker.log().find("field 'n_ctx' of the assign message is not an integer"), std::string::npos)
+        << worker.log();
+    expect_root_succeeds(worker);
+}
+
+// Finding: the root had the same flaw ("ok": "yes" gave an unnamed json error).
+TEST(HostilePeers, RootNamesAMistypedReplyField) {
+    FakeWorker fake(nullptr, [](FrameChannel&, const Frame&) {}, json{{"ok", "yes"}});
+    const test::ProcessResult r = run_root(fake.address_text(), "");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("field 'ok' of the hello-reply message is not true or false"), std::string::npos) << r.err;
+}
+
+// Finding: width = n_tok = 2^31 wrapped the size check (4 * w * n), then
+// resize threw and the worker exited.
+TEST(HostilePeers, StepWhoseSizeWrapsIsRefusedAndTheWorkerGoesOn) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/wrap.log");
+    {
+        auto channel = connect_as_root(worker.address(), nullptr);
+        send_json(*channel, TpMessage::kHello, good_hello());
+        recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, TpMessage::kAssign, good_assign());
+        recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        std::vector<uint8_t> step(kStepHeaderBytes, 0);
+        const uint32_t big = 1u << 31;
+        std::memcpy(step.data() + 8, &big, 4);   // n_tok
+        std::memcpy(step.data() + 12, &big, 4);  // width
+        channel->send(static_cast<uint16_t>(TpMessage::kAttention), step);
+        Frame reply;
+        channel->recv(reply, 5000);
+        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        EXPECT_NE(e.find("impossibly large"), std::string::npos) << e;
+    }
+    expect_root_succeeds(worker);
+}
+
+// Finding: n_ctx = n_batch = 2^21 on an empty slice was accepted (~3 GB
+// held); 2^27 ended the worker with bad_alloc.
+TEST(HostilePeers, HugeContextOrBatchIsRefusedBeforeAllocating) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/huge.log");
+    for (int64_t n : {int64_t{1} << 21, int64_t{1} << 27}) {
+        json assign = good_assign();
+        assign["slice"] = {{"layers", {0, 0}}, {"kv_heads", {0, 0}}, {"ffn", {0, 0}}, {"vocab", {0, 0}}};
+        assign["n_ctx"] = n;
+        assign["n_batch"] = n;
+        const std::string e = session_error(worker.address(), nullptr, good_hello(), assign);
+        EXPECT_NE(e.find("outside"), std::string::npos) << e;
+    }
+    EXPECT_LT(test::peak_memory_of(worker.pid()), 256ull << 20);
+    expect_root_succeeds(worker);
+}
+
+// Finding: a 32 MiB hello of nested '[' peaked at 2.5 GB.
+TEST(HostilePeers, DeeplyNestedHelloIsRefusedCheaply) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/nested.log");
+    {
+        auto channel = connect_as_root(worker.address(), nullptr);
+        const std::vector<uint8_t> nested(32u << 20, '[');
+        channel->send(static_cast<uint16_t>(TpMessage::kHello), nested);
+        Frame reply;
+        EXPECT_NE(test::error_of([&] { channel->recv(reply, 5000); }), test::kNoError);
+    }
+    std::vector<uint8_t> deep(1000, '[');
+    {
+        auto channel = connect_as_root(worker.address(), nullptr);
+        channel->send(static_cast<uint16_t>(TpMessage::kHello), deep);
+        Frame reply;
+        EXPECT_NE(test::error_of([&] { channel->recv(reply, 5000); }), test::kNoError);
+    }
+    EXPECT_NE(worker.log().find("exceeds the limit"), std::string::npos) << worker.log();
+    EXPECT_NE(worker.log().find("nested deeper"), std::string::npos) << worker.log();
+    EXPECT_LT(test::peak_memory_of(worker.pid()), 256ull << 20);
+    expect_root_succeeds(worker);
+}
+
+// Finding: the writer took the peer's ring tail unchecked; tail = 2^62 gave
+// SIGSEGV. Shared memory is also offered only to a peer that proved the key.
+TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
+    const std::string key_file = test::make_key_file(dir(), "shm.key");
+    const WireKey key = read_key_file(key_file);
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, dir() + "/shm.log");
+    {
+        auto channel = connect_as_root(worker.address(), &key);
+        json hello = good_hello();
+        hello["shm"] = true;
+        send_json(*channel, TpMessage::kHello, hello);
+        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        ASSERT_TRUE(reply.contains("shm_name")) << reply.dump();
+        // Map the worker's segment as the peer would, and forge the tail of
+        // the ring the worker writes (ring 1 of the creator; control block
+        // at offset 1024, tail on the second cache line).
+        const int fd = ::shm_open(reply["shm_name"].get<std::string>().c_str(), O_RDWR, 0);
+        ASSERT_GE(fd, 0);
+        struct stat st {};
+        ASSERT_EQ(::fstat(fd, &st), 0);
+        void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        ASSERT_NE(base, MAP_FAILED);
+        auto* tail = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<uint8_t*>(base) + 1024 + 64);
+        tail->store(1ull << 62);
+        json assign = good_assign();
+        assign["shm"] = true;
+        send_json(*channel, TpMessage::kAssign, assign);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ::munmap(base, static_cast<size_t>(st.st_size));
+    }
+    EXPECT_NE(worker.log().find("shared-memory ring corrupted"), std::string::npos) << worker.log();
+    expect_root_succeeds(worker, key_file);
+    // Without the key there is no shared memory to forge.
+    WorkerProcess plain({"-m", test::default_model()}, dir() + "/shm_plain.log");
+    auto channel = connect_as_root(plain.address(), nullptr);
+    json hello = good_hello();
+    hello["shm"] = true;
+    send_json(*channel, TpMessage::kHello, hello);
+    EXPECT_FALSE(recv_json(*channel, TpMessage::kHelloReply, "worker", 5000).contains("shm_name"));
+}
+
+// The root's side of the same finding: a fake worker forging the tail of the
+// ring the root writes.
+TEST(HostilePeers, RootSurvivesAForgedSharedMemoryIndex) {
+    const WireKey key = random_key();
+    std::unique_ptr<ShmLink> link = ShmLink::create(64u << 10);
+    const int fd = ::shm_open(link->name().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ASSERT_NE(base, MAP_FAILED);
+    // The opener (the root) writes ring 0: its control block at offset 256.
+    reinterpret_cast<std::atomic<uint64_t>*>(static_cast<uint8_t*>(base) + 256 + 64)->store(1ull << 62);
+    json reply = {{"ok", true}, {"threads", 1}, {"free_memory", 1ull << 34}, {"has_model", true},
+                  {"fingerprint", test::default_fingerprint()}, {"probe_seconds", 1e-5},
+                  {"shm_name", link->name()}, {"shm_nonce", link->nonce_hex()}};
+    const std::string key_file = dir() + "/root_shm.key";
+    std::remove(key_file.c_str());
+    {
+        const int kfd = ::open(key_file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+        const std::string hex = key_to_hex(key) + "\n";
+        ASSERT_EQ(::write(kfd, hex.data(), hex.size()), static_cast<ssize_t>(hex.size()));
+        ::close(kfd);
+    }
+    test::ProcessResult r;
+    {
+        FakeWorker fake(&key, [](FrameChannel&, const Frame&) {}, reply, std::move(link));
+        r = run_root(fake.address_text(), key_file);
+    }
+    ::munmap(base, static_cast<size_t>(st.st_size));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("shared-memory ring corrupted"), std::string::npos) << r.err;
+}
+
+// Findings: without -m, the cache file's name came from the peer's
+// fingerprint ("../" and NUL wrote outside the cache); uploads had no cap
+// and left .partial files behind.
+TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
+    const std::string base = dir() + "/cache_case";
+    std::filesystem::remove_all(base);
+    const std::string cache = base + "/cache";
+    std::filesystem::create_directories(cache);
+    WorkerProcess worker({"--cache-dir", cache, "--cache-max", "0.001"}, dir() + "/cache.log");
+    for (const std::string fingerprint : {std::string("../../evil"), std::string("0123456789abcdef/../../x"),
+                                          std::string("0123456789abcde\0", 16)}) {
+        json hello = good_hello();
+        hello["fingerprint"] = fingerprint;
+        const std::string e = session_error(worker.address(), nullptr, hello, good_assign());
+        EXPECT_NE(e.find("fingerprint"), std::string::npos) << e;
+    }
+    // A valid name, then an upload announced larger than --cache-max (1 MiB),
+    // then one that stops half way: nothing is left behind.
+    for (uint64_t announced : {uint64_t{64} << 20, uint64_t{4096}}) {
+        auto channel = connect_as_root(worker.address(), nullptr);
+        send_json(*channel, TpMessage::kHello, good_hello());
+        recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, TpMessage::kAssign, good_assign());
+        const json ready = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        ASSERT_TRUE(ready.value("need_slice", false)) << ready.dump();
+        send_json(*channel, TpMessage::kSliceBegin, {{"bytes", announced}});
+        if (announced < 1000000) {
+            const std::vector<uint8_t> half(announced / 2, 7);
+            channel->send(static_cast<uint16_t>(TpMessage::kSliceData), half);
+            channel->close();
+        } else {
+            const json refused = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+            EXPECT_NE(refused.value("error", std::string()).find("--cache-max"), std::string::npos) << refused.dump();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) ADD_FAILURE() << "left behind: " << e.path();
+    // Nothing written where "../" would have led either.
+    for (const std::string& d : {base, dir(), std::filesystem::path(dir()).parent_path().string()}) {
+        for (const auto& e : std::filesystem::directory_iterator(d)) {
+            const std::string name = e.path().filename().string();
+            EXPECT_TRUE(name.find("evil") == std::string::npos && name.rfind("x-L", 0) != 0) << e.path();
+        }
+    }
+    EXPECT_NE(worker.log().find("exceeds the cache's limit"), std::string::npos) << worker.log();
+}
+
+// Finding: a wrong fingerprint was answered with the real one, the model
+// path, free memory and thread count. Now only the fingerprint (to name both
+// in the root's error), and with a key only to a peer that proved it.
+TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/fingerprint.log");
+    auto channel = connect_as_root(worker.address(), nullptr);
+    json hello = good_hello();
+    hello["fingerprint"] = "0123456789abcdef";
+    send_json(*channel, TpMessage::kHello, hello);
+    const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+    EXPECT_EQ(reply.value("ok", true), false);
+    for (const auto& [key, value] : reply.items()) {
+        EXPECT_TRUE(key == "ok" || key == "error" || key == "fingerprint") << "revealed " << key << ": " << reply.dump();
+    }
+}
+
+// Finding: one session at a time, and a peer trickling a byte every few
+// seconds, an idle handshake, or 50 idle connections (the backlog was 16)
+// kept real roots out. Now handshakes have a whole deadline and run beside
+// the session; a second root is told the worker is busy.
+TEST(HostilePeers, IdleTricklingAndBusyPeersDoNotHoldTheWorker) {
+    const std::string key_file = test::make_key_file(dir(), "idle.key");
+    const WireKey key = read_key_file(key_file);
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file, "--timeout-ms", "1500"}, dir() + "/idle.log");
+    std::vector<TcpStream> idle;
+    for (int i = 0; i < 50; ++i) idle.push_back(TcpStream::connect(worker.address(), 3000));
+    TcpStream trickle = TcpStream::connect(worker.address(), 3000);
+    std::atomic<bool> stop{false};
+    std::thread trickler([&] {
+        const uint8_t byte = 0x54;
+        try {
+            while (!stop) {
+                trickle.write_all(&byte, 1, 1000);
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            }
+        } catch (const Error&) {
+        }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    expect_root_succeeds(worker, key_file);
+    EXPECT_LT(seconds_since(start), 10.0);
+    // The idle and trickling connections were dropped at their deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    uint8_t b;
+    for (TcpStream& s : idle) EXPECT_NE(test::error_of([&] { s.read_exact(&b, 1, 1000); }), test::kNoError);
+    stop = true;
+    trickler.join();
+    EXPECT_NE(worker.log().find("no data for 1500 ms"), std::string::npos) << worker.log();        // idle
+    EXPECT_NE(worker.log().find("bytes missing after 1500 ms"), std::string::npos) << worker.log();  // trickling
+    // A root that holds the session idle: the next root hears "busy" at once.
+    auto holder = connect_as_root(worker.address(), &key);
+    send_json(*holder, TpMessage::kHello, good_hello());
+    recv_json(*holder, TpMessage::kHelloReply, "worker", 5000);
+    const auto busy_start = std::chrono::steady_clock::now();
+    const test::ProcessResult busy = run_root(worker.address_text(), key_file);
+    EXPECT_EQ(busy.exit_code, 1);
+    EXPECT_NE(busy.err.find("is busy serving another root"), std::string::npos) << busy.err;
+    EXPECT_LT(seconds_since(busy_start), 5.0);
+}
+
+// Findings: a fake worker that sent heartbeats forever, or a partial one
+// byte every 2 s, hung the root; NaN partials gave exit 0 and every token 0.
+TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
+    {
+        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) {
+            for (int i = 0; i < 20; ++i) {
+                channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            }
+        });
+        const auto start = std::chrono::steady_clock::now();
+        const test::ProcessResult r = run_root(fake.address_text(), "", {"--step-timeout-ms", "1500"});
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find("sends heartbeats but no result"), std::string::npos) << r.err;
+        EXPECT_LT(seconds_since(start), 5.0);
+    }
+    {
+        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame& step) {
+            // A valid partial's header (frame 3 of a plain session: challenge,
+            // hello-reply and ready came first), then its body one byte every
+            // 2 s: the frame never completes within its budget.
+            std::vector<float> rows;
+            StepHeader h = decode_step(step.payload, rows, "root");
+            h.format = WireFormat::F64;
+            std::vector<double> partial(static_cast<size_t>(h.width) * h.n_tok, 0.0);
+            std::vector<uint8_t> body;
+            encode_exact_step(h, partial.data(), body);
+            FrameHeader fh;
+            fh.type = static_cast<uint16_t>(TpMessage::kPartial);
+            fh.sequence = 3;
+            fh.length = static_cast<uint32_t>(body.size());
+            const FrameHeaderBytes hb = encode_frame_header(fh);
+            ::send(channel.fd(), hb.data(), hb.size(), MSG_NOSIGNAL);
+            for (size_t i = 0; i < 5 && i < body.size(); ++i) {
+                if (::send(channel.fd(), body.data() + i, 1, MSG_NOSIGNAL) != 1) return;
+                std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+            }
+        });
+        const auto start = std::chrono::steady_clock::now();
+        const test::ProcessResult r = run_root(fake.address_text(), "");
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find("bytes missing after"), std::string::npos) << r.err;
+        EXPECT_LT(seconds_since(start), 6.0);
+    }
+    {
+        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame& step) {
+            std::vector<float> rows;
+            StepHeader h = decode_step(step.payload, rows, "root");
+            h.format = WireFormat::F64;
+            std::vector<double> partial(static_cast<size_t>(h.width) * h.n_tok, std::nan(""));
+            std::vector<uint8_t> out;
+            encode_exact_step(h, partial.data(), out);
+            channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+        });
+        const test::ProcessResult r = run_root(fake.address_text(), "");
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find("sent a non-finite value"), std::string::npos) << r.err;
+    }
+}
+
+}  // namespace tessera
