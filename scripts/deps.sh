@@ -7,6 +7,7 @@ TESSERA_PACKAGES=(
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
   libsodium-dev
+  clang libclang-rt-14-dev
 )
 
 tessera_install_deps() {

@@ -4,6 +4,7 @@
 
 #include <toml++/toml.h>
 
+#include <fstream>
 #include <sstream>
 
 namespace tessera {
@@ -86,9 +87,17 @@ ClusterSpec parse_stages_option(const std::string& text) {
 }
 
 ClusterSpec load_cluster_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw make_error("{}: cannot read the cluster file", path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_cluster_toml(text.str(), path);
+}
+
+ClusterSpec parse_cluster_toml(const std::string& text, const std::string& path) {
     toml::table table;
     try {
-        table = toml::parse_file(path);
+        table = toml::parse(text, path);
     } catch (const toml::parse_error& e) {
         throw make_error("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
     }

@@ -46,5 +46,7 @@ ClusterSpec parse_stages_option(const std::string& text);
 // Reads a cluster file (see above); throws an Error naming the file, the line
 // and what is wrong.
 ClusterSpec load_cluster_file(const std::string& path);
+// The same for a cluster file's text (`path` names it in errors).
+ClusterSpec parse_cluster_toml(const std::string& text, const std::string& path);
 
 }  // namespace tessera

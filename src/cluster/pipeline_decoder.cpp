@@ -2,6 +2,7 @@
 
 #include "cluster/json_messages.h"
 #include "cluster/planner.h"
+#include "cluster/session_messages.h"
 #include "cluster/speed_probe.h"
 #include "net/handshake.h"
 #include "util/error.h"
@@ -60,14 +61,15 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
-        const JsonFields f(reply, who, "hello-reply");
-        if (!f.boolean("ok", false) && f.boolean("busy", false)) throw make_error("{} is busy serving another root", who);
-        if (!f.boolean("ok", false) || !f.boolean("has_model", false)) {
+        const HelloReply f = parse_hello_reply(reply, who);
+        if (!f.ok && f.busy) throw make_error("{} is busy serving another root", who);
+        if (!f.ok && f.fingerprint.empty()) throw make_error("{} refused the session: {}", who, f.error);
+        if (!f.ok || !f.has_model) {
             throw make_error("{} holds a different model or none (fingerprint {} != {} of {})", who,
-                             f.string("fingerprint", 64, "none"), fingerprint, model.path());
+                             f.fingerprint.empty() ? "none" : f.fingerprint, fingerprint, model.path());
         }
-        probes[i + 1] = f.number("probe_seconds", 0.0, 1e6, -1.0);
-        free_memory[i + 1] = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
+        probes[i + 1] = f.probe_seconds;
+        free_memory[i + 1] = f.free_memory;
     }
     probes[0] = probe_seconds(model, pool_);
     for (double& p : probes) {

@@ -2,6 +2,7 @@
 
 #include "cluster/json_messages.h"
 #include "cluster/planner.h"
+#include "cluster/session_messages.h"
 #include "cluster/speed_probe.h"
 #include "model/slice_file.h"
 #include "ops/fixed_sum.h"
@@ -62,23 +63,26 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
-        const JsonFields f(reply, who, "hello-reply");
-        if (!f.boolean("ok", false)) {
-            if (f.boolean("busy", false)) throw make_error("{} is busy serving another root", who);
-            throw make_error("{} holds a different model (fingerprint {} != {} of {})", who,
-                             f.string("fingerprint", 64, "?"), fingerprint, model.path());
+        const HelloReply f = parse_hello_reply(reply, who);
+        if (!f.ok) {
+            if (f.busy) throw make_error("{} is busy serving another root", who);
+            if (!f.fingerprint.empty()) {
+                throw make_error("{} holds a different model (fingerprint {} != {} of {})", who, f.fingerprint,
+                                 fingerprint, model.path());
+            }
+            throw make_error("{} refused the session: {}", who, f.error);
         }
         // A worker without the model file cannot time it: it counts as fast
         // as the root (negative: filled in once the root has probed itself).
-        ranks_[i + 1].probe_seconds = f.number("probe_seconds", 0.0, 1e6, -1.0);
-        ranks_[i + 1].free_memory = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
+        ranks_[i + 1].probe_seconds = f.probe_seconds;
+        ranks_[i + 1].free_memory = f.free_memory;
         // A worker on this host offers a shared-memory link; if its segment
         // cannot be opened here (another machine behind a relay, another
         // user, no /dev/shm) the frames stay on TCP.
-        if (f.has("shm_name") && f.has("shm_nonce") && channels_[i]->sealed()) {
+        if (!f.shm_name.empty() && channels_[i]->sealed()) {
             try {
                 links.resize(channels_.size());
-                links[i] = ShmLink::open(f.string("shm_name", 64), f.string("shm_nonce", 64));
+                links[i] = ShmLink::open(f.shm_name, f.shm_nonce);
                 links[i]->unlink();  // mapped on both sides now: nothing to leave behind in /dev/shm
             } catch (const std::exception&) {
                 links[i].reset();

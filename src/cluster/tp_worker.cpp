@@ -3,6 +3,7 @@
 #include "cluster/heartbeat.h"
 #include "cluster/json_messages.h"
 #include "cluster/planner.h"
+#include "cluster/session_messages.h"
 #include "cluster/slice_cache.h"
 #include "cluster/speed_probe.h"
 #include "cluster/stage_loop.h"
@@ -30,27 +31,10 @@ constexpr int kHandshakeTimeoutMs = 30000;
 // then reuse the same few pages, warm in cache, and a prompt batch of
 // partials (512 rows of F64, 8 MiB) streams through in 16 turns.
 constexpr size_t kShmRingBytes = 512u << 10;
-// What a root may ask of a worker: a context of 4M positions and batches of
-// 8192 at most, and never more than the worker's free memory.
-constexpr int64_t kMaxContext = 1 << 22;
-constexpr int64_t kMaxBatch = 8192;
-constexpr int64_t kMaxLayers = 1 << 16;
-constexpr int64_t kMaxUnits = 1 << 24;  // heads, channels, vocab rows
 // Connections in their handshake at once; more are closed at once, so a
 // flood of idle connections costs nothing but its sockets.
 constexpr int kMaxConnections = 64;
 constexpr int kAcceptPollMs = 200;
-
-Slice parse_slice(const JsonFields& s) {
-    Slice slice;
-    std::tie(slice.layer_begin, slice.layer_end) = s.range("layers", 0, kMaxLayers);
-    std::tie(slice.kv_head_begin, slice.kv_head_end) = s.range("kv_heads", 0, kMaxUnits);
-    std::tie(slice.ffn_begin, slice.ffn_end) = s.range("ffn", 0, kMaxUnits);
-    if (s.has("vocab")) std::tie(slice.vocab_begin, slice.vocab_end) = s.range("vocab", 0, kMaxUnits);
-    slice.embeds = false;
-    slice.outputs = false;
-    return slice;
-}
 
 // What a session's slice took, for benchmarks and memory tests.
 void log_peak_memory(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
@@ -148,17 +132,14 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     const WorkerOptions& options = w.options;
     const LlamaModel* full_model = w.full_model;
     const std::string peer = channel.peer();
-    const JsonFields hello(hello_message, peer, "hello");
-    std::string root_fingerprint;
-    bool wants_shm = false;
+    HelloMessage hello;
     try {
-        root_fingerprint = hello.string("fingerprint", 64);
-        if (!is_fingerprint(root_fingerprint)) throw make_error("{}: hello names no valid model fingerprint", peer);
-        wants_shm = hello.boolean("shm", false);
+        hello = parse_hello(hello_message, peer);
     } catch (const Error& e) {
         send_json(channel, TpMessage::kHelloReply, {{"ok", false}, {"error", e.what()}});
         throw;
     }
+    const std::string& root_fingerprint = hello.fingerprint;
     if (full_model != nullptr && root_fingerprint != full_model->file().fingerprint_hex()) {
         // The root (authenticated, or this worker is insecure by choice)
         // learns our fingerprint to name both in its error; nothing else.
@@ -175,7 +156,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     // A root on this host may take its frames through shared memory, once it
     // has proved the key (the segment's name and nonce travel sealed).
     std::unique_ptr<ShmLink> link;
-    if (wants_shm && channel.sealed() && channel.peer_is_loopback()) {
+    if (hello.shm && channel.sealed() && channel.peer_is_loopback()) {
         try {
             link = ShmLink::create(kShmRingBytes);
             reply["shm_name"] = link->name();
@@ -188,39 +169,38 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     send_json(channel, TpMessage::kHelloReply, reply);
 
     const json assign_message = recv_json(channel, TpMessage::kAssign, peer, kHandshakeTimeoutMs);
-    const JsonFields assign(assign_message, peer, "assign");
+    AssignMessage assign;
+    try {
+        assign = parse_assign(assign_message, peer);
+    } catch (const Error& e) {
+        send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
+        throw;
+    }
     // Both sides switch after kAssign, the last frame on TCP.
-    if (link && assign.boolean("shm", false)) {
+    if (link && assign.shm) {
         link->unlink();
         channel.use_shared_memory(std::move(link));
     }
     link.reset();
-    Slice slice;
+    Slice slice = assign.slice;
     ForwardConfig config;
-    WireFormat partial_format = WireFormat::F32;
+    const WireFormat partial_format = assign.partial_format;
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
     std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
     StageLinks links;
-    bool stage = false;
+    const bool stage = assign.stage;
     try {
-        const std::string role = assign.string("role", 16, "tensor");
-        if (role != "tensor" && role != "stage") throw make_error("{}: unknown role '{}'", peer, role);
-        stage = role == "stage";
-        slice = parse_slice(assign.object("slice"));
-        slice.outputs = stage && assign.boolean("last", false);
+        slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
-        config.n_ctx = static_cast<int>(assign.integer("n_ctx", 1, kMaxContext));
-        config.n_batch = static_cast<int>(assign.integer("n_batch", 1, kMaxBatch));
+        config.n_ctx = assign.n_ctx;
+        config.n_batch = assign.n_batch;
         config.private_weights = options.private_weights;
-        const std::string kv_type = assign.string("kv_type", 8);
-        if (kv_type != "f32" && kv_type != "f16") throw make_error("{}: unknown KV cache type '{}'", peer, kv_type);
-        config.kv_type = kv_type == "f32" ? QuantType::F32 : QuantType::F16;
-        partial_format = static_cast<WireFormat>(assign.integer("partial_format", 0, static_cast<int>(WireFormat::F64)));
+        config.kv_type = assign.kv_type;
         if (stage) {
-            links.has_prev = assign.boolean("prev", false);
+            links.has_prev = assign.prev;
             // Stages connect only to the address their authenticated root sent.
-            if (assign.has("next")) links.next = parse_host_port(assign.string("next", 300));
+            links.next = assign.next;
             links.fingerprint = root_fingerprint;
             links.key = options.key.get();
         }
@@ -246,12 +226,12 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
             throw make_error("its slice needs {} bytes ({} of weights, {} of KV cache, {} of working buffers) but only "
                              "{} are available", need.total() + scratch, need.weight_bytes, need.kv_bytes, scratch, have);
         }
-        if (stage && assign.has("group")) {
+        if (stage && !assign.group.empty()) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
             TpConfig tp;
-            for (const std::string& member : assign.strings("group", 256, 300)) tp.workers.push_back(parse_host_port(member));
-            if (assign.has("group_weights")) tp.weights = assign.numbers("group_weights", 257, 1e-6, 1e6);
+            tp.workers = assign.group;
+            tp.weights = assign.group_weights;
             tp.forward = config;
             tp.n_threads = w.pool.size();
             tp.limits = options.limits;

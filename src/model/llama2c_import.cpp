@@ -5,6 +5,7 @@
 #include "util/error.h"
 #include "util/mapped_file.h"
 
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -173,7 +174,8 @@ void import_llama2c(const Llama2cImportOptions& options, const std::string& out_
         std::memcpy(&c, p, sizeof c);
         // The legacy format marks a separate classifier with a negative vocab size.
         shared = c.vocab_size > 0;
-        if (c.vocab_size < 0) c.vocab_size = -c.vocab_size;
+        // INT32_MIN has no positive counterpart: refused below as size 0.
+        if (c.vocab_size < 0) c.vocab_size = c.vocab_size == INT32_MIN ? 0 : -c.vocab_size;
     }
     const bool plausible = c.dim > 0 && c.dim <= (1 << 16) && c.hidden_dim > 0 && c.hidden_dim <= (1 << 20) &&
                            c.n_layers > 0 && c.n_layers <= 1024 && c.n_heads > 0 && c.n_kv_heads > 0 &&
@@ -184,6 +186,11 @@ void import_llama2c(const Llama2cImportOptions& options, const std::string& out_
         throw make_error("{}: not a llama2.c checkpoint (header dim={} hidden={} layers={} heads={} kv_heads={} "
                          "vocab={} seq_len={})",
                          path, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len);
+    }
+    if (c.vocab_size < 3) {
+        // GGUF's unknown, BOS and EOS ids are 0, 1 and 2 in llama2.c's vocabularies.
+        throw make_error("{}: a vocabulary of {} tokens cannot hold llama2.c's unknown, BOS and EOS tokens (ids 0, 1, 2)",
+                         path, c.vocab_size);
     }
     const WeightLayout w = layout_weights(c, versioned, shared);
     const uint64_t expected = checked_add(header_bytes, checked_mul(w.total, 4, "checkpoint size"), "checkpoint size");

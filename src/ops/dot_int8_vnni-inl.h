@@ -36,10 +36,12 @@
 #include "ops/row_groups.h"
 #include <vector>
 
+#include "ops/vnni_target.h"
+
 HWY_BEFORE_NAMESPACE();
 // See dot_int8_x86-inl.h: Highway 1.0.3 compiles this target for AVX-VNNI,
 // the CPUs it selects it on have AVX512-VNNI.
-#pragma GCC target("avx512vnni")
+TESSERA_VNNI_BEGIN
 namespace tessera {
 namespace HWY_NAMESPACE {
 namespace vnni {
@@ -295,6 +297,7 @@ void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_gr
 }  // namespace vnni
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
+TESSERA_VNNI_END
 HWY_AFTER_NAMESPACE();
 
 #endif  // HWY_TARGET == HWY_AVX3_DL

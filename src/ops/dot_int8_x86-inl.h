@@ -36,12 +36,14 @@
 
 #include <immintrin.h>
 
+#include "ops/vnni_target.h"
+
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0.3 selects this target by the AVX512-VNNI CPUID bit but compiles
 // it for AVX-VNNI (the VEX form, absent on Ice Lake servers); ask for the EVEX
 // form the selection guarantees, and use only 512-bit dpbusd.
-#pragma GCC target("avx512vnni")
+TESSERA_VNNI_BEGIN
 #endif
 namespace tessera {
 namespace HWY_NAMESPACE {
@@ -421,6 +423,9 @@ void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, co
 }  // namespace x86
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
+#if HWY_TARGET == HWY_AVX3_DL
+TESSERA_VNNI_END
+#endif
 HWY_AFTER_NAMESPACE();
 
 #endif  // x86 int8 targets

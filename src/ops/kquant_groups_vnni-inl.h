@@ -36,10 +36,12 @@
 #include <cstring>
 #include "ops/row_groups.h"
 
+#include "ops/vnni_target.h"
+
 HWY_BEFORE_NAMESPACE();
 // Highway 1.0.3 compiles this target for AVX-VNNI (the VEX form); the CPUs it
 // selects it on have AVX512-VNNI, whose EVEX form the 512-bit dpbusd needs.
-#pragma GCC target("avx512vnni")
+TESSERA_VNNI_BEGIN
 namespace tessera {
 namespace HWY_NAMESPACE {
 namespace kgroups {
@@ -155,6 +157,7 @@ inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, i
 }  // namespace kgroups
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
+TESSERA_VNNI_END
 HWY_AFTER_NAMESPACE();
 
 #endif  // HWY_TARGET == HWY_AVX3_DL

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -175,6 +176,16 @@ TEST(Llama2cImport, RejectsBrokenInputs) {
     write_bytes(dir + "/v2.bin", {0x32, 0x34, 0x6b, 0x61, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0,
                                   1, 0, 0, 0, 1, 0, 0, 0});
     expect_error(dir + "/v2.bin", models + "/tok512.bin", "version 2");
+    // Fuzzing found: -vocab_size of INT32_MIN was undefined behaviour; vocab
+    // sizes 1 and 2 converted into files that `run` then refused (BOS/EOS
+    // ids 1 and 2 are written regardless).
+    for (int32_t vocab : {INT32_MIN, 1, 2, -2}) {
+        std::vector<uint8_t> header(bin.begin(), bin.begin() + 28);
+        std::memcpy(header.data() + 20, &vocab, 4);
+        write_bytes(dir + "/vocab.bin", header);
+        expect_error(dir + "/vocab.bin", models + "/tok512.bin",
+                     vocab == INT32_MIN ? "not a llama2.c checkpoint" : "cannot hold llama2.c's unknown, BOS and EOS");
+    }
 }
 
 }  // namespace tessera

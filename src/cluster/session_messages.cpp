@@ -1,0 +1,78 @@
+#include "cluster/session_messages.h"
+
+#include "cluster/slice_cache.h"
+#include "util/error.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int64_t kMaxLayers = 1 << 16;
+constexpr int64_t kMaxUnits = 1 << 24;  // heads, channels, vocab rows
+constexpr size_t kMaxAddress = 300;
+
+Slice parse_slice(const JsonFields& s) {
+    Slice slice;
+    std::tie(slice.layer_begin, slice.layer_end) = s.range("layers", 0, kMaxLayers);
+    std::tie(slice.kv_head_begin, slice.kv_head_end) = s.range("kv_heads", 0, kMaxUnits);
+    std::tie(slice.ffn_begin, slice.ffn_end) = s.range("ffn", 0, kMaxUnits);
+    if (s.has("vocab")) std::tie(slice.vocab_begin, slice.vocab_end) = s.range("vocab", 0, kMaxUnits);
+    slice.embeds = false;
+    slice.outputs = false;
+    return slice;
+}
+
+}  // namespace
+
+HelloMessage parse_hello(const json& j, const std::string& peer) {
+    const JsonFields f(j, peer, "hello");
+    HelloMessage m;
+    m.fingerprint = f.string("fingerprint", 64);
+    if (!is_fingerprint(m.fingerprint)) throw make_error("{}: hello names no valid model fingerprint", peer);
+    m.shm = f.boolean("shm", false);
+    return m;
+}
+
+AssignMessage parse_assign(const json& j, const std::string& peer) {
+    const JsonFields f(j, peer, "assign");
+    AssignMessage m;
+    const std::string role = f.string("role", 16, "tensor");
+    if (role != "tensor" && role != "stage") throw make_error("{}: unknown role '{}'", peer, role);
+    m.stage = role == "stage";
+    m.slice = parse_slice(f.object("slice"));
+    m.last = f.boolean("last", false);
+    m.prev = f.boolean("prev", false);
+    if (f.has("next")) m.next = parse_host_port(f.string("next", kMaxAddress));
+    m.n_ctx = static_cast<int>(f.integer("n_ctx", 1, kMaxContext));
+    m.n_batch = static_cast<int>(f.integer("n_batch", 1, kMaxBatch));
+    const std::string kv_type = f.string("kv_type", 8);
+    if (kv_type != "f32" && kv_type != "f16") throw make_error("{}: unknown KV cache type '{}'", peer, kv_type);
+    m.kv_type = kv_type == "f32" ? QuantType::F32 : QuantType::F16;
+    m.partial_format = static_cast<WireFormat>(f.integer("partial_format", 0, static_cast<int>(WireFormat::F64)));
+    m.shm = f.boolean("shm", false);
+    if (f.has("group")) {
+        for (const std::string& member : f.strings("group", 256, kMaxAddress)) m.group.push_back(parse_host_port(member));
+    }
+    if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
+    return m;
+}
+
+HelloReply parse_hello_reply(const json& j, const std::string& peer) {
+    const JsonFields f(j, peer, "hello-reply");
+    HelloReply r;
+    r.ok = f.boolean("ok", false);
+    r.busy = f.boolean("busy", false);
+    r.error = f.string("error", 4096, "");
+    r.fingerprint = f.string("fingerprint", 64, "");
+    if (!r.ok) return r;
+    r.has_model = f.boolean("has_model", true);
+    r.probe_seconds = f.number("probe_seconds", 0.0, 1e6, -1.0);
+    r.free_memory = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
+    if (f.has("shm_name") || f.has("shm_nonce")) {
+        r.shm_name = f.string("shm_name", 64);
+        r.shm_nonce = f.string("shm_nonce", 64);
+    }
+    return r;
+}
+
+}  // namespace tessera

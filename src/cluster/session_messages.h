@@ -1,0 +1,57 @@
+// The handshake messages of a session as typed values, parsed from a peer's
+// JSON with every field checked (cluster/json_messages.h): what a worker
+// reads from a root (hello, assign) and a root from a worker (hello-reply).
+// One parser per message, shared by the worker, the roots and the fuzzers.
+#pragma once
+
+#include "cluster/json_messages.h"
+#include "cluster/tp_messages.h"
+#include "model/slice.h"
+#include "net/tcp.h"
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// What a root may ask of a worker: a context of 4M positions and batches of
+// 8192 at most (and never more than the worker's free memory, checked later).
+constexpr int64_t kMaxContext = 1 << 22;
+constexpr int64_t kMaxBatch = 8192;
+
+struct HelloMessage {
+    std::string fingerprint;  // validated hex
+    bool shm = false;         // the root would take a shared-memory link
+};
+
+HelloMessage parse_hello(const json& j, const std::string& peer);
+
+struct AssignMessage {
+    bool stage = false;  // role "stage" (else "tensor")
+    Slice slice;         // ranges checked for order and size, not yet against a model
+    bool last = false, prev = false;
+    std::optional<HostPort> next;  // a stage's next stage
+    int n_ctx = 0, n_batch = 0;
+    QuantType kv_type = QuantType::F16;
+    WireFormat partial_format = WireFormat::F32;
+    bool shm = false;
+    std::vector<HostPort> group;       // a stage led as a tensor-parallel group
+    std::vector<double> group_weights;
+};
+
+AssignMessage parse_assign(const json& j, const std::string& peer);
+
+struct HelloReply {
+    bool ok = false, busy = false, has_model = false;
+    std::string error, fingerprint;
+    double probe_seconds = -1.0;  // negative: not measured
+    uint64_t free_memory = 0;
+    std::string shm_name, shm_nonce;  // both or neither
+};
+
+HelloReply parse_hello_reply(const json& j, const std::string& peer);
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// The frame decoder: a 24-byte header, then a step payload (header + rows in
+// F32/F16/Q8_0/F64) and the same bytes opened as a sealed frame.
+#include "cluster/tp_messages.h"
+#include "net/frame.h"
+#include "net/seal.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    using namespace tessera;
+    if (size < kFrameHeaderBytes) return 0;
+    FrameHeaderBytes hb;
+    std::memcpy(hb.data(), data, hb.size());
+    const std::span<const uint8_t> payload(data + kFrameHeaderBytes, size - kFrameHeaderBytes);
+    try {
+        (void)decode_frame_header(hb, 1u << 20, "fuzz");
+    } catch (const Error&) {
+    }
+    std::vector<float> rows;
+    std::vector<double> exact;
+    try {
+        const StepHeader h = decode_step(payload, rows, "fuzz");
+        require_finite(rows.data(), rows.size(), "fuzz");
+        (void)h;
+    } catch (const Error&) {
+    }
+    try {
+        (void)decode_exact_step(payload, exact, "fuzz");
+        require_finite(exact.data(), exact.size(), "fuzz");
+    } catch (const Error&) {
+    }
+    // A sealed frame's body: must fail authentication, never read past it.
+    static const SessionKeys keys = [] {
+        SessionKeys k;
+        k.send.fill(1);
+        k.recv.fill(2);
+        return k;
+    }();
+    static const auto codec = make_sealing_codec(keys, "fuzz");
+    if (payload.size() >= kSealTagBytes) {
+        std::vector<uint8_t> body(payload.begin(), payload.end());
+        FrameHeader header;
+        header.sequence = payload.size();
+        try {
+            codec->open(header, hb, body);
+        } catch (const Error&) {
+        }
+    }
+    return 0;
+}
