@@ -7,6 +7,8 @@
 //
 // --record DIR writes every byte each connection carries to DIR/N.up
 // (client to target) and DIR/N.down, as an eavesdropper on the link sees it.
+// --reset-first-after-bytes N resets the first connection (RST to both ends)
+// once N bytes have gone through it: a dropped link, mid-session.
 //
 // The first line on stdout is "listening on port N".
 #include "net/tcp.h"
@@ -14,6 +16,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/socket.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -36,8 +41,11 @@ struct Chunk {
 // them when due. Either side ending closes both streams.
 class Pipe {
 public:
-    Pipe(TcpStream& from, TcpStream& to, std::chrono::microseconds delay, std::FILE* record)
-        : from_(from), to_(to), delay_(delay), record_(record) {}
+    // `carried` counts the bytes of both directions; past reset_after (0:
+    // never) the connection is reset.
+    Pipe(TcpStream& from, TcpStream& to, std::chrono::microseconds delay, std::FILE* record,
+         std::atomic<uint64_t>& carried, uint64_t reset_after)
+        : from_(from), to_(to), delay_(delay), record_(record), carried_(carried), reset_after_(reset_after) {}
 
     void run() {
         std::thread writer([this] { write_loop(); });
@@ -59,6 +67,18 @@ private:
                 if (record_ != nullptr) {
                     std::fwrite(buffer.data(), 1, n, record_);
                     std::fflush(record_);
+                }
+                if (reset_after_ > 0 && carried_.fetch_add(n) + n >= reset_after_) {
+                    // Linger 0: closing the sockets sends RST to both ends;
+                    // shutting down our reads ends both directions' loops.
+                    const linger abort_on_close{1, 0};
+                    for (int fd : {from_.fd(), to_.fd()}) {
+                        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+                        ::shutdown(fd, SHUT_RD);
+                    }
+                    std::fprintf(stderr, "relay: reset the connection after %llu bytes\n",
+                                 static_cast<unsigned long long>(carried_.load()));
+                    break;
                 }
                 std::lock_guard<std::mutex> lock(mutex_);
                 queue_.push_back({Clock::now() + delay_, std::vector<uint8_t>(buffer.begin(), buffer.begin() + n)});
@@ -111,6 +131,8 @@ private:
     TcpStream& to_;
     std::chrono::microseconds delay_;
     std::FILE* record_;
+    std::atomic<uint64_t>& carried_;
+    uint64_t reset_after_;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<Chunk> queue_;
@@ -123,13 +145,14 @@ std::FILE* open_record(const std::string& dir, int connection, const char* direc
 }
 
 void serve(TcpStream client, tessera::HostPort target, std::chrono::microseconds delay, std::string record_dir,
-           int connection) {
+           int connection, uint64_t reset_after) {
     std::FILE* up_record = open_record(record_dir, connection, "up");
     std::FILE* down_record = open_record(record_dir, connection, "down");
+    std::atomic<uint64_t> carried{0};
     try {
         TcpStream server = TcpStream::connect(target, 10000);
-        Pipe up(client, server, delay, up_record);
-        Pipe down(server, client, delay, down_record);
+        Pipe up(client, server, delay, up_record, carried, reset_after);
+        Pipe down(server, client, delay, down_record, carried, reset_after);
         std::thread t([&] { down.run(); });
         up.run();
         t.join();
@@ -151,6 +174,9 @@ int main(int argc, char** argv) {
     app.add_option("--delay-ms", delay_ms, "One-way delay added in each direction, ms")->capture_default_str();
     std::string record_dir;
     app.add_option("--record", record_dir, "Write each connection's bytes to DIR/N.up and DIR/N.down");
+    uint64_t reset_after = 0;
+    app.add_option("--reset-first-after-bytes", reset_after,
+                   "Reset the first connection (RST both ways) after this many bytes in both directions");
     CLI11_PARSE(app, argc, argv);
     try {
         tessera::TcpListener listener(tessera::parse_host_port(listen));
@@ -159,7 +185,8 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         const auto delay = std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000));
         for (int connection = 0;; ++connection) {
-            std::thread(serve, listener.accept(-1), to, delay, record_dir, connection).detach();
+            std::thread(serve, listener.accept(-1), to, delay, record_dir, connection, connection == 0 ? reset_after : 0)
+                .detach();
         }
     } catch (const tessera::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

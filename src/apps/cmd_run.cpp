@@ -2,6 +2,7 @@
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "engine/generation.h"
+#include "engine/supervised_decoder.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/tokenizer.h"
@@ -35,9 +36,20 @@ struct RunOptions {
     int64_t seed = -1;
     std::string cache_type = "f16";
     bool json = false;
+    bool verbose = false;
     ParallelOptions parallel;
 };
 
+
+std::vector<std::string> split_list(const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        if (!item.empty()) out.push_back(item);
+    }
+    return out;
+}
 
 // llama.cpp's cap on the default context: a model's training context can be
 // far larger than what a small node should reserve for its KV cache.
@@ -73,8 +85,23 @@ void run(const RunOptions& o) {
     config.n_ctx = n_ctx;
     config.kv_type = *kv_type;
     config.n_batch = o.n_batch;
-    const DecoderSetup setup = make_decoder(model, config, n_threads, o.parallel);
-    if (!o.json) print_plan(setup);
+    // Distributed plans run supervised: a lost edge or node is recovered
+    // from (supervised_decoder.h); a single process needs nothing of it.
+    std::unique_ptr<SupervisedDecoder> supervised;
+    DecoderSetup local_setup;
+    if (o.parallel.parallel()) {
+        RecoveryOptions recovery;
+        for (const std::string& spare : split_list(o.parallel.spares)) recovery.spares.push_back(parse_host_port(spare));
+        recovery.budget_ms = o.parallel.recover_ms;
+        supervised = std::make_unique<SupervisedDecoder>(model, config, n_threads, o.parallel, recovery,
+                                                         [](const std::string& line) {
+                                                             std::fprintf(stderr, "\n%s\n", line.c_str());
+                                                         });
+    } else {
+        local_setup = make_decoder(model, config, n_threads, o.parallel);
+    }
+    Decoder& decoder = supervised ? static_cast<Decoder&>(*supervised) : *local_setup.decoder;
+    if (!o.json) print_plan(supervised ? supervised->setup() : local_setup);
 
     GenerationParams params;
     params.n_predict = o.n_predict;
@@ -85,12 +112,15 @@ void run(const RunOptions& o) {
         std::fputs(prompt.c_str(), stdout);
         std::fflush(stdout);
     }
-    const GenerationResult result = generate(*setup.decoder, *tokenizer, prompt_tokens, params, [&](const std::string& piece) {
+    const GenerationResult result = generate(decoder, *tokenizer, prompt_tokens, params, [&](const std::string& piece) {
         if (o.json) return;
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
     });
 
+    const DecoderSetup& setup = supervised ? supervised->setup() : local_setup;
+    const std::vector<EdgeHealth> edges = supervised ? supervised->edge_health() : std::vector<EdgeHealth>();
+    const RecoveryStats recovery = supervised ? supervised->recovery_stats() : RecoveryStats();
     const double prompt_tps = result.prompt_seconds > 0 ? result.prompt_tokens.size() / result.prompt_seconds : 0.0;
     const double gen_tps = result.generation_seconds > 0 ? result.tokens.size() / result.generation_seconds : 0.0;
     if (o.json) {
@@ -109,6 +139,14 @@ void run(const RunOptions& o) {
         j["mode"] = o.parallel.mode();
         j["n_ctx"] = n_ctx;
         j["peak_resident_bytes"] = peak_resident_memory_bytes();
+        j["edges"] = nlohmann::json::array();
+        for (const EdgeHealth& e : edges) {
+            j["edges"].push_back({{"node", e.node}, {"role", e.role}, {"round_trip_ms", e.round_trip_ms},
+                                  {"bytes_sent", e.bytes_sent}, {"bytes_received", e.bytes_received},
+                                  {"retries", e.retries}, {"lost", e.lost}});
+        }
+        j["recovery"] = {{"recoveries", recovery.recoveries}, {"attempts", recovery.attempts},
+                         {"ms_lost", recovery.seconds_lost * 1e3}, {"replaced", recovery.replaced}};
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
                         {"prompt_tokens_per_second", prompt_tps},
                         {"generation_ms", result.generation_seconds * 1e3},
@@ -122,6 +160,19 @@ void run(const RunOptions& o) {
                      result.prompt_seconds * 1e3, prompt_tps);
         std::fprintf(stderr, "generation: %5zu tokens in %9.2f ms (%10.2f tokens/s), stopped by %s\n",
                      result.tokens.size(), result.generation_seconds * 1e3, gen_tps, result.stop_reason.c_str());
+        if (o.verbose && supervised) {
+            std::fprintf(stderr, "\nedge health (root to node):\n%-24s %-9s %10s %14s %14s %8s\n", "node", "role",
+                         "rtt ms", "bytes sent", "bytes recv", "retries");
+            for (const EdgeHealth& e : edges) {
+                std::fprintf(stderr, "%-24s %-9s %10.3f %14llu %14llu %8d%s\n", e.node.c_str(), e.role.c_str(),
+                             e.round_trip_ms, static_cast<unsigned long long>(e.bytes_sent),
+                             static_cast<unsigned long long>(e.bytes_received), e.retries, e.lost ? "  (lost)" : "");
+            }
+            std::fprintf(stderr, "recoveries: %d (%d plans built), %.1f ms lost", recovery.recoveries,
+                         recovery.attempts, recovery.seconds_lost * 1e3);
+            for (const std::string& r : recovery.replaced) std::fprintf(stderr, "; %s", r.c_str());
+            std::fprintf(stderr, "\n");
+        }
     }
 }
 
@@ -152,6 +203,7 @@ void add_run_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-s,--seed", o->seed, "Sampling seed (-1: random)")->capture_default_str();
     cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
+    cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");
     cmd->callback([o] { run(*o); });
 }

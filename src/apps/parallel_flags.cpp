@@ -34,6 +34,12 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "Drop a worker that sends heartbeats but no result for this long (default: sized from its measured "
                     "speed)")
         ->check(CLI::Range(0, 3600000));
+    cmd->add_option("--spare", o.spares,
+                    "Spare nodes HOST:PORT,... (tessera worker) that take the place of a node lost mid-run");
+    cmd->add_option("--recover-ms", o.recover_ms,
+                    "How long to try to recover a lost connection or node before giving up (0: fail at once)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 3600000));
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));

@@ -86,6 +86,20 @@ ClusterSpec parse_stages_option(const std::string& text) {
     return spec;
 }
 
+std::string format_stages_option(const ClusterSpec& spec) {
+    std::string out;
+    for (size_t s = 0; s < spec.stages.size(); ++s) {
+        if (s > 0) out += '/';
+        std::string stage = s == 0 ? "root" : "";
+        for (const HostPort& node : spec.stages[s].nodes) {
+            if (!stage.empty()) stage += ',';
+            stage += node.str();
+        }
+        out += stage;
+    }
+    return out;
+}
+
 ClusterSpec load_cluster_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw make_error("{}: cannot read the cluster file", path);

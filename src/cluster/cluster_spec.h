@@ -43,6 +43,9 @@ struct ClusterSpec {
 // Parses "root,H:P/H:P,H:P"; throws an Error naming what is wrong.
 ClusterSpec parse_stages_option(const std::string& text);
 
+// The --stages string of a plan's nodes (its layers and weights left out).
+std::string format_stages_option(const ClusterSpec& spec);
+
 // Reads a cluster file (see above); throws an Error naming the file, the line
 // and what is wrong.
 ClusterSpec load_cluster_file(const std::string& path);

@@ -52,7 +52,8 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         try {
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.stages[i], config.connect_timeout_ms), config.limits));
-            authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
+            stages_[i + 1].round_trip_ms =
+                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
             send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
         } catch (const Error& e) {
             throw make_error("{}: {}", who, e.what());
@@ -62,7 +63,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
         const HelloReply f = parse_hello_reply(reply, who);
-        if (!f.ok && f.busy) throw make_error("{} is busy serving another root", who);
+        if (!f.ok && f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
         if (!f.ok && f.fingerprint.empty()) throw make_error("{} refused the session: {}", who, f.error);
         if (!f.ok || !f.has_model) {
             throw make_error("{} holds a different model or none (fingerprint {} != {} of {})", who,
@@ -100,8 +101,9 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx, config.forward.kv_type);
         stages_[s].footprint_bytes = f.total();
         if (f.total() > free_memory[s]) {
-            throw make_error("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
-                             "available", s, stages_[s].address, f.total(), f.weight_bytes, f.kv_bytes, free_memory[s]);
+            throw PlanRefused(fmt::format("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                             "available ({} bytes short)", s, stages_[s].address, f.total(), f.weight_bytes, f.kv_bytes,
+                             free_memory[s], f.total() - free_memory[s]));
         }
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
@@ -198,6 +200,7 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
                 throw make_error("{} stopped responding: {}", who, e.what());
             }
             heard[i] = now_seconds();
+            stages_[i + 1].bytes_received += frame_.payload.size();
             const auto type = static_cast<TpMessage>(frame_.type);
             if (type == TpMessage::kHeartbeat) continue;
             if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kLogits, who);  // throws "failed: ..."
@@ -243,6 +246,7 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         encode_step(header, x_.data(), message_);
         try {
             channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
+            stages_[1].bytes_sent += message_.size();
         } catch (const Error& e) {
             throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
         }

@@ -46,6 +46,8 @@ struct StageInfo {
     Slice slice;  // the leader's slice
     double weight = 1.0;
     uint64_t footprint_bytes = 0;
+    double round_trip_ms = 0.0;  // the handshake's first round trip (stages 1..)
+    uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes the root sent this stage and received from it
 };
 
 class PipelineDecoder : public Decoder {

@@ -49,7 +49,8 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         try {
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
-            authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
+            ranks_[rank].round_trip_ms =
+                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
             ranks_[rank].sealed = channels_.back()->sealed();
             // Shared memory only with a worker that proved the key.
             const bool shm = config.shared_memory && channels_.back()->sealed() && channels_.back()->peer_is_loopback();
@@ -65,7 +66,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
         const HelloReply f = parse_hello_reply(reply, who);
         if (!f.ok) {
-            if (f.busy) throw make_error("{} is busy serving another root", who);
+            if (f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
             if (!f.fingerprint.empty()) {
                 throw make_error("{} holds a different model (fingerprint {} != {} of {})", who, f.fingerprint,
                                  fingerprint, model.path());
@@ -120,9 +121,9 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx, config.forward.kv_type);
         ranks_[r].footprint_bytes = f.total();
         if (f.total() > ranks_[r].free_memory) {
-            throw make_error("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
-                             "available", r, ranks_[r].address, f.total(), f.weight_bytes, f.kv_bytes,
-                             ranks_[r].free_memory);
+            throw PlanRefused(fmt::format("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                             "available ({} bytes short)", r, ranks_[r].address, f.total(), f.weight_bytes, f.kv_bytes,
+                             ranks_[r].free_memory, f.total() - ranks_[r].free_memory));
         }
     }
 
@@ -223,6 +224,7 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
             throw make_error("{} stopped responding: {}", who, e.what());
         }
         stats_.bytes_received += frame_.payload.size();
+        ranks_[worker + 1].bytes_received += frame_.payload.size();
         const auto type = static_cast<TpMessage>(frame_.type);
         if (type == TpMessage::kHeartbeat) {
             // Beats prove the process lives, not that it makes progress.
@@ -256,6 +258,7 @@ void TensorParallelDecoder::broadcast(TpMessage type, const StepHeader& header, 
             throw make_error("{}: {}", worker_name(ranks_[w + 1].address, w + 1), e.what());
         }
         stats_.bytes_sent += message_.size();
+        ranks_[w + 1].bytes_sent += message_.size();
     }
 }
 

@@ -62,6 +62,8 @@ struct TpRankInfo {
     uint64_t free_memory = 0;
     bool shared_memory = false;  // frames travel through a shared-memory link
     bool sealed = false;         // frames are sealed (the worker proved the key)
+    double round_trip_ms = 0.0;  // the handshake's first round trip
+    uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes of steps, to and from this worker
 };
 
 class TensorParallelDecoder : public Decoder, public LayerBlock {

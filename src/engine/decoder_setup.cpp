@@ -112,10 +112,10 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()), config.n_ctx, config.kv_type);
         const uint64_t have = available_memory_bytes();
         if (need.total() > have) {
-            throw make_error("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "
+            throw PlanRefused(fmt::format("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "
                              "available; split the model with --stages (pipeline) or --workers (tensor parallel), "
                              "or use a smaller context (-c)",
-                             need.total(), need.weight_bytes, need.kv_bytes, have);
+                             need.total(), need.weight_bytes, need.kv_bytes, have));
         }
         setup.decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
         return setup;

@@ -95,13 +95,15 @@ void refuse(FrameChannel& channel) {
 
 }  // namespace
 
-void authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeout_ms) {
+double authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeout_ms) {
     const Deadline deadline(timeout_ms);
     const Nonce client = fresh_nonce();
     const uint8_t mode = key != nullptr ? kModeKeyed : kModePlain;
+    const auto sent = std::chrono::steady_clock::now();
     send_bytes(channel, AuthFrame::kHello, {std::span<const uint8_t>(&mode, 1), client});
     Frame frame;
     recv_auth(channel, frame, AuthFrame::kChallenge, 1 + 32 + 32, deadline);
+    const double round_trip = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
     const uint8_t peer_mode = frame.payload[0];
     if (peer_mode != mode) {
         if (key != nullptr) {
@@ -111,7 +113,7 @@ void authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeo
         throw make_error("{} requires a key: give this node --key FILE (the same key file as the peer's)",
                          channel.peer());
     }
-    if (key == nullptr) return;
+    if (key == nullptr) return round_trip;
     Nonce server;
     Mac server_proof;
     std::memcpy(server.data(), frame.payload.data() + 1, 32);
@@ -126,6 +128,7 @@ void authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeo
     send_bytes(channel, AuthFrame::kProof, {proof});
     channel.set_codec(make_sealing_codec(session_keys(*key, client, server, true), channel.peer()));
     recv_auth(channel, frame, AuthFrame::kAccepted, 0, deadline);
+    return round_trip;
 }
 
 void authenticate_as_server(FrameChannel& channel, const WireKey* key, int timeout_ms, uint32_t max_payload) {

@@ -34,7 +34,8 @@ constexpr uint32_t kUnauthenticatedMaxPayload = 64u << 10;
 // The connecting side. `key` null: plain mode. The whole exchange completes
 // within timeout_ms; throws an Error naming the peer otherwise (wrong key,
 // plain peer, timeout). On return the channel seals its frames (keyed mode).
-void authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeout_ms);
+// Returns the first round trip (hello to challenge), in seconds.
+double authenticate_as_client(FrameChannel& channel, const WireKey* key, int timeout_ms);
 
 // The accepting side. The channel's payload cap is kUnauthenticatedMaxPayload
 // until the peer has proved the key, then restored to `max_payload`.

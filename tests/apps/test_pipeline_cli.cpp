@@ -80,7 +80,7 @@ TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
         test::ProcessResult root;
         std::thread runner([&] {
             root = run_process(cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000", "-c",
-                                    "3100", "--temp", "0", "-t", "1", "--json"}),
+                                    "3100", "--temp", "0", "-t", "1", "--json", "--recover-ms", "0"}),
                                60);
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));

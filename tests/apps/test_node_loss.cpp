@@ -1,0 +1,134 @@
+// Supervised edges end to end: a worker killed mid-generation in tensor
+// parallel (3 ranks), a stage killed in a 3-stage pipeline, each once with a
+// spare and once re-planned over the survivors, and a relay that resets a
+// connection mid-generation. Every run finishes with the greedy output of an
+// uninterrupted run, and says in its JSON what it recovered from. (Heavy:
+// a few seconds of generation per run; not run under the sanitizers.)
+#include "hostile_peer.h"
+#include "slow_model.h"
+#include "subprocess.h"
+#include "tessera_cli.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+using test::WorkerProcess;
+
+std::string dir() {
+    static std::map<std::string, std::string> made;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string name = info != nullptr ? info->name() : "";
+    auto it = made.find(name);
+    if (it == made.end()) it = made.emplace(name, test::scratch_dir("node_loss")).first;
+    return it->second;
+}
+
+// One slow model for the whole suite (F32, ~100 MB: a few ms per token).
+const std::string& model() {
+    static const std::string path = test::write_slow_model(test::scratch_dir("node_loss_model"));
+    return path;
+}
+
+std::vector<std::string> run_args(const std::vector<std::string>& plan) {
+    std::vector<std::string> argv = test::tessera_cmd({"run", "-m", model(), "-p", "x", "-n", "500", "-c", "600",
+                                                       "--temp", "0", "-t", "1", "--json"});
+    argv.insert(argv.end(), plan.begin(), plan.end());
+    return argv;
+}
+
+nlohmann::json run_json(const std::vector<std::string>& plan) {
+    const test::ProcessResult r = test::run_process(run_args(plan), 120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+// Runs `plan` and kills `victim` once the run has generated for a while.
+nlohmann::json run_and_kill(const std::vector<std::string>& plan, WorkerProcess& victim, std::string& err) {
+    test::ProcessResult r;
+    std::thread runner([&] { r = test::run_process(run_args(plan), 120); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    victim.process().signal(SIGKILL);
+    runner.join();
+    err = r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+std::string tp_plan(const std::vector<const WorkerProcess*>& workers) {
+    std::string list;
+    for (const WorkerProcess* w : workers) list += (list.empty() ? "" : ",") + w->address_text();
+    return list;
+}
+
+}  // namespace
+
+TEST(HeavyNodeLoss, TensorParallelWorkerKilledMidRun) {
+    for (bool with_spare : {true, false}) {
+        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
+        WorkerProcess spare({"-m", model()}, dir() + "/spare.log");
+        const std::string workers = tp_plan({&a, &b});
+        const nlohmann::json want = run_json({"--workers", workers});
+        ASSERT_EQ(want["ranks"], 3);
+        std::vector<std::string> plan = {"--workers", workers};
+        if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
+        std::string err;
+        const nlohmann::json got = run_and_kill(plan, b, err);
+        ASSERT_FALSE(got.is_null());
+        EXPECT_EQ(got["tokens"], want["tokens"]) << (with_spare ? "spare" : "survivors") << "\n" << err;
+        EXPECT_EQ(got["recovery"]["recoveries"], 1) << "the kill came too late to test anything: " << err;
+        const std::string replaced = got["recovery"]["replaced"][0];
+        EXPECT_EQ(replaced, b.address_text() + " -> " + (with_spare ? spare.address_text() : "none"));
+        EXPECT_EQ(got["ranks"], with_spare ? 3 : 2);
+        EXPECT_NE(err.find(b.address_text() + " is gone"), std::string::npos) << err;
+    }
+}
+
+TEST(HeavyNodeLoss, PipelineStageKilledMidRun) {
+    for (bool with_spare : {true, false}) {
+        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
+        WorkerProcess spare({"-m", model()}, dir() + "/spare.log");
+        const std::string stages = "root/" + a.address_text() + "/" + b.address_text();
+        const nlohmann::json want = run_json({"--stages", stages});
+        ASSERT_EQ(want["stages"], 3);
+        std::vector<std::string> plan = {"--stages", stages};
+        if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
+        std::string err;
+        const nlohmann::json got = run_and_kill(plan, a, err);  // the middle stage
+        ASSERT_FALSE(got.is_null());
+        EXPECT_EQ(got["tokens"], want["tokens"]) << (with_spare ? "spare" : "survivors") << "\n" << err;
+        EXPECT_EQ(got["recovery"]["recoveries"], 1) << "the kill came too late to test anything: " << err;
+        EXPECT_EQ(got["stages"], with_spare ? 3 : 2);
+    }
+}
+
+TEST(HeavyNodeLoss, ConnectionResetMidRunLosesNoToken) {
+    WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
+    const nlohmann::json want = run_json({"--workers", tp_plan({&a, &b})});
+    // Through a relay that resets its first connection after ~20 MB (a few
+    // hundred tokens of exact partials).
+    test::BackgroundProcess relay({(std::filesystem::path(test::tessera_binary()).parent_path() / "tessera-relay").string(),
+                                   "--target", b.address_text(), "--reset-first-after-bytes", "20000000"});
+    const std::string line = relay.read_line(30);
+    const std::string through = "127.0.0.1:" + line.substr(std::string("listening on port ").size());
+    const nlohmann::json got = run_json({"--workers", a.address_text() + "," + through, "--tcp"});
+    ASSERT_FALSE(got.is_null());
+    EXPECT_EQ(got["tokens"], want["tokens"]);
+    EXPECT_EQ(got["recovery"]["recoveries"], 1);
+    EXPECT_TRUE(got["recovery"]["replaced"].empty()) << "a reset is not a lost node";
+    bool retried = false;
+    for (const auto& e : got["edges"]) retried = retried || (e["node"] == through && e["retries"] == 1);
+    EXPECT_TRUE(retried) << got["edges"].dump();
+}
+
+}  // namespace tessera
