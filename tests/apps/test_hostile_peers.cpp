@@ -266,7 +266,7 @@ TEST(HostilePeers, RootSurvivesAForgedSharedMemoryIndex) {
     test::ProcessResult r;
     {
         FakeWorker fake(&key, [](FrameChannel&, const Frame&) {}, reply, std::move(link));
-        r = run_root(fake.address_text(), key_file);
+        r = run_root(fake.address_text(), key_file, {"--recover-ms", "0"});
     }
     ::munmap(base, static_cast<size_t>(st.st_size));
     EXPECT_EQ(r.exit_code, 1) << r.err;
