@@ -11,6 +11,11 @@
 #      has no netem): 1 Gbit/0.1 ms, 100 Mbit/1 ms, 50 Mbit/5 ms round trip.
 #   3. projected tok/s for 2, 4 and 8 separate machines like this one, from the
 #      measured compute time per token and the measured cost of a sync.
+#   4. the sealed wire's cost: sealed/plain generation ratio over loopback TCP
+#      (--local 2 --tcp against a keyless loopback worker over --tcp) and
+#      across namespaces at 1 Gbit, the key handshake's time, and the time a
+#      run loses recovering when a worker is killed mid-generation (a spare
+#      takes its place; the history is replayed).
 #
 #   benchmarks/tensor_parallel.sh [--type Q4_0] [--tokens 64] [--reps 3] [--model FILE] [--keep-models DIR]
 # Namespaces need root; without it part 2 is skipped with a message.
@@ -38,6 +43,7 @@ cleanup() {
 trap cleanup EXIT
 [ -n "$model" ] || bench_model "$type" "$keep"
 echo "model: $model"
+"$bin" keygen -o "$work/key" 2>/dev/null
 one_run=(-p 0 -n "$tokens" -r 1)
 run_args=(-p 0 -n "$tokens" -r "$reps")
 
@@ -49,6 +55,13 @@ for ((r = 1; r <= reps; r++)); do
   bench "local2.$r" -- "${one_run[@]}" -t 1 --local 2
   bench "local2fast.$r" -- "${one_run[@]}" -t 1 --local 2 --fast
   bench "local2tcp.$r" -- "${one_run[@]}" -t 1 --local 2 --tcp
+  # The same two processes over loopback TCP, plain: a keyless worker.
+  "$bin" worker --listen 127.0.0.1:0 -m "$model" -t 1 --once > "$work/pw.out" 2> "$work/pw.err" &
+  until grep -q listening "$work/pw.out" 2>/dev/null; do sleep 0.1; done
+  bench "local2tcpplain.$r" -- "${one_run[@]}" -t 1 --tcp --weights 1,1 \
+    --workers "127.0.0.1:$(sed -n 's/listening on port //p' "$work/pw.out")"
+  wait 2>/dev/null || true
+  rm -f "$work/pw.out"
 done
 # Peak resident memory of each rank against its share, and its compute time
 # per step (the worker reports both).
@@ -62,16 +75,20 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
     rate=$1 rtt=$2
     tools/netns_cluster.sh up "$ns" 1 $((100 + $$ % 100)) "$rate"
     ip=10.$((100 + $$ % 100)).1.2
-    for mode in exact fast; do
-      flag=""; [ $mode = fast ] && flag=--fast
-      ip netns exec "$ns-w1" "$bin" worker --listen "$ip:7000" -m "$model" -t 1 --once > "$work/w.out" 2> "$work/w.err" &
+    modes="exact fast"; [ "$rate" = 1000 ] && modes="exact fast plain"
+    for mode in $modes; do
+      # Sealed (the cluster key on both ends), or plain (--insecure worker, keyless root).
+      flag=(--key "$work/key"); wflag=(--key "$work/key")
+      [ $mode = fast ] && flag+=(--fast)
+      [ $mode = plain ] && flag=() && wflag=(--insecure)
+      ip netns exec "$ns-w1" "$bin" worker --listen "$ip:7000" -m "$model" -t 1 --once "${wflag[@]}" > "$work/w.out" 2> "$work/w.err" &
       until grep -q listening "$work/w.out" 2>/dev/null; do sleep 0.1; done
       half=$(python3 -c "print($rtt / 2)")
       ip netns exec "$ns-r" "$relay" --listen 127.0.0.1:0 --target "$ip:7000" --delay-ms "$half" > "$work/r.out" &
       relay_pid=$!
       until grep -q listening "$work/r.out" 2>/dev/null; do sleep 0.1; done
       port=$(sed -n 's/listening on port //p' "$work/r.out")
-      bench "ns-$rate-$rtt-$mode" ip netns exec "$ns-r" -- "${run_args[@]}" -t 1 --workers "127.0.0.1:$port" $flag
+      bench "ns-$rate-$rtt-$mode" ip netns exec "$ns-r" -- "${run_args[@]}" -t 1 --workers "127.0.0.1:$port" "${flag[@]}"
       kill $relay_pid 2>/dev/null || true
       wait 2>/dev/null || true
       rm -f "$work/w.out" "$work/r.out"
@@ -82,6 +99,23 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
 else
   echo "network namespaces need root: skipping the multi-host part"
 fi
+
+# Recovery: root + 2 workers + a spare, all persistent on loopback, 1 thread
+# each; a worker is SIGKILLed 4 s into a 256-token generation.
+for name in ra rb rspare; do
+  "$bin" worker --listen 127.0.0.1:0 -m "$model" -t 1 --key "$work/key" > "$work/$name.out" 2> "$work/$name.err" &
+  echo $! > "$work/$name.pid"
+done
+for name in ra rb rspare; do until grep -q listening "$work/$name.out" 2>/dev/null; do sleep 0.1; done; done
+rport() { sed -n 's/listening on port //p' "$work/$1.out"; }
+"$bin" run -m "$model" -p "Once upon a time" -n 256 --temp 0 -t 1 --json --key "$work/key" \
+  --workers "127.0.0.1:$(rport ra),127.0.0.1:$(rport rb)" --spare "127.0.0.1:$(rport rspare)" \
+  > "$work/recovery.json" 2> "$work/recovery.err" &
+run_pid=$!
+sleep 4
+kill -9 "$(cat "$work/rb.pid")"
+wait $run_pid || { echo "recovery run failed:"; cat "$work/recovery.err"; }
+kill "$(cat "$work/ra.pid")" "$(cat "$work/rspare.pid")" 2>/dev/null || true
 
 python3 - "$work" "$tokens" "${nets[@]}" <<'PY'
 import json, os, sys
@@ -133,6 +167,23 @@ if rows:
         t = j["tp"]
         print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {mode:5}: {tg(j):8.2f} tok/s  "
               f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs")
+
+# The sealed wire's cost.
+plain = merged("local2tcpplain")
+print("\n== the sealed wire (ChaCha20-Poly1305 on every frame) ==")
+print(f"loopback TCP, 2 x 1 thread : sealed {tg(tcp):8.2f} tok/s, plain {tg(plain):8.2f} tok/s, "
+      f"sealed/plain {tg(tcp) / tg(plain):.3f} (median of {tcp['reps']} alternating runs)")
+ns_sealed, ns_plain = load(f"ns-{nets[0][0]}-{nets[0][1]}-exact"), load(f"ns-{nets[0][0]}-{nets[0][1]}-plain")
+if ns_sealed and ns_plain:
+    print(f"namespaces {nets[0][0]} Mbit/s, {nets[0][1]} ms : sealed {tg(ns_sealed):8.2f} tok/s, plain {tg(ns_plain):8.2f} tok/s, "
+          f"sealed/plain {tg(ns_sealed) / tg(ns_plain):.3f}")
+print(f"key handshake (connect to first sealed frame): {tcp['tp'].get('handshake_ms', 0):.2f} ms on loopback"
+      + (f", {ns_sealed['tp'].get('handshake_ms', 0):.2f} ms across namespaces" if ns_sealed else ""))
+rec = load("recovery")
+if rec:
+    r = rec["recovery"]
+    print(f"recovery after SIGKILL of a worker mid-run (spare in its place): {r['ms_lost']:.0f} ms lost over "
+          f"{r['recoveries']} recovery, {len(rec['tokens'])} tokens generated; replaced {', '.join(r['replaced'])}")
 
 # Projection for N machines like this one (2 threads each). Per token:
 #   compute = T * (f / N + (1 - f))        f = share of weight bytes in the layers (split)

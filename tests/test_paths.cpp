@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 namespace tessera::test {
 
@@ -23,7 +24,20 @@ std::string scratch_dir(const std::string& name) {
     return dir.string();
 }
 
+std::string test_dir(const std::string& name) {
+    static std::map<std::string, std::string> made;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string key = name + "/" + (info != nullptr ? std::string(info->test_suite_name()) + "." + info->name() : "");
+    auto it = made.find(key);
+    if (it == made.end()) it = made.emplace(key, scratch_dir(name)).first;
+    return it->second;
+}
+
 std::string tessera_binary() { return TESSERA_BINARY; }
+
+std::string relay_binary() {
+    return (std::filesystem::path(tessera_binary()).parent_path() / "tessera-relay").string();
+}
 
 std::string source_dir() { return TESSERA_SOURCE_DIR; }
 

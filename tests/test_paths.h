@@ -10,7 +10,11 @@ std::string shared_models();
 bool have_shared_models();
 // A fresh scratch directory for one test (under the build tree).
 std::string scratch_dir(const std::string& name);
+// The same, made fresh once per test and then kept (scratch_dir empties the
+// directory on every call).
+std::string test_dir(const std::string& name);
 std::string tessera_binary();
+std::string relay_binary();  // tessera-relay, beside the tessera binary
 std::string source_dir();
 
 }  // namespace tessera::test

@@ -68,7 +68,9 @@ void bench_main(const BenchOptions& o) {
             j["tp"] = {{"wire_bytes_per_token_per_worker", r.wire_bytes_per_token_per_worker},
                        {"own_ms_per_token", r.own_ms_per_token},
                        {"wait_ms_per_token", r.wait_ms_per_token},
-                       {"syncs_per_token", r.syncs_per_token}};
+                       {"syncs_per_token", r.syncs_per_token},
+                       {"sealed", r.sealed},
+                       {"handshake_ms", r.handshake_ms}};
         }
         std::puts(j.dump().c_str());
         return;
@@ -87,10 +89,11 @@ void bench_main(const BenchOptions& o) {
                                : " over 1 s",
                r.mem_peak_gbs);
     if (r.ranks > 1) {
-        fmt::print("tensor parallel ({} ranks, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
-                   "root computes {:.2f} ms and waits {:.2f} ms per token\n",
-                   r.ranks, params.parallel.mode(), r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token,
-                   r.own_ms_per_token, r.wait_ms_per_token);
+        fmt::print("tensor parallel ({} ranks, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
+                   "root computes {:.2f} ms and waits {:.2f} ms per token; key handshake {:.2f} ms\n",
+                   r.ranks, params.parallel.mode(), r.sealed ? "sealed" : "plain",
+                   r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token, r.own_ms_per_token,
+                   r.wait_ms_per_token, r.handshake_ms);
     }
     if (r.tg.tokens > 0) {
         fmt::print("generation streams {:.2f} GB/s; each repetition against its own ceiling: median {:.1f}% "

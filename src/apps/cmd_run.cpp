@@ -41,16 +41,6 @@ struct RunOptions {
 };
 
 
-std::vector<std::string> split_list(const std::string& list) {
-    std::vector<std::string> out;
-    std::stringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        if (!item.empty()) out.push_back(item);
-    }
-    return out;
-}
-
 // llama.cpp's cap on the default context: a model's training context can be
 // far larger than what a small node should reserve for its KV cache.
 constexpr int kDefaultContextCap = 4096;
@@ -91,7 +81,7 @@ void run(const RunOptions& o) {
     DecoderSetup local_setup;
     if (o.parallel.parallel()) {
         RecoveryOptions recovery;
-        for (const std::string& spare : split_list(o.parallel.spares)) recovery.spares.push_back(parse_host_port(spare));
+        recovery.spares = parse_host_port_list(o.parallel.spares);
         recovery.budget_ms = o.parallel.recover_ms;
         supervised = std::make_unique<SupervisedDecoder>(model, config, n_threads, o.parallel, recovery,
                                                          [](const std::string& line) {

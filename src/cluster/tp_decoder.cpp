@@ -47,10 +47,12 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const size_t rank = i + 1;
         const std::string who = worker_name(config.workers[i].str(), rank);
         try {
+            const double connecting = now_seconds();
             channels_.push_back(std::make_unique<FrameChannel>(
                 TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
             ranks_[rank].round_trip_ms =
                 1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
+            ranks_[rank].handshake_ms = 1e3 * (now_seconds() - connecting);
             ranks_[rank].sealed = channels_.back()->sealed();
             // Shared memory only with a worker that proved the key.
             const bool shm = config.shared_memory && channels_.back()->sealed() && channels_.back()->peer_is_loopback();

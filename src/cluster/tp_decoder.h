@@ -63,6 +63,7 @@ struct TpRankInfo {
     bool shared_memory = false;  // frames travel through a shared-memory link
     bool sealed = false;         // frames are sealed (the worker proved the key)
     double round_trip_ms = 0.0;  // the handshake's first round trip
+    double handshake_ms = 0.0;   // the whole key handshake, connect included
     uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes of steps, to and from this worker
 };
 

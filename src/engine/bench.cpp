@@ -147,6 +147,11 @@ BenchResult run_bench(const BenchParams& params) {
             const double tokens = static_cast<double>(params.n_gen) * params.reps;
             const double workers = static_cast<double>(tp->ranks().size() - 1);
             result.ranks = static_cast<int>(tp->ranks().size());
+            result.sealed = true;
+            for (size_t r = 1; r < tp->ranks().size(); ++r) {
+                result.sealed = result.sealed && tp->ranks()[r].sealed;
+                result.handshake_ms = std::max(result.handshake_ms, tp->ranks()[r].handshake_ms);
+            }
             result.wire_bytes_per_token_per_worker =
                 (after.bytes_sent - before.bytes_sent + after.bytes_received - before.bytes_received) / tokens / workers;
             result.own_ms_per_token = (after.own_seconds - before.own_seconds) * 1e3 / tokens;

@@ -53,6 +53,8 @@ struct BenchResult {
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.
     int ranks = 1;
+    bool sealed = false;        // every worker's frames sealed
+    double handshake_ms = 0.0;  // the slowest worker's key handshake (connect to first sealed frame)
     double wire_bytes_per_token_per_worker = 0.0;
     double own_ms_per_token = 0.0;
     double wait_ms_per_token = 0.0;

@@ -7,22 +7,9 @@
 #include "util/error.h"
 
 #include <algorithm>
-#include <sstream>
 #include <thread>
 
 namespace tessera {
-
-namespace {
-std::vector<HostPort> parse_workers(const std::string& list) {
-    std::vector<HostPort> out;
-    std::stringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        if (!item.empty()) out.push_back(parse_host_port(item));
-    }
-    return out;
-}
-}  // namespace
 
 int default_threads(const ParallelOptions& options) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -94,7 +81,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     }
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
     DecoderSetup setup;
-    std::vector<HostPort> workers = parse_workers(options.workers);
+    std::vector<HostPort> workers = parse_host_port_list(options.workers);
     std::shared_ptr<const WireKey> key = key_from_flag_or_env(options.key_file);
     if (options.local > 1) {
         if (!workers.empty()) throw make_error("use either --workers or --local, not both");

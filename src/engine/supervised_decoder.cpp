@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <sstream>
 #include <thread>
 
 namespace tessera {
@@ -18,25 +17,6 @@ namespace {
 // a new plan does not cure (say, a bug) is then reported, not looped on.
 constexpr int kMaxRecoveriesPerCall = 8;
 constexpr int kProbeTimeoutMs = 1000;
-
-std::vector<HostPort> parse_list(const std::string& list) {
-    std::vector<HostPort> out;
-    std::stringstream in(list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        if (!item.empty()) out.push_back(parse_host_port(item));
-    }
-    return out;
-}
-
-std::string join(const std::vector<HostPort>& nodes) {
-    std::string out;
-    for (const HostPort& n : nodes) {
-        if (!out.empty()) out += ',';
-        out += n.str();
-    }
-    return out;
-}
 
 // Whether a node answers and proves the key within the probe's time: a
 // stopped process accepts the connection (the kernel does) but never
@@ -116,7 +96,7 @@ std::vector<HostPort> SupervisedDecoder::plan_nodes() const {
         for (const ClusterStage& s : spec->stages) nodes.insert(nodes.end(), s.nodes.begin(), s.nodes.end());
         return nodes;
     }
-    return parse_list(options_.workers);
+    return parse_host_port_list(options_.workers);
 }
 
 void SupervisedDecoder::drop_node(const HostPort& gone) {
@@ -156,13 +136,13 @@ void SupervisedDecoder::drop_node(const HostPort& gone) {
         if (spec->stages.size() == 1 && spec->stages[0].nodes.empty()) options_.stages.clear();  // the root alone
         return;
     }
-    std::vector<HostPort> workers = parse_list(options_.workers);
+    std::vector<HostPort> workers = parse_host_port_list(options_.workers);
     const auto it = std::find_if(workers.begin(), workers.end(), [&](const HostPort& n) { return n.str() == gone.str(); });
     if (it != workers.end()) {
         if (spare) *it = *spare;
         else workers.erase(it);
     }
-    options_.workers = join(workers);
+    options_.workers = format_host_port_list(workers);
 }
 
 void SupervisedDecoder::recover(const std::string& failure) {

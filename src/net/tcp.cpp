@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -97,6 +98,26 @@ HostPort parse_host_port(const std::string& text) {
         throw make_error("'{}': port '{}' is not a number from 0 to 65535", text, port_text);
     }
     return {host, static_cast<uint16_t>(port)};
+}
+
+std::vector<HostPort> parse_host_port_list(const std::string& text) {
+    std::vector<HostPort> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        if (comma > at) out.push_back(parse_host_port(text.substr(at, comma - at)));
+        at = comma + 1;
+    }
+    return out;
+}
+
+std::string format_host_port_list(const std::vector<HostPort>& nodes) {
+    std::string out;
+    for (const HostPort& n : nodes) {
+        if (!out.empty()) out += ',';
+        out += n.str();
+    }
+    return out;
 }
 
 TcpStream::TcpStream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {

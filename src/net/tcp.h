@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -19,6 +20,10 @@ struct HostPort {
 // Parses "HOST:PORT", "[V6ADDR]:PORT" or ":PORT" (all interfaces); a clear
 // Error otherwise.
 HostPort parse_host_port(const std::string& text);
+// Parses "HOST:PORT,HOST:PORT,..." (empty items skipped).
+std::vector<HostPort> parse_host_port_list(const std::string& text);
+// The inverse: "HOST:PORT,HOST:PORT".
+std::string format_host_port_list(const std::vector<HostPort>& nodes);
 
 class TcpStream {
 public:

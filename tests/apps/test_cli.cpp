@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,6 +102,29 @@ TEST(Cli, ConvertThenRunGivesTheReference) {
     const auto gen = j["tokens"].get<std::vector<int32_t>>();
     ids.insert(ids.end(), gen.begin(), gen.end());
     EXPECT_EQ(ids, kReferenceIds);
+}
+
+// Fuzzing found that convert wrote files with 1- or 2-token vocabularies
+// (BOS and EOS ids 1 and 2 written regardless) that run then refused, and
+// that a legacy header's vocab size of INT32_MIN was undefined behaviour.
+TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::scratch_dir("cli_convert_vocab");
+    std::ifstream in(test::shared_models() + "/stories260K.bin", std::ios::binary);
+    std::vector<char> header(28);
+    in.read(header.data(), 28);
+    for (const int32_t vocab : {2, 1, -2, INT32_MIN}) {
+        std::memcpy(header.data() + 20, &vocab, 4);
+        std::ofstream(dir + "/tiny.bin", std::ios::binary).write(header.data(), 28);
+        const auto r = run_process(cmd({"convert", dir + "/tiny.bin", test::shared_models() + "/tok512.bin", "-o",
+                                        dir + "/tiny.gguf"}),
+                                   30);
+        EXPECT_EQ(r.exit_code, 1) << vocab;
+        EXPECT_NE(r.err.find(vocab == INT32_MIN ? "not a llama2.c checkpoint" : "cannot hold llama2.c's unknown, BOS and EOS"),
+                  std::string::npos)
+            << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir + "/tiny.gguf"));
+    }
 }
 
 TEST(Cli, GenModelIsDeterministic) {

@@ -38,16 +38,7 @@ using test::good_hello;
 using test::run_root;
 using test::WorkerProcess;
 
-// This test's scratch directory, made fresh once per test (scratch_dir
-// empties it on every call).
-std::string dir() {
-    static std::map<std::string, std::string> made;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = info != nullptr ? info->name() : "";
-    auto it = made.find(name);
-    if (it == made.end()) it = made.emplace(name, test::scratch_dir("hostile_peers")).first;
-    return it->second;
-}
+std::string dir() { return test::test_dir("hostile_peers"); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -323,6 +314,21 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
         }
     }
     EXPECT_NE(worker.log().find("exceeds the cache's limit"), std::string::npos) << worker.log();
+}
+
+// Finding: a peer could make a worker connect to any address it named (the
+// stage role) and learn from the error whether that port was open. Now only
+// a root that proved the key assigns anything.
+TEST(HostilePeers, UnauthenticatedPeerCannotMakeAWorkerConnectAnywhere) {
+    const std::string key_file = test::make_key_file(dir(), "stage.key");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, dir() + "/stage.log");
+    TcpListener target(HostPort{"127.0.0.1", 0});
+    json assign = good_assign();
+    assign["role"] = "stage";
+    assign["next"] = "127.0.0.1:" + std::to_string(target.port());
+    const std::string e = session_error(worker.address(), nullptr, good_hello(), assign);
+    EXPECT_NE(e.find("requires a key"), std::string::npos) << e;
+    EXPECT_NE(test::error_of([&] { target.accept(1000); }), test::kNoError) << "the worker connected where it was told";
 }
 
 // Finding: a wrong fingerprint was answered with the real one, the model

@@ -21,10 +21,6 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-std::string relay_binary() {
-    return (std::filesystem::path(test::tessera_binary()).parent_path() / "tessera-relay").string();
-}
-
 std::string cluster_script() { return std::string(TESSERA_SOURCE_DIR) + "/tools/netns_cluster.sh"; }
 
 class Namespaces {
@@ -75,7 +71,7 @@ TEST(NetworkNamespaces, TensorParallelAcrossNamespacesEqualsOneProcess) {
         ASSERT_EQ(first_line_port(*procs.back()), "7000");
         // The relay lives in the root's namespace and adds 0.5 ms each way.
         procs.push_back(std::make_unique<BackgroundProcess>(
-            std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", name + "-r", relay_binary(), "--listen",
+            std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", name + "-r", test::relay_binary(), "--listen",
                                      "127.0.0.1:0", "--target", ip + ":7000", "--delay-ms", "0.5"}));
         const std::string port = first_line_port(*procs.back());
         ASSERT_FALSE(port.empty());

@@ -25,14 +25,7 @@ namespace {
 
 using test::WorkerProcess;
 
-std::string dir() {
-    static std::map<std::string, std::string> made;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = info != nullptr ? info->name() : "";
-    auto it = made.find(name);
-    if (it == made.end()) it = made.emplace(name, test::scratch_dir("node_loss")).first;
-    return it->second;
-}
+std::string dir() { return test::test_dir("node_loss"); }
 
 // One slow model for the whole suite (F32, ~100 MB: a few ms per token).
 const std::string& model() {
@@ -117,7 +110,7 @@ TEST(HeavyNodeLoss, ConnectionResetMidRunLosesNoToken) {
     const nlohmann::json want = run_json({"--workers", tp_plan({&a, &b})});
     // Through a relay that resets its first connection after ~20 MB (a few
     // hundred tokens of exact partials).
-    test::BackgroundProcess relay({(std::filesystem::path(test::tessera_binary()).parent_path() / "tessera-relay").string(),
+    test::BackgroundProcess relay({test::relay_binary(),
                                    "--target", b.address_text(), "--reset-first-after-bytes", "20000000"});
     const std::string line = relay.read_line(30);
     const std::string through = "127.0.0.1:" + line.substr(std::string("listening on port ").size());

@@ -30,18 +30,7 @@ namespace {
 using test::run_root;
 using test::WorkerProcess;
 
-std::string dir() {
-    static std::map<std::string, std::string> made;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = info != nullptr ? info->name() : "";
-    auto it = made.find(name);
-    if (it == made.end()) it = made.emplace(name, test::scratch_dir("sealed_wire")).first;
-    return it->second;
-}
-
-std::string relay_binary() {
-    return (std::filesystem::path(test::tessera_binary()).parent_path() / "tessera-relay").string();
-}
+std::string dir() { return test::test_dir("sealed_wire"); }
 
 std::vector<uint8_t> read_all(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -67,7 +56,7 @@ std::unique_ptr<test::BackgroundProcess> start_recording_relay(const std::string
                                                                std::string& address) {
     std::filesystem::create_directories(record_dir);
     auto relay = std::make_unique<test::BackgroundProcess>(
-        std::vector<std::string>{relay_binary(), "--target", target, "--record", record_dir});
+        std::vector<std::string>{test::relay_binary(), "--target", target, "--record", record_dir});
     const std::string line = relay->read_line(30);
     address = "127.0.0.1:" + line.substr(std::string("listening on port ").size());
     return relay;
