@@ -75,6 +75,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     probes[0] = probe_seconds(model, pool_);
     for (double& p : probes) {
         if (p <= 0) p = probes[0];
+        probe_seconds_ = std::max(probe_seconds_, p);
     }
     // A stage that is a tensor-parallel group counts as fast as its members
     // together (each assumed as fast as its leader).
@@ -171,14 +172,29 @@ PipelineDecoder::~PipelineDecoder() {
 
 // Waits for the next logits from the last stage, watching every stage: an
 // error or a hang-up anywhere in the chain is reported by stage and address.
-void PipelineDecoder::receive_logits(float* dst, uint32_t rows) {
+int PipelineDecoder::step_deadline_ms(uint32_t n_tok) const {
+    if (config_.step_timeout_ms > 0) return config_.step_timeout_ms;
+    // The probe times one layer's gate and up products for one position; a
+    // hundred times that for every layer and position, on top of the io
+    // timeout, separates a stalled plan from a slow one.
+    const double work = 100.0 * probe_seconds_ * front_->hparams().n_layer * n_tok * 1e3;
+    return config_.limits.io_timeout_ms + static_cast<int>(std::min(1e8, work));
+}
+
+void PipelineDecoder::receive_logits(float* dst, uint32_t rows, uint32_t positions) {
     const int width = front_->hparams().n_vocab;
     FrameChannel& last = *channels_.back();
     // Every stage beats once a second while a session lasts: one silent for
     // the io timeout has stalled (a stopped process, a dead host).
     const double start = now_seconds();
+    const int deadline_ms = step_deadline_ms(positions);
     std::vector<double> heard(channels_.size(), start);
     for (;;) {
+        // Heartbeats prove the stages live, not that the rows move.
+        if ((now_seconds() - start) * 1e3 > deadline_ms) {
+            throw make_error("{} sends heartbeats but no logits for {} ms (--step-timeout-ms)",
+                             stage_name(stages_.back().address, stages_.size() - 1), deadline_ms);
+        }
         std::vector<pollfd> fds;
         for (auto& c : channels_) fds.push_back({c->fd(), POLLIN, 0});
         const int ready = ::poll(fds.data(), fds.size(), kStallCheckMs);
@@ -253,8 +269,8 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         // Every position's logits (perplexity) are large: take each batch's
         // before sending the next, so no stage ever blocks on a full socket
         // while the root blocks on another. Only generation pipelines.
-        if (all) receive_logits(out + b * hp.n_vocab, static_cast<uint32_t>(n_tok));
-        else if (last_batch) receive_logits(out, 1);
+        if (all) receive_logits(out + b * hp.n_vocab, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_tok));
+        else if (last_batch) receive_logits(out, 1, static_cast<uint32_t>(tokens.size()));
     }
 }
 

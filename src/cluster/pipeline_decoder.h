@@ -38,6 +38,9 @@ struct PipelineConfig {
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
     std::shared_ptr<const WireKey> key;  // the cluster's key (null: plain frames)
+    // A plan whose stages send heartbeats but no logits for this long is
+    // dropped (0: sized from the measured speed, the layers and the batch).
+    int step_timeout_ms = 0;
 };
 
 struct StageInfo {
@@ -65,7 +68,9 @@ public:
 private:
     // Runs tokens through all stages; the last stage's logits land in out.
     void run(std::span<const int32_t> tokens, int pos, bool all, float* out);
-    void receive_logits(float* dst, uint32_t rows);
+    void receive_logits(float* dst, uint32_t rows, uint32_t positions);
+    // How long a batch of n_tok positions may take through all stages.
+    int step_deadline_ms(uint32_t n_tok) const;
 
     PipelineConfig config_;
     ThreadPool pool_;
@@ -75,6 +80,7 @@ private:
     LayerBlock* block_ = nullptr;                     // runs stage 0's layers
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to stages 1..S-1
     std::vector<StageInfo> stages_;
+    double probe_seconds_ = 0.0;  // the slowest node's probe (one layer's gate and up products, one position)
     std::vector<float> x_, logits_, all_logits_, received_;
     std::vector<uint8_t> message_;
     Frame frame_;

@@ -62,6 +62,7 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
     pc.limits.io_timeout_ms = options.timeout_ms;
     pc.connect_timeout_ms = options.timeout_ms;
     pc.key = key_from_flag_or_env(options.key_file);
+    pc.step_timeout_ms = options.step_timeout_ms;
     DecoderSetup setup;
     auto decoder = std::make_unique<PipelineDecoder>(model, pc);
     setup.pipeline = decoder.get();

@@ -38,6 +38,7 @@
 
 #include "ops/vnni_target.h"
 
+TESSERA_VNNI_PUSH
 HWY_BEFORE_NAMESPACE();
 // See dot_int8_x86-inl.h: Highway 1.0.3 compiles this target for AVX-VNNI,
 // the CPUs it selects it on have AVX512-VNNI.
@@ -297,8 +298,8 @@ void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_gr
 }  // namespace vnni
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
-TESSERA_VNNI_END
 HWY_AFTER_NAMESPACE();
+TESSERA_VNNI_POP
 
 #endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // include guard

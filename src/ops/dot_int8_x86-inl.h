@@ -38,6 +38,9 @@
 
 #include "ops/vnni_target.h"
 
+#if HWY_TARGET == HWY_AVX3_DL
+TESSERA_VNNI_PUSH
+#endif
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0.3 selects this target by the AVX512-VNNI CPUID bit but compiles
@@ -423,10 +426,10 @@ void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, co
 }  // namespace x86
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
-#if HWY_TARGET == HWY_AVX3_DL
-TESSERA_VNNI_END
-#endif
 HWY_AFTER_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+TESSERA_VNNI_POP
+#endif
 
 #endif  // x86 int8 targets
 #endif  // include guard

@@ -38,6 +38,7 @@
 
 #include "ops/vnni_target.h"
 
+TESSERA_VNNI_PUSH
 HWY_BEFORE_NAMESPACE();
 // Highway 1.0.3 compiles this target for AVX-VNNI (the VEX form); the CPUs it
 // selects it on have AVX512-VNNI, whose EVEX form the 512-bit dpbusd needs.
@@ -157,8 +158,8 @@ inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, i
 }  // namespace kgroups
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
-TESSERA_VNNI_END
 HWY_AFTER_NAMESPACE();
+TESSERA_VNNI_POP
 
 #endif  // HWY_TARGET == HWY_AVX3_DL
 #endif  // include guard

@@ -84,6 +84,11 @@ inline float load_f32(const uint8_t* p) {
 }  // namespace tessera::kquants
 #endif
 
+#include "ops/vnni_target.h"
+
+#if HWY_TARGET == HWY_AVX3_DL
+TESSERA_VNNI_PUSH
+#endif
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
 namespace HWY_NAMESPACE {
@@ -157,7 +162,7 @@ HWY_INLINE void prefetch_block(const uint8_t* p) {
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0.3 selects this target by the AVX512-VNNI CPUID bit but compiles
 // it for AVX-VNNI (the VEX form); the 512-bit dpwssd below needs the EVEX one.
-#pragma GCC target("avx512vnni")
+TESSERA_VNNI_BEGIN
 #endif
 
 HWY_INLINE float half_at(const uint8_t* p) {
@@ -705,6 +710,9 @@ const QuantTraits* KQuantsTraits(QuantType type) {
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+TESSERA_VNNI_POP
+#endif
 
 #if HWY_ONCE
 namespace tessera {

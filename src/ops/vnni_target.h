@@ -1,16 +1,28 @@
-// Compiles the functions between TESSERA_VNNI_BEGIN and TESSERA_VNNI_END for
-// AVX-512 VNNI as well as their Highway target. Highway 1.0.3 selects its
-// AVX3_DL target by the AVX512-VNNI CPUID bit but compiles it for AVX-VNNI
-// (the VEX form, absent on Ice Lake servers); the int8 kernels ask for the
-// EVEX form the selection guarantees. GCC takes a target pragma (scoped by
-// Highway's own push/pop of options); clang ignores that pragma and needs an
-// attribute pushed onto every function instead.
+// Compiles a Highway AVX3_DL section's functions for AVX-512 VNNI as well.
+// Highway 1.0.3 selects its AVX3_DL target by the AVX512-VNNI CPUID bit but
+// compiles it for AVX-VNNI (the VEX form, absent on Ice Lake servers); the
+// int8 kernels ask for the EVEX form the selection guarantees.
+//
+//   TESSERA_VNNI_PUSH          (before HWY_BEFORE_NAMESPACE)
+//   HWY_BEFORE_NAMESPACE();
+//   TESSERA_VNNI_BEGIN
+//   ... kernels ...
+//   HWY_AFTER_NAMESPACE();
+//   TESSERA_VNNI_POP           (after HWY_AFTER_NAMESPACE)
+//
+// GCC takes a target pragma inside Highway's own push/pop of options. Clang
+// ignores that pragma, and of two pushed target attributes it applies the
+// outermost: so the full feature list plus avx512vnni is pushed first.
 #pragma once
 
+#include <hwy/base.h>
+
 #if defined(__clang__)
-#define TESSERA_VNNI_BEGIN _Pragma("clang attribute push(__attribute__((target(\"avx512vnni\"))), apply_to = function)")
-#define TESSERA_VNNI_END _Pragma("clang attribute pop")
+#define TESSERA_VNNI_PUSH HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni")
+#define TESSERA_VNNI_POP HWY_POP_ATTRIBUTES
+#define TESSERA_VNNI_BEGIN
 #else
+#define TESSERA_VNNI_PUSH
+#define TESSERA_VNNI_POP
 #define TESSERA_VNNI_BEGIN _Pragma("GCC target(\"avx512vnni\")")
-#define TESSERA_VNNI_END
 #endif

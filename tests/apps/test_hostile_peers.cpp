@@ -454,4 +454,23 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
     }
 }
 
+// The pipeline's side of the same finding: stages beat all session long, so
+// a last stage that keeps beating but never sends logits held the root.
+TEST(HostilePeers, RootDropsAPipelineStageThatOnlyBeats) {
+    FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) {
+        for (int i = 0; i < 20; ++i) {
+            channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const test::ProcessResult r = test::run_process(
+        test::tessera_cmd({"run", "--stages", "root/" + fake.address_text(), "-p", "Once upon a time", "-n", "8",
+                           "--temp", "0", "-t", "1", "--step-timeout-ms", "1500", "--recover-ms", "0"}),
+        60);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("sends heartbeats but no logits"), std::string::npos) << r.err;
+    EXPECT_LT(seconds_since(start), 5.0);
+}
+
 }  // namespace tessera
