@@ -87,6 +87,9 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     const uint32_t format = get_u32(p + 16);
     if (format > static_cast<uint32_t>(WireFormat::F64)) throw make_error("{}: unknown row format {}", peer, format);
     h.format = static_cast<WireFormat>(format);
+    // Every step carries at least one row of at least one value (fuzzing
+    // found an empty one reaching memcpy with a null destination).
+    if (h.n_tok == 0 || h.width == 0) throw make_error("{}: step of {} rows x {} is empty", peer, h.n_tok, h.width);
     if (h.format == WireFormat::Q8_0 && h.width % 32 != 0) {
         throw make_error("{}: Q8_0 rows of width {} (not a multiple of 32)", peer, h.width);
     }
