@@ -34,7 +34,7 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& extra_args, const s
     : log_path_(log_path) {
     const bool listen_given = std::find(extra_args.begin(), extra_args.end(), "--listen") != extra_args.end();
     std::string command = "exec " + tessera_binary() + " worker -t 1" + (listen_given ? "" : " --listen 127.0.0.1:0");
-    for (const std::string& a : extra_args) command += " '" + a + "'";
+    for (const std::string& a : extra_args) command.append(" '").append(a).append("'");
     command += " 2> " + log_path;
     process_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{"/bin/sh", "-c", command});
     const std::string line = process_->read_line(30);

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,9 +61,9 @@ nlohmann::json run_and_kill(const std::vector<std::string>& plan, WorkerProcess&
 }
 
 std::string tp_plan(const std::vector<const WorkerProcess*>& workers) {
-    std::string list;
-    for (const WorkerProcess* w : workers) list += (list.empty() ? "" : ",") + w->address_text();
-    return list;
+    std::vector<HostPort> nodes;
+    for (const WorkerProcess* w : workers) nodes.push_back(w->address());
+    return format_host_port_list(nodes);
 }
 
 }  // namespace
@@ -122,6 +124,36 @@ TEST(HeavyNodeLoss, ConnectionResetMidRunLosesNoToken) {
     bool retried = false;
     for (const auto& e : got["edges"]) retried = retried || (e["node"] == through && e["retries"] == 1);
     EXPECT_TRUE(retried) << got["edges"].dump();
+}
+
+// A root in a memory cgroup (v1, as on these machines) that holds its third
+// of the model but not the half it would need once a worker is gone: the run
+// stops with an error naming the remaining node count and the bytes short.
+TEST(HeavyNodeLoss, ModelThatNoLongerFitsTheSurvivorsIsAClearError) {
+    const std::string cgroup = "/sys/fs/cgroup/memory/tessera-loss-" + std::to_string(::getpid());
+    if (::geteuid() != 0 || ::mkdir(cgroup.c_str(), 0755) != 0) {
+        GTEST_SKIP() << "needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory";
+    }
+    {
+        std::ofstream(cgroup + "/memory.limit_in_bytes") << (56 << 20);
+    }
+    {
+        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
+        std::string command = "echo $$ > " + cgroup + "/cgroup.procs && exec";
+        for (const std::string& arg : run_args({"--workers", a.address_text() + "," + b.address_text()})) {
+            command.append(" '").append(arg).append("'");
+        }
+        test::ProcessResult r;
+        std::thread runner([&] { r = test::run_process({"/bin/sh", "-c", command}, 120); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        b.process().signal(SIGKILL);
+        runner.join();
+        EXPECT_EQ(r.exit_code, 1) << r.err;
+        EXPECT_NE(r.err.find("after losing a node, the model does not fit the remaining 2 nodes"), std::string::npos)
+            << r.err;
+        EXPECT_NE(r.err.find("bytes short"), std::string::npos) << r.err;
+    }
+    ::rmdir(cgroup.c_str());
 }
 
 }  // namespace tessera
