@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -179,6 +180,9 @@ int main(int argc, char** argv) {
                    "Reset the first connection (RST both ways) after this many bytes in both directions");
     CLI11_PARSE(app, argc, argv);
     try {
+        if (!record_dir.empty() && !std::filesystem::is_directory(record_dir)) {
+            throw tessera::make_error("--record {}: not a directory", record_dir);
+        }
         tessera::TcpListener listener(tessera::parse_host_port(listen));
         const tessera::HostPort to = tessera::parse_host_port(target);
         std::printf("listening on port %u\n", static_cast<unsigned>(listener.port()));

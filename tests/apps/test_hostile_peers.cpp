@@ -74,6 +74,15 @@ std::string session_error(const HostPort& address, const WireKey* key, const jso
     return e;
 }
 
+// What a stuck node looks like from outside: alive (a heartbeat every
+// 300 ms, for 6 s), never answering.
+void beat_without_answering(FrameChannel& channel) {
+    for (int i = 0; i < 20; ++i) {
+        channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+}
+
 void expect_root_succeeds(const WorkerProcess& worker, const std::string& key_file = "") {
     const test::ProcessResult r = run_root(worker.address_text(), key_file);
     EXPECT_EQ(r.exit_code, 0) << "the worker did not survive: " << r.err << "\n" << worker.log();
@@ -398,12 +407,7 @@ TEST(HostilePeers, IdleTricklingAndBusyPeersDoNotHoldTheWorker) {
 // worker and stops; recovering from a lost node is HeavyNodeLoss's.)
 TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
     {
-        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) {
-            for (int i = 0; i < 20; ++i) {
-                channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
-                std::this_thread::sleep_for(std::chrono::milliseconds(300));
-            }
-        });
+        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) { beat_without_answering(channel); });
         const auto start = std::chrono::steady_clock::now();
         const test::ProcessResult r = run_root(fake.address_text(), "", {"--step-timeout-ms", "1500", "--recover-ms", "0"});
         EXPECT_EQ(r.exit_code, 1);
@@ -457,12 +461,7 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
 // The pipeline's side of the same finding: stages beat all session long, so
 // a last stage that keeps beating but never sends logits held the root.
 TEST(HostilePeers, RootDropsAPipelineStageThatOnlyBeats) {
-    FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) {
-        for (int i = 0; i < 20; ++i) {
-            channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        }
-    });
+    FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame&) { beat_without_answering(channel); });
     const auto start = std::chrono::steady_clock::now();
     const test::ProcessResult r = test::run_process(
         test::tessera_cmd({"run", "--stages", "root/" + fake.address_text(), "-p", "Once upon a time", "-n", "8",
@@ -471,6 +470,47 @@ TEST(HostilePeers, RootDropsAPipelineStageThatOnlyBeats) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("sends heartbeats but no logits"), std::string::npos) << r.err;
     EXPECT_LT(seconds_since(start), 5.0);
+}
+
+// The flags this issue added, given wrong values: one clear error line and
+// exit 1, before anything listens or connects.
+TEST(HostilePeers, WrongValuesOfTheNewFlagsAreClearErrors) {
+    const std::string key_file = test::make_key_file(dir(), "flags.key");
+    const std::string garbage = dir() + "/garbage.key";
+    {
+        std::ofstream(garbage) << "not a key\n";
+    }
+    ::chmod(garbage.c_str(), 0600);
+    struct Case {
+        std::vector<std::string> args;
+        const char* says;
+    };
+    const std::vector<Case> cases = {
+        {{"run", "--workers", "127.0.0.1:1", "--spare", "nowhere", "-n", "1"}, "is not HOST:PORT"},
+        {{"run", "--workers", "127.0.0.1:1", "--spare", "127.0.0.1:99999", "-n", "1"}, "port '99999'"},
+        {{"run", "--local", "2", "--recover-ms", "-5", "-n", "1"}, "--recover-ms"},
+        {{"run", "--local", "2", "--step-timeout-ms", "abc", "-n", "1"}, "--step-timeout-ms"},
+        {{"run", "--local", "2", "--key", garbage, "-n", "1"}, "expected 64 hex digits"},
+        {{"run", "--local", "2", "--key", dir() + "/missing.key", "-n", "1"}, "No such file"},
+        {{"worker", "--key", garbage, "--listen", "127.0.0.1:0"}, "expected 64 hex digits"},
+        {{"worker", "--cache-max", "0", "--listen", "127.0.0.1:0"}, "--cache-max"},
+        {{"worker", "--cache-max", "lots", "--listen", "127.0.0.1:0"}, "--cache-max"},
+        {{"keygen", "-o", key_file}, "refusing to replace a key"},
+        {{"keygen", "-o", dir() + "/no/such/dir/k"}, "cannot create"},
+    };
+    for (const Case& c : cases) {
+        std::vector<std::string> argv = {test::tessera_binary()};
+        argv.insert(argv.end(), c.args.begin(), c.args.end());
+        const test::ProcessResult r = test::run_process(argv, 30);
+        EXPECT_NE(r.exit_code, 0) << c.args[1];
+        EXPECT_FALSE(r.timed_out) << c.args[1];
+        EXPECT_NE((r.err + r.out).find(c.says), std::string::npos) << c.args[1] << " " << c.args[2] << ": " << r.err;
+    }
+    // --key-fd with something else than a key on the descriptor.
+    const test::ProcessResult fd = test::run_process(
+        {"/bin/sh", "-c", "echo nonsense | exec " + test::tessera_binary() + " worker --key-fd 0 --listen 127.0.0.1:0"}, 30);
+    EXPECT_EQ(fd.exit_code, 1);
+    EXPECT_NE(fd.err.find("--key-fd: not a tessera key"), std::string::npos) << fd.err;
 }
 
 }  // namespace tessera
