@@ -2,11 +2,12 @@
 
 #include "net/seal.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 #include <sodium.h>
 
 #include <array>
-#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 
@@ -19,11 +20,6 @@ using Mac = std::array<uint8_t, 32>;
 
 constexpr uint8_t kModePlain = 0;
 constexpr uint8_t kModeKeyed = 1;
-
-int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 // Keyed BLAKE2b-256 over label | client nonce | server nonce.
 Mac derive(const WireKey& key, std::string_view label, const Nonce& client, const Nonce& server) {
@@ -55,16 +51,16 @@ SessionKeys session_keys(const WireKey& key, const Nonce& client, const Nonce& s
 
 class Deadline {
 public:
-    explicit Deadline(int timeout_ms) : timeout_ms_(timeout_ms), end_(now_ms() + timeout_ms) {}
+    explicit Deadline(int timeout_ms) : timeout_ms_(timeout_ms), end_(now_seconds() + timeout_ms * 1e-3) {}
     int left(const FrameChannel& channel) const {
-        const int64_t left = end_ - now_ms();
-        if (left <= 0) throw make_error("{}: handshake not completed within {} ms", channel.peer(), timeout_ms_);
-        return static_cast<int>(left);
+        const double left_ms = (end_ - now_seconds()) * 1e3;
+        if (left_ms < 1) throw make_error("{}: handshake not completed within {} ms", channel.peer(), timeout_ms_);
+        return static_cast<int>(std::lround(left_ms));
     }
 
 private:
     int timeout_ms_;
-    int64_t end_;
+    double end_;
 };
 
 void send_bytes(FrameChannel& channel, AuthFrame type, std::initializer_list<std::span<const uint8_t>> parts) {
@@ -99,11 +95,11 @@ double authenticate_as_client(FrameChannel& channel, const WireKey* key, int tim
     const Deadline deadline(timeout_ms);
     const Nonce client = fresh_nonce();
     const uint8_t mode = key != nullptr ? kModeKeyed : kModePlain;
-    const auto sent = std::chrono::steady_clock::now();
+    const double sent = now_seconds();
     send_bytes(channel, AuthFrame::kHello, {std::span<const uint8_t>(&mode, 1), client});
     Frame frame;
     recv_auth(channel, frame, AuthFrame::kChallenge, 1 + 32 + 32, deadline);
-    const double round_trip = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    const double round_trip = now_seconds() - sent;
     const uint8_t peer_mode = frame.payload[0];
     if (peer_mode != mode) {
         if (key != nullptr) {

@@ -88,7 +88,7 @@ TEST(Handshake, SilentOrForeignPeersAreDroppedWithinTheDeadline) {
     FrameChannel server(listener.accept(2000), ChannelLimits{1 << 20, 300});
     const auto start = std::chrono::steady_clock::now();
     const WireKey key = random_key();
-    EXPECT_NE(error_of([&] { authenticate_as_server(server, &key, 300, 1 << 20); }).find("no data for 300 ms"),
+    EXPECT_NE(error_of([&] { authenticate_as_server(server, &key, 300, 1 << 20); }).find("no data for"),
               std::string::npos);
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
 
