@@ -30,6 +30,7 @@ void FrameChannel::use_shared_memory(std::unique_ptr<ShmLink> link) {
 }
 
 bool FrameChannel::poll(int timeout_ms) {
+    codec_->prepare(next_send_, next_recv_);
     return shm_ ? shm_->wait_readable(timeout_ms, stream_) : stream_.wait_readable(timeout_ms);
 }
 

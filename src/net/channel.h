@@ -36,6 +36,10 @@ public:
     // first body.size() - overhead() bytes); throws an Error on a forged or
     // corrupted frame.
     virtual void open(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) = 0;
+    // Called when the channel is about to wait for the peer: a codec may do
+    // now, while idle, the work for the next frames that does not depend on
+    // their bytes (next_send and next_recv are their sequence numbers).
+    virtual void prepare(uint64_t next_send, uint64_t next_recv) { (void)next_send, (void)next_recv; }
 };
 
 // Sends payloads as they are.

@@ -4,20 +4,112 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace tessera {
 
 namespace {
 
+constexpr size_t kBlock = 64;  // ChaCha20's block
+using Nonce = std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES>;
+
 // The 96-bit IETF nonce: four zero bytes, then the frame's sequence number.
 // Each direction has its own key and numbers its frames from 0 without gaps,
 // so a nonce never repeats under one key.
-std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> nonce_of(uint64_t sequence) {
-    std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES> n{};
+Nonce nonce_of(uint64_t sequence) {
+    Nonce n{};
     for (int i = 0; i < 8; ++i) n[4 + i] = static_cast<uint8_t>(sequence >> (8 * i));
     return n;
 }
+
+// Most of sealing's time is the ChaCha20 keystream, and the keystream depends
+// only on the key and the frame's number, not on its bytes. A tensor-parallel
+// step is a strict exchange (each side waits for the other), so each side
+// computes the keystream of its next frames while it waits, and sealing or
+// opening on the critical path is left with an XOR and Poly1305: the same
+// ChaCha20-Poly1305 construction (RFC 8439) that libsodium's AEAD computes,
+// built here from libsodium's stream and MAC so that it can be split in time.
+// A test checks the bytes against libsodium's AEAD.
+class Keystream {
+public:
+    ~Keystream() { wipe(); }
+
+    // Computes the keystream of frame `sequence` for `bytes` payload bytes
+    // (rounded up to whole blocks), unless it is already there.
+    void prepare(const std::array<uint8_t, 32>& key, uint64_t sequence, size_t bytes) {
+        bytes = (bytes + kBlock - 1) / kBlock * kBlock;
+        if (sequence == sequence_ && bytes <= bytes_) return;
+        wipe();
+        stream_.resize(kBlock + bytes);
+        const Nonce n = nonce_of(sequence);
+        ::crypto_stream_chacha20_ietf(stream_.data(), stream_.size(), n.data(), key.data());
+        sequence_ = sequence;
+        bytes_ = bytes;
+    }
+
+    // XORs `data` with frame `sequence`'s keystream (from the prepared bytes
+    // where they cover it, the rest computed now) and writes its Poly1305 key.
+    void apply(const std::array<uint8_t, 32>& key, uint64_t sequence, uint8_t* data, size_t n,
+               uint8_t poly_key[32]) {
+        size_t ready = 0;
+        if (sequence == sequence_) {
+            std::memcpy(poly_key, stream_.data(), 32);
+            ready = std::min(n, bytes_);
+            const uint8_t* ks = stream_.data() + kBlock;
+            for (size_t i = 0; i < ready; ++i) data[i] ^= ks[i];
+        } else {
+            uint8_t block0[kBlock] = {};
+            const Nonce nonce = nonce_of(sequence);
+            ::crypto_stream_chacha20_ietf(block0, sizeof block0, nonce.data(), key.data());
+            std::memcpy(poly_key, block0, 32);
+            ::sodium_memzero(block0, sizeof block0);
+        }
+        if (ready < n) {
+            // `ready` is whole blocks (or all of n); the payload's block i uses counter 1 + i.
+            const Nonce nonce = nonce_of(sequence);
+            ::crypto_stream_chacha20_ietf_xor_ic(data + ready, data + ready, n - ready, nonce.data(),
+                                                 static_cast<uint32_t>(1 + ready / kBlock), key.data());
+        }
+    }
+
+private:
+    std::vector<uint8_t> stream_;  // block 0 (the Poly1305 key), then the payload's keystream
+    uint64_t sequence_ = ~uint64_t{0};
+    size_t bytes_ = 0;
+
+    void wipe() {
+        if (!stream_.empty()) ::sodium_memzero(stream_.data(), stream_.size());
+        sequence_ = ~uint64_t{0};
+        bytes_ = 0;
+    }
+};
+
+// RFC 8439's tag: Poly1305 over AD, padding, ciphertext, padding, and both lengths.
+void tag_of(const uint8_t poly_key[32], std::span<const uint8_t> ad, const uint8_t* ct, size_t n, uint8_t tag[16]) {
+    static constexpr uint8_t kZeros[16] = {};
+    crypto_onetimeauth_poly1305_state state;
+    ::crypto_onetimeauth_poly1305_init(&state, poly_key);
+    ::crypto_onetimeauth_poly1305_update(&state, ad.data(), ad.size());
+    ::crypto_onetimeauth_poly1305_update(&state, kZeros, (16 - ad.size() % 16) % 16);
+    ::crypto_onetimeauth_poly1305_update(&state, ct, n);
+    ::crypto_onetimeauth_poly1305_update(&state, kZeros, (16 - n % 16) % 16);
+    uint8_t lengths[16];
+    const uint64_t ad_len = ad.size(), ct_len = n;
+    for (int i = 0; i < 8; ++i) {
+        lengths[i] = static_cast<uint8_t>(ad_len >> (8 * i));
+        lengths[8 + i] = static_cast<uint8_t>(ct_len >> (8 * i));
+    }
+    ::crypto_onetimeauth_poly1305_update(&state, lengths, sizeof lengths);
+    ::crypto_onetimeauth_poly1305_final(&state, tag);
+    ::sodium_memzero(&state, sizeof state);
+}
+
+// Keystream prepared ahead is capped: a frame far larger than a step's (a
+// weight slice) is rare, and its keystream would be computed in vain when the
+// next frame is small.
+constexpr size_t kMaxAhead = 64 << 10;
 
 class SealingCodec final : public FrameCodec {
 public:
@@ -30,30 +122,43 @@ public:
     uint32_t overhead() const override { return kSealTagBytes; }
     uint32_t flags() const override { return kSealedFlag; }
 
+    // The next frame each way is guessed to be as long as the last one.
+    void prepare(uint64_t next_send, uint64_t next_recv) override {
+        send_stream_.prepare(keys_.send, next_send, std::min(last_send_, kMaxAhead));
+        recv_stream_.prepare(keys_.recv, next_recv, std::min(last_recv_, kMaxAhead));
+    }
+
     void seal(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) override {
         const size_t n = body.size() - kSealTagBytes;
-        const auto nonce = nonce_of(header.sequence);
-        unsigned long long tag_len = 0;
-        ::crypto_aead_chacha20poly1305_ietf_encrypt_detached(body.data(), body.data() + n, &tag_len, body.data(), n,
-                                                              header_bytes.data(), header_bytes.size(), nullptr,
-                                                              nonce.data(), keys_.send.data());
+        uint8_t poly_key[32];
+        send_stream_.apply(keys_.send, header.sequence, body.data(), n, poly_key);
+        tag_of(poly_key, header_bytes, body.data(), n, body.data() + n);
+        ::sodium_memzero(poly_key, sizeof poly_key);
+        last_send_ = n;
     }
 
     void open(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) override {
         const size_t n = body.size() - kSealTagBytes;
-        const auto nonce = nonce_of(header.sequence);
-        if (::crypto_aead_chacha20poly1305_ietf_decrypt_detached(body.data(), nullptr, body.data(), n,
-                                                                  body.data() + n, header_bytes.data(),
-                                                                  header_bytes.size(), nonce.data(),
-                                                                  keys_.recv.data()) != 0) {
+        // The tag is checked before anything is decrypted, so a forged frame
+        // never reaches the XOR.
+        uint8_t poly_key[32], tag[16];
+        recv_stream_.apply(keys_.recv, header.sequence, nullptr, 0, poly_key);
+        tag_of(poly_key, header_bytes, body.data(), n, tag);
+        ::sodium_memzero(poly_key, sizeof poly_key);
+        if (::crypto_verify_16(tag, body.data() + n) != 0) {
             throw make_error("{}: frame {} failed authentication (forged, corrupted, or from another session or key); "
                              "closing the connection", peer_, header.sequence);
         }
+        recv_stream_.apply(keys_.recv, header.sequence, body.data(), n, poly_key);
+        ::sodium_memzero(poly_key, sizeof poly_key);
+        last_recv_ = n;
     }
 
 private:
     SessionKeys keys_;
     std::string peer_;
+    Keystream send_stream_, recv_stream_;
+    size_t last_send_ = 0, last_recv_ = 0;
 };
 
 }  // namespace
