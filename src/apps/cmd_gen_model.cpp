@@ -1,4 +1,5 @@
-// tessera gen-model: write a real-shaped Llama GGUF with seeded random weights.
+// tessera gen-model: write a real-shaped GGUF of any supported family with
+// seeded random weights and llama.cpp's tensor names and keys.
 #include "apps/commands.h"
 #include "model/random_model.h"
 #include "util/error.h"
@@ -14,14 +15,22 @@ struct GenModelOptions {
     RandomModelSpec spec;
     std::string type = "F32";
     std::string output;
+    std::string arch = "llama";
     bool quiet = false;
+    bool given_rope_base = false, given_window = false, given_head_dim = false;
 };
 
 void gen_model(GenModelOptions& o) {
     const auto type = parse_quant_type(o.type);
     if (!type) throw make_error("--type '{}' is not a known type (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)", o.type);
     o.spec.type = *type;
-    write_random_model(o.spec, o.output, [&](size_t done, size_t total) {
+    // The preset first; options given on the command line win over it.
+    RandomModelSpec spec = o.spec;
+    apply_model_preset(spec, o.arch);
+    if (o.given_rope_base) spec.rope_freq_base = o.spec.rope_freq_base;
+    if (o.given_window) spec.sliding_window = o.spec.sliding_window;
+    if (o.given_head_dim) spec.head_dim = o.spec.head_dim;
+    write_random_model(spec, o.output, [&](size_t done, size_t total) {
         if (o.quiet) return;
         std::fprintf(stderr, "\rwriting %s: %zu/%zu tensors", o.output.c_str(), done, total);
         if (done == total) std::fprintf(stderr, "\n");
@@ -32,7 +41,7 @@ void gen_model(GenModelOptions& o) {
 
 void add_gen_model_command(CLI::App& app) {
     auto o = std::make_shared<GenModelOptions>();
-    CLI::App* cmd = app.add_subcommand("gen-model", "Write a Llama GGUF of a given shape with seeded random weights");
+    CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF of a given family and shape with seeded random weights");
     RandomModelSpec& s = o->spec;
     cmd->add_option("--dim", s.n_embd, "Model width")->capture_default_str();
     cmd->add_option("--layers", s.n_layer, "Transformer blocks")->capture_default_str();
@@ -43,11 +52,20 @@ void add_gen_model_command(CLI::App& app) {
     cmd->add_option("--vocab", s.n_vocab, "Size of a synthetic vocabulary (without --vocab-from)")->capture_default_str();
     cmd->add_option("--vocab-from", s.vocab_from, "Copy the tokenizer from this GGUF (e.g. a llama.cpp vocab file)");
     cmd->add_option("--rope-base", s.rope_freq_base, "RoPE frequency base")->capture_default_str();
+    cmd->add_option("--arch", o->arch, "Family, with the options its real files have: " + model_preset_names())
+        ->capture_default_str();
+    cmd->add_option("--head-dim", s.head_dim, "Width of a head (written as attention.key_length; default dim / heads)");
+    cmd->add_option("--sliding-window", s.sliding_window, "Sliding-window length written to the metadata (0: none)");
     cmd->add_option("--type", o->type, "Weight type: F32, F16, Q8_0, Q4_0, Q4_K, Q6_K (K-quants need --dim and --ffn multiples of 256)")->capture_default_str();
     cmd->add_option("--seed", s.seed, "Random seed (same arguments, same bytes)")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "Output GGUF file")->required();
     cmd->add_flag("-q,--quiet", o->quiet, "No progress output");
-    cmd->callback([o] { gen_model(*o); });
+    cmd->callback([o, cmd] {
+        o->given_rope_base = cmd->count("--rope-base") > 0;
+        o->given_window = cmd->count("--sliding-window") > 0;
+        o->given_head_dim = cmd->count("--head-dim") > 0;
+        gen_model(*o);
+    });
 }
 
 }  // namespace tessera

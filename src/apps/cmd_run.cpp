@@ -29,6 +29,7 @@ struct RunOptions {
     std::string prompt;
     std::string prompt_file;
     int n_predict = -1;
+    bool ignore_eos = false;
     int n_ctx = 0;
     int n_batch = 512;
     int n_threads = 0;
@@ -95,6 +96,7 @@ void run(const RunOptions& o) {
 
     GenerationParams params;
     params.n_predict = o.n_predict;
+    params.stop_at_eos = !o.ignore_eos;
     params.sampler = o.sampler;
     params.sampler.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
 
@@ -174,6 +176,7 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("-p,--prompt", o->prompt, "Prompt text (empty: start from BOS)");
     cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+    cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token (as llama.cpp's --ignore-eos)");
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until end of text or a full context)")
         ->capture_default_str();
     cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")

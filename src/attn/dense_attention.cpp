@@ -1,5 +1,6 @@
 #include "attn/dense_attention.h"
 
+#include "ops/activation.h"
 #include "ops/quant_traits.h"
 #include "ops/softmax.h"
 #include "ops/weighted_rows.h"
@@ -13,7 +14,19 @@ namespace tessera {
 namespace {
 // Positions whose scores one thread holds at a time.
 constexpr int kTokenBlock = 32;
+
+// The first position the query at `pos` sees.
+int first_visible(int pos, const AttentionOptions& options) {
+    return options.window > 0 ? std::max(0, pos - options.window + 1) : 0;
+}
 }  // namespace
+
+void DenseAttention::weigh(float* scores, int n, const AttentionOptions& options) const {
+    const float scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim_));
+    for (int p = 0; p < n; ++p) scores[p] *= scale;
+    if (options.soft_cap > 0.0f) soft_cap(scores, n, options.soft_cap);
+    softmax(scores, n);
+}
 
 DenseAttention::DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_threads)
     : n_ctx_(n_ctx), head_dim_(head_dim), n_kv_heads_(n_kv_heads), n_threads_(n_threads) {
@@ -25,7 +38,8 @@ DenseAttention::DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_th
 }
 
 void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
-                            int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool) {
+                            int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool,
+                            const AttentionOptions& options) {
     const int n_pos = pos0 + n_tok;  // cached positions the last query reads
     if (pos0 < 0 || n_tok <= 0 || n_pos > n_ctx_) {
         throw make_error("internal: attention of positions {}..{} in a context of {}", pos0, n_pos, n_ctx_);
@@ -35,7 +49,7 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
                          n_q_heads, q_per_kv, n_kv_heads_);
     }
     if (n_tok == 1) {
-        attend_one(cache, layer, pos0, q, n_q_heads, q_per_kv, out, pool);
+        attend_one(cache, layer, pos0, q, n_q_heads, q_per_kv, out, pool, options);
         return;
     }
     const int hd = head_dim_;
@@ -57,7 +71,6 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
         }
     });
 
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int n_blocks = (n_tok + kTokenBlock - 1) / kTokenBlock;
     const int n_items = n_q_heads * n_blocks;
     pool.run([&](int thread, int n_threads) {
@@ -76,8 +89,9 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
             for (int t = 0; t < toks; ++t) {
                 float* s = scores + static_cast<size_t>(t) * n_ctx_;
                 const int n_valid = pos0 + t0 + t + 1;
-                for (int p = 0; p < n_valid; ++p) s[p] *= scale;
-                softmax(s, n_valid);
+                const int first = first_visible(n_valid - 1, options);
+                weigh(s + first, n_valid - first, options);
+                std::fill(s, s + first, 0.0f);
                 std::fill(s + n_valid, s + n_read, 0.0f);
             }
             float* oh = out + t0 * out_stride + static_cast<int64_t>(h) * hd;
@@ -88,15 +102,17 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
 }
 
 void DenseAttention::attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads,
-                                int q_per_kv, float* out, ThreadPool& pool) {
+                                int q_per_kv, float* out, ThreadPool& pool, const AttentionOptions& options) {
     const int n_kv = n_q_heads / q_per_kv;
     pool.run([&](int thread, int n_threads) {
-        for (int h = thread; h < n_kv; h += n_threads) attend_one_head(cache, layer, pos, q, h, q_per_kv, out, thread);
+        for (int h = thread; h < n_kv; h += n_threads) {
+            attend_one_head(cache, layer, pos, q, h, q_per_kv, out, thread, options);
+        }
     });
 }
 
 void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head,
-                                     int q_per_kv, float* out, int thread) {
+                                     int q_per_kv, float* out, int thread, const AttentionOptions& options) {
     const int hd = head_dim_;
     const int n_pos = pos + 1;
     if (pos < 0 || n_pos > n_ctx_ || kv_head < 0 || kv_head >= n_kv_heads_ || thread < 0 || thread >= n_threads_ ||
@@ -105,22 +121,21 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
                          kv_head, pos, thread, n_kv_heads_, n_ctx_);
     }
     const QuantTraits& rows = require_compute_traits(cache.type(), "attention");
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // A sliding window reads only its last positions of the cache.
+    const int first = first_visible(pos, options);
+    const int n_seen = n_pos - first;
+    const uint8_t* k_rows = cache.k_rows(layer, kv_head) + static_cast<size_t>(first) * cache.row_bytes();
+    const uint8_t* v_rows = cache.v_rows(layer, kv_head) + static_cast<size_t>(first) * cache.row_bytes();
     float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
     // The KV head's query heads, up to kTokenBlock at a time (the rows of the
     // scores buffer).
     for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
         const int heads = std::min(kTokenBlock, q_per_kv - j0);
         const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
-        rows.vec_dot_tile(hd, cache.k_rows(layer, kv_head), cache.row_bytes(), n_pos, qh, sizeof(float) * hd, heads,
-                          scores, n_ctx_);
-        for (int j = 0; j < heads; ++j) {
-            float* s = scores + static_cast<size_t>(j) * n_ctx_;
-            for (int p = 0; p < n_pos; ++p) s[p] *= scale;
-            softmax(s, n_pos);
-        }
-        weighted_row_sums(cache.type(), cache.v_rows(layer, kv_head), cache.row_bytes(), n_pos, scores, n_ctx_, heads,
-                          hd, out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
+        rows.vec_dot_tile(hd, k_rows, cache.row_bytes(), n_seen, qh, sizeof(float) * hd, heads, scores, n_ctx_);
+        for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_ctx_, n_seen, options);
+        weighted_row_sums(cache.type(), v_rows, cache.row_bytes(), n_seen, scores, n_ctx_, heads, hd,
+                          out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
     }
 }
 

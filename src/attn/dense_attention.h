@@ -1,6 +1,7 @@
 // Dense causal attention of a batch of consecutive positions over the cache:
-// the query at position p reads cached positions [0, p]; for each query head,
-// softmax(q . K / sqrt(head_dim)) . V, with query head j reading KV head
+// the query at position p reads cached positions [0, p] (or its sliding
+// window); for each query head, softmax(q . K * scale) . V (scores soft-capped
+// first where the model asks), with query head j reading KV head
 // j / q_per_kv (grouped-query attention; q_per_kv = 1 is plain multi-head,
 // q_per_kv = n_heads is multi-query).
 //
@@ -24,6 +25,13 @@
 
 namespace tessera {
 
+// A layer's attention options (model/architecture.h says which a model uses).
+struct AttentionOptions {
+    float scale = 0.0f;     // score multiplier; 0 means 1 / sqrt(head_dim)
+    float soft_cap = 0.0f;  // when > 0, scores become cap * tanh(scores / cap) (Gemma 2)
+    int window = 0;         // when > 0, the query at p sees only positions p - window < q <= p
+};
+
 class DenseAttention {
 public:
     DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_threads);
@@ -32,7 +40,8 @@ public:
     // already stored: row t of q (at q + t * q_stride) holds n_q_heads heads of
     // head_dim floats; out has the same layout with out_stride.
     void attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
-                int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool);
+                int n_q_heads, int q_per_kv, float* out, int64_t out_stride, ThreadPool& pool,
+                const AttentionOptions& options = {});
 
     // One position's attention for the query heads of KV head `kv_head` only
     // (q and out as in attend, one row): what attend runs per KV head for a
@@ -40,11 +49,13 @@ public:
     // the heads (and does per-head work around it). `thread` < n_threads
     // picks the scratch; calls at once must use different ones.
     void attend_one_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head, int q_per_kv,
-                         float* out, int thread);
+                         float* out, int thread, const AttentionOptions& options = {});
 
 private:
     void attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads, int q_per_kv,
-                    float* out, ThreadPool& pool);
+                    float* out, ThreadPool& pool, const AttentionOptions& options);
+    // Scales (and soft-caps) n scores, then turns them into softmax weights.
+    void weigh(float* scores, int n, const AttentionOptions& options) const;
 
     int n_ctx_;
     int head_dim_;

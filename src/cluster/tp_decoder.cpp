@@ -310,14 +310,22 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int p
             receive_partial(i, header, header.width, true);
             for (size_t j = 0; j < n; ++j) partial_[j] += received_exact_[j];
         }
-        for (size_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
+        if (type == TpMessage::kAttention) {
+            forward_->add_attention_output(layer, partial_.data(), x, n_tok);
+        } else {
+            forward_->add_ffn_output(layer, partial_.data(), x, n_tok);
+        }
     } else {
         for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(partial_[j]);
         for (size_t i = 0; i < channels_.size(); ++i) {
             receive_partial(i, header, header.width, false);
             for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
         }
-        for (size_t j = 0; j < n; ++j) x[j] += sum_[j];
+        if (type == TpMessage::kAttention) {
+            forward_->add_attention_output(layer, sum_.data(), x, n_tok);
+        } else {
+            forward_->add_ffn_output(layer, sum_.data(), x, n_tok);
+        }
     }
     stats_.syncs++;
     stats_.own_seconds += computed - start;

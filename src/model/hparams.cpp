@@ -26,11 +26,12 @@ int32_t read_bounded(const GgufFile& file, const std::string& key, int64_t lo, i
 ModelHParams read_hparams(const GgufFile& file) {
     ModelHParams hp;
     hp.arch = file.get_string("general.architecture");
-    if (hp.arch != "llama") {
-        throw make_error("{}: architecture '{}' is not supported (supported: llama, which covers Llama 1/2/3, Mistral, "
-                         "TinyLlama and llama2.c models)",
-                         file.path(), hp.arch);
+    hp.family = find_architecture(hp.arch);
+    if (hp.family == nullptr) {
+        throw make_error("{}: architecture '{}' is not supported (supported: {})", file.path(), hp.arch,
+                         supported_architectures());
     }
+    const Architecture& family = *hp.family;
     const std::string p = hp.arch + ".";
     hp.n_embd = read_bounded(file, p + "embedding_length", 1, kMaxWidth);
     hp.n_layer = read_bounded(file, p + "block_count", 1, kMaxLayers);
@@ -39,23 +40,71 @@ ModelHParams read_hparams(const GgufFile& file) {
                                                                  : hp.n_head;
     hp.n_ff = read_bounded(file, p + "feed_forward_length", 1, kMaxWidth * 8);
     hp.n_ctx_train = read_bounded(file, p + "context_length", 1, kMaxContext);
-    if (hp.n_embd % hp.n_head != 0) {
-        throw make_error("{}: embedding length {} is not a multiple of the head count {}", file.path(), hp.n_embd, hp.n_head);
-    }
     if (hp.n_head % hp.n_head_kv != 0) {
         throw make_error("{}: head count {} is not a multiple of the KV head count {}", file.path(), hp.n_head, hp.n_head_kv);
     }
-    hp.head_dim = hp.n_embd / hp.n_head;
-    if (const auto key_length = file.find_int(p + "attention.key_length"); key_length && *key_length != hp.head_dim) {
-        throw make_error("{}: attention.key_length {} differs from embedding/heads = {} (not supported)", file.path(),
-                         *key_length, hp.head_dim);
+    // Heads are n_embd / n_head wide unless key_length says otherwise (Qwen 3
+    // and Gemma have wider ones); values must be as wide as keys.
+    if (file.find_int(p + "attention.key_length")) {
+        hp.head_dim = read_bounded(file, p + "attention.key_length", 2, kMaxWidth);
+    } else {
+        if (hp.n_embd % hp.n_head != 0) {
+            throw make_error("{}: embedding length {} is not a multiple of the head count {}", file.path(), hp.n_embd,
+                             hp.n_head);
+        }
+        hp.head_dim = hp.n_embd / hp.n_head;
     }
+    if (const auto value_length = file.find_int(p + "attention.value_length"); value_length && *value_length != hp.head_dim) {
+        throw make_error("{}: attention.value_length {} differs from key_length {} (not supported)", file.path(),
+                         *value_length, hp.head_dim);
+    }
+    if (hp.q_dim() > kMaxWidth * 8) throw make_error("{}: {} heads of {} are too wide", file.path(), hp.n_head, hp.head_dim);
     hp.n_rot = file.find_int(p + "rope.dimension_count") ? read_bounded(file, p + "rope.dimension_count", 2, hp.head_dim)
                                                           : hp.head_dim;
     if (hp.n_rot % 2 != 0) throw make_error("{}: rope.dimension_count {} is odd", file.path(), hp.n_rot);
     hp.rope_freq_base = static_cast<float>(file.find_float(p + "rope.freq_base").value_or(10000.0));
     if (!(std::isfinite(hp.rope_freq_base) && hp.rope_freq_base > 1.0f)) {
         throw make_error("{}: rope.freq_base {} is not a usable base", file.path(), hp.rope_freq_base);
+    }
+    const auto positive_float = [&](const std::string& key, float fallback) {
+        const float v = static_cast<float>(file.find_float(key).value_or(fallback));
+        if (!(std::isfinite(v) && v >= 0.0f)) throw make_error("{}: {} = {} is not a usable value", file.path(), key, v);
+        return v;
+    };
+    const std::string scaling = file.find_string(p + "rope.scaling.type").value_or("linear");
+    if (scaling != "linear" && scaling != "none") {
+        throw make_error("{}: rope scaling '{}' is not supported (supported: none, linear; Llama 3.1's scaling comes as "
+                         "rope_freqs)", file.path(), scaling);
+    }
+    if (scaling == "linear") {
+        const float factor = positive_float(p + "rope.scaling.factor", 0.0f);
+        hp.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    }
+    hp.rope_freq_base_swa = hp.rope_freq_base;
+    hp.rope_freq_scale_swa = hp.rope_freq_scale;
+    if (family.own_swa_rope) {
+        hp.rope_freq_base_swa = positive_float(p + "rope.freq_base_swa", 10000.0f);
+        hp.rope_freq_scale_swa = 1.0f;
+        if (!(hp.rope_freq_base_swa > 1.0f)) throw make_error("{}: rope.freq_base_swa is not a usable base", file.path());
+    }
+    if (family.reads_attn_soft_cap) hp.attn_soft_cap = positive_float(p + "attn_logit_softcapping", family.default_attn_soft_cap);
+    if (family.reads_final_soft_cap) {
+        hp.final_soft_cap = positive_float(p + "final_logit_softcapping", family.default_final_soft_cap);
+    }
+    if (family.sliding != SlidingLayers::kNone) {
+        const bool has_window = file.find_int(p + "attention.sliding_window").has_value();
+        if (has_window || !family.window_needs_key) {
+            hp.sliding_window = has_window ? read_bounded(file, p + "attention.sliding_window", 0, kMaxContext)
+                                           : family.default_window;
+        }
+        if (family.sliding == SlidingLayers::kPattern) {
+            hp.window_period = file.find_int(p + "attention.sliding_window_pattern")
+                                   ? read_bounded(file, p + "attention.sliding_window_pattern", 0, kMaxLayers)
+                                   : family.default_window_period;
+        }
+    }
+    if (family.width_scaled_query_layers != 0 && hp.n_layer == family.width_scaled_query_layers) {
+        hp.query_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
     }
     hp.rms_eps = static_cast<float>(file.find_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
     if (!(std::isfinite(hp.rms_eps) && hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
@@ -77,5 +126,14 @@ ModelHParams read_hparams(const GgufFile& file) {
     }
     return hp;
 }
+
+bool ModelHParams::is_sliding(int il) const {
+    if (sliding_window <= 0 || family == nullptr) return false;
+    if (family->sliding == SlidingLayers::kAll) return true;
+    return window_period == 0 || il % window_period < window_period - 1;
+}
+
+float ModelHParams::rope_base_of(int il) const { return is_sliding(il) ? rope_freq_base_swa : rope_freq_base; }
+float ModelHParams::rope_scale_of(int il) const { return is_sliding(il) ? rope_freq_scale_swa : rope_freq_scale; }
 
 }  // namespace tessera

@@ -47,6 +47,66 @@ std::vector<float> vector_copy(const GgufFile& file, const std::string& name, in
     return v;
 }
 
+// Rows [r0, r0 + rows) of m as a matrix of their own.
+Matrix row_band(const Matrix& m, int64_t r0, int64_t rows) {
+    Matrix band = m;
+    band.data = m.row(m.row_begin + r0);
+    band.rows = rows;
+    return band;
+}
+
+// An optional vector of n elements (empty when the file has none).
+std::vector<float> optional_vector(const GgufFile& file, const std::string& name, int64_t n) {
+    return file.find_tensor(name) != nullptr ? vector_copy(file, name, n) : std::vector<float>{};
+}
+
+// Elements [first, first + n) of a 1-D tensor as floats.
+std::vector<float> vector_band(const GgufTensorInfo& t, int64_t first, int64_t n, const std::string& path) {
+    if (t.n_dims != 1 || first < 0 || first + n > t.ne[0]) {
+        throw make_error("{}: tensor '{}' has {} elements, {} needed", path, t.name, t.ne[0], first + n);
+    }
+    const QuantTraits& traits = require_compute_traits(t.type, t.name.c_str());
+    if (layout_of(t.type).block_size != 1) throw make_error("{}: tensor '{}' must not be quantized", path, t.name);
+    std::vector<float> v(static_cast<size_t>(n));
+    traits.to_float(t.data + quant_row_bytes(t.type, first), v.data(), n);
+    return v;
+}
+
+// The norms and biases a layer may add to Llama's (model/architecture.h);
+// each checked for shape where present, and required where the family has it.
+// A slice file holds Q, K and V's biases whole under their own names.
+void load_layer_extras(const GgufFile& file, const ModelHParams& hp, int layer, LayerWeights& lw, bool slice_file) {
+    const std::string p = fmt::format("blk.{}.", layer);
+    lw.q_norm = optional_vector(file, p + "attn_q_norm.weight", hp.head_dim);
+    lw.k_norm = optional_vector(file, p + "attn_k_norm.weight", hp.head_dim);
+    lw.post_attn_norm = optional_vector(file, p + "post_attention_norm.weight", hp.n_embd);
+    lw.post_ffn_norm = optional_vector(file, p + "post_ffw_norm.weight", hp.n_embd);
+    if (hp.family->writes_qk_norm && (lw.q_norm.empty() || lw.k_norm.empty())) {
+        throw make_error("{}: tensor '{}attn_q_norm.weight' or '{}attn_k_norm.weight' is missing ({} needs both)",
+                         file.path(), p, p, hp.arch);
+    }
+    if (lw.q_norm.empty() != lw.k_norm.empty()) {
+        throw make_error("{}: layer {} has a norm for only one of Q and K", file.path(), layer);
+    }
+    if (hp.family->writes_post_norms && (lw.post_attn_norm.empty() || lw.post_ffn_norm.empty())) {
+        throw make_error("{}: tensor '{}post_attention_norm.weight' or '{}post_ffw_norm.weight' is missing ({} needs both)",
+                         file.path(), p, p, hp.arch);
+    }
+    if (slice_file) {
+        lw.q_bias = optional_vector(file, p + "attn_q.bias", hp.q_dim());
+        lw.k_bias = optional_vector(file, p + "attn_k.bias", hp.kv_dim());
+        lw.v_bias = optional_vector(file, p + "attn_v.bias", hp.kv_dim());
+        return;
+    }
+    const auto bias = [&](Projection which) {
+        const ProjectionRows r = find_projection(file, hp, layer, which);
+        return r.bias != nullptr ? vector_band(*r.bias, r.bias_first, r.rows, file.path()) : std::vector<float>{};
+    };
+    lw.q_bias = bias(Projection::kQ);
+    lw.k_bias = bias(Projection::kK);
+    lw.v_bias = bias(Projection::kV);
+}
+
 // A slice of a matrix's columns must start and end on its type's blocks.
 void check_column_range(const Matrix& m, const std::string& name, int64_t begin, int64_t end) {
     const int64_t block = layout_of(m.type).block_size;
@@ -70,6 +130,59 @@ Matrix pack_columns(const Matrix& m, int64_t begin, int64_t end, std::vector<std
     packed.row_bytes = bytes;
     packed.data = dst;
     return packed;
+}
+
+}  // namespace
+
+ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int layer, Projection which) {
+    const std::string p = fmt::format("blk.{}.", layer);
+    const int64_t q = hp.q_dim(), kv = hp.kv_dim();
+    ProjectionRows r;
+    const auto fused = [&](const std::string& name, int64_t total, int64_t first, int64_t rows) {
+        const GgufTensorInfo& t = require_tensor(file, name, hp.n_embd, total);
+        r.tensor = &t;
+        r.first_row = first;
+        r.rows = rows;
+    };
+    switch (which) {
+        case Projection::kQ:
+        case Projection::kK:
+        case Projection::kV: {
+            const int64_t first = which == Projection::kQ ? 0 : which == Projection::kK ? q : q + kv;
+            const int64_t rows = which == Projection::kQ ? q : kv;
+            const char* own = which == Projection::kQ ? "attn_q" : which == Projection::kK ? "attn_k" : "attn_v";
+            r.name = p + own + ".weight";
+            if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {
+                fused(p + "attn_qkv.weight", q + 2 * kv, first, rows);
+                r.bias = file.find_tensor(p + "attn_qkv.bias");
+                r.bias_first = first;
+            } else {
+                fused(r.name, rows, 0, rows);
+                r.bias = file.find_tensor(p + own + ".bias");
+            }
+            break;
+        }
+        case Projection::kGate:
+        case Projection::kUp: {
+            const bool gate = which == Projection::kGate;
+            r.name = p + (gate ? "ffn_gate.weight" : "ffn_up.weight");
+            if (file.find_tensor(p + "ffn_gate.weight") == nullptr) {
+                fused(p + "ffn_up.weight", 2 * static_cast<int64_t>(hp.n_ff), gate ? 0 : hp.n_ff, hp.n_ff);
+            } else {
+                fused(r.name, hp.n_ff, 0, hp.n_ff);
+            }
+            break;
+        }
+    }
+    return r;
+}
+
+namespace {
+
+Matrix projection_view(const GgufFile& file, const ModelHParams& hp, int layer, Projection which) {
+    const ProjectionRows r = find_projection(file, hp, layer, which);
+    const Matrix whole = matrix_view(file, r.tensor->name, hp.n_embd, r.tensor->ne[1]);
+    return row_band(whole, r.first_row, r.rows);
 }
 
 }  // namespace
@@ -112,6 +225,9 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         LayerWeights lw;
         lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
         lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
+        // A slice file stores Q, K, V, gate and up under their own names,
+        // fused or not in the model, and biases whole.
+        load_layer_extras(file, hp, l, lw, true);
         if (slice.n_kv_heads() > 0) {
             lw.wq = rows_view(p + "attn_q.weight", hp.n_embd, q0, q1);
             lw.wk = rows_view(p + "attn_k.weight", hp.n_embd, k0, k1);
@@ -125,7 +241,10 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         }
         w.layers.push_back(std::move(lw));
     }
-    if (slice.n_vocab_rows() > 0) w.output = rows_view("output.weight", hp.n_embd, slice.vocab_begin, slice.vocab_end);
+    if (slice.n_vocab_rows() > 0) {
+        w.output = rows_view("output.weight", hp.n_embd, slice.vocab_begin, slice.vocab_end);
+        w.output_bias = optional_vector(file, "output.bias", hp.n_vocab);
+    }
     return w;
 }
 }  // namespace
@@ -137,7 +256,7 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     if (const std::optional<Slice> stored = stored_slice(file)) return load_from_slice_file(model, slice, *stored);
     SliceWeights w;
     w.slice = slice;
-    const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+    const int64_t q_dim = hp.q_dim();
     if (slice.embeds) w.token_embd = matrix_view(file, "token_embd.weight", hp.n_embd, hp.n_vocab);
     if (slice.outputs) w.output_norm = vector_copy(file, "output_norm.weight", hp.n_embd);
     if (slice.n_vocab_rows() > 0) {
@@ -149,17 +268,19 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     if (file.find_tensor("rope_freqs.weight") != nullptr) {
         w.rope_freqs = vector_copy(file, "rope_freqs.weight", hp.n_rot / 2);
     }
+    if (slice.n_vocab_rows() > 0) w.output_bias = optional_vector(file, "output.bias", hp.n_vocab);
     for (int32_t l = slice.layer_begin; l < slice.layer_end; ++l) {
         const std::string p = fmt::format("blk.{}.", l);
         LayerWeights lw;
         lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
         lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
-        lw.wq = matrix_view(file, p + "attn_q.weight", hp.n_embd, q_dim);
-        lw.wk = matrix_view(file, p + "attn_k.weight", hp.n_embd, hp.kv_dim());
-        lw.wv = matrix_view(file, p + "attn_v.weight", hp.n_embd, hp.kv_dim());
+        load_layer_extras(file, hp, l, lw, false);
+        lw.wq = projection_view(file, hp, l, Projection::kQ);
+        lw.wk = projection_view(file, hp, l, Projection::kK);
+        lw.wv = projection_view(file, hp, l, Projection::kV);
         lw.wo = matrix_view(file, p + "attn_output.weight", q_dim, hp.n_embd);
-        lw.w_gate = matrix_view(file, p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
-        lw.w_up = matrix_view(file, p + "ffn_up.weight", hp.n_embd, hp.n_ff);
+        lw.w_gate = projection_view(file, hp, l, Projection::kGate);
+        lw.w_up = projection_view(file, hp, l, Projection::kUp);
         lw.w_down = matrix_view(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
         const int64_t q_begin = static_cast<int64_t>(slice.kv_head_begin) * hp.q_per_kv() * hp.head_dim;
         const int64_t q_end = static_cast<int64_t>(slice.kv_head_end) * hp.q_per_kv() * hp.head_dim;

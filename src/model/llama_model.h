@@ -18,6 +18,11 @@ namespace tessera {
 struct LayerWeights {
     std::vector<float> attn_norm;
     std::vector<float> ffn_norm;
+    // What some families add (model/architecture.h); empty when the file has
+    // none. Biases hold every head's rows (a slice reads its own).
+    std::vector<float> q_bias, k_bias, v_bias;
+    std::vector<float> q_norm, k_norm;                 // head_dim each, shared by every head
+    std::vector<float> post_attn_norm, post_ffn_norm;  // n_embd each
     Matrix wq;      // [n_head * head_dim rows, n_embd cols]
     Matrix wk;      // [n_head_kv * head_dim rows, n_embd cols]
     Matrix wv;      // [n_head_kv * head_dim rows, n_embd cols]
@@ -34,6 +39,7 @@ struct SliceWeights {
     Matrix token_embd;  // set when slice.embeds
     Matrix output;      // set when the slice has vocab rows (token_embd when tied)
     std::vector<float> output_norm;
+    std::vector<float> output_bias;  // n_vocab, empty if none
     std::vector<float> rope_freqs;  // per-pair RoPE frequency factors, empty if none
     std::vector<LayerWeights> layers;
     // Packed column slices (ColumnSlices::kPack); Matrix views point here.
@@ -68,6 +74,23 @@ private:
 enum class ColumnSlices { kView, kPack };
 
 SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, ColumnSlices columns = ColumnSlices::kView);
+
+// The row-split projections, and where a file stores each one's rows: in its
+// own tensor (blk.N.attn_q.weight, ...) or as a band of a fused one
+// (blk.N.attn_qkv.weight: Q, K, V rows; blk.N.ffn_up.weight of 2 n_ff rows
+// without ffn_gate: gate rows, then up). Loading and slice files both read
+// through this.
+enum class Projection { kQ, kK, kV, kGate, kUp };
+struct ProjectionRows {
+    const GgufTensorInfo* tensor = nullptr;
+    int64_t first_row = 0;  // the projection's row 0 within the tensor
+    int64_t rows = 0;
+    std::string name;       // the projection's own tensor name (blk.N.attn_q.weight, ...)
+    // Its bias's tensor and first element, or nullptr (Q, K and V only).
+    const GgufTensorInfo* bias = nullptr;
+    int64_t bias_first = 0;
+};
+ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int layer, Projection p);
 
 // Moves the rows the slice computes of the matrices every token reads (each
 // layer's seven and the output head) that are still views of the mapped file

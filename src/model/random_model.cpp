@@ -1,5 +1,6 @@
 #include "model/random_model.h"
 
+#include "model/architecture.h"
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "ops/quant_blocks.h"
@@ -188,6 +189,39 @@ void set_synthetic_vocab(GgufWriter& writer, int32_t n_vocab) {
 
 }  // namespace
 
+void apply_model_preset(RandomModelSpec& spec, const std::string& name) {
+    spec.arch = name;
+    spec.random_norms = name != "llama";
+    if (name == "llama") return;
+    if (name == "llama3") {
+        spec.arch = "llama";
+        spec.rope_freqs = true;
+        spec.tied_output = true;
+        spec.rope_freq_base = 500000.0f;
+    } else if (name == "mistral") {
+        spec.arch = "llama";
+        spec.sliding_window = 24;
+    } else if (name == "qwen2") {
+        spec.rope_freq_base = 1000000.0f;
+    } else if (name == "qwen3") {
+        spec.head_dim = 2 * spec.n_embd / spec.n_head;  // wider heads than n_embd / n_head, as Qwen 3's
+        spec.rope_freq_base = 1000000.0f;
+    } else if (name == "gemma2") {
+        spec.tied_output = true;
+        spec.sliding_window = 24;
+    } else if (name == "gemma3") {
+        spec.tied_output = true;
+        spec.sliding_window = 24;
+        spec.rope_freq_base = 1000000.0f;
+        spec.rope_freq_base_swa = 10000.0f;
+        spec.rope_scale_factor = 8.0f;
+    } else if (name != "phi3" && find_architecture(name) == nullptr) {
+        throw make_error("gen-model: unknown --arch '{}' (known: {})", name, model_preset_names());
+    }
+}
+
+std::string model_preset_names() { return "llama, llama3, mistral, qwen2, qwen3, gemma2, gemma3, phi3"; }
+
 void write_random_model(const RandomModelSpec& spec, const std::string& path,
                         const std::function<void(size_t, size_t)>& progress) {
     const uint32_t file_type = file_type_of(spec.type);
@@ -195,34 +229,51 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
         spec.n_ctx <= 0) {
         throw make_error("gen-model: every dimension must be positive");
     }
-    if (spec.n_embd % spec.n_head != 0) {
+    const Architecture* family = find_architecture(spec.arch);
+    if (family == nullptr) throw make_error("gen-model: unknown architecture '{}' (known: {})", spec.arch, supported_architectures());
+    if (spec.head_dim == 0 && spec.n_embd % spec.n_head != 0) {
         throw make_error("gen-model: --dim {} is not a multiple of --heads {}", spec.n_embd, spec.n_head);
     }
     if (spec.n_head % spec.n_head_kv != 0) {
         throw make_error("gen-model: --heads {} is not a multiple of --kv-heads {}", spec.n_head, spec.n_head_kv);
     }
-    const int32_t head_dim = spec.n_embd / spec.n_head;
+    const int32_t head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
     const int64_t block = layout_of(spec.type).block_size;
     if (spec.n_embd % block != 0 || spec.n_ff % block != 0 || (static_cast<int64_t>(head_dim) * spec.n_head) % block != 0) {
         throw make_error("gen-model: {} needs --dim and --ffn to be multiples of {}", quant_type_name(spec.type), block);
     }
 
     GgufWriter writer;
-    writer.set_string("general.architecture", "llama");
-    writer.set_string("general.name", fmt::format("tessera-random-{}x{}-{}", spec.n_layer, spec.n_embd,
+    const std::string a = spec.arch + ".";
+    writer.set_string("general.architecture", spec.arch);
+    writer.set_string("general.name", fmt::format("tessera-random-{}-{}x{}-{}", spec.arch, spec.n_layer, spec.n_embd,
                                                   quant_type_name(spec.type)));
     writer.set_u32("general.file_type", file_type);
     if (layout_of(spec.type).block_size > 1) writer.set_u32("general.quantization_version", 2);
     writer.set_u64("tessera.random_seed", spec.seed);
-    writer.set_u32("llama.context_length", static_cast<uint32_t>(spec.n_ctx));
-    writer.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.n_embd));
-    writer.set_u32("llama.block_count", static_cast<uint32_t>(spec.n_layer));
-    writer.set_u32("llama.feed_forward_length", static_cast<uint32_t>(spec.n_ff));
-    writer.set_u32("llama.attention.head_count", static_cast<uint32_t>(spec.n_head));
-    writer.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
-    writer.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-    writer.set_f32("llama.rope.freq_base", spec.rope_freq_base);
-    writer.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    writer.set_u32(a + "context_length", static_cast<uint32_t>(spec.n_ctx));
+    writer.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
+    writer.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));
+    writer.set_u32(a + "feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+    writer.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
+    writer.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
+    if (spec.head_dim > 0) {
+        writer.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+        writer.set_u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+    }
+    writer.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+    writer.set_f32(a + "rope.freq_base", spec.rope_freq_base);
+    writer.set_f32(a + "attention.layer_norm_rms_epsilon", family->rope == RopeLayout::kAdjacent ? 1e-5f : 1e-6f);
+    if (spec.sliding_window > 0) writer.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+    if (spec.rope_scale_factor > 0.0f) {
+        writer.set_string(a + "rope.scaling.type", "linear");
+        writer.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
+    }
+    if (spec.rope_freq_base_swa > 0.0f) writer.set_f32(a + "rope.freq_base_swa", spec.rope_freq_base_swa);
+    if (family->reads_attn_soft_cap) writer.set_f32(a + "attn_logit_softcapping", family->default_attn_soft_cap);
+    if (family->reads_final_soft_cap && family->default_final_soft_cap > 0.0f) {
+        writer.set_f32(a + "final_logit_softcapping", family->default_final_soft_cap);
+    }
 
     int64_t n_vocab = spec.n_vocab;
     if (!spec.vocab_from.empty()) {
@@ -248,27 +299,59 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
         writer.add_tensor(name, type, {cols, rows},
                           [type, stddev, seed](uint8_t* dst, uint64_t n) { fill_random(type, stddev, seed, dst, n); });
     };
-    auto add_norm = [&](const std::string& name) {
-        writer.add_tensor(name, QuantType::F32, {d}, [](uint8_t* dst, uint64_t n) {
+    // Norm weights (and biases) of n values: 1 (0), or near it with random_norms.
+    auto add_vector = [&](const std::string& name, int64_t n, float center, float spread) {
+        // (Constant vectors draw no seed, so files of the Llama preset keep their bytes.)
+        const uint64_t seed = spec.random_norms ? ++tensor_seed : 0;
+        const bool random = spec.random_norms;
+        writer.add_tensor(name, QuantType::F32, {n}, [=](uint8_t* dst, uint64_t bytes) {
             float* f = reinterpret_cast<float*>(dst);
-            for (uint64_t i = 0; i < n / 4; ++i) f[i] = 1.0f;
+            Rng rng(seed);
+            for (uint64_t i = 0; i < bytes / 4; ++i) f[i] = random ? center + spread * rng.next_normal() : center;
         });
     };
+    auto add_norm = [&](const std::string& name, int64_t n) { add_vector(name, n, 1.0f, 0.1f); };
     add_matrix("token_embd.weight", d, n_vocab);
+    if (spec.rope_freqs) {
+        // Llama 3.1's factors: 1 for fast pairs, up to 8 for slow ones.
+        writer.add_tensor("rope_freqs.weight", QuantType::F32, {head_dim / 2}, [head_dim](uint8_t* dst, uint64_t) {
+            float* f = reinterpret_cast<float*>(dst);
+            for (int32_t i = 0; i < head_dim / 2; ++i) f[i] = 1.0f + 7.0f * static_cast<float>(i) / (head_dim / 2);
+        });
+    }
     for (int32_t l = 0; l < spec.n_layer; ++l) {
         const std::string p = fmt::format("blk.{}.", l);
-        add_norm(p + "attn_norm.weight");
-        add_matrix(p + "attn_q.weight", d, q_dim);
-        add_matrix(p + "attn_k.weight", d, kv_dim);
-        add_matrix(p + "attn_v.weight", d, kv_dim);
+        add_norm(p + "attn_norm.weight", d);
+        if (family->writes_fused) {
+            add_matrix(p + "attn_qkv.weight", d, q_dim + 2 * kv_dim);
+        } else {
+            add_matrix(p + "attn_q.weight", d, q_dim);
+            add_matrix(p + "attn_k.weight", d, kv_dim);
+            add_matrix(p + "attn_v.weight", d, kv_dim);
+        }
+        if (family->writes_qkv_bias) {
+            add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.5f);
+            add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.5f);
+            add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.5f);
+        }
+        if (family->writes_qk_norm) {
+            add_norm(p + "attn_q_norm.weight", head_dim);
+            add_norm(p + "attn_k_norm.weight", head_dim);
+        }
         add_matrix(p + "attn_output.weight", q_dim, d);
-        add_norm(p + "ffn_norm.weight");
-        add_matrix(p + "ffn_gate.weight", d, spec.n_ff);
-        add_matrix(p + "ffn_up.weight", d, spec.n_ff);
+        if (family->writes_post_norms) add_norm(p + "post_attention_norm.weight", d);
+        add_norm(p + "ffn_norm.weight", d);
+        if (family->writes_fused) {
+            add_matrix(p + "ffn_up.weight", d, 2 * static_cast<int64_t>(spec.n_ff));
+        } else {
+            add_matrix(p + "ffn_gate.weight", d, spec.n_ff);
+            add_matrix(p + "ffn_up.weight", d, spec.n_ff);
+        }
         add_matrix(p + "ffn_down.weight", spec.n_ff, d);
+        if (family->writes_post_norms) add_norm(p + "post_ffw_norm.weight", d);
     }
-    add_norm("output_norm.weight");
-    add_matrix("output.weight", d, n_vocab);
+    add_norm("output_norm.weight", d);
+    if (!spec.tied_output) add_matrix("output.weight", d, n_vocab);
     writer.write(path, progress);
 }
 

@@ -1,8 +1,10 @@
-// Real-shaped Llama GGUF files with seeded random weights, for speed, memory
-// and scale tests of models larger than anything that can be downloaded
-// here. Same spec, same bytes. Weight scales keep activations well-behaved
-// (matrices have variance 1/cols, norms are 1) so generated text neither
-// turns into NaN nor collapses into one repeated token.
+// Real-shaped GGUF files with seeded random weights, for speed, memory and
+// scale tests of models larger than anything that can be downloaded here,
+// and for checking each family (model/architecture.h) against llama.cpp with
+// llama.cpp's own tensor names and keys. Same spec, same bytes. Weight scales
+// keep activations well-behaved (matrices have variance 1/cols, norms are 1,
+// or near 1 with random_norms) so generated text neither turns into NaN nor
+// collapses into one repeated token.
 #pragma once
 
 #include "ops/quant_type.h"
@@ -25,7 +27,25 @@ struct RandomModelSpec {
     QuantType type = QuantType::F32;  // type of the 2-D weights; norms stay F32
     float rope_freq_base = 10000.0f;
     uint64_t seed = 1;
+    // The family and what its files hold (model/architecture.h decides which
+    // extra tensors and keys are written).
+    std::string arch = "llama";
+    int32_t head_dim = 0;           // 0: n_embd / n_head; else written as attention.key_length
+    bool tied_output = false;       // no output.weight: the head is the embedding
+    bool rope_freqs = false;        // a rope_freqs tensor (Llama 3.1's long-context RoPE)
+    int32_t sliding_window = 0;     // written as attention.sliding_window when > 0
+    float rope_scale_factor = 0.0f; // written as linear rope scaling when > 0
+    float rope_freq_base_swa = 0.0f;  // written as rope.freq_base_swa when > 0
+    bool random_norms = false;      // norm weights near 1 rather than 1, biases random
 };
+
+// Presets named like the models they imitate: a family name (llama, qwen2,
+// qwen3, gemma2, gemma3, phi3) or llama3 (rope_freqs, tied head, base 500000)
+// and mistral (a sliding window), each with the options its real files have
+// and windows short enough to matter in a test. Throws on an unknown name.
+void apply_model_preset(RandomModelSpec& spec, const std::string& name);
+// The preset names, for help text.
+std::string model_preset_names();
 
 // Writes the model; throws an Error on an impossible shape or an I/O error.
 void write_random_model(const RandomModelSpec& spec, const std::string& path,

@@ -31,6 +31,22 @@ void add_rows(GgufWriter& w, const GgufTensorInfo& t, int64_t r0, int64_t r1) {
                  [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src, n); });
 }
 
+// Rows [r0, r1) of a projection (model/llama_model.h), stored under its own
+// name whether the model keeps it alone or fused; its bias whole.
+void add_projection_rows(GgufWriter& w, const ProjectionRows& p, int64_t r0, int64_t r1) {
+    GgufTensorInfo t = *p.tensor;
+    t.name = p.name;
+    add_rows(w, t, p.first_row + r0, p.first_row + r1);
+}
+
+void add_projection_bias(GgufWriter& w, const ProjectionRows& p) {
+    if (p.bias == nullptr) return;
+    const GgufTensorInfo& b = *p.bias;
+    const uint8_t* src = b.data + quant_row_bytes(b.type, p.bias_first);
+    const std::string name = p.name.substr(0, p.name.size() - std::string(".weight").size()) + ".bias";
+    w.add_tensor(name, b.type, {p.rows}, [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src, n); });
+}
+
 // Columns [c0, c1) of every row of a 2-D tensor.
 void add_columns(GgufWriter& w, const GgufTensorInfo& t, int64_t c0, int64_t c1) {
     const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
@@ -73,16 +89,24 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
         const std::string p = fmt::format("blk.{}.", l);
         add_whole(w, tensor(file, p + "attn_norm.weight"));
         add_whole(w, tensor(file, p + "ffn_norm.weight"));
+        for (const char* extra : {"attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
+                                  "post_ffw_norm.weight"}) {
+            if (const GgufTensorInfo* t = file.find_tensor(p + extra)) add_whole(w, *t);
+        }
+        const ProjectionRows q = find_projection(file, hp, l, Projection::kQ);
+        const ProjectionRows k = find_projection(file, hp, l, Projection::kK);
+        const ProjectionRows v = find_projection(file, hp, l, Projection::kV);
+        for (const ProjectionRows* b : {&q, &k, &v}) add_projection_bias(w, *b);
         // A rank with no heads (or no channels) holds no such matrices.
         if (slice.n_kv_heads() > 0) {
-            add_rows(w, tensor(file, p + "attn_q.weight"), q0, q1);
-            add_rows(w, tensor(file, p + "attn_k.weight"), k0, k1);
-            add_rows(w, tensor(file, p + "attn_v.weight"), k0, k1);
+            add_projection_rows(w, q, q0, q1);
+            add_projection_rows(w, k, k0, k1);
+            add_projection_rows(w, v, k0, k1);
             add_columns(w, tensor(file, p + "attn_output.weight"), q0, q1);
         }
         if (slice.n_ffn() > 0) {
-            add_rows(w, tensor(file, p + "ffn_gate.weight"), slice.ffn_begin, slice.ffn_end);
-            add_rows(w, tensor(file, p + "ffn_up.weight"), slice.ffn_begin, slice.ffn_end);
+            add_projection_rows(w, find_projection(file, hp, l, Projection::kGate), slice.ffn_begin, slice.ffn_end);
+            add_projection_rows(w, find_projection(file, hp, l, Projection::kUp), slice.ffn_begin, slice.ffn_end);
             add_columns(w, tensor(file, p + "ffn_down.weight"), slice.ffn_begin, slice.ffn_end);
         }
     }
@@ -93,6 +117,7 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
         GgufTensorInfo rows = head != nullptr ? *head : tensor(file, "token_embd.weight");
         rows.name = "output.weight";
         add_rows(w, rows, slice.vocab_begin, slice.vocab_end);
+        if (const GgufTensorInfo* b = file.find_tensor("output.bias")) add_whole(w, *b);
     }
     w.write(path);
 }

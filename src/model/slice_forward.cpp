@@ -7,6 +7,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessera {
 
@@ -16,7 +17,7 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
       pool_(pool),
       cache_(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_type),
       attention_(config.n_ctx, hparams_.head_dim, slice.n_kv_heads(), pool.size()),
-      rope_(hparams_.n_rot, hparams_.rope_freq_base, weights_.rope_freqs),
+
       n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))),
       n_q_heads_(slice.n_kv_heads() * hparams_.q_per_kv()),
       q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim),
@@ -39,18 +40,116 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     norm_.resize(nb * static_cast<size_t>(hparams_.n_embd));
     h_.resize(norm_.size());
     partial_.resize(norm_.size());
+    output_.resize(norm_.size());
+    for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
+        const float base = hparams_.rope_base_of(layer), scale = hparams_.rope_scale_of(layer);
+        size_t i = 0;
+        while (i < ropes_.size() && !(rope_keys_[i].first == base && rope_keys_[i].second == scale)) ++i;
+        if (i == ropes_.size()) {
+            ropes_.emplace_back(hparams_.n_rot, base, weights_.rope_freqs, hparams_.family->rope, scale);
+            rope_keys_.emplace_back(base, scale);
+        }
+        rope_of_layer_.push_back(static_cast<int>(i));
+    }
+}
+
+RopeTable& SliceForward::rope_of(int layer) {
+    return ropes_[static_cast<size_t>(rope_of_layer_[static_cast<size_t>(layer - weights_.slice.layer_begin)])];
+}
+
+AttentionOptions SliceForward::attention_options(int layer) const {
+    AttentionOptions o;
+    o.scale = hparams_.query_scale;
+    o.soft_cap = hparams_.attn_soft_cap;
+    o.window = hparams_.is_sliding(layer) ? hparams_.sliding_window : 0;
+    return o;
+}
+
+void SliceForward::prepare_heads(const LayerWeights& w, int layer, int pos, float* q, float* k, float* v,
+                                 int kv_head_begin, int kv_head_end) {
+    const int hd = hparams_.head_dim;
+    const int q_per_kv = hparams_.q_per_kv();
+    const int64_t kv_row0 = static_cast<int64_t>(weights_.slice.kv_head_begin) * hd;  // the slice's first K/V row
+    RopeTable& rope = rope_of(layer);
+    for (int kvh = kv_head_begin; kvh < kv_head_end; ++kvh) {
+        float* qh = q + static_cast<int64_t>(kvh) * q_per_kv * hd;
+        float* kh = k + static_cast<int64_t>(kvh) * hd;
+        float* vh = v + static_cast<int64_t>(kvh) * hd;
+        const int64_t q_row = q_begin_ + static_cast<int64_t>(kvh) * q_per_kv * hd;
+        const int64_t kv_row = kv_row0 + static_cast<int64_t>(kvh) * hd;
+        if (!w.q_bias.empty()) {
+            for (int64_t i = 0; i < q_per_kv * hd; ++i) qh[i] += w.q_bias[static_cast<size_t>(q_row + i)];
+        }
+        if (!w.k_bias.empty()) {
+            for (int i = 0; i < hd; ++i) kh[i] += w.k_bias[static_cast<size_t>(kv_row + i)];
+        }
+        if (!w.v_bias.empty()) {
+            for (int i = 0; i < hd; ++i) vh[i] += w.v_bias[static_cast<size_t>(kv_row + i)];
+        }
+        if (!w.q_norm.empty()) {
+            for (int j = 0; j < q_per_kv; ++j) rms_norm(qh + j * hd, w.q_norm.data(), hd, hparams_.rms_eps, qh + j * hd);
+            rms_norm(kh, w.k_norm.data(), hd, hparams_.rms_eps, kh);
+        }
+        rope.set_position(pos);
+        rope.apply(qh, q_per_kv, hd);
+        rope.apply(kh, 1, hd);
+    }
+}
+
+void SliceForward::add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok) {
+    const int64_t n = hparams_.n_embd;
+    for (int t = 0; t < n_tok; ++t) {
+        const float* o = output + t * n;
+        float* xt = x + t * n;
+        if (post_norm.empty()) {
+            for (int64_t j = 0; j < n; ++j) xt[j] += o[j];
+        } else {
+            float* normed = norm_.data() + t * n;
+            rms_norm(o, post_norm.data(), n, hparams_.rms_eps, normed);
+            for (int64_t j = 0; j < n; ++j) xt[j] += normed[j];
+        }
+    }
+}
+
+void SliceForward::add_attention_output(int layer, const double* partial, float* x, int n_tok) {
+    const LayerWeights& w = layer_weights(layer);
+    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    if (w.post_attn_norm.empty()) {
+        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
+        return;
+    }
+    for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]);
+    add_output(w.post_attn_norm, output_.data(), x, n_tok);
+}
+
+void SliceForward::add_ffn_output(int layer, const double* partial, float* x, int n_tok) {
+    const LayerWeights& w = layer_weights(layer);
+    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    if (w.post_ffn_norm.empty()) {
+        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
+        return;
+    }
+    for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]);
+    add_output(w.post_ffn_norm, output_.data(), x, n_tok);
+}
+
+void SliceForward::add_attention_output(int layer, const float* sum, float* x, int n_tok) {
+    add_output(layer_weights(layer).post_attn_norm, sum, x, n_tok);
+}
+
+void SliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_tok) {
+    add_output(layer_weights(layer).post_ffn_norm, sum, x, n_tok);
 }
 
 void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
     check_batch(n_tok);
-    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
     for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
         norm_attention_input(layer, x, h_.data(), n_tok);
         attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
+        add_attention_output(layer, partial_.data(), x, n_tok);
         norm_ffn_input(layer, x, h_.data(), n_tok);
         ffn_partial(layer, h_.data(), n_tok, partial_.data());
-        for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial_[j]);
+        add_ffn_output(layer, partial_.data(), x, n_tok);
     }
 }
 
@@ -107,7 +206,12 @@ void SliceForward::embed(std::span<const int32_t> tokens, float* x) const {
         if (token < 0 || token >= hparams_.n_vocab) {
             throw make_error("token id {} is outside the vocabulary of {}", token, hparams_.n_vocab);
         }
-        dequantize_row(weights_.token_embd, token, x + t * hparams_.n_embd);
+        float* xt = x + t * hparams_.n_embd;
+        dequantize_row(weights_.token_embd, token, xt);
+        if (hparams_.family->scale_embeddings) {
+            const float scale = std::sqrt(static_cast<float>(hparams_.n_embd));
+            for (int64_t j = 0; j < hparams_.n_embd; ++j) xt[j] *= scale;
+        }
     }
 }
 
@@ -147,22 +251,21 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
     const int local_layer = layer - s.layer_begin;
     new_activations();
     if (n_tok == 1) {
-        attend_one(w.wo, local_layer, pos0);
+        attend_one(w, layer, pos0);
     } else {
         for (int t = 0; t < n_tok; ++t) {
-            rope_.set_position(pos0 + t);
-            rope_.apply(q_.data() + t * q_width, n_q_heads_, static_cast<int>(hd));
-            rope_.apply(k_.data() + t * kv_width, s.n_kv_heads(), static_cast<int>(hd));
+            prepare_heads(w, layer, pos0 + t, q_.data() + t * q_width, k_.data() + t * kv_width,
+                          v_.data() + t * kv_width, 0, s.n_kv_heads());
             cache_.store(local_layer, pos0 + t, k_.data() + t * kv_width, v_.data() + t * kv_width);
         }
         attention_.attend(cache_, local_layer, pos0, n_tok, q_.data(), q_width, n_q_heads_, hparams_.q_per_kv(),
-                          attn_.data(), q_width, pool_);
+                          attn_.data(), q_width, pool_, attention_options(layer));
     }
     matmul_units(w.wo, {0, n_embd, q_begin_, q_width}, activation_for(w.wo, attn_.data(), q_width, n_tok),
                  units_.wo_cols(hparams_), partial, n_embd, pool_);
 }
 
-void SliceForward::attend_one(const Matrix& wo, int local_layer, int pos) {
+void SliceForward::attend_one(const LayerWeights& w, int layer, int pos) {
     // One region, each thread taking whole KV heads: RoPE of the head's
     // queries and key, its K/V store, its attention, and the conversion of
     // its output for wo, all while the head's rows are in that thread's cache.
@@ -170,6 +273,9 @@ void SliceForward::attend_one(const Matrix& wo, int local_layer, int pos) {
     // conversion, these steps took ~24 us per layer of a 1.1B model at 2
     // threads (every row cold after ~25 MB of weights streamed); as one
     // region, 19-21 us.
+    const Matrix& wo = w.wo;
+    const int local_layer = layer - weights_.slice.layer_begin;
+    const AttentionOptions options = attention_options(layer);
     const int hd = hparams_.head_dim;
     const int q_per_kv = hparams_.q_per_kv();
     const int n_kv = weights_.slice.n_kv_heads();
@@ -180,14 +286,14 @@ void SliceForward::attend_one(const Matrix& wo, int local_layer, int pos) {
     // A head's output fills whole activation blocks, or it is converted after.
     const bool by_head = head_values % layout_of(vdt).block_size == 0;
     if (by_head) slot.act.prepare(q_width, vdt, 1);
-    rope_.set_position(pos);
+    rope_of(layer).set_position(pos);  // before the threads read it
     pool_.run([&](int thread, int n_threads) {
         for (int kvh = thread; kvh < n_kv; kvh += n_threads) {
             float* k = k_.data() + static_cast<int64_t>(kvh) * hd;
-            rope_.apply(q_.data() + kvh * head_values, q_per_kv, hd);
-            rope_.apply(k, 1, hd);
+            prepare_heads(w, layer, pos, q_.data(), k_.data(), v_.data(), kvh, kvh + 1);
             cache_.store_head(local_layer, kvh, pos, k, v_.data() + static_cast<int64_t>(kvh) * hd);
-            attention_.attend_one_head(cache_, local_layer, pos, q_.data(), kvh, q_per_kv, attn_.data(), thread);
+            attention_.attend_one_head(cache_, local_layer, pos, q_.data(), kvh, q_per_kv, attn_.data(), thread,
+                                       options);
             if (by_head) slot.act.quantize_span(attn_.data(), 0, kvh * head_values, (kvh + 1) * head_values);
         }
     });
@@ -234,7 +340,7 @@ const QuantizedActivation& SliceForward::gated_activation(const Matrix& down, in
             const int64_t i0 = c % per_row * kChunk;
             const int64_t i1 = std::min(n_ffn, i0 + kChunk);
             float* g = gate_.data() + t * n_ffn;
-            swiglu(g + i0, up_.data() + t * n_ffn + i0, i1 - i0);
+            gated(hparams_.family->activation, g + i0, up_.data() + t * n_ffn + i0, i1 - i0);
             slot.act.quantize_span(g, t, i0, i1);
         }
     });
@@ -270,6 +376,14 @@ void SliceForward::head_rows(const float* h, int n_tok, float* logits, int64_t s
     new_activations();
     const Matrix& out = weights_.output;
     matmul(out, {s.vocab_begin, s.vocab_end, 0, n_embd}, activation_for(out, h, n_embd, n_tok), logits, stride, pool_);
+    const int64_t rows = s.n_vocab_rows();
+    for (int t = 0; t < n_tok; ++t) {
+        float* row = logits + t * stride;
+        if (!weights_.output_bias.empty()) {
+            for (int64_t v = 0; v < rows; ++v) row[v] += weights_.output_bias[static_cast<size_t>(s.vocab_begin + v)];
+        }
+        if (hparams_.final_soft_cap > 0.0f) soft_cap(row, rows, hparams_.final_soft_cap);
+    }
 }
 
 }  // namespace tessera

@@ -53,6 +53,15 @@ public:
     // h[t] = rmsnorm(x[t]) with the layer's attention / FFN norm weights.
     void norm_attention_input(int layer, const float* x, float* h, int n_tok) const;
     void norm_ffn_input(int layer, const float* x, float* h, int n_tok) const;
+    // x[t] += the layer's attention / FFN output, given the sum of every
+    // rank's partial (a single node's own): the sum joins the residual as it
+    // is (add_exact), or through the family's post-norm (Gemma), which needs
+    // the whole sum and so runs where the partials are summed.
+    void add_attention_output(int layer, const double* partial, float* x, int n_tok);
+    void add_ffn_output(int layer, const double* partial, float* x, int n_tok);
+    // The same from partials summed in float (--fast tensor parallel).
+    void add_attention_output(int layer, const float* sum, float* x, int n_tok);
+    void add_ffn_output(int layer, const float* sum, float* x, int n_tok);
     // Partials are exact sums over reduction units (ops/fixed_sum.h,
     // model/reduction_units.h): the ranks' partials add up, in any order, to
     // exactly what one node holding every unit computes. add_exact joins a
@@ -68,8 +77,9 @@ public:
     void logits(const float* x, int n_tok, float* logits);
     // h[t] = rmsnorm(x[t]) with the output norm weights (needs slice.outputs).
     void norm_output_input(const float* x, float* h, int n_tok) const;
-    // logits[t * stride + v - vocab_begin] = output[v] · h[t] for this slice's
-    // vocab rows: its share of a head split across ranks.
+    // logits[t * stride + v - vocab_begin] = output[v] · h[t] (+ bias, then
+    // the final soft cap where the family has them) for this slice's vocab
+    // rows: its share of a head split across ranks.
     void head_rows(const float* h, int n_tok, float* logits, int64_t stride);
 
     // Runs every layer of the slice over the residual rows x in place, adding
@@ -89,8 +99,17 @@ private:
     void new_activations();
     // One position's RoPE, K/V store and attention of every owned head (q_, k_,
     // v_ -> attn_), its output converted for wo on the way.
-    void attend_one(const Matrix& wo, int local_layer, int pos);
-    // SwiGLU of the gate_/up_ rows into gate_, converted for w_down on the way.
+    void attend_one(const LayerWeights& w, int layer, int pos);
+    // Bias, Q/K norm and RoPE of position pos's own heads (q and k: one
+    // position's rows), before the K/V store.
+    void prepare_heads(const LayerWeights& w, int layer, int pos, float* q, float* k, float* v, int kv_head_begin,
+                       int kv_head_end);
+    // The attention options of a layer (scale, soft cap, window).
+    AttentionOptions attention_options(int layer) const;
+    RopeTable& rope_of(int layer);
+    // x[t] += output (n_tok rows), through `post_norm` where not empty.
+    void add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok);
+    // The gate of the gate_/up_ rows into gate_, converted for w_down on the way.
     const QuantizedActivation& gated_activation(const Matrix& down, int64_t n_ffn, int n_tok);
 
     ModelHParams hparams_;
@@ -98,12 +117,16 @@ private:
     ThreadPool& pool_;
     KvCache cache_;
     DenseAttention attention_;
-    RopeTable rope_;
+    // One table per distinct (base, scale) among the slice's layers (Gemma 3's
+    // local layers have their own), and each layer's.
+    std::vector<RopeTable> ropes_;
+    std::vector<int> rope_of_layer_;
+    std::vector<std::pair<float, float>> rope_keys_;  // each table's (base, scale)
     int n_batch_;
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
-    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_;
+    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, output_;
     std::vector<double> partial_;
     ReductionUnits units_;
     struct ConvertedActivation {

@@ -1,13 +1,25 @@
-// SwiGLU, the Llama FFN gate: gate[i] = silu(gate[i]) * up[i], in place.
-// swiglu runs the best SIMD target of this CPU (activation_hwy.cpp);
-// swiglu_scalar is its reference.
+// FFN gates and soft caps, elementwise and in place:
+//   swiglu: gate[i] = silu(gate[i]) * up[i]          (Llama, Qwen, Mistral, Phi-3)
+//   geglu:  gate[i] = gelu(gate[i]) * up[i]          (Gemma; GELU's tanh form, as ggml)
+//   soft_cap: x[i] = cap * tanh(x[i] / cap)          (Gemma 2's attention scores and logits)
+// Each runs the best SIMD target of this CPU (activation_hwy.cpp); the
+// *_scalar functions are their references.
 #pragma once
 
 #include <cstdint>
 
 namespace tessera {
 
+enum class FfnActivation : uint8_t { kSilu, kGelu };
+
 void swiglu(float* gate, const float* up, int64_t n);
 void swiglu_scalar(float* gate, const float* up, int64_t n);
+void geglu(float* gate, const float* up, int64_t n);
+void geglu_scalar(float* gate, const float* up, int64_t n);
+// The gate of `activation`.
+void gated(FfnActivation activation, float* gate, const float* up, int64_t n);
+
+void soft_cap(float* x, int64_t n, float cap);
+void soft_cap_scalar(float* x, int64_t n, float cap);
 
 }  // namespace tessera

@@ -1,8 +1,12 @@
-// Rotary position embedding in the GGUF "llama" layout: adjacent pairs
-// (x[2i], x[2i+1]) of the first n_rot elements of each head are rotated by
-// pos * base^(-2i / n_rot) (divided by an optional per-pair frequency factor,
-// as Llama 3.1's rope_freqs tensor gives). llama2.c checkpoints use the same
-// layout, so they convert without permuting wq/wk.
+// Rotary position embedding: pair i of the first n_rot elements of each head
+// is rotated by pos * scale * base^(-2i / n_rot) (divided by an optional
+// per-pair frequency factor, as Llama 3.1's rope_freqs tensor gives; scale is
+// linear rope scaling's 1 / factor). The pairs are laid out one of two ways:
+//   kAdjacent: (x[2i], x[2i+1]), the GGUF "llama" layout (llama.cpp's
+//     converter permutes Llama's wq/wk into it; llama2.c checkpoints use it
+//     as they are);
+//   kHalves: (x[i], x[i + n_rot/2]), the Hugging Face layout that Qwen,
+//     Gemma and Phi-3 files keep (llama.cpp's NEOX rope).
 #pragma once
 
 #include <cstdint>
@@ -10,9 +14,12 @@
 
 namespace tessera {
 
+enum class RopeLayout : uint8_t { kAdjacent, kHalves };
+
 class RopeTable {
 public:
-    RopeTable(int n_rot, float freq_base, std::vector<float> freq_factors = {});
+    RopeTable(int n_rot, float freq_base, std::vector<float> freq_factors = {},
+              RopeLayout layout = RopeLayout::kAdjacent, float freq_scale = 1.0f);
 
     // Fills the cos/sin of every pair for position `pos` (every layer of a
     // token asks for the same one: only a new position computes them).
@@ -25,6 +32,7 @@ public:
 
 private:
     int n_rot_;
+    RopeLayout layout_;
     int64_t pos_ = -1;
     std::vector<double> inv_freq_;
     std::vector<float> cos_;

@@ -145,3 +145,57 @@ TEST(KvCache, RejectsBadShapesAndPositions) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// Scale, soft cap and sliding window against the textbook formula, one
+// position at a time (the cache read in place) and as a batch (the history
+// converted), at positions inside and beyond the window.
+TEST(DenseAttention, OptionsMatchNaiveFormulaOneByOneAndBatched) {
+    const int n_kv = 2, q_per_kv = 2, hd = 16, n_ctx = 64, layer = 0, n_pos = 50;
+    const int nq = n_kv * q_per_kv, width = nq * hd;
+    KvCache cache(1, n_kv, hd, n_ctx, QuantType::F32);
+    Rng rng(29);
+    std::vector<float> ks(n_pos * n_kv * hd), vs(ks.size()), qs(n_pos * width);
+    for (auto& x : ks) x = rng.next_normal() * 3.0f;  // large scores, so the cap bites
+    for (auto& x : vs) x = rng.next_normal();
+    for (auto& x : qs) x = rng.next_normal() * 3.0f;
+    for (int p = 0; p < n_pos; ++p) cache.store(layer, p, ks.data() + p * n_kv * hd, vs.data() + p * n_kv * hd);
+    ThreadPool pool(2);
+    DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+    for (const AttentionOptions options : {AttentionOptions{0.1f, 0.0f, 0}, AttentionOptions{0.0f, 5.0f, 0},
+                                           AttentionOptions{0.0f, 0.0f, 7}, AttentionOptions{0.2f, 4.0f, 16}}) {
+        std::vector<float> batched(n_pos * width);
+        attention.attend(cache, layer, 0, n_pos, qs.data(), width, nq, q_per_kv, batched.data(), width, pool, options);
+        for (int pos : {0, 6, 7, 20, 49}) {
+            std::vector<float> one(width);
+            attention.attend(cache, layer, pos, 1, qs.data() + pos * width, width, nq, q_per_kv, one.data(), width,
+                             pool, options);
+            const int first = options.window > 0 ? std::max(0, pos - options.window + 1) : 0;
+            const double scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+            for (int h = 0; h < nq; ++h) {
+                const int kvh = h / q_per_kv;
+                std::vector<double> s(pos + 1, 0.0);
+                double max = -1e300, sum = 0.0;
+                for (int p = first; p <= pos; ++p) {
+                    double d = 0.0;
+                    for (int i = 0; i < hd; ++i) d += qs[pos * width + h * hd + i] * ks[(p * n_kv + kvh) * hd + i];
+                    d *= scale;
+                    if (options.soft_cap > 0) d = options.soft_cap * std::tanh(d / options.soft_cap);
+                    s[p] = d;
+                    max = std::max(max, d);
+                }
+                for (int p = first; p <= pos; ++p) sum += (s[p] = std::exp(s[p] - max));
+                for (int i = 0; i < hd; ++i) {
+                    double o = 0.0;
+                    for (int p = first; p <= pos; ++p) o += s[p] / sum * vs[(p * n_kv + kvh) * hd + i];
+                    ASSERT_NEAR(one[h * hd + i], o, 1e-4) << "one, pos " << pos << " window " << options.window;
+                    ASSERT_NEAR(batched[pos * width + h * hd + i], o, 1e-4)
+                        << "batched, pos " << pos << " window " << options.window;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace tessera

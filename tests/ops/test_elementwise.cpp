@@ -56,6 +56,49 @@ TEST(Elementwise, SwigluMatchesScalarOnEveryTarget) {
     });
 }
 
+TEST(Elementwise, GegluMatchesScalarOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(4);
+        for (int64_t n : lengths()) {
+            for (int offset : {0, 1, 3}) {
+                std::vector<float> gate(static_cast<size_t>(n + offset)), up(gate.size());
+                for (auto& v : gate) v = rng.next_normal() * 4.0f;
+                for (auto& v : up) v = rng.next_normal();
+                std::vector<float> want = gate;
+                geglu_scalar(want.data() + offset, up.data() + offset, n);
+                geglu(gate.data() + offset, up.data() + offset, n);
+                for (int64_t i = 0; i < n; ++i) {
+                    ASSERT_NEAR(gate[offset + i], want[offset + i], 1e-5f * (1.0f + std::fabs(want[offset + i])))
+                        << target << " n " << n << " i " << i;
+                }
+            }
+        }
+    });
+    // GELU's tanh form at known points: gelu(1) = 0.841192, gelu(-2) = -0.045402.
+    float g[2] = {1.0f, -2.0f};
+    const float u[2] = {1.0f, 1.0f};
+    geglu_scalar(g, u, 2);
+    EXPECT_NEAR(g[0], 0.841192f, 1e-5f);
+    EXPECT_NEAR(g[1], -0.045402f, 1e-5f);
+}
+
+TEST(Elementwise, SoftCapMatchesScalarOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(6);
+        for (int64_t n : lengths()) {
+            std::vector<float> x(static_cast<size_t>(n));
+            for (auto& v : x) v = rng.next_normal() * 60.0f;
+            std::vector<float> want = x;
+            soft_cap_scalar(want.data(), n, 30.0f);
+            soft_cap(x.data(), n, 30.0f);
+            for (int64_t i = 0; i < n; ++i) {
+                ASSERT_NEAR(x[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << target << " n " << n << " i " << i;
+                ASSERT_LE(std::fabs(x[i]), 30.0f);
+            }
+        }
+    });
+}
+
 TEST(Elementwise, SoftmaxMatchesScalarOnEveryTarget) {
     for_each_target([](const char* target) {
         Rng rng(5);

@@ -165,6 +165,29 @@ TEST(Ops, RopeRotatesPairsAndKeepsNorms) {
     EXPECT_EQ(x[7], 8.0f);
 }
 
+// The halves layout (NEOX) rotates (x[i], x[i + n_rot/2]), and with linear
+// scaling a position turns by pos * scale * frequency: both are the adjacent
+// layout's rotation with the elements gathered differently.
+TEST(Ops, RopeHalvesLayoutAndLinearScaling) {
+    const int head_dim = 8, n_rot = 6;
+    RopeTable adjacent(n_rot, 500.0f, {}, RopeLayout::kAdjacent);
+    RopeTable halves(n_rot, 500.0f, {}, RopeLayout::kHalves, 0.25f);
+    const std::vector<float> orig = {1, 2, 3, 4, 5, 6, 7, 8};
+    // The halves layout's pairs (0,3), (1,4), (2,5) gathered side by side.
+    std::vector<float> gathered = {1, 4, 2, 5, 3, 6, 7, 8};
+    std::vector<float> x = orig;
+    adjacent.set_position(3);  // 3 = 12 * 0.25
+    adjacent.apply(gathered.data(), 1, head_dim);
+    halves.set_position(12);
+    halves.apply(x.data(), 1, head_dim);
+    for (int i = 0; i < n_rot / 2; ++i) {
+        EXPECT_NEAR(x[i], gathered[2 * i], 1e-5) << i;
+        EXPECT_NEAR(x[i + n_rot / 2], gathered[2 * i + 1], 1e-5) << i;
+    }
+    EXPECT_EQ(x[6], 7.0f);
+    EXPECT_EQ(x[7], 8.0f);
+}
+
 TEST(Ops, SwigluMatchesDefinition) {
     std::vector<float> g = {-2.0f, 0.0f, 1.5f}, u = {3.0f, 4.0f, -1.0f};
     swiglu(g.data(), u.data(), 3);
