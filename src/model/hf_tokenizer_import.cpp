@@ -1,0 +1,186 @@
+#include "model/hf_tokenizer_import.h"
+
+#include "model/gguf_writer.h"
+#include "model/vocab.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <optional>
+
+namespace tessera {
+
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw make_error("{}: cannot open", path);
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throw make_error("{}: not valid JSON: {}", path, e.what());
+    }
+}
+
+// The pre-tokenizer regexes of the families llama.cpp supports, by the name
+// its converter writes (tokenizer_bpe.cpp holds the patterns it runs).
+struct KnownPre {
+    const char* name;
+    const char* regex;
+};
+constexpr KnownPre kKnownPres[] = {
+    {"llama-bpe",
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    {"qwen2",
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+};
+
+// The Split regexes of a pre_tokenizer (alone or in a Sequence), and whether
+// a ByteLevel step splits with GPT-2's own regex (use_regex).
+void collect_pre(const json& pre, std::vector<std::string>& regexes, bool& gpt2_regex) {
+    if (!pre.is_object()) return;
+    const std::string type = pre.value("type", "");
+    if (type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array()) {
+        for (const json& p : pre["pretokenizers"]) collect_pre(p, regexes, gpt2_regex);
+    } else if (type == "Split" && pre.contains("pattern") && pre["pattern"].is_object()) {
+        const json& pattern = pre["pattern"];
+        if (pattern.contains("Regex") && pattern["Regex"].is_string()) regexes.push_back(pattern["Regex"]);
+    } else if (type == "ByteLevel") {
+        gpt2_regex = gpt2_regex || pre.value("use_regex", true);
+    }
+}
+
+std::string pre_name(const json& tokenizer, const std::string& path) {
+    std::vector<std::string> regexes;
+    bool gpt2_regex = false;
+    if (tokenizer.contains("pre_tokenizer")) collect_pre(tokenizer["pre_tokenizer"], regexes, gpt2_regex);
+    if (regexes.empty() && gpt2_regex) return "gpt-2";
+    if (regexes.size() == 1) {
+        for (const KnownPre& k : kKnownPres) {
+            if (regexes[0] == k.regex) return k.name;
+        }
+    }
+    throw make_error("{}: its pre-tokenizer ({}) is not one Tessera knows (Llama 3's, Qwen 2's or GPT-2's regex)", path,
+                     regexes.empty() ? std::string("no Split regex") : regexes[0]);
+}
+
+// A special token's text from tokenizer_config.json: a string or {"content": ...}.
+std::optional<std::string> token_text(const json& config, const char* key) {
+    if (!config.contains(key)) return std::nullopt;
+    const json& v = config[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return std::nullopt;
+}
+
+}  // namespace
+
+void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path) {
+    const json tokenizer = read_json(tokenizer_json);
+    const json config = config_json.empty() ? json::object() : read_json(config_json);
+    if (!tokenizer.is_object() || !tokenizer.contains("model") || !tokenizer["model"].is_object()) {
+        throw make_error("{}: has no 'model' object (not a tokenizer.json)", tokenizer_json);
+    }
+    const json& model = tokenizer["model"];
+    if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object() ||
+        !model.contains("merges") || !model["merges"].is_array()) {
+        throw make_error("{}: model type '{}' is not supported (byte-level BPE with vocab and merges only)", tokenizer_json,
+                         model.value("type", "?"));
+    }
+    if (model.value("byte_fallback", false)) {
+        throw make_error("{}: a BPE with byte_fallback (SentencePiece style) is not supported", tokenizer_json);
+    }
+
+    // Every id, from the vocabulary and the added tokens.
+    std::map<int64_t, std::pair<std::string, TokenType>> by_id;
+    constexpr int64_t kMaxVocab = 1 << 22;
+    for (const auto& [text, id] : model["vocab"].items()) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocab) {
+            throw make_error("{}: vocab entry '{}' has no valid id", tokenizer_json, text);
+        }
+        by_id[id.get<int64_t>()] = {text, TokenType::Normal};
+    }
+    if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array()) {
+        for (const json& t : tokenizer["added_tokens"]) {
+            if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+                !t["content"].is_string() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= kMaxVocab) {
+                throw make_error("{}: an added token has no valid id or content", tokenizer_json);
+            }
+            by_id[t["id"].get<int64_t>()] = {t["content"].get<std::string>(),
+                                             t.value("special", false) ? TokenType::Control : TokenType::UserDefined};
+        }
+    }
+    if (by_id.empty()) throw make_error("{}: the vocabulary is empty", tokenizer_json);
+    const int64_t n_vocab = by_id.rbegin()->first + 1;
+    std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
+    std::vector<int32_t> types(static_cast<size_t>(n_vocab), static_cast<int32_t>(TokenType::Unused));
+    std::map<std::string, int32_t> id_of;
+    for (int64_t i = 0; i < n_vocab; ++i) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+    for (const auto& [id, entry] : by_id) {
+        tokens[static_cast<size_t>(id)] = entry.first;
+        types[static_cast<size_t>(id)] = static_cast<int32_t>(entry.second);
+        id_of.emplace(entry.first, static_cast<int32_t>(id));
+    }
+
+    std::vector<std::string> merges;
+    merges.reserve(model["merges"].size());
+    for (const json& m : model["merges"]) {
+        if (m.is_string()) {
+            merges.push_back(m.get<std::string>());
+        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+            merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+        } else {
+            throw make_error("{}: a merge is neither \"a b\" nor [\"a\", \"b\"]", tokenizer_json);
+        }
+    }
+
+    const std::string pre = pre_name(tokenizer, tokenizer_json);
+    GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    w.set_string("general.name", "vocab from " + tokenizer_json);
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", pre);
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+    w.set_string_array("tokenizer.ggml.merges", merges);
+    const auto special_id = [&](const char* key) -> std::optional<int32_t> {
+        const std::optional<std::string> text = token_text(config, key);
+        if (!text) return std::nullopt;
+        const auto it = id_of.find(*text);
+        if (it == id_of.end()) throw make_error("{}: {} '{}' is not in the vocabulary", config_json, key, *text);
+        return it->second;
+    };
+    const std::optional<int32_t> bos = special_id("bos_token"), eos = special_id("eos_token");
+    if (bos) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*bos));
+    if (eos) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
+    if (const std::optional<int32_t> pad = special_id("pad_token")) {
+        w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+    }
+    // Llama 3 prepends BOS (llama.cpp assumes so for its pre-tokenizer);
+    // others say so in their config, or do not.
+    const bool add_bos = config.contains("add_bos_token") && config["add_bos_token"].is_boolean()
+                             ? config["add_bos_token"].get<bool>()
+                             : (pre == "llama-bpe" && bos.has_value());
+    w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
+    if (config.contains("chat_template")) {
+        const json& t = config["chat_template"];
+        if (t.is_string()) {
+            w.set_string("tokenizer.chat_template", t.get<std::string>());
+        } else if (t.is_array()) {
+            // Several named templates: the default one.
+            for (const json& named : t) {
+                if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+                    named["template"].is_string()) {
+                    w.set_string("tokenizer.chat_template", named["template"].get<std::string>());
+                }
+            }
+        }
+    }
+    w.write(out_path);
+}
+
+}  // namespace tessera
