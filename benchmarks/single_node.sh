@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # tessera against llama.cpp's llama-bench on one machine: the same GGUF file
-# (a TinyLlama-1.1B-shaped model written by `tessera gen-model`), the same
+# (a TinyLlama-1.1B-shaped model written by `tessera gen-model`, of each
+# family in --archs: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3), the same
 # tests (pp512: one 512-token prompt; tg128: 128 generated tokens), the same
 # thread counts, each after one warm-up run. Min and median over the
 # repetitions, the ratio of medians (tessera / llama.cpp, above 1 = tessera
 # faster), and for generation tessera's weight bytes per token, the machine's
 # measured memory bandwidth and the fraction of it generation reaches.
 #
-#   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"]
+#   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"] [--archs "llama"]
 #                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
 #                             [--tessera BIN] [--vocab GGUF] [--raw DIR]
 #
@@ -26,6 +27,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=/tmp/llama.cpp
 types="Q4_0 Q8_0 Q4_K"
 threads="1 2"
+archs="llama"
 reps=5
 models=/tmp/bench-models
 n_prompt=512
@@ -34,7 +36,7 @@ tessera=$repo/build/tessera
 vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
 raw=""
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --llama-cpp) need_value "$@"; llama_dir=$2; shift 2 ;;
     --types) need_value "$@"; types=$2; shift 2 ;;
+    --archs) need_value "$@"; archs=$2; shift 2 ;;
     --threads) need_value "$@"; threads=$2; shift 2 ;;
     --reps) need_value "$@"; reps=$2; shift 2 ;;
     --models) need_value "$@"; models=$2; shift 2 ;;
@@ -159,35 +162,43 @@ echo "pp$n_prompt and tg$n_gen, $reps repetitions after a warm-up; CPU: $(grep -
 
 manifest=$out/manifest.txt
 : > "$manifest"
+for arch in $archs; do
 for q in $types; do
+  # The same shape for every family (Qwen 3's preset widens its heads); Phi-3
+  # needs a vocabulary with its special tokens for llama.cpp to load it.
   model=$models/tinyllama-shape-$q.gguf
+  [ "$arch" = llama ] || model=$models/$arch-1b-shape-$q.gguf
+  arch_vocab=$vocab
+  [ "$arch" = phi3 ] && arch_vocab=$llama_dir/models/ggml-vocab-phi-3.gguf
   if [ ! -f "$model" ]; then
-    [ -f "$vocab" ] || die "vocabulary $vocab not found (needed to generate $model); pass --vocab GGUF"
+    [ -f "$arch_vocab" ] || die "vocabulary $arch_vocab not found (needed to generate $model); pass --vocab GGUF"
     echo "generating $model"
-    "$tessera" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
-      --vocab-from "$vocab" --type "$q" -q -o "$model.part" || die "gen-model failed for $q"
+    "$tessera" gen-model --arch "$arch" --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
+      --vocab-from "$arch_vocab" --type "$q" -q -o "$model.part" || die "gen-model failed for $arch $q"
     mv "$model.part" "$model"
   fi
   for t in $threads; do
     # This shared machine's speed drifts by tens of percent over minutes, so
     # the two tools take turns, one repetition each (each run warms up
     # first), and the ratio is of medians over the same stretch of time.
-    tessera_json=$out/tessera-$q-t$t.json
+    tag=$arch-$q-t$t
+    tessera_json=$out/tessera-$tag.json
     llama_json=""
-    [ -n "$llama_bench" ] && llama_json=$out/llama-$q-t$t.json
+    [ -n "$llama_bench" ] && llama_json=$out/llama-$tag.json
     for ((r = 1; r <= reps; r++)); do
-      echo "running $q, $t thread(s), repetition $r: tessera${llama_bench:+, llama.cpp}" >&2
-      run_logged "tessera-$q-t$t.$r" "$tessera" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 --json \
+      echo "running $arch $q, $t thread(s), repetition $r: tessera${llama_bench:+, llama.cpp}" >&2
+      run_logged "tessera-$tag.$r" "$tessera" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 --json \
         || tessera_json=FAILED
       if [ -n "$llama_bench" ]; then
-        run_logged "llama-$q-t$t.$r" "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 -o json \
+        run_logged "llama-$tag.$r" "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$t" -r 1 -o json \
           || llama_json=FAILED
       fi
     done
-    [ "$tessera_json" = FAILED ] || merge_tessera "$out/tessera-$q-t$t" "$reps" > "$tessera_json"
-    [ -z "$llama_json" ] || [ "$llama_json" = FAILED ] || merge_llama "$out/llama-$q-t$t" "$reps" > "$llama_json"
-    printf '%s\t%s\t%s\t%s\n' "$q" "$t" "$tessera_json" "$llama_json" >> "$manifest"
+    [ "$tessera_json" = FAILED ] || merge_tessera "$out/tessera-$tag" "$reps" > "$tessera_json"
+    [ -z "$llama_json" ] || [ "$llama_json" = FAILED ] || merge_llama "$out/llama-$tag" "$reps" > "$llama_json"
+    printf '%s\t%s\t%s\t%s\n' "$arch $q" "$t" "$tessera_json" "$llama_json" >> "$manifest"
   done
+done
 done
 
 python3 - "$manifest" "$n_prompt" "$n_gen" <<'PY'
@@ -228,7 +239,7 @@ def ratio(a, b):
     return f"{a[1] / b[1]:.2f}" if a and b and b[1] > 0 else "-"
 
 pp, tg = f"pp{n_prompt}", f"tg{n_gen}"
-header = ["type", "thr",
+header = ["model", "thr",
           f"tessera {pp} min/med", f"llama.cpp {pp} min/med", "ratio",
           f"tessera {tg} min/med", f"llama.cpp {tg} min/med", "ratio",
           "weight MB/tok", "mem BW GB/s", "tg BW GB/s", "BW frac", "peak GB/s", "peak frac"]

@@ -19,32 +19,71 @@ namespace tessera {
 namespace {
 
 // Pre-tokenizer regexes, as published with each model family's tokenizer.
-// Only the GPT-2 one is checked against llama.cpp's test vectors here.
+// A family may split with several in turn (llama.cpp's regex lists): each
+// cuts every piece the previous ones left into its matches and the text
+// between them, and no piece ever spans two earlier pieces.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-2's without the final \s+ (the text between matches is a piece anyway).
+constexpr const char* kGpt2Words = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+// DeepSeek LLM's letters: the Latin, Greek, Cyrillic, Armenian, Georgian,
+// Cherokee ... ranges of its tokenizer.json, as llama.cpp lists them.
+constexpr const char* kDeepseekLetters =
+    "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
+    "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5"
+    "\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba"
+    "\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45"
+    "\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe"
+    "\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc"
+    "\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139"
+    "\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3"
+    "\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06"
+    "\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}"
+    "\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+";
+constexpr const char* kCjkHangul = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";
 
 struct PreTokenizer {
     std::string_view name;  // tokenizer.ggml.pre
-    const char* pattern;
+    std::vector<const char*> patterns;
     bool ignore_merges;
 };
 
-constexpr PreTokenizer kPreTokenizers[] = {
-    {"", kGpt2Pattern, false},          {"default", kGpt2Pattern, false},   {"gpt2", kGpt2Pattern, false},
-    {"gpt-2", kGpt2Pattern, false},     {"phi-2", kGpt2Pattern, false},     {"roberta-bpe", kGpt2Pattern, false},
-    {"llama3", kLlama3Pattern, true},   {"llama-v3", kLlama3Pattern, true}, {"llama-bpe", kLlama3Pattern, true},
-    {"qwen2", kQwen2Pattern, false},    {"deepseek-r1-qwen", kQwen2Pattern, false},
-};
+const std::vector<PreTokenizer>& pre_tokenizers() {
+    static const std::vector<PreTokenizer> all = {
+        {"", {kGpt2Pattern}, false},
+        {"default", {kGpt2Pattern}, false},
+        {"gpt2", {kGpt2Pattern}, false},
+        {"gpt-2", {kGpt2Pattern}, false},
+        {"phi-2", {kGpt2Pattern}, false},
+        {"roberta-bpe", {kGpt2Pattern}, false},
+        {"mpt", {kGpt2Words}, false},
+        {"olmo", {kGpt2Words}, false},
+        {"llama3", {kLlama3Pattern}, true},
+        {"llama-v3", {kLlama3Pattern}, true},
+        {"llama-bpe", {kLlama3Pattern}, true},
+        {"qwen2", {kQwen2Pattern}, false},
+        {"deepseek-r1-qwen", {kQwen2Pattern}, false},
+        {"starcoder", {"\\p{N}", kGpt2Words}, false},
+        {"refact", {"\\p{N}", kGpt2Words}, false},
+        {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2Words, "[0-9][0-9][0-9]"}, false},
+        {"deepseek-llm",
+         {"[\\r\\n]", kDeepseekLetters, "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+          "\\s+$", kCjkHangul, "\\p{N}+"},
+         false},
+        {"deepseek-coder", {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjkHangul, "\\p{N}"}, false},
+    };
+    return all;
+}
 
 const PreTokenizer& find_pre_tokenizer(const std::string& name) {
-    for (const PreTokenizer& p : kPreTokenizers) {
+    for (const PreTokenizer& p : pre_tokenizers()) {
         if (p.name == name) return p;
     }
     std::string known;
-    for (const PreTokenizer& p : kPreTokenizers) {
+    for (const PreTokenizer& p : pre_tokenizers()) {
         if (!p.name.empty()) known += (known.empty() ? "" : ", ") + std::string(p.name);
     }
     throw make_error("BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: {}", name, known);
@@ -122,23 +161,70 @@ BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
         merge_ranks_.emplace(merge_key(vocab_.merges[i].first, vocab_.merges[i].second), static_cast<int32_t>(i));
     }
 
+    for (int32_t id = 0; id < vocab_.size(); ++id) {
+        if (vocab_.types[static_cast<size_t>(id)] == TokenType::UserDefined && !vocab_.tokens[static_cast<size_t>(id)].empty()) {
+            user_defined_.push_back(id);
+        }
+    }
+    std::stable_sort(user_defined_.begin(), user_defined_.end(), [&](int32_t a, int32_t b) {
+        return vocab_.tokens[static_cast<size_t>(a)].size() > vocab_.tokens[static_cast<size_t>(b)].size();
+    });
+
     const PreTokenizer& pre = find_pre_tokenizer(vocab_.pre);
     ignore_merges_ = pre.ignore_merges;
-    int error = 0;
-    PCRE2_SIZE error_offset = 0;
-    // MATCH_INVALID_UTF: invalid UTF-8 in the text is skipped over by the
-    // matcher instead of failing the whole match; encode() keeps those bytes.
-    regex_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pre.pattern), PCRE2_ZERO_TERMINATED,
-                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &error_offset, nullptr);
-    if (regex_ == nullptr) {
-        throw make_error("pre-tokenizer regex for '{}' does not compile at offset {}: {}", vocab_.pre, error_offset,
-                         pcre2_message(error));
+    for (const char* pattern : pre.patterns) {
+        int error = 0;
+        PCRE2_SIZE error_offset = 0;
+        // MATCH_INVALID_UTF: invalid UTF-8 in the text is skipped over by the
+        // matcher instead of failing the whole match; encode() keeps those bytes.
+        pcre2_code* regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+                                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &error_offset, nullptr);
+        if (regex == nullptr) {
+            for (pcre2_code* r : regexes_) pcre2_code_free(r);
+            throw make_error("pre-tokenizer regex for '{}' does not compile at offset {}: {}", vocab_.pre, error_offset,
+                             pcre2_message(error));
+        }
+        // JIT is only a speed-up; the interpreter gives the same matches.
+        pcre2_jit_compile(regex, PCRE2_JIT_COMPLETE);
+        regexes_.push_back(regex);
     }
-    // JIT is only a speed-up; the interpreter gives the same matches.
-    pcre2_jit_compile(regex_, PCRE2_JIT_COMPLETE);
 }
 
-BpeTokenizer::~BpeTokenizer() { pcre2_code_free(regex_); }
+BpeTokenizer::~BpeTokenizer() {
+    for (pcre2_code* r : regexes_) pcre2_code_free(r);
+}
+
+void BpeTokenizer::split(std::string_view text, size_t regex, std::vector<std::string_view>& pieces) const {
+    if (regex == regexes_.size()) {
+        pieces.push_back(text);
+        return;
+    }
+    pcre2_code* re = regexes_[regex];
+    const std::unique_ptr<pcre2_match_data, MatchDataFree> match(pcre2_match_data_create_from_pattern(re, nullptr));
+    if (!match) throw make_error("out of memory creating PCRE2 match data");
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    size_t at = 0;
+    // The text between matches is a piece too (invalid UTF-8 the matcher
+    // skipped included: byte-level BPE still encodes it, so nothing is lost).
+    const auto piece = [&](size_t begin, size_t end) {
+        if (end > begin) split(text.substr(begin, end - begin), regex + 1, pieces);
+    };
+    while (at < text.size()) {
+        const int rc = pcre2_match(re, subject, text.size(), at, 0, match.get(), nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) throw make_error("pre-tokenizing {} bytes of text failed: {}", text.size(), pcre2_message(rc));
+        const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+        piece(at, span[0]);
+        if (span[1] <= span[0]) {  // an empty match (\s+$ at the end): nothing to cut here
+            piece(span[0], std::min(text.size(), span[0] + 1));
+            at = span[0] + 1;
+            continue;
+        }
+        piece(span[0], span[1]);
+        at = span[1];
+    }
+    piece(at, text.size());
+}
 
 int32_t BpeTokenizer::merge_rank(std::string_view left, std::string_view right) const {
     const auto it = merge_ranks_.find(merge_key(left, right));
@@ -151,28 +237,41 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos) c
     // Symbols are indexed by int; a byte's symbol takes up to 2 bytes.
     if (text.size() > INT_MAX / 2) throw make_error("cannot tokenize {} bytes of text at once", text.size());
 
-    const std::unique_ptr<pcre2_match_data, MatchDataFree> match(pcre2_match_data_create_from_pattern(regex_, nullptr));
-    if (!match) throw make_error("out of memory creating PCRE2 match data");
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    size_t at = 0;
-    while (at < text.size()) {
-        const int rc = pcre2_match(regex_, subject, text.size(), at, 0, match.get(), nullptr);
-        if (rc == PCRE2_ERROR_NOMATCH) {
-            encode_word(text.substr(at), ids);  // only invalid UTF-8 is left
-            break;
+    // User-defined tokens (MPT's runs of spaces, Qwen 3's <think>) are cut
+    // out of the text first, longest first, as llama.cpp and Hugging Face
+    // do; the text between them is pre-tokenized and merged.
+    struct Fragment {
+        std::string_view text;
+        int32_t token;  // -1: raw text
+    };
+    std::vector<Fragment> fragments = {{text, -1}};
+    for (const int32_t id : user_defined_) {
+        const std::string& t = vocab_.tokens[static_cast<size_t>(id)];
+        std::vector<Fragment> next;
+        for (const Fragment& f : fragments) {
+            if (f.token >= 0) {
+                next.push_back(f);
+                continue;
+            }
+            size_t at = 0;
+            for (size_t hit = f.text.find(t); hit != std::string_view::npos; hit = f.text.find(t, at)) {
+                if (hit > at) next.push_back({f.text.substr(at, hit - at), -1});
+                next.push_back({f.text.substr(hit, t.size()), id});
+                at = hit + t.size();
+            }
+            if (at < f.text.size()) next.push_back({f.text.substr(at), -1});
         }
-        if (rc < 0) throw make_error("pre-tokenizing {} bytes of text failed: {}", text.size(), pcre2_message(rc));
-        const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
-        // Bytes the matcher skipped are invalid UTF-8; byte-level BPE still
-        // encodes them, as a word of their own, so nothing is lost.
-        if (span[0] > at) encode_word(text.substr(at, span[0] - at), ids);
-        if (span[1] <= span[0]) {  // an empty match (no pattern here has one): step over a byte
-            encode_word(text.substr(span[0], 1), ids);
-            at = span[0] + 1;
+        fragments = std::move(next);
+    }
+    std::vector<std::string_view> pieces;
+    for (const Fragment& f : fragments) {
+        if (f.token >= 0) {
+            ids.push_back(f.token);
             continue;
         }
-        encode_word(text.substr(span[0], span[1] - span[0]), ids);
-        at = span[1];
+        pieces.clear();
+        split(f.text, 0, pieces);
+        for (const std::string_view piece : pieces) encode_word(piece, ids);
     }
     return ids;
 }

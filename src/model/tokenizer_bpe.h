@@ -31,18 +31,22 @@ public:
     std::string token_to_piece(int32_t id) const override;
 
 private:
+    // Appends to `pieces` the pieces of `text` that regexes[regex..] cut it into.
+    void split(std::string_view text, size_t regex, std::vector<std::string_view>& pieces) const;
     // Appends the ids of one pre-tokenized word (raw bytes).
     void encode_word(std::string_view word, std::vector<int32_t>& ids) const;
     // The rank of merging `left` and `right`, or -1 if they never merge.
     int32_t merge_rank(std::string_view left, std::string_view right) const;
 
-    pcre2_real_code_8* regex_ = nullptr;  // compiled once; matching is thread-safe with per-call match data
+    // Compiled once, applied in order; matching is thread-safe with per-call match data.
+    std::vector<pcre2_real_code_8*> regexes_;
     // Llama-3-style vocabularies take a whole word as one token when it is
     // one, before trying merges (HF's ignore_merges).
     bool ignore_merges_ = false;
     std::array<std::string, 256> byte_symbol_;  // GPT-2 bytes_to_unicode, as UTF-8
     std::vector<int16_t> symbol_byte_;          // code point -> byte, -1 where none
     std::unordered_map<std::string, int32_t> merge_ranks_;  // key: merge_key(left, right)
+    std::vector<int32_t> user_defined_;  // user-defined tokens, longest first
 };
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -238,6 +239,27 @@ TEST(Tokenizer, Llama3EqualsItsJavascriptTokenizerOnLongTexts) {
 }
 
 TEST(Tokenizer, QwenEqualsItsJavascriptTokenizerOnLongTexts) { expect_same_as_javascript("tokenizer-qwen3", "qwen3"); }
+
+// The other vocabularies of llama.cpp's models/ folder that come with test
+// vectors (tests/data/vocab, copied from there with their vectors): their
+// pre-tokenizers are sequences of regexes, and MPT's runs of spaces are
+// user-defined tokens cut out of the text first.
+class LlamaCppVocab : public testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppVocab, MatchesLlamaCppVectors) {
+    const std::string name = std::string("ggml-vocab-") + GetParam() + ".gguf";
+    const std::string path = test::source_dir() + "/tests/data/vocab/" + name;
+    expect_vectors_of(name, path, path, 46);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVocab,
+                         testing::Values("deepseek-llm", "deepseek-coder", "falcon", "mpt", "starcoder", "refact",
+                                         "phi-3"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                             std::string name = info.param;
+                             for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                             return name;
+                         });
 
 TEST(Tokenizer, LlamaSpmMatchesLlamaCppVectors) { expect_vectors("ggml-vocab-llama-spm.gguf", 46); }
 

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Tessera against llama.cpp, the second oracle: for every model family, a
+# random-weight GGUF written by `tessera gen-model --arch` (llama.cpp's tensor
+# names and keys) in F16 and Q8_0 goes through both engines' perplexity over
+# the same text; each engine's next-token distributions are saved in
+# llama.cpp's --kl-divergence-base format and compared by the other engine.
+# Prints, per family and type, PPL of each, the mean KL divergence and the
+# top-1 agreement both ways. Target: KL <= 1e-4 and top-1 >= 99.5%.
+#
+#   benchmarks/oracle.sh LLAMA_CPP_DIR [--archs "llama llama3 ..."] [--types "F16 Q8_0"] [--ctx 128] [--keep DIR]
+#
+# LLAMA_CPP_DIR: a llama.cpp checkout built outside this repository (its
+# llama-perplexity at DIR/build/bin), e.g.
+#   cmake -S DIR -B DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+#   cmake --build DIR/build -j --target llama-perplexity
+# llama.cpp runs with -fa off (its flash-attention path keeps V sums in F16).
+# Mistral is generated with Mistral's own window (4096), longer than the
+# context: llama.cpp ignores llama.attention.sliding_window, Tessera applies it.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+llama_dir=${1:-}
+[ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+shift
+archs="llama llama3 mistral qwen2 qwen3 gemma2 gemma3 phi3"
+types="F16 Q8_0"
+ctx=128
+keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --archs) archs=$2; shift 2 ;;
+    --types) types=$2; shift 2 ;;
+    --ctx) ctx=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    *) echo "oracle.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+perplexity=""
+for cand in "$llama_dir/build/bin/llama-perplexity" "$llama_dir/bin/llama-perplexity" "$llama_dir/llama-perplexity"; do
+  [ -x "$cand" ] && { perplexity=$cand; break; }
+done
+if [ -z "$perplexity" ]; then
+  echo "oracle.sh: llama.cpp's llama-perplexity not found under $llama_dir (build it there: see the top of this script)"
+  exit 1
+fi
+tessera=$repo/build/tessera
+[ -x "$tessera" ] || { echo "oracle.sh: build tessera first (scripts/setup)"; exit 1; }
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+[ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
+spm_vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+phi3_vocab=$llama_dir/models/ggml-vocab-phi-3.gguf
+# Enough text for several chunks of $ctx tokens.
+text=$work/text.txt
+cat "$repo/tests/data/little_stories.txt" "$repo/tests/data/little_stories.txt" "$repo/tests/data/tokenizer/mixed.txt" > "$text"
+echo "llama.cpp: $perplexity ($(cd "$llama_dir" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "tessera: $tessera ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "models: dim 512, 4 layers, 8 heads (4 KV), FFN 1536, random weights; text: $(wc -w < "$text") words, -c $ctx"
+
+results=$work/results.tsv
+: > "$results"
+for arch in $archs; do
+  vocab=$spm_vocab
+  [ "$arch" = phi3 ] && vocab=$phi3_vocab
+  extra=()
+  [ "$arch" = mistral ] && extra=(--sliding-window 4096)
+  for type in $types; do
+    m=$work/$arch-$type.gguf
+    "$tessera" gen-model --arch "$arch" --dim 512 --layers 4 --heads 8 --kv-heads 4 --ffn 1536 \
+      --vocab-from "$vocab" --type "$type" "${extra[@]}" -q -o "$m"
+    # llama.cpp's distributions, compared by tessera; then the reverse.
+    "$perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$(nproc)" --kl-divergence-base "$work/llama.kld" \
+      > "$work/llama-base.out" 2>&1 || { echo "llama.cpp failed on $arch $type:"; tail -5 "$work/llama-base.out"; exit 1; }
+    "$tessera" perplexity -m "$m" -f "$text" -c "$ctx" --kl-divergence-base "$work/llama.kld" --kl-divergence \
+      > "$work/tessera-vs-llama.out" 2>&1 || { echo "tessera failed on $arch $type:"; tail -5 "$work/tessera-vs-llama.out"; exit 1; }
+    "$tessera" perplexity -m "$m" -f "$text" -c "$ctx" --kl-divergence-base "$work/tessera.kld" \
+      > "$work/tessera-base.out" 2>&1 || { echo "tessera failed on $arch $type:"; tail -5 "$work/tessera-base.out"; exit 1; }
+    "$perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$(nproc)" --kl-divergence-base "$work/tessera.kld" \
+      --kl-divergence > "$work/llama-vs-tessera.out" 2>&1 \
+      || { echo "llama.cpp failed reading tessera's file on $arch $type:"; tail -5 "$work/llama-vs-tessera.out"; exit 1; }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$arch" "$type" "$work/llama-base.out" "$work/tessera-base.out" \
+      "$work/tessera-vs-llama.out" "$work/llama-vs-tessera.out" >> "$results"
+    python3 - "$arch" "$type" "$work/llama-base.out" "$work/tessera-base.out" "$work/tessera-vs-llama.out" \
+      "$work/llama-vs-tessera.out" >> "$work/rows.txt" <<'PY'
+import re, sys
+arch, typ, lbase, tbase, tvl, lvt = sys.argv[1:]
+def find(path, pattern):
+    m = re.search(pattern, open(path, errors="replace").read())
+    return float(m.group(1)) if m else float("nan")
+ppl = r"Final estimate: PPL = ([0-9.]+)"
+kld = r"Mean\s+KLD:\s+(-?[0-9.e+-]+)"
+top = r"Same top p:\s+([0-9.]+)"
+print(f"{arch}\t{typ}\t{find(lbase, ppl):.4f}\t{find(tbase, ppl):.4f}\t{find(tvl, kld):.2e}\t{find(tvl, top):.2f}\t"
+      f"{find(lvt, kld):.2e}\t{find(lvt, top):.2f}")
+PY
+    rm -f "$m"
+  done
+done
+python3 - "$work/rows.txt" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+header = ["family", "type", "PPL llama.cpp", "PPL tessera", "KL(l||t)", "top-1 %", "KL(t||l)", "top-1 %", "target"]
+out = []
+for r in rows:
+    ok = all(float(r[i]) <= 1e-4 for i in (4, 6)) and all(float(r[i]) >= 99.5 for i in (5, 7))
+    out.append(r + ["met" if ok else "NOT met"])
+w = [max(len(x[i]) for x in [header] + out) for i in range(len(header))]
+print()
+print("KL(l||t): tessera reading llama.cpp's base file; KL(t||l): llama.cpp reading tessera's (both: mean KL divergence")
+print("of the base's distribution from the other engine's, and the share of positions whose most likely token agrees)")
+print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
+print("-+-".join("-" * x for x in w))
+for r in out:
+    print(" | ".join(c.ljust(w[i]) for i, c in enumerate(r)))
+PY
