@@ -1,7 +1,8 @@
 // tessera perplexity: llama-perplexity's perplexity and KL-divergence modes.
 //   -m MODEL -f TEXT                              PPL of MODEL over TEXT
 //   -m BASE -f TEXT --kl-divergence-base FILE     the same, and saves BASE's
-//                                                 distributions to FILE
+//                                                 distributions to FILE (llama.cpp's
+//                                                 format: engine/kl_divergence.h)
 //   -m MODEL --kl-divergence --kl-divergence-base FILE
 //                                                 KL divergence of MODEL from them
 // Progress and the results go to stdout in llama.cpp's format; details to stderr.
@@ -22,6 +23,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace tessera {
 
@@ -56,6 +58,7 @@ void print_eta(const ChunkReport& c) {
                  c.seconds * c.n_chunk / 60.0);
 }
 
+// The statistics and the lines of llama-perplexity --kl-divergence.
 void print_kl_result(const KlResult& r) {
     const double ppl = r.nll.ppl();
     const double ppl_base = r.nll_base.ppl();
@@ -66,15 +69,30 @@ void print_kl_result(const KlResult& r) {
     std::printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", r.ln_ratio.mean(), r.ln_ratio.mean_error());
     const double ratio = std::exp(r.ln_ratio.mean());
     std::printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", ratio, ratio * r.ln_ratio.mean_error());
-    std::printf("Mean PPL(Q)-PPL(base)         : %10.6f\n", ppl - ppl_base);
+    std::printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", ppl - ppl_base, r.ppl_diff_error());
     std::printf("\n====== KL divergence statistics ======\n");
     std::printf("Mean    KLD: %10.6f ± %10.6f\n", r.kld.mean(), r.kld.mean_error());
     std::printf("Maximum KLD: %10.6f\n", r.max_kld());
     std::printf("99.9%%   KLD: %10.6f\n", r.kld_quantile(0.999));
     std::printf("99.0%%   KLD: %10.6f\n", r.kld_quantile(0.99));
+    std::printf("95.0%%   KLD: %10.6f\n", r.kld_quantile(0.95));
+    std::printf("90.0%%   KLD: %10.6f\n", r.kld_quantile(0.90));
     std::printf("Median  KLD: %10.6f\n", r.kld_quantile(0.5));
+    std::printf("10.0%%   KLD: %10.6f\n", r.kld_quantile(0.10));
+    std::printf(" 5.0%%   KLD: %10.6f\n", r.kld_quantile(0.05));
+    std::printf(" 1.0%%   KLD: %10.6f\n", r.kld_quantile(0.01));
+    std::printf(" 0.1%%   KLD: %10.6f\n", r.kld_quantile(0.001));
     std::printf("Minimum KLD: %10.6f\n", r.min_kld());
     std::printf("\n====== Token probability statistics ======\n");
+    std::printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100.0 * r.p_diff.mean(), 100.0 * r.p_diff.mean_error());
+    std::printf("Maximum Δp: %6.3f%%\n", 100.0 * r.p_diff_quantile(1.0));
+    const std::pair<const char*, double> p_diff_levels[] = {{"99.9%", 0.999}, {"99.0%", 0.99}, {"95.0%", 0.95},
+                                                            {"90.0%", 0.90},  {"75.0%", 0.75}, {"Median", 0.5},
+                                                            {"25.0%", 0.25},  {"10.0%", 0.10}, {" 5.0%", 0.05},
+                                                            {" 1.0%", 0.01},  {" 0.1%", 0.001}};
+    for (const auto& [label, p] : p_diff_levels) std::printf("%-8sΔp: %6.3f%%\n", label, 100.0 * r.p_diff_quantile(p));
+    std::printf("Minimum Δp: %6.3f%%\n", 100.0 * r.p_diff_quantile(0.0));
+    std::printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * r.p_diff_rms(), 100.0 * r.p_diff_rms_error());
     std::printf("Same top p: %7.3f ± %6.3f %%\n", 100.0 * r.same_top(), 100.0 * r.same_top_error());
 }
 
@@ -96,16 +114,19 @@ void perplexity_main(const PerplexityOptions& o) {
         throw make_error("{}: the tokenizer has {} tokens but the embedding has {}", model_path, vocab.size(),
                          model.hparams().n_vocab);
     }
-    const uint64_t fingerprint = vocab_fingerprint(vocab);
+    // As llama.cpp: each chunk is evaluated with BOS in place of its first
+    // token when the vocabulary adds BOS; base files hold the tokens as they are.
     const int32_t bos = vocab.add_bos ? vocab.bos_id : -1;
 
     std::unique_ptr<KlBaseFile> base;
     ChunkPlan plan;
-    std::vector<int32_t> inputs;
+    std::vector<int32_t> tokens;
     if (o.kl_divergence) {
         base = std::make_unique<KlBaseFile>(o.kl_base);
         const KlBaseHeader& h = base->header();
-        if (h.vocab_fingerprint != fingerprint || static_cast<int64_t>(h.n_vocab) != vocab.size()) {
+        // llama.cpp's format has no vocabulary fingerprint: the size is all
+        // there is to check (and the tokens, against -f when it is given).
+        if (static_cast<int64_t>(h.n_vocab) != vocab.size()) {
             throw make_error("{}: written by a model with another vocabulary ({} tokens) than {} ({} tokens)",
                              o.kl_base, h.n_vocab, model_path, vocab.size());
         }
@@ -117,31 +138,27 @@ void perplexity_main(const PerplexityOptions& o) {
         if (o.n_chunks >= 0) plan.n_chunk = std::min(plan.n_chunk, o.n_chunks);
         if (!o.text_file.empty()) {
             // The file carries its own tokens; a text given as well must be the
-            // one it was made from (the file may hold only its first chunks: --chunks).
-            const std::vector<int32_t> tokens = tokenizer->encode(read_text(o.text_file), true);
-            PerplexityParams params;
-            params.n_ctx = plan.n_ctx;
-            const ChunkPlan text_plan = plan_chunks(tokens.size(), params);
-            const std::vector<int32_t> text_inputs = chunk_inputs(tokens, text_plan, bos);
-            const std::span<const int32_t> file_inputs = base->inputs();
-            const size_t n = std::min(text_inputs.size(), file_inputs.size());
-            const auto diff = std::mismatch(file_inputs.begin(), file_inputs.begin() + static_cast<std::ptrdiff_t>(n),
-                                            text_inputs.begin());
-            if (text_inputs.size() < file_inputs.size() || diff.first != file_inputs.begin() + static_cast<std::ptrdiff_t>(n)) {
-                throw make_error("{}: was made from another text or tokenization than {} ({} vs {} tokens in chunks, "
-                                 "first difference at token {})",
-                                 o.kl_base, o.text_file, file_inputs.size(), text_inputs.size(),
-                                 diff.first - file_inputs.begin());
+            // one it was made from (the file holds its first n_chunk * n_ctx
+            // tokens: whole chunks, or fewer with --chunks).
+            const std::vector<int32_t> text_tokens = tokenizer->encode(read_text(o.text_file), true);
+            const std::span<const int32_t> file_tokens = base->tokens();
+            const size_t n = std::min(text_tokens.size(), file_tokens.size());
+            const auto diff = std::mismatch(file_tokens.begin(), file_tokens.begin() + static_cast<std::ptrdiff_t>(n),
+                                            text_tokens.begin());
+            if (text_tokens.size() < file_tokens.size() || diff.first != file_tokens.begin() + static_cast<std::ptrdiff_t>(n)) {
+                throw make_error("{}: was made from another text or tokenization than {} ({} tokens in its chunks, "
+                                 "{} in the text, first difference at token {})",
+                                 o.kl_base, o.text_file, file_tokens.size(), text_tokens.size(),
+                                 diff.first - file_tokens.begin());
             }
         }
     } else {
         std::fprintf(stderr, "perplexity: tokenizing the input ..\n");
-        const std::vector<int32_t> tokens = tokenizer->encode(read_text(o.text_file), true);
+        tokens = tokenizer->encode(read_text(o.text_file), true);
         PerplexityParams params;
         params.n_ctx = o.n_ctx > 0 ? o.n_ctx : kDefaultContext;
         params.n_chunks = o.n_chunks;
         plan = plan_chunks(tokens.size(), params);
-        inputs = chunk_inputs(tokens, plan, bos);
         std::fprintf(stderr, "perplexity: %zu tokens\n", tokens.size());
     }
 
@@ -159,11 +176,13 @@ void perplexity_main(const PerplexityOptions& o) {
                  plan.n_scored(), n_threads);
 
     if (o.kl_divergence) {
-        std::printf("chunk             PPL          ln(PPL(Q)/PPL(base))          KL Divergence              Same top p\n");
-        const KlResult r = compute_kl_divergence(decoder, *base, plan.n_chunk, [](const KlChunkReport& c) {
+        std::printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
+                    "Δp RMS            Same top p\n");
+        const KlResult r = compute_kl_divergence(decoder, *base, bos, plan.n_chunk, [](const KlChunkReport& c) {
             print_eta({c.index, c.n_chunk, c.ppl, c.seconds});
-            std::printf("%4d %12.4f %12.5f ± %10.5f %12.6f ± %10.6f %8.3f ± %6.3f %%\n", c.index + 1, c.ppl,
-                        c.ln_ratio, c.ln_ratio_error, c.kld, c.kld_error, 100.0 * c.same_top, 100.0 * c.same_top_error);
+            std::printf("%4d    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%    %6.3f ± %6.3f %%\n",
+                        c.index + 1, c.ppl, c.ppl_error, c.ln_ratio, c.ln_ratio_error, c.kld, c.kld_error,
+                        100.0 * c.p_diff_rms, 100.0 * c.p_diff_rms_error, 100.0 * c.same_top, 100.0 * c.same_top_error);
             std::fflush(stdout);
         });
         print_kl_result(r);
@@ -178,9 +197,9 @@ void perplexity_main(const PerplexityOptions& o) {
     PerplexityResult r;
     if (!o.kl_base.empty()) {
         std::fprintf(stderr, "perplexity: saving the distributions of the scored tokens to %s\n", o.kl_base.c_str());
-        r = write_kl_base(decoder, inputs, plan, fingerprint, o.kl_base, on_chunk);
+        r = write_kl_base(decoder, tokens, plan, bos, o.kl_base, on_chunk);
     } else {
-        r = compute_perplexity(decoder, inputs, plan, on_chunk);
+        r = compute_perplexity(decoder, chunk_inputs(tokens, plan, bos), plan, on_chunk);
     }
     std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.nll.ppl(), r.nll.ppl_error());
 }

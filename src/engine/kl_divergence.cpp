@@ -14,14 +14,18 @@ namespace tessera {
 
 namespace {
 
-constexpr char kMagic[8] = {'T', 'S', 'K', 'L', 'B', 'A', 'S', 'E'};
-constexpr uint32_t kVersion = 1;
-constexpr uint64_t kHeaderBytes = 40;
-constexpr uint64_t kRowHeaderBytes = 16;
-// Log-probabilities more than this below the top one are not stored: they
-// weigh less than e^-25 (1.4e-11) each in the KL sum.
-constexpr double kLogProbRange = 25.0;
-constexpr double kMaxCode = 65535.0;
+constexpr char kMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
+constexpr uint64_t kHeaderBytes = 20;
+constexpr uint64_t kRowHeaderBytes = 8;
+// llama.cpp keeps 16 nats below the top logit; base log-probabilities at or
+// below -16 are left out of the KL sum.
+constexpr float kLogitRange = 16.0f;
+constexpr float kLeftOut = -16.0f;
+constexpr float kMaxCode = 65535.0f;
+// Sanity bounds on a header read from disk (llama.cpp's vocabularies are a few
+// hundred thousand tokens, its contexts at most a few million).
+constexpr int32_t kMaxVocab = 1 << 24;
+constexpr int32_t kMaxContext = 1 << 24;
 
 template <typename T>
 void put(uint8_t* p, T value) {
@@ -35,94 +39,82 @@ T get(const uint8_t* p) {
     return value;
 }
 
+// llama.cpp's interpolated percentile of sorted values.
+double percentile(const std::vector<float>& sorted, double fraction) {
+    if (sorted.empty()) return 0.0;
+    if (fraction <= 0.0) return sorted.front();
+    if (fraction >= 1.0) return sorted.back();
+    const double at = fraction * static_cast<double>(sorted.size() - 1);
+    const size_t i = static_cast<size_t>(at);
+    const double t = at - static_cast<double>(i);
+    return (1.0 - t) * sorted[i] + t * sorted[std::min(i + 1, sorted.size() - 1)];
+}
+
+double quantile(std::vector<float> values, double fraction) {
+    std::sort(values.begin(), values.end());
+    return percentile(values, fraction);
+}
+
 }  // namespace
 
-uint64_t vocab_fingerprint(const Vocab& vocab) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    auto mix = [&h](uint8_t byte) {
-        h ^= byte;
-        h *= 0x100000001b3ull;
-    };
-    for (const std::string& token : vocab.tokens) {
-        for (char c : token) mix(static_cast<uint8_t>(c));
-        mix(0);
-    }
-    return h;
-}
+uint64_t kl_row_values(int64_t n_vocab) { return 2 * ((static_cast<uint64_t>(n_vocab) + 1) / 2) + 4; }
 
-uint64_t kl_row_bytes(int64_t n_vocab) {
-    return checked_add(kRowHeaderBytes, checked_mul(2, static_cast<uint64_t>(n_vocab), "KL row"), "KL row");
-}
+uint64_t kl_row_bytes(int64_t n_vocab) { return 2 * kl_row_values(n_vocab); }
 
-void encode_log_probs(const float* logits, int64_t n_vocab, int32_t target, uint8_t* row) {
-    const double lse = log_sum_exp(logits, n_vocab);
-    int32_t top = 0;
-    float min = logits[0];
+void encode_log_probs(const float* logits, int64_t n_vocab, uint8_t* row) {
+    // Float throughout, in llama.cpp's order, so equal logits give equal rows.
+    float max_logit = logits[0];
+    float min_logit = logits[0];
     for (int64_t i = 1; i < n_vocab; ++i) {
-        if (logits[i] > logits[top]) top = static_cast<int32_t>(i);
-        min = std::min(min, logits[i]);
+        max_logit = std::max(max_logit, logits[i]);
+        min_logit = std::min(min_logit, logits[i]);
     }
-    const double max_lp = logits[top] - lse;
-    const double lo = std::max(static_cast<double>(min) - lse, max_lp - kLogProbRange);
-    const double step = (max_lp - lo) / (kMaxCode - 1.0);
-    put<float>(row, static_cast<float>(lo));
-    put<float>(row + 4, static_cast<float>(step));
-    put<int32_t>(row + 8, top);
-    put<float>(row + 12, static_cast<float>(logits[target] - lse));
-    // Codes are computed against the stored (float) lo and step, so decoding
-    // gives back the nearest representable value.
-    const double lo_f = static_cast<float>(lo);
-    const double step_f = static_cast<float>(step);
+    min_logit = std::max(min_logit, max_logit - kLogitRange);
+    double sum_exp = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
+    const float log_sum_exp = static_cast<float>(std::log(sum_exp));
+    const float min_log_prob = min_logit - max_logit - log_sum_exp;
+    const float scale = (max_logit - min_logit) / kMaxCode;
+    put<float>(row, scale);
+    put<float>(row + 4, min_log_prob);
     uint8_t* codes = row + kRowHeaderBytes;
+    const float inv_scale = scale != 0.0f ? 1.0f / scale : 0.0f;
     for (int64_t i = 0; i < n_vocab; ++i) {
-        const double lp = logits[i] - lse;
         uint16_t code = 0;
-        if (lp >= lo) {
-            const double c = step_f > 0.0 ? 1.0 + std::nearbyint((lp - lo_f) / step_f) : 1.0;
-            code = static_cast<uint16_t>(std::clamp(c, 1.0, kMaxCode));
+        if (scale != 0.0f && logits[i] > min_logit) {
+            // Round half to even, as llama.cpp's nearest_int; the top logit
+            // lands on 65535 up to float rounding.
+            code = static_cast<uint16_t>(std::min(std::nearbyint(inv_scale * (logits[i] - min_logit)), kMaxCode));
         }
         put<uint16_t>(codes + 2 * i, code);
     }
+    if (n_vocab % 2 != 0) put<uint16_t>(codes + 2 * n_vocab, 0);
 }
 
 void decode_log_probs(const uint8_t* row, int64_t n_vocab, float* log_probs) {
-    const float lo = get<float>(row);
-    const float step = get<float>(row + 4);
+    const float scale = get<float>(row);
+    const float min_log_prob = get<float>(row + 4);
     const uint8_t* codes = row + kRowHeaderBytes;
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n_vocab; ++i) {
-        const uint16_t code = get<uint16_t>(codes + 2 * i);
-        log_probs[i] = code == 0 ? -std::numeric_limits<float>::infinity()
-                                 : lo + static_cast<float>(code - 1) * step;
-        max = std::max(max, static_cast<double>(log_probs[i]));
-    }
-    // Rounding leaves the kept probabilities summing to about, not exactly,
-    // one; renormalizing keeps KL(base || base) at zero up to rounding.
-    double sum = 0.0;
-    for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(log_probs[i]) - max);
-    const float shift = static_cast<float>(max + std::log(sum));
-    for (int64_t i = 0; i < n_vocab; ++i) log_probs[i] -= shift;
+    for (int64_t i = 0; i < n_vocab; ++i) log_probs[i] = scale * get<uint16_t>(codes + 2 * i) + min_log_prob;
 }
 
-KlBaseWriter::KlBaseWriter(const std::string& path, const KlBaseHeader& header, std::span<const int32_t> inputs)
-    : path_(path), header_(header), row_(kl_row_bytes(header.n_vocab)) {
+KlBaseWriter::KlBaseWriter(const std::string& path, const KlBaseHeader& header, std::span<const int32_t> tokens)
+    : path_(path), header_(header) {
     const ChunkPlan& plan = header.plan;
-    if (inputs.size() != static_cast<size_t>(plan.n_chunk) * static_cast<size_t>(plan.n_ctx)) {
-        throw make_error("internal: {} inputs for {} chunks of {}", inputs.size(), plan.n_chunk, plan.n_ctx);
+    if (plan.first != plan.n_ctx / 2) throw make_error("internal: llama.cpp's base files score from n_ctx / 2");
+    if (tokens.size() != static_cast<size_t>(plan.n_chunk) * static_cast<size_t>(plan.n_ctx)) {
+        throw make_error("internal: {} tokens for {} chunks of {}", tokens.size(), plan.n_chunk, plan.n_ctx);
     }
+    rows_.resize(static_cast<size_t>(plan.n_scored()) * kl_row_bytes(header.n_vocab));
     file_ = std::fopen(path.c_str(), "wb");
     if (file_ == nullptr) throw make_error("{}: cannot create: {}", path, std::strerror(errno));
     uint8_t head[kHeaderBytes] = {};
     std::memcpy(head, kMagic, sizeof kMagic);
-    put<uint32_t>(head + 8, kVersion);
-    put<uint32_t>(head + 12, header.n_vocab);
-    put<uint32_t>(head + 16, static_cast<uint32_t>(plan.n_ctx));
-    put<uint32_t>(head + 20, static_cast<uint32_t>(plan.first));
-    put<uint32_t>(head + 24, static_cast<uint32_t>(plan.n_chunk));
-    put<uint32_t>(head + 28, 0);
-    put<uint64_t>(head + 32, header.vocab_fingerprint);
+    put<int32_t>(head + 8, plan.n_ctx);
+    put<int32_t>(head + 12, header.n_vocab);
+    put<int32_t>(head + 16, plan.n_chunk);
     if (std::fwrite(head, 1, sizeof head, file_) != sizeof head ||
-        std::fwrite(inputs.data(), sizeof(int32_t), inputs.size(), file_) != inputs.size()) {
+        std::fwrite(tokens.data(), sizeof(int32_t), tokens.size(), file_) != tokens.size()) {
         throw make_error("{}: write failed: {}", path_, std::strerror(errno));
     }
 }
@@ -131,15 +123,16 @@ KlBaseWriter::~KlBaseWriter() {
     if (file_ != nullptr) std::fclose(file_);
 }
 
-void KlBaseWriter::write_chunk(std::span<const int32_t> chunk_inputs, const float* logits) {
+void KlBaseWriter::write_chunk(const float* logits) {
     const ChunkPlan& plan = header_.plan;
     if (chunks_written_ >= plan.n_chunk) throw make_error("internal: more chunks than the {} planned", plan.n_chunk);
+    const uint64_t row_bytes = kl_row_bytes(header_.n_vocab);
     for (int i = plan.first; i < plan.n_ctx - 1; ++i) {
         encode_log_probs(logits + static_cast<int64_t>(i) * header_.n_vocab, header_.n_vocab,
-                         chunk_inputs[static_cast<size_t>(i) + 1], row_.data());
-        if (std::fwrite(row_.data(), 1, row_.size(), file_) != row_.size()) {
-            throw make_error("{}: write failed: {}", path_, std::strerror(errno));
-        }
+                         rows_.data() + static_cast<uint64_t>(i - plan.first) * row_bytes);
+    }
+    if (std::fwrite(rows_.data(), 1, rows_.size(), file_) != rows_.size()) {
+        throw make_error("{}: write failed: {}", path_, std::strerror(errno));
     }
     ++chunks_written_;
 }
@@ -156,36 +149,47 @@ void KlBaseWriter::finish() {
 KlBaseFile::KlBaseFile(const std::string& path) : file_(path) {
     const uint8_t* p = file_.data();
     const uint64_t size = file_.size();
-    if (size < kHeaderBytes || std::memcmp(p, kMagic, sizeof kMagic) != 0) {
-        throw make_error("{}: not a KL-divergence base file (written by tessera perplexity --kl-divergence-base)", path);
+    if (size < sizeof kMagic || std::memcmp(p, kMagic, sizeof kMagic) != 0) {
+        throw make_error("{}: not a KL-divergence base file (no \"_logits_\" magic; write one with tessera perplexity "
+                         "or llama-perplexity --kl-divergence-base)",
+                         path);
     }
-    const uint32_t version = get<uint32_t>(p + 8);
-    if (version != kVersion) throw make_error("{}: KL base file version {} (this build reads {})", path, version, kVersion);
-    header_.n_vocab = get<uint32_t>(p + 12);
-    header_.plan.n_ctx = static_cast<int>(get<uint32_t>(p + 16));
-    header_.plan.first = static_cast<int>(get<uint32_t>(p + 20));
-    header_.plan.n_chunk = static_cast<int>(get<uint32_t>(p + 24));
-    header_.vocab_fingerprint = get<uint64_t>(p + 32);
+    if (size < kHeaderBytes) throw make_error("{}: {} bytes, shorter than the 20-byte header: truncated", path, size);
+    const int32_t n_ctx = get<int32_t>(p + 8);
+    header_.n_vocab = get<int32_t>(p + 12);
+    const int32_t n_chunk = get<int32_t>(p + 16);
+    if (n_ctx < 4 || n_ctx > kMaxContext || header_.n_vocab <= 0 || header_.n_vocab > kMaxVocab || n_chunk <= 0) {
+        throw make_error("{}: corrupt header (n_ctx {}, n_vocab {}, n_chunk {}; expected n_ctx in [4, {}], n_vocab in "
+                         "[1, {}], n_chunk >= 1)",
+                         path, n_ctx, header_.n_vocab, n_chunk, kMaxContext, kMaxVocab);
+    }
+    header_.plan.n_ctx = n_ctx;
+    header_.plan.first = n_ctx / 2;
+    header_.plan.n_chunk = n_chunk;
     const ChunkPlan& plan = header_.plan;
-    if (header_.n_vocab == 0 || header_.n_vocab > (1u << 24) || plan.n_ctx < 4 || plan.n_ctx > (1 << 24) ||
-        plan.first < 0 || plan.first >= plan.n_ctx - 1 || plan.n_chunk <= 0) {
-        throw make_error("{}: corrupt header (n_vocab {}, n_ctx {}, first {}, n_chunk {})", path, header_.n_vocab,
-                         plan.n_ctx, plan.first, plan.n_chunk);
+    // Both products fit in 64 bits (each factor is below 2^31, a row below
+    // 2^26 bytes); their sum with the header is compared to the size without
+    // forming a total that could overflow.
+    const uint64_t n_tokens = static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(n_ctx);
+    const uint64_t n_rows = static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(plan.n_scored());
+    const uint64_t row_bytes = kl_row_bytes(header_.n_vocab);
+    rows_offset_ = kHeaderBytes + 4 * n_tokens;
+    const uint64_t max_rows = size >= rows_offset_ ? (size - rows_offset_) / row_bytes : 0;
+    const bool fits = size >= rows_offset_ && n_rows <= max_rows;
+    if (!fits || size != rows_offset_ + n_rows * row_bytes) {
+        const std::string needs =
+            n_rows <= (std::numeric_limits<uint64_t>::max() - rows_offset_) / row_bytes
+                ? std::to_string(rows_offset_ + n_rows * row_bytes)
+                : std::string("more than 2^64");
+        throw make_error("{}: {} bytes, but its header ({} chunks of {} tokens, {} vocabulary entries) needs {}: {}",
+                         path, size, n_chunk, n_ctx, header_.n_vocab, needs,
+                         fits ? "extra bytes at the end, corrupt" : "truncated or corrupt");
     }
-    const uint64_t n_inputs = checked_mul(static_cast<uint64_t>(plan.n_chunk), static_cast<uint64_t>(plan.n_ctx), "inputs");
-    rows_offset_ = checked_add(kHeaderBytes, checked_mul(n_inputs, 4, "inputs"), "inputs");
-    const uint64_t n_rows = checked_mul(static_cast<uint64_t>(plan.n_chunk), static_cast<uint64_t>(plan.n_scored()), "rows");
-    const uint64_t expected = checked_add(rows_offset_, checked_mul(n_rows, kl_row_bytes(header_.n_vocab), "rows"), "file");
-    if (size != expected) {
-        throw make_error("{}: {} bytes, but its header ({} chunks of {} tokens, {} vocabulary entries) needs {}: "
-                         "truncated or corrupt",
-                         path, size, plan.n_chunk, plan.n_ctx, header_.n_vocab, expected);
-    }
-    inputs_.resize(n_inputs);
-    std::memcpy(inputs_.data(), p + kHeaderBytes, n_inputs * 4);
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-        if (inputs_[i] < 0 || static_cast<uint32_t>(inputs_[i]) >= header_.n_vocab) {
-            throw make_error("{}: token {} at input {} is outside the vocabulary of {}", path, inputs_[i], i,
+    tokens_.resize(n_tokens);
+    std::memcpy(tokens_.data(), p + kHeaderBytes, n_tokens * 4);
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+        if (tokens_[i] < 0 || tokens_[i] >= header_.n_vocab) {
+            throw make_error("{}: token {} at position {} is outside the vocabulary of {}", path, tokens_[i], i,
                              header_.n_vocab);
         }
     }
@@ -204,6 +208,24 @@ double KlResult::same_top_error() const {
     return std::sqrt(p * (1.0 - p) / static_cast<double>(kld.count - 1));
 }
 
+double KlResult::p_diff_rms() const { return std::sqrt(p_diff2.mean()); }
+
+double KlResult::p_diff_rms_error() const {
+    const double rms = p_diff_rms();
+    return rms > 0.0 ? 0.5 / rms * p_diff2.mean_error() : 0.0;
+}
+
+double KlResult::ppl_diff_error() const {
+    if (nll.count < 2) return 0.0;
+    const double n = static_cast<double>(nll.count);
+    // Covariance of the two mean nll, as llama.cpp's covariance().
+    const double cov = (sum_nll_product / n - nll.mean() * nll_base.mean()) / (n - 1.0);
+    const double a = nll.ppl_error();
+    const double b = nll_base.ppl_error();
+    const double var = a * a + b * b - 2.0 * nll.ppl() * nll_base.ppl() * cov;
+    return var > 0.0 ? std::sqrt(var) : 0.0;
+}
+
 double KlResult::max_kld() const {
     return kld_values.empty() ? 0.0 : *std::max_element(kld_values.begin(), kld_values.end());
 }
@@ -212,13 +234,9 @@ double KlResult::min_kld() const {
     return kld_values.empty() ? 0.0 : *std::min_element(kld_values.begin(), kld_values.end());
 }
 
-double KlResult::kld_quantile(double p) const {
-    if (kld_values.empty()) return 0.0;
-    std::vector<float> sorted = kld_values;
-    std::sort(sorted.begin(), sorted.end());
-    const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(sorted.size() - 1);
-    return sorted[static_cast<size_t>(std::llround(at))];
-}
+double KlResult::kld_quantile(double p) const { return quantile(kld_values, p); }
+
+double KlResult::p_diff_quantile(double p) const { return quantile(p_diff_values, p); }
 
 double KlResult::nll_correlation() const {
     const double n = static_cast<double>(nll.count);
@@ -229,11 +247,72 @@ double KlResult::nll_correlation() const {
     return var_a > 0.0 && var_b > 0.0 ? cov / std::sqrt(var_a * var_b) : 0.0;
 }
 
-KlResult compute_kl_divergence(Decoder& decoder, const KlBaseFile& base, int n_chunks,
+namespace {
+
+// One scored position, as llama.cpp's log_softmax(n_vocab, logits, base_log_prob, tok, kld):
+// float arithmetic in its order, so both programs print the same statistics
+// for the same logits.
+void compare_position(const float* logits, int64_t n_vocab, const uint8_t* row, int32_t target, KlResult& r,
+                      const std::string& path, int chunk, int position) {
+    float max_logit = logits[0];
+    int64_t top = 0;
+    for (int64_t i = 1; i < n_vocab; ++i) {
+        if (logits[i] > max_logit) {  // ties: the lowest id
+            max_logit = logits[i];
+            top = i;
+        }
+    }
+    double sum_exp = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
+    const float log_sum_exp = static_cast<float>(std::log(sum_exp));
+
+    const float scale = get<float>(row);
+    const float min_log_prob = get<float>(row + 4);
+    if (!std::isfinite(scale) || scale < 0.0f || !std::isfinite(min_log_prob)) {
+        throw make_error("{}: corrupt row for position {} of chunk {} (scale {}, min_log_prob {})", path, position,
+                         chunk + 1, scale, min_log_prob);
+    }
+    const uint8_t* codes = row + kRowHeaderBytes;
+    auto base_log_prob = [&](int64_t i) { return scale * get<uint16_t>(codes + 2 * i) + min_log_prob; };
+
+    const float nll = max_logit + log_sum_exp - logits[target];
+    const float nll_base = -base_log_prob(target);
+    const float log_norm = max_logit + log_sum_exp;
+    double kl = 0.0;
+    int64_t top_base = 0;
+    float top_base_log_prob = 0.0f;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        const float p_log_base = base_log_prob(i);
+        // Ties (equal codes, common after 16-bit rounding): the lowest id.
+        if (i == 0 || p_log_base > top_base_log_prob) {
+            top_base_log_prob = p_log_base;
+            top_base = i;
+        }
+        if (p_log_base > kLeftOut) kl += std::exp(p_log_base) * (p_log_base - logits[i] + log_norm);
+    }
+    // Not clamped at 0: the decoded base probabilities sum to one only up to
+    // rounding, so a model against itself gives values around 0 of either
+    // sign, as in llama.cpp.
+    r.nll.add(nll);
+    r.nll_base.add(nll_base);
+    r.ln_ratio.add(static_cast<double>(nll) - nll_base);
+    r.sum_nll_product += static_cast<double>(nll) * nll_base;
+    r.kld.add(kl);
+    r.kld_values.push_back(static_cast<float>(kl));
+    if (top == top_base) ++r.n_same_top;
+    const float p_diff = std::exp(-nll) - std::exp(-nll_base);
+    r.p_diff.add(p_diff);
+    r.p_diff2.add(static_cast<double>(p_diff) * p_diff);
+    r.p_diff_values.push_back(p_diff);
+}
+
+}  // namespace
+
+KlResult compute_kl_divergence(Decoder& decoder, const KlBaseFile& base, int32_t bos, int n_chunks,
                                const std::function<void(const KlChunkReport&)>& on_chunk) {
     const KlBaseHeader& header = base.header();
     const int64_t n_vocab = decoder.hparams().n_vocab;
-    if (n_vocab != static_cast<int64_t>(header.n_vocab)) {
+    if (n_vocab != header.n_vocab) {
         throw make_error("{}: written with a vocabulary of {} tokens, but this model has {}", base.path(),
                          header.n_vocab, n_vocab);
     }
@@ -241,61 +320,41 @@ KlResult compute_kl_divergence(Decoder& decoder, const KlBaseFile& base, int n_c
     r.plan = header.plan;
     if (n_chunks >= 0) r.plan.n_chunk = std::min(r.plan.n_chunk, n_chunks);
     if (r.plan.n_chunk == 0) throw make_error("--chunks 0 leaves nothing to evaluate");
-    const std::span<const int32_t> inputs = base.inputs();
-    std::vector<float> base_lp(static_cast<size_t>(n_vocab));
-    r.kld_values.reserve(static_cast<size_t>(r.plan.n_chunk) * r.plan.n_scored());
+    const std::span<const int32_t> tokens = base.tokens();
+    const std::vector<int32_t> inputs = chunk_inputs(tokens, r.plan, bos);
+    const size_t n_values = static_cast<size_t>(r.plan.n_chunk) * static_cast<size_t>(r.plan.n_scored());
+    r.kld_values.reserve(n_values);
+    r.p_diff_values.reserve(n_values);
     for (int c = 0; c < r.plan.n_chunk; ++c) {
         const double t0 = now_seconds();
         const float* logits = eval_chunk(decoder, inputs, r.plan, c);
         const double seconds = now_seconds() - t0;
-        const std::span<const int32_t> chunk = inputs.subspan(static_cast<size_t>(c) * r.plan.n_ctx, r.plan.n_ctx);
+        // Targets come from the stored tokens: position first + 1 and later,
+        // never the substituted BOS.
+        const std::span<const int32_t> chunk = tokens.subspan(static_cast<size_t>(c) * r.plan.n_ctx, r.plan.n_ctx);
         for (int i = r.plan.first; i < r.plan.n_ctx - 1; ++i) {
-            const float* q = logits + static_cast<int64_t>(i) * n_vocab;
-            const uint8_t* row = base.row(c, i - r.plan.first);
-            const int32_t target = chunk[static_cast<size_t>(i) + 1];
-            const double lse = log_sum_exp(q, n_vocab);
-            int32_t top = 0;
-            for (int64_t v = 1; v < n_vocab; ++v) {
-                if (q[v] > q[top]) top = static_cast<int32_t>(v);
-            }
-            decode_log_probs(row, n_vocab, base_lp.data());
-            double kl = 0.0;
-            for (int64_t v = 0; v < n_vocab; ++v) {
-                if (std::isinf(base_lp[v])) continue;
-                const double lp = base_lp[v];
-                kl += std::exp(lp) * (lp - (q[v] - lse));
-            }
-            // KL is never negative; a value just below 0 is the rounding of a 0.
-            kl = std::max(kl, 0.0);
-            const double nll = lse - q[target];
-            const double nll_base = -static_cast<double>(get<float>(row + 12));
-            r.nll.add(nll);
-            r.nll_base.add(nll_base);
-            r.ln_ratio.add(nll - nll_base);
-            r.sum_nll_product += nll * nll_base;
-            r.kld.add(kl);
-            r.kld_values.push_back(static_cast<float>(kl));
-            if (top == get<int32_t>(row + 8)) ++r.n_same_top;
+            compare_position(logits + static_cast<int64_t>(i) * n_vocab, n_vocab, base.row(c, i - r.plan.first),
+                             chunk[static_cast<size_t>(i) + 1], r, base.path(), c, i);
         }
         if (on_chunk) {
-            on_chunk({c, r.plan.n_chunk, r.nll.ppl(), r.ln_ratio.mean(), r.ln_ratio.mean_error(), r.kld.mean(),
-                      r.kld.mean_error(), r.same_top(), r.same_top_error(), seconds});
+            on_chunk({c, r.plan.n_chunk, r.nll.ppl(), r.nll.ppl_error(), r.ln_ratio.mean(), r.ln_ratio.mean_error(),
+                      r.kld.mean(), r.kld.mean_error(), r.p_diff_rms(), r.p_diff_rms_error(), r.same_top(),
+                      r.same_top_error(), seconds});
         }
     }
     return r;
 }
 
-PerplexityResult write_kl_base(Decoder& decoder, std::span<const int32_t> inputs, const ChunkPlan& plan,
-                               uint64_t vocab_fingerprint, const std::string& path,
-                               const std::function<void(const ChunkReport&)>& on_chunk) {
+PerplexityResult write_kl_base(Decoder& decoder, std::span<const int32_t> tokens, const ChunkPlan& plan, int32_t bos,
+                               const std::string& path, const std::function<void(const ChunkReport&)>& on_chunk) {
     KlBaseHeader header;
-    header.n_vocab = static_cast<uint32_t>(decoder.hparams().n_vocab);
+    header.n_vocab = decoder.hparams().n_vocab;
     header.plan = plan;
-    header.vocab_fingerprint = vocab_fingerprint;
-    KlBaseWriter writer(path, header, inputs);
+    const std::vector<int32_t> inputs = chunk_inputs(tokens, plan, bos);
+    KlBaseWriter writer(path, header, tokens.first(inputs.size()));
     PerplexityResult result = compute_perplexity(decoder, inputs, plan, on_chunk,
-                                                 [&](int, std::span<const int32_t> chunk, const float* logits) {
-                                                     writer.write_chunk(chunk, logits);
+                                                 [&](int, std::span<const int32_t>, const float* logits) {
+                                                     writer.write_chunk(logits);
                                                  });
     writer.finish();
     return result;

