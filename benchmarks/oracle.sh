@@ -14,6 +14,11 @@
 #   cmake -S DIR -B DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 #   cmake --build DIR/build -j --target llama-perplexity
 # llama.cpp runs with -fa off (its flash-attention path keeps V sums in F16).
+# The last columns are llama.cpp against itself: one position at a time
+# (-ub 1) against its batched run on the same file, the floor that any two
+# implementations' rounding differences reach once Q8_0 re-quantizes the
+# activations of random-weight models (a difference of one unit in the last
+# place can flip an int8 rounding, which grows layer by layer).
 # Mistral is generated with Mistral's own window (4096), longer than the
 # context: llama.cpp ignores llama.attention.sliding_window, Tessera applies it.
 set -euo pipefail
@@ -56,8 +61,8 @@ echo "llama.cpp: $perplexity ($(cd "$llama_dir" && git rev-parse --short HEAD 2>
 echo "tessera: $tessera ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 echo "models: dim 512, 4 layers, 8 heads (4 KV), FFN 1536, random weights; text: $(wc -w < "$text") words, -c $ctx"
 
-results=$work/results.tsv
-: > "$results"
+rows=$work/rows.txt
+: > "$rows"
 for arch in $archs; do
   vocab=$spm_vocab
   [ "$arch" = phi3 ] && vocab=$phi3_vocab
@@ -77,12 +82,12 @@ for arch in $archs; do
     "$perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$(nproc)" --kl-divergence-base "$work/tessera.kld" \
       --kl-divergence > "$work/llama-vs-tessera.out" 2>&1 \
       || { echo "llama.cpp failed reading tessera's file on $arch $type:"; tail -5 "$work/llama-vs-tessera.out"; exit 1; }
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$arch" "$type" "$work/llama-base.out" "$work/tessera-base.out" \
-      "$work/tessera-vs-llama.out" "$work/llama-vs-tessera.out" >> "$results"
+    "$perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -ub 1 -fa off -t "$(nproc)" --kl-divergence-base "$work/llama.kld" \
+      --kl-divergence > "$work/llama-self.out" 2>&1 || { echo "llama.cpp -ub 1 failed on $arch $type"; exit 1; }
     python3 - "$arch" "$type" "$work/llama-base.out" "$work/tessera-base.out" "$work/tessera-vs-llama.out" \
-      "$work/llama-vs-tessera.out" >> "$work/rows.txt" <<'PY'
+      "$work/llama-vs-tessera.out" "$work/llama-self.out" >> "$rows" <<'PY'
 import re, sys
-arch, typ, lbase, tbase, tvl, lvt = sys.argv[1:]
+arch, typ, lbase, tbase, tvl, lvt, lself = sys.argv[1:]
 def find(path, pattern):
     m = re.search(pattern, open(path, errors="replace").read())
     return float(m.group(1)) if m else float("nan")
@@ -90,23 +95,25 @@ ppl = r"Final estimate: PPL = ([0-9.]+)"
 kld = r"Mean\s+KLD:\s+(-?[0-9.e+-]+)"
 top = r"Same top p:\s+([0-9.]+)"
 print(f"{arch}\t{typ}\t{find(lbase, ppl):.4f}\t{find(tbase, ppl):.4f}\t{find(tvl, kld):.2e}\t{find(tvl, top):.2f}\t"
-      f"{find(lvt, kld):.2e}\t{find(lvt, top):.2f}")
+      f"{find(lvt, kld):.2e}\t{find(lvt, top):.2f}\t{find(lself, kld):.2e}\t{find(lself, top):.2f}")
 PY
     rm -f "$m"
   done
 done
-python3 - "$work/rows.txt" <<'PY'
+python3 - "$rows" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-header = ["family", "type", "PPL llama.cpp", "PPL tessera", "KL(l||t)", "top-1 %", "KL(t||l)", "top-1 %", "target"]
+header = ["family", "type", "PPL llama.cpp", "PPL tessera", "KL(l||t)", "top-1 %", "KL(t||l)", "top-1 %", "target",
+          "llama.cpp self KL", "top-1 %"]
 out = []
 for r in rows:
     ok = all(float(r[i]) <= 1e-4 for i in (4, 6)) and all(float(r[i]) >= 99.5 for i in (5, 7))
-    out.append(r + ["met" if ok else "NOT met"])
+    out.append(r[:8] + ["met" if ok else "NOT met"] + r[8:])
 w = [max(len(x[i]) for x in [header] + out) for i in range(len(header))]
 print()
 print("KL(l||t): tessera reading llama.cpp's base file; KL(t||l): llama.cpp reading tessera's (both: mean KL divergence")
-print("of the base's distribution from the other engine's, and the share of positions whose most likely token agrees)")
+print("of the base's distribution from the other engine's, and the share of positions whose most likely token agrees);")
+print("llama.cpp self: llama.cpp one position at a time (-ub 1) against its own batched run")
 print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
 print("-+-".join("-" * x for x in w))
 for r in out:
