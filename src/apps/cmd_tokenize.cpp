@@ -16,12 +16,13 @@ struct TokenizeOptions {
     std::string prompt;
     bool no_bos = false;
     bool pieces = false;
+    bool parse_special = false;
 };
 
 void tokenize(const TokenizeOptions& o) {
     const GgufFile file(o.model.empty() ? default_model_path() : o.model);
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(file));
-    const std::vector<int32_t> ids = tokenizer->encode(o.prompt, !o.no_bos);
+    const std::vector<int32_t> ids = tokenizer->encode(o.prompt, !o.no_bos, o.parse_special);
     if (o.pieces) {
         for (int32_t id : ids) std::printf("%6d -> '%s'\n", id, tokenizer->token_to_piece(id).c_str());
         return;
@@ -39,6 +40,8 @@ void add_tokenize_command(CLI::App& app) {
     cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize")->required();
     cmd->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
     cmd->add_flag("--pieces", o->pieces, "Print one 'id -> piece' line per token");
+    cmd->add_flag("--parse-special", o->parse_special,
+                  "Control tokens written in the text (<s>, <|im_end|>) become their ids, as in a chat prompt");
     cmd->callback([o] { tokenize(*o); });
 }
 

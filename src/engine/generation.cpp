@@ -3,6 +3,9 @@
 #include "util/error.h"
 #include "util/timer.h"
 
+#include <algorithm>
+#include <span>
+
 namespace tessera {
 
 std::vector<int32_t> tokenize_prompt(const Tokenizer& tokenizer, const std::string& prompt, int n_ctx) {
@@ -40,18 +43,25 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         if (on_text) on_text(piece);
     };
 
+    const int n_past = std::clamp(params.n_past, 0, static_cast<int>(prompt_tokens.size()) - 1);
+    result.n_evaluated_prompt = static_cast<int>(prompt_tokens.size()) - n_past;
     const double t0 = now_seconds();
-    const float* logits = decoder.eval(prompt_tokens, 0);
+    const float* logits =
+        decoder.eval(std::span<const int32_t>(prompt_tokens).subspan(static_cast<size_t>(n_past)), n_past);
     const double t1 = now_seconds();
     result.prompt_seconds = t1 - t0;
 
     int pos = static_cast<int>(prompt_tokens.size());
     result.stop_reason = "length";
     for (int i = 0; params.n_predict < 0 || i < params.n_predict; ++i) {
+        if (params.cancel != nullptr && params.cancel->load()) {
+            result.stop_reason = "cancelled";
+            break;
+        }
         const int32_t token = sampler.sample(logits, n_vocab);
         sampler.accept(token);
         result.tokens.push_back(token);
-        if (params.stop_at_eos && token == vocab.eos_id) {
+        if (params.stop_at_eos && vocab.is_eog(token)) {
             result.stop_reason = "eos";
             break;
         }

@@ -7,6 +7,7 @@
 #include "model/decoder.h"
 #include "model/tokenizer.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -17,14 +18,22 @@ namespace tessera {
 struct GenerationParams {
     int n_predict = -1;  // < 0: until end of sequence or a full context
     SamplerParams sampler;
-    bool stop_at_eos = true;
+    bool stop_at_eos = true;  // stop at any end-of-generation token (Vocab::is_eog)
+    // The first n_past prompt tokens are already in the decoder's KV cache at
+    // their positions (a conversation's earlier turns): only the rest is
+    // evaluated. (The last prompt token always is, for its logits.)
+    int n_past = 0;
+    // Set from another thread (or a signal handler) to stop after the current
+    // token; the result then says "cancelled".
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerationResult {
     std::vector<int32_t> prompt_tokens;
     std::vector<int32_t> tokens;  // generated ids (an end-of-sequence id included if one was sampled)
     std::string text;             // generated text
-    std::string stop_reason;      // "length", "eos" or "context"
+    std::string stop_reason;      // "length", "eos", "context" or "cancelled"
+    int n_evaluated_prompt = 0;   // prompt tokens this call evaluated (the rest were cached)
     double prompt_seconds = 0.0;
     double generation_seconds = 0.0;  // from the first to the last generated token
 };

@@ -4,6 +4,8 @@
 #include "model/tokenizer_spm.h"
 #include "util/error.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 namespace {
@@ -70,6 +72,58 @@ std::string take_complete(std::string& pending, bool final) {
 }
 
 }  // namespace
+
+Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+    for (int32_t id = 0; id < vocab_.size(); ++id) {
+        const TokenType type = vocab_.types[static_cast<size_t>(id)];
+        if ((type == TokenType::UserDefined || type == TokenType::Control) && !vocab_.tokens[static_cast<size_t>(id)].empty()) {
+            specials_.push_back(id);
+        }
+    }
+    std::stable_sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
+        return vocab_.tokens[static_cast<size_t>(a)].size() > vocab_.tokens[static_cast<size_t>(b)].size();
+    });
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+    std::vector<int32_t> ids;
+    if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+    struct Fragment {
+        std::string_view text;
+        int32_t token;  // -1: plain text
+    };
+    std::vector<Fragment> fragments = {{text, -1}};
+    for (const int32_t id : specials_) {
+        if (!parse_special && vocab_.types[static_cast<size_t>(id)] == TokenType::Control) continue;
+        const std::string& t = vocab_.tokens[static_cast<size_t>(id)];
+        std::vector<Fragment> next;
+        for (const Fragment& f : fragments) {
+            if (f.token >= 0) {
+                next.push_back(f);
+                continue;
+            }
+            size_t at = 0;
+            for (size_t hit = f.text.find(t); hit != std::string_view::npos; hit = f.text.find(t, at)) {
+                if (hit > at) next.push_back({f.text.substr(at, hit - at), -1});
+                next.push_back({f.text.substr(hit, t.size()), id});
+                at = hit + t.size();
+            }
+            if (at < f.text.size()) next.push_back({f.text.substr(at), -1});
+        }
+        fragments = std::move(next);
+    }
+    bool after_special = true;
+    for (const Fragment& f : fragments) {
+        if (f.token >= 0) {
+            ids.push_back(f.token);
+            after_special = true;
+        } else {
+            encode_text(f.text, after_special, ids);
+            after_special = false;
+        }
+    }
+    return ids;
+}
 
 std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab) {
     switch (vocab.kind) {

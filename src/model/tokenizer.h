@@ -18,9 +18,13 @@ public:
     virtual ~Tokenizer() = default;
 
     // Encodes `text`. With add_bos, the vocabulary's BOS id is prepended when
-    // the vocabulary asks for one (tokenizer.ggml.add_bos_token). Special
-    // tokens written in the text (e.g. "<s>") are plain text, not parsed.
-    virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+    // the vocabulary asks for one (tokenizer.ggml.add_bos_token).
+    // User-defined tokens written in the text (MPT's runs of spaces, Qwen 3's
+    // <think>) always become their token, as llama.cpp and Hugging Face do;
+    // control tokens ("<s>", "<|im_end|>") only with parse_special (a chat
+    // template's output), else they are plain text. Longer ones are cut out
+    // first; the text between them goes through the algorithm.
+    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
 
     // The raw bytes of one token as it appears in text ("▁the" -> " the",
     // "<0x0A>" -> "\n", GPT-2's byte symbols back to bytes). Control tokens
@@ -30,8 +34,15 @@ public:
     const Vocab& vocab() const { return vocab_; }
 
 protected:
-    explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+    explicit Tokenizer(Vocab vocab);
+    // Appends the ids of a run of plain text. after_special: it starts the
+    // text or follows a special token (SentencePiece then adds its dummy-prefix
+    // space, as llama.cpp does).
+    virtual void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& ids) const = 0;
     Vocab vocab_;
+
+private:
+    std::vector<int32_t> specials_;  // user-defined and control tokens, longest first
 };
 
 std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab);

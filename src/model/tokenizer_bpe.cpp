@@ -161,15 +161,6 @@ BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)) {
         merge_ranks_.emplace(merge_key(vocab_.merges[i].first, vocab_.merges[i].second), static_cast<int32_t>(i));
     }
 
-    for (int32_t id = 0; id < vocab_.size(); ++id) {
-        if (vocab_.types[static_cast<size_t>(id)] == TokenType::UserDefined && !vocab_.tokens[static_cast<size_t>(id)].empty()) {
-            user_defined_.push_back(id);
-        }
-    }
-    std::stable_sort(user_defined_.begin(), user_defined_.end(), [&](int32_t a, int32_t b) {
-        return vocab_.tokens[static_cast<size_t>(a)].size() > vocab_.tokens[static_cast<size_t>(b)].size();
-    });
-
     const PreTokenizer& pre = find_pre_tokenizer(vocab_.pre);
     ignore_merges_ = pre.ignore_merges;
     for (const char* pattern : pre.patterns) {
@@ -231,49 +222,12 @@ int32_t BpeTokenizer::merge_rank(std::string_view left, std::string_view right) 
     return it == merge_ranks_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos) const {
-    std::vector<int32_t> ids;
-    if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+void BpeTokenizer::encode_text(std::string_view text, bool, std::vector<int32_t>& ids) const {
     // Symbols are indexed by int; a byte's symbol takes up to 2 bytes.
     if (text.size() > INT_MAX / 2) throw make_error("cannot tokenize {} bytes of text at once", text.size());
-
-    // User-defined tokens (MPT's runs of spaces, Qwen 3's <think>) are cut
-    // out of the text first, longest first, as llama.cpp and Hugging Face
-    // do; the text between them is pre-tokenized and merged.
-    struct Fragment {
-        std::string_view text;
-        int32_t token;  // -1: raw text
-    };
-    std::vector<Fragment> fragments = {{text, -1}};
-    for (const int32_t id : user_defined_) {
-        const std::string& t = vocab_.tokens[static_cast<size_t>(id)];
-        std::vector<Fragment> next;
-        for (const Fragment& f : fragments) {
-            if (f.token >= 0) {
-                next.push_back(f);
-                continue;
-            }
-            size_t at = 0;
-            for (size_t hit = f.text.find(t); hit != std::string_view::npos; hit = f.text.find(t, at)) {
-                if (hit > at) next.push_back({f.text.substr(at, hit - at), -1});
-                next.push_back({f.text.substr(hit, t.size()), id});
-                at = hit + t.size();
-            }
-            if (at < f.text.size()) next.push_back({f.text.substr(at), -1});
-        }
-        fragments = std::move(next);
-    }
     std::vector<std::string_view> pieces;
-    for (const Fragment& f : fragments) {
-        if (f.token >= 0) {
-            ids.push_back(f.token);
-            continue;
-        }
-        pieces.clear();
-        split(f.text, 0, pieces);
-        for (const std::string_view piece : pieces) encode_word(piece, ids);
-    }
-    return ids;
+    split(text, 0, pieces);
+    for (const std::string_view piece : pieces) encode_word(piece, ids);
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& ids) const {

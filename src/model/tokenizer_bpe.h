@@ -27,10 +27,10 @@ public:
     BpeTokenizer(const BpeTokenizer&) = delete;
     BpeTokenizer& operator=(const BpeTokenizer&) = delete;
 
-    std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
     std::string token_to_piece(int32_t id) const override;
 
 private:
+    void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& ids) const override;
     // Appends to `pieces` the pieces of `text` that regexes[regex..] cut it into.
     void split(std::string_view text, size_t regex, std::vector<std::string_view>& pieces) const;
     // Appends the ids of one pre-tokenized word (raw bytes).
@@ -46,7 +46,6 @@ private:
     std::array<std::string, 256> byte_symbol_;  // GPT-2 bytes_to_unicode, as UTF-8
     std::vector<int16_t> symbol_byte_;          // code point -> byte, -1 where none
     std::unordered_map<std::string, int32_t> merge_ranks_;  // key: merge_key(left, right)
-    std::vector<int32_t> user_defined_;  // user-defined tokens, longest first
 };
 
 }  // namespace tessera

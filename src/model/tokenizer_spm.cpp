@@ -109,17 +109,15 @@ float SpmTokenizer::score(int32_t id) const {
     return vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(id)];
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
-    std::vector<int32_t> ids;
-    if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
+void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::vector<int32_t>& ids) const {
     // An empty text gives no tokens at all, not a lone dummy-prefix space.
-    if (text.empty()) return ids;
+    if (text.empty()) return;
     // Symbols are indexed by int; every byte may become "▁" (3 bytes).
     if (text.size() > INT_MAX / 4) throw make_error("cannot tokenize {} bytes of text at once", text.size());
 
     std::string prefixed;
     prefixed.reserve(text.size() + 1);
-    if (vocab_.add_space_prefix) prefixed += ' ';
+    if (vocab_.add_space_prefix && after_special) prefixed += ' ';
     prefixed += text;
     const std::string escaped = replace_all(prefixed, " ", kSpaceMark);
 
@@ -147,7 +145,6 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
         }
     };
     for (const std::string_view piece : merger.run()) emit(piece);
-    return ids;
 }
 
 std::string SpmTokenizer::token_to_piece(int32_t id) const {

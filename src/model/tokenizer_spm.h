@@ -17,10 +17,10 @@ class SpmTokenizer final : public Tokenizer {
 public:
     explicit SpmTokenizer(Vocab vocab);
 
-    std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
     std::string token_to_piece(int32_t id) const override;
 
 private:
+    void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& ids) const override;
     // The id a merge may produce for `text`, or -1. Control, byte and unknown
     // tokens are never produced by merging, so "<s>" or "<0x41>" written in
     // the text stays plain text, as SentencePiece itself does.

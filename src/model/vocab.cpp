@@ -3,6 +3,8 @@
 #include "model/gguf_file.h"
 #include "util/error.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 namespace {
@@ -98,6 +100,27 @@ Vocab load_vocab(const GgufFile& file) {
     vocab.add_eos = file.find_bool("tokenizer.ggml.add_eos_token").value_or(vocab.add_eos);
     vocab.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(vocab.add_space_prefix);
     if (vocab.add_bos && vocab.bos_id < 0) vocab.add_bos = false;
+
+    // End-of-generation tokens: EOS, the end-of-turn / end-of-message ids the
+    // file names, and control tokens that end a turn in the chat formats of
+    // the families we run (llama.cpp recognizes the same texts).
+    static const char* const kEndOfTurn[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                             "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+                                             "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"};  // the last: DeepSeek's
+    const auto add_eog = [&](int32_t id) {
+        if (id >= 0 && std::find(vocab.eog_ids.begin(), vocab.eog_ids.end(), id) == vocab.eog_ids.end()) {
+            vocab.eog_ids.push_back(id);
+        }
+    };
+    add_eog(vocab.eos_id);
+    add_eog(read_special_id(file, "tokenizer.ggml.eot_token_id", n_vocab, -1));
+    add_eog(read_special_id(file, "tokenizer.ggml.eom_token_id", n_vocab, -1));
+    for (const char* text : kEndOfTurn) {
+        const auto it = vocab.token_to_id.find(text);
+        if (it != vocab.token_to_id.end() && vocab.types[static_cast<size_t>(it->second)] == TokenType::Control) {
+            add_eog(it->second);
+        }
+    }
     return vocab;
 }
 

@@ -41,12 +41,21 @@ struct Vocab {
     int32_t eos_id = -1;
     int32_t unk_id = -1;
     int32_t pad_id = -1;
+    // Tokens that end a generation: EOS, EOT/EOM and the chat formats'
+    // end-of-turn control tokens (<|eot_id|>, <|im_end|>, <end_of_turn>, ...).
+    std::vector<int32_t> eog_ids;
     bool add_bos = true;
     bool add_eos = false;
     bool add_space_prefix = true;  // SentencePiece's dummy prefix
 
     int32_t size() const { return static_cast<int32_t>(tokens.size()); }
     bool is_valid(int32_t id) const { return id >= 0 && id < size(); }
+    bool is_eog(int32_t id) const {
+        for (const int32_t e : eog_ids) {
+            if (e == id) return true;
+        }
+        return false;
+    }
 };
 
 // Reads the vocabulary from a GGUF file's metadata. Throws an Error naming the

@@ -122,3 +122,42 @@ TEST(Generation, PromptLongerThanContextIsAClearError) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A conversation's next turn evaluates only its new tokens (n_past of the
+// prompt are in the KV cache from before) and gives the same tokens as
+// evaluating the whole prompt afresh; a cancel flag stops after one token.
+TEST(Generation, CachedPrefixGivesTheSameTokensAndCancelStops) {
+    REQUIRE_SHARED_MODELS();
+    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const auto tokenizer = make_tokenizer(load_vocab(model.file()));
+    ForwardConfig config;
+    config.n_ctx = 256;
+    LocalDecoder decoder(model, config, 1);
+    GenerationParams params;
+    params.n_predict = 16;
+    params.sampler.temperature = 0.0f;
+    const std::vector<int32_t> first = tokenize_prompt(*tokenizer, "Once upon a time", config.n_ctx);
+    const GenerationResult turn1 = generate(decoder, *tokenizer, first, params);
+    // Turn 2's prompt: turn 1's prompt and answer, then more text.
+    std::vector<int32_t> second = first;
+    second.insert(second.end(), turn1.tokens.begin(), turn1.tokens.end());
+    for (const int32_t id : tokenizer->encode(" The dog", false)) second.push_back(id);
+    params.n_past = static_cast<int>(first.size() + turn1.tokens.size()) - 1;  // the last answer token was never fed
+    const GenerationResult cached = generate(decoder, *tokenizer, second, params);
+    EXPECT_EQ(cached.n_evaluated_prompt, static_cast<int>(second.size()) - params.n_past);
+    LocalDecoder fresh_decoder(model, config, 1);
+    params.n_past = 0;
+    const GenerationResult fresh = generate(fresh_decoder, *tokenizer, second, params);
+    EXPECT_EQ(cached.tokens, fresh.tokens);
+    EXPECT_EQ(fresh.n_evaluated_prompt, static_cast<int>(second.size()));
+
+    std::atomic<bool> cancel{true};
+    params.cancel = &cancel;
+    const GenerationResult cancelled = generate(fresh_decoder, *tokenizer, first, params);
+    EXPECT_EQ(cancelled.stop_reason, "cancelled");
+    EXPECT_TRUE(cancelled.tokens.empty());
+}
+
+}  // namespace tessera

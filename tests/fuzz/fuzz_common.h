@@ -24,5 +24,7 @@ private:
 
 // ../shared/models beside the repository (vocabularies for the tokenizer harness).
 std::string shared_models();
+// tests/data in the repository (llama.cpp's other vocabularies).
+std::string test_data();
 
 }  // namespace tessera::fuzz

@@ -1,4 +1,6 @@
-// The tokenizers (SentencePiece and GPT-2 BPE, from real vocabularies):
+// The tokenizers (SentencePiece and GPT-2 BPE, from real vocabularies; a BPE
+// whose pre-tokenizer is a sequence of regexes, one with an empty-match
+// pattern (deepseek-llm); one with user-defined tokens cut out first (mpt)):
 // encode arbitrary bytes, then decode arbitrary ids; the first byte picks
 // the vocabulary.
 #include "fuzz_common.h"
@@ -22,8 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace tessera;
     static const std::unique_ptr<Tokenizer> spm = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
     static const std::unique_ptr<Tokenizer> bpe = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
+    static const std::unique_ptr<Tokenizer> deepseek = load(fuzz::test_data() + "/vocab/ggml-vocab-deepseek-llm.gguf");
+    static const std::unique_ptr<Tokenizer> mpt = load(fuzz::test_data() + "/vocab/ggml-vocab-mpt.gguf");
     if (size < 1) return 0;
-    const Tokenizer& t = (data[0] & 1) ? *bpe : *spm;
+    const Tokenizer* const all[] = {spm.get(), bpe.get(), deepseek.get(), mpt.get()};
+    const Tokenizer& t = *all[(data[0] & 1) | ((data[0] >> 1) & 2)];
     const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
     const std::vector<int32_t> ids = t.encode(text, (data[0] & 2) != 0);
     (void)decode(t, ids, true);

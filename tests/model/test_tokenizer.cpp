@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <tuple>
@@ -224,6 +225,48 @@ TEST(Tokenizer, ConvertedVocabularyKeepsChatTemplateAndSpecialTokens) {
         }
         EXPECT_EQ(vocab.types[static_cast<size_t>(vocab.token_to_id.at(control))], TokenType::Control) << package;
     }
+}
+
+// A chat template's output names control tokens in text: parsed as special
+// they are their ids; otherwise plain text. The end-of-turn tokens end a
+// generation.
+TEST(Tokenizer, ControlTokensParsedOnlyWhenAskedAndEndOfTurnIsEog) {
+    const std::string path = converted_vocab("tokenizer-qwen3");
+    ASSERT_FALSE(path.empty());
+    const auto tok = load_tokenizer(path);
+    const Vocab& v = tok->vocab();
+    const int32_t start = v.token_to_id.at("<|im_start|>"), end = v.token_to_id.at("<|im_end|>");
+    const std::string text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    const std::vector<int32_t> special = tok->encode(text, false, true);
+    ASSERT_GE(special.size(), 5u);
+    EXPECT_EQ(special.front(), start);
+    EXPECT_EQ(std::count(special.begin(), special.end(), start), 2);
+    EXPECT_EQ(std::count(special.begin(), special.end(), end), 1);
+    const std::vector<int32_t> plain = tok->encode(text, false, false);
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), start), 0);
+    EXPECT_GT(plain.size(), special.size());
+    EXPECT_EQ(decode(*tok, plain, true), text);
+    EXPECT_TRUE(v.is_eog(end));
+    EXPECT_TRUE(v.is_eog(v.token_to_id.at("<|endoftext|>")));
+    EXPECT_FALSE(v.is_eog(start));
+
+    const auto llama3 = load_tokenizer(converted_vocab("tokenizer-llama3"));
+    EXPECT_TRUE(llama3->vocab().is_eog(llama3->vocab().token_to_id.at("<|eot_id|>")));
+    EXPECT_TRUE(llama3->vocab().is_eog(llama3->vocab().eos_id));
+}
+
+// SentencePiece: "<s>" parsed as special is BOS, and the text after a special
+// token gets the dummy-prefix space, as llama.cpp does.
+TEST(Tokenizer, SpmSpecialTokensAndPrefixSpace) {
+    REQUIRE_SHARED_MODELS();
+    const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
+    const std::vector<int32_t> ids = tok->encode("<s>Hello", false, true);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], tok->vocab().bos_id);
+    std::vector<int32_t> want = {tok->vocab().bos_id};
+    for (const int32_t id : tok->encode("Hello", false)) want.push_back(id);
+    EXPECT_EQ(ids, want);
+    EXPECT_NE(tok->encode("<s>Hello", false, false)[0], tok->vocab().bos_id);
 }
 
 TEST(Tokenizer, QwenFromTokenizerJsonMatchesLlamaCppVectors) {
