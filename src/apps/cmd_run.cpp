@@ -1,6 +1,7 @@
 // tessera run: generate text from a prompt on this machine.
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
+#include "apps/plan_decoder.h"
 #include "engine/generation.h"
 #include "engine/supervised_decoder.h"
 #include "model/llama_model.h"
@@ -78,27 +79,16 @@ void run(const RunOptions& o) {
     config.n_batch = o.n_batch;
     // Distributed plans run supervised: a lost edge or node is recovered
     // from (supervised_decoder.h); a single process needs nothing of it.
-    std::unique_ptr<SupervisedDecoder> supervised;
-    DecoderSetup local_setup;
-    if (o.parallel.parallel()) {
-        RecoveryOptions recovery;
-        recovery.spares = parse_host_port_list(o.parallel.spares);
-        recovery.budget_ms = o.parallel.recover_ms;
-        supervised = std::make_unique<SupervisedDecoder>(model, config, n_threads, o.parallel, recovery,
-                                                         [](const std::string& line) {
-                                                             std::fprintf(stderr, "\n%s\n", line.c_str());
-                                                         });
-    } else {
-        local_setup = make_decoder(model, config, n_threads, o.parallel);
-    }
-    Decoder& decoder = supervised ? static_cast<Decoder&>(*supervised) : *local_setup.decoder;
-    if (!o.json) print_plan(supervised ? supervised->setup() : local_setup);
+    PlanDecoder plan = make_plan_decoder(model, config, n_threads, o.parallel);
+    Decoder& decoder = plan.decoder();
+    const SupervisedDecoder* supervised = plan.supervised.get();
+    if (!o.json) print_plan(plan.setup());
 
     GenerationParams params;
     params.n_predict = o.n_predict;
     params.stop_at_eos = !o.ignore_eos;
     params.sampler = o.sampler;
-    params.sampler.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+    params.sampler.seed = seed_of(o.seed);
 
     if (!o.json) {
         std::fputs(prompt.c_str(), stdout);
@@ -110,7 +100,7 @@ void run(const RunOptions& o) {
         std::fflush(stdout);
     });
 
-    const DecoderSetup& setup = supervised ? supervised->setup() : local_setup;
+    const DecoderSetup& setup = plan.setup();
     const std::vector<EdgeHealth> edges = supervised ? supervised->edge_health() : std::vector<EdgeHealth>();
     const RecoveryStats recovery = supervised ? supervised->recovery_stats() : RecoveryStats();
     const double prompt_tps = result.prompt_seconds > 0 ? result.prompt_tokens.size() / result.prompt_seconds : 0.0;
@@ -186,15 +176,7 @@ void add_run_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
-    cmd->add_option("--temp", o->sampler.temperature, "Temperature (0: greedy)")->capture_default_str();
-    cmd->add_option("--top-k", o->sampler.top_k, "Top-k sampling (0: off)")->capture_default_str();
-    cmd->add_option("--top-p", o->sampler.top_p, "Top-p (nucleus) sampling (1: off)")->capture_default_str();
-    cmd->add_option("--min-p", o->sampler.min_p, "Min-p sampling (0: off)")->capture_default_str();
-    cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repetition penalty (1: off)")
-        ->capture_default_str();
-    cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "Tokens the repetition penalty looks back over")
-        ->capture_default_str();
-    cmd->add_option("-s,--seed", o->seed, "Sampling seed (-1: random)")->capture_default_str();
+    add_sampler_flags(cmd, o->sampler, o->seed);
     cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Show the help of every subcommand");
     tessera::add_run_command(app);
+    tessera::add_chat_command(app);
     tessera::add_tokenize_command(app);
     tessera::add_gen_model_command(app);
     tessera::add_convert_command(app);

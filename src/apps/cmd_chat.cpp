@@ -1,0 +1,159 @@
+// tessera chat: an interactive conversation in the terminal, on any plan.
+// Each turn prefills only what the KV cache lacks; Ctrl-C stops the answer
+// being written (a second Ctrl-C at the prompt, or Ctrl-D, leaves).
+#include "apps/commands.h"
+#include "apps/parallel_flags.h"
+#include "apps/plan_decoder.h"
+#include "engine/chat_session.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+
+struct ChatOptions {
+    std::string model;
+    std::string system;
+    std::string chat_template;
+    int n_predict = -1;
+    int n_ctx = 0;
+    int n_batch = 512;
+    int n_threads = 0;
+    SamplerParams sampler;
+    int64_t seed = -1;
+    bool context_shift = false;
+    ParallelOptions parallel;
+};
+
+std::atomic<bool> g_stop{false};
+void on_interrupt(int) { g_stop.store(true); }
+
+// --chat-template NAME|FILE, else the model's own, else ChatML.
+std::string template_source(const ChatOptions& o, const GgufFile& file) {
+    if (!o.chat_template.empty()) {
+        if (std::optional<std::string> builtin = builtin_chat_template(o.chat_template)) return *builtin;
+        std::ifstream in(o.chat_template, std::ios::binary);
+        if (!in) {
+            std::string names;
+            for (const std::string& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+            throw make_error("--chat-template '{}' is neither a built-in template ({}) nor a readable file",
+                             o.chat_template, names);
+        }
+        std::ostringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+    if (std::optional<std::string> own = file.find_string("tokenizer.chat_template")) return *own;
+    std::fprintf(stderr, "chat: the model has no chat template; using ChatML\n");
+    return chatml_template();
+}
+
+void chat(const ChatOptions& o) {
+    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
+    const LlamaModel model(model_path);
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
+    ChatTemplate chat_template(template_source(o, model.file()));
+    ForwardConfig config;
+    config.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model.hparams().n_ctx_train, 4096);
+    config.n_batch = o.n_batch;
+    const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
+    PlanDecoder plan = make_plan_decoder(model, config, n_threads, o.parallel);
+    print_plan(plan.setup());
+    ChatSession session(plan.decoder(), *tokenizer, std::move(chat_template), o.system, o.context_shift);
+
+    GenerationParams params;
+    params.n_predict = o.n_predict;
+    params.sampler = o.sampler;
+    params.sampler.seed = seed_of(o.seed);
+    params.cancel = &g_stop;
+    std::fprintf(stderr, "chat: /clear forgets the conversation, /save FILE and /load FILE keep it, /exit leaves; "
+                         "Ctrl-C stops an answer\n");
+    std::string line;
+    for (;;) {
+        // At the prompt Ctrl-C leaves as usual; while answering it stops the answer.
+        std::signal(SIGINT, SIG_DFL);
+        std::fputs("\n> ", stdout);
+        std::fflush(stdout);
+        if (!std::getline(std::cin, line)) break;
+        if (line.empty()) continue;
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/clear") {
+            session.clear();
+            std::puts("(conversation cleared)");
+            continue;
+        }
+        if (line.rfind("/save ", 0) == 0 || line.rfind("/load ", 0) == 0) {
+            const std::string path = line.substr(6);
+            try {
+                if (line[1] == 's') {
+                    std::ofstream(path) << session.messages().dump(2) << "\n";
+                    std::printf("(saved %zu messages to %s)\n", session.messages().size(), path.c_str());
+                } else {
+                    std::ifstream in(path);
+                    if (!in) throw make_error("{}: cannot read", path);
+                    session.set_messages(nlohmann::json::parse(in));
+                    std::printf("(loaded %zu messages from %s)\n", session.messages().size(), path.c_str());
+                }
+            } catch (const std::exception& e) {
+                std::printf("(%s)\n", e.what());
+            }
+            continue;
+        }
+        g_stop.store(false);
+        std::signal(SIGINT, on_interrupt);
+        try {
+            const ChatTurn turn = session.reply(line, params, [](const std::string& piece) {
+                std::fwrite(piece.data(), 1, piece.size(), stdout);
+                std::fflush(stdout);
+            });
+            const GenerationResult& g = turn.generation;
+            const double tps = g.generation_seconds > 0 ? g.tokens.size() / g.generation_seconds : 0.0;
+            std::fprintf(stderr, "\n[%zu tokens, %.2f tok/s; prompt %d tokens, %d from the cache, %.1f ms%s%s]\n",
+                         g.tokens.size(), tps, turn.n_prompt, turn.n_reused, g.prompt_seconds * 1e3,
+                         g.stop_reason == "cancelled" ? "; stopped" : "",
+                         turn.n_dropped > 0 ? "; oldest messages dropped to fit" : "");
+        } catch (const Error& e) {
+            std::fprintf(stderr, "\nchat: %s\n", e.what());
+        }
+    }
+    std::signal(SIGINT, SIG_DFL);
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+    auto o = std::make_shared<ChatOptions>();
+    CLI::App* cmd = app.add_subcommand("chat", "Chat with a model in the terminal (its chat template; any plan)");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
+    cmd->add_option("--system", o->system, "System message");
+    cmd->add_option("--chat-template", o->chat_template,
+                    "Template: a built-in name (chatml, llama3, gemma, phi3, mistral) or a Jinja file; default: the "
+                    "model's tokenizer.chat_template, else ChatML");
+    cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per answer (-1: until the end of the turn)")
+        ->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
+        ->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
+    cmd->add_flag("--context-shift", o->context_shift,
+                  "When the conversation outgrows the context, drop its oldest messages (the system message stays)");
+    add_parallel_flags(cmd, o->parallel);
+    add_sampler_flags(cmd, o->sampler, o->seed);
+    cmd->callback([o] { chat(*o); });
+}
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+#include "apps/plan_decoder.h"
+
+#include "net/tcp.h"
+
+#include <cstdio>
+#include <random>
+
+namespace tessera {
+
+PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
+                              const ParallelOptions& options) {
+    PlanDecoder plan;
+    if (options.parallel()) {
+        RecoveryOptions recovery;
+        recovery.spares = parse_host_port_list(options.spares);
+        recovery.budget_ms = options.recover_ms;
+        plan.supervised = std::make_unique<SupervisedDecoder>(
+            model, config, n_threads, options, recovery,
+            [](const std::string& line) { std::fprintf(stderr, "\n%s\n", line.c_str()); });
+    } else {
+        plan.local = make_decoder(model, config, n_threads, options);
+    }
+    return plan;
+}
+
+void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed) {
+    cmd->add_option("--temp", sampler.temperature, "Temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--top-k", sampler.top_k, "Top-k sampling (0: off)")->capture_default_str();
+    cmd->add_option("--top-p", sampler.top_p, "Top-p (nucleus) sampling (1: off)")->capture_default_str();
+    cmd->add_option("--min-p", sampler.min_p, "Min-p sampling (0: off)")->capture_default_str();
+    cmd->add_option("--repeat-penalty", sampler.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+    cmd->add_option("--repeat-last-n", sampler.repeat_last_n, "Tokens the repetition penalty looks back over")
+        ->capture_default_str();
+    cmd->add_option("-s,--seed", seed, "Sampling seed (-1: random)")->capture_default_str();
+}
+
+uint64_t seed_of(int64_t seed) { return seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}(); }
+
+}  // namespace tessera

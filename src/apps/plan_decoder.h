@@ -1,0 +1,35 @@
+// The Decoder a generating command (run, chat) runs on: a single process, or
+// any distributed plan under a SupervisedDecoder (which recovers a lost edge
+// or node). Also the sampling flags such commands share.
+#pragma once
+
+#include "engine/decoder_setup.h"
+#include "engine/sampler.h"
+#include "engine/supervised_decoder.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace tessera {
+
+struct PlanDecoder {
+    std::unique_ptr<SupervisedDecoder> supervised;
+    DecoderSetup local;
+
+    Decoder& decoder() { return supervised ? static_cast<Decoder&>(*supervised) : *local.decoder; }
+    const DecoderSetup& setup() const { return supervised ? supervised->setup() : local; }
+};
+
+// Recovery messages go to stderr on a line of their own.
+PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
+                              const ParallelOptions& options);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s/--seed.
+void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed);
+
+// The sampler's seed: the given one, or a random one when it is negative.
+uint64_t seed_of(int64_t seed);
+
+}  // namespace tessera

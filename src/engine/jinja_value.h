@@ -1,0 +1,116 @@
+// The values a Jinja2 chat template computes with. JSON alone cannot hold
+// them: templates tell `undefined` from `none`, keep ints apart from floats
+// (Python prints 1 and 1.0 differently), mutate namespace() objects, and call
+// macros. Lists and dicts are shared by reference, as in Python, so
+// `ns.x = ...` inside a loop is seen after it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::jinja {
+
+class Value;
+
+// Positional and keyword arguments of a call, as Python passes them.
+struct CallArgs {
+    std::vector<Value> positional;
+    std::vector<std::pair<std::string, Value>> keywords;
+};
+
+using ValueList = std::vector<Value>;
+
+// Insertion-ordered string-keyed mapping (Python dicts keep insertion order,
+// and templates print them in that order). Chat messages have a handful of
+// keys, so a linear search beats hashing.
+class ValueDict {
+public:
+    const Value* find(const std::string& key) const;
+    void set(const std::string& key, Value value);
+    const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+    size_t size() const { return items_.size(); }
+
+private:
+    std::vector<std::pair<std::string, Value>> items_;
+};
+
+using Function = std::function<Value(const CallArgs&)>;
+
+class Value {
+public:
+    enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Callable };
+
+    Value() = default;  // undefined
+    static Value undefined(std::string name = {});
+    static Value none();
+    Value(bool b);
+    Value(int i) : Value(static_cast<int64_t>(i)) {}
+    Value(int64_t i);
+    Value(double f);
+    Value(std::string s);
+    Value(const char* s) : Value(std::string(s)) {}
+    static Value list(ValueList items = {});
+    static Value dict();
+    static Value dict(ValueDict d);
+    static Value name_space(ValueDict attrs);
+    static Value callable(std::string name, Function fn);
+    // JSON objects keep their key order: ordered_json keeps the source's,
+    // plain json has sorted it already.
+    static Value from_json(const nlohmann::json& j);
+    static Value from_json(const nlohmann::ordered_json& j);
+
+    Kind kind() const { return kind_; }
+    bool is_undefined() const { return kind_ == Kind::Undefined; }
+    bool is_none() const { return kind_ == Kind::None; }
+    bool is_bool() const { return kind_ == Kind::Bool; }
+    bool is_int() const { return kind_ == Kind::Int; }
+    bool is_float() const { return kind_ == Kind::Float; }
+    bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float; }
+    bool is_string() const { return kind_ == Kind::String; }
+    bool is_list() const { return kind_ == Kind::List; }
+    bool is_dict() const { return kind_ == Kind::Dict; }
+    bool is_namespace() const { return kind_ == Kind::Namespace; }
+    bool is_callable() const { return kind_ == Kind::Callable; }
+
+    bool as_bool() const { return b_; }
+    int64_t as_int() const { return i_; }
+    double as_number() const { return kind_ == Kind::Float ? f_ : static_cast<double>(kind_ == Kind::Bool ? b_ : i_); }
+    const std::string& as_string() const { return s_; }
+    // The name an undefined value was looked up by, or a callable's name.
+    const std::string& name() const { return s_; }
+    ValueList& as_list() const { return *list_; }
+    ValueDict& as_dict() const { return *dict_; }  // dicts and namespaces
+    const Function& as_function() const { return *fn_; }
+
+    bool truthy() const;
+    // Python's str(): what `{{ x }}` prints (undefined prints nothing).
+    std::string str() const;
+    // Python's repr(): how values print inside lists and dicts.
+    std::string repr() const;
+    // Python's ==, with 1 == 1.0 and deep comparison of lists and dicts.
+    bool equals(const Value& other) const;
+    // A short name for error messages ("string", "list", ...).
+    const char* type_name() const;
+
+private:
+    Kind kind_ = Kind::Undefined;
+    bool b_ = false;
+    int64_t i_ = 0;
+    double f_ = 0;
+    std::string s_;
+    std::shared_ptr<ValueList> list_;
+    std::shared_ptr<ValueDict> dict_;
+    std::shared_ptr<Function> fn_;
+};
+
+// Python's repr() of a float: shortest round-trip digits, "1.0" not "1",
+// "1e-05" for small exponents, "inf"/"nan".
+std::string format_python_float(double f);
+
+}  // namespace tessera::jinja

@@ -1,0 +1,56 @@
+// `tessera chat` end to end, its input piped in: two turns, the second
+// prefilling only what the cache lacks; the same answers on one process and
+// on --local 2; /save writes the conversation; a wrong --chat-template is a
+// clear error.
+#include "subprocess.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <regex>
+
+namespace tessera {
+
+namespace {
+
+test::ProcessResult chat(const std::string& input, const std::string& flags) {
+    return test::run_process({"/bin/sh", "-c",
+                              "printf '" + input + "' | '" + test::tessera_binary() + "' chat -n 12 --temp 0 " + flags},
+                             120);
+}
+
+}  // namespace
+
+TEST(ChatCli, TwoTurnsReuseTheCacheAndEqualAcrossPlans) {
+    const std::string saved = test::test_dir("chat_cli") + "/conversation.json";
+    const std::string input = "Once upon a time\\nWhat did the dog do?\\n/save " + saved + "\\n/exit\\n";
+    const auto single = chat(input, "");
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    // Turn 2 takes turn 1's prompt and answer from the cache.
+    const std::regex reused(R"(prompt (\d+) tokens, (\d+) from the cache)");
+    std::vector<std::pair<int, int>> turns;
+    for (auto it = std::sregex_iterator(single.err.begin(), single.err.end(), reused); it != std::sregex_iterator();
+         ++it) {
+        turns.emplace_back(std::stoi((*it)[1]), std::stoi((*it)[2]));
+    }
+    ASSERT_EQ(turns.size(), 2u) << single.err;
+    EXPECT_EQ(turns[0].second, 0);
+    EXPECT_GE(turns[1].second, turns[0].first + 10) << single.err;
+    const nlohmann::json conversation = nlohmann::json::parse(std::ifstream(saved));
+    ASSERT_EQ(conversation.size(), 4u);
+    EXPECT_EQ(conversation[2]["content"], "What did the dog do?");
+
+    const auto local2 = chat(input, "--local 2");
+    ASSERT_EQ(local2.exit_code, 0) << local2.err;
+    EXPECT_EQ(local2.out, single.out);
+}
+
+TEST(ChatCli, UnknownChatTemplateIsAClearError) {
+    const auto r = chat("hi\\n", "--chat-template no-such-template");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("neither a built-in template (chatml, "), std::string::npos) << r.err;
+}
+
+}  // namespace tessera
