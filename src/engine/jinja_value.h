@@ -34,7 +34,7 @@ public:
     const Value* find(const std::string& key) const;
     void set(const std::string& key, Value value);
     const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-    size_t size() const { return items_.size(); }
+    size_t size() const;  // defined below Value: clang needs it complete here
 
 private:
     std::vector<std::pair<std::string, Value>> items_;
@@ -108,6 +108,8 @@ private:
     std::shared_ptr<ValueDict> dict_;
     std::shared_ptr<Function> fn_;
 };
+
+inline size_t ValueDict::size() const { return items_.size(); }
 
 // Python's repr() of a float: shortest round-trip digits, "1.0" not "1",
 // "1e-05" for small exponents, "inf"/"nan".
