@@ -30,7 +30,7 @@ void ChatSession::set_messages(const nlohmann::json& messages) {
         }
     }
     messages_ = messages;
-    cached_.clear();
+    cache_.clear();
 }
 
 std::vector<int32_t> ChatSession::prompt_tokens() const {
@@ -66,21 +66,13 @@ ChatTurn ChatSession::reply(const std::string& user_text, const GenerationParams
                          "or use --context-shift",
                          tokens.size(), n_ctx);
     }
-    size_t common = 0;
-    while (common < cached_.size() && common < tokens.size() && cached_[common] == tokens[common]) ++common;
     GenerationParams p = params;
-    p.n_past = static_cast<int>(common);
     if (p.n_predict < 0 || p.n_predict > n_ctx - static_cast<int>(tokens.size())) {
         p.n_predict = n_ctx - static_cast<int>(tokens.size());
     }
-    turn.generation = generate(decoder_, tokenizer_, tokens, p, on_text);
+    turn.generation = cache_.generate(decoder_, tokenizer_, tokens, p, on_text);
     turn.n_prompt = static_cast<int>(tokens.size());
     turn.n_reused = static_cast<int>(tokens.size()) - turn.generation.n_evaluated_prompt;
-    // The cache now holds the prompt and every answer token but the last
-    // (which was sampled, never fed back).
-    cached_ = tokens;
-    const std::vector<int32_t>& answer = turn.generation.tokens;
-    if (!answer.empty()) cached_.insert(cached_.end(), answer.begin(), answer.end() - 1);
     messages_.push_back({{"role", "assistant"}, {"content", turn.generation.text}});
     return turn;
 }

@@ -8,6 +8,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/generation.h"
+#include "engine/prefix_cache.h"
 #include "model/decoder.h"
 #include "model/tokenizer.h"
 
@@ -59,7 +60,7 @@ private:
     std::string system_;
     bool context_shift_;
     nlohmann::json messages_ = nlohmann::json::array();
-    std::vector<int32_t> cached_;  // tokens at positions 0.. of the decoder's KV cache
+    PrefixCache cache_;
 };
 
 }  // namespace tessera

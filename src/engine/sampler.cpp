@@ -28,16 +28,22 @@ int32_t Sampler::argmax(const float* logits, int32_t n_vocab) {
 
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
     const float* x = logits;
-    if (params_.repeat_penalty != 1.0f && !recent_.empty()) {
+    const bool penalties =
+        params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+    if (penalties && !recent_.empty()) {
         penalized_.assign(logits, logits + n_vocab);
-        // Each distinct recent token is penalized once, as in llama.cpp.
+        // Each distinct recent token is penalized once, as in llama.cpp;
+        // the frequency penalty scales with its count.
         std::vector<int32_t> seen(recent_.begin(), recent_.end());
         std::sort(seen.begin(), seen.end());
-        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-        for (int32_t t : seen) {
+        for (size_t i = 0; i < seen.size();) {
+            const int32_t t = seen[i];
+            size_t count = 0;
+            while (i < seen.size() && seen[i] == t) ++i, ++count;
             if (t < 0 || t >= n_vocab) continue;
             float& l = penalized_[static_cast<size_t>(t)];
             l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+            l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
         }
         x = penalized_.data();
     }

@@ -18,6 +18,10 @@ struct SamplerParams {
     float top_p = 0.95f;      // >= 1: off
     float min_p = 0.05f;      // <= 0: off
     float repeat_penalty = 1.0f;  // 1: off
+    // OpenAI's penalties, as llama.cpp applies them over the same window:
+    // logit -= presence * (count > 0) + frequency * count.
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
     int repeat_last_n = 64;
     uint64_t seed = 0;
 };

@@ -103,4 +103,27 @@ TEST(Sampler, RepetitionPenaltyDemotesRecentTokens) {
     EXPECT_EQ(s.sample(logits.data(), 3), 0);
 }
 
+// Presence subtracts once per seen token, frequency once per occurrence.
+TEST(Sampler, PresenceAndFrequencyPenalties) {
+    const std::vector<float> logits = {1.0f, 1.5f, 0.9f};
+    SamplerParams p;
+    p.temperature = 0.0f;
+    p.presence_penalty = 0.4f;
+    {
+        Sampler s(p);
+        s.accept(1);
+        s.accept(1);
+        EXPECT_EQ(s.sample(logits.data(), 3), 1);  // 1.5 - 0.4 = 1.1 > 1.0
+    }
+    p.frequency_penalty = 0.2f;
+    {
+        Sampler s(p);
+        s.accept(1);
+        s.accept(1);
+        EXPECT_EQ(s.sample(logits.data(), 3), 0);  // 1.5 - 0.4 - 2 * 0.2 = 0.7 < 1.0
+        s.accept(0);
+        EXPECT_EQ(s.sample(logits.data(), 3), 2);  // 1.0 - 0.6 = 0.4, 0.7 and 0.9
+    }
+}
+
 }  // namespace tessera
