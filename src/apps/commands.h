@@ -11,6 +11,7 @@ namespace tessera {
 
 void add_run_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
 void add_convert_command(CLI::App& app);

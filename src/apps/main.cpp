@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
     app.set_help_all_flag("--help-all", "Show the help of every subcommand");
     tessera::add_run_command(app);
     tessera::add_chat_command(app);
+    tessera::add_serve_command(app);
     tessera::add_tokenize_command(app);
     tessera::add_gen_model_command(app);
     tessera::add_convert_command(app);

@@ -21,6 +21,13 @@
 
 namespace tessera {
 
+// The tokens of a prompt a chat template rendered: its control tokens parsed
+// as special, BOS added only where the template did not write one itself.
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const std::string& rendered);
+// Renders `messages` with an assistant turn to fill, as chat_prompt_tokens.
+std::vector<int32_t> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
+                                        const nlohmann::ordered_json& messages);
+
 struct ChatTurn {
     GenerationResult generation;
     int n_prompt = 0;    // tokens of the whole rendered conversation

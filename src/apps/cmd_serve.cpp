@@ -1,0 +1,357 @@
+// tessera serve: an OpenAI-compatible HTTP server (cpp-httplib) on any plan.
+//   POST /v1/chat/completions, /v1/completions (streamed as server-sent
+//   events or not), GET /v1/models, /health, /metrics (Prometheus text),
+//   POST /tokenize, /detokenize.
+// One slot: requests take turns on the model, up to --queue waiting (more get
+// 503); the slot's KV cache is kept between requests, so a conversation's
+// next turn (its history resent) prefills only its new tokens. A client that
+// disconnects mid-stream stops its generation at the next token.
+#include "apps/commands.h"
+#include "apps/openai_api.h"
+#include "apps/parallel_flags.h"
+#include "apps/plan_decoder.h"
+#include "engine/chat_session.h"
+#include "engine/prefix_cache.h"
+#include "engine/stop_strings.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+
+using nlohmann::json;
+
+struct ServeOptions {
+    std::string model;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    std::string api_key;
+    std::string chat_template;
+    int n_ctx = 0;
+    int n_batch = 512;
+    int n_threads = 0;
+    int queue = 16;
+    size_t max_body = 1 << 20;
+    ParallelOptions parallel;
+};
+
+// Request counts, tokens and latencies for /metrics.
+struct Metrics {
+    std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, generated_tokens{0}, cached_tokens{0};
+    std::mutex mutex;
+    static constexpr double kBuckets[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    uint64_t latency_counts[std::size(kBuckets) + 1] = {};
+    double latency_sum = 0.0;
+
+    void observe(double seconds) {
+        std::lock_guard<std::mutex> lock(mutex);
+        size_t b = 0;
+        while (b < std::size(kBuckets) && seconds > kBuckets[b]) ++b;
+        ++latency_counts[b];
+        latency_sum += seconds;
+    }
+    std::string text() {
+        std::ostringstream o;
+        o << "# TYPE tessera_requests_total counter\ntessera_requests_total " << requests << "\n";
+        o << "# TYPE tessera_request_errors_total counter\ntessera_request_errors_total " << errors << "\n";
+        o << "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total " << prompt_tokens << "\n";
+        o << "# TYPE tessera_prompt_tokens_cached_total counter\ntessera_prompt_tokens_cached_total " << cached_tokens
+          << "\n";
+        o << "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total " << generated_tokens << "\n";
+        std::lock_guard<std::mutex> lock(mutex);
+        o << "# TYPE tessera_request_seconds histogram\n";
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < std::size(kBuckets); ++b) {
+            cumulative += latency_counts[b];
+            o << "tessera_request_seconds_bucket{le=\"" << kBuckets[b] << "\"} " << cumulative << "\n";
+        }
+        cumulative += latency_counts[std::size(kBuckets)];
+        o << "tessera_request_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n";
+        o << "tessera_request_seconds_sum " << latency_sum << "\ntessera_request_seconds_count " << cumulative << "\n";
+        return o.str();
+    }
+};
+
+class Server {
+public:
+    Server(const ServeOptions& o)
+        : options_(o),
+          model_path_(o.model.empty() ? default_model_path() : o.model),
+          model_(model_path_),
+          tokenizer_(make_tokenizer(load_vocab(model_.file()))),
+          template_(template_source()) {
+        config_.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model_.hparams().n_ctx_train, 4096);
+        config_.n_batch = o.n_batch;
+        plan_ = make_plan_decoder(model_, config_, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
+        print_plan(plan_.setup());
+        const size_t slash = model_path_.find_last_of('/');
+        model_id_ = slash == std::string::npos ? model_path_ : model_path_.substr(slash + 1);
+    }
+
+    void run() {
+        httplib::Server http;
+        http.set_payload_max_length(options_.max_body);
+        http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+            if (!res.body.empty()) return;  // a handler's own error object
+            const char* message = res.status == 413 ? "the request body is larger than the server accepts"
+                                  : res.status == 404 ? "no such endpoint"
+                                                      : "request failed";
+            res.set_content(ApiError{res.status, message, "invalid_request_error", ""}.body().dump(), "application/json");
+        });
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+            if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
+            fail(res, ApiError{401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error", ""});
+            return httplib::Server::HandlerResponse::Handled;
+        });
+        http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"status":"ok"})", "application/json");
+        });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            const json model = {{"id", model_id_}, {"object", "model"}, {"created", started_}, {"owned_by", "tessera"},
+                                {"meta", {{"n_ctx", config_.n_ctx}, {"n_vocab", model_.hparams().n_vocab}}}};
+            res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
+        });
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics_.text(), "text/plain; version=0.0.4");
+        });
+        http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+        http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+        http.Post("/v1/chat/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+        http.Post("/v1/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+        const int port = options_.port == 0 ? http.bind_to_any_port(options_.host) : options_.port;
+        if (options_.port != 0 && !http.bind_to_port(options_.host, port)) {
+            throw make_error("cannot listen on {}:{}", options_.host, port);
+        }
+        if (port < 0) throw make_error("cannot listen on {}", options_.host);
+        std::printf("listening on port %d\n", port);
+        std::fflush(stdout);
+        std::fprintf(stderr, "serve: http://%s:%d/v1 (model %s, context %d)\n", options_.host.c_str(), port,
+                     model_id_.c_str(), config_.n_ctx);
+        http.listen_after_bind();
+    }
+
+private:
+    const ServeOptions options_;
+    std::string model_path_;
+    LlamaModel model_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    ChatTemplate template_;
+    ForwardConfig config_;
+    PlanDecoder plan_;
+    std::string model_id_;
+    int64_t started_ = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    std::mutex slot_;  // one generation at a time
+    PrefixCache cache_;
+    std::atomic<int> waiting_{0};
+    std::atomic<uint64_t> next_id_{1};
+    Metrics metrics_;
+
+    std::string template_source() {
+        if (!options_.chat_template.empty()) {
+            if (std::optional<std::string> builtin = builtin_chat_template(options_.chat_template)) return *builtin;
+            std::ifstream in(options_.chat_template, std::ios::binary);
+            if (!in) throw make_error("--chat-template '{}' is neither a built-in template nor a readable file",
+                                      options_.chat_template);
+            std::ostringstream text;
+            text << in.rdbuf();
+            return text.str();
+        }
+        return model_.file().find_string("tokenizer.chat_template").value_or(chatml_template());
+    }
+
+    void fail(httplib::Response& res, const ApiError& e) {
+        ++metrics_.errors;
+        res.status = e.status;
+        res.set_content(e.body().dump(), "application/json");
+    }
+
+    void tokenize(const httplib::Request& req, httplib::Response& res) {
+        const json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
+            return fail(res, ApiError{400, "'content' must be a string", "invalid_request_error", "content"});
+        }
+        const bool add_special = body.value("add_special", false);
+        const std::vector<int32_t> ids = tokenizer_->encode(body["content"].get<std::string>(), add_special, add_special);
+        res.set_content(json{{"tokens", ids}}.dump(), "application/json");
+    }
+
+    void detokenize(const httplib::Request& req, httplib::Response& res) {
+        const json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+            return fail(res, ApiError{400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens"});
+        }
+        std::vector<int32_t> ids;
+        for (const json& t : body["tokens"]) {
+            if (!t.is_number_integer() || !tokenizer_->vocab().is_valid(t.get<int32_t>())) {
+                return fail(res, ApiError{400, "'tokens' holds an id outside the vocabulary", "invalid_request_error",
+                                          "tokens"});
+            }
+            ids.push_back(t.get<int32_t>());
+        }
+        res.set_content(json{{"content", decode(*tokenizer_, ids, true)}}.dump(), "application/json");
+    }
+
+    std::vector<int32_t> prompt_of(const CompletionRequest& r) {
+        std::vector<int32_t> tokens = r.chat ? chat_prompt_tokens(template_, *tokenizer_, r.messages)
+                                             : tokenizer_->encode(r.prompt, true);
+        if (tokens.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
+        if (static_cast<int64_t>(tokens.size()) >= config_.n_ctx) {
+            throw ApiError{400,
+                           "the prompt is " + std::to_string(tokens.size()) + " tokens but the context holds " +
+                               std::to_string(config_.n_ctx),
+                           "invalid_request_error", r.chat ? "messages" : "prompt"};
+        }
+        return tokens;
+    }
+
+    // Runs one request on the slot; text pieces go to `emit`, which returns
+    // false when the client is gone (the generation then stops).
+    CompletionResult generate(const CompletionRequest& r, const std::vector<int32_t>& prompt,
+                              const std::function<bool(const std::string&)>& emit) {
+        GenerationParams params;
+        params.n_predict = r.max_tokens;
+        params.sampler.temperature = r.temperature;
+        params.sampler.top_p = r.top_p;
+        params.sampler.top_k = 0;
+        params.sampler.min_p = 0.0f;
+        params.sampler.presence_penalty = r.presence_penalty;
+        params.sampler.frequency_penalty = r.frequency_penalty;
+        params.sampler.seed = r.seed ? *r.seed : seed_of(-1);
+        std::atomic<bool> stop{false};
+        params.cancel = &stop;
+        StopStrings stops(r.stop);
+        CompletionResult result;
+        result.prompt_tokens = static_cast<int>(prompt.size());
+        const auto send = [&](const std::string& text) {
+            if (text.empty()) return;
+            result.text += text;
+            if (!emit(text)) stop.store(true);
+        };
+        std::lock_guard<std::mutex> lock(slot_);
+        const GenerationResult g = cache_.generate(plan_.decoder(), *tokenizer_, prompt, params, [&](const std::string& piece) {
+            send(stops.push(piece));
+            if (stops.stopped()) stop.store(true);
+        });
+        send(stops.flush());
+        result.completion_tokens = static_cast<int>(g.tokens.size());
+        result.finish_reason = g.stop_reason == "length" || g.stop_reason == "context" ? "length" : "stop";
+        metrics_.prompt_tokens += static_cast<uint64_t>(prompt.size());
+        metrics_.cached_tokens += static_cast<uint64_t>(prompt.size() - static_cast<size_t>(g.n_evaluated_prompt));
+        metrics_.generated_tokens += static_cast<uint64_t>(g.tokens.size());
+        return result;
+    }
+
+    void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+        ++metrics_.requests;
+        const double start = now_seconds();
+        CompletionRequest r;
+        std::vector<int32_t> prompt;
+        try {
+            r = parse_completion_request(req.body, chat);
+            prompt = prompt_of(r);
+        } catch (const ApiError& e) {
+            return fail(res, e);
+        } catch (const Error& e) {  // a template that refuses the conversation
+            return fail(res, ApiError{400, e.what(), "invalid_request_error", "messages"});
+        }
+        if (waiting_.load() >= options_.queue) {
+            return fail(res, ApiError{503, "the server is busy: too many requests waiting", "server_error", ""});
+        }
+        const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+        const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+        if (!r.stream) {
+            ++waiting_;
+            try {
+                const CompletionResult result = generate(r, prompt, [](const std::string&) { return true; });
+                --waiting_;
+                res.set_content(completion_json(r, result, id, model_id_, created).dump(), "application/json");
+            } catch (const Error& e) {
+                --waiting_;
+                fail(res, ApiError{500, e.what(), "server_error", ""});
+            }
+            metrics_.observe(now_seconds() - start);
+            return;
+        }
+        ++waiting_;
+        res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, created](size_t, httplib::DataSink& sink) {
+            const auto event = [&](const json& j) {
+                const std::string line = "data: " + j.dump() + "\n\n";
+                return sink.write(line.data(), line.size());
+            };
+            try {
+                event(chunk_json(r, id, model_id_, created, "", "", true));
+                const CompletionResult result = generate(r, prompt, [&](const std::string& text) {
+                    return sink.is_writable() && event(chunk_json(r, id, model_id_, created, text, "", false));
+                });
+                --waiting_;
+                event(chunk_json(r, id, model_id_, created, "", result.finish_reason, false));
+                if (r.include_usage) {
+                    json usage = chunk_json(r, id, model_id_, created, "", "", false);
+                    usage["choices"] = json::array();
+                    usage["usage"] = usage_json(result);
+                    event(usage);
+                }
+            } catch (const Error& e) {
+                --waiting_;
+                event(ApiError{500, e.what(), "server_error", ""}.body());
+            }
+            const std::string done = "data: [DONE]\n\n";
+            sink.write(done.data(), done.size());
+            sink.done();
+            metrics_.observe(now_seconds() - start);
+            return true;
+        });
+    }
+};
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+    auto o = std::make_shared<ServeOptions>();
+    CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat and completions) on any plan");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
+    cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+    cmd->add_option("--port", o->port, "Port (0: any free one; the first line printed says which)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
+    cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on every endpoint but /health");
+    cmd->add_option("--chat-template", o->chat_template,
+                    "Template: a built-in name (chatml, llama3, gemma, phi3, mistral) or a Jinja file; default: the "
+                    "model's tokenizer.chat_template, else ChatML");
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
+        ->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
+    cmd->add_option("--queue", o->queue, "Requests that may wait for the model; more are answered 503")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
+    add_parallel_flags(cmd, o->parallel);
+    cmd->callback([o] { Server(*o).run(); });
+}
+
+}  // namespace tessera

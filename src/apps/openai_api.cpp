@@ -1,0 +1,154 @@
+#include "apps/openai_api.h"
+
+#include <cmath>
+
+namespace tessera {
+
+namespace {
+
+using nlohmann::json;
+
+ApiError bad(const std::string& param, const std::string& message) { return ApiError{400, message, "invalid_request_error", param}; }
+
+float number_in(const json& body, const char* key, float fallback, float lo, float hi) {
+    if (!body.contains(key) || body[key].is_null()) return fallback;
+    if (!body[key].is_number()) throw bad(key, std::string("'") + key + "' must be a number");
+    const double v = body[key].get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi) {
+        throw bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    }
+    return static_cast<float>(v);
+}
+
+// Message content is a string or a list of parts, of which text parts count.
+std::string content_text(const json& content, size_t index) {
+    if (content.is_string()) return content.get<std::string>();
+    if (content.is_null()) return {};
+    if (content.is_array()) {
+        std::string text;
+        for (const json& part : content) {
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+                throw bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
+            }
+            text += part["text"].get<std::string>();
+        }
+        return text;
+    }
+    throw bad("messages", "message " + std::to_string(index) + ": 'content' must be a string or a list of text parts");
+}
+
+}  // namespace
+
+json ApiError::body() const {
+    return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+                       {"code", nullptr}}}};
+}
+
+CompletionRequest parse_completion_request(const std::string& text, bool chat) {
+    json body;
+    try {
+        body = json::parse(text);
+    } catch (const json::exception& e) {
+        throw bad("", std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    CompletionRequest r;
+    r.chat = chat;
+    if (chat) {
+        if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+            throw bad("messages", "'messages' must be a non-empty array");
+        }
+        r.messages = nlohmann::ordered_json::array();
+        size_t i = 0;
+        for (const json& m : body["messages"]) {
+            if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+                throw bad("messages", "message " + std::to_string(i) + " needs a string 'role'");
+            }
+            r.messages.push_back({{"role", m["role"].get<std::string>()}, {"content", content_text(m.value("content", json()), i)}});
+            ++i;
+        }
+    } else {
+        if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
+        r.prompt = body["prompt"].get<std::string>();
+    }
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+        if (body.contains(key) && !body[key].is_null()) {
+            if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1 || body[key].get<int64_t>() > (1 << 24)) {
+                throw bad(key, std::string("'") + key + "' must be a positive integer");
+            }
+            r.max_tokens = static_cast<int>(body[key].get<int64_t>());
+        }
+    }
+    r.temperature = number_in(body, "temperature", 1.0f, 0.0f, 2.0f);
+    r.top_p = number_in(body, "top_p", 1.0f, 0.0f, 1.0f);
+    r.presence_penalty = number_in(body, "presence_penalty", 0.0f, -2.0f, 2.0f);
+    r.frequency_penalty = number_in(body, "frequency_penalty", 0.0f, -2.0f, 2.0f);
+    if (body.contains("seed") && !body["seed"].is_null()) {
+        if (!body["seed"].is_number_integer()) throw bad("seed", "'seed' must be an integer");
+        r.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+    }
+    if (body.contains("stop") && !body["stop"].is_null()) {
+        const json& stop = body["stop"];
+        if (stop.is_string()) {
+            r.stop.push_back(stop.get<std::string>());
+        } else if (stop.is_array() && stop.size() <= 4) {
+            for (const json& s : stop) {
+                if (!s.is_string()) throw bad("stop", "'stop' must be a string or up to 4 strings");
+                r.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            throw bad("stop", "'stop' must be a string or up to 4 strings");
+        }
+    }
+    if (body.contains("n") && !body["n"].is_null() && body["n"] != 1) throw bad("n", "only n = 1 is supported");
+    if (body.contains("stream") && !body["stream"].is_null()) {
+        if (!body["stream"].is_boolean()) throw bad("stream", "'stream' must be a boolean");
+        r.stream = body["stream"].get<bool>();
+    }
+    if (body.contains("stream_options") && body["stream_options"].is_object()) {
+        r.include_usage = body["stream_options"].value("include_usage", false);
+    }
+    return r;
+}
+
+json usage_json(const CompletionResult& r) {
+    return {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
+            {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+}
+
+json completion_json(const CompletionRequest& req, const CompletionResult& r, const std::string& id,
+                     const std::string& model, int64_t created) {
+    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
+    if (req.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+        choice["text"] = r.text;
+    }
+    return {{"id", id},
+            {"object", req.chat ? "chat.completion" : "text_completion"},
+            {"created", created},
+            {"model", model},
+            {"choices", json::array({choice})},
+            {"usage", usage_json(r)}};
+}
+
+json chunk_json(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created,
+                const std::string& text, const std::string& finish_reason, bool first) {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)},
+                   {"logprobs", nullptr}};
+    if (req.chat) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (!text.empty() || first) delta["content"] = text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = text;
+    }
+    return {{"id", id},
+            {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created},
+            {"model", model},
+            {"choices", json::array({choice})}};
+}
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// The OpenAI HTTP API's shapes: a request body read as hostile input (every
+// field checked for type and range; an error names the field), the response
+// objects and stream chunks, and error objects with their HTTP status.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// An error the client caused (or the server's state), as OpenAI reports it.
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;
+    nlohmann::json body() const;
+};
+
+struct CompletionRequest {
+    bool chat = true;
+    nlohmann::ordered_json messages;  // chat: [{"role", "content"}] with text content
+    std::string prompt;               // completions
+    int max_tokens = -1;              // -1: until the end of the turn or the context
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    bool stream = false;
+    bool include_usage = false;
+};
+
+// Throws ApiError (status 400) naming the offending field.
+CompletionRequest parse_completion_request(const std::string& body, bool chat);
+
+struct CompletionResult {
+    std::string text;
+    std::string finish_reason;  // "stop" or "length"
+    int prompt_tokens = 0;
+    int completion_tokens = 0;
+};
+
+nlohmann::json usage_json(const CompletionResult& r);
+nlohmann::json completion_json(const CompletionRequest& req, const CompletionResult& r, const std::string& id,
+                               const std::string& model, int64_t created);
+// One server-sent event's JSON: a delta of text (chat) or text (completions),
+// with finish_reason when it is the last.
+nlohmann::json chunk_json(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created,
+                          const std::string& text, const std::string& finish_reason, bool first);
+
+}  // namespace tessera

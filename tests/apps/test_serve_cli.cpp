@@ -1,0 +1,60 @@
+// `tessera serve` driven by the official OpenAI client (tests/clients, npm):
+// with --local 2 and with a 2-stage pipeline, every check of
+// tests/clients/openai_client.mjs passes: models, chat with and without
+// streaming, completions, stop strings, 401, 400s, and an abort mid-stream
+// that frees the slot. The model is slow enough per token that a long answer
+// would take far longer than the check allows after the abort.
+#include "slow_model.h"
+#include "subprocess.h"
+#include "tessera_cli.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+
+namespace tessera {
+
+namespace {
+
+using test::BackgroundProcess;
+
+// Starts serve with `plan` flags on a free port; returns its base URL.
+std::string start_serve(std::unique_ptr<BackgroundProcess>& server, const std::string& model,
+                        const std::vector<std::string>& plan) {
+    std::vector<std::string> argv = {test::tessera_binary(), "serve", "-m", model, "--port", "0", "--api-key",
+                                     "test-key", "-c", "1024", "-t", "1"};
+    argv.insert(argv.end(), plan.begin(), plan.end());
+    server = std::make_unique<BackgroundProcess>(argv);
+    const std::string line = server->read_line(60);
+    const std::string prefix = "listening on port ";
+    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+    return "http://127.0.0.1:" + line.substr(prefix.size()) + "/v1";
+}
+
+void run_client(const std::string& base_url) {
+    const std::string script = test::source_dir() + "/tests/clients/openai_client.mjs";
+    ASSERT_TRUE(std::ifstream(test::source_dir() + "/tests/clients/node_modules/openai/package.json"))
+        << "the openai npm package is missing: run scripts/setup (it installs tests/clients)";
+    const auto r = test::run_process({"/usr/bin/env", "node", script, base_url, "test-key"}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
+}  // namespace
+
+TEST(ServeCli, OpenAiClientOnTensorParallel) {
+    const std::string model = test::write_slow_model(test::test_dir("serve_tp"));
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, model, {"--local", "2"}));
+}
+
+TEST(ServeCli, OpenAiClientOnAPipeline) {
+    const std::string model = test::write_slow_model(test::test_dir("serve_pipeline"));
+    std::unique_ptr<BackgroundProcess> worker, server;
+    const std::string stage = test::start_worker(worker, model);
+    run_client(start_serve(server, model, {"--stages", "root/" + stage}));
+}
+
+}  // namespace tessera

@@ -1,0 +1,96 @@
+// The official OpenAI client against `tessera serve` (tests/apps/test_serve_cli.cpp
+// starts the server): models list, chat with and without streaming (the
+// streamed text equals the whole answer), completions, a 401 for a wrong key,
+// 400s for a malformed request and a prompt longer than the context, and an
+// abort mid-stream after which the server answers the next request at once.
+//
+//   node tests/clients/openai_client.mjs BASE_URL API_KEY
+// Prints one line per check; exits 1 at the first failure.
+import OpenAI from "openai";
+
+const [baseURL, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
+const check = (ok, what, detail) => {
+  if (!ok) {
+    console.log(`FAIL ${what}: ${detail ?? ""}`);
+    process.exit(1);
+  }
+  console.log(`ok ${what}`);
+};
+const greedy = { temperature: 0, max_tokens: 16 };
+const messages = [{ role: "user", content: "Once upon a time" }];
+
+const models = await client.models.list();
+check(models.data.length === 1 && typeof models.data[0].id === "string", "models list", JSON.stringify(models.data));
+const model = models.data[0].id;
+
+const whole = await client.chat.completions.create({ model, messages, ...greedy });
+const answer = whole.choices[0].message.content;
+check(answer.length > 0 && whole.usage.completion_tokens === 16 && whole.choices[0].finish_reason === "length",
+  "chat completion", JSON.stringify(whole));
+
+let streamed = "", usage = null, chunks = 0;
+const stream = await client.chat.completions.create({ model, messages, ...greedy, stream: true,
+  stream_options: { include_usage: true } });
+for await (const chunk of stream) {
+  chunks++;
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) streamed += c.delta?.content ?? "";
+}
+check(streamed === answer, "streamed chat equals the whole answer", JSON.stringify({ streamed, answer }));
+check(usage && usage.completion_tokens === 16 && chunks > 2, "stream usage", JSON.stringify(usage));
+
+const text = await client.completions.create({ model, prompt: "The little dog", ...greedy });
+check(text.choices[0].text.length > 0 && text.usage.prompt_tokens > 0, "completion", JSON.stringify(text));
+
+const stopString = answer.slice(3, 6);
+const stopped = await client.chat.completions.create({ model, messages, ...greedy, stop: [stopString] });
+check(stopped.choices[0].message.content === answer.slice(0, answer.indexOf(stopString)) &&
+  stopped.choices[0].finish_reason === "stop", "stop string", JSON.stringify(stopped.choices[0]));
+
+try {
+  await new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 }).models.list();
+  check(false, "401 for a wrong key", "no error");
+} catch (e) {
+  check(e.status === 401 && e.error?.type === "authentication_error", "401 for a wrong key", `${e.status} ${e.message}`);
+}
+try {
+  await client.chat.completions.create({ model, messages: [] });
+  check(false, "400 for no messages", "no error");
+} catch (e) {
+  check(e.status === 400 && e.error?.param === "messages", "400 for no messages", `${e.status} ${e.message}`);
+}
+try {
+  await client.completions.create({ model, prompt: "once upon a time ".repeat(400), max_tokens: 4 });
+  check(false, "400 for a prompt longer than the context", "no error");
+} catch (e) {
+  check(e.status === 400 && /context holds/.test(e.message), "400 for a prompt longer than the context",
+    `${e.status} ${e.message}`);
+}
+
+// Abort a long stream after a few chunks: the server stops generating (the
+// next request is answered at once, not after the whole long answer).
+const controller = new AbortController();
+const long = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 100000, stream: true },
+  { signal: controller.signal });
+let seen = 0, aborted = false;
+try {
+  for await (const chunk of long) {
+    if (++seen === 3) controller.abort();
+  }
+} catch (e) {
+  aborted = e.name === "APIUserAbortError" || e.name === "AbortError";
+}
+check(aborted || controller.signal.aborted, "abort mid-stream", `${seen} chunks`);
+const start = Date.now();
+const after = await client.chat.completions.create({ model, messages, ...greedy });
+const seconds = (Date.now() - start) / 1000;
+check(after.choices[0].message.content === answer && seconds < 5, "next request after an abort",
+  `${seconds} s, ${after.choices[0].message.content}`);
+// The server counts every generated token: the aborted answer stopped within
+// a few tokens of the abort (a full one would be ~1000 at this context).
+const metrics = await (await fetch(baseURL.replace(/\/v1$/, "") + "/metrics",
+  { headers: { Authorization: `Bearer ${apiKey}` } })).text();
+const generated = Number(/tessera_generated_tokens_total (\d+)/.exec(metrics)?.[1]);
+check(generated > 16 * 5 - 16 && generated < 200, "the aborted answer stopped at the server", `${generated} tokens`);
+console.log("all checks passed");
