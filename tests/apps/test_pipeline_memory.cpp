@@ -81,7 +81,10 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     const std::string model_path = dir + "/model.gguf";
     RandomModelSpec spec;
     spec.n_embd = 512;
-    spec.n_layer = 18;
+    // Large enough that a process's fixed resident memory (code, shared
+    // libraries such as OpenSSL for serve, threads; ~15 MiB) stays well inside
+    // the limit's margin over a stage's share.
+    spec.n_layer = 30;
     spec.n_head = 8;
     spec.n_head_kv = 4;
     spec.n_ff = 1536;
@@ -140,7 +143,7 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     }
     const std::string stages = "root/" + addresses[0] + "/" + addresses[1];
     const auto staged =
-        run_process(root_cg.wrap(with({bin, "run", "--stages", stages, "--stage-layers", "6,6,6"}, gen)), 120);
+        run_process(root_cg.wrap(with({bin, "run", "--stages", stages, "--stage-layers", "10,10,10"}, gen)), 120);
     ASSERT_EQ(staged.exit_code, 0) << staged.err;
     const auto out = nlohmann::json::parse(staged.out);
     EXPECT_EQ(out["tokens"], nlohmann::json::parse(single.out)["tokens"]);
