@@ -85,6 +85,15 @@ struct Metrics {
     }
 };
 
+// A request's place in the queue: counted while any copy lives.
+struct QueueTicket {
+    std::atomic<int>& count;
+    explicit QueueTicket(std::atomic<int>& c) : count(c) { ++count; }
+    ~QueueTicket() { --count; }
+    QueueTicket(const QueueTicket&) = delete;
+    QueueTicket& operator=(const QueueTicket&) = delete;
+};
+
 class Server {
 public:
     Server(const ServeOptions& o)
@@ -277,25 +286,25 @@ private:
         if (waiting_.load() >= options_.queue) {
             return fail(res, ApiError{503, "the server is busy: too many requests waiting", "server_error", ""});
         }
+        // Counts this request as waiting or running until the last copy of
+        // the ticket goes (with the stream's provider, however it ends).
+        const auto ticket = std::make_shared<QueueTicket>(waiting_);
         const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
         const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
         if (!r.stream) {
-            ++waiting_;
             try {
                 const CompletionResult result = generate(r, prompt, [](const std::string&) { return true; });
-                --waiting_;
                 res.set_content(completion_json(r, result, id, model_id_, created).dump(), "application/json");
             } catch (const Error& e) {
-                --waiting_;
                 fail(res, ApiError{500, e.what(), "server_error", ""});
             }
             metrics_.observe(now_seconds() - start);
             return;
         }
-        ++waiting_;
-        res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, created](size_t, httplib::DataSink& sink) {
+        res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, created, ticket](
+                                                                  size_t, httplib::DataSink& sink) {
             const auto event = [&](const json& j) {
                 const std::string line = "data: " + j.dump() + "\n\n";
                 return sink.write(line.data(), line.size());
@@ -305,7 +314,6 @@ private:
                 const CompletionResult result = generate(r, prompt, [&](const std::string& text) {
                     return sink.is_writable() && event(chunk_json(r, id, model_id_, created, text, "", false));
                 });
-                --waiting_;
                 event(chunk_json(r, id, model_id_, created, "", result.finish_reason, false));
                 if (r.include_usage) {
                     json usage = chunk_json(r, id, model_id_, created, "", "", false);
@@ -314,7 +322,6 @@ private:
                     event(usage);
                 }
             } catch (const Error& e) {
-                --waiting_;
                 event(ApiError{500, e.what(), "server_error", ""}.body());
             }
             const std::string done = "data: [DONE]\n\n";

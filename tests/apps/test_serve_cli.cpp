@@ -23,6 +23,7 @@ using test::BackgroundProcess;
 // Starts serve with `plan` flags on a free port; returns its base URL.
 std::string start_serve(std::unique_ptr<BackgroundProcess>& server, const std::string& model,
                         const std::vector<std::string>& plan) {
+    // (plan: the plan flags, and any other serve flags)
     std::vector<std::string> argv = {test::tessera_binary(), "serve", "-m", model, "--port", "0", "--api-key",
                                      "test-key", "-c", "1024", "-t", "1"};
     argv.insert(argv.end(), plan.begin(), plan.end());
@@ -33,8 +34,8 @@ std::string start_serve(std::unique_ptr<BackgroundProcess>& server, const std::s
     return "http://127.0.0.1:" + line.substr(prefix.size()) + "/v1";
 }
 
-void run_client(const std::string& base_url) {
-    const std::string script = test::source_dir() + "/tests/clients/openai_client.mjs";
+void run_client(const std::string& base_url, const std::string& script_name = "openai_client.mjs") {
+    const std::string script = test::source_dir() + "/tests/clients/" + script_name;
     ASSERT_TRUE(std::ifstream(test::source_dir() + "/tests/clients/node_modules/openai/package.json"))
         << "the openai npm package is missing: run scripts/setup (it installs tests/clients)";
     const auto r = test::run_process({"/usr/bin/env", "node", script, base_url, "test-key"}, 300);
@@ -55,6 +56,12 @@ TEST(ServeCli, OpenAiClientOnAPipeline) {
     std::unique_ptr<BackgroundProcess> worker, server;
     const std::string stage = test::start_worker(worker, model);
     run_client(start_serve(server, model, {"--stages", "root/" + stage}));
+}
+
+TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
+    const std::string model = test::write_slow_model(test::test_dir("serve_limits"));
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, model, {"--queue", "1", "--max-body", "4096"}), "limits.mjs");
 }
 
 }  // namespace tessera
