@@ -8,6 +8,7 @@ TESSERA_PACKAGES=(
   libhwy-dev libtomlplusplus-dev
   libsodium-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
+  chromium
 )
 
 tessera_install_deps() {

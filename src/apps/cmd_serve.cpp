@@ -1,7 +1,8 @@
 // tessera serve: an OpenAI-compatible HTTP server (cpp-httplib) on any plan.
 //   POST /v1/chat/completions, /v1/completions (streamed as server-sent
 //   events or not), GET /v1/models, /health, /metrics (Prometheus text),
-//   POST /tokenize, /detokenize.
+//   POST /tokenize, /detokenize; GET / (the chat page), /props (model,
+//   context and plan, for the page).
 // One slot: requests take turns on the model, up to --queue waiting (more get
 // 503); the slot's KV cache is kept between requests, so a conversation's
 // next turn (its history resent) prefills only its new tokens. A client that
@@ -10,6 +11,7 @@
 #include "apps/openai_api.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
+#include "apps/web_page.h"
 #include "engine/chat_session.h"
 #include "engine/prefix_cache.h"
 #include "engine/stop_strings.h"
@@ -121,12 +123,22 @@ public:
             res.set_content(ApiError{res.status, message, "invalid_request_error", ""}.body().dump(), "application/json");
         });
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+            // The page itself is public; what it fetches needs the key.
+            if (options_.api_key.empty() || req.path == "/health" || req.path == "/") {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
             if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
                 return httplib::Server::HandlerResponse::Unhandled;
             }
             fail(res, ApiError{401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error", ""});
             return httplib::Server::HandlerResponse::Handled;
+        });
+        http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(std::string(web_page()), "text/html; charset=utf-8");
+        });
+        http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(json{{"model", model_id_}, {"n_ctx", config_.n_ctx}, {"plan", plan_json(plan_.setup())}}.dump(),
+                            "application/json");
         });
         http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
             res.set_content(R"({"status":"ok"})", "application/json");

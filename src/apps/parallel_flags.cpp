@@ -73,4 +73,27 @@ void print_plan(const DecoderSetup& setup) {
     if (setup.pipeline != nullptr) print_stages(*setup.pipeline);
 }
 
+nlohmann::json plan_json(const DecoderSetup& setup) {
+    nlohmann::json nodes = nlohmann::json::array();
+    if (setup.pipeline != nullptr) {
+        for (size_t s = 0; s < setup.pipeline->stages().size(); ++s) {
+            const StageInfo& info = setup.pipeline->stages()[s];
+            nodes.push_back({{"role", "stage " + std::to_string(s)}, {"address", info.address},
+                             {"group", info.group}, {"slice", describe_slice(info.slice)}, {"weight", info.weight},
+                             {"mib", info.footprint_bytes / 1048576.0}});
+        }
+    } else if (setup.tensor_parallel != nullptr) {
+        for (size_t r = 0; r < setup.tensor_parallel->ranks().size(); ++r) {
+            const TpRankInfo& info = setup.tensor_parallel->ranks()[r];
+            nodes.push_back({{"role", "rank " + std::to_string(r)}, {"address", info.address},
+                             {"slice", describe_slice(info.slice)}, {"weight", info.weight},
+                             {"mib", info.footprint_bytes / 1048576.0}});
+        }
+    } else {
+        nodes.push_back({{"role", "single"}, {"address", "this process"}, {"slice", "the whole model"},
+                         {"weight", 1.0}});
+    }
+    return nodes;
+}
+
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include "engine/decoder_setup.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace tessera {
 
@@ -19,5 +20,9 @@ void print_stages(const PipelineDecoder& decoder);
 
 // Whichever of the two the setup holds.
 void print_plan(const DecoderSetup& setup);
+
+// The plan as JSON, one object per node: role ("single", "rank N", "stage
+// N"), address, slice, weight and MiB (serve's /props, the web page).
+nlohmann::json plan_json(const DecoderSetup& setup);
 
 }  // namespace tessera

@@ -34,11 +34,14 @@ std::string start_serve(std::unique_ptr<BackgroundProcess>& server, const std::s
     return "http://127.0.0.1:" + line.substr(prefix.size()) + "/v1";
 }
 
-void run_client(const std::string& base_url, const std::string& script_name = "openai_client.mjs") {
+void run_client(const std::string& base_url, const std::string& script_name = "openai_client.mjs",
+                const std::string& extra = "") {
     const std::string script = test::source_dir() + "/tests/clients/" + script_name;
     ASSERT_TRUE(std::ifstream(test::source_dir() + "/tests/clients/node_modules/openai/package.json"))
         << "the openai npm package is missing: run scripts/setup (it installs tests/clients)";
-    const auto r = test::run_process({"/usr/bin/env", "node", script, base_url, "test-key"}, 300);
+    std::vector<std::string> argv = {"/usr/bin/env", "node", script, base_url, "test-key"};
+    if (!extra.empty()) argv.push_back(extra);
+    const auto r = test::run_process(argv, 300);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
 }
@@ -62,6 +65,19 @@ TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
     const std::string model = test::write_slow_model(test::test_dir("serve_limits"));
     std::unique_ptr<BackgroundProcess> server;
     run_client(start_serve(server, model, {"--queue", "1", "--max-body", "4096"}), "limits.mjs");
+}
+
+// The chat page in headless Chromium: plan shown, an answer streamed in and
+// stopped, tok/s, the conversation kept over a reload; the screenshot is kept
+// in the test's folder (build/test-tmp/serve_web/...).
+TEST(ServeCli, WebPageInHeadlessChromium) {
+    ASSERT_TRUE(std::ifstream("/usr/bin/chromium")) << "chromium is missing: run scripts/setup (Debian's chromium)";
+    const std::string dir = test::test_dir("serve_web");
+    const std::string model = test::write_slow_model(dir);
+    std::unique_ptr<BackgroundProcess> server;
+    const std::string api = start_serve(server, model, {"--local", "2"});
+    run_client(api.substr(0, api.size() - 3), "web_page.mjs", dir + "/screenshot.png");
+    EXPECT_TRUE(std::ifstream(dir + "/screenshot.png"));
 }
 
 }  // namespace tessera

@@ -1,0 +1,55 @@
+// The chat page of `tessera serve` in headless Chromium (Debian's chromium,
+// driven by playwright-core): the plan is shown, a message typed and sent
+// streams an answer in, Stop ends a long answer (the text stops growing), tok/s
+// is shown, and the conversation survives a reload (localStorage). Saves a
+// screenshot.
+//
+//   node tests/clients/web_page.mjs BASE_URL API_KEY SCREENSHOT.png
+import { chromium } from "playwright-core";
+
+const [baseURL, apiKey, screenshot] = process.argv.slice(2);
+const check = (ok, what, detail) => {
+  if (!ok) {
+    console.log(`FAIL ${what}: ${detail ?? ""}`);
+    process.exit(1);
+  }
+  console.log(`ok ${what}`);
+};
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--headless=new"] });
+try {
+  const page = await browser.newPage();
+  await page.goto(baseURL + "/");
+  await page.fill("#key", apiKey);
+  await page.dispatchEvent("#key", "change");
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector("#plan").textContent.includes("rank"), null,
+    { timeout: 10000 });
+  check(true, "the plan is shown");
+
+  await page.fill("#input", "Once upon a time");
+  await page.click("#send");
+  const answer = page.locator(".msg.assistant .text").last();
+  await page.waitForFunction(() => {
+    const t = document.querySelectorAll(".msg.assistant .text");
+    return t.length && t[t.length - 1].textContent.length > 20;
+  }, null, { timeout: 30000 });
+  check(true, "the answer streams in");
+  await page.click("#stop");
+  await page.waitForFunction(() => !document.querySelector("#stop").disabled === false, null, { timeout: 10000 });
+  const stoppedAt = (await answer.textContent()).length;
+  await page.waitForTimeout(1500);
+  const later = (await answer.textContent()).length;
+  check(later === stoppedAt, "Stop ends the answer", `${stoppedAt} then ${later} characters`);
+  const speed = await page.textContent("#speed");
+  check(/tok\/s/.test(speed) && /stopped/.test(speed), "tok/s shown", speed);
+
+  await page.screenshot({ path: screenshot, fullPage: true });
+  await page.reload();
+  await page.waitForSelector(".msg.assistant");
+  const kept = await page.locator(".msg").count();
+  check(kept === 2, "the conversation survives a reload", `${kept} messages`);
+  console.log("all checks passed");
+} finally {
+  await browser.close();
+}
