@@ -67,6 +67,14 @@ TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
     run_client(start_serve(server, model, {"--queue", "1", "--max-body", "4096"}), "limits.mjs");
 }
 
+// 8 concurrent clients x 10 requests, greedy, on the bundled model: every
+// answer equals the request served alone; none lost.
+TEST(ServeCli, EightConcurrentClientsGetTheirOwnAnswers) {
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--local", "2"}),
+               "concurrent.mjs");
+}
+
 // The chat page in headless Chromium: plan shown, an answer streamed in and
 // stopped, tok/s, the conversation kept over a reload; the screenshot is kept
 // in the test's folder (build/test-tmp/serve_web/...).

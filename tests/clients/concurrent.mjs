@@ -1,0 +1,32 @@
+// 8 clients x 10 requests each against `tessera serve`, greedy: every answer
+// equals the same request served alone, and none is lost or answered twice
+// (each answer is checked against its own request's).
+//
+//   node tests/clients/concurrent.mjs BASE_URL API_KEY
+import OpenAI from "openai";
+
+const [baseURL, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+const subjects = ["dog", "cat", "girl", "boy", "bird", "tree", "ball", "sun", "moon", "fish"];
+const request = (c, i) => ({
+  model: "m", temperature: 0, max_tokens: 12,
+  messages: [{ role: "user", content: `Client ${c} asks about the ${subjects[i]} and the ${subjects[(i + c) % 10]}` }],
+});
+const answer = async (c, i) => (await client.chat.completions.create(request(c, i))).choices[0].message.content;
+
+// Alone, one after another.
+const alone = new Map();
+for (let c = 0; c < 8; ++c) for (let i = 0; i < 10; ++i) alone.set(`${c}/${i}`, await answer(c, i));
+// All clients at once, each sending its 10 requests in turn.
+const together = new Map();
+await Promise.all([...Array(8).keys()].map(async (c) => {
+  for (let i = 0; i < 10; ++i) together.set(`${c}/${i}`, await answer(c, i));
+}));
+let same = 0;
+for (const [key, text] of alone) if (together.get(key) === text) ++same;
+console.log(`${together.size} answers, ${same} equal to the request served alone`);
+if (together.size !== 80 || same !== 80) {
+  console.log("FAIL");
+  process.exit(1);
+}
+console.log("all checks passed");
