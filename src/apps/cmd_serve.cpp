@@ -120,7 +120,7 @@ public:
             const char* message = res.status == 413 ? "the request body is larger than the server accepts"
                                   : res.status == 404 ? "no such endpoint"
                                                       : "request failed";
-            res.set_content(ApiError{res.status, message, "invalid_request_error", ""}.body().dump(), "application/json");
+            res.set_content(dump_json(ApiError{res.status, message, "invalid_request_error", ""}.body()), "application/json");
         });
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             // The page itself is public; what it fetches needs the key.
@@ -137,7 +137,7 @@ public:
             res.set_content(std::string(web_page()), "text/html; charset=utf-8");
         });
         http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(json{{"model", model_id_}, {"n_ctx", config_.n_ctx}, {"plan", plan_json(plan_.setup())}}.dump(),
+            res.set_content(dump_json(json{{"model", model_id_}, {"n_ctx", config_.n_ctx}, {"plan", plan_json(plan_.setup())}}),
                             "application/json");
         });
         http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -146,7 +146,7 @@ public:
         http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
             const json model = {{"id", model_id_}, {"object", "model"}, {"created", started_}, {"owned_by", "tessera"},
                                 {"meta", {{"n_ctx", config_.n_ctx}, {"n_vocab", model_.hparams().n_vocab}}}};
-            res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
+            res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({model})}}), "application/json");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(metrics_.text(), "text/plain; version=0.0.4");
@@ -203,7 +203,7 @@ private:
     void fail(httplib::Response& res, const ApiError& e) {
         ++metrics_.errors;
         res.status = e.status;
-        res.set_content(e.body().dump(), "application/json");
+        res.set_content(dump_json(e.body()), "application/json");
     }
 
     void tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -213,7 +213,7 @@ private:
         }
         const bool add_special = body.value("add_special", false);
         const std::vector<int32_t> ids = tokenizer_->encode(body["content"].get<std::string>(), add_special, add_special);
-        res.set_content(json{{"tokens", ids}}.dump(), "application/json");
+        res.set_content(dump_json(json{{"tokens", ids}}), "application/json");
     }
 
     void detokenize(const httplib::Request& req, httplib::Response& res) {
@@ -229,7 +229,7 @@ private:
             }
             ids.push_back(t.get<int32_t>());
         }
-        res.set_content(json{{"content", decode(*tokenizer_, ids, true)}}.dump(), "application/json");
+        res.set_content(dump_json(json{{"content", decode(*tokenizer_, ids, true)}}), "application/json");
     }
 
     std::vector<int32_t> prompt_of(const CompletionRequest& r) {
@@ -245,10 +245,11 @@ private:
         return tokens;
     }
 
-    // Runs one request on the slot; text pieces go to `emit`, which returns
-    // false when the client is gone (the generation then stops).
-    CompletionResult generate(const CompletionRequest& r, const std::vector<int32_t>& prompt,
-                              const std::function<bool(const std::string&)>& emit) {
+    // Runs one request on the slot; text pieces go to `emit` with the
+    // log-probabilities of the tokens since the last piece (when asked for);
+    // it returns false when the client is gone (the generation then stops).
+    using Emit = std::function<bool(const std::string&, const std::vector<TokenLogprob>&)>;
+    CompletionResult generate(const CompletionRequest& r, const std::vector<int32_t>& prompt, const Emit& emit) {
         GenerationParams params;
         params.n_predict = r.max_tokens;
         params.sampler.temperature = r.temperature;
@@ -263,10 +264,19 @@ private:
         StopStrings stops(r.stop);
         CompletionResult result;
         result.prompt_tokens = static_cast<int>(prompt.size());
+        std::vector<TokenLogprob> pending;  // logprobs not yet sent with a piece
+        if (r.logprobs) {
+            params.on_token = [&](int32_t token, const float* logits, int32_t n_vocab) {
+                if (tokenizer_->vocab().is_eog(token)) return;  // not part of the answer
+                pending.push_back(token_logprob(*tokenizer_, token, logits, n_vocab, r.top_logprobs));
+                result.logprobs.push_back(pending.back());
+            };
+        }
         const auto send = [&](const std::string& text) {
             if (text.empty()) return;
             result.text += text;
-            if (!emit(text)) stop.store(true);
+            if (!emit(text, pending)) stop.store(true);
+            pending.clear();
         };
         std::lock_guard<std::mutex> lock(slot_);
         const GenerationResult g = cache_.generate(plan_.decoder(), *tokenizer_, prompt, params, [&](const std::string& piece) {
@@ -307,8 +317,9 @@ private:
                                     .count();
         if (!r.stream) {
             try {
-                const CompletionResult result = generate(r, prompt, [](const std::string&) { return true; });
-                res.set_content(completion_json(r, result, id, model_id_, created).dump(), "application/json");
+                const CompletionResult result =
+                    generate(r, prompt, [](const std::string&, const std::vector<TokenLogprob>&) { return true; });
+                res.set_content(dump_json(completion_json(r, result, id, model_id_, created)), "application/json");
             } catch (const Error& e) {
                 fail(res, ApiError{500, e.what(), "server_error", ""});
             }
@@ -318,14 +329,16 @@ private:
         res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, created, ticket](
                                                                   size_t, httplib::DataSink& sink) {
             const auto event = [&](const json& j) {
-                const std::string line = "data: " + j.dump() + "\n\n";
+                const std::string line = "data: " + dump_json(j) + "\n\n";
                 return sink.write(line.data(), line.size());
             };
             try {
                 event(chunk_json(r, id, model_id_, created, "", "", true));
-                const CompletionResult result = generate(r, prompt, [&](const std::string& text) {
-                    return sink.is_writable() && event(chunk_json(r, id, model_id_, created, text, "", false));
-                });
+                const CompletionResult result =
+                    generate(r, prompt, [&](const std::string& text, const std::vector<TokenLogprob>& logprobs) {
+                        return sink.is_writable() &&
+                               event(chunk_json(r, id, model_id_, created, text, "", false, &logprobs));
+                    });
                 event(chunk_json(r, id, model_id_, created, "", result.finish_reason, false));
                 if (r.include_usage) {
                     json usage = chunk_json(r, id, model_id_, created, "", "", false);

@@ -1,5 +1,8 @@
 #include "apps/openai_api.h"
 
+#include "model/tokenizer.h"
+
+#include <algorithm>
 #include <cmath>
 
 namespace tessera {
@@ -105,11 +108,87 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         if (!body["stream"].is_boolean()) throw bad("stream", "'stream' must be a boolean");
         r.stream = body["stream"].get<bool>();
     }
+    if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+        const json& lp = body["logprobs"];
+        if (chat) {
+            if (!lp.is_boolean()) throw bad("logprobs", "'logprobs' must be a boolean");
+            r.logprobs = lp.get<bool>();
+        } else {
+            if (!lp.is_number_integer() || lp.get<int64_t>() < 0 || lp.get<int64_t>() > 5) {
+                throw bad("logprobs", "'logprobs' must be an integer from 0 to 5");
+            }
+            r.logprobs = true;
+            r.top_logprobs = static_cast<int>(lp.get<int64_t>());
+        }
+    }
+    if (chat && body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+        const json& top = body["top_logprobs"];
+        if (!top.is_number_integer() || top.get<int64_t>() < 0 || top.get<int64_t>() > 20) {
+            throw bad("top_logprobs", "'top_logprobs' must be an integer from 0 to 20");
+        }
+        if (!r.logprobs) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r.top_logprobs = static_cast<int>(top.get<int64_t>());
+    }
     if (body.contains("stream_options") && body["stream_options"].is_object()) {
         r.include_usage = body["stream_options"].value("include_usage", false);
     }
     return r;
 }
+
+TokenLogprob token_logprob(const Tokenizer& tokenizer, int32_t token, const float* logits, int32_t n_vocab, int top) {
+    float max = logits[0];
+    for (int32_t i = 1; i < n_vocab; ++i) max = std::max(max, logits[i]);
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+    const float log_z = max + static_cast<float>(std::log(sum));
+    TokenLogprob t;
+    t.token = tokenizer.token_to_piece(token);
+    t.logprob = logits[token] - log_z;
+    if (top > 0) {
+        std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+        for (int32_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = i;
+        const auto k = std::min<size_t>(static_cast<size_t>(top), ids.size());
+        std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+        });
+        for (size_t i = 0; i < k; ++i) t.top.emplace_back(tokenizer.token_to_piece(ids[i]), logits[ids[i]] - log_z);
+    }
+    return t;
+}
+
+namespace {
+json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (const char c : s) b.push_back(static_cast<uint8_t>(c));
+    return b;
+}
+}  // namespace
+
+json logprobs_json(bool chat, const std::vector<TokenLogprob>& entries) {
+    if (chat) {
+        json content = json::array();
+        for (const TokenLogprob& t : entries) {
+            json top = json::array();
+            for (const auto& [token, logprob] : t.top) {
+                top.push_back({{"token", token}, {"logprob", logprob}, {"bytes", bytes_of(token)}});
+            }
+            content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)},
+                               {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array();
+    for (const TokenLogprob& t : entries) {
+        tokens.push_back(t.token);
+        token_logprobs.push_back(t.logprob);
+        json alternatives = json::object();
+        for (const auto& [token, logprob] : t.top) alternatives[token] = logprob;
+        top.push_back(alternatives);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}};
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json usage_json(const CompletionResult& r) {
     return {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
@@ -118,7 +197,8 @@ json usage_json(const CompletionResult& r) {
 
 json completion_json(const CompletionRequest& req, const CompletionResult& r, const std::string& id,
                      const std::string& model, int64_t created) {
-    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
+    json choice = {{"index", 0}, {"finish_reason", r.finish_reason},
+                   {"logprobs", req.logprobs ? logprobs_json(req.chat, r.logprobs) : json(nullptr)}};
     if (req.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     } else {
@@ -133,9 +213,10 @@ json completion_json(const CompletionRequest& req, const CompletionResult& r, co
 }
 
 json chunk_json(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created,
-                const std::string& text, const std::string& finish_reason, bool first) {
+                const std::string& text, const std::string& finish_reason, bool first,
+                const std::vector<TokenLogprob>* logprobs) {
     json choice = {{"index", 0}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)},
-                   {"logprobs", nullptr}};
+                   {"logprobs", logprobs != nullptr && req.logprobs ? logprobs_json(req.chat, *logprobs) : json(nullptr)}};
     if (req.chat) {
         json delta = json::object();
         if (first) delta["role"] = "assistant";

@@ -34,13 +34,30 @@ struct CompletionRequest {
     float frequency_penalty = 0.0f;
     bool stream = false;
     bool include_usage = false;
+    bool logprobs = false;  // chat: "logprobs": true; completions: "logprobs": N
+    int top_logprobs = 0;   // alternatives per token (chat <= 20, completions <= 5)
 };
+
+// A generated token's log-probability and the most likely alternatives.
+struct TokenLogprob {
+    std::string token;  // its bytes (a piece of a character is written with U+FFFD in JSON)
+    float logprob = 0.0f;
+    std::vector<std::pair<std::string, float>> top;
+};
+
+// From the logits the token was sampled from.
+TokenLogprob token_logprob(const class Tokenizer& tokenizer, int32_t token, const float* logits, int32_t n_vocab,
+                           int top);
+// The "logprobs" object of a choice: chat's {"content": [...]} or the legacy
+// completions' {"tokens", "token_logprobs", "top_logprobs"}.
+nlohmann::json logprobs_json(bool chat, const std::vector<TokenLogprob>& entries);
 
 // Throws ApiError (status 400) naming the offending field.
 CompletionRequest parse_completion_request(const std::string& body, bool chat);
 
 struct CompletionResult {
     std::string text;
+    std::vector<TokenLogprob> logprobs;  // when requested
     std::string finish_reason;  // "stop" or "length"
     int prompt_tokens = 0;
     int completion_tokens = 0;
@@ -52,6 +69,11 @@ nlohmann::json completion_json(const CompletionRequest& req, const CompletionRes
 // One server-sent event's JSON: a delta of text (chat) or text (completions),
 // with finish_reason when it is the last.
 nlohmann::json chunk_json(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created,
-                          const std::string& text, const std::string& finish_reason, bool first);
+                          const std::string& text, const std::string& finish_reason, bool first,
+                          const std::vector<TokenLogprob>* logprobs = nullptr);
+
+// JSON text of a response: invalid UTF-8 (a token holding part of a
+// character) is written as U+FFFD rather than failing.
+std::string dump_json(const nlohmann::json& j);
 
 }  // namespace tessera

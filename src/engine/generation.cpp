@@ -60,6 +60,7 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         }
         const int32_t token = sampler.sample(logits, n_vocab);
         sampler.accept(token);
+        if (params.on_token) params.on_token(token, logits, n_vocab);
         result.tokens.push_back(token);
         if (params.stop_at_eos && vocab.is_eog(token)) {
             result.stop_reason = "eos";

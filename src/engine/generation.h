@@ -26,6 +26,10 @@ struct GenerationParams {
     // Set from another thread (or a signal handler) to stop after the current
     // token; the result then says "cancelled".
     const std::atomic<bool>* cancel = nullptr;
+    // Called with each sampled token and the logits it was sampled from
+    // (n_vocab floats, before any penalty), before its text is emitted: for
+    // log-probabilities.
+    std::function<void(int32_t token, const float* logits, int32_t n_vocab)> on_token;
 };
 
 struct GenerationResult {

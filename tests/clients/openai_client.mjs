@@ -40,6 +40,22 @@ for await (const chunk of stream) {
 check(streamed === answer, "streamed chat equals the whole answer", JSON.stringify({ streamed, answer }));
 check(usage && usage.completion_tokens === 16 && chunks > 2, "stream usage", JSON.stringify(usage));
 
+// Log-probabilities: one entry per generated token, the greedy choice the
+// most likely of its alternatives, streamed entries the same as whole ones.
+const withLogprobs = await client.chat.completions.create({ model, messages, ...greedy, logprobs: true,
+  top_logprobs: 3 });
+const entries = withLogprobs.choices[0].logprobs?.content ?? [];
+check(entries.length === 16 && entries.every((e) => e.top_logprobs.length === 3 && e.logprob <= 0 &&
+  Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-6), "logprobs", JSON.stringify(entries.slice(0, 2)));
+let streamedEntries = [];
+for await (const chunk of await client.chat.completions.create({ model, messages, ...greedy, logprobs: true,
+  top_logprobs: 3, stream: true })) {
+  for (const c of chunk.choices) streamedEntries = streamedEntries.concat(c.logprobs?.content ?? []);
+}
+check(streamedEntries.length === entries.length &&
+  streamedEntries.every((e, i) => e.token === entries[i].token && Math.abs(e.logprob - entries[i].logprob) < 1e-6),
+  "streamed logprobs", `${streamedEntries.length} entries`);
+
 const text = await client.completions.create({ model, prompt: "The little dog", ...greedy });
 check(text.choices[0].text.length > 0 && text.usage.prompt_tokens > 0, "completion", JSON.stringify(text));
 
