@@ -131,8 +131,11 @@ async function load(base, clients, requests, maxTokens) {
   const all = perClient.flat();
   const tokens = all.reduce((s, r) => s + r.tokens, 0);
   const rates = perClient.map((rs) => {
-    const n = rs.reduce((s, r) => s + Math.max(0, r.tokens - 1), 0);
-    const t = rs.reduce((s, r) => s + (r.first === null ? 0 : r.last - r.first), 0);
+    // Answers whose content came in one burst (a single chunk, or a tiny
+    // model) say nothing about the decode rate.
+    const timed = rs.filter((r) => r.first !== null && r.tokens > 1 && r.last - r.first > 1e-3);
+    const n = timed.reduce((s, r) => s + r.tokens - 1, 0);
+    const t = timed.reduce((s, r) => s + r.last - r.first, 0);
     return t > 0 ? n / t : null;
   }).filter((x) => x !== null);
   const ttft = all.filter((r) => r.first !== null).map((r) => r.first - r.sent);

@@ -3,6 +3,7 @@
 #include "apps/commands.h"
 #include "model/random_model.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 #include <cstdio>
 #include <memory>
@@ -30,10 +31,12 @@ void gen_model(GenModelOptions& o) {
     if (o.given_rope_base) spec.rope_freq_base = o.spec.rope_freq_base;
     if (o.given_window) spec.sliding_window = o.spec.sliding_window;
     if (o.given_head_dim) spec.head_dim = o.spec.head_dim;
+    std::unique_ptr<Progress> progress;
     write_random_model(spec, o.output, [&](size_t done, size_t total) {
         if (o.quiet) return;
-        std::fprintf(stderr, "\rwriting %s: %zu/%zu tensors", o.output.c_str(), done, total);
-        if (done == total) std::fprintf(stderr, "\n");
+        if (!progress) progress = std::make_unique<Progress>("writing " + o.output, static_cast<double>(total), "tensors");
+        progress->update(static_cast<double>(done));
+        if (done == total) progress->finish();
     });
 }
 

@@ -8,12 +8,14 @@
 #include "ops/fixed_sum.h"
 #include "net/handshake.h"
 #include "util/error.h"
+#include "util/progress.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 namespace tessera {
@@ -183,13 +185,19 @@ void TensorParallelDecoder::send_slice(const LlamaModel& model, size_t worker, c
     std::ifstream in(path, std::ios::binary);
     std::vector<uint8_t> chunk(8u << 20);
     uint64_t bytes = 0;
+    const double total_mib = static_cast<double>(std::filesystem::file_size(path)) / 1048576.0;
+    // Tiny slices (tests, toy models) go too fast to be worth a display.
+    std::optional<Progress> progress;
+    if (total_mib >= 16.0) progress.emplace(fmt::format("sending rank {} its slice", worker + 1), total_mib, "MiB");
     while (in) {
         in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
         const auto n = static_cast<size_t>(in.gcount());
         if (n == 0) break;
         channels_[worker]->send(static_cast<uint16_t>(TpMessage::kSliceData), std::span<const uint8_t>(chunk.data(), n));
         bytes += n;
+        if (progress) progress->update(static_cast<double>(bytes) / 1048576.0);
     }
+    if (progress) progress->finish();
     std::filesystem::remove(path);
     send_json(*channels_[worker], TpMessage::kSliceEnd, {{"bytes", bytes}, {"checksum", fmt::format("{:016x}", checksum)}});
     stats_.slice_bytes_sent += bytes;

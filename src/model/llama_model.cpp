@@ -5,6 +5,7 @@
 #include "ops/row_groups.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
+#include "util/progress.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +14,9 @@
 namespace tessera {
 
 namespace {
+
+// Slices smaller than this load too fast for a progress display to help.
+constexpr uint64_t kProgressBytes = 256ull << 20;
 
 const GgufTensorInfo& require_tensor(const GgufFile& file, const std::string& name, int64_t ne0, int64_t ne1) {
     const GgufTensorInfo* t = file.find_tensor(name);
@@ -351,7 +355,13 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
     for (const Part& p : parts) total += rounded(bytes_of(p));
     AnonymousMemory memory(total);
     uint8_t* at = memory.data();
+    // A large slice takes seconds to read from disk: show it.
+    std::unique_ptr<Progress> progress;
+    if (total >= kProgressBytes) progress = std::make_unique<Progress>("loading weights", total / 1048576.0, "MiB");
+    uint64_t copied = 0;
     for (const Part& p : parts) {
+        if (progress) progress->update(static_cast<double>(copied) / 1048576.0);
+        copied += rounded(bytes_of(p));
         Matrix& m = *p.m;
         const int64_t rows = p.row_end - p.row_begin;
         const uint8_t* source = m.row(p.row_begin);
@@ -379,6 +389,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         m.panel_cols = panel_cols;
         at += rounded(bytes_of(p));
     }
+    if (progress) progress->finish();
     w.packed.clear();  // every packed matrix was a part
     w.private_copy = std::move(memory);
 }
