@@ -24,7 +24,9 @@
 import http from "node:http";
 import { readFileSync } from "node:fs";
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+// A new connection per request: llama-server closes a connection after a
+// streamed answer although it announces keep-alive.
+const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
 const now = () => performance.now() / 1000;
 
 function arg(args, name, fallback) {

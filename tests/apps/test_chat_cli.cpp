@@ -2,6 +2,7 @@
 // prefilling only what the cache lacks; the same answers on one process and
 // on --local 2; /save writes the conversation; a wrong --chat-template is a
 // clear error.
+#include "slow_model.h"
 #include "subprocess.h"
 #include "test_paths.h"
 
@@ -45,6 +46,21 @@ TEST(ChatCli, TwoTurnsReuseTheCacheAndEqualAcrossPlans) {
     const auto local2 = chat(input, "--local 2");
     ASSERT_EQ(local2.exit_code, 0) << local2.err;
     EXPECT_EQ(local2.out, single.out);
+}
+
+// Ctrl-C while an answer is being written stops that answer, not the
+// program: the next line (/exit) is still read and the exit is clean.
+TEST(ChatCli, InterruptStopsTheAnswerNotTheProgram) {
+    const std::string dir = test::test_dir("chat_interrupt");
+    const std::string model = test::write_slow_model(dir);
+    const std::string chat = "'" + test::tessera_binary() + "' chat -m '" + model + "' -c 4096 -t 1 --temp 0";
+    const auto r = test::run_process(
+        {"/bin/sh", "-c",
+         "(printf 'Once upon a time\\n'; sleep 4; printf '/exit\\n') | " + chat + " & sleep 2.5; pkill -INT -f -- \"^" +
+             test::tessera_binary() + " chat\"; wait $!"},
+        120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("; stopped]"), std::string::npos) << r.err;
 }
 
 TEST(ChatCli, UnknownChatTemplateIsAClearError) {
