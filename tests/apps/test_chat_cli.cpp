@@ -54,10 +54,15 @@ TEST(ChatCli, InterruptStopsTheAnswerNotTheProgram) {
     const std::string dir = test::test_dir("chat_interrupt");
     const std::string model = test::write_slow_model(dir);
     const std::string chat = "'" + test::tessera_binary() + "' chat -m '" + model + "' -c 4096 -t 1 --temp 0";
+    // Ctrl-C once the answer is being written (its text has reached the
+    // output), however long loading took (sanitizer builds are slow).
+    const std::string out = dir + "/out.txt";
     const auto r = test::run_process(
         {"/bin/sh", "-c",
-         "(printf 'Once upon a time\\n'; sleep 4; printf '/exit\\n') | " + chat + " & sleep 2.5; pkill -INT -f -- \"^" +
-             test::tessera_binary() + " chat\"; wait $!"},
+         "(printf 'Once upon a time\\n'; sleep 1; while [ ! -f '" + dir + "/done' ]; do sleep 0.2; done; "
+         "printf '/exit\\n') | " + chat + " > '" + out + "' & pid=$!; "
+         "i=0; while [ $(wc -c < '" + out + "' 2>/dev/null || echo 0) -lt 12 ] && [ $i -lt 600 ]; do sleep 0.1; "
+         "i=$((i+1)); done; kill -INT $pid; sleep 1; touch '" + dir + "/done'; wait $pid"},
         120);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("; stopped]"), std::string::npos) << r.err;

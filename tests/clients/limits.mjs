@@ -31,7 +31,7 @@ check(busy.status === 503 && busyBody.error?.type === "server_error", "503 while
 controller.abort();
 // Once the stream is gone, requests are served again.
 let served = false;
-for (let i = 0; i < 50 && !served; ++i) {
+for (let i = 0; i < 300 && !served; ++i) {
   await new Promise((r) => setTimeout(r, 100));
   const again = await post(JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }));
   served = again.status === 200;
