@@ -38,7 +38,7 @@ tessera=$repo/build/tessera
 vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
 raw=""
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "serve.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 

@@ -112,8 +112,10 @@ function stream(base, messages, maxTokens) {
 
 const subjects = ["a lighthouse", "the river", "a lost key", "an old map", "the red fox", "a train", "the market",
   "a storm", "the garden", "a violin", "the moon", "a bakery", "the bridge", "a kite", "the mountain", "a letter"];
-const prompt = (c, i) =>
-  `Client ${c}, request ${i}: tell me a short story about ${subjects[(c * 5 + i) % subjects.length]} ` +
+// Distinct in every configuration too (n: its client count), so that no
+// server answers one from a cache of an earlier configuration's prompts.
+const prompt = (n, c, i) =>
+  `Run ${n}, client ${c}, request ${i}: tell me a short story about ${subjects[(c * 5 + i) % subjects.length]} ` +
   `and ${subjects[(c + 3 * i + 7) % subjects.length]}.`;
 
 const quantile = (xs, q) => {
@@ -126,7 +128,7 @@ async function load(base, clients, requests, maxTokens) {
   const start = now();
   const perClient = await Promise.all([...Array(clients).keys()].map(async (c) => {
     const rs = [];
-    for (let i = 0; i < requests; ++i) rs.push(await stream(base, [{ role: "user", content: prompt(c, i) }], maxTokens));
+    for (let i = 0; i < requests; ++i) rs.push(await stream(base, [{ role: "user", content: prompt(clients, c, i) }], maxTokens));
     return rs;
   }));
   const wall = now() - start;
