@@ -61,18 +61,19 @@ TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {
 }
 
 // A worker in a memory cgroup (v1, as on these machines) smaller than its
-// share: the plan is refused, naming the rank, its address and the bytes:
-// by the root from the worker's reported free memory, or (when that still
-// covers the weights but not the working buffers) by the worker itself.
+// share: the root refuses the plan, naming the rank, its address and the bytes.
 TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's shadow memory and the shared libraries (OpenSSL for serve) put a
+    // sanitizer build's baseline above the 48 MiB this test gives a worker.
+    GTEST_SKIP() << "a sanitizer build cannot start inside the 48 MiB cgroup this test needs";
+#endif
     const std::string cgroup = "/sys/fs/cgroup/memory/tessera-test-" + std::to_string(::getpid());
     if (::geteuid() != 0 || ::mkdir(cgroup.c_str(), 0755) != 0) {
         GTEST_SKIP() << "needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory";
     }
     {
-        // Room for a process to start (a sanitizer build's baseline is ~60
-        // MiB) but not for its half of the weights and buffers (~64 MB).
-        std::ofstream(cgroup + "/memory.limit_in_bytes") << (64 << 20);
+        std::ofstream(cgroup + "/memory.limit_in_bytes") << (48 << 20);
     }
     const std::string model = slow_model();  // 108 MB of F32 weights: a half share is ~54 MB
     {
@@ -87,10 +88,7 @@ TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
         const auto r = run_process(
             cmd({"run", "-m", model, "--workers", address, "--weights", "1,1", "-n", "4", "-c", "64"}), 60);
         EXPECT_EQ(r.exit_code, 1);
-        const bool by_root = r.err.find("plan refused: rank 1 (" + address + ") needs") != std::string::npos;
-        const bool by_worker = r.err.find("worker " + address + " (rank 1) refused its slice: its slice needs") !=
-                               std::string::npos;
-        EXPECT_TRUE(by_root || by_worker) << r.err;
+        EXPECT_NE(r.err.find("plan refused: rank 1 (" + address + ") needs"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("available"), std::string::npos) << r.err;
     }
     ::rmdir(cgroup.c_str());
