@@ -40,31 +40,14 @@ struct ChatOptions {
 std::atomic<bool> g_stop{false};
 void on_interrupt(int) { g_stop.store(true); }
 
-// --chat-template NAME|FILE, else the model's own, else ChatML.
-std::string template_source(const ChatOptions& o, const GgufFile& file) {
-    if (!o.chat_template.empty()) {
-        if (std::optional<std::string> builtin = builtin_chat_template(o.chat_template)) return *builtin;
-        std::ifstream in(o.chat_template, std::ios::binary);
-        if (!in) {
-            std::string names;
-            for (const std::string& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
-            throw make_error("--chat-template '{}' is neither a built-in template ({}) nor a readable file",
-                             o.chat_template, names);
-        }
-        std::ostringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
-    if (std::optional<std::string> own = file.find_string("tokenizer.chat_template")) return *own;
-    std::fprintf(stderr, "chat: the model has no chat template; using ChatML\n");
-    return chatml_template();
-}
-
 void chat(const ChatOptions& o) {
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     const LlamaModel model(model_path);
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
-    ChatTemplate chat_template(template_source(o, model.file()));
+    bool fallback = false;
+    ChatTemplate chat_template(
+        chat_template_source(o.chat_template, model.file().find_string("tokenizer.chat_template"), &fallback));
+    if (fallback) std::fprintf(stderr, "chat: the model has no chat template; using ChatML\n");
     ForwardConfig config;
     config.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model.hparams().n_ctx_train, 4096);
     config.n_batch = o.n_batch;

@@ -103,7 +103,7 @@ public:
           model_path_(o.model.empty() ? default_model_path() : o.model),
           model_(model_path_),
           tokenizer_(make_tokenizer(load_vocab(model_.file()))),
-          template_(template_source()) {
+          template_(chat_template_source(o.chat_template, model_.file().find_string("tokenizer.chat_template"))) {
         config_.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model_.hparams().n_ctx_train, 4096);
         config_.n_batch = o.n_batch;
         plan_ = make_plan_decoder(model_, config_, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
@@ -186,19 +186,6 @@ private:
     std::atomic<int> waiting_{0};
     std::atomic<uint64_t> next_id_{1};
     Metrics metrics_;
-
-    std::string template_source() {
-        if (!options_.chat_template.empty()) {
-            if (std::optional<std::string> builtin = builtin_chat_template(options_.chat_template)) return *builtin;
-            std::ifstream in(options_.chat_template, std::ios::binary);
-            if (!in) throw make_error("--chat-template '{}' is neither a built-in template nor a readable file",
-                                      options_.chat_template);
-            std::ostringstream text;
-            text << in.rdbuf();
-            return text.str();
-        }
-        return model_.file().find_string("tokenizer.chat_template").value_or(chatml_template());
-    }
 
     void fail(httplib::Response& res, const ApiError& e) {
         ++metrics_.errors;

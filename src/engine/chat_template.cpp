@@ -1,8 +1,11 @@
 #include "engine/chat_template.h"
 
 #include "engine/jinja_lexer.h"
+#include "util/error.h"
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 namespace tessera {
 
@@ -80,6 +83,31 @@ std::vector<std::string> builtin_chat_template_names() {
     std::vector<std::string> names;
     for (const auto& [name, _] : builtins()) names.push_back(name);
     return names;
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+std::string chat_template_source(const std::string& option, const std::optional<std::string>& model_template,
+                                 bool* fallback) {
+    if (fallback != nullptr) *fallback = false;
+    if (!option.empty()) {
+        if (std::optional<std::string> builtin = builtin_chat_template(option)) return *builtin;
+        std::ifstream in(option, std::ios::binary);
+        if (!in) {
+            std::string names;
+            for (const std::string& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+            throw make_error("--chat-template '{}' is neither a built-in template ({}) nor a readable file", option,
+                             names);
+        }
+        std::ostringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+    if (model_template) return *model_template;
+    if (fallback != nullptr) *fallback = true;
+    return chatml_template();
 }
 
 }  // namespace tessera

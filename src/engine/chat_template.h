@@ -61,4 +61,10 @@ const std::string& chatml_template();
 std::optional<std::string> builtin_chat_template(const std::string& name);
 std::vector<std::string> builtin_chat_template_names();
 
+// The template a command uses: --chat-template's built-in NAME or FILE when
+// given, else the model's own (tokenizer.chat_template), else ChatML (then
+// *fallback is set). An option that is neither is an Error listing the names.
+std::string chat_template_source(const std::string& option, const std::optional<std::string>& model_template,
+                                 bool* fallback = nullptr);
+
 }  // namespace tessera
