@@ -1,6 +1,6 @@
 // The tokenizers (SentencePiece and GPT-2 BPE, from real vocabularies; a BPE
-// whose pre-tokenizer is a sequence of regexes, one with an empty-match
-// pattern (deepseek-llm); one with user-defined tokens cut out first (mpt)):
+// whose pre-tokenizer is a sequence of regexes (deepseek-coder); one with
+// user-defined tokens cut out first (mpt)):
 // encode arbitrary bytes, then decode arbitrary ids; the first byte picks
 // the vocabulary.
 #include "fuzz_common.h"
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace tessera;
     static const std::unique_ptr<Tokenizer> spm = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
     static const std::unique_ptr<Tokenizer> bpe = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
-    static const std::unique_ptr<Tokenizer> deepseek = load(fuzz::test_data() + "/vocab/ggml-vocab-deepseek-llm.gguf");
+    static const std::unique_ptr<Tokenizer> deepseek = load(fuzz::test_data() + "/vocab/ggml-vocab-deepseek-coder.gguf");
     static const std::unique_ptr<Tokenizer> mpt = load(fuzz::test_data() + "/vocab/ggml-vocab-mpt.gguf");
     if (size < 1) return 0;
     const Tokenizer* const all[] = {spm.get(), bpe.get(), deepseek.get(), mpt.get()};
