@@ -115,6 +115,13 @@ public:
     void run() {
         httplib::Server http;
         http.set_payload_max_length(options_.max_body);
+        // A client that goes silent or trickles its request is dropped after
+        // --timeout-ms without a byte (each wait is bounded), so it holds a
+        // connection thread no longer than that.
+        const int timeout_ms = options_.parallel.timeout_ms;
+        http.set_read_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+        http.set_write_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+        http.set_keep_alive_timeout(std::max(1, timeout_ms / 1000));
         http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
             if (!res.body.empty()) return;  // a handler's own error object
             const char* message = res.status == 413 ? "the request body is larger than the server accepts"
@@ -210,7 +217,7 @@ private:
         }
         std::vector<int32_t> ids;
         for (const json& t : body["tokens"]) {
-            if (!t.is_number_integer() || !tokenizer_->vocab().is_valid(t.get<int32_t>())) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer_->vocab().size()) {
                 return fail(res, ApiError{400, "'tokens' holds an id outside the vocabulary", "invalid_request_error",
                                           "tokens"});
             }

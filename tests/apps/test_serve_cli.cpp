@@ -67,6 +67,14 @@ TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
     run_client(start_serve(server, model, {"--queue", "1", "--max-body", "4096"}), "limits.mjs");
 }
 
+// A silent and a trickling client are dropped while others are served; bad
+// types and out-of-range values on every endpoint are 400s naming the field.
+TEST(ServeCli, HostileClientsAndBadFieldsAreHandled) {
+    std::unique_ptr<BackgroundProcess> server;
+    const std::string api = start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--timeout-ms", "1000"});
+    run_client(api.substr(0, api.size() - 3), "hostile.mjs");
+}
+
 // 8 concurrent clients x 10 requests, greedy, on the bundled model: every
 // answer equals the request served alone; none lost.
 TEST(ServeCli, EightConcurrentClientsGetTheirOwnAnswers) {
