@@ -507,3 +507,40 @@ TEST(Tokenizer, OutOfRangeIdsThrow) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A tokenizer.json that is not one, or holds what we cannot run, is a clear
+// error naming the file and what is wrong; nothing half-written is left to use.
+TEST(ConvertTokenizer, BadFilesAreClearErrors) {
+    const std::string dir = test::test_dir("convert_tokenizer_bad");
+    const auto error_for = [&](const std::string& json_text) {
+        const std::string path = dir + "/tokenizer.json";
+        std::ofstream(path) << json_text;
+        try {
+            convert_hf_tokenizer(path, "", dir + "/out.gguf");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(error_for("{not json").find("not valid JSON"), std::string::npos);
+    EXPECT_NE(error_for("[]").find("has no 'model' object"), std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "Unigram", "vocab": {}, "merges": []}})").find("'Unigram' is not supported"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": -4}, "merges": []}})").find("no valid id"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": 99999999}, "merges": []}})").find("no valid id"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [5]}})").find("a merge is neither"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                           "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}}})")
+                  .find("is not one Tessera knows"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []}})")
+                  .find("byte_fallback"),
+              std::string::npos);
+}
+
+}  // namespace tessera
