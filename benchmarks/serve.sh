@@ -9,10 +9,10 @@
 #                       [--clients "1 4 8"] [--threads 2] [--tessera BIN] [--raw DIR]
 #
 # Servers, each with --threads threads (default 2):
-#   tessera               tessera serve -t T            (one slot: requests take turns)
-#   llama-server -np 1    llama-server -t T -np 1 -c CTX (one slot, like tessera)
-#   llama-server -np 4    llama-server -t T -np 4 -c 4*CTX (four slots batched
-#                         together: its best case under concurrent load)
+#   tessera -P 1          tessera serve -t T -P 1 -c CTX  (one slot: requests take turns)
+#   tessera -P 4          tessera serve -t T -P 4 -c CTX  (four slots, continuous batching)
+#   llama-server -np 1    llama-server -t T -np 1 -c CTX (one slot)
+#   llama-server -np 4    llama-server -t T -np 4 -c 4*CTX (four slots batched together)
 #   CTX is the model's context, at most 4096 (tessera serve's default), per slot.
 # --llama-cpp: a llama.cpp checkout with DIR/build/bin/llama-server (default
 #   /tmp/llama.cpp); when it is missing, only tessera is measured.
@@ -145,18 +145,21 @@ echo "model $model, $threads threads per server, clients: $clients, $requests re
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 
 # tessera: --port 0, the first line printed says which.
-"$tessera" serve -m "$model" -t "$threads" --port 0 > "$out/tessera.out" 2> "$out/tessera.log" &
-server_pid=$!
-port=""
-for _ in $(seq 600); do
-  port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$out/tessera.out" | head -n 1)
-  [ -n "$port" ] && break
-  kill -0 "$server_pid" 2> /dev/null || break
-  sleep 0.5
+for np in 1 4; do
+  "$tessera" serve -m "$model" -t "$threads" -P "$np" -c "$n_ctx" --port 0 > "$out/tessera-np$np.out" \
+    2> "$out/tessera-np$np.log" &
+  server_pid=$!
+  port=""
+  for _ in $(seq 600); do
+    port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$out/tessera-np$np.out" | head -n 1)
+    [ -n "$port" ] && break
+    kill -0 "$server_pid" 2> /dev/null || break
+    sleep 0.5
+  done
+  wait_health "tessera -P $np" "$out/tessera-np$np.log" "$port"
+  measure "tessera -P $np" "tessera-np$np"
+  stop_server
 done
-wait_health tessera "$out/tessera.log" "$port"
-measure tessera tessera
-stop_server
 
 if [ -n "$llama_server" ]; then
   for np in 1 4; do

@@ -3,10 +3,13 @@
 //   events or not), GET /v1/models, /health, /metrics (Prometheus text),
 //   POST /tokenize, /detokenize; GET / (the chat page), /props (model,
 //   context and plan, for the page).
-// One slot: requests take turns on the model, up to --queue waiting (more get
-// 503); the slot's KV cache is kept between requests, so a conversation's
-// next turn (its history resent) prefills only its new tokens. A client that
-// disconnects mid-stream stops its generation at the next token.
+// --parallel N slots, each a sequence with its own KV cache: running requests'
+// tokens go through the model together (engine/sequence_batcher.h), up to
+// --queue more wait their turn in arrival order (more get 503). A request
+// takes the free slot whose cached tokens its prompt shares most of, so a
+// conversation's next turn (its history resent) prefills only its new
+// tokens. A client that disconnects mid-stream stops its generation at the
+// next token.
 #include "apps/commands.h"
 #include "apps/openai_api.h"
 #include "apps/parallel_flags.h"
@@ -14,6 +17,7 @@
 #include "apps/web_page.h"
 #include "engine/chat_session.h"
 #include "engine/prefix_cache.h"
+#include "engine/sequence_batcher.h"
 #include "engine/stop_strings.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
@@ -25,7 +29,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -46,6 +52,8 @@ struct ServeOptions {
     int n_batch = 512;
     int n_threads = 0;
     int queue = 16;
+    int n_parallel = 1;
+    int prefill_chunk = 128;
     size_t max_body = 1 << 20;
     ParallelOptions parallel;
 };
@@ -65,8 +73,13 @@ struct Metrics {
         ++latency_counts[b];
         latency_sum += seconds;
     }
-    std::string text() {
+    std::string text(const BatcherStats& b) {
         std::ostringstream o;
+        o << "# TYPE tessera_batches_total counter\ntessera_batches_total " << b.batches << "\n";
+        o << "# TYPE tessera_batch_rows_total counter\ntessera_batch_rows_total " << b.rows << "\n";
+        o << "# TYPE tessera_batch_sequences_total counter\ntessera_batch_sequences_total " << b.sequences << "\n";
+        o << "# TYPE tessera_batch_seconds_total counter\ntessera_batch_seconds_total " << b.seconds << "\n";
+        o << "# TYPE tessera_batch_last_seconds gauge\ntessera_batch_last_seconds " << b.last_seconds << "\n";
         o << "# TYPE tessera_requests_total counter\ntessera_requests_total " << requests << "\n";
         o << "# TYPE tessera_request_errors_total counter\ntessera_request_errors_total " << errors << "\n";
         o << "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total " << prompt_tokens << "\n";
@@ -96,6 +109,61 @@ struct QueueTicket {
     QueueTicket& operator=(const QueueTicket&) = delete;
 };
 
+// The slots: a request waits its turn (first come, first served) for a free
+// slot, and takes the one whose cached tokens its prompt shares most of.
+class SlotPool {
+public:
+    explicit SlotPool(int n) : caches_(static_cast<size_t>(n)), busy_(static_cast<size_t>(n), false),
+                               last_used_(static_cast<size_t>(n), 0) {}
+
+    int acquire(const std::vector<int32_t>& prompt) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const uint64_t ticket = next_ticket_++;
+        queue_.push_back(ticket);
+        changed_.wait(lock, [&] {
+            return queue_.front() == ticket && std::find(busy_.begin(), busy_.end(), false) != busy_.end();
+        });
+        queue_.pop_front();
+        int best = -1;
+        size_t best_common = 0;
+        for (size_t s = 0; s < caches_.size(); ++s) {
+            if (busy_[s]) continue;
+            const std::vector<int32_t>& held = caches_[s].tokens();
+            size_t common = 0;
+            while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
+            // The longest shared prefix; among equals, the slot unused longest.
+            if (best < 0 || common > best_common ||
+                (common == best_common && last_used_[s] < last_used_[static_cast<size_t>(best)])) {
+                best = static_cast<int>(s);
+                best_common = common;
+            }
+        }
+        busy_[static_cast<size_t>(best)] = true;
+        last_used_[static_cast<size_t>(best)] = ++clock_;
+        changed_.notify_all();  // the next in line may take another free slot
+        return best;
+    }
+    void release(int slot) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            busy_[static_cast<size_t>(slot)] = false;
+        }
+        changed_.notify_all();
+    }
+    // A busy slot's cache belongs to the request holding it.
+    PrefixCache& cache(int slot) { return caches_[static_cast<size_t>(slot)]; }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<PrefixCache> caches_;
+    std::vector<bool> busy_;
+    std::vector<uint64_t> last_used_;
+    uint64_t clock_ = 0;
+    uint64_t next_ticket_ = 0;
+    std::deque<uint64_t> queue_;
+};
+
 class Server {
 public:
     Server(const ServeOptions& o)
@@ -106,14 +174,28 @@ public:
           template_(chat_template_source(o.chat_template, model_.file().find_string("tokenizer.chat_template"))) {
         config_.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model_.hparams().n_ctx_train, 4096);
         config_.n_batch = o.n_batch;
+        config_.n_seq = o.n_parallel;
         plan_ = make_plan_decoder(model_, config_, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
+        if (plan_.decoder().n_seq() < o.n_parallel) {
+            throw make_error("--parallel {}: this plan keeps one sequence (continuous batching runs on a single node "
+                             "for now); use --parallel 1",
+                             o.n_parallel);
+        }
         print_plan(plan_.setup());
+        BatcherOptions batching;
+        batching.prefill_chunk = o.prefill_chunk;
+        batcher_ = std::make_unique<SequenceBatcher>(plan_.decoder(), batching);
+        slots_ = std::make_unique<SlotPool>(o.n_parallel);
         const size_t slash = model_path_.find_last_of('/');
         model_id_ = slash == std::string::npos ? model_path_ : model_path_.substr(slash + 1);
     }
 
     void run() {
         httplib::Server http;
+        // A thread per running or waiting request, and a few for the rest
+        // (/health, /metrics) so they answer while every slot is busy.
+        const size_t http_threads = static_cast<size_t>(std::min(options_.queue + options_.n_parallel + 4, 512));
+        http.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
         http.set_payload_max_length(options_.max_body);
         // A client that goes silent or trickles its request is dropped after
         // --timeout-ms without a byte (each wait is bounded), so it holds a
@@ -144,7 +226,10 @@ public:
             res.set_content(std::string(web_page()), "text/html; charset=utf-8");
         });
         http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(dump_json(json{{"model", model_id_}, {"n_ctx", config_.n_ctx}, {"plan", plan_json(plan_.setup())}}),
+            res.set_content(dump_json(json{{"model", model_id_},
+                                           {"n_ctx", config_.n_ctx},
+                                           {"parallel", options_.n_parallel},
+                                           {"plan", plan_json(plan_.setup())}}),
                             "application/json");
         });
         http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -156,7 +241,7 @@ public:
             res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({model})}}), "application/json");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_.text(), "text/plain; version=0.0.4");
+            res.set_content(metrics_.text(batcher_->stats()), "text/plain; version=0.0.4");
         });
         http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
         http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
@@ -188,8 +273,8 @@ private:
     int64_t started_ = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-    std::mutex slot_;  // one generation at a time
-    PrefixCache cache_;
+    std::unique_ptr<SequenceBatcher> batcher_;
+    std::unique_ptr<SlotPool> slots_;
     std::atomic<int> waiting_{0};
     std::atomic<uint64_t> next_id_{1};
     Metrics metrics_;
@@ -272,11 +357,24 @@ private:
             if (!emit(text, pending)) stop.store(true);
             pending.clear();
         };
-        std::lock_guard<std::mutex> lock(slot_);
-        const GenerationResult g = cache_.generate(plan_.decoder(), *tokenizer_, prompt, params, [&](const std::string& piece) {
-            send(stops.push(piece));
-            if (stops.stopped()) stop.store(true);
-        });
+        // The slot is held, and its sequence counted as running, until the
+        // generation ends however it ends.
+        struct SlotHold {
+            Server& server;
+            int slot;
+            SlotHold(Server& s, const std::vector<int32_t>& prompt) : server(s), slot(s.slots_->acquire(prompt)) {
+                server.batcher_->begin(slot);
+            }
+            ~SlotHold() {
+                server.batcher_->end(slot);
+                server.slots_->release(slot);
+            }
+        } hold(*this, prompt);
+        const GenerationResult g = slots_->cache(hold.slot).generate(
+            batcher_->sequence(hold.slot), *tokenizer_, prompt, params, [&](const std::string& piece) {
+                send(stops.push(piece));
+                if (stops.stopped()) stop.store(true);
+            });
         send(stops.flush());
         result.completion_tokens = static_cast<int>(g.tokens.size());
         result.finish_reason = g.stop_reason == "length" || g.stop_reason == "context" ? "length" : "stop";
@@ -299,7 +397,7 @@ private:
         } catch (const Error& e) {  // a template that refuses the conversation
             return fail(res, ApiError{400, e.what(), "invalid_request_error", "messages"});
         }
-        if (waiting_.load() >= options_.queue) {
+        if (waiting_.load() >= options_.queue + options_.n_parallel) {
             return fail(res, ApiError{503, "the server is busy: too many requests waiting", "server_error", ""});
         }
         // Counts this request as waiting or running until the last copy of
@@ -372,9 +470,18 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
-    cmd->add_option("--queue", o->queue, "Requests that may wait for the model; more are answered 503")
+    cmd->add_option("-P,--parallel", o->n_parallel,
+                    "Slots: requests generated at once, each with its own KV cache of -c tokens, their tokens batched "
+                    "through the model together")
         ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 256));
+    cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                    "Prompt tokens a batch takes while other slots decode (smaller: shorter stalls for them)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; more are answered 503")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 100000));
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
     cmd->callback([o] { Server(*o).run(); });

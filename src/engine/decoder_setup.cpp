@@ -7,6 +7,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 
 namespace tessera {
@@ -97,7 +98,10 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     if (workers.empty()) {
         if (!options.weights.empty()) throw make_error("--weights needs --workers or --local");
         // The plan of one node is refused like any other that does not fit.
-        const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()), config.n_ctx, config.kv_type);
+        // Every sequence (serve --parallel) has a cache of n_ctx positions.
+        const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
+        const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()),
+                                                    static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_type);
         const uint64_t have = available_memory_bytes();
         if (need.total() > have) {
             throw PlanRefused(fmt::format("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "

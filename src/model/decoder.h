@@ -5,10 +5,19 @@
 
 #include "model/hparams.h"
 
+#include "util/error.h"
+
 #include <cstdint>
 #include <span>
 
 namespace tessera {
+
+// One sequence's tokens in a multi-sequence eval (continuous batching).
+struct SeqEval {
+    int seq = 0;
+    int pos = 0;
+    std::span<const int32_t> tokens;
+};
 
 class Decoder {
 public:
@@ -22,6 +31,19 @@ public:
     // of n_vocab floats (perplexity and KL divergence need them all); valid
     // until the next call.
     virtual const float* eval_all(std::span<const int32_t> tokens, int pos) = 0;
+
+    // Sequences with a KV cache of their own (eval and eval_all use sequence 0).
+    virtual int n_seq() const { return 1; }
+    // Runs several sequences' tokens (each sequence at most once) through the
+    // model together and returns the logits of each one's last token:
+    // evals.size() rows of n_vocab floats, valid until the next call. Every
+    // row's logits are the bits eval gives for the same tokens alone.
+    virtual const float* eval_seqs(std::span<const SeqEval> evals) {
+        if (evals.size() != 1 || evals[0].seq != 0) {
+            throw make_error("this plan keeps one sequence: --parallel needs a plan that batches sequences");
+        }
+        return eval(evals[0].tokens, evals[0].pos);
+    }
 };
 
 }  // namespace tessera

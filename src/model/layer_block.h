@@ -4,7 +4,19 @@
 // stage drives one without knowing which.
 #pragma once
 
+#include "util/error.h"
+
+#include <span>
+
 namespace tessera {
+
+// Rows of one sequence at consecutive positions pos0 .. pos0 + n_tok - 1,
+// inside a batch that may hold several sequences (continuous batching).
+struct SeqRun {
+    int seq = 0;
+    int pos0 = 0;
+    int n_tok = 0;
+};
 
 class LayerBlock {
 public:
@@ -12,6 +24,14 @@ public:
     // x: n_tok rows of n_embd residual values at positions pos0.., updated in
     // place by every layer of the block (n_tok at most the block's batch).
     virtual void forward_layers(float* x, int pos0, int n_tok) = 0;
+    // The same for rows of several sequences (runs cover the rows in order).
+    // A block that keeps one sequence takes only a single run of sequence 0.
+    virtual void forward_layers(float* x, std::span<const SeqRun> runs) {
+        if (runs.size() != 1 || runs[0].seq != 0) {
+            throw make_error("this plan keeps one sequence: a batch of several sequences needs --parallel support");
+        }
+        forward_layers(x, runs[0].pos0, runs[0].n_tok);
+    }
 };
 
 }  // namespace tessera

@@ -19,6 +19,8 @@ public:
     int n_ctx() const override { return forward_.n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+    int n_seq() const override { return forward_.n_seq(); }
+    const float* eval_seqs(std::span<const SeqEval> evals) override;
 
     const SliceForward& forward() const { return forward_; }
 
@@ -29,7 +31,8 @@ private:
 
     ThreadPool pool_;
     SliceForward forward_;
-    std::vector<float> x_, logits_, all_logits_;
+    std::vector<float> x_, logits_, all_logits_, seq_logits_, last_x_, head_out_;
+    std::vector<SeqRun> runs_;
 };
 
 }  // namespace tessera

@@ -15,13 +15,17 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     : hparams_(model.hparams()),
       weights_(load_slice_weights(model, slice, ColumnSlices::kPack)),
       pool_(pool),
-      cache_(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_type),
       attention_(config.n_ctx, hparams_.head_dim, slice.n_kv_heads(), pool.size()),
 
       n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))),
       n_q_heads_(slice.n_kv_heads() * hparams_.q_per_kv()),
       q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim),
       units_(reduction_units(model)) {
+    if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
+    caches_.reserve(static_cast<size_t>(config.n_seq));
+    for (int i = 0; i < config.n_seq; ++i) {
+        caches_.emplace_back(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_type);
+    }
     if (config.private_weights) {
         copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);
     }
@@ -142,10 +146,15 @@ void SliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_t
 }
 
 void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
-    check_batch(n_tok);
+    const SeqRun run{0, pos0, n_tok};
+    forward_layers(x, std::span<const SeqRun>(&run, 1));
+}
+
+void SliceForward::forward_layers(float* x, std::span<const SeqRun> runs) {
+    const int n_tok = check_runs(runs);
     for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
         norm_attention_input(layer, x, h_.data(), n_tok);
-        attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
+        attention_partial(layer, h_.data(), runs, partial_.data());
         add_attention_output(layer, partial_.data(), x, n_tok);
         norm_ffn_input(layer, x, h_.data(), n_tok);
         ffn_partial(layer, h_.data(), n_tok, partial_.data());
@@ -163,6 +172,24 @@ const LayerWeights& SliceForward::layer_weights(int layer) const {
 
 void SliceForward::check_batch(int n_tok) const {
     if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+}
+
+int SliceForward::check_runs(std::span<const SeqRun> runs) const {
+    int64_t n_tok = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const SeqRun& r = runs[i];
+        if (r.seq < 0 || r.seq >= n_seq()) throw make_error("sequence {} is not one of the {} this node keeps", r.seq, n_seq());
+        if (r.n_tok < 1 || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx()) {
+            throw make_error("positions {}..{} of sequence {} exceed the context of {}", r.pos0,
+                             static_cast<int64_t>(r.pos0) + r.n_tok, r.seq, n_ctx());
+        }
+        for (size_t j = 0; j < i; ++j) {
+            if (runs[j].seq == r.seq) throw make_error("sequence {} appears twice in one batch", r.seq);
+        }
+        n_tok += r.n_tok;
+    }
+    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    return static_cast<int>(n_tok);
 }
 
 SliceForward::ConvertedActivation& SliceForward::slot_for(const Matrix& m) {
@@ -230,7 +257,12 @@ void SliceForward::norm_ffn_input(int layer, const float* x, float* h, int n_tok
 }
 
 void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_tok, double* partial) {
-    check_batch(n_tok);
+    const SeqRun run{0, pos0, n_tok};
+    attention_partial(layer, h, std::span<const SeqRun>(&run, 1), partial);
+}
+
+void SliceForward::attention_partial(int layer, const float* h, std::span<const SeqRun> runs, double* partial) {
+    const int n_tok = check_runs(runs);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
@@ -250,22 +282,38 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
     run_jobs(qkv, h, n_embd, n_tok);
     const int local_layer = layer - s.layer_begin;
     new_activations();
-    if (n_tok == 1) {
-        attend_one(w, layer, pos0);
+    if (runs.size() == 1 && n_tok == 1) {
+        attend_one(w, layer, runs[0].seq, runs[0].pos0);
     } else {
-        for (int t = 0; t < n_tok; ++t) {
-            prepare_heads(w, layer, pos0 + t, q_.data() + t * q_width, k_.data() + t * kv_width,
-                          v_.data() + t * kv_width, 0, s.n_kv_heads());
-            cache_.store(local_layer, pos0 + t, k_.data() + t * kv_width, v_.data() + t * kv_width);
+        // Runs of several positions attend as a prompt does; single positions
+        // (the decoding sequences of a continuous batch) together after.
+        single_runs_.clear();
+        single_rows_.clear();
+        int row = 0;
+        for (const SeqRun& r : runs) {
+            KvCache& cache = caches_[static_cast<size_t>(r.seq)];
+            if (r.n_tok == 1) {
+                single_runs_.push_back(r);
+                single_rows_.push_back(row++);
+                continue;
+            }
+            for (int t = row; t < row + r.n_tok; ++t) {
+                const int pos = r.pos0 + (t - row);
+                prepare_heads(w, layer, pos, q_.data() + t * q_width, k_.data() + t * kv_width,
+                              v_.data() + t * kv_width, 0, s.n_kv_heads());
+                cache.store(local_layer, pos, k_.data() + t * kv_width, v_.data() + t * kv_width);
+            }
+            attention_.attend(cache, local_layer, r.pos0, r.n_tok, q_.data() + row * q_width, q_width, n_q_heads_,
+                              hparams_.q_per_kv(), attn_.data() + row * q_width, q_width, pool_, attention_options(layer));
+            row += r.n_tok;
         }
-        attention_.attend(cache_, local_layer, pos0, n_tok, q_.data(), q_width, n_q_heads_, hparams_.q_per_kv(),
-                          attn_.data(), q_width, pool_, attention_options(layer));
+        if (!single_runs_.empty()) attend_singles(w, layer, single_runs_, single_rows_);
     }
     matmul_units(w.wo, {0, n_embd, q_begin_, q_width}, activation_for(w.wo, attn_.data(), q_width, n_tok),
                  units_.wo_cols(hparams_), partial, n_embd, pool_);
 }
 
-void SliceForward::attend_one(const LayerWeights& w, int layer, int pos) {
+void SliceForward::attend_one(const LayerWeights& w, int layer, int seq, int pos) {
     // One region, each thread taking whole KV heads: RoPE of the head's
     // queries and key, its K/V store, its attention, and the conversion of
     // its output for wo, all while the head's rows are in that thread's cache.
@@ -274,6 +322,7 @@ void SliceForward::attend_one(const LayerWeights& w, int layer, int pos) {
     // threads (every row cold after ~25 MB of weights streamed); as one
     // region, 19-21 us.
     const Matrix& wo = w.wo;
+    KvCache& cache = caches_[static_cast<size_t>(seq)];
     const int local_layer = layer - weights_.slice.layer_begin;
     const AttentionOptions options = attention_options(layer);
     const int hd = hparams_.head_dim;
@@ -291,8 +340,8 @@ void SliceForward::attend_one(const LayerWeights& w, int layer, int pos) {
         for (int kvh = thread; kvh < n_kv; kvh += n_threads) {
             float* k = k_.data() + static_cast<int64_t>(kvh) * hd;
             prepare_heads(w, layer, pos, q_.data(), k_.data(), v_.data(), kvh, kvh + 1);
-            cache_.store_head(local_layer, kvh, pos, k, v_.data() + static_cast<int64_t>(kvh) * hd);
-            attention_.attend_one_head(cache_, local_layer, pos, q_.data(), kvh, q_per_kv, attn_.data(), thread,
+            cache.store_head(local_layer, kvh, pos, k, v_.data() + static_cast<int64_t>(kvh) * hd);
+            attention_.attend_one_head(cache, local_layer, pos, q_.data(), kvh, q_per_kv, attn_.data(), thread,
                                        options);
             if (by_head) slot.act.quantize_span(attn_.data(), 0, kvh * head_values, (kvh + 1) * head_values);
         }
@@ -301,6 +350,36 @@ void SliceForward::attend_one(const LayerWeights& w, int layer, int pos) {
         slot.source = attn_.data();
         slot.n_tok = 1;
     }
+}
+
+void SliceForward::attend_singles(const LayerWeights& w, int layer, std::span<const SeqRun> runs,
+                                  std::span<const int> rows) {
+    const int local_layer = layer - weights_.slice.layer_begin;
+    const AttentionOptions options = attention_options(layer);
+    const int64_t hd = hparams_.head_dim;
+    const int n_kv = weights_.slice.n_kv_heads();
+    const int64_t q_width = static_cast<int64_t>(n_q_heads_) * hd;
+    const int64_t kv_width = static_cast<int64_t>(n_kv) * hd;
+    // RoPE's table holds one position at a time: the rows are prepared here,
+    // on one thread (a few microseconds each), before the parallel region.
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const int t = rows[i];
+        prepare_heads(w, layer, runs[i].pos0, q_.data() + t * q_width, k_.data() + t * kv_width,
+                      v_.data() + t * kv_width, 0, n_kv);
+        caches_[static_cast<size_t>(runs[i].seq)].store(local_layer, runs[i].pos0, k_.data() + t * kv_width,
+                                                       v_.data() + t * kv_width);
+    }
+    const int64_t items = static_cast<int64_t>(runs.size()) * n_kv;
+    pool_.run([&](int thread, int n_threads) {
+        for (int64_t item = thread; item < items; item += n_threads) {
+            const size_t i = static_cast<size_t>(item / n_kv);
+            const int kvh = static_cast<int>(item % n_kv);
+            const int64_t t = rows[i];
+            attention_.attend_one_head(caches_[static_cast<size_t>(runs[i].seq)], local_layer, runs[i].pos0,
+                                       q_.data() + t * q_width, kvh, hparams_.q_per_kv(), attn_.data() + t * q_width,
+                                       thread, options);
+        }
+    });
 }
 
 void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* partial) {

@@ -34,18 +34,26 @@ struct ForwardConfig {
     // Weights in private memory (copy_to_private_memory): generation as
     // fast or faster; false computes from the mapped file (--mmap).
     bool private_weights = true;
+    // Sequences with a KV cache of their own (serve --parallel): each holds
+    // n_ctx positions, and one batch may carry rows of several of them.
+    int n_seq = 1;
 };
 
-// Every step works on a batch of n_tok consecutive positions; activations are
-// row-major [n_tok][width]. A batch of one is token-by-token generation.
+// Every step works on a batch of n_tok rows; activations are row-major
+// [n_tok][width]. The rows are runs of consecutive positions of one sequence
+// each (SeqRun, layer_block.h): a prompt is one run, a step of continuous
+// batching one run per active sequence. Only attention reads the runs (each
+// run attends to its own sequence's cache); every other step is per row, and
+// a row's result does not depend on the other rows of its batch.
 class SliceForward : public LayerBlock {
 public:
     SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool);
 
     const ModelHParams& hparams() const { return hparams_; }
     const Slice& slice() const { return weights_.slice; }
-    const KvCache& kv_cache() const { return cache_; }
-    int n_ctx() const { return cache_.n_ctx(); }
+    const KvCache& kv_cache(int seq = 0) const { return caches_.at(static_cast<size_t>(seq)); }
+    int n_ctx() const { return caches_[0].n_ctx(); }
+    int n_seq() const { return static_cast<int>(caches_.size()); }
     int n_batch() const { return n_batch_; }
 
     // x[t] = embedding of tokens[t] (needs slice.embeds).
@@ -70,6 +78,10 @@ public:
     // position pos0 + t, given its normed input h[t]; stores the slice's K/V
     // for those positions first, so the batch attends causally to itself.
     void attention_partial(int layer, const float* h, int pos0, int n_tok, double* partial);
+    // The same for rows of several sequences: runs (checked: sequences
+    // distinct and in range, positions inside the context) cover the rows of
+    // h in order.
+    void attention_partial(int layer, const float* h, std::span<const SeqRun> runs, double* partial);
     // partial[t] = this slice's share of the layer's FFN output.
     void ffn_partial(int layer, const float* h, int n_tok, double* partial);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
@@ -86,6 +98,7 @@ public:
     // each partial straight into x: what a process does when it holds whole
     // layers (a single node, or a pipeline stage).
     void forward_layers(float* x, int pos0, int n_tok) override;
+    void forward_layers(float* x, std::span<const SeqRun> runs) override;
 
 private:
     const LayerWeights& layer_weights(int layer) const;
@@ -99,7 +112,13 @@ private:
     void new_activations();
     // One position's RoPE, K/V store and attention of every owned head (q_, k_,
     // v_ -> attn_), its output converted for wo on the way.
-    void attend_one(const LayerWeights& w, int layer, int pos);
+    void attend_one(const LayerWeights& w, int layer, int seq, int pos);
+    // Several sequences' single positions (rows row_of[i] of q_): prepared
+    // and stored one by one, then attended in one region of (row, KV head)
+    // items, each item the same work attend_one does for that head.
+    void attend_singles(const LayerWeights& w, int layer, std::span<const SeqRun> runs, std::span<const int> rows);
+    // Checks runs against the sequences and the context; returns their rows.
+    int check_runs(std::span<const SeqRun> runs) const;
     // Bias, Q/K norm and RoPE of position pos's own heads (q and k: one
     // position's rows), before the K/V store.
     void prepare_heads(const LayerWeights& w, int layer, int pos, float* q, float* k, float* v, int kv_head_begin,
@@ -115,7 +134,7 @@ private:
     ModelHParams hparams_;
     SliceWeights weights_;
     ThreadPool& pool_;
-    KvCache cache_;
+    std::vector<KvCache> caches_;  // one per sequence
     DenseAttention attention_;
     // One table per distinct (base, scale) among the slice's layers (Gemma 3's
     // local layers have their own), and each layer's.
@@ -128,6 +147,8 @@ private:
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
     std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, output_;
     std::vector<double> partial_;
+    std::vector<SeqRun> single_runs_;  // attention_partial's single-position runs
+    std::vector<int> single_rows_;     // and their rows
     ReductionUnits units_;
     struct ConvertedActivation {
         QuantizedActivation act;

@@ -64,7 +64,7 @@ TEST(ServeCli, OpenAiClientOnAPipeline) {
 TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
     const std::string model = test::write_slow_model(test::test_dir("serve_limits"));
     std::unique_ptr<BackgroundProcess> server;
-    run_client(start_serve(server, model, {"--queue", "1", "--max-body", "4096"}), "limits.mjs");
+    run_client(start_serve(server, model, {"--queue", "0", "--max-body", "4096"}), "limits.mjs");
 }
 
 // A silent and a trickling client are dropped while others are served; bad
@@ -81,6 +81,15 @@ TEST(ServeCli, EightConcurrentClientsGetTheirOwnAnswers) {
     std::unique_ptr<BackgroundProcess> server;
     run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--local", "2"}),
                "concurrent.mjs");
+}
+
+// The same on 4 slots of one node: the requests' tokens go through the model
+// in shared batches (continuous batching), and still every answer equals
+// the request served alone.
+TEST(ServeCli, EightConcurrentClientsShareBatchesOnFourSlots) {
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--parallel", "4"}),
+               "concurrent.mjs", "batched");
 }
 
 // The chat page in headless Chromium: plan shown, an answer streamed in and

@@ -2,10 +2,18 @@
 // equals the same request served alone, and none is lost or answered twice
 // (each answer is checked against its own request's).
 //
-//   node tests/clients/concurrent.mjs BASE_URL API_KEY
+// With "batched" (a server with --parallel N > 1), the concurrent phase must
+// also have run several requests' tokens in shared batches (/metrics).
+//
+//   node tests/clients/concurrent.mjs BASE_URL API_KEY [batched]
 import OpenAI from "openai";
 
-const [baseURL, apiKey] = process.argv.slice(2);
+const [baseURL, apiKey, mode] = process.argv.slice(2);
+const metrics = async () => {
+  const text = await (await fetch(baseURL.replace(/\/v1$/, "/metrics"), { headers: { Authorization: `Bearer ${apiKey}` } })).text();
+  const value = (name) => Number(text.match(new RegExp(`^${name} (\\S+)$`, "m"))?.[1] ?? NaN);
+  return { batches: value("tessera_batches_total"), sequences: value("tessera_batch_sequences_total") };
+};
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
 const subjects = ["dog", "cat", "girl", "boy", "bird", "tree", "ball", "sun", "moon", "fish"];
 const request = (c, i) => ({
@@ -18,6 +26,7 @@ const answer = async (c, i) => (await client.chat.completions.create(request(c, 
 const alone = new Map();
 for (let c = 0; c < 8; ++c) for (let i = 0; i < 10; ++i) alone.set(`${c}/${i}`, await answer(c, i));
 // All clients at once, each sending its 10 requests in turn.
+const before = await metrics();
 const together = new Map();
 await Promise.all([...Array(8).keys()].map(async (c) => {
   for (let i = 0; i < 10; ++i) together.set(`${c}/${i}`, await answer(c, i));
@@ -25,6 +34,15 @@ await Promise.all([...Array(8).keys()].map(async (c) => {
 let same = 0;
 for (const [key, text] of alone) if (together.get(key) === text) ++same;
 console.log(`${together.size} answers, ${same} equal to the request served alone`);
+if (mode === "batched") {
+  const after = await metrics();
+  const batches = after.batches - before.batches, sequences = after.sequences - before.sequences;
+  console.log(`${sequences} sequence steps in ${batches} batches`);
+  if (!(sequences > 1.2 * batches)) {
+    console.log("FAIL: concurrent requests did not share batches");
+    process.exit(1);
+  }
+}
 if (together.size !== 80 || same !== 80) {
   console.log("FAIL");
   process.exit(1);

@@ -1,5 +1,5 @@
 // Limits of `tessera serve` (started by tests/apps/test_serve_cli.cpp with
-// --queue 1 --max-body 4096): a body over the cap is a 413 and a request
+// --queue 0 --max-body 4096): a body over the cap is a 413 and a request
 // while the only place is taken is a 503, both as OpenAI error objects.
 //
 //   node tests/clients/limits.mjs BASE_URL API_KEY
