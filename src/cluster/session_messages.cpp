@@ -45,6 +45,10 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     if (f.has("next")) m.next = parse_host_port(f.string("next", kMaxAddress));
     m.n_ctx = static_cast<int>(f.integer("n_ctx", 1, kMaxContext));
     m.n_batch = static_cast<int>(f.integer("n_batch", 1, kMaxBatch));
+    if (f.has("n_seq")) m.n_seq = static_cast<int>(f.integer("n_seq", 1, kMaxSequences));
+    if (static_cast<int64_t>(m.n_ctx) * m.n_seq > kMaxContext) {
+        throw make_error("{}: {} sequences of {} positions exceed {} positions in all", peer, m.n_seq, m.n_ctx, kMaxContext);
+    }
     const std::string kv_type = f.string("kv_type", 8);
     if (kv_type != "f32" && kv_type != "f16") throw make_error("{}: unknown KV cache type '{}'", peer, kv_type);
     m.kv_type = kv_type == "f32" ? QuantType::F32 : QuantType::F16;

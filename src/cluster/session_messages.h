@@ -21,6 +21,7 @@ namespace tessera {
 // 8192 at most (and never more than the worker's free memory, checked later).
 constexpr int64_t kMaxContext = 1 << 22;
 constexpr int64_t kMaxBatch = 8192;
+constexpr int64_t kMaxSequences = 256;  // serve --parallel
 
 struct HelloMessage {
     std::string fingerprint;  // validated hex
@@ -35,6 +36,7 @@ struct AssignMessage {
     bool last = false, prev = false;
     std::optional<HostPort> next;  // a stage's next stage
     int n_ctx = 0, n_batch = 0;
+    int n_seq = 1;  // sequences with their own KV cache (serve --parallel)
     QuantType kv_type = QuantType::F16;
     WireFormat partial_format = WireFormat::F32;
     bool shm = false;

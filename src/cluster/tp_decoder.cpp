@@ -122,7 +122,8 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
-        const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx, config.forward.kv_type);
+        const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx * std::max(1, config.forward.n_seq),
+                                                 config.forward.kv_type);
         ranks_[r].footprint_bytes = f.total();
         if (f.total() > ranks_[r].free_memory) {
             throw PlanRefused(fmt::format("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
@@ -142,6 +143,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                      {"vocab", {s.vocab_begin, s.vocab_end}}}},
                    {"n_ctx", config.forward.n_ctx},
                    {"n_batch", config.forward.n_batch},
+                   {"n_seq", config.forward.n_seq},
                    {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
                    {"partial_format", static_cast<int>(partial_format)},
                    {"shm", i < links.size() && links[i] != nullptr}});
@@ -296,16 +298,21 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     stats_.wait_seconds += now_seconds() - computed;
 }
 
-void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok) {
+void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::span<const SeqRun> runs, int n_tok) {
     const int64_t n_embd = forward_->hparams().n_embd;
     const size_t n = static_cast<size_t>(n_tok) * n_embd;
-    const StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok),
-                            static_cast<uint32_t>(n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
+    // One run of sequence 0 travels as before; other batches refer to the
+    // runs sent ahead of them (kSeqRuns).
+    const bool over_runs = runs.size() != 1 || runs[0].seq != 0;
+    StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(over_runs ? 0 : runs[0].pos0),
+                      static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_embd),
+                      config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
+    if (over_runs && type == TpMessage::kAttention) header.flags = kStepOverRuns;
     broadcast(type, header, h_.data(), channels_.size());
     // The root's own share, computed while the workers compute theirs.
     const double start = now_seconds();
     if (type == TpMessage::kAttention) {
-        forward_->attention_partial(layer, h_.data(), pos0, n_tok, partial_.data());
+        forward_->attention_partial(layer, h_.data(), runs, partial_.data());
     } else {
         forward_->ffn_partial(layer, h_.data(), n_tok, partial_.data());
     }
@@ -359,16 +366,50 @@ void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos,
 }
 
 void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
-    if (n_tok < 1 || n_tok > forward_->n_batch()) {
-        throw make_error("internal: {} rows for a group of batch {}", n_tok, forward_->n_batch());
+    const SeqRun run{0, pos0, n_tok};
+    forward_layers(x, std::span<const SeqRun>(&run, 1));
+}
+
+void TensorParallelDecoder::forward_layers(float* x, std::span<const SeqRun> runs) {
+    // Checked here, before any rank is sent a step: a refused batch leaves
+    // the group in step.
+    const int n_tok = forward_->check_runs(runs);
+    if (runs.size() != 1 || runs[0].seq != 0) {
+        // The batch's sequences, once for all its layers.
+        encode_seq_runs(runs, message_);
+        for (size_t i = 0; i < channels_.size(); ++i) {
+            try {
+                channels_[i]->send(static_cast<uint16_t>(TpMessage::kSeqRuns), message_);
+            } catch (const Error& e) {
+                throw make_error("{}: {}", worker_name(ranks_[i + 1].address, i + 1), e.what());
+            }
+        }
     }
     const Slice& slice = forward_->slice();
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         forward_->norm_attention_input(layer, x, h_.data(), n_tok);
-        sync_step(TpMessage::kAttention, layer, x, pos0, n_tok);
+        sync_step(TpMessage::kAttention, layer, x, runs, n_tok);
         forward_->norm_ffn_input(layer, x, h_.data(), n_tok);
-        sync_step(TpMessage::kFfn, layer, x, pos0, n_tok);
+        sync_step(TpMessage::kFfn, layer, x, runs, n_tok);
     }
+}
+
+const float* TensorParallelDecoder::eval_seqs(std::span<const SeqEval> evals) {
+    if (!config_.first || !config_.last) throw make_error("internal: eval on a group that is one stage of a pipeline");
+    const ModelHParams& hp = forward_->hparams();
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    seq_logits_.resize(evals.size() * n_vocab);
+    SeqBatches batches(evals, forward_->n_batch());
+    while (batches.next(batch_)) {
+        forward_->embed(batch_.tokens, x_.data());
+        forward_layers(x_.data(), batch_.runs);
+        if (batch_.finishing.empty()) continue;
+        batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
+        head_out_.resize(batch_.finishing.size() * n_vocab);
+        head(last_x_.data(), static_cast<int>(batch_.finishing.size()), head_out_.data());
+        batch_.scatter_logits(head_out_.data(), n_vocab, seq_logits_.data());
+    }
+    return seq_logits_.data();
 }
 
 const float* TensorParallelDecoder::eval(std::span<const int32_t> tokens, int pos) {

@@ -13,6 +13,7 @@
 #include "cluster/tp_messages.h"
 #include "model/decoder.h"
 #include "model/layer_block.h"
+#include "model/seq_batches.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 #include "net/wire_key.h"
@@ -76,10 +77,13 @@ public:
     int n_ctx() const override { return forward_->n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+    int n_seq() const override { return forward_->n_seq(); }
+    const float* eval_seqs(std::span<const SeqEval> evals) override;
 
     // The group's layers over residual rows x in place (LayerBlock): a stage
     // of a hybrid plan drives the group this way.
     void forward_layers(float* x, int pos0, int n_tok) override;
+    void forward_layers(float* x, std::span<const SeqRun> runs) override;
     // The root's own slice: embeds tokens and computes logits when the group
     // is first / last.
     SliceForward& root_forward() { return *forward_; }
@@ -101,7 +105,7 @@ public:
 private:
     void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
     // Broadcast h, compute the own partial, gather and sum the others into x.
-    void sync_step(TpMessage type, int layer, float* x, int pos0, int n_tok);
+    void sync_step(TpMessage type, int layer, float* x, std::span<const SeqRun> runs, int n_tok);
     // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
     void broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers);
     // Receives a worker's reply to `sent`: rows of `width` values into
@@ -121,7 +125,8 @@ private:
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
-    std::vector<float> x_, h_, sum_, received_, logits_, all_logits_;
+    std::vector<float> x_, h_, sum_, received_, logits_, all_logits_, seq_logits_, last_x_, head_out_;
+    SeqBatch batch_;
     std::vector<double> partial_, received_exact_;  // exact partials (the root's own, then the sum)
     std::vector<uint8_t> message_;
     Frame frame_;

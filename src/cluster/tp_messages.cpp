@@ -25,6 +25,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kLogits: return "logits";
         case TpMessage::kStageHello: return "stage-hello";
         case TpMessage::kHead: return "head";
+        case TpMessage::kSeqRuns: return "seq-runs";
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";
@@ -72,7 +73,7 @@ uint8_t* begin_step(const StepHeader& h, std::vector<uint8_t>& out) {
     put_u32(p + 4, h.pos0);
     put_u32(p + 8, h.n_tok);
     put_u32(p + 12, h.width);
-    put_u32(p + 16, static_cast<uint32_t>(h.format));
+    put_u32(p + 16, static_cast<uint32_t>(h.format) | static_cast<uint32_t>(h.flags) << 16);
     return p + kStepHeaderBytes;
 }
 
@@ -84,9 +85,12 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     h.pos0 = get_u32(p + 4);
     h.n_tok = get_u32(p + 8);
     h.width = get_u32(p + 12);
-    const uint32_t format = get_u32(p + 16);
+    const uint32_t word = get_u32(p + 16);
+    const uint32_t format = word & 0xffff;
     if (format > static_cast<uint32_t>(WireFormat::F64)) throw make_error("{}: unknown row format {}", peer, format);
     h.format = static_cast<WireFormat>(format);
+    h.flags = static_cast<uint16_t>(word >> 16);
+    if ((h.flags & ~kStepOverRuns) != 0) throw make_error("{}: unknown step flags {:#x}", peer, h.flags);
     // Every step carries at least one row of at least one value (fuzzing
     // found an empty one reaching memcpy with a null destination).
     if (h.n_tok == 0 || h.width == 0) throw make_error("{}: step of {} rows x {} is empty", peer, h.n_tok, h.width);
@@ -196,6 +200,38 @@ void check_finite(const T* values, size_t n, const std::string& peer, Bits expon
     }
 }
 }  // namespace
+
+void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out) {
+    out.resize(4 + 12 * runs.size());
+    put_u32(out.data(), static_cast<uint32_t>(runs.size()));
+    for (size_t i = 0; i < runs.size(); ++i) {
+        uint8_t* p = out.data() + 4 + 12 * i;
+        put_u32(p, static_cast<uint32_t>(runs[i].seq));
+        put_u32(p + 4, static_cast<uint32_t>(runs[i].pos0));
+        put_u32(p + 8, static_cast<uint32_t>(runs[i].n_tok));
+    }
+}
+
+std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() < 4) throw make_error("{}: seq-runs message of {} bytes is truncated", peer, payload.size());
+    const uint32_t count = get_u32(payload.data());
+    if (count < 1 || count > kMaxSeqRuns) throw make_error("{}: {} runs in one batch (1..{})", peer, count, kMaxSeqRuns);
+    if (payload.size() != 4 + 12 * static_cast<uint64_t>(count)) {
+        throw make_error("{}: seq-runs message of {} runs has {} bytes", peer, count, payload.size());
+    }
+    std::vector<SeqRun> runs(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        const uint8_t* p = payload.data() + 4 + 12 * static_cast<size_t>(i);
+        const uint32_t seq = get_u32(p), pos0 = get_u32(p + 4), n_tok = get_u32(p + 8);
+        // Bounded here so the int fields cannot wrap; the receiver checks
+        // them against its sequences and context.
+        if (seq > kMaxSeqRuns || pos0 > (1u << 30) || n_tok < 1 || n_tok > (1u << 30)) {
+            throw make_error("{}: run {} (sequence {}, position {}, {} rows) is out of range", peer, i, seq, pos0, n_tok);
+        }
+        runs[i] = {static_cast<int>(seq), static_cast<int>(pos0), static_cast<int>(n_tok)};
+    }
+    return runs;
+}
 
 void require_finite(const float* values, size_t n, const std::string& peer) {
     check_finite(values, n, peer, uint32_t{0x7f800000u});

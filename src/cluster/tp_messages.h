@@ -15,6 +15,9 @@
 // Per layer (binary: a fixed StepHeader, then n_tok rows):
 //   root -> worker  kAttention / kFfn   the normed activation rows h
 //   worker -> root  kPartial            the rank's partial rows
+// Before a batch of several sequences' rows (serve --parallel; assign's n_seq > 1):
+//   root -> worker  kSeqRuns            the batch's runs (sequence, first position, rows); that
+//                                       batch's kAttention steps carry kStepOverRuns
 // Per token, after the last layer (a group splitting the output head):
 //   root -> worker  kHead               the output-normed rows
 //   worker -> root  kPartial            the logits of the rank's vocab rows
@@ -23,6 +26,7 @@
 // worker that failed, kShutdown from the root.
 #pragma once
 
+#include "model/layer_block.h"
 #include "ops/quant_type.h"
 
 #include <cstdint>
@@ -47,6 +51,7 @@ enum class TpMessage : uint16_t {
     kLogits = 14,      // pipeline: the last stage's logits, straight to the root
     kStageHello = 15,  // pipeline: a stage introducing itself to the next one
     kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
+    kSeqRuns = 17,     // the sequences of the next batch's rows (continuous batching): SeqRun table
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,
@@ -64,12 +69,17 @@ enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2, F64 = 3 };
 
 const char* wire_format_name(WireFormat format);
 
+// A step's rows are the runs of the last kSeqRuns (pos0 unused), not one
+// run of sequence 0 from pos0.
+constexpr uint16_t kStepOverRuns = 1;
+
 struct StepHeader {
     uint32_t layer = 0;
     uint32_t pos0 = 0;
     uint32_t n_tok = 0;
     uint32_t width = 0;  // floats per row
     WireFormat format = WireFormat::F32;
+    uint16_t flags = 0;  // kStepOverRuns (shares the format's 32-bit word)
 };
 
 constexpr size_t kStepHeaderBytes = 20;
@@ -89,6 +99,13 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
 // The same for exact partial rows (header.format F64).
 void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
 StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
+
+// A batch's runs: u32 count (1..kMaxSeqRuns), then (seq, pos0, n_tok) as
+// u32 each. Decoding checks the size and that every run has rows; the
+// receiver checks sequences and positions against what it keeps.
+constexpr uint32_t kMaxSeqRuns = 4096;
+void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out);
+std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer);
 
 // Throws an Error naming the peer if any value is NaN or infinite: a
 // broken or hostile node must not turn every later token into garbage.

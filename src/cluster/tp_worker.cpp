@@ -195,6 +195,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
         config.n_ctx = assign.n_ctx;
         config.n_batch = assign.n_batch;
+        config.n_seq = assign.n_seq;
         config.private_weights = options.private_weights;
         config.kv_type = assign.kv_type;
         if (stage) {
@@ -219,7 +220,8 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
-        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx, config.kv_type);
+        // Every sequence (serve --parallel) has its own cache of n_ctx positions.
+        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_type);
         const uint64_t scratch = slice_scratch_bytes(model.hparams(), slice, config.n_batch, config.n_ctx, w.pool.size());
         const uint64_t have = available_memory_bytes();
         if (need.total() + scratch > have) {
@@ -285,6 +287,7 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     std::vector<double> partial(static_cast<size_t>(forward.n_batch()) * n_embd);
     std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
     uint64_t steps = 0;
+    std::vector<SeqRun> runs;      // the last kSeqRuns
     double compute_seconds = 0.0;  // decoding, computing and encoding steps
     std::vector<uint8_t> out;
     std::mutex send_mutex;
@@ -315,6 +318,18 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             }
             return;
         }
+        if (type == TpMessage::kSeqRuns) {
+            // The next batch's sequences: checked against this worker's
+            // sequences and context when a step uses them.
+            try {
+                runs = decode_seq_runs(frame.payload, peer.c_str());
+            } catch (const std::exception& e) {
+                std::lock_guard<std::mutex> lock(send_mutex);
+                send_json(channel, TpMessage::kError, {{"error", e.what()}});
+                throw;
+            }
+            continue;
+        }
         if (type != TpMessage::kAttention && type != TpMessage::kFfn && type != TpMessage::kHead) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }
@@ -343,6 +358,13 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
                 forward.head_rows(h.data(), n_tok, head_logits.data(), rows);
                 reply_header.width = static_cast<uint32_t>(rows);
                 encode_step(reply_header, head_logits.data(), out);
+            } else if (type == TpMessage::kAttention && (step.flags & kStepOverRuns) != 0) {
+                int64_t rows = 0;
+                for (const SeqRun& r : runs) rows += r.n_tok;
+                if (runs.empty() || rows != n_tok) {
+                    throw make_error("{}: step of {} rows over runs of {} rows", peer, n_tok, rows);
+                }
+                forward.attention_partial(static_cast<int>(step.layer), h.data(), runs, partial.data());
             } else if (type == TpMessage::kAttention) {
                 if (static_cast<uint64_t>(step.pos0) + step.n_tok > static_cast<uint64_t>(forward.n_ctx())) {
                     throw make_error("{}: positions {}..{} exceed the context of {}", peer, step.pos0,

@@ -64,12 +64,31 @@ const float* SupervisedDecoder::eval_all(std::span<const int32_t> tokens, int po
     return run({std::vector<int32_t>(tokens.begin(), tokens.end()), pos, true});
 }
 
+const float* SupervisedDecoder::eval_seqs(std::span<const SeqEval> evals) {
+    Call call;
+    for (const SeqEval& e : evals) {
+        call.parts.push_back({e.seq, e.pos, call.tokens.size(), e.tokens.size()});
+        call.tokens.insert(call.tokens.end(), e.tokens.begin(), e.tokens.end());
+    }
+    return run(std::move(call));
+}
+
+const float* SupervisedDecoder::apply(const Call& call) {
+    if (call.parts.empty()) {
+        return call.all ? setup_.decoder->eval_all(call.tokens, call.pos) : setup_.decoder->eval(call.tokens, call.pos);
+    }
+    seq_evals_.clear();
+    for (const SeqPart& p : call.parts) {
+        seq_evals_.push_back({p.seq, p.pos, std::span<const int32_t>(call.tokens).subspan(p.begin, p.n)});
+    }
+    return setup_.decoder->eval_seqs(seq_evals_);
+}
+
 // A call joins the history (what a new plan replays) once it has succeeded.
 const float* SupervisedDecoder::run(Call call) {
     for (int recoveries = 0;; ++recoveries) {
         try {
-            const float* out = call.all ? setup_.decoder->eval_all(call.tokens, call.pos)
-                                        : setup_.decoder->eval(call.tokens, call.pos);
+            const float* out = apply(call);
             history_.push_back(std::move(call));
             return out;
         } catch (const PlanRefused&) {
@@ -212,10 +231,7 @@ void SupervisedDecoder::recover(const std::string& failure) {
 }
 
 void SupervisedDecoder::replay() {
-    for (const Call& call : history_) {
-        if (call.all) setup_.decoder->eval_all(call.tokens, call.pos);
-        else setup_.decoder->eval(call.tokens, call.pos);
-    }
+    for (const Call& call : history_) apply(call);
 }
 
 namespace {

@@ -58,6 +58,8 @@ public:
     int n_ctx() const override { return setup_.decoder->n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+    int n_seq() const override { return setup_.decoder->n_seq(); }
+    const float* eval_seqs(std::span<const SeqEval> evals) override;
 
     // The current plan (it changes when a node is replaced).
     const DecoderSetup& setup() const { return setup_; }
@@ -65,12 +67,21 @@ public:
     const RecoveryStats& recovery_stats() const { return stats_; }
 
 private:
+    // One sequence's share of an eval_seqs call: tokens [begin, begin + n).
+    struct SeqPart {
+        int seq = 0;
+        int pos = 0;
+        size_t begin = 0, n = 0;
+    };
     struct Call {
         std::vector<int32_t> tokens;
         int pos = 0;
         bool all = false;
+        std::vector<SeqPart> parts;  // not empty: an eval_seqs call
     };
     const float* run(Call call);
+    // Runs a call on the current plan.
+    const float* apply(const Call& call);
     void teardown();
     // Rebuilds a working plan after `failure` and replays the history.
     void recover(const std::string& failure);
@@ -91,6 +102,7 @@ private:
     std::function<void(const std::string&)> log_;
     DecoderSetup setup_;
     std::vector<Call> history_;
+    std::vector<SeqEval> seq_evals_;  // apply's scratch
     std::vector<EdgeHealth> health_;
     RecoveryStats stats_;
 };

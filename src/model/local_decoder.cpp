@@ -47,47 +47,17 @@ const float* LocalDecoder::eval_seqs(std::span<const SeqEval> evals) {
     const ModelHParams& hp = forward_.hparams();
     const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
     seq_logits_.resize(evals.size() * n_vocab);
-    for (const SeqEval& e : evals) {
-        if (e.tokens.empty()) throw make_error("internal: eval of no tokens for sequence {}", e.seq);
-    }
-    // Batches of at most n_batch rows: each sequence's next tokens in order,
-    // so a long prompt spans several batches beside the other sequences.
-    const int n_batch = forward_.n_batch();
-    std::vector<size_t> done(evals.size(), 0);
-    std::vector<int32_t> tokens;
-    for (;;) {
-        runs_.clear();
-        tokens.clear();
-        std::vector<size_t> finishing;  // evals whose last token is in this batch, with its row
-        std::vector<int> last_rows;
-        for (size_t i = 0; i < evals.size() && static_cast<int>(tokens.size()) < n_batch; ++i) {
-            const size_t left = evals[i].tokens.size() - done[i];
-            if (left == 0) continue;
-            const size_t take = std::min(left, static_cast<size_t>(n_batch) - tokens.size());
-            runs_.push_back({evals[i].seq, evals[i].pos + static_cast<int>(done[i]), static_cast<int>(take)});
-            tokens.insert(tokens.end(), evals[i].tokens.begin() + static_cast<std::ptrdiff_t>(done[i]),
-                          evals[i].tokens.begin() + static_cast<std::ptrdiff_t>(done[i] + take));
-            done[i] += take;
-            if (done[i] == evals[i].tokens.size()) {
-                finishing.push_back(i);
-                last_rows.push_back(static_cast<int>(tokens.size()) - 1);
-            }
-        }
-        if (runs_.empty()) break;
-        forward_.embed(tokens, x_.data());
-        forward_.forward_layers(x_.data(), runs_);
+    SeqBatches batches(evals, forward_.n_batch());
+    while (batches.next(batch_)) {
+        forward_.embed(batch_.tokens, x_.data());
+        forward_.forward_layers(x_.data(), batch_.runs);
         // The finishing rows' logits in one product (the head streamed once
         // for all of them; each row's bits are those of a product of one).
-        const size_t n_embd = static_cast<size_t>(hp.n_embd);
-        last_x_.resize(finishing.size() * n_embd);
-        head_out_.resize(finishing.size() * n_vocab);
-        for (size_t f = 0; f < finishing.size(); ++f) {
-            std::copy_n(x_.data() + static_cast<size_t>(last_rows[f]) * n_embd, n_embd, last_x_.data() + f * n_embd);
-        }
-        if (!finishing.empty()) forward_.logits(last_x_.data(), static_cast<int>(finishing.size()), head_out_.data());
-        for (size_t f = 0; f < finishing.size(); ++f) {
-            std::copy_n(head_out_.data() + f * n_vocab, n_vocab, seq_logits_.data() + finishing[f] * n_vocab);
-        }
+        if (batch_.finishing.empty()) continue;
+        batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
+        head_out_.resize(batch_.finishing.size() * n_vocab);
+        forward_.logits(last_x_.data(), static_cast<int>(batch_.finishing.size()), head_out_.data());
+        batch_.scatter_logits(head_out_.data(), n_vocab, seq_logits_.data());
     }
     return seq_logits_.data();
 }

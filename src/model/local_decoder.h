@@ -3,6 +3,7 @@
 #pragma once
 
 #include "model/decoder.h"
+#include "model/seq_batches.h"
 #include "model/slice_forward.h"
 #include "util/thread_pool.h"
 
@@ -32,7 +33,7 @@ private:
     ThreadPool pool_;
     SliceForward forward_;
     std::vector<float> x_, logits_, all_logits_, seq_logits_, last_x_, head_out_;
-    std::vector<SeqRun> runs_;
+    SeqBatch batch_;
 };
 
 }  // namespace tessera

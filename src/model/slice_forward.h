@@ -99,6 +99,9 @@ public:
     // layers (a single node, or a pipeline stage).
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
+    // Checks runs against the sequences (distinct, in range) and the context;
+    // returns their rows (at most n_batch).
+    int check_runs(std::span<const SeqRun> runs) const;
 
 private:
     const LayerWeights& layer_weights(int layer) const;
@@ -117,8 +120,7 @@ private:
     // and stored one by one, then attended in one region of (row, KV head)
     // items, each item the same work attend_one does for that head.
     void attend_singles(const LayerWeights& w, int layer, std::span<const SeqRun> runs, std::span<const int> rows);
-    // Checks runs against the sequences and the context; returns their rows.
-    int check_runs(std::span<const SeqRun> runs) const;
+
     // Bias, Q/K norm and RoPE of position pos's own heads (q and k: one
     // position's rows), before the K/V store.
     void prepare_heads(const LayerWeights& w, int layer, int pos, float* q, float* k, float* v, int kv_head_begin,

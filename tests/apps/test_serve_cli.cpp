@@ -92,6 +92,14 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesOnFourSlots) {
                "concurrent.mjs", "batched");
 }
 
+// And on tensor parallel (--local 2): the batch's sequences travel to the
+// worker, each with its own KV cache there.
+TEST(ServeCli, EightConcurrentClientsShareBatchesAcrossTensorParallelRanks) {
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--local", "2", "--parallel", "4"}),
+               "concurrent.mjs", "batched");
+}
+
 // The chat page in headless Chromium: plan shown, an answer streamed in and
 // stopped, tok/s, the conversation kept over a reload; the screenshot is kept
 // in the test's folder (build/test-tmp/serve_web/...).

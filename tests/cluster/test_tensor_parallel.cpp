@@ -196,6 +196,52 @@ TEST(TensorParallel, ExactLogitsEqualSingleNodeBitForBit) {
     }
 }
 
+// Continuous batching across ranks (serve --parallel on --local N): three
+// sequences' prompts in one batch, then their decoding steps together; each
+// sequence's logits equal a single node running it alone, bit for bit, and
+// the workers refuse a batch naming a sequence they do not keep.
+TEST(TensorParallel, SequencesBatchedAcrossRanksEqualEachAloneBitForBit) {
+    const std::string path = gqa_model(QuantType::Q4_0);
+    const LlamaModel model(path);
+    const int n_vocab = model.hparams().n_vocab;
+    const std::vector<std::vector<int32_t>> prompts = {{1, 17, 230, 5, 99}, {1, 310, 42, 7, 8, 9}, {1, 11, 12, 13}};
+    const int steps = 10;
+    std::vector<std::vector<float>> want(prompts.size());
+    for (size_t s = 0; s < prompts.size(); ++s) local_greedy(path, prompts[s], steps, &want[s]);
+    std::vector<std::unique_ptr<TestWorker>> workers;
+    TpConfig config;
+    for (int r = 1; r < 3; ++r) {
+        workers.push_back(std::make_unique<TestWorker>(path));
+        config.workers.push_back(workers.back()->address());
+    }
+    config.weights = {1, 1, 1};
+    config.forward.n_ctx = 128;
+    config.forward.n_batch = 16;
+    config.forward.n_seq = 3;
+    config.limits.io_timeout_ms = 3000;
+    TensorParallelDecoder decoder(model, config);
+    ASSERT_EQ(decoder.n_seq(), 3);
+    std::vector<int32_t> last(prompts.size());
+    for (int step = 0; step < steps; ++step) {
+        std::vector<SeqEval> evals;
+        for (size_t s = 0; s < prompts.size(); ++s) {
+            const int n = static_cast<int>(prompts[s].size());
+            evals.push_back(step == 0 ? SeqEval{static_cast<int>(s), 0, prompts[s]}
+                                      : SeqEval{static_cast<int>(s), n + step - 1, std::span<const int32_t>(&last[s], 1)});
+        }
+        const float* logits = decoder.eval_seqs(evals);
+        for (size_t s = 0; s < prompts.size(); ++s) {
+            const float* row = logits + s * n_vocab;
+            ASSERT_TRUE(std::equal(row, row + n_vocab, want[s].begin() + static_cast<size_t>(step) * n_vocab))
+                << "sequence " << s << " step " << step;
+            last[s] = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+        }
+    }
+    const int32_t token[1] = {1};
+    const SeqEval outside[] = {{1, 0, token}, {3, 0, token}};
+    EXPECT_THROW(decoder.eval_seqs(outside), Error);
+}
+
 // Workers started without the model file receive their slice once (checked
 // by fingerprint and checksum), cache it, and reuse the cache next time; a
 // damaged cache entry is replaced. Output still equals a single node's.

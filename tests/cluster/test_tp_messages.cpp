@@ -92,3 +92,42 @@ TEST(StepMessages, NonFiniteValuesAreFoundAnywhere) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A batch's runs round-trip; the step flag travels beside the format; a
+// truncated, padded, empty or out-of-range table and unknown flags are refused.
+TEST(StepMessages, SequenceRunsAndStepFlags) {
+    const std::vector<SeqRun> runs = {{0, 5, 1}, {3, 0, 17}, {2, 1000, 1}};
+    std::vector<uint8_t> bytes;
+    encode_seq_runs(runs, bytes);
+    const std::vector<SeqRun> back = decode_seq_runs(bytes, "peer");
+    ASSERT_EQ(back.size(), runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+        EXPECT_EQ(back[i].seq, runs[i].seq);
+        EXPECT_EQ(back[i].pos0, runs[i].pos0);
+        EXPECT_EQ(back[i].n_tok, runs[i].n_tok);
+    }
+    std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 1);
+    EXPECT_THROW(decode_seq_runs(cut, "peer"), Error);
+    std::vector<uint8_t> padded = bytes;
+    padded.push_back(0);
+    EXPECT_THROW(decode_seq_runs(padded, "peer"), Error);
+    std::vector<uint8_t> none(4, 0);
+    EXPECT_THROW(decode_seq_runs(none, "peer"), Error);
+    std::vector<uint8_t> empty_run = bytes;
+    std::fill(empty_run.begin() + 12, empty_run.begin() + 16, 0);  // run 0's n_tok
+    EXPECT_THROW(decode_seq_runs(empty_run, "peer"), Error);
+    std::vector<uint8_t> huge = bytes;
+    huge[0] = 0xff, huge[1] = 0xff, huge[2] = 0xff, huge[3] = 0x7f;
+    EXPECT_THROW(decode_seq_runs(huge, "peer"), Error);
+
+    StepHeader h{3, 0, 2, 32, WireFormat::F32, kStepOverRuns};
+    std::vector<float> rows(64, 1.0f), got;
+    encode_step(h, rows.data(), bytes);
+    EXPECT_EQ(decode_step(bytes, got, "peer").flags, kStepOverRuns);
+    bytes[18] = 0x80;  // an unknown flag
+    EXPECT_THROW(decode_step(bytes, got, "peer"), Error);
+}
+
+}  // namespace tessera
