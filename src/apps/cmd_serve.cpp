@@ -177,9 +177,8 @@ public:
         config_.n_seq = o.n_parallel;
         plan_ = make_plan_decoder(model_, config_, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
         if (plan_.decoder().n_seq() < o.n_parallel) {
-            throw make_error("--parallel {}: this plan keeps one sequence (continuous batching runs on a single node "
-                             "and on tensor parallel plans, not yet through pipeline stages); use --parallel 1",
-                             o.n_parallel);
+            throw make_error("internal: --parallel {} but the plan keeps {} sequences", o.n_parallel,
+                             plan_.decoder().n_seq());
         }
         print_plan(plan_.setup());
         BatcherOptions batching;

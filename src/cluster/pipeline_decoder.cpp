@@ -99,7 +99,8 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
-        const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx, config.forward.kv_type);
+        const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx * std::max(1, config.forward.n_seq),
+                                                 config.forward.kv_type);
         stages_[s].footprint_bytes = f.total();
         if (f.total() > free_memory[s]) {
             throw PlanRefused(fmt::format("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
@@ -119,6 +120,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"prev", i > 0},
                        {"n_ctx", config.forward.n_ctx},
                        {"n_batch", config.forward.n_batch},
+                       {"n_seq", config.forward.n_seq},
                        {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
                        {"partial_format", 0}};
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
@@ -283,6 +285,55 @@ const float* PipelineDecoder::eval_all(std::span<const int32_t> tokens, int pos)
     all_logits_.resize(tokens.size() * logits_.size());
     run(tokens, pos, true, all_logits_.data());
     return all_logits_.data();
+}
+
+const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
+    const ModelHParams& hp = front_->hparams();
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    seq_logits_.resize(evals.size() * n_vocab);
+    // Batches of a micro-batch's size, as a prompt goes through (a long
+    // prompt joining keeps every stage busy).
+    const int step = channels_.empty() ? front_->n_batch() : std::min(front_->n_batch(), std::max(1, config_.micro_batch));
+    SeqBatches batches(evals, step);
+    while (batches.next(batch_)) {
+        const int n_tok = front_->check_runs(batch_.runs);
+        front_->embed(batch_.tokens, x_.data());
+        block_->forward_layers(x_.data(), batch_.runs);
+        if (channels_.empty()) {
+            if (batch_.finishing.empty()) continue;
+            batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
+            run_logits_.resize(batch_.finishing.size() * n_vocab);
+            front_->logits(last_x_.data(), static_cast<int>(batch_.finishing.size()), run_logits_.data());
+            batch_.scatter_logits(run_logits_.data(), n_vocab, seq_logits_.data());
+            continue;
+        }
+        // The runs go ahead of their rows, and every stage passes them on;
+        // the last stage answers with each run's last row's logits.
+        encode_seq_runs(batch_.runs, message_);
+        StepHeader header{batch_.finishing.empty() ? 0u : static_cast<uint32_t>(kWantRunLogits), 0,
+                          static_cast<uint32_t>(n_tok), static_cast<uint32_t>(hp.n_embd), WireFormat::F32, kStepOverRuns};
+        try {
+            channels_[0]->send(static_cast<uint16_t>(TpMessage::kSeqRuns), message_);
+            stages_[1].bytes_sent += message_.size();
+            encode_step(header, x_.data(), message_);
+            channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
+            stages_[1].bytes_sent += message_.size();
+        } catch (const Error& e) {
+            throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+        }
+        if (batch_.finishing.empty()) continue;
+        const size_t n_runs = batch_.runs.size();
+        run_logits_.resize(n_runs * n_vocab);
+        receive_logits(run_logits_.data(), static_cast<uint32_t>(n_runs), static_cast<uint32_t>(n_tok));
+        // Run r ends at row ends[r]; a finishing eval's last row is one of them.
+        size_t r = 0;
+        int end = 0;
+        for (size_t f = 0; f < batch_.finishing.size(); ++f) {
+            while (r < n_runs && end + batch_.runs[r].n_tok - 1 < batch_.last_rows[f]) end += batch_.runs[r++].n_tok;
+            std::copy_n(run_logits_.data() + r * n_vocab, n_vocab, seq_logits_.data() + batch_.finishing[f] * n_vocab);
+        }
+    }
+    return seq_logits_.data();
 }
 
 }  // namespace tessera

@@ -13,6 +13,7 @@
 #include "cluster/tp_decoder.h"
 #include "cluster/tp_messages.h"
 #include "model/decoder.h"
+#include "model/seq_batches.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 #include "util/thread_pool.h"
@@ -62,6 +63,8 @@ public:
     int n_ctx() const override { return front_->n_ctx(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+    int n_seq() const override { return front_->n_seq(); }
+    const float* eval_seqs(std::span<const SeqEval> evals) override;
 
     const std::vector<StageInfo>& stages() const { return stages_; }
 
@@ -81,7 +84,8 @@ private:
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to stages 1..S-1
     std::vector<StageInfo> stages_;
     double probe_seconds_ = 0.0;  // the slowest node's probe (one layer's gate and up products, one position)
-    std::vector<float> x_, logits_, all_logits_, received_;
+    std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;
+    SeqBatch batch_;
     std::vector<uint8_t> message_;
     Frame frame_;
 };

@@ -51,8 +51,9 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
     heartbeat.set_busy(true);
     FrameChannel& input = prev ? *prev : control;
     const ModelHParams& hp = forward.hparams();
-    std::vector<float> x, logits;
+    std::vector<float> x, logits, run_rows;
     std::vector<uint8_t> out;
+    std::vector<SeqRun> runs;  // the last kSeqRuns from the previous stage
     for (;;) {
         pollfd fds[2] = {{control.fd(), POLLIN, 0}, {input.fd(), POLLIN, 0}};
         const int n_fds = prev ? 2 : 1;
@@ -71,30 +72,61 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown && &from == &control) return;
+        if (type == TpMessage::kSeqRuns && &from == &input) {
+            // The next batch's sequences (continuous batching), passed on
+            // ahead of its rows.
+            runs = decode_seq_runs(frame.payload, from.peer().c_str());
+            if (next) next->send(static_cast<uint16_t>(TpMessage::kSeqRuns), frame.payload);
+            continue;
+        }
         if (type != TpMessage::kStageInput) {
             throw make_error("{}: unexpected {} message", from.peer(), tp_message_name(frame.type));
         }
         const StepHeader step = decode_step(frame.payload, x, from.peer().c_str());
         require_finite(x.data(), x.size(), from.peer());
         const int n_tok = static_cast<int>(step.n_tok);
+        const bool over_runs = (step.flags & kStepOverRuns) != 0;
         if (step.width != static_cast<uint32_t>(hp.n_embd) || n_tok < 1 || n_tok > forward.n_batch() ||
-            step.pos0 + step.n_tok > static_cast<uint32_t>(forward.n_ctx())) {
+            (!over_runs && step.pos0 + step.n_tok > static_cast<uint32_t>(forward.n_ctx()))) {
             throw make_error("{}: stage input of {} rows x {} at {} does not fit (width {}, batch {}, context {})",
                              from.peer(), step.n_tok, step.width, step.pos0, hp.n_embd, forward.n_batch(),
                              forward.n_ctx());
         }
-        block.forward_layers(x.data(), static_cast<int>(step.pos0), n_tok);
+        if (over_runs) {
+            // Sequences and positions checked against this stage's caches.
+            if (forward.check_runs(runs) != n_tok) {
+                throw make_error("{}: stage input of {} rows over runs of other rows", from.peer(), n_tok);
+            }
+            block.forward_layers(x.data(), runs);
+        } else {
+            block.forward_layers(x.data(), static_cast<int>(step.pos0), n_tok);
+        }
         if (next) {
             encode_step(step, x.data(), out);
             next->send(static_cast<uint16_t>(TpMessage::kStageInput), out);
             continue;
         }
         // The last stage: logits of the rows the root asked for, to the root.
-        if ((step.layer & (kWantLastLogits | kWantAllLogits)) == 0) continue;
+        if ((step.layer & (kWantLastLogits | kWantAllLogits | kWantRunLogits)) == 0) continue;
         const bool all = (step.layer & kWantAllLogits) != 0;
-        const int rows = all ? n_tok : 1;
+        int rows = all ? n_tok : 1;
+        if ((step.layer & kWantRunLogits) != 0) {
+            if (!over_runs) throw make_error("{}: run logits asked for a batch without runs", from.peer());
+            // Each run's last row, gathered for one product.
+            rows = static_cast<int>(runs.size());
+            run_rows.resize(runs.size() * static_cast<size_t>(hp.n_embd));
+            int end = 0;
+            for (size_t r = 0; r < runs.size(); ++r) {
+                end += runs[r].n_tok;
+                std::copy_n(x.data() + static_cast<size_t>(end - 1) * hp.n_embd, hp.n_embd,
+                            run_rows.data() + r * static_cast<size_t>(hp.n_embd));
+            }
+        }
         logits.resize(static_cast<size_t>(rows) * hp.n_vocab);
-        forward.logits(x.data() + (all ? 0 : static_cast<size_t>(n_tok - 1) * hp.n_embd), rows, logits.data());
+        const float* rows_in = (step.layer & kWantRunLogits) != 0 ? run_rows.data()
+                               : all                              ? x.data()
+                                   : x.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd;
+        forward.logits(rows_in, rows, logits.data());
         StepHeader reply = step;
         reply.n_tok = static_cast<uint32_t>(rows);
         reply.width = static_cast<uint32_t>(hp.n_vocab);

@@ -60,7 +60,9 @@ enum class TpMessage : uint16_t {
 const char* tp_message_name(uint16_t type);
 
 // What the root wants back from the last stage for a batch of positions.
-enum StageFlags : uint32_t { kWantLastLogits = 1, kWantAllLogits = 2 };
+// kWantRunLogits: the logits of each run's last row (a batch over the runs
+// of the kSeqRuns sent ahead of it, step flag kStepOverRuns).
+enum StageFlags : uint32_t { kWantLastLogits = 1, kWantAllLogits = 2, kWantRunLogits = 4 };
 
 // How activation and partial rows travel. F32 activations and F64 partials
 // (exact sums, ops/fixed_sum.h) are exact; Q8_0 (activations) and F16

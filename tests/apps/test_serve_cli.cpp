@@ -58,7 +58,8 @@ TEST(ServeCli, OpenAiClientOnAPipeline) {
     const std::string model = test::write_slow_model(test::test_dir("serve_pipeline"));
     std::unique_ptr<BackgroundProcess> worker, server;
     const std::string stage = test::start_worker(worker, model);
-    run_client(start_serve(server, model, {"--stages", "root/" + stage}));
+    // Two slots: the aborted stream must free its slot on the batcher too.
+    run_client(start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "2"}));
 }
 
 TEST(ServeCli, BodyOverTheCapAndAFullQueueAreOpenAiErrors) {
@@ -98,6 +99,16 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesAcrossTensorParallelRanks) {
     std::unique_ptr<BackgroundProcess> server;
     run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--local", "2", "--parallel", "4"}),
                "concurrent.mjs", "batched");
+}
+
+// And through a 2-stage pipeline: each batch's sequences pass from stage to
+// stage ahead of its rows.
+TEST(ServeCli, EightConcurrentClientsShareBatchesThroughAPipeline) {
+    const std::string model = test::source_dir() + "/models/stories260K.gguf";
+    std::unique_ptr<BackgroundProcess> worker, server;
+    const std::string stage = test::start_worker(worker, model);
+    run_client(start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "4"}), "concurrent.mjs",
+               "batched");
 }
 
 // The chat page in headless Chromium: plan shown, an answer streamed in and

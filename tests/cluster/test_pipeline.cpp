@@ -204,3 +204,67 @@ TEST(Pipeline, EvalAllMatchesASingleNode) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// Continuous batching through stages (serve --parallel on a pipeline or a
+// hybrid plan): three sequences' prompts in micro-batches beside each other,
+// then their decoding steps in one batch; every stage keeps a KV cache per
+// sequence, and each sequence's greedy tokens equal a single node's alone.
+TEST(Pipeline, SequencesBatchedThroughStagesEqualEachAlone) {
+    const std::string path = gqa_model();
+    const LlamaModel model(path);
+    const int n_vocab = model.hparams().n_vocab;
+    const std::vector<std::vector<int32_t>> prompts = {{1, 17, 230, 5, 99, 7, 8}, {1, 310, 42}, {1, 11, 12, 13, 14, 15}};
+    const int steps = 8;
+    ForwardConfig forward;
+    forward.n_ctx = 128;
+    forward.n_batch = 32;
+    std::vector<std::vector<int32_t>> want;
+    {
+        LocalDecoder single(model, forward, 1);
+        for (const auto& p : prompts) want.push_back(greedy(single, p, steps));
+    }
+    for (const std::vector<int>& groups : {std::vector<int>{0, 0, 0}, {0, 1}}) {
+        std::vector<std::unique_ptr<StageWorker>> workers;
+        PipelineConfig config;
+        for (size_t s = 0; s < groups.size(); ++s) {
+            if (s > 0) {
+                workers.push_back(std::make_unique<StageWorker>(path));
+                config.stages.push_back(workers.back()->address());
+            }
+            config.groups.emplace_back();
+            for (int g = 0; g < groups[s]; ++g) {
+                workers.push_back(std::make_unique<StageWorker>(path));
+                config.groups.back().push_back(workers.back()->address());
+            }
+        }
+        config.forward = forward;
+        config.forward.n_seq = 3;
+        config.micro_batch = 4;
+        config.limits.io_timeout_ms = 3000;
+        config.weights.assign(groups.size(), 1.0);
+        PipelineDecoder pipeline(model, config);
+        ASSERT_EQ(pipeline.n_seq(), 3);
+        std::vector<std::vector<int32_t>> got(prompts.size());
+        for (int step = 0; step < steps; ++step) {
+            std::vector<SeqEval> evals;
+            for (size_t s = 0; s < prompts.size(); ++s) {
+                const int n = static_cast<int>(prompts[s].size());
+                evals.push_back(step == 0 ? SeqEval{static_cast<int>(s), 0, prompts[s]}
+                                          : SeqEval{static_cast<int>(s), n + step - 1,
+                                                    std::span<const int32_t>(&got[s].back(), 1)});
+            }
+            const float* logits = pipeline.eval_seqs(evals);
+            for (size_t s = 0; s < prompts.size(); ++s) {
+                const float* row = logits + s * n_vocab;
+                got[s].push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab) - row));
+            }
+        }
+        for (size_t s = 0; s < prompts.size(); ++s) {
+            EXPECT_EQ(got[s], want[s]) << "sequence " << s << ", " << groups.size() << " stages";
+        }
+    }
+}
+
+}  // namespace tessera

@@ -29,6 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const Error&) {
     }
     try {
+        // A batch's sequence table: decoded with every bound checked.
+        for (const SeqRun& r : decode_seq_runs(payload, "fuzz")) {
+            if (r.seq < 0 || r.pos0 < 0 || r.n_tok < 1) __builtin_trap();
+        }
+    } catch (const Error&) {
+    }
+    try {
         (void)decode_exact_step(payload, exact, "fuzz");
         require_finite(exact.data(), exact.size(), "fuzz");
     } catch (const Error&) {
