@@ -2,7 +2,8 @@
 // OpenAI-compatible server (tessera serve, llama-server) and measures them.
 //
 //   node serve_load.mjs run --url http://127.0.0.1:PORT --label NAME [--clients "1 4 8"]
-//                           [--requests 4] [--max-tokens 64] [--turns 5] [--turn-tokens 32] > NAME.json
+//                           [--requests 4] [--max-tokens 64] [--turns 5] [--turn-tokens 32]
+//                           [--api completions|chat] > NAME.json
 //   node serve_load.mjs table A.json B.json ...     (the side-by-side table)
 //
 // run: one warm-up request, then for each client count C, C clients at once,
@@ -21,6 +22,15 @@
 // tessera_prompt_tokens_cached_total before and after).
 // Generated tokens are counted from usage.completion_tokens (stream_options.
 // include_usage), else one per content chunk.
+// --api: completions (default) sends each conversation as a plain-text prompt
+// ("User: ...\nAssistant: ...") to /v1/completions; chat sends the messages to
+// /v1/chat/completions. Random-weight models make text llama-server's chat
+// output parser refuses ("does not match the expected peg-native format"),
+// so the default keeps both servers on the endpoint that takes any text.
+// Even there, a lone byte token (a piece of a UTF-8 character) makes
+// llama-server fail the request ("... Content-only format"): every request
+// carries logit_bias -100 on the byte tokens <0x00>..<0xFF> (ids 3..258 of a
+// Llama SentencePiece vocabulary; --no-byte-bias for another vocabulary).
 import http from "node:http";
 import { readFileSync } from "node:fs";
 
@@ -55,15 +65,21 @@ async function cachedTotal(base) {
   }
 }
 
-// One streamed chat completion: timings, tokens, text.
+let api = "completions";
+let logitBias = Object.fromEntries([...Array(256).keys()].map((b) => [String(b + 3), -100]));
+const plain = (messages) => messages.map((m) => `${m.role === "user" ? "User" : "Assistant"}: ${m.content}\n`).join("") +
+  "Assistant:";
+
+// One streamed completion of a conversation: timings, tokens, text.
 function stream(base, messages, maxTokens) {
-  const body = JSON.stringify({
-    model: "m", messages, max_tokens: maxTokens, temperature: 0, stream: true,
-    stream_options: { include_usage: true },
-  });
+  const request = { model: "m", max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
+  if (logitBias) request.logit_bias = logitBias;
+  if (api === "chat") request.messages = messages;
+  else request.prompt = plain(messages);
+  const body = JSON.stringify(request);
   return new Promise((resolve, reject) => {
     const r = { sent: now(), first: null, last: null, chunks: 0, text: "", usage: null, timings: null };
-    const req = http.request(`${base}/v1/chat/completions`, {
+    const req = http.request(`${base}/v1/${api === "chat" ? "chat/completions" : "completions"}`, {
       method: "POST", agent,
       headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) },
     }, (res) => {
@@ -83,7 +99,7 @@ function stream(base, messages, maxTokens) {
             let j;
             try { j = JSON.parse(data); } catch { continue; }
             if (j.error) { reject(new Error(`server error: ${JSON.stringify(j.error)}`)); return; }
-            const content = j.choices?.[0]?.delta?.content;
+            const content = api === "chat" ? j.choices?.[0]?.delta?.content : j.choices?.[0]?.text;
             if (content) {
               const t = now();
               if (r.first === null) r.first = t;
@@ -186,6 +202,9 @@ async function run(args) {
   const maxTokens = Number(arg(args, "--max-tokens", "64"));
   const turns = Number(arg(args, "--turns", "5"));
   const turnTokens = Number(arg(args, "--turn-tokens", "32"));
+  api = arg(args, "--api", "completions");
+  if (args.includes("--no-byte-bias")) logitBias = null;
+  if (api !== "completions" && api !== "chat") throw new Error(`--api takes completions or chat, not ${api}`);
   const log = (s) => process.stderr.write(`  ${label}: ${s}\n`);
   await stream(base, [{ role: "user", content: "Warm-up: say hello." }], 8);
   const configs = [];
@@ -227,15 +246,15 @@ function table(files) {
       `${pad(a?.ttft && b?.ttft ? f(b.ttft / a.ttft) : "-", 6)}  ${pad(b?.prompt_tokens ?? "-", 14)} ` +
       `${pad(b?.cached_tokens ?? "-", 7)}`);
   }
+  // Every tessera run against every other server's run, at 4 clients.
   const at4 = (r) => r.configs.find((c) => c.clients === 4);
-  const tessera = runs.find((r) => r.label.startsWith("tessera"));
-  const others = runs.filter((r) => r !== tessera);
-  if (tessera && at4(tessera) && others.length) {
-    console.log("");
+  const ours = runs.filter((r) => r.label.startsWith("tessera") && at4(r));
+  const others = runs.filter((r) => !r.label.startsWith("tessera") && at4(r));
+  if (ours.length && others.length) console.log("");
+  for (const t of ours) {
     for (const o of others) {
-      if (!at4(o)) continue;
-      console.log(`aggregate tok/s at 4 clients, ${tessera.label} / ${o.label}: ` +
-        `${f(at4(tessera).agg_tps / at4(o).agg_tps)}  (${f(at4(tessera).agg_tps)} / ${f(at4(o).agg_tps)})`);
+      console.log(`aggregate tok/s at 4 clients, ${t.label} / ${o.label}: ` +
+        `${f(at4(t).agg_tps / at4(o).agg_tps)}  (${f(at4(t).agg_tps)} / ${f(at4(o).agg_tps)})`);
     }
   }
 }

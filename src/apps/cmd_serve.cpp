@@ -311,6 +311,12 @@ private:
     }
 
     std::vector<int32_t> prompt_of(const CompletionRequest& r) {
+        for (const auto& [token, bias] : r.logit_bias) {
+            if (token >= tokenizer_->vocab().size()) {
+                throw ApiError{400, "'logit_bias' names token " + std::to_string(token) + ", outside the vocabulary",
+                               "invalid_request_error", "logit_bias"};
+            }
+        }
         std::vector<int32_t> tokens = r.chat ? chat_prompt_tokens(template_, *tokenizer_, r.messages)
                                              : tokenizer_->encode(r.prompt, true);
         if (tokens.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
@@ -336,6 +342,7 @@ private:
         params.sampler.min_p = 0.0f;
         params.sampler.presence_penalty = r.presence_penalty;
         params.sampler.frequency_penalty = r.frequency_penalty;
+        params.sampler.logit_bias = r.logit_bias;
         params.sampler.seed = r.seed ? *r.seed : seed_of(-1);
         std::atomic<bool> stop{false};
         params.cancel = &stop;

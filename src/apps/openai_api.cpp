@@ -86,6 +86,18 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     r.top_p = number_in(body, "top_p", 1.0f, 0.0f, 1.0f);
     r.presence_penalty = number_in(body, "presence_penalty", 0.0f, -2.0f, 2.0f);
     r.frequency_penalty = number_in(body, "frequency_penalty", 0.0f, -2.0f, 2.0f);
+    if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
+        const json& bias = body["logit_bias"];
+        if (!bias.is_object()) throw bad("logit_bias", "'logit_bias' must map token ids to numbers");
+        for (const auto& [key, value] : bias.items()) {
+            const bool id = !key.empty() && key.size() <= 9 &&
+                            std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (!id || !value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+                throw bad("logit_bias", "'logit_bias' maps token ids (strings of digits) to numbers in [-100, 100]");
+            }
+            r.logit_bias.emplace_back(static_cast<int32_t>(std::stol(key)), value.get<float>());
+        }
+    }
     if (body.contains("seed") && !body["seed"].is_null()) {
         if (!body["seed"].is_number_integer()) throw bad("seed", "'seed' must be an integer");
         r.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());

@@ -32,6 +32,9 @@ struct CompletionRequest {
     std::vector<std::string> stop;
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
+    // {"token id": bias in [-100, 100]}; ids are checked against the
+    // vocabulary by the server.
+    std::vector<std::pair<int32_t, float>> logit_bias;
     bool stream = false;
     bool include_usage = false;
     bool logprobs = false;  // chat: "logprobs": true; completions: "logprobs": N

@@ -30,8 +30,15 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
     const float* x = logits;
     const bool penalties =
         params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-    if (penalties && !recent_.empty()) {
+    const bool penalize = penalties && !recent_.empty();
+    if (penalize || !params_.logit_bias.empty()) {
         penalized_.assign(logits, logits + n_vocab);
+        for (const auto& [token, bias] : params_.logit_bias) {
+            if (token >= 0 && token < n_vocab) penalized_[static_cast<size_t>(token)] += bias;
+        }
+        x = penalized_.data();
+    }
+    if (penalize) {
         // Each distinct recent token is penalized once, as in llama.cpp;
         // the frequency penalty scales with its count.
         std::vector<int32_t> seen(recent_.begin(), recent_.end());

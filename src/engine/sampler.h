@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -24,6 +25,9 @@ struct SamplerParams {
     float frequency_penalty = 0.0f;
     int repeat_last_n = 64;
     uint64_t seed = 0;
+    // OpenAI's logit_bias: added to a token's logit before everything else
+    // (-100 bans a token in practice, +100 all but forces it).
+    std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {

@@ -60,6 +60,11 @@ await bad("/v1/chat/completions", chat({ stop: ["a", "b", "c", "d", "e"] }), "st
 await bad("/v1/chat/completions", chat({ n: 3 }), "n");
 await bad("/v1/chat/completions", chat({ seed: "x" }), "seed");
 await bad("/v1/chat/completions", chat({ stream: "yes" }), "stream");
+await bad("/v1/chat/completions", chat({ logit_bias: [1, 2] }), "logit_bias");
+await bad("/v1/chat/completions", chat({ logit_bias: { x: 1 } }), "logit_bias");
+await bad("/v1/chat/completions", chat({ logit_bias: { "-5": 1 } }), "logit_bias");
+await bad("/v1/chat/completions", chat({ logit_bias: { 5: 500 } }), "logit_bias");
+await bad("/v1/chat/completions", chat({ logit_bias: { 99999999: 1 } }), "logit_bias");
 await bad("/v1/completions", JSON.stringify({ prompt: 5 }), "prompt");
 await bad("/v1/completions", JSON.stringify({ prompt: "x", logprobs: 9 }), "logprobs");
 await bad("/tokenize", JSON.stringify({ content: 5 }), "content");

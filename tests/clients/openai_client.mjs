@@ -1,6 +1,6 @@
 // The official OpenAI client against `tessera serve` (tests/apps/test_serve_cli.cpp
 // starts the server): models list, chat with and without streaming (the
-// streamed text equals the whole answer), completions, a 401 for a wrong key,
+// streamed text equals the whole answer), completions, logit_bias, a 401 for a wrong key,
 // 400s for a malformed request and a prompt longer than the context, and an
 // abort mid-stream after which the server answers the next request at once.
 //
@@ -28,6 +28,15 @@ const whole = await client.chat.completions.create({ model, messages, ...greedy 
 const answer = whole.choices[0].message.content;
 check(answer.length > 0 && whole.usage.completion_tokens === 16 && whole.choices[0].finish_reason === "length",
   "chat completion", JSON.stringify(whole));
+
+// logit_bias: +100 on one token forces it at every step.
+const forced = (await (await fetch(`${baseURL.replace(/\/v1$/, "")}/tokenize`, { method: "POST",
+  headers: { Authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ content: " dog" }) })).json()).tokens.at(-1);
+const biased = await client.completions.create({ model, prompt: "Once", temperature: 0, max_tokens: 3,
+  logit_bias: { [forced]: 100 } });
+const piece = (await (await fetch(`${baseURL.replace(/\/v1$/, "")}/detokenize`, { method: "POST",
+  headers: { Authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ tokens: [forced] }) })).json()).content;
+check(biased.choices[0].text === piece.repeat(3), "logit_bias forces a token", JSON.stringify([biased.choices[0].text, piece]));
 
 let streamed = "", usage = null, chunks = 0;
 const stream = await client.chat.completions.create({ model, messages, ...greedy, stream: true,

@@ -127,3 +127,25 @@ TEST(Sampler, PresenceAndFrequencyPenalties) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// OpenAI's logit_bias: -100 bans the argmax, +100 forces a token even when
+// sampling, and ids outside the vocabulary are ignored; the caller's logits
+// are left as they were.
+TEST(Sampler, LogitBiasBansAndForcesTokens) {
+    std::vector<float> logits = {0.5f, 3.0f, 1.0f, -2.0f};
+    const std::vector<float> original = logits;
+    SamplerParams p;
+    p.temperature = 0.0f;
+    p.logit_bias = {{1, -100.0f}, {7, 5.0f}};
+    Sampler banned(p);
+    EXPECT_EQ(banned.sample(logits.data(), 4), 2);
+    p.temperature = 1.0f;
+    p.logit_bias = {{3, 100.0f}};
+    Sampler forced(p);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(forced.sample(logits.data(), 4), 3);
+    EXPECT_EQ(logits, original);
+}
+
+}  // namespace tessera
