@@ -1,6 +1,7 @@
 // tessera convert: llama2.c checkpoint + tokenizer.bin -> GGUF.
 #include "apps/commands.h"
 #include "model/llama2c_import.h"
+#include "util/progress.h"
 
 #include <cstdio>
 #include <memory>
@@ -26,7 +27,12 @@ void add_convert_command(CLI::App& app) {
     cmd->add_option("--rope-base", o->import.rope_freq_base, "RoPE frequency base")->capture_default_str();
     cmd->add_option("--rms-eps", o->import.rms_eps, "RMSNorm epsilon")->capture_default_str();
     cmd->callback([o] {
-        import_llama2c(o->import, o->output);
+        std::unique_ptr<Progress> progress;
+        import_llama2c(o->import, o->output, [&](size_t done, size_t total) {
+            if (!progress) progress = std::make_unique<Progress>("writing " + o->output, static_cast<double>(total), "tensors");
+            progress->update(static_cast<double>(done));
+            if (done == total) progress->finish();
+        });
         std::fprintf(stderr, "wrote %s\n", o->output.c_str());
     });
 }

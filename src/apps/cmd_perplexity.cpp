@@ -15,6 +15,7 @@
 #include "model/tokenizer.h"
 #include "model/vocab.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +25,8 @@
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 namespace tessera {
 
@@ -53,6 +56,20 @@ std::string read_text(const std::string& path) {
 }
 
 void print_eta(const ChunkReport& c) {
+    // Chunks done, as a bar on a terminal (quarter lines in a log) when the
+    // results go elsewhere; on the same terminal the [i] values are the
+    // progress, and a bar would be drawn over them.
+    static std::unique_ptr<Progress> progress;
+    if (c.index == 0 && !isatty(STDOUT_FILENO)) {
+        progress = std::make_unique<Progress>("perplexity", static_cast<double>(c.n_chunk), "chunks");
+    }
+    if (progress) {
+        progress->update(static_cast<double>(c.index + 1));
+        if (c.index + 1 == c.n_chunk) {
+            progress->finish();
+            progress.reset();
+        }
+    }
     if (c.index != 0) return;
     std::fprintf(stderr, "perplexity: %.2f seconds per pass - ETA %.2f minutes\n", c.seconds,
                  c.seconds * c.n_chunk / 60.0);

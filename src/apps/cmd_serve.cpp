@@ -58,21 +58,42 @@ struct ServeOptions {
     ParallelOptions parallel;
 };
 
+// A Prometheus histogram of seconds.
+class Histogram {
+public:
+    void observe(double seconds) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        size_t b = 0;
+        while (b < std::size(kBuckets) && seconds > kBuckets[b]) ++b;
+        ++counts_[b];
+        sum_ += seconds;
+    }
+    void write(std::ostream& o, const char* name) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        o << "# TYPE " << name << " histogram\n";
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < std::size(kBuckets); ++b) {
+            cumulative += counts_[b];
+            o << name << "_bucket{le=\"" << kBuckets[b] << "\"} " << cumulative << "\n";
+        }
+        cumulative += counts_[std::size(kBuckets)];
+        o << name << "_bucket{le=\"+Inf\"} " << cumulative << "\n";
+        o << name << "_sum " << sum_ << "\n" << name << "_count " << cumulative << "\n";
+    }
+
+private:
+    static constexpr double kBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    std::mutex mutex_;
+    uint64_t counts_[std::size(kBuckets) + 1] = {};
+    double sum_ = 0.0;
+};
+
 // Request counts, tokens and latencies for /metrics.
 struct Metrics {
     std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, generated_tokens{0}, cached_tokens{0};
-    std::mutex mutex;
-    static constexpr double kBuckets[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-    uint64_t latency_counts[std::size(kBuckets) + 1] = {};
-    double latency_sum = 0.0;
+    Histogram latency;  // request received -> answer complete
+    Histogram ttft;     // request received -> first text (queueing included)
 
-    void observe(double seconds) {
-        std::lock_guard<std::mutex> lock(mutex);
-        size_t b = 0;
-        while (b < std::size(kBuckets) && seconds > kBuckets[b]) ++b;
-        ++latency_counts[b];
-        latency_sum += seconds;
-    }
     std::string text(const BatcherStats& b) {
         std::ostringstream o;
         o << "# TYPE tessera_batches_total counter\ntessera_batches_total " << b.batches << "\n";
@@ -80,22 +101,26 @@ struct Metrics {
         o << "# TYPE tessera_batch_sequences_total counter\ntessera_batch_sequences_total " << b.sequences << "\n";
         o << "# TYPE tessera_batch_seconds_total counter\ntessera_batch_seconds_total " << b.seconds << "\n";
         o << "# TYPE tessera_batch_last_seconds gauge\ntessera_batch_last_seconds " << b.last_seconds << "\n";
+        // Per node of the plan: its sync steps (tensor parallel: the root's
+        // own partials, a worker's from broadcast to partial) or batches
+        // (pipeline: the root's layers; the last stage: rows out to logits in).
+        o << "# TYPE tessera_node_steps_total counter\n";
+        for (const NodeStepTime& n : b.nodes) {
+            o << "tessera_node_steps_total{node=\"" << n.node << "\",role=\"" << n.role << "\"} " << n.steps << "\n";
+        }
+        o << "# TYPE tessera_node_step_seconds_total counter\n";
+        for (const NodeStepTime& n : b.nodes) {
+            o << "tessera_node_step_seconds_total{node=\"" << n.node << "\",role=\"" << n.role << "\"} " << n.seconds
+              << "\n";
+        }
         o << "# TYPE tessera_requests_total counter\ntessera_requests_total " << requests << "\n";
         o << "# TYPE tessera_request_errors_total counter\ntessera_request_errors_total " << errors << "\n";
         o << "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total " << prompt_tokens << "\n";
         o << "# TYPE tessera_prompt_tokens_cached_total counter\ntessera_prompt_tokens_cached_total " << cached_tokens
           << "\n";
         o << "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total " << generated_tokens << "\n";
-        std::lock_guard<std::mutex> lock(mutex);
-        o << "# TYPE tessera_request_seconds histogram\n";
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < std::size(kBuckets); ++b) {
-            cumulative += latency_counts[b];
-            o << "tessera_request_seconds_bucket{le=\"" << kBuckets[b] << "\"} " << cumulative << "\n";
-        }
-        cumulative += latency_counts[std::size(kBuckets)];
-        o << "tessera_request_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n";
-        o << "tessera_request_seconds_sum " << latency_sum << "\ntessera_request_seconds_count " << cumulative << "\n";
+        latency.write(o, "tessera_request_seconds");
+        ttft.write(o, "tessera_time_to_first_token_seconds");
         return o.str();
     }
 };
@@ -183,6 +208,7 @@ public:
         print_plan(plan_.setup());
         BatcherOptions batching;
         batching.prefill_chunk = o.prefill_chunk;
+        batching.node_times = [this] { return node_step_times(plan_.setup()); };
         batcher_ = std::make_unique<SequenceBatcher>(plan_.decoder(), batching);
         slots_ = std::make_unique<SlotPool>(o.n_parallel);
         const size_t slash = model_path_.find_last_of('/');
@@ -333,7 +359,9 @@ private:
     // log-probabilities of the tokens since the last piece (when asked for);
     // it returns false when the client is gone (the generation then stops).
     using Emit = std::function<bool(const std::string&, const std::vector<TokenLogprob>&)>;
-    CompletionResult generate(const CompletionRequest& r, const std::vector<int32_t>& prompt, const Emit& emit) {
+    // start: when the request arrived (for the time to its first text).
+    CompletionResult generate(const CompletionRequest& r, const std::vector<int32_t>& prompt, double start,
+                              const Emit& emit) {
         GenerationParams params;
         params.n_predict = r.max_tokens;
         params.sampler.temperature = r.temperature;
@@ -357,8 +385,11 @@ private:
                 result.logprobs.push_back(pending.back());
             };
         }
+        bool first = true;
         const auto send = [&](const std::string& text) {
             if (text.empty()) return;
+            if (first) metrics_.ttft.observe(now_seconds() - start);
+            first = false;
             result.text += text;
             if (!emit(text, pending)) stop.store(true);
             pending.clear();
@@ -416,12 +447,12 @@ private:
         if (!r.stream) {
             try {
                 const CompletionResult result =
-                    generate(r, prompt, [](const std::string&, const std::vector<TokenLogprob>&) { return true; });
+                    generate(r, prompt, start, [](const std::string&, const std::vector<TokenLogprob>&) { return true; });
                 res.set_content(dump_json(completion_json(r, result, id, model_id_, created)), "application/json");
             } catch (const Error& e) {
                 fail(res, ApiError{500, e.what(), "server_error", ""});
             }
-            metrics_.observe(now_seconds() - start);
+            metrics_.latency.observe(now_seconds() - start);
             return;
         }
         res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, created, ticket](
@@ -433,7 +464,7 @@ private:
             try {
                 event(chunk_json(r, id, model_id_, created, "", "", true));
                 const CompletionResult result =
-                    generate(r, prompt, [&](const std::string& text, const std::vector<TokenLogprob>& logprobs) {
+                    generate(r, prompt, start, [&](const std::string& text, const std::vector<TokenLogprob>& logprobs) {
                         return sink.is_writable() &&
                                event(chunk_json(r, id, model_id_, created, text, "", false, &logprobs));
                     });
@@ -450,7 +481,7 @@ private:
             const std::string done = "data: [DONE]\n\n";
             sink.write(done.data(), done.size());
             sink.done();
-            metrics_.observe(now_seconds() - start);
+            metrics_.latency.observe(now_seconds() - start);
             return true;
         });
     }

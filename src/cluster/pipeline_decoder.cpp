@@ -231,6 +231,8 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows, uint32_t positio
             }
             require_finite(received_.data(), received_.size(), who);
             std::copy(received_.begin(), received_.end(), dst);
+            stages_.back().steps++;
+            stages_.back().step_seconds += now_seconds() - last_sent_;
             return;
         }
     }
@@ -250,7 +252,10 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         const int n_tok = static_cast<int>(batch.size());
         const bool last_batch = b + step >= tokens.size();
         front_->embed(batch, x_.data());
+        const double t0 = now_seconds();
         block_->forward_layers(x_.data(), pos + static_cast<int>(b), n_tok);
+        stages_[0].steps++;
+        stages_[0].step_seconds += now_seconds() - t0;
         if (channels_.empty()) {
             if (all) front_->logits(x_.data(), n_tok, out + b * hp.n_vocab);
             else if (last_batch) front_->logits(x_.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd, 1, out);
@@ -265,6 +270,7 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         try {
             channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
             stages_[1].bytes_sent += message_.size();
+            last_sent_ = now_seconds();
         } catch (const Error& e) {
             throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
         }
@@ -298,7 +304,10 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
     while (batches.next(batch_)) {
         const int n_tok = front_->check_runs(batch_.runs);
         front_->embed(batch_.tokens, x_.data());
+        const double t0 = now_seconds();
         block_->forward_layers(x_.data(), batch_.runs);
+        stages_[0].steps++;
+        stages_[0].step_seconds += now_seconds() - t0;
         if (channels_.empty()) {
             if (batch_.finishing.empty()) continue;
             batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
@@ -318,6 +327,7 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
             encode_step(header, x_.data(), message_);
             channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
             stages_[1].bytes_sent += message_.size();
+            last_sent_ = now_seconds();
         } catch (const Error& e) {
             throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
         }

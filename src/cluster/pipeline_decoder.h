@@ -52,6 +52,11 @@ struct StageInfo {
     uint64_t footprint_bytes = 0;
     double round_trip_ms = 0.0;  // the handshake's first round trip (stages 1..)
     uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes the root sent this stage and received from it
+    // Batches and their time: the root's own layers (stage 0), or for the
+    // last stage, from the rows leaving the root to the logits arriving
+    // (every later stage and link together: the root sees no stage alone).
+    uint64_t steps = 0;
+    double step_seconds = 0.0;
 };
 
 class PipelineDecoder : public Decoder {
@@ -86,6 +91,7 @@ private:
     double probe_seconds_ = 0.0;  // the slowest node's probe (one layer's gate and up products, one position)
     std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;
     SeqBatch batch_;
+    double last_sent_ = 0.0;  // when the last rows left for stage 1
     std::vector<uint8_t> message_;
     Frame frame_;
 };

@@ -308,6 +308,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::
                       static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_embd),
                       config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
     if (over_runs && type == TpMessage::kAttention) header.flags = kStepOverRuns;
+    const double sent = now_seconds();
     broadcast(type, header, h_.data(), channels_.size());
     // The root's own share, computed while the workers compute theirs.
     const double start = now_seconds();
@@ -317,12 +318,20 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::
         forward_->ffn_partial(layer, h_.data(), n_tok, partial_.data());
     }
     const double computed = now_seconds();
+    ranks_[0].steps++;
+    ranks_[0].step_seconds += computed - start;
+    // Each worker's step: from the broadcast to its partial in hand.
+    const auto arrived = [&](size_t i) {
+        ranks_[i + 1].steps++;
+        ranks_[i + 1].step_seconds += now_seconds() - sent;
+    };
     // Partials summed in rank order, then added to the residual.
     if (!config_.fast) {
         // Exact partials: their sum is the same in any order, and
         // equals a single node's (ops/fixed_sum.h).
         for (size_t i = 0; i < channels_.size(); ++i) {
             receive_partial(i, header, header.width, true);
+            arrived(i);
             for (size_t j = 0; j < n; ++j) partial_[j] += received_exact_[j];
         }
         if (type == TpMessage::kAttention) {
@@ -334,6 +343,7 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::
         for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(partial_[j]);
         for (size_t i = 0; i < channels_.size(); ++i) {
             receive_partial(i, header, header.width, false);
+            arrived(i);
             for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
         }
         if (type == TpMessage::kAttention) {

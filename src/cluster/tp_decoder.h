@@ -66,6 +66,10 @@ struct TpRankInfo {
     double round_trip_ms = 0.0;  // the handshake's first round trip
     double handshake_ms = 0.0;   // the whole key handshake, connect included
     uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes of steps, to and from this worker
+    // Sync steps and their time: the root's own partials (rank 0), or from
+    // the broadcast to this worker's partial arriving (network included).
+    uint64_t steps = 0;
+    double step_seconds = 0.0;
 };
 
 class TensorParallelDecoder : public Decoder, public LayerBlock {

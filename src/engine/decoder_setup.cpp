@@ -134,4 +134,21 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     return setup;
 }
 
+std::vector<NodeStepTime> node_step_times(const DecoderSetup& setup) {
+    std::vector<NodeStepTime> out;
+    if (setup.pipeline != nullptr) {
+        const std::vector<StageInfo>& stages = setup.pipeline->stages();
+        for (size_t s = 0; s < stages.size(); ++s) {
+            if (stages[s].steps == 0) continue;
+            out.push_back({stages[s].address, "stage " + std::to_string(s), stages[s].steps, stages[s].step_seconds});
+        }
+    } else if (setup.tensor_parallel != nullptr) {
+        const std::vector<TpRankInfo>& ranks = setup.tensor_parallel->ranks();
+        for (size_t r = 0; r < ranks.size(); ++r) {
+            out.push_back({ranks[r].address, "rank " + std::to_string(r), ranks[r].steps, ranks[r].step_seconds});
+        }
+    }
+    return out;
+}
+
 }  // namespace tessera

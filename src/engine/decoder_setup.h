@@ -54,6 +54,18 @@ struct DecoderSetup {
     PipelineDecoder* pipeline = nullptr;                // set in pipeline and hybrid modes
 };
 
+// A node's steps and their time as the root sees them (TpRankInfo::steps,
+// StageInfo::steps): for /metrics.
+struct NodeStepTime {
+    std::string node;  // address, "root" for the root
+    std::string role;  // "rank N" or "stage N"
+    uint64_t steps = 0;
+    double seconds = 0.0;
+};
+
+// Every node of a distributed plan that has counted steps; none for a single node.
+std::vector<NodeStepTime> node_step_times(const DecoderSetup& setup);
+
 // The plan given by --stages or --cluster (and --weights / --stage-layers as
 // stage weights and layer counts), or nullopt when there is none.
 std::optional<ClusterSpec> cluster_spec_of(const ParallelOptions& options);

@@ -129,7 +129,10 @@ void SequenceBatcher::loop() {
             error = std::current_exception();
         }
         const double seconds = now_seconds() - t0;
+        std::vector<NodeStepTime> nodes;
+        if (options_.node_times) nodes = options_.node_times();
         lock.lock();
+        stats_.nodes = std::move(nodes);
         stats_.batches += 1;
         stats_.sequences += evals.size();
         stats_.seconds += seconds;

@@ -13,11 +13,13 @@
 // logits come back when its last chunk is done); alone it goes whole.
 #pragma once
 
+#include "engine/decoder_setup.h"
 #include "model/decoder.h"
 
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -31,6 +33,9 @@ struct BatcherOptions {
     // How long a batch waits for a running generation's next eval (one that
     // is still sampling or streaming its last token) before going without it.
     int grace_us = 2000;
+    // Called on the batcher's thread (the decoder's only user) after each
+    // batch: the plan's per-node step times for stats().
+    std::function<std::vector<NodeStepTime>()> node_times;
 };
 
 // What the batcher has run, for /metrics.
@@ -40,6 +45,7 @@ struct BatcherStats {
     uint64_t sequences = 0;   // sum over batches of the sequences in each
     double seconds = 0.0;     // in eval_seqs
     double last_seconds = 0.0;
+    std::vector<NodeStepTime> nodes;  // from BatcherOptions::node_times after the last batch
 };
 
 class SequenceBatcher {

@@ -149,7 +149,8 @@ Vocabulary read_tokenizer(const std::string& path, int32_t vocab_size) {
 
 }  // namespace
 
-void import_llama2c(const Llama2cImportOptions& options, const std::string& out_path) {
+void import_llama2c(const Llama2cImportOptions& options, const std::string& out_path,
+                    const std::function<void(size_t, size_t)>& progress) {
     const MappedFile file(options.checkpoint);
     const std::string& path = options.checkpoint;
     if (file.size() < 28) throw make_error("{}: too small ({} bytes) to be a llama2.c checkpoint", path, file.size());
@@ -253,7 +254,7 @@ void import_llama2c(const Llama2cImportOptions& options, const std::string& out_
     // A shared classifier is the embedding itself: GGUF expresses that by
     // leaving output.weight out.
     if (!shared) add("output.weight", {i64(d), i64(V)}, w.wcls);
-    writer.write(out_path);
+    writer.write(out_path, progress);
 }
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 // architecture uses, so tensors are copied without permutation.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace tessera {
@@ -19,6 +20,8 @@ struct Llama2cImportOptions {
 
 // Writes the GGUF; throws an Error naming the file and what is wrong (bad
 // header, size that does not match the header, truncated tokenizer).
-void import_llama2c(const Llama2cImportOptions& options, const std::string& out_path);
+// progress(done, total) after each tensor written.
+void import_llama2c(const Llama2cImportOptions& options, const std::string& out_path,
+                    const std::function<void(size_t, size_t)>& progress = {});
 
 }  // namespace tessera

@@ -98,7 +98,7 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesOnFourSlots) {
 TEST(ServeCli, EightConcurrentClientsShareBatchesAcrossTensorParallelRanks) {
     std::unique_ptr<BackgroundProcess> server;
     run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf", {"--local", "2", "--parallel", "4"}),
-               "concurrent.mjs", "batched");
+               "concurrent.mjs", "batched-distributed");
 }
 
 // And through a 2-stage pipeline: each batch's sequences pass from stage to
@@ -108,7 +108,7 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesThroughAPipeline) {
     std::unique_ptr<BackgroundProcess> worker, server;
     const std::string stage = test::start_worker(worker, model);
     run_client(start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "4"}), "concurrent.mjs",
-               "batched");
+               "batched-distributed");
 }
 
 // The chat page in headless Chromium: plan shown, an answer streamed in and
