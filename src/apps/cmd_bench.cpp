@@ -1,8 +1,14 @@
 // tessera bench: prompt and generation speed of one model, as llama-bench's
 // pp and tg tests, plus how close generation comes to the memory bandwidth.
+// With a draft (--draft-model, --draft ngram): plain against speculative
+// greedy generation from a real prompt instead (engine/speculative_bench.h).
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
+#include "apps/plan_decoder.h"
 #include "engine/bench.h"
+#include "engine/speculative_bench.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
@@ -26,13 +32,72 @@ struct BenchOptions {
     int n_batch = 512;
     bool json = false;
     ParallelOptions parallel;
+    DraftOptions draft;
+    std::string prompt = "Once upon a time";
 };
+
+void speculative_main(const BenchOptions& o) {
+    const std::string path = o.model.empty() ? default_model_path() : o.model;
+    const LlamaModel model(path);
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
+    ForwardConfig config;
+    config.n_ctx = std::min(model.hparams().n_ctx_train, 4096);
+    config.n_batch = o.n_batch;
+    const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
+    const std::vector<int32_t> prompt = tokenize_prompt(*tokenizer, o.prompt, config.n_ctx);
+    if (static_cast<int64_t>(prompt.size()) + o.n_gen > config.n_ctx) {
+        throw make_error("{} prompt tokens and {} generated do not fit the context of {}", prompt.size(), o.n_gen,
+                         config.n_ctx);
+    }
+    PlanDecoder plan = make_plan_decoder(model, config, n_threads, o.parallel);
+    if (!o.json) print_plan(plan.setup());
+    GenerationParams bounds;
+    const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, config.n_ctx, n_threads, bounds);
+    const SpeculativeBenchResult r = run_speculative_bench(plan.decoder(), *tokenizer, *drafter, prompt, o.n_gen, o.reps,
+                                                           bounds.draft_max, bounds.draft_min);
+    const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    const double plain = median(r.plain_tps), spec = median(r.speculative_tps);
+    if (o.json) {
+        std::puts(nlohmann::json{{"model", path},
+                                 {"draft", drafter->name()},
+                                 {"mode", o.parallel.mode()},
+                                 {"tokens", r.tokens},
+                                 {"reps", o.reps},
+                                 {"plain_tps", r.plain_tps},
+                                 {"speculative_tps", r.speculative_tps},
+                                 {"plain_tps_median", plain},
+                                 {"speculative_tps_median", spec},
+                                 {"speedup", plain > 0 ? spec / plain : 0.0},
+                                 {"acceptance", r.acceptance()},
+                                 {"tokens_per_traversal", r.tokens_per_traversal()},
+                                 {"traversal_ms", r.traversal_ms()},
+                                 {"drafted", r.drafted},
+                                 {"accepted", r.accepted}}
+                      .dump()
+                      .c_str());
+        return;
+    }
+    fmt::print("model: {}, draft: {}, {} tokens from \"{}\", repetitions: {}\n", path, drafter->name(), r.tokens,
+               o.prompt, o.reps);
+    fmt::print("| {:>12} | {:>12} |\n", "test", "t/s median");
+    fmt::print("| {:->12} | {:->12} |\n", "", "");
+    fmt::print("| {:>12} | {:>12.2f} |\n", "plain", plain);
+    fmt::print("| {:>12} | {:>12.2f} |\n", "speculative", spec);
+    fmt::print("speedup {:.2f}x; {} of {} drafted tokens accepted ({:.1f}%), {:.2f} tokens per traversal, {:.2f} ms per "
+               "traversal\n",
+               plain > 0 ? spec / plain : 0.0, r.accepted, r.drafted, 100.0 * r.acceptance(), r.tokens_per_traversal(),
+               r.traversal_ms());
+}
 
 nlohmann::json rate_json(const BenchRate& rate) {
     return {{"tokens", rate.tokens}, {"tps", rate.tps}, {"tps_min", rate.min()}, {"tps_median", rate.median()}};
 }
 
 void bench_main(const BenchOptions& o) {
+    if (!o.draft.model.empty() || !o.draft.kind.empty()) return speculative_main(o);
     BenchParams params;
     params.model_path = o.model.empty() ? default_model_path() : o.model;
     params.n_prompt = o.n_prompt;
@@ -123,6 +188,8 @@ void add_bench_command(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
     add_parallel_flags(cmd, o->parallel);
+    add_draft_flags(cmd, o->draft);
+    cmd->add_option("--prompt", o->prompt, "With a draft: the prompt both generations start from")->capture_default_str();
     cmd->callback([o] { bench_main(*o); });
 }
 

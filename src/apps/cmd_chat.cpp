@@ -24,6 +24,7 @@ namespace tessera {
 namespace {
 
 struct ChatOptions {
+    DraftOptions draft;
     std::string model;
     std::string system;
     std::string chat_template;
@@ -61,6 +62,8 @@ void chat(const ChatOptions& o) {
     params.sampler = o.sampler;
     params.sampler.seed = seed_of(o.seed);
     params.cancel = &g_stop;
+    const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, config.n_ctx, n_threads, params);
+    params.drafter = drafter.get();
     std::fprintf(stderr, "chat: /clear forgets the conversation, /save FILE and /load FILE keep it, /exit leaves; "
                          "Ctrl-C stops an answer\n");
     std::string line;
@@ -136,6 +139,7 @@ void add_chat_command(CLI::App& app) {
                   "When the conversation outgrows the context, drop its oldest messages (the system message stays)");
     add_parallel_flags(cmd, o->parallel);
     add_sampler_flags(cmd, o->sampler, o->seed);
+    add_draft_flags(cmd, o->draft);
     cmd->callback([o] { chat(*o); });
 }
 

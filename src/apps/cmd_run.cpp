@@ -26,6 +26,7 @@ namespace tessera {
 namespace {
 
 struct RunOptions {
+    DraftOptions draft;
     std::string model;
     std::string prompt;
     std::string prompt_file;
@@ -89,6 +90,8 @@ void run(const RunOptions& o) {
     params.stop_at_eos = !o.ignore_eos;
     params.sampler = o.sampler;
     params.sampler.seed = seed_of(o.seed);
+    const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, n_ctx, n_threads, params);
+    params.drafter = drafter.get();
 
     if (!o.json) {
         std::fputs(prompt.c_str(), stdout);
@@ -129,6 +132,12 @@ void run(const RunOptions& o) {
         }
         j["recovery"] = {{"recoveries", recovery.recoveries}, {"attempts", recovery.attempts},
                          {"ms_lost", recovery.seconds_lost * 1e3}, {"replaced", recovery.replaced}};
+        if (drafter) {
+            j["speculative"] = {{"draft", drafter->name()},
+                                {"traversals", result.traversals},
+                                {"drafted", result.drafted},
+                                {"accepted", result.accepted}};
+        }
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
                         {"prompt_tokens_per_second", prompt_tps},
                         {"generation_ms", result.generation_seconds * 1e3},
@@ -142,6 +151,12 @@ void run(const RunOptions& o) {
                      result.prompt_seconds * 1e3, prompt_tps);
         std::fprintf(stderr, "generation: %5zu tokens in %9.2f ms (%10.2f tokens/s), stopped by %s\n",
                      result.tokens.size(), result.generation_seconds * 1e3, gen_tps, result.stop_reason.c_str());
+        if (drafter) {
+            std::fprintf(stderr, "speculative: %s, %d of %d drafted tokens accepted (%.1f%%), %.2f tokens per traversal\n",
+                         drafter->name().c_str(), result.accepted, result.drafted,
+                         result.drafted > 0 ? 100.0 * result.accepted / result.drafted : 0.0,
+                         result.traversals > 0 ? static_cast<double>(result.tokens.size() - 1) / result.traversals : 0.0);
+        }
         if (o.verbose && supervised) {
             std::fprintf(stderr, "\nedge health (root to node):\n%-24s %-9s %10s %14s %14s %8s\n", "node", "role",
                          "rtt ms", "bytes sent", "bytes recv", "retries");
@@ -177,6 +192,7 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
     add_sampler_flags(cmd, o->sampler, o->seed);
+    add_draft_flags(cmd, o->draft);
     cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");

@@ -54,6 +54,7 @@ struct ServeOptions {
     int queue = 16;
     int n_parallel = 1;
     int prefill_chunk = 128;
+    DraftOptions draft;
     size_t max_body = 1 << 20;
     ParallelOptions parallel;
 };
@@ -206,6 +207,18 @@ public:
                              plan_.decoder().n_seq());
         }
         print_plan(plan_.setup());
+        // Speculative decoding verifies a draft in one eval_all of the
+        // slot's decoder: with one slot, requests run on the plan directly
+        // (a verification is a batch of its own); batching it with other
+        // slots' steps is not built yet.
+        GenerationParams draft_params;
+        drafter_ = make_drafter(o.draft, model_, config_.n_ctx, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel),
+                                draft_params);
+        draft_max_ = draft_params.draft_max;
+        draft_min_ = draft_params.draft_min;
+        if (drafter_ && o.n_parallel > 1) {
+            throw make_error("speculative decoding (--draft-model, --draft) runs with one slot for now: use --parallel 1");
+        }
         BatcherOptions batching;
         batching.prefill_chunk = o.prefill_chunk;
         batching.node_times = [this] { return node_step_times(plan_.setup()); };
@@ -300,6 +313,8 @@ private:
                            .count();
     std::unique_ptr<SequenceBatcher> batcher_;
     std::unique_ptr<SlotPool> slots_;
+    std::unique_ptr<Drafter> drafter_;  // one slot only; used under that slot
+    int draft_max_ = 8, draft_min_ = 1;
     std::atomic<int> waiting_{0};
     std::atomic<uint64_t> next_id_{1};
     Metrics metrics_;
@@ -407,8 +422,16 @@ private:
                 server.slots_->release(slot);
             }
         } hold(*this, prompt);
+        if (drafter_) {
+            params.drafter = drafter_.get();
+            params.draft_max = draft_max_;
+            params.draft_min = draft_min_;
+        }
+        // With a drafter the one slot runs on the plan itself (the batcher
+        // idles: no other slot could join it).
+        Decoder& decoder = drafter_ ? plan_.decoder() : batcher_->sequence(hold.slot);
         const GenerationResult g = slots_->cache(hold.slot).generate(
-            batcher_->sequence(hold.slot), *tokenizer_, prompt, params, [&](const std::string& piece) {
+            decoder, *tokenizer_, prompt, params, [&](const std::string& piece) {
                 send(stops.push(piece));
                 if (stops.stopped()) stop.store(true);
             });
@@ -521,6 +544,7 @@ void add_serve_command(CLI::App& app) {
         ->check(CLI::Range(0, 100000));
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
+    add_draft_flags(cmd, o->draft);
     cmd->callback([o] { Server(*o).run(); });
 }
 

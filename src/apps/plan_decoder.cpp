@@ -1,6 +1,7 @@
 #include "apps/plan_decoder.h"
 
 #include "net/tcp.h"
+#include "util/error.h"
 
 #include <cstdio>
 #include <random>
@@ -32,6 +33,31 @@ void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed) {
     cmd->add_option("--repeat-last-n", sampler.repeat_last_n, "Tokens the repetition penalty looks back over")
         ->capture_default_str();
     cmd->add_option("-s,--seed", seed, "Sampling seed (-1: random)")->capture_default_str();
+}
+
+void add_draft_flags(CLI::App* cmd, DraftOptions& draft) {
+    cmd->add_option("--draft-model", draft.model,
+                    "Speculative decoding: a small GGUF with the same vocabulary, run on this node, proposes tokens that "
+                    "the model verifies in one traversal (output unchanged)");
+    cmd->add_option("--draft", draft.kind, "Speculative decoding without a draft model: 'ngram' (prompt lookup)")
+        ->check(CLI::IsMember({"ngram"}));
+    cmd->add_option("--draft-max", draft.max, "Most tokens drafted per traversal (adapted to the acceptance rate)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, SliceForward::kRowwiseRows - 1));
+    cmd->add_option("--draft-min", draft.min, "Fewest drafted tokens worth a verification")
+        ->capture_default_str()
+        ->check(CLI::Range(1, SliceForward::kRowwiseRows - 1));
+}
+
+std::unique_ptr<Drafter> make_drafter(const DraftOptions& draft, const LlamaModel& target, int n_ctx, int n_threads,
+                                      GenerationParams& params) {
+    if (!draft.model.empty() && !draft.kind.empty()) throw make_error("use either --draft-model or --draft, not both");
+    if (draft.min > draft.max) throw make_error("--draft-min {} is above --draft-max {}", draft.min, draft.max);
+    params.draft_max = draft.max;
+    params.draft_min = draft.min;
+    if (!draft.model.empty()) return std::make_unique<ModelDrafter>(draft.model, target, n_ctx, n_threads);
+    if (draft.kind == "ngram") return std::make_unique<NgramDrafter>();
+    return nullptr;
 }
 
 uint64_t seed_of(int64_t seed) { return seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}(); }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "engine/decoder_setup.h"
+#include "engine/drafter.h"
+#include "engine/generation.h"
 #include "engine/sampler.h"
 #include "engine/supervised_decoder.h"
 
@@ -11,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace tessera {
 
@@ -28,6 +31,21 @@ PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& conf
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s/--seed.
 void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed);
+
+// Speculative decoding: --draft-model FILE or --draft ngram, --draft-max,
+// --draft-min.
+struct DraftOptions {
+    std::string model;  // a small GGUF with the target's vocabulary, run on this node
+    std::string kind;   // "ngram" (prompt lookup), or empty
+    int max = 8;
+    int min = 1;
+};
+void add_draft_flags(CLI::App* cmd, DraftOptions& draft);
+// The drafter the flags ask for (null for none); a draft model gets its own
+// single-node decoder with n_ctx positions and n_threads threads. Sets the
+// draft bounds in params.
+std::unique_ptr<Drafter> make_drafter(const DraftOptions& draft, const LlamaModel& target, int n_ctx, int n_threads,
+                                      GenerationParams& params);
 
 // The sampler's seed: the given one, or a random one when it is negative.
 uint64_t seed_of(int64_t seed);

@@ -51,30 +51,92 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
     const double t1 = now_seconds();
     result.prompt_seconds = t1 - t0;
 
-    int pos = static_cast<int>(prompt_tokens.size());
+    int pos = static_cast<int>(prompt_tokens.size());  // tokens in the decoder's cache
     result.stop_reason = "length";
-    for (int i = 0; params.n_predict < 0 || i < params.n_predict; ++i) {
-        if (params.cancel != nullptr && params.cancel->load()) {
-            result.stop_reason = "cancelled";
-            break;
-        }
-        const int32_t token = sampler.sample(logits, n_vocab);
+    // Takes a sampled token into the answer; false when generation stops at it.
+    const auto take = [&](int32_t token, const float* from) {
         sampler.accept(token);
-        if (params.on_token) params.on_token(token, logits, n_vocab);
+        if (params.on_token) params.on_token(token, from, n_vocab);
         result.tokens.push_back(token);
         if (params.stop_at_eos && vocab.is_eog(token)) {
             result.stop_reason = "eos";
-            break;
+            return false;
         }
         emit(stream.push(token));
-        const bool last = params.n_predict >= 0 && i + 1 >= params.n_predict;
-        if (last) break;
+        return params.n_predict < 0 || static_cast<int>(result.tokens.size()) < params.n_predict;
+    };
+    const auto cancelled = [&] {
+        if (params.cancel == nullptr || !params.cancel->load()) return false;
+        result.stop_reason = "cancelled";
+        return true;
+    };
+    std::vector<int32_t> context, draft, batch;
+    if (params.drafter != nullptr) context = prompt_tokens;
+    int draft_len = std::max(1, params.draft_max);
+    for (;;) {
+        if (cancelled()) break;
+        int32_t token = sampler.sample(logits, n_vocab);
+        if (!take(token, logits)) break;
         if (pos >= n_ctx) {
             result.stop_reason = "context";
             break;
         }
+        // Speculative steps: the token just taken and a draft after it, in
+        // one traversal; rejected positions are overwritten later.
+        bool stopped = false;
+        while (params.drafter != nullptr) {
+            context.push_back(token);
+            int room = std::min(draft_len, n_ctx - pos - 1);
+            if (params.n_predict >= 0) room = std::min(room, params.n_predict - static_cast<int>(result.tokens.size()));
+            draft.clear();
+            if (room >= std::max(1, params.draft_min)) params.drafter->propose(context, room, draft);
+            if (draft.empty() || static_cast<int>(draft.size()) < params.draft_min) break;
+            batch.assign(1, token);
+            batch.insert(batch.end(), draft.begin(), draft.end());
+            const float* rows = decoder.eval_all(batch, pos);
+            ++result.traversals;
+            result.drafted += static_cast<int>(draft.size());
+            size_t ok = 0;
+            bool accepted = true;
+            for (; ok < draft.size(); ++ok) {
+                token = sampler.verify(rows + ok * n_vocab, n_vocab, draft[ok], &accepted);
+                if (!take(token, rows + ok * n_vocab)) {
+                    stopped = true;
+                    break;
+                }
+                if (!accepted) break;
+                context.push_back(token);
+                ++result.accepted;
+            }
+            if (stopped) break;
+            // In the cache now: the step's token and the accepted drafts.
+            pos += 1 + static_cast<int>(ok);
+            if (accepted) {
+                // Every draft stood: the last row gives one more token.
+                draft_len = std::min(params.draft_max, draft_len + 2);
+                token = sampler.sample(rows + draft.size() * n_vocab, n_vocab);
+                if (!take(token, rows + draft.size() * n_vocab)) {
+                    stopped = true;
+                    break;
+                }
+            } else {
+                draft_len = std::max(std::max(1, params.draft_min), draft_len - 1);
+            }
+            if (pos >= n_ctx) {
+                result.stop_reason = "context";
+                stopped = true;
+                break;
+            }
+            if (cancelled()) {
+                stopped = true;
+                break;
+            }
+        }
+        if (stopped) break;
+        // A plain step: the pending token alone.
         const int32_t next[1] = {token};
         logits = decoder.eval(next, pos);
+        ++result.traversals;
         ++pos;
     }
     emit(stream.flush());

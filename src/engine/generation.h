@@ -3,6 +3,7 @@
 // the end of the context.
 #pragma once
 
+#include "engine/drafter.h"
 #include "engine/sampler.h"
 #include "model/decoder.h"
 #include "model/tokenizer.h"
@@ -30,6 +31,14 @@ struct GenerationParams {
     // (n_vocab floats, before any penalty), before its text is emitted: for
     // log-probabilities.
     std::function<void(int32_t token, const float* logits, int32_t n_vocab)> on_token;
+    // Speculative decoding: when set, each step proposes up to draft_max
+    // tokens (adapted to the running acceptance) and the decoder verifies
+    // them with the step's token in one eval_all; a proposal shorter than
+    // draft_min is not verified (a plain step instead). Output is unchanged:
+    // greedy token for token, sampled in distribution.
+    Drafter* drafter = nullptr;
+    int draft_max = 8;
+    int draft_min = 1;
 };
 
 struct GenerationResult {
@@ -40,6 +49,9 @@ struct GenerationResult {
     int n_evaluated_prompt = 0;   // prompt tokens this call evaluated (the rest were cached)
     double prompt_seconds = 0.0;
     double generation_seconds = 0.0;  // from the first to the last generated token
+    int traversals = 0;  // decoder evals after the prompt (a verification counts once)
+    int drafted = 0;     // draft tokens verified
+    int accepted = 0;    // of those, accepted
 };
 
 // Tokenizes a prompt (with BOS when the vocabulary wants one) and checks it

@@ -26,7 +26,7 @@ int32_t Sampler::argmax(const float* logits, int32_t n_vocab) {
     return best;
 }
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits, int32_t n_vocab) {
     const float* x = logits;
     const bool penalties =
         params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
@@ -54,13 +54,19 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
         }
         x = penalized_.data();
     }
-    if (params_.temperature <= 0.0f) return argmax(x, n_vocab);
-
     candidates_.clear();
+    if (params_.temperature <= 0.0f) {
+        candidates_.push_back({argmax(x, n_vocab), 0.0f, 1.0f});
+        return candidates_;
+    }
+
     for (int32_t i = 0; i < n_vocab; ++i) {
         if (!std::isnan(x[i])) candidates_.push_back({i, x[i], 0.0f});
     }
-    if (candidates_.empty()) return 0;
+    if (candidates_.empty()) {
+        candidates_.push_back({0, 0.0f, 1.0f});  // every logit NaN: token 0, as before
+        return candidates_;
+    }
     auto by_logit = [](const Candidate& a, const Candidate& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };
@@ -102,13 +108,49 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
     }
 
     normalize(params_.temperature);
-    const float r = rng_.next_float();
+    return candidates_;
+}
+
+int32_t Sampler::draw_from(const std::vector<Candidate>& candidates, double total) {
+    if (params_.temperature <= 0.0f) return candidates[0].id;  // greedy: no random number used
+    const float r = rng_.next_float() * static_cast<float>(total);
     float cumulative = 0.0f;
-    for (const auto& c : candidates_) {
+    for (const auto& c : candidates) {
         cumulative += c.p;
         if (r < cumulative) return c.id;
     }
-    return candidates_.back().id;
+    return candidates.back().id;
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+    return draw_from(distribution(logits, n_vocab), 1.0);
+}
+
+int32_t Sampler::verify(const float* logits, int32_t n_vocab, int32_t draft, bool* accepted) {
+    const std::vector<Candidate>& d = distribution(logits, n_vocab);
+    if (params_.temperature <= 0.0f) {  // greedy: the draft stands when it is the argmax
+        *accepted = d[0].id == draft;
+        return d[0].id;
+    }
+    // A deterministic proposal (q one-hot at `draft`): accept with
+    // probability p(draft), else draw from p without it, renormalized. The
+    // token then follows p exactly: p(draft) * 1 for the draft, and for any
+    // other x, (1 - p(draft)) * p(x) / (1 - p(draft)) = p(x).
+    double p_draft = 0.0;
+    for (const auto& c : d) {
+        if (c.id == draft) p_draft = c.p;
+    }
+    if (p_draft > 0.0 && static_cast<double>(rng_.next_float()) < p_draft) {
+        *accepted = true;
+        return draft;
+    }
+    *accepted = false;
+    residual_.clear();
+    for (const auto& c : d) {
+        if (c.id != draft) residual_.push_back(c);
+    }
+    if (residual_.empty()) return draft;  // p(draft) = 1 but the draw missed by rounding
+    return draw_from(residual_, 1.0 - p_draft);
 }
 
 }  // namespace tessera

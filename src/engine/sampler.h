@@ -37,6 +37,22 @@ public:
     // Chooses a token from n_vocab logits (which are not modified).
     int32_t sample(const float* logits, int32_t n_vocab);
 
+    // Speculative decoding: the token to emit where a draft proposed `draft`
+    // and the target gave `logits`. Greedy: the argmax (accepted when it is
+    // the draft). Sampling: the draft with probability p(draft), else a draw
+    // from p without it, so the token follows p exactly; *accepted says which.
+    int32_t verify(const float* logits, int32_t n_vocab, int32_t draft, bool* accepted);
+
+    struct Candidate {
+        int32_t id;
+        float logit;
+        float p;
+    };
+    // The distribution the next token is drawn from, after the whole chain:
+    // candidates with probabilities summing to 1 (greedy: the argmax alone).
+    // Valid until the next call.
+    const std::vector<Candidate>& distribution(const float* logits, int32_t n_vocab);
+
     // Records a token of the context (prompt or generated) for the repetition penalty.
     void accept(int32_t token);
 
@@ -44,16 +60,13 @@ public:
     static int32_t argmax(const float* logits, int32_t n_vocab);
 
 private:
-    struct Candidate {
-        int32_t id;
-        float logit;
-        float p;
-    };
+    // A draw from candidates whose p sum to total (greedy: the first, no draw).
+    int32_t draw_from(const std::vector<Candidate>& candidates, double total);
 
     SamplerParams params_;
     Rng rng_;
     std::deque<int32_t> recent_;
-    std::vector<Candidate> candidates_;
+    std::vector<Candidate> candidates_, residual_;
     std::vector<float> penalized_;
 };
 

@@ -285,16 +285,21 @@ void SliceForward::attention_partial(int layer, const float* h, std::span<const 
     if (runs.size() == 1 && n_tok == 1) {
         attend_one(w, layer, runs[0].seq, runs[0].pos0);
     } else {
-        // Runs of several positions attend as a prompt does; single positions
-        // (the decoding sequences of a continuous batch) together after.
+        // Long runs attend as a prompt does (tiles over the history). Short
+        // ones (decoding sequences of a continuous batch, a speculative
+        // verification of a few positions) attend position by position, each
+        // exactly as a lone position would: their logits are the bits of
+        // decoding them one at a time.
         single_runs_.clear();
         single_rows_.clear();
         int row = 0;
         for (const SeqRun& r : runs) {
             KvCache& cache = caches_[static_cast<size_t>(r.seq)];
-            if (r.n_tok == 1) {
-                single_runs_.push_back(r);
-                single_rows_.push_back(row++);
+            if (r.n_tok <= kRowwiseRows) {
+                for (int t = 0; t < r.n_tok; ++t) {
+                    single_runs_.push_back({r.seq, r.pos0 + t, 1});
+                    single_rows_.push_back(row++);
+                }
                 continue;
             }
             for (int t = row; t < row + r.n_tok; ++t) {

@@ -47,6 +47,11 @@ struct ForwardConfig {
 // a row's result does not depend on the other rows of its batch.
 class SliceForward : public LayerBlock {
 public:
+    // Runs of at most this many rows attend position by position (see
+    // attention_partial), so verifying a speculative draft gives the bits of
+    // plain decoding.
+    static constexpr int kRowwiseRows = 32;
+
     SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool);
 
     const ModelHParams& hparams() const { return hparams_; }

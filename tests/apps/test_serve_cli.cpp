@@ -111,6 +111,24 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesThroughAPipeline) {
                "batched-distributed");
 }
 
+// Speculative decoding in serve (one slot): a server with a draft model
+// answers the openai client's checks, and greedy answers equal a plain
+// server's.
+TEST(ServeCli, SpeculativeServerAnswersAsAPlainOne) {
+    // The slow model, so an aborted stream is noticed within a few tokens.
+    const std::string model = test::write_slow_model(test::test_dir("serve_speculative"));
+    const std::string draft = test::test_dir("serve_speculative") + "/draft-q8_0.gguf";
+    ASSERT_EQ(test::run_process({test::tessera_binary(), "quantize", model, draft, "Q8_0"}, 60).exit_code, 0);
+    std::unique_ptr<BackgroundProcess> plain, speculative;
+    const std::string a = start_serve(plain, model, {});
+    const std::string b = start_serve(speculative, model, {"--draft-model", draft, "--draft-max", "6"});
+    run_client(b);
+    const std::string script = test::source_dir() + "/tests/clients/same_answers.mjs";
+    const auto r = test::run_process({"/usr/bin/env", "node", script, a, b, "test-key"}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
 // The chat page in headless Chromium: plan shown, an answer streamed in and
 // stopped, tok/s, the conversation kept over a reload; the screenshot is kept
 // in the test's folder (build/test-tmp/serve_web/...).

@@ -137,3 +137,44 @@ TEST(SequenceBatching, BatchesRefuseABadSequenceOrPosition) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A short run (a speculative verification: the step's token and its draft)
+// gives every position the bits of evaluating the tokens one at a time, so
+// verified greedy output is plain greedy output.
+TEST(SequenceBatching, AShortRunGivesTheBitsOfOneTokenAtATime) {
+    const std::string dir = test::scratch_dir("sequence_batching");
+    for (QuantType type : {QuantType::F32, QuantType::Q4_0}) {
+        RandomModelSpec spec;
+        spec.n_embd = 256;
+        spec.n_layer = 2;
+        spec.n_head = 8;
+        spec.n_head_kv = 2;
+        spec.n_ff = 512;
+        spec.n_vocab = 300;
+        spec.type = type;
+        const std::string path = dir + "/short-" + quant_type_name(type) + ".gguf";
+        write_random_model(spec, path);
+        const LlamaModel model(path);
+        const int n_vocab = model.hparams().n_vocab;
+        ForwardConfig config;
+        config.n_ctx = 96;
+        const std::vector<int32_t> prompt = prompt_of(3, 40, n_vocab);
+        const std::vector<int32_t> run = {5, 77, 12, 250, 9, 31, 2, 18};
+        for (int threads : {1, 2}) {
+            LocalDecoder together(model, config, threads), one(model, config, threads);
+            together.eval(prompt, 0);
+            one.eval(prompt, 0);
+            const float* all = together.eval_all(run, static_cast<int>(prompt.size()));
+            const std::vector<float> rows(all, all + run.size() * n_vocab);
+            for (size_t t = 0; t < run.size(); ++t) {
+                const float* logits = one.eval(std::span<const int32_t>(run).subspan(t, 1), static_cast<int>(prompt.size() + t));
+                ASSERT_EQ(0, std::memcmp(logits, rows.data() + t * n_vocab, sizeof(float) * n_vocab))
+                    << quant_type_name(type) << ", " << threads << " threads, position " << t;
+            }
+        }
+    }
+}
+
+}  // namespace tessera
