@@ -40,7 +40,7 @@ trap cleanup EXIT
 key=(--key "$work/key")
 
 stories=$(realpath models/stories260K.gguf)
-"$bin" quantize "$stories" "$work/stories-q4_0.gguf" Q4_0 > /dev/null
+"$bin" quantize "$stories" "$work/stories-q4_0.gguf" Q4_0 > /dev/null 2>&1
 workloads=(stories)
 if [ "$skip_1b" = 0 ]; then
   bench_model Q4_0 "$keep"
