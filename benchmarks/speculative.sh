@@ -9,8 +9,9 @@
 #   stories: the bundled stories260K (F32) with its own Q4_0 as the draft model
 #   1.1b:    the TinyLlama-1.1B-shaped Q4_0 model with n-gram (prompt lookup) drafts
 # Reported per row: tok/s plain and speculative (median of --reps after a
-# warm-up), their ratio, the acceptance rate, tokens per traversal and the
-# time of one traversal.
+# warm-up), their ratio, the acceptance rate, tokens per traversal, the time
+# of one traversal and of the drafting in it (the most that drafting the next
+# block during a verification could hide).
 #
 #   benchmarks/speculative.sh [--reps 3] [--rtts "1 20"] [--keep-models DIR] [--skip-1b]
 set -euo pipefail
@@ -102,7 +103,7 @@ import json, os, sys
 work, rtts, workloads = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 names = {"stories": "stories260K F32, draft: its Q4_0", "1.1b": "1.1B-shape Q4_0, n-gram drafts"}
 plans = {"s3": "3 stages", "tp2": "tensor parallel, 2 nodes"}
-print(f"\n{'workload':34} {'plan':26} {'rtt':>5} {'plain':>8} {'spec':>8} {'ratio':>6} {'accept':>7} {'tok/trav':>9} {'trav ms':>8}")
+print(f"\n{'workload':34} {'plan':26} {'rtt':>5} {'plain':>8} {'spec':>8} {'ratio':>6} {'accept':>7} {'tok/trav':>9} {'trav ms':>8} {'draft ms':>9}")
 for rtt in rtts:
     for w in workloads:
         for p in plans:
@@ -111,5 +112,6 @@ for rtt in rtts:
                 continue
             j = json.load(open(f))
             print(f"{names[w]:34} {plans[p]:26} {rtt + ' ms':>5} {j['plain_tps_median']:8.2f} {j['speculative_tps_median']:8.2f} "
-                  f"{j['speedup']:6.2f} {100 * j['acceptance']:6.1f}% {j['tokens_per_traversal']:9.2f} {j['traversal_ms']:8.2f}")
+                  f"{j['speedup']:6.2f} {100 * j['acceptance']:6.1f}% {j['tokens_per_traversal']:9.2f} {j['traversal_ms']:8.2f} "
+                  f"{j['draft_ms']:9.3f}")
 PY

@@ -74,6 +74,7 @@ void speculative_main(const BenchOptions& o) {
                                  {"acceptance", r.acceptance()},
                                  {"tokens_per_traversal", r.tokens_per_traversal()},
                                  {"traversal_ms", r.traversal_ms()},
+                                 {"draft_ms", r.draft_ms()},
                                  {"drafted", r.drafted},
                                  {"accepted", r.accepted}}
                       .dump()
@@ -87,9 +88,9 @@ void speculative_main(const BenchOptions& o) {
     fmt::print("| {:>12} | {:>12.2f} |\n", "plain", plain);
     fmt::print("| {:>12} | {:>12.2f} |\n", "speculative", spec);
     fmt::print("speedup {:.2f}x; {} of {} drafted tokens accepted ({:.1f}%), {:.2f} tokens per traversal, {:.2f} ms per "
-               "traversal\n",
+               "traversal of which {:.3f} ms drafting\n",
                plain > 0 ? spec / plain : 0.0, r.accepted, r.drafted, 100.0 * r.acceptance(), r.tokens_per_traversal(),
-               r.traversal_ms());
+               r.traversal_ms(), r.draft_ms());
 }
 
 nlohmann::json rate_json(const BenchRate& rate) {

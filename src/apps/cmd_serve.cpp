@@ -207,17 +207,17 @@ public:
                              plan_.decoder().n_seq());
         }
         print_plan(plan_.setup());
-        // Speculative decoding verifies a draft in one eval_all of the
-        // slot's decoder: with one slot, requests run on the plan directly
-        // (a verification is a batch of its own); batching it with other
-        // slots' steps is not built yet.
-        GenerationParams draft_params;
-        drafter_ = make_drafter(o.draft, model_, config_.n_ctx, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel),
-                                draft_params);
-        draft_max_ = draft_params.draft_max;
-        draft_min_ = draft_params.draft_min;
-        if (drafter_ && o.n_parallel > 1) {
-            throw make_error("speculative decoding (--draft-model, --draft) runs with one slot for now: use --parallel 1");
+        // Speculative decoding: each slot drafts on its own (a draft model's
+        // KV cache follows one conversation); its verifications join the
+        // batches as eval_all runs.
+        for (int slot = 0; slot < o.n_parallel; ++slot) {
+            GenerationParams bounds;
+            std::unique_ptr<Drafter> d = make_drafter(o.draft, model_, config_.n_ctx,
+                                                      o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), bounds);
+            if (!d) break;
+            draft_max_ = bounds.draft_max;
+            draft_min_ = bounds.draft_min;
+            drafters_.push_back(std::move(d));
         }
         BatcherOptions batching;
         batching.prefill_chunk = o.prefill_chunk;
@@ -313,7 +313,7 @@ private:
                            .count();
     std::unique_ptr<SequenceBatcher> batcher_;
     std::unique_ptr<SlotPool> slots_;
-    std::unique_ptr<Drafter> drafter_;  // one slot only; used under that slot
+    std::vector<std::unique_ptr<Drafter>> drafters_;  // one per slot, or none
     int draft_max_ = 8, draft_min_ = 1;
     std::atomic<int> waiting_{0};
     std::atomic<uint64_t> next_id_{1};
@@ -422,16 +422,13 @@ private:
                 server.slots_->release(slot);
             }
         } hold(*this, prompt);
-        if (drafter_) {
-            params.drafter = drafter_.get();
+        if (!drafters_.empty()) {
+            params.drafter = drafters_[static_cast<size_t>(hold.slot)].get();
             params.draft_max = draft_max_;
             params.draft_min = draft_min_;
         }
-        // With a drafter the one slot runs on the plan itself (the batcher
-        // idles: no other slot could join it).
-        Decoder& decoder = drafter_ ? plan_.decoder() : batcher_->sequence(hold.slot);
         const GenerationResult g = slots_->cache(hold.slot).generate(
-            decoder, *tokenizer_, prompt, params, [&](const std::string& piece) {
+            batcher_->sequence(hold.slot), *tokenizer_, prompt, params, [&](const std::string& piece) {
                 send(stops.push(piece));
                 if (stops.stopped()) stop.store(true);
             });

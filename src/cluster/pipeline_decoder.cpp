@@ -296,11 +296,11 @@ const float* PipelineDecoder::eval_all(std::span<const int32_t> tokens, int pos)
 const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
     const ModelHParams& hp = front_->hparams();
     const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
-    seq_logits_.resize(evals.size() * n_vocab);
     // Batches of a micro-batch's size, as a prompt goes through (a long
     // prompt joining keeps every stage busy).
     const int step = channels_.empty() ? front_->n_batch() : std::min(front_->n_batch(), std::max(1, config_.micro_batch));
     SeqBatches batches(evals, step);
+    seq_logits_.resize(batches.output_rows() * n_vocab);
     while (batches.next(batch_)) {
         const int n_tok = front_->check_runs(batch_.runs);
         front_->embed(batch_.tokens, x_.data());
@@ -309,17 +309,18 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
         stages_[0].steps++;
         stages_[0].step_seconds += now_seconds() - t0;
         if (channels_.empty()) {
-            if (batch_.finishing.empty()) continue;
-            batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
-            run_logits_.resize(batch_.finishing.size() * n_vocab);
-            front_->logits(last_x_.data(), static_cast<int>(batch_.finishing.size()), run_logits_.data());
+            if (batch_.rows.empty()) continue;
+            batch_.gather_rows(x_.data(), hp.n_embd, last_x_);
+            run_logits_.resize(batch_.rows.size() * n_vocab);
+            front_->logits(last_x_.data(), static_cast<int>(batch_.rows.size()), run_logits_.data());
             batch_.scatter_logits(run_logits_.data(), n_vocab, seq_logits_.data());
             continue;
         }
         // The runs go ahead of their rows, and every stage passes them on;
-        // the last stage answers with each run's last row's logits.
+        // the last stage answers with each run's last row's logits (every
+        // row's for a run with all_logits).
         encode_seq_runs(batch_.runs, message_);
-        StepHeader header{batch_.finishing.empty() ? 0u : static_cast<uint32_t>(kWantRunLogits), 0,
+        StepHeader header{batch_.rows.empty() ? 0u : static_cast<uint32_t>(kWantRunLogits), 0,
                           static_cast<uint32_t>(n_tok), static_cast<uint32_t>(hp.n_embd), WireFormat::F32, kStepOverRuns};
         try {
             channels_[0]->send(static_cast<uint16_t>(TpMessage::kSeqRuns), message_);
@@ -331,16 +332,26 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
         } catch (const Error& e) {
             throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
         }
-        if (batch_.finishing.empty()) continue;
-        const size_t n_runs = batch_.runs.size();
-        run_logits_.resize(n_runs * n_vocab);
-        receive_logits(run_logits_.data(), static_cast<uint32_t>(n_runs), static_cast<uint32_t>(n_tok));
-        // Run r ends at row ends[r]; a finishing eval's last row is one of them.
-        size_t r = 0;
-        int end = 0;
-        for (size_t f = 0; f < batch_.finishing.size(); ++f) {
-            while (r < n_runs && end + batch_.runs[r].n_tok - 1 < batch_.last_rows[f]) end += batch_.runs[r++].n_tok;
-            std::copy_n(run_logits_.data() + r * n_vocab, n_vocab, seq_logits_.data() + batch_.finishing[f] * n_vocab);
+        if (batch_.rows.empty()) continue;
+        // The reply's rows: run by run, every row or the last one; which
+        // reply row holds each batch row.
+        reply_row_.assign(static_cast<size_t>(n_tok), -1);
+        int reply_rows = 0, row = 0;
+        for (const SeqRun& r : batch_.runs) {
+            if (r.all_logits) {
+                for (int t = 0; t < r.n_tok; ++t) reply_row_[static_cast<size_t>(row + t)] = reply_rows++;
+            } else {
+                reply_row_[static_cast<size_t>(row + r.n_tok - 1)] = reply_rows++;
+            }
+            row += r.n_tok;
+        }
+        run_logits_.resize(static_cast<size_t>(reply_rows) * n_vocab);
+        receive_logits(run_logits_.data(), static_cast<uint32_t>(reply_rows), static_cast<uint32_t>(n_tok));
+        for (size_t f = 0; f < batch_.rows.size(); ++f) {
+            const int k = reply_row_[static_cast<size_t>(batch_.rows[f])];
+            if (k < 0) throw make_error("internal: batch row {} has no logits in the last stage's reply", batch_.rows[f]);
+            std::copy_n(run_logits_.data() + static_cast<size_t>(k) * n_vocab, n_vocab,
+                        seq_logits_.data() + batch_.dest[f] * n_vocab);
         }
     }
     return seq_logits_.data();

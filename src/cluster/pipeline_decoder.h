@@ -92,6 +92,7 @@ private:
     std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;
     SeqBatch batch_;
     double last_sent_ = 0.0;  // when the last rows left for stage 1
+    std::vector<int> reply_row_;  // eval_seqs: the last stage's reply row of each batch row
     std::vector<uint8_t> message_;
     Frame frame_;
 };

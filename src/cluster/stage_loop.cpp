@@ -112,15 +112,18 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
         int rows = all ? n_tok : 1;
         if ((step.layer & kWantRunLogits) != 0) {
             if (!over_runs) throw make_error("{}: run logits asked for a batch without runs", from.peer());
-            // Each run's last row, gathered for one product.
-            rows = static_cast<int>(runs.size());
-            run_rows.resize(runs.size() * static_cast<size_t>(hp.n_embd));
-            int end = 0;
-            for (size_t r = 0; r < runs.size(); ++r) {
-                end += runs[r].n_tok;
-                std::copy_n(x.data() + static_cast<size_t>(end - 1) * hp.n_embd, hp.n_embd,
-                            run_rows.data() + r * static_cast<size_t>(hp.n_embd));
+            // Each run's last row, or every row of a run with all_logits,
+            // gathered for one product.
+            const size_t n_embd = static_cast<size_t>(hp.n_embd);
+            run_rows.clear();
+            int begin = 0;
+            for (const SeqRun& r : runs) {
+                const int first = r.all_logits ? begin : begin + r.n_tok - 1;
+                run_rows.insert(run_rows.end(), x.begin() + static_cast<std::ptrdiff_t>(first * n_embd),
+                                x.begin() + static_cast<std::ptrdiff_t>((begin + r.n_tok) * n_embd));
+                begin += r.n_tok;
             }
+            rows = static_cast<int>(run_rows.size() / n_embd);
         }
         logits.resize(static_cast<size_t>(rows) * hp.n_vocab);
         const float* rows_in = (step.layer & kWantRunLogits) != 0 ? run_rows.data()

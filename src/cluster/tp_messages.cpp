@@ -202,13 +202,14 @@ void check_finite(const T* values, size_t n, const std::string& peer, Bits expon
 }  // namespace
 
 void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out) {
-    out.resize(4 + 12 * runs.size());
+    out.resize(4 + kSeqRunBytes * runs.size());
     put_u32(out.data(), static_cast<uint32_t>(runs.size()));
     for (size_t i = 0; i < runs.size(); ++i) {
-        uint8_t* p = out.data() + 4 + 12 * i;
+        uint8_t* p = out.data() + 4 + kSeqRunBytes * i;
         put_u32(p, static_cast<uint32_t>(runs[i].seq));
         put_u32(p + 4, static_cast<uint32_t>(runs[i].pos0));
         put_u32(p + 8, static_cast<uint32_t>(runs[i].n_tok));
+        put_u32(p + 12, runs[i].all_logits ? 1u : 0u);
     }
 }
 
@@ -216,19 +217,20 @@ std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char
     if (payload.size() < 4) throw make_error("{}: seq-runs message of {} bytes is truncated", peer, payload.size());
     const uint32_t count = get_u32(payload.data());
     if (count < 1 || count > kMaxSeqRuns) throw make_error("{}: {} runs in one batch (1..{})", peer, count, kMaxSeqRuns);
-    if (payload.size() != 4 + 12 * static_cast<uint64_t>(count)) {
+    if (payload.size() != 4 + kSeqRunBytes * static_cast<uint64_t>(count)) {
         throw make_error("{}: seq-runs message of {} runs has {} bytes", peer, count, payload.size());
     }
     std::vector<SeqRun> runs(count);
     for (uint32_t i = 0; i < count; ++i) {
-        const uint8_t* p = payload.data() + 4 + 12 * static_cast<size_t>(i);
-        const uint32_t seq = get_u32(p), pos0 = get_u32(p + 4), n_tok = get_u32(p + 8);
+        const uint8_t* p = payload.data() + 4 + kSeqRunBytes * static_cast<size_t>(i);
+        const uint32_t seq = get_u32(p), pos0 = get_u32(p + 4), n_tok = get_u32(p + 8), all = get_u32(p + 12);
         // Bounded here so the int fields cannot wrap; the receiver checks
         // them against its sequences and context.
-        if (seq > kMaxSeqRuns || pos0 > (1u << 30) || n_tok < 1 || n_tok > (1u << 30)) {
-            throw make_error("{}: run {} (sequence {}, position {}, {} rows) is out of range", peer, i, seq, pos0, n_tok);
+        if (seq > kMaxSeqRuns || pos0 > (1u << 30) || n_tok < 1 || n_tok > (1u << 30) || all > 1) {
+            throw make_error("{}: run {} (sequence {}, position {}, {} rows, flag {}) is out of range", peer, i, seq, pos0,
+                             n_tok, all);
         }
-        runs[i] = {static_cast<int>(seq), static_cast<int>(pos0), static_cast<int>(n_tok)};
+        runs[i] = {static_cast<int>(seq), static_cast<int>(pos0), static_cast<int>(n_tok), all == 1};
     }
     return runs;
 }

@@ -102,10 +102,11 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
 void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
 StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
 
-// A batch's runs: u32 count (1..kMaxSeqRuns), then (seq, pos0, n_tok) as
-// u32 each. Decoding checks the size and that every run has rows; the
+// A batch's runs: u32 count (1..kMaxSeqRuns), then (seq, pos0, n_tok,
+// all_logits 0/1) as u32 each. Decoding checks the size and that every run has rows; the
 // receiver checks sequences and positions against what it keeps.
 constexpr uint32_t kMaxSeqRuns = 4096;
+constexpr size_t kSeqRunBytes = 16;
 void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out);
 std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer);
 

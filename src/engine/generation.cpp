@@ -89,7 +89,11 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
             int room = std::min(draft_len, n_ctx - pos - 1);
             if (params.n_predict >= 0) room = std::min(room, params.n_predict - static_cast<int>(result.tokens.size()));
             draft.clear();
-            if (room >= std::max(1, params.draft_min)) params.drafter->propose(context, room, draft);
+            if (room >= std::max(1, params.draft_min)) {
+                const double d0 = now_seconds();
+                params.drafter->propose(context, room, draft);
+                result.draft_seconds += now_seconds() - d0;
+            }
             if (draft.empty() || static_cast<int>(draft.size()) < params.draft_min) break;
             batch.assign(1, token);
             batch.insert(batch.end(), draft.begin(), draft.end());

@@ -52,6 +52,7 @@ struct GenerationResult {
     int traversals = 0;  // decoder evals after the prompt (a verification counts once)
     int drafted = 0;     // draft tokens verified
     int accepted = 0;    // of those, accepted
+    double draft_seconds = 0.0;  // in the drafter's propose (what drafting during verification could hide)
 };
 
 // Tokenizes a prompt (with BOS when the vocabulary wants one) and checks it

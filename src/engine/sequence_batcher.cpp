@@ -13,9 +13,11 @@ public:
     SeqDecoder(SequenceBatcher& batcher, int seq) : batcher_(batcher), seq_(seq) {}
     const ModelHParams& hparams() const override { return batcher_.decoder_.hparams(); }
     int n_ctx() const override { return batcher_.decoder_.n_ctx(); }
-    const float* eval(std::span<const int32_t> tokens, int pos) override { return batcher_.submit(seq_, tokens, pos); }
-    const float* eval_all(std::span<const int32_t>, int) override {
-        throw make_error("internal: a batched sequence returns only its last logits");
+    const float* eval(std::span<const int32_t> tokens, int pos) override {
+        return batcher_.submit(seq_, tokens, pos, false);
+    }
+    const float* eval_all(std::span<const int32_t> tokens, int pos) override {
+        return batcher_.submit(seq_, tokens, pos, true);
     }
 
 private:
@@ -60,7 +62,7 @@ BatcherStats SequenceBatcher::stats() const {
     return stats_;
 }
 
-const float* SequenceBatcher::submit(int seq, std::span<const int32_t> tokens, int pos) {
+const float* SequenceBatcher::submit(int seq, std::span<const int32_t> tokens, int pos, bool all) {
     if (tokens.empty()) throw make_error("internal: eval of no tokens");
     std::unique_lock<std::mutex> lock(mutex_);
     Seq& s = seqs_.at(static_cast<size_t>(seq));
@@ -68,6 +70,8 @@ const float* SequenceBatcher::submit(int seq, std::span<const int32_t> tokens, i
     if (stop_) throw make_error("the server is shutting down");
     s.tokens = tokens;  // the caller's, alive while it waits here
     s.pos = pos;
+    s.all = all;
+    if (all) s.logits.resize(tokens.size() * static_cast<size_t>(decoder_.hparams().n_vocab));
     s.done = 0;
     s.ready = false;
     s.error = nullptr;
@@ -114,7 +118,7 @@ void SequenceBatcher::loop() {
             if (!s.submitted || s.ready || s.error) continue;
             size_t take = s.tokens.size() - s.done;
             if (decoding && take > 1) take = std::min(take, static_cast<size_t>(options_.prefill_chunk));
-            evals.push_back({static_cast<int>(i), s.pos + static_cast<int>(s.done), s.tokens.subspan(s.done, take)});
+            evals.push_back({static_cast<int>(i), s.pos + static_cast<int>(s.done), s.tokens.subspan(s.done, take), s.all});
             who.push_back(i);
         }
         // The decoder runs unlocked: generations may submit meanwhile (they
@@ -137,18 +141,26 @@ void SequenceBatcher::loop() {
         stats_.sequences += evals.size();
         stats_.seconds += seconds;
         stats_.last_seconds = seconds;
+        size_t out_row = 0;  // eval e's first row of logits
         for (size_t e = 0; e < evals.size(); ++e) {
             Seq& s = seqs_[who[e]];
-            stats_.rows += evals[e].tokens.size();
+            const size_t n = evals[e].tokens.size();
+            stats_.rows += n;
+            const size_t rows = s.all ? n : 1;
             if (error) {
                 s.error = error;
                 continue;
             }
-            s.done += evals[e].tokens.size();
+            if (s.all) {
+                // Every token's row, chunk after chunk.
+                std::copy_n(logits + out_row * n_vocab, n * n_vocab, s.logits.data() + s.done * n_vocab);
+            }
+            s.done += n;
             if (s.done == s.tokens.size()) {
-                s.logits.assign(logits + e * n_vocab, logits + (e + 1) * n_vocab);
+                if (!s.all) s.logits.assign(logits + out_row * n_vocab, logits + (out_row + 1) * n_vocab);
                 s.ready = true;
             }
+            out_row += rows;
         }
         wake_seqs_.notify_all();
     }

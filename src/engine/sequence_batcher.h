@@ -58,8 +58,8 @@ public:
     SequenceBatcher& operator=(const SequenceBatcher&) = delete;
 
     int n_seq() const { return static_cast<int>(seqs_.size()); }
-    // The decoder of sequence `seq` (eval only; eval_all is refused). One
-    // generation at a time per sequence.
+    // The decoder of sequence `seq`: eval, and eval_all (a speculative
+    // verification's rows). One generation at a time per sequence.
     Decoder& sequence(int seq);
     // A generation on `seq` begins / ends: while it runs, batches wait up to
     // the grace for its next eval.
@@ -76,13 +76,14 @@ private:
         bool submitted = false;  // an eval waits for its logits
         std::span<const int32_t> tokens;
         int pos = 0;
-        size_t done = 0;  // tokens of the eval already run
+        bool all = false;  // every token's logits (eval_all)
+        size_t done = 0;   // tokens of the eval already run
         bool ready = false;
         std::exception_ptr error;
         std::vector<float> logits;
     };
 
-    const float* submit(int seq, std::span<const int32_t> tokens, int pos);
+    const float* submit(int seq, std::span<const int32_t> tokens, int pos, bool all);
     void loop();
     bool all_running_submitted() const;
 

@@ -40,6 +40,7 @@ SpeculativeBenchResult run_speculative_bench(Decoder& decoder, const Tokenizer& 
         r.traversals += spec.traversals;
         r.plain_traversals += plain.traversals;
         r.speculative_seconds += spec.generation_seconds;
+        r.draft_seconds += spec.draft_seconds;
     }
     return r;
 }

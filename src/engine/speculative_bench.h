@@ -20,10 +20,14 @@ struct SpeculativeBenchResult {
     int traversals = 0;             // speculative: decoder evals after the prompt
     int plain_traversals = 0;
     double speculative_seconds = 0.0;  // generation time of all speculative repetitions
+    double draft_seconds = 0.0;        // of that, drafting
     double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
     // Generated tokens (after the first, which the prompt's eval gives) per traversal.
     double tokens_per_traversal() const;
     double traversal_ms() const { return traversals > 0 ? speculative_seconds * 1e3 / traversals : 0.0; }
+    // Drafting time per traversal: the most that drafting the next block
+    // while the target verifies the current one could save.
+    double draft_ms() const { return traversals > 0 ? draft_seconds * 1e3 / traversals : 0.0; }
 };
 
 // reps repetitions of each, alternating; throws when a speculative answer

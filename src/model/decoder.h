@@ -17,6 +17,7 @@ struct SeqEval {
     int seq = 0;
     int pos = 0;
     std::span<const int32_t> tokens;
+    bool all = false;  // the logits of every token (as eval_all), not only the last one's
 };
 
 class Decoder {
@@ -35,14 +36,15 @@ public:
     // Sequences with a KV cache of their own (eval and eval_all use sequence 0).
     virtual int n_seq() const { return 1; }
     // Runs several sequences' tokens (each sequence at most once) through the
-    // model together and returns the logits of each one's last token:
-    // evals.size() rows of n_vocab floats, valid until the next call. Every
-    // row's logits are the bits eval gives for the same tokens alone.
+    // model together and returns, eval after eval, the logits of its last
+    // token (or of every token, for an eval with `all`): rows of n_vocab
+    // floats, valid until the next call. A decoding step's logits are the
+    // bits eval gives for the same tokens alone.
     virtual const float* eval_seqs(std::span<const SeqEval> evals) {
         if (evals.size() != 1 || evals[0].seq != 0) {
             throw make_error("this plan keeps one sequence: --parallel needs a plan that batches sequences");
         }
-        return eval(evals[0].tokens, evals[0].pos);
+        return evals[0].all ? eval_all(evals[0].tokens, evals[0].pos) : eval(evals[0].tokens, evals[0].pos);
     }
 };
 

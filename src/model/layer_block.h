@@ -16,6 +16,9 @@ struct SeqRun {
     int seq = 0;
     int pos0 = 0;
     int n_tok = 0;
+    // Whoever computes the run's logits (a pipeline's last stage) gives
+    // every row's, not only the last one's (a speculative verification).
+    bool all_logits = false;
 };
 
 class LayerBlock {

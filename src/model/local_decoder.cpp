@@ -46,17 +46,17 @@ const float* LocalDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
 const float* LocalDecoder::eval_seqs(std::span<const SeqEval> evals) {
     const ModelHParams& hp = forward_.hparams();
     const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
-    seq_logits_.resize(evals.size() * n_vocab);
     SeqBatches batches(evals, forward_.n_batch());
+    seq_logits_.resize(batches.output_rows() * n_vocab);
     while (batches.next(batch_)) {
         forward_.embed(batch_.tokens, x_.data());
         forward_.forward_layers(x_.data(), batch_.runs);
-        // The finishing rows' logits in one product (the head streamed once
-        // for all of them; each row's bits are those of a product of one).
-        if (batch_.finishing.empty()) continue;
-        batch_.gather_last_rows(x_.data(), hp.n_embd, last_x_);
-        head_out_.resize(batch_.finishing.size() * n_vocab);
-        forward_.logits(last_x_.data(), static_cast<int>(batch_.finishing.size()), head_out_.data());
+        // The wanted rows' logits in one product (the head streamed once for
+        // all of them; each row's bits are those of a product of one).
+        if (batch_.rows.empty()) continue;
+        batch_.gather_rows(x_.data(), hp.n_embd, last_x_);
+        head_out_.resize(batch_.rows.size() * n_vocab);
+        forward_.logits(last_x_.data(), static_cast<int>(batch_.rows.size()), head_out_.data());
         batch_.scatter_logits(head_out_.data(), n_vocab, seq_logits_.data());
     }
     return seq_logits_.data();

@@ -14,14 +14,14 @@
 namespace tessera {
 
 struct SeqBatch {
-    std::vector<SeqRun> runs;
-    std::vector<int32_t> tokens;   // the runs' tokens, row by row
-    std::vector<size_t> finishing;  // evals whose last token is in this batch
-    std::vector<int> last_rows;     // and the row it is in
+    std::vector<SeqRun> runs;     // an eval with `all` gives runs with all_logits
+    std::vector<int32_t> tokens;  // the runs' tokens, row by row
+    std::vector<int> rows;        // the batch rows whose logits are wanted
+    std::vector<size_t> dest;     // and the output row of eval_seqs each goes to
 
-    // The finishing rows of x (n_embd floats each), back to back in out.
-    void gather_last_rows(const float* x, int64_t n_embd, std::vector<float>& out) const;
-    // Row f of logits (n_vocab floats each) to row finishing[f] of all.
+    // The wanted rows of x (n_embd floats each), back to back in out.
+    void gather_rows(const float* x, int64_t n_embd, std::vector<float>& out) const;
+    // Row f of logits (n_vocab floats each) to row dest[f] of all.
     void scatter_logits(const float* logits, size_t n_vocab, float* all) const;
 };
 
@@ -31,11 +31,15 @@ public:
     SeqBatches(std::span<const SeqEval> evals, int n_batch);
     // The next batch into b; false when every token has been taken.
     bool next(SeqBatch& b);
+    // Rows of eval_seqs's output: one per eval, or its token count with `all`.
+    size_t output_rows() const { return output_rows_; }
 
 private:
     std::span<const SeqEval> evals_;
     size_t n_batch_;
     std::vector<size_t> done_;
+    std::vector<size_t> first_row_;  // each eval's first output row
+    size_t output_rows_ = 0;
 };
 
 }  // namespace tessera

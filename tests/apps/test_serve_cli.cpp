@@ -111,7 +111,7 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesThroughAPipeline) {
                "batched-distributed");
 }
 
-// Speculative decoding in serve (one slot): a server with a draft model
+// Speculative decoding in serve: a server with a draft model and 2 slots
 // answers the openai client's checks, and greedy answers equal a plain
 // server's.
 TEST(ServeCli, SpeculativeServerAnswersAsAPlainOne) {
@@ -121,12 +121,21 @@ TEST(ServeCli, SpeculativeServerAnswersAsAPlainOne) {
     ASSERT_EQ(test::run_process({test::tessera_binary(), "quantize", model, draft, "Q8_0"}, 60).exit_code, 0);
     std::unique_ptr<BackgroundProcess> plain, speculative;
     const std::string a = start_serve(plain, model, {});
-    const std::string b = start_serve(speculative, model, {"--draft-model", draft, "--draft-max", "6"});
+    const std::string b = start_serve(speculative, model, {"--draft-model", draft, "--draft-max", "6", "--parallel", "2"});
     run_client(b);
     const std::string script = test::source_dir() + "/tests/clients/same_answers.mjs";
     const auto r = test::run_process({"/usr/bin/env", "node", script, a, b, "test-key"}, 300);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
+// Speculative verifications batched with other slots' steps (n-gram drafts,
+// 4 slots): 8 clients x 10 requests each get the answer served alone.
+TEST(ServeCli, SpeculativeSlotsShareBatches) {
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, test::source_dir() + "/models/stories260K.gguf",
+                           {"--parallel", "4", "--draft", "ngram"}),
+               "concurrent.mjs", "batched");
 }
 
 // The chat page in headless Chromium: plan shown, an answer streamed in and

@@ -264,6 +264,30 @@ TEST(Pipeline, SequencesBatchedThroughStagesEqualEachAlone) {
         for (size_t s = 0; s < prompts.size(); ++s) {
             EXPECT_EQ(got[s], want[s]) << "sequence " << s << ", " << groups.size() << " stages";
         }
+        // A speculative verification beside a decoding step: sequence 0's
+        // next tokens with every row's logits (eval_all's), sequence 1's one
+        // token; the rows come back in order and agree with a single node.
+        const std::vector<int32_t> verify = {got[0].back(), 5, 9};
+        const SeqEval mixed[] = {{0, static_cast<int>(prompts[0].size()) + steps - 1, verify, true},
+                                 {1, static_cast<int>(prompts[1].size()) + steps - 1,
+                                  std::span<const int32_t>(&got[1].back(), 1)}};
+        const float* rows = pipeline.eval_seqs(mixed);
+        std::vector<int32_t> single_tokens = prompts[0];
+        single_tokens.insert(single_tokens.end(), got[0].begin(), got[0].end() - 1);
+        LocalDecoder single(model, forward, 1);
+        single.eval(single_tokens, 0);
+        const float* want_rows = single.eval_all(verify, static_cast<int>(single_tokens.size()));
+        for (int r = 0; r < 3; ++r) {
+            EXPECT_EQ(std::max_element(rows + r * n_vocab, rows + (r + 1) * n_vocab) - (rows + r * n_vocab),
+                      std::max_element(want_rows + r * n_vocab, want_rows + (r + 1) * n_vocab) - (want_rows + r * n_vocab))
+                << "verification row " << r;
+        }
+        const float* step1 = rows + 3 * n_vocab;
+        std::vector<int32_t> s1 = prompts[1];
+        s1.insert(s1.end(), got[1].begin(), got[1].end());
+        LocalDecoder single1(model, forward, 1);
+        const float* want1 = single1.eval(s1, 0);
+        EXPECT_EQ(std::max_element(step1, step1 + n_vocab) - step1, std::max_element(want1, want1 + n_vocab) - want1);
     }
 }
 

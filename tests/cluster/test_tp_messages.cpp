@@ -98,7 +98,7 @@ namespace tessera {
 // A batch's runs round-trip; the step flag travels beside the format; a
 // truncated, padded, empty or out-of-range table and unknown flags are refused.
 TEST(StepMessages, SequenceRunsAndStepFlags) {
-    const std::vector<SeqRun> runs = {{0, 5, 1}, {3, 0, 17}, {2, 1000, 1}};
+    const std::vector<SeqRun> runs = {{0, 5, 1}, {3, 0, 17, true}, {2, 1000, 1}};
     std::vector<uint8_t> bytes;
     encode_seq_runs(runs, bytes);
     const std::vector<SeqRun> back = decode_seq_runs(bytes, "peer");
@@ -107,7 +107,11 @@ TEST(StepMessages, SequenceRunsAndStepFlags) {
         EXPECT_EQ(back[i].seq, runs[i].seq);
         EXPECT_EQ(back[i].pos0, runs[i].pos0);
         EXPECT_EQ(back[i].n_tok, runs[i].n_tok);
+        EXPECT_EQ(back[i].all_logits, runs[i].all_logits);
     }
+    std::vector<uint8_t> bad_flag = bytes;
+    bad_flag[4 + 12] = 2;  // run 0's all_logits
+    EXPECT_THROW(decode_seq_runs(bad_flag, "peer"), Error);
     std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 1);
     EXPECT_THROW(decode_seq_runs(cut, "peer"), Error);
     std::vector<uint8_t> padded = bytes;

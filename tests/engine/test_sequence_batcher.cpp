@@ -2,6 +2,7 @@
 // greedy tokens are those it gets alone, a long prompt joins beside decoding
 // sequences in chunks, and a failing decoder fails every waiting generation
 // rather than hanging it.
+#include "engine/drafter.h"
 #include "engine/generation.h"
 #include "engine/sequence_batcher.h"
 #include "model/llama_model.h"
@@ -68,6 +69,51 @@ TEST(SequenceBatcher, ConcurrentGenerationsEqualEachAloneAndShareBatches) {
     // Fewer batches than evals: the generations shared them.
     EXPECT_LT(stats.batches, stats.sequences);
     EXPECT_GT(stats.rows, 0u);
+}
+
+// Speculative generations (each with its own draft) share batches: their
+// verifications are eval_all runs beside the others' steps and prompts; each
+// one's greedy tokens are those it gets alone without a draft.
+TEST(SequenceBatcher, SpeculativeGenerationsShareBatches) {
+    REQUIRE_SHARED_MODELS();
+    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
+    ForwardConfig config;
+    config.n_ctx = 256;
+    const int n = 4;
+    std::vector<std::vector<int32_t>> want(n);
+    {
+        LocalDecoder alone(model, config, 2);
+        for (int i = 0; i < n; ++i) want[i] = generate(alone, *tokenizer, prompt_tokens(*tokenizer, i), greedy(60)).tokens;
+    }
+    config.n_seq = n;
+    LocalDecoder decoder(model, config, 2);
+    SequenceBatcher batcher(decoder);
+    std::vector<std::vector<int32_t>> got(n);
+    std::vector<int> drafted(n);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+            NgramDrafter drafter;
+            GenerationParams params = greedy(60);
+            params.drafter = &drafter;
+            params.draft_max = 4;
+            batcher.begin(i);
+            const GenerationResult r = generate(batcher.sequence(i), *tokenizer, prompt_tokens(*tokenizer, i), params);
+            batcher.end(i);
+            got[i] = r.tokens;
+            drafted[i] = r.drafted;
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    int total_drafted = 0;
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(got[i], want[i]) << "generation " << i;
+        total_drafted += drafted[i];
+    }
+    EXPECT_GT(total_drafted, 0);
+    const BatcherStats stats = batcher.stats();
+    EXPECT_LT(stats.batches, stats.sequences);
 }
 
 namespace {
