@@ -124,17 +124,9 @@ void add_chat_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("chat", "Chat with a model in the terminal (its chat template; any plan)");
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("--system", o->system, "System message");
-    cmd->add_option("--chat-template", o->chat_template,
-                    "Template: a built-in name (chatml, llama3, gemma, phi3, mistral) or a Jinja file; default: the "
-                    "model's tokenizer.chat_template, else ChatML");
+    add_conversation_flags(cmd, o->chat_template, o->n_ctx, o->n_batch, o->n_threads);
     cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per answer (-1: until the end of the turn)")
         ->capture_default_str();
-    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
-        ->capture_default_str();
-    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--context-shift", o->context_shift,
                   "When the conversation outgrows the context, drop its oldest messages (the system message stays)");
     add_parallel_flags(cmd, o->parallel);

@@ -1,8 +1,12 @@
 // tessera quantize: convert a GGUF model's weight matrices to another type,
-// like llama-quantize (one line per tensor, sizes before and after).
+// like llama-quantize (one line per tensor, sizes before and after). On a
+// terminal a progress bar replaces the lines (-v keeps them), and only the
+// tensors worth a word (fallbacks, mixes this build cannot write) are listed
+// after it.
 #include "apps/commands.h"
 #include "model/quantize_model.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 #include <fmt/format.h>
 
@@ -22,6 +26,7 @@ struct QuantizeOptions {
     int n_threads = 0;
     bool pure = false;
     bool allow_requantize = false;
+    bool verbose = false;
 };
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -43,7 +48,10 @@ void quantize_main(const QuantizeOptions& o) {
 
     std::fprintf(stderr, "quantize: %s -> %s as %s (general.file_type %u), %d threads\n", o.input.c_str(),
                  o.output.c_str(), target->name.c_str(), target->file_type, params.n_threads);
-    const QuantizeSummary s = quantize_model(o.input, o.output, params, [](const TensorQuantPlan& p, size_t done, size_t total) {
+    const bool bar = Progress::on_terminal() && !o.verbose;
+    std::unique_ptr<Progress> progress;
+    std::vector<std::string> notes;  // with a bar: the lines worth keeping, shown after it
+    const QuantizeSummary s = quantize_model(o.input, o.output, params, [&](const TensorQuantPlan& p, size_t done, size_t total) {
         const int width = static_cast<int>(fmt::format("{}", total).size());
         std::string line = fmt::format("[{:>{}}/{}] {:>3}% {:<28} {:<16} {:>5} -> {:<5} {:9.3f} MiB -> {:9.3f} MiB",
                                        done, width, total, done * 100 / total, p.name, dims_of(p.ne),
@@ -56,8 +64,16 @@ void quantize_main(const QuantizeOptions& o) {
             line += fmt::format("  fallback: {} columns are not a multiple of {}'s block of {}, using {}", p.ne[0],
                                 quant_type_name(p.wanted), layout_of(p.wanted).block_size, quant_type_name(p.to));
         }
-        std::fprintf(stderr, "%s\n", line.c_str());
+        if (!bar) {
+            std::fprintf(stderr, "%s\n", line.c_str());
+            return;
+        }
+        if (p.mix_unavailable() || p.fell_back()) notes.push_back(line);
+        if (!progress) progress = std::make_unique<Progress>("quantizing " + o.output, static_cast<double>(total), "tensors");
+        progress->update(static_cast<double>(done));
+        if (done == total) progress->finish();
     });
+    for (const std::string& line : notes) std::fprintf(stderr, "%s\n", line.c_str());
     size_t n_fallback = 0;
     for (const auto& p : s.tensors) n_fallback += p.fell_back() ? 1 : 0;
     std::fprintf(stderr, "quantize: model size = %.2f MiB, quantized size = %.2f MiB (%.1f%%), %zu tensors, %zu fell back, %.2f s\n",
@@ -81,6 +97,7 @@ void add_quantize_command(CLI::App& app) {
     cmd->add_flag("--pure", o->pure, "Every weight matrix in the target type: no llama.cpp mix (output.weight Q6_K, ...)");
     cmd->add_flag("--allow-requantize", o->allow_requantize,
                   "Accept a source whose matrices are already quantized (the rounding errors add up)");
+    cmd->add_flag("-v,--verbose", o->verbose, "A line per tensor on a terminal too (elsewhere there always is)");
     cmd->callback([o] { quantize_main(*o); });
 }
 

@@ -518,15 +518,7 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0, 65535));
     cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on every endpoint but /health");
-    cmd->add_option("--chat-template", o->chat_template,
-                    "Template: a built-in name (chatml, llama3, gemma, phi3, mistral) or a Jinja file; default: the "
-                    "model's tokenizer.chat_template, else ChatML");
-    cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
-        ->capture_default_str();
-    cmd->add_option("-b,--batch-size", o->n_batch, "Prompt positions processed at once")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
+    add_conversation_flags(cmd, o->chat_template, o->n_ctx, o->n_batch, o->n_threads);
     cmd->add_option("-P,--parallel", o->n_parallel,
                     "Slots: requests generated at once, each with its own KV cache of -c tokens, their tokens batched "
                     "through the model together")

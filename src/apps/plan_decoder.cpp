@@ -35,6 +35,17 @@ void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed) {
     cmd->add_option("-s,--seed", seed, "Sampling seed (-1: random)")->capture_default_str();
 }
 
+void add_conversation_flags(CLI::App* cmd, std::string& chat_template, int& n_ctx, int& n_batch, int& n_threads) {
+    cmd->add_option("--chat-template", chat_template,
+                    "Template: a built-in name (chatml, llama3, gemma, phi3, mistral) or a Jinja file; default: the "
+                    "model's tokenizer.chat_template, else ChatML");
+    cmd->add_option("-c,--ctx-size", n_ctx, "Context size in tokens (0: the model's, at most 4096)")->capture_default_str();
+    cmd->add_option("-b,--batch-size", n_batch, "Prompt positions processed at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("-t,--threads", n_threads, "Threads (0: one per CPU)")->capture_default_str();
+}
+
 void add_draft_flags(CLI::App* cmd, DraftOptions& draft) {
     cmd->add_option("--draft-model", draft.model,
                     "Speculative decoding: a small GGUF with the same vocabulary, run on this node, proposes tokens that "

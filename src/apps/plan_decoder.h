@@ -32,6 +32,9 @@ PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& conf
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s/--seed.
 void add_sampler_flags(CLI::App* cmd, SamplerParams& sampler, int64_t& seed);
 
+// chat's and serve's shared flags: --chat-template, -c, -b, -t.
+void add_conversation_flags(CLI::App* cmd, std::string& chat_template, int& n_ctx, int& n_batch, int& n_threads);
+
 // Speculative decoding: --draft-model FILE or --draft ngram, --draft-max,
 // --draft-min.
 struct DraftOptions {

@@ -170,7 +170,6 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     h_.resize(rows);
     partial_.resize(rows);
     sum_.resize(rows);
-    logits_.resize(static_cast<size_t>(hp.n_vocab));
     for (size_t r = 1; r < n_ranks; ++r) {
         if (plan[r].n_vocab_rows() > 0) head_workers_.push_back(r - 1);
     }
@@ -357,24 +356,6 @@ void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::
     stats_.wait_seconds += now_seconds() - computed;
 }
 
-void TensorParallelDecoder::run_layers(std::span<const int32_t> tokens, int pos, float* all_logits) {
-    if (tokens.empty()) throw make_error("internal: eval of no tokens");
-    if (!config_.first || !config_.last) throw make_error("internal: eval on a group that is one stage of a pipeline");
-    if (pos < 0 || pos + static_cast<int64_t>(tokens.size()) > n_ctx()) {
-        throw make_error("positions {}..{} exceed the context of {} tokens", pos, pos + tokens.size(), n_ctx());
-    }
-    const ModelHParams& hp = forward_->hparams();
-    const size_t n_batch = static_cast<size_t>(forward_->n_batch());
-    for (size_t b = 0; b < tokens.size(); b += n_batch) {
-        const std::span<const int32_t> batch = tokens.subspan(b, std::min(n_batch, tokens.size() - b));
-        const int n_tok = static_cast<int>(batch.size());
-        const int pos0 = pos + static_cast<int>(b);
-        forward_->embed(batch, x_.data());
-        forward_layers(x_.data(), pos0, n_tok);
-        if (all_logits != nullptr) head(x_.data(), n_tok, all_logits + b * hp.n_vocab);
-    }
-}
-
 void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
     const SeqRun run{0, pos0, n_tok};
     forward_layers(x, std::span<const SeqRun>(&run, 1));
@@ -422,17 +403,16 @@ const float* TensorParallelDecoder::eval_seqs(std::span<const SeqEval> evals) {
     return seq_logits_.data();
 }
 
+// eval and eval_all are one sequence's eval_seqs: the same batches, syncs
+// and head.
 const float* TensorParallelDecoder::eval(std::span<const int32_t> tokens, int pos) {
-    run_layers(tokens, pos, nullptr);
-    const size_t last = (tokens.size() - 1) % static_cast<size_t>(forward_->n_batch());
-    head(x_.data() + last * forward_->hparams().n_embd, 1, logits_.data());
-    return logits_.data();
+    const SeqEval e{0, pos, tokens, false};
+    return eval_seqs(std::span<const SeqEval>(&e, 1));
 }
 
 const float* TensorParallelDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
-    all_logits_.resize(tokens.size() * logits_.size());
-    run_layers(tokens, pos, all_logits_.data());
-    return all_logits_.data();
+    const SeqEval e{0, pos, tokens, true};
+    return eval_seqs(std::span<const SeqEval>(&e, 1));
 }
 
 }  // namespace tessera

@@ -107,7 +107,6 @@ public:
     const Stats& stats() const { return stats_; }
 
 private:
-    void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
     // Broadcast h, compute the own partial, gather and sum the others into x.
     void sync_step(TpMessage type, int layer, float* x, std::span<const SeqRun> runs, int n_tok);
     // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
@@ -129,7 +128,7 @@ private:
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
-    std::vector<float> x_, h_, sum_, received_, logits_, all_logits_, seq_logits_, last_x_, head_out_;
+    std::vector<float> x_, h_, sum_, received_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
     std::vector<double> partial_, received_exact_;  // exact partials (the root's own, then the sum)
     std::vector<uint8_t> message_;

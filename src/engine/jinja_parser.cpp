@@ -283,25 +283,29 @@ private:
         return e;
     }
 
-    ExprPtr parse_or() {
-        ExprPtr left = parse_and();
-        while (is_name("or")) {
-            int line = cur().line;
+    // One left-associative level: operands from `next`, joined by any of
+    // `ops` (operator tokens, or keywords such as and/or for Token::Kind::Name).
+    ExprPtr left_assoc(ExprPtr (Parser::*next)(), std::initializer_list<const char*> ops,
+                       Token::Kind kind = Token::Kind::Op) {
+        const auto matches = [&] {
+            if (cur().kind != kind) return false;
+            for (const char* op : ops) {
+                if (cur().text == op) return true;
+            }
+            return false;
+        };
+        ExprPtr left = (this->*next)();
+        while (matches()) {
+            const std::string op = cur().text;
+            const int line = cur().line;
             ++pos_;
-            left = binary("or", std::move(left), parse_and(), line);
+            left = binary(op, std::move(left), (this->*next)(), line);
         }
         return left;
     }
 
-    ExprPtr parse_and() {
-        ExprPtr left = parse_not();
-        while (is_name("and")) {
-            int line = cur().line;
-            ++pos_;
-            left = binary("and", std::move(left), parse_not(), line);
-        }
-        return left;
-    }
+    ExprPtr parse_or() { return left_assoc(&Parser::parse_and, {"or"}, Token::Kind::Name); }
+    ExprPtr parse_and() { return left_assoc(&Parser::parse_not, {"and"}, Token::Kind::Name); }
 
     ExprPtr parse_not() {
         DepthGuard guard(*this);
@@ -338,47 +342,11 @@ private:
         }
     }
 
-    ExprPtr parse_math1() {
-        ExprPtr left = parse_concat();
-        while (is_op("+") || is_op("-")) {
-            std::string op = cur().text;
-            int line = cur().line;
-            ++pos_;
-            left = binary(op, std::move(left), parse_concat(), line);
-        }
-        return left;
-    }
-
-    ExprPtr parse_concat() {
-        ExprPtr left = parse_math2();
-        while (is_op("~")) {
-            int line = cur().line;
-            ++pos_;
-            left = binary("~", std::move(left), parse_math2(), line);
-        }
-        return left;
-    }
-
-    ExprPtr parse_math2() {
-        ExprPtr left = parse_pow();
-        while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-            std::string op = cur().text;
-            int line = cur().line;
-            ++pos_;
-            left = binary(op, std::move(left), parse_pow(), line);
-        }
-        return left;
-    }
-
-    ExprPtr parse_pow() {
-        ExprPtr left = parse_unary(true);
-        while (is_op("**")) {
-            int line = cur().line;
-            ++pos_;
-            left = binary("**", std::move(left), parse_unary(true), line);
-        }
-        return left;
-    }
+    ExprPtr parse_math1() { return left_assoc(&Parser::parse_concat, {"+", "-"}); }
+    ExprPtr parse_concat() { return left_assoc(&Parser::parse_math2, {"~"}); }
+    ExprPtr parse_math2() { return left_assoc(&Parser::parse_pow, {"*", "/", "//", "%"}); }
+    ExprPtr parse_pow() { return left_assoc(&Parser::parse_filtered, {"**"}); }
+    ExprPtr parse_filtered() { return parse_unary(true); }
 
     ExprPtr parse_unary(bool with_filter) {
         DepthGuard guard(*this);

@@ -30,6 +30,18 @@ enum class Flow { Normal, Break, Continue };
 
 [[noreturn]] void fail_at(int line, const std::string& what) { throw make_error("chat template line {}: {}", line, what); }
 
+// The mapping dict(...) and namespace(...) build: positional mappings, then
+// keyword arguments, later keys winning.
+ValueDict mapping_of(const CallArgs& a, const char* fn) {
+    ValueDict d;
+    for (const auto& v : a.positional) {
+        if (!v.is_dict()) throw make_error("{}() takes a mapping or keyword arguments", fn);
+        for (const auto& [k, x] : v.as_dict().items()) d.set(k, x);
+    }
+    for (const auto& [k, v] : a.keywords) d.set(k, v);
+    return d;
+}
+
 class Renderer {
 public:
     explicit Renderer(const RenderOptions& options) : opt_(options) {}
@@ -79,23 +91,9 @@ private:
             return Value::list(std::move(items));
         }));
         g.set("namespace", Value::callable("namespace", [](const CallArgs& a) {
-            ValueDict attrs;
-            for (const auto& v : a.positional) {
-                if (!v.is_dict()) throw make_error("namespace() takes a mapping or keyword arguments");
-                for (const auto& [k, x] : v.as_dict().items()) attrs.set(k, x);
-            }
-            for (const auto& [k, v] : a.keywords) attrs.set(k, v);
-            return Value::name_space(std::move(attrs));
+            return Value::name_space(mapping_of(a, "namespace"));
         }));
-        g.set("dict", Value::callable("dict", [](const CallArgs& a) {
-            ValueDict d;
-            for (const auto& v : a.positional) {
-                if (!v.is_dict()) throw make_error("dict() takes a mapping or keyword arguments");
-                for (const auto& [k, x] : v.as_dict().items()) d.set(k, x);
-            }
-            for (const auto& [k, v] : a.keywords) d.set(k, v);
-            return Value::dict(std::move(d));
-        }));
+        g.set("dict", Value::callable("dict", [](const CallArgs& a) { return Value::dict(mapping_of(a, "dict")); }));
         g.set("raise_exception", Value::callable("raise_exception", [](const CallArgs& a) -> Value {
             throw TemplateRaised(a.positional.empty() ? std::string("raise_exception() called") : a.positional[0].str());
         }));

@@ -26,13 +26,9 @@ public:
     const SliceForward& forward() const { return forward_; }
 
 private:
-    // Runs tokens through every layer in batches; after it, x_ holds the final
-    // residual of the last batch (n_last rows).
-    void run_layers(std::span<const int32_t> tokens, int pos, float* all_logits);
-
     ThreadPool pool_;
     SliceForward forward_;
-    std::vector<float> x_, logits_, all_logits_, seq_logits_, last_x_, head_out_;
+    std::vector<float> x_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
 };
 

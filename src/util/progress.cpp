@@ -16,10 +16,14 @@ std::atomic<int> g_terminal{-1};
 
 void Progress::set_terminal_for_testing(int terminal) { g_terminal.store(terminal); }
 
+bool Progress::on_terminal() {
+    const int forced = g_terminal.load();
+    return forced >= 0 ? forced == 1 : ::isatty(STDERR_FILENO) == 1;
+}
+
 Progress::Progress(std::string label, double total, std::string unit)
     : label_(std::move(label)), unit_(std::move(unit)), total_(std::max(total, 1e-9)), start_(now_seconds()) {
-    const int forced = g_terminal.load();
-    terminal_ = forced >= 0 ? forced == 1 : ::isatty(STDERR_FILENO) == 1;
+    terminal_ = on_terminal();
 }
 
 Progress::~Progress() {

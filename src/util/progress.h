@@ -23,6 +23,8 @@ public:
 
     // Whether stderr is a terminal (bars) or not (quarter lines); tests set it.
     static void set_terminal_for_testing(int terminal);  // -1: detect, 0: no, 1: yes
+    // Whether a Progress made now draws a bar (stderr is a terminal).
+    static bool on_terminal();
 
 private:
     std::string label_, unit_;

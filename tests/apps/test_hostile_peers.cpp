@@ -157,6 +157,87 @@ TEST(HostilePeers, StepWhoseSizeWrapsIsRefusedAndTheWorkerGoesOn) {
     expect_root_succeeds(worker);
 }
 
+// Continuous batching's run tables from a hostile root: a sequence the
+// worker does not keep, a position past its context, a batch that does not
+// match its runs, an attention step over runs never sent, a malformed table.
+// Each is an error sent back; the worker serves the next root.
+TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/runs.log");
+    const auto attention_over_runs = [](int n_tok) {
+        StepHeader h{0, 0, static_cast<uint32_t>(n_tok), 64, WireFormat::F32, kStepOverRuns};
+        std::vector<float> rows(static_cast<size_t>(n_tok) * 64, 0.5f);
+        std::vector<uint8_t> out;
+        encode_step(h, rows.data(), out);
+        return out;
+    };
+    struct Case {
+        std::vector<SeqRun> runs;  // empty: no kSeqRuns sent
+        int n_tok;
+        const char* want;
+    };
+    const Case cases[] = {
+        {{{5, 0, 1}}, 1, "not one of the 2"},
+        {{{1, 300, 1}}, 1, "exceed the context"},
+        {{{0, 0, 1}, {1, 0, 2}}, 2, "over runs of 3 rows"},
+        {{{0, 0, 1}, {0, 4, 1}}, 2, "appears twice"},
+        {{}, 1, "over runs of 0 rows"},
+    };
+    // A session with 2 sequences of 256 positions (retried while the worker
+    // winds down the previous one and answers "busy").
+    const auto open_session = [&]() {
+        for (int attempt = 0;; ++attempt) {
+            auto channel = connect_as_root(worker.address(), nullptr);
+            send_json(*channel, TpMessage::kHello, good_hello());
+            const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+            if (!reply.value("ok", false) && reply.value("busy", false) && attempt < 50) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                continue;
+            }
+            json assign = good_assign();
+            assign["n_seq"] = 2;
+            assign["n_ctx"] = 256;
+            send_json(*channel, TpMessage::kAssign, assign);
+            recv_json(*channel, TpMessage::kReady, "worker", 5000);
+            return channel;
+        }
+    };
+    for (const Case& c : cases) {
+        auto channel = open_session();
+        if (!c.runs.empty()) {
+            std::vector<uint8_t> table;
+            encode_seq_runs(c.runs, table);
+            channel->send(static_cast<uint16_t>(TpMessage::kSeqRuns), table);
+        }
+        channel->send(static_cast<uint16_t>(TpMessage::kAttention), attention_over_runs(c.n_tok));
+        Frame reply;
+        do {
+            channel->recv(reply, 5000);
+        } while (reply.type == static_cast<uint16_t>(TpMessage::kHeartbeat));
+        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        EXPECT_NE(e.find(c.want), std::string::npos) << e;
+    }
+    {
+        // A table that is not one: refused as soon as it arrives.
+        auto channel = open_session();
+        const std::vector<uint8_t> junk = {0xff, 0xff, 0xff, 0xff, 1, 2, 3};
+        channel->send(static_cast<uint16_t>(TpMessage::kSeqRuns), junk);
+        Frame reply;
+        do {
+            channel->recv(reply, 5000);
+        } while (reply.type == static_cast<uint16_t>(TpMessage::kHeartbeat));
+        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        EXPECT_NE(e.find("runs in one batch"), std::string::npos) << e;
+    }
+    // Too many sequences for the assign's bounds: refused before allocating.
+    json assign = good_assign();
+    assign["n_seq"] = 100000;
+    EXPECT_NE(session_error(worker.address(), nullptr, good_hello(), assign).find("outside"), std::string::npos);
+    assign["n_seq"] = 256;
+    assign["n_ctx"] = 1 << 20;
+    EXPECT_NE(session_error(worker.address(), nullptr, good_hello(), assign).find("positions in all"), std::string::npos);
+    expect_root_succeeds(worker);
+}
+
 // Finding: n_ctx = n_batch = 2^21 on an empty slice was accepted (~3 GB
 // held); 2^27 ended the worker with bad_alloc.
 TEST(HostilePeers, HugeContextOrBatchIsRefusedBeforeAllocating) {
@@ -497,6 +578,11 @@ TEST(HostilePeers, WrongValuesOfTheNewFlagsAreClearErrors) {
         {{"worker", "--cache-max", "lots", "--listen", "127.0.0.1:0"}, "--cache-max"},
         {{"keygen", "-o", key_file}, "refusing to replace a key"},
         {{"keygen", "-o", dir() + "/no/such/dir/k"}, "cannot create"},
+        {{"serve", "--parallel", "0", "--port", "0"}, "--parallel"},
+        {{"serve", "--parallel", "257", "--port", "0"}, "--parallel"},
+        {{"serve", "--parallel", "two", "--port", "0"}, "--parallel"},
+        {{"serve", "--prefill-chunk", "0", "--port", "0"}, "--prefill-chunk"},
+        {{"serve", "--queue", "-1", "--port", "0"}, "--queue"},
     };
     for (const Case& c : cases) {
         std::vector<std::string> argv = {test::tessera_binary()};

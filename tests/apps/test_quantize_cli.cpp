@@ -55,6 +55,25 @@ TEST(QuantizeCli, ConvertsAndReportsEveryTensor) {
     EXPECT_EQ(run.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << run.out;
 }
 
+// On a terminal (a pseudo-terminal from script(1)) a bar replaces the
+// per-tensor lines; the fallbacks are still listed after it, and -v brings
+// the lines back.
+TEST(QuantizeCli, ABarOnATerminal) {
+    REQUIRE_SHARED_MODELS();
+    const std::string dir = test::test_dir("quantize_terminal");
+    const std::string q = test::tessera_binary() + " quantize " + stories260k() + " " + dir + "/q.gguf Q4_0";
+    auto r = run_process({"/usr/bin/script", "-qec", q, "/dev/null"}, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("quantizing " + dir + "/q.gguf ["), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("100% 48/48 tensors"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fallback: 172 columns"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("(copied)"), std::string::npos) << r.out;
+    r = run_process({"/usr/bin/script", "-qec", q + " -v", "/dev/null"}, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("quantizing " + dir), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(copied)"), std::string::npos) << r.out;
+}
+
 TEST(QuantizeCli, RefusesBadInput) {
     const std::string dir = test::scratch_dir("cli_quantize_bad");
     auto r = run_process(cmd({"quantize", dir + "/missing.gguf", dir + "/o.gguf", "Q8_0"}), 10);
@@ -84,6 +103,8 @@ TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
     EXPECT_GT(ppl, 1.5) << r.out;
     EXPECT_LT(ppl, 20.0) << r.out;
     EXPECT_NE(r.err.find("calculating perplexity over 31 chunks, n_ctx=128"), std::string::npos) << r.err;
+    // Its results go to a pipe: progress on stderr, by quarters, to the end.
+    EXPECT_NE(r.err.find("perplexity: 100% (31/31 chunks"), std::string::npos) << r.err;
 
     const auto two = run_process(cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "--chunks", "2"}), 60);
     ASSERT_EQ(two.exit_code, 0) << two.err;

@@ -84,6 +84,20 @@ TEST(SpeculativeCli, ADraftWithAnotherVocabularyIsRefused) {
                                60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("another vocabulary"), std::string::npos) << r.err;
+    // Wrong draft flags are clear errors too.
+    const std::string model = test::shared_models() + "/stories260K.gguf";
+    for (const auto& [flags, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--draft", "ngram", "--draft-model", other}, "either --draft-model or --draft"},
+             {{"--draft", "ngram", "--draft-min", "5", "--draft-max", "3"}, "--draft-min 5 is above --draft-max 3"},
+             {{"--draft", "ngram", "--draft-max", "40"}, "--draft-max"},
+             {{"--draft", "bigram"}, "--draft"},
+             {{"--draft-model", dir + "/missing.gguf"}, "missing.gguf"}}) {
+        std::vector<std::string> argv = {test::tessera_binary(), "run", "-m", model, "-p", "Once", "-n", "4"};
+        argv.insert(argv.end(), flags.begin(), flags.end());
+        const auto bad = run_process(argv, 60);
+        EXPECT_NE(bad.exit_code, 0) << flags[0];
+        EXPECT_NE(bad.err.find(want), std::string::npos) << bad.err;
+    }
 }
 
 }  // namespace tessera

@@ -6,17 +6,11 @@
 //
 //   node tests/clients/hostile.mjs BASE_URL API_KEY
 import net from "node:net";
+import { check } from "./check.mjs";
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const url = new URL(baseURL);
 const headers = { Authorization: `Bearer ${apiKey}`, "Content-Type": "application/json" };
-const check = (ok, what, detail) => {
-  if (!ok) {
-    console.log(`FAIL ${what}: ${detail ?? ""}`);
-    process.exit(1);
-  }
-  console.log(`ok ${what}`);
-};
 const closedWithin = (socket, ms) => new Promise((resolve) => {
   const timer = setTimeout(() => resolve(false), ms);
   socket.on("close", () => { clearTimeout(timer); resolve(true); });

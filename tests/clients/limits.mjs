@@ -3,15 +3,9 @@
 // while the only place is taken is a 503, both as OpenAI error objects.
 //
 //   node tests/clients/limits.mjs BASE_URL API_KEY
+import { check } from "./check.mjs";
 const [baseURL, apiKey] = process.argv.slice(2);
 const headers = { Authorization: `Bearer ${apiKey}`, "Content-Type": "application/json" };
-const check = (ok, what, detail) => {
-  if (!ok) {
-    console.log(`FAIL ${what}: ${detail ?? ""}`);
-    process.exit(1);
-  }
-  console.log(`ok ${what}`);
-};
 const post = (body, signal) => fetch(`${baseURL}/chat/completions`, { method: "POST", headers, body, signal });
 
 const big = await post(JSON.stringify({ messages: [{ role: "user", content: "x".repeat(8000) }] }));

@@ -7,16 +7,10 @@
 //   node tests/clients/openai_client.mjs BASE_URL API_KEY
 // Prints one line per check; exits 1 at the first failure.
 import OpenAI from "openai";
+import { check } from "./check.mjs";
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
-const check = (ok, what, detail) => {
-  if (!ok) {
-    console.log(`FAIL ${what}: ${detail ?? ""}`);
-    process.exit(1);
-  }
-  console.log(`ok ${what}`);
-};
 const greedy = { temperature: 0, max_tokens: 16 };
 const messages = [{ role: "user", content: "Once upon a time" }];
 

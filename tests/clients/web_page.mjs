@@ -6,15 +6,9 @@
 //
 //   node tests/clients/web_page.mjs BASE_URL API_KEY SCREENSHOT.png
 import { chromium } from "playwright-core";
+import { check } from "./check.mjs";
 
 const [baseURL, apiKey, screenshot] = process.argv.slice(2);
-const check = (ok, what, detail) => {
-  if (!ok) {
-    console.log(`FAIL ${what}: ${detail ?? ""}`);
-    process.exit(1);
-  }
-  console.log(`ok ${what}`);
-};
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox", "--headless=new"] });
 try {

@@ -64,16 +64,10 @@ std::vector<int32_t> greedy(Decoder& decoder, const std::vector<int32_t>& prompt
     return out;
 }
 
-// groups[s]: how many tensor-parallel workers join stage s's leader.
-void expect_hybrid_equals_single(const std::string& path, const std::vector<int32_t>& prompt, int n,
-                                 const std::vector<int>& groups, const std::vector<int>& layers = {}) {
-    const LlamaModel model(path);
-    ForwardConfig forward;
-    forward.n_ctx = 128;
-    forward.n_batch = 32;
-    LocalDecoder single(model, forward, 1);
-    const std::vector<int32_t> want = greedy(single, prompt, n);
-    std::vector<std::unique_ptr<StageWorker>> workers;
+// A plan of groups.size() stages, started as workers: groups[s] is how many
+// tensor-parallel workers join stage s's leader.
+PipelineConfig hybrid_plan(const std::string& path, const std::vector<int>& groups,
+                           std::vector<std::unique_ptr<StageWorker>>& workers) {
     PipelineConfig config;
     for (size_t s = 0; s < groups.size(); ++s) {
         if (s > 0) {
@@ -86,6 +80,20 @@ void expect_hybrid_equals_single(const std::string& path, const std::vector<int3
             config.groups.back().push_back(workers.back()->address());
         }
     }
+    return config;
+}
+
+// groups[s]: how many tensor-parallel workers join stage s's leader.
+void expect_hybrid_equals_single(const std::string& path, const std::vector<int32_t>& prompt, int n,
+                                 const std::vector<int>& groups, const std::vector<int>& layers = {}) {
+    const LlamaModel model(path);
+    ForwardConfig forward;
+    forward.n_ctx = 128;
+    forward.n_batch = 32;
+    LocalDecoder single(model, forward, 1);
+    const std::vector<int32_t> want = greedy(single, prompt, n);
+    std::vector<std::unique_ptr<StageWorker>> workers;
+    PipelineConfig config = hybrid_plan(path, groups, workers);
     config.forward = forward;
     config.micro_batch = 4;
     config.limits.io_timeout_ms = 3000;
@@ -227,18 +235,7 @@ TEST(Pipeline, SequencesBatchedThroughStagesEqualEachAlone) {
     }
     for (const std::vector<int>& groups : {std::vector<int>{0, 0, 0}, {0, 1}}) {
         std::vector<std::unique_ptr<StageWorker>> workers;
-        PipelineConfig config;
-        for (size_t s = 0; s < groups.size(); ++s) {
-            if (s > 0) {
-                workers.push_back(std::make_unique<StageWorker>(path));
-                config.stages.push_back(workers.back()->address());
-            }
-            config.groups.emplace_back();
-            for (int g = 0; g < groups[s]; ++g) {
-                workers.push_back(std::make_unique<StageWorker>(path));
-                config.groups.back().push_back(workers.back()->address());
-            }
-        }
+        PipelineConfig config = hybrid_plan(path, groups, workers);
         config.forward = forward;
         config.forward.n_seq = 3;
         config.micro_batch = 4;
