@@ -1,8 +1,11 @@
 #!/bin/bash
 # Builds (or removes) a star of Linux network namespaces for multi-host tests:
 # one root namespace and N worker namespaces, each worker joined to the root
-# by its own veth pair, optionally rate-limited with tc tbf on both ends.
-# (Delay is added by tessera-relay: this kernel has no netem qdisc.)
+# by its own veth pair, optionally rate-limited with tc tbf on both ends. The
+# root namespace forwards between the workers, as a switch would: each
+# namespace's link carries all of its traffic, to the root and to the other
+# workers (a tensor-parallel group's mesh). (Delay is added by tessera-relay:
+# this kernel has no netem qdisc.)
 #
 #   netns_cluster.sh up   NAME N SUBNET [RATE_MBIT]   # NAME-r, NAME-w1..wN; 10.SUBNET.i.1 <-> 10.SUBNET.i.2
 #   netns_cluster.sh down NAME N
@@ -19,6 +22,7 @@ fi
 subnet=$4 rate=${5:-0}
 ip netns add "$root"
 ip -n "$root" link set lo up
+ip netns exec "$root" sysctl -qw net.ipv4.ip_forward=1
 for i in $(seq 1 "$n"); do
   ns="$name-w$i"
   # Interface names are at most 15 characters: keep them short and unique.
@@ -32,6 +36,7 @@ for i in $(seq 1 "$n"); do
   ip -n "$ns" addr add "10.$subnet.$i.2/24" dev "$b"
   ip -n "$root" link set "$a" up
   ip -n "$ns" link set "$b" up
+  ip -n "$ns" route add default via "10.$subnet.$i.1"
   if [ "$rate" != 0 ]; then
     # Burst of a few ms at the rate; queue up to 50 ms before dropping.
     ip netns exec "$root" tc qdisc add dev "$a" root tbf rate "${rate}mbit" burst 256kb latency 50ms

@@ -3,6 +3,8 @@
 #include "cluster/slice_cache.h"
 #include "util/error.h"
 
+#include <sodium.h>
+
 namespace tessera {
 
 namespace {
@@ -22,7 +24,28 @@ Slice parse_slice(const JsonFields& s) {
     return slice;
 }
 
+bool is_token(const std::string& s) {
+    return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace
+
+MeshHello parse_mesh_hello(const json& j, const std::string& peer) {
+    const JsonFields f(j, peer, "mesh-hello");
+    MeshHello m;
+    m.token = f.string("token", 32);
+    if (!is_token(m.token)) throw make_error("{}: mesh hello carries no valid session token", peer);
+    m.rank = static_cast<int>(f.integer("rank", 1, 256));
+    return m;
+}
+
+std::string new_mesh_token() {
+    uint8_t bytes[16];
+    randombytes_buf(bytes, sizeof bytes);
+    std::string out;
+    for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+    return out;
+}
 
 HelloMessage parse_hello(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "hello");
@@ -52,12 +75,22 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     const std::string kv_type = f.string("kv_type", 8);
     if (kv_type != "f32" && kv_type != "f16") throw make_error("{}: unknown KV cache type '{}'", peer, kv_type);
     m.kv_type = kv_type == "f32" ? QuantType::F32 : QuantType::F16;
-    m.partial_format = static_cast<WireFormat>(f.integer("partial_format", 0, static_cast<int>(WireFormat::F64)));
+    m.partial_format = static_cast<WireFormat>(f.integer("partial_format", 0, static_cast<int>(WireFormat::Fixed)));
     m.shm = f.boolean("shm", false);
     if (f.has("group")) {
         for (const std::string& member : f.strings("group", 256, kMaxAddress)) m.group.push_back(parse_host_port(member));
     }
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
+    if (!m.stage) {
+        m.rank = static_cast<int>(f.integer("rank", 1, 256));
+        for (const std::string& a : f.strings("mesh", 256, kMaxAddress)) m.mesh.push_back(parse_host_port(a));
+        if (m.rank > static_cast<int>(m.mesh.size())) {
+            throw make_error("{}: rank {} of a group of {} workers", peer, m.rank, m.mesh.size());
+        }
+        m.mesh_token = f.string("mesh_token", 32);
+        if (!is_token(m.mesh_token)) throw make_error("{}: assign carries no valid session token", peer);
+        m.row_budget_ms = f.number("row_budget_ms", 0.0, 1e7, 0.0);
+    }
     return m;
 }
 

@@ -42,6 +42,13 @@ struct AssignMessage {
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group
     std::vector<double> group_weights;
+    // A tensor-parallel rank: its rank, every worker's address (ranks 1..N-1)
+    // and the session's token its mesh peers prove; how long a peer may take
+    // per row of a step before it counts as stalled.
+    int rank = 1;
+    std::vector<HostPort> mesh;
+    std::string mesh_token;
+    double row_budget_ms = 0.0;
 };
 
 AssignMessage parse_assign(const json& j, const std::string& peer);
@@ -55,5 +62,15 @@ struct HelloReply {
 };
 
 HelloReply parse_hello_reply(const json& j, const std::string& peer);
+
+// A rank of a tensor-parallel group introducing itself to a higher rank.
+struct MeshHello {
+    std::string token;  // the session's (32 hex digits)
+    int rank = 0;
+};
+
+MeshHello parse_mesh_hello(const json& j, const std::string& peer);
+// A fresh random session token.
+std::string new_mesh_token();
 
 }  // namespace tessera

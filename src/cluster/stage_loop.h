@@ -26,10 +26,12 @@ struct StageLinks {
 };
 
 // The previous stage, connected to this worker's port, authenticated, and
-// its stage-hello message read.
+// its stage-hello message read (also a tensor-parallel mesh peer, whose first
+// message is a mesh-hello: `type` tells which).
 struct PreviousStage {
     std::unique_ptr<FrameChannel> channel;
     nlohmann::json hello;
+    uint16_t type = 0;
 };
 using AcceptPrevious = std::function<PreviousStage(int timeout_ms)>;
 

@@ -4,6 +4,7 @@
 #include "cluster/planner.h"
 #include "cluster/session_messages.h"
 #include "cluster/speed_probe.h"
+#include "cluster/tp_layers.h"
 #include "model/slice_file.h"
 #include "ops/fixed_sum.h"
 #include "net/handshake.h"
@@ -132,7 +133,17 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         }
     }
 
-    const WireFormat partial_format = config.fast ? WireFormat::F16 : WireFormat::F64;
+    const WireFormat partial_format = config.fast ? WireFormat::Q8_0 : WireFormat::Fixed;
+    // Every rank's address, for the mesh the workers build among themselves.
+    json mesh = json::array();
+    for (const HostPort& w : config.workers) mesh.push_back(w.str());
+    const std::string token = new_mesh_token();
+    // A peer may take this long per row of a step before it counts as
+    // stalled: a hundred times the slowest rank's probe (one layer's gate and
+    // up products for one position: about a step's work per row).
+    double slowest_probe = 0.0;
+    for (const TpRankInfo& r : ranks_) slowest_probe = std::max(slowest_probe, r.probe_seconds);
+    row_budget_ms_ = config.step_timeout_ms > 0 ? 0.0 : 100.0 * slowest_probe * 1e3;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = plan[i + 1];
         send_json(*channels_[i], TpMessage::kAssign,
@@ -146,6 +157,10 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                    {"n_seq", config.forward.n_seq},
                    {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
                    {"partial_format", static_cast<int>(partial_format)},
+                   {"rank", i + 1},
+                   {"mesh", mesh},
+                   {"mesh_token", token},
+                   {"row_budget_ms", row_budget_ms_},
                    {"shm", i < links.size() && links[i] != nullptr}});
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
@@ -168,8 +183,15 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     const size_t rows = static_cast<size_t>(forward_->n_batch()) * hp.n_embd;
     x_.resize(rows);
     h_.resize(rows);
-    partial_.resize(rows);
-    sum_.resize(rows);
+    std::vector<ExchangePeer> peers(n_ranks);
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        // Room for two steps' partials in flight each way (partial_exchange.cpp).
+        channels_[i]->set_socket_buffers(kMeshSocketBufferBytes);
+        peers[i + 1] = {channels_[i].get(), worker_name(ranks_[i + 1].address, i + 1), nullptr};
+    }
+    exchange_ = std::make_unique<PartialExchange>(0, std::move(peers), !config.fast);
+    direct_sent_.assign(n_ranks, 0);
+    direct_received_.assign(n_ranks, 0);
     for (size_t r = 1; r < n_ranks; ++r) {
         if (plan[r].n_vocab_rows() > 0) head_workers_.push_back(r - 1);
     }
@@ -214,19 +236,15 @@ TensorParallelDecoder::~TensorParallelDecoder() {
     }
 }
 
-int TensorParallelDecoder::step_deadline_ms(size_t worker, int n_tok) const {
+int TensorParallelDecoder::step_deadline_ms(int n_tok) const {
     if (config_.step_timeout_ms > 0) return config_.step_timeout_ms;
-    // The probe times one layer's gate and up products for one position; a
-    // step is about that much work per position. A hundred times that, on
-    // top of the io timeout, separates a stalled worker from a slow one.
-    const double probe = std::max(ranks_[worker + 1].probe_seconds, ranks_[0].probe_seconds);
-    return config_.limits.io_timeout_ms + static_cast<int>(std::min(1e8, 100.0 * probe * n_tok * 1e3));
+    return exchange_deadline_ms(config_.limits.io_timeout_ms, row_budget_ms_, n_tok);
 }
 
-void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool exact) {
+void TensorParallelDecoder::receive_logits(size_t worker, const StepHeader& sent, uint32_t width) {
     FrameChannel& channel = *channels_[worker];
     const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
-    const int deadline_ms = step_deadline_ms(worker, static_cast<int>(sent.n_tok));
+    const int deadline_ms = step_deadline_ms(static_cast<int>(sent.n_tok));
     const double start = now_seconds();
     for (;;) {
         try {
@@ -234,8 +252,7 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
         } catch (const Error& e) {
             throw make_error("{} stopped responding: {}", who, e.what());
         }
-        stats_.bytes_received += frame_.payload.size();
-        ranks_[worker + 1].bytes_received += frame_.payload.size();
+        direct_received_[worker + 1] += frame_.payload.size();
         const auto type = static_cast<TpMessage>(frame_.type);
         if (type == TpMessage::kHeartbeat) {
             // Beats prove the process lives, not that it makes progress.
@@ -246,31 +263,23 @@ void TensorParallelDecoder::receive_partial(size_t worker, const StepHeader& sen
         }
         if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, who);  // throws "failed: ..."
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
-        const StepHeader got = exact ? decode_exact_step(frame_.payload, received_exact_, who.c_str())
-                                     : decode_step(frame_.payload, received_, who.c_str());
+        const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
         if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
-            throw make_error("{}: partial for layer {} ({} rows of {}) where layer {} ({} rows of {}) was due", who,
+            throw make_error("{}: logits for layer {} ({} rows of {}) where layer {} ({} rows of {}) were due", who,
                              got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
         }
-        if (exact) require_finite(received_exact_.data(), received_exact_.size(), who);
-        else require_finite(received_.data(), received_.size(), who);
+        require_finite(received_.data(), received_.size(), who);
         return;
     }
 }
 
-void TensorParallelDecoder::broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers) {
-    if (n_workers == 0) return;
-    encode_step(header, rows, message_);
-    for (size_t i = 0; i < n_workers; ++i) {
-        const size_t w = type == TpMessage::kHead ? head_workers_[i] : i;
-        try {
-            channels_[w]->send(static_cast<uint16_t>(type), message_);
-        } catch (const Error& e) {
-            throw make_error("{}: {}", worker_name(ranks_[w + 1].address, w + 1), e.what());
-        }
-        stats_.bytes_sent += message_.size();
-        ranks_[w + 1].bytes_sent += message_.size();
+void TensorParallelDecoder::send_to(size_t worker, TpMessage type, std::span<const uint8_t> payload) {
+    try {
+        channels_[worker]->send(static_cast<uint16_t>(type), payload);
+    } catch (const Error& e) {
+        throw make_error("{}: {}", worker_name(ranks_[worker + 1].address, worker + 1), e.what());
     }
+    direct_sent_[worker + 1] += payload.size();
 }
 
 void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
@@ -281,13 +290,14 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     // single node computes, so the exact mode stays exact.
     const StepHeader header{static_cast<uint32_t>(hp.n_layer), 0, static_cast<uint32_t>(n_tok),
                             static_cast<uint32_t>(hp.n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
-    broadcast(TpMessage::kHead, header, h_.data(), head_workers_.size());
+    encode_step(header, h_.data(), message_);
+    for (size_t w : head_workers_) send_to(w, TpMessage::kHead, message_);
     const double start = now_seconds();
     forward_->head_rows(h_.data(), n_tok, logits, hp.n_vocab);
     const double computed = now_seconds();
     for (size_t w : head_workers_) {
         const Slice& s = ranks_[w + 1].slice;
-        receive_partial(w, header, static_cast<uint32_t>(s.n_vocab_rows()), false);
+        receive_logits(w, header, static_cast<uint32_t>(s.n_vocab_rows()));
         for (int t = 0; t < n_tok; ++t) {
             std::copy_n(received_.data() + static_cast<size_t>(t) * s.n_vocab_rows(), s.n_vocab_rows(),
                         logits + static_cast<size_t>(t) * hp.n_vocab + s.vocab_begin);
@@ -295,65 +305,19 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     }
     stats_.own_seconds += computed - start;
     stats_.wait_seconds += now_seconds() - computed;
+    update_stats();
 }
 
-void TensorParallelDecoder::sync_step(TpMessage type, int layer, float* x, std::span<const SeqRun> runs, int n_tok) {
-    const int64_t n_embd = forward_->hparams().n_embd;
-    const size_t n = static_cast<size_t>(n_tok) * n_embd;
-    // One run of sequence 0 travels as before; other batches refer to the
-    // runs sent ahead of them (kSeqRuns).
-    const bool over_runs = runs.size() != 1 || runs[0].seq != 0;
-    StepHeader header{static_cast<uint32_t>(layer), static_cast<uint32_t>(over_runs ? 0 : runs[0].pos0),
-                      static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_embd),
-                      config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
-    if (over_runs && type == TpMessage::kAttention) header.flags = kStepOverRuns;
-    const double sent = now_seconds();
-    broadcast(type, header, h_.data(), channels_.size());
-    // The root's own share, computed while the workers compute theirs.
-    const double start = now_seconds();
-    if (type == TpMessage::kAttention) {
-        forward_->attention_partial(layer, h_.data(), runs, partial_.data());
-    } else {
-        forward_->ffn_partial(layer, h_.data(), n_tok, partial_.data());
+void TensorParallelDecoder::update_stats() {
+    // The root's own messages to each worker, and the exchange's partials.
+    stats_.bytes_sent = stats_.bytes_received = 0;
+    const auto& peers = exchange_->peer_stats();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+        ranks_[r].bytes_sent = direct_sent_[r] + peers[r].bytes_sent;
+        ranks_[r].bytes_received = direct_received_[r] + peers[r].bytes_received;
+        stats_.bytes_sent += ranks_[r].bytes_sent;
+        stats_.bytes_received += ranks_[r].bytes_received;
     }
-    const double computed = now_seconds();
-    ranks_[0].steps++;
-    ranks_[0].step_seconds += computed - start;
-    // Each worker's step: from the broadcast to its partial in hand.
-    const auto arrived = [&](size_t i) {
-        ranks_[i + 1].steps++;
-        ranks_[i + 1].step_seconds += now_seconds() - sent;
-    };
-    // Partials summed in rank order, then added to the residual.
-    if (!config_.fast) {
-        // Exact partials: their sum is the same in any order, and
-        // equals a single node's (ops/fixed_sum.h).
-        for (size_t i = 0; i < channels_.size(); ++i) {
-            receive_partial(i, header, header.width, true);
-            arrived(i);
-            for (size_t j = 0; j < n; ++j) partial_[j] += received_exact_[j];
-        }
-        if (type == TpMessage::kAttention) {
-            forward_->add_attention_output(layer, partial_.data(), x, n_tok);
-        } else {
-            forward_->add_ffn_output(layer, partial_.data(), x, n_tok);
-        }
-    } else {
-        for (size_t j = 0; j < n; ++j) sum_[j] = static_cast<float>(partial_[j]);
-        for (size_t i = 0; i < channels_.size(); ++i) {
-            receive_partial(i, header, header.width, false);
-            arrived(i);
-            for (size_t j = 0; j < n; ++j) sum_[j] += received_[j];
-        }
-        if (type == TpMessage::kAttention) {
-            forward_->add_attention_output(layer, sum_.data(), x, n_tok);
-        } else {
-            forward_->add_ffn_output(layer, sum_.data(), x, n_tok);
-        }
-    }
-    stats_.syncs++;
-    stats_.own_seconds += computed - start;
-    stats_.wait_seconds += now_seconds() - computed;
 }
 
 void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
@@ -365,24 +329,27 @@ void TensorParallelDecoder::forward_layers(float* x, std::span<const SeqRun> run
     // Checked here, before any rank is sent a step: a refused batch leaves
     // the group in step.
     const int n_tok = forward_->check_runs(runs);
-    if (runs.size() != 1 || runs[0].seq != 0) {
-        // The batch's sequences, once for all its layers.
-        encode_seq_runs(runs, message_);
-        for (size_t i = 0; i < channels_.size(); ++i) {
-            try {
-                channels_[i]->send(static_cast<uint16_t>(TpMessage::kSeqRuns), message_);
-            } catch (const Error& e) {
-                throw make_error("{}: {}", worker_name(ranks_[i + 1].address, i + 1), e.what());
-            }
-        }
+    const int64_t n_embd = forward_->hparams().n_embd;
+    // Every rank starts the batch from the same residual rows.
+    encode_seq_runs(runs, message_);
+    for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kSeqRuns, message_);
+    const StepHeader header{static_cast<uint32_t>(forward_->slice().layer_begin), 0, static_cast<uint32_t>(n_tok),
+                            static_cast<uint32_t>(n_embd), WireFormat::F32};
+    encode_step(header, x, message_);
+    for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kResidual, message_);
+    TpLayerTimes times;
+    times.peer_seconds.assign(ranks_.size(), 0.0);
+    run_tp_layers(*forward_, *exchange_, x, runs, step_deadline_ms(n_tok), scratch_, times);
+    ranks_[0].steps += times.syncs;
+    ranks_[0].step_seconds += times.compute_seconds;
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+        ranks_[r].steps += times.syncs;
+        ranks_[r].step_seconds += times.peer_seconds[r];
     }
-    const Slice& slice = forward_->slice();
-    for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
-        forward_->norm_attention_input(layer, x, h_.data(), n_tok);
-        sync_step(TpMessage::kAttention, layer, x, runs, n_tok);
-        forward_->norm_ffn_input(layer, x, h_.data(), n_tok);
-        sync_step(TpMessage::kFfn, layer, x, runs, n_tok);
-    }
+    stats_.syncs += times.syncs;
+    stats_.own_seconds += times.compute_seconds;
+    stats_.wait_seconds += times.wait_seconds;
+    update_stats();
 }
 
 const float* TensorParallelDecoder::eval_seqs(std::span<const SeqEval> evals) {

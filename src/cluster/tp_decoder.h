@@ -1,15 +1,18 @@
 // The root of a tensor-parallel group (rank 0): a Decoder whose layers run
-// on every rank at once. Per layer and per sync point, the root broadcasts
-// the normed activation rows, computes its own partial while the workers
-// compute theirs, then receives the partials and sums them into the residual
-// in rank order (DESIGN.md, "Data flow of one token").
+// on every rank at once. The root sends each batch's residual rows to every
+// worker once; from then on every rank keeps the residual and runs the same
+// layer loop (tp_layers.h), the ranks exchanging their partials directly,
+// one hop per sync point (partial_exchange.h). After the last layer the root
+// gathers the logits of the output head's rows.
 //
-// --exact (default): F32 activations and exact (F64) partials whose sum is
-// exactly a single node's (ops/fixed_sum.h): the same logits bit for bit.
-// --fast: Q8_0 activations and F16 partials, about a quarter of the bytes, at
+// --exact (default): exact partials (fixed-point unit sums as packed
+// integers) whose sum is exactly a single node's (ops/fixed_sum.h): the same
+// logits bit for bit. --fast: Q8_0 partials, about a quarter of the bytes, at
 // a quality cost the perplexity tool measures.
 #pragma once
 
+#include "cluster/partial_exchange.h"
+#include "cluster/tp_layers.h"
 #include "cluster/tp_messages.h"
 #include "model/decoder.h"
 #include "model/layer_block.h"
@@ -67,7 +70,7 @@ struct TpRankInfo {
     double handshake_ms = 0.0;   // the whole key handshake, connect included
     uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes of steps, to and from this worker
     // Sync steps and their time: the root's own partials (rank 0), or from
-    // the broadcast to this worker's partial arriving (network included).
+    // the start of the sync to this worker's partial arriving (network included).
     uint64_t steps = 0;
     double step_seconds = 0.0;
 };
@@ -100,27 +103,26 @@ public:
         uint64_t bytes_sent = 0;
         uint64_t bytes_received = 0;
         uint64_t syncs = 0;
-        double own_seconds = 0.0;   // computing the root's own partials
-        double wait_seconds = 0.0;  // waiting for the workers' partials after that
+        double own_seconds = 0.0;   // computing the root's own partials (norms and adds included)
+        double wait_seconds = 0.0;  // in the exchange of partials, and waiting for the head's logits
         uint64_t slice_bytes_sent = 0;  // slice files sent to workers without the model
     };
     const Stats& stats() const { return stats_; }
 
 private:
-    // Broadcast h, compute the own partial, gather and sum the others into x.
-    void sync_step(TpMessage type, int layer, float* x, std::span<const SeqRun> runs, int n_tok);
-    // Sends rows to the first n_workers workers (kHead: to those holding vocab rows).
-    void broadcast(TpMessage type, const StepHeader& header, const float* rows, size_t n_workers);
-    // Receives a worker's reply to `sent`: rows of `width` values into
-    // received_exact_ (exact partials) or received_ (floats).
-    void receive_partial(size_t worker, const StepHeader& sent, uint32_t width, bool exact);
+    // A message of the root's own to one worker (the errors name it).
+    void send_to(size_t worker, TpMessage type, std::span<const uint8_t> payload);
+    // Receives a worker's logits for the head step `sent` into received_.
+    void receive_logits(size_t worker, const StepHeader& sent, uint32_t width);
+    // Byte counters of ranks_ and stats_ from the root's messages and the exchange's.
+    void update_stats();
     // logits (n_tok rows of n_vocab) of the residual rows x, every rank
     // computing its vocab rows.
     void head(const float* x, int n_tok, float* logits);
     // Sends a worker that has no model file its slice.
     void send_slice(const LlamaModel& model, size_t worker, const Slice& slice);
     // How long a step of n_tok rows may take on a worker before it counts as stalled.
-    int step_deadline_ms(size_t worker, int n_tok) const;
+    int step_deadline_ms(int n_tok) const;
 
     TpConfig config_;
     ThreadPool pool_;
@@ -128,9 +130,12 @@ private:
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
-    std::vector<float> x_, h_, sum_, received_, seq_logits_, last_x_, head_out_;
+    std::vector<float> x_, h_, received_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
-    std::vector<double> partial_, received_exact_;  // exact partials (the root's own, then the sum)
+    std::unique_ptr<PartialExchange> exchange_;
+    TpLayerScratch scratch_;
+    double row_budget_ms_ = 0.0;
+    std::vector<uint64_t> direct_sent_, direct_received_;  // per rank: the root's own messages
     std::vector<uint8_t> message_;
     Frame frame_;
     Stats stats_;

@@ -1,5 +1,7 @@
 #include "cluster/tp_messages.h"
 
+#include "cluster/fixed_rows.h"
+
 #include "ops/quant_traits.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -18,8 +20,8 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kSliceData: return "slice-data";
         case TpMessage::kSliceEnd: return "slice-end";
         case TpMessage::kSliceBegin: return "slice-begin";
-        case TpMessage::kAttention: return "attention";
-        case TpMessage::kFfn: return "ffn";
+        case TpMessage::kResidual: return "residual";
+        case TpMessage::kMeshHello: return "mesh-hello";
         case TpMessage::kPartial: return "partial";
         case TpMessage::kStageInput: return "stage-input";
         case TpMessage::kLogits: return "logits";
@@ -38,7 +40,7 @@ const char* wire_format_name(WireFormat format) {
         case WireFormat::F32: return "f32";
         case WireFormat::F16: return "f16";
         case WireFormat::Q8_0: return "q8_0";
-        case WireFormat::F64: return "f64";
+        case WireFormat::Fixed: return "fixed";
     }
     return "unknown";
 }
@@ -50,7 +52,7 @@ uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok) {
         case WireFormat::F32: return checked_mul(cells, 4, "a step's rows");
         case WireFormat::F16: return checked_mul(cells, 2, "a step's rows");
         case WireFormat::Q8_0: return checked_mul(quant_row_bytes(QuantType::Q8_0, width), n_tok, "a step's rows");
-        case WireFormat::F64: return checked_mul(cells, 8, "a step's rows");
+        case WireFormat::Fixed: return fixed_rows_max_bytes(cells);  // at most; the blocks say
     }
     throw make_error("unknown wire format {}", static_cast<int>(format));
 }
@@ -87,7 +89,7 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     h.width = get_u32(p + 12);
     const uint32_t word = get_u32(p + 16);
     const uint32_t format = word & 0xffff;
-    if (format > static_cast<uint32_t>(WireFormat::F64)) throw make_error("{}: unknown row format {}", peer, format);
+    if (format > static_cast<uint32_t>(WireFormat::Fixed)) throw make_error("{}: unknown row format {}", peer, format);
     h.format = static_cast<WireFormat>(format);
     h.flags = static_cast<uint16_t>(word >> 16);
     if ((h.flags & ~kStepOverRuns) != 0) throw make_error("{}: unknown step flags {:#x}", peer, h.flags);
@@ -103,7 +105,13 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
     } catch (const Error&) {
         throw make_error("{}: step of {} rows x {} is impossibly large", peer, h.n_tok, h.width);
     }
-    if (body != payload.size() - kStepHeaderBytes) {
+    // Exact partials take what their blocks need (fixed_rows.h): no more
+    // than the widest blocks, no less than a byte per block.
+    const uint64_t have = payload.size() - kStepHeaderBytes;
+    if (h.format == WireFormat::Fixed && have <= body && have >= (static_cast<uint64_t>(h.width) * h.n_tok + kFixedBlock - 1) / kFixedBlock) {
+        return p + kStepHeaderBytes;
+    }
+    if (body != have) {
         throw make_error("{}: step of {} rows x {} ({}) needs {} bytes, the message has {}", peer, h.n_tok, h.width,
                          wire_format_name(h.format), body, payload.size() - kStepHeaderBytes);
     }
@@ -111,27 +119,26 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
 }
 }  // namespace
 
-// Doubles travel as their IEEE bits in the host's order, as F32 rows do:
-// every supported target is little-endian.
 void encode_exact_step(const StepHeader& h, const double* rows, std::vector<uint8_t>& out) {
-    if (h.format != WireFormat::F64) throw make_error("internal: exact rows encoded as {}", wire_format_name(h.format));
-    uint8_t* dst = begin_step(h, out);
-    std::memcpy(dst, rows, static_cast<size_t>(h.width) * h.n_tok * sizeof(double));
+    if (h.format != WireFormat::Fixed) throw make_error("internal: exact rows encoded as {}", wire_format_name(h.format));
+    begin_step(h, out);
+    out.resize(kStepHeaderBytes);
+    encode_fixed_rows(rows, static_cast<size_t>(h.width) * h.n_tok, out);
 }
 
 StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer) {
     StepHeader h;
     const uint8_t* src = parse_step(payload, h, peer);
-    if (h.format != WireFormat::F64) {
+    if (h.format != WireFormat::Fixed) {
         throw make_error("{}: {} rows where exact partials were due", peer, wire_format_name(h.format));
     }
     rows.resize(static_cast<size_t>(h.width) * h.n_tok);
-    std::memcpy(rows.data(), src, rows.size() * sizeof(double));
+    decode_fixed_rows(payload.subspan(static_cast<size_t>(src - payload.data())), rows.size(), rows.data(), peer);
     return h;
 }
 
 void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& out) {
-    if (h.format == WireFormat::F64) throw make_error("internal: float rows encoded as exact partials");
+    if (h.format == WireFormat::Fixed) throw make_error("internal: float rows encoded as exact partials");
     uint8_t* dst = begin_step(h, out);
     const size_t n = static_cast<size_t>(h.width) * h.n_tok;
     switch (h.format) {
@@ -149,7 +156,7 @@ void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& o
             for (uint32_t t = 0; t < h.n_tok; ++t) q8.from_float(rows + static_cast<size_t>(t) * h.width, dst + t * row_bytes, h.width);
             break;
         }
-        case WireFormat::F64:
+        case WireFormat::Fixed:
             break;  // refused above
     }
 }
@@ -157,7 +164,7 @@ void encode_step(const StepHeader& h, const float* rows, std::vector<uint8_t>& o
 StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer) {
     StepHeader h;
     const uint8_t* src = parse_step(payload, h, peer);
-    if (h.format == WireFormat::F64) throw make_error("{}: exact partial rows where float rows were due", peer);
+    if (h.format == WireFormat::Fixed) throw make_error("{}: exact partial rows where float rows were due", peer);
     const size_t n = static_cast<size_t>(h.width) * h.n_tok;
     rows.resize(n);
     switch (h.format) {
@@ -173,7 +180,7 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
             for (uint32_t t = 0; t < h.n_tok; ++t) q8.to_float(src + t * row_bytes, rows.data() + static_cast<size_t>(t) * h.width, h.width);
             break;
         }
-        case WireFormat::F64:
+        case WireFormat::Fixed:
             break;  // refused above
     }
     return h;

@@ -12,12 +12,15 @@
 //   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
 //   root -> worker  kSliceBegin {bytes}, kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},
 //   worker -> root  kReady      {ok, error}
-// Per layer (binary: a fixed StepHeader, then n_tok rows):
-//   root -> worker  kAttention / kFfn   the normed activation rows h
-//   worker -> root  kPartial            the rank's partial rows
-// Before a batch of several sequences' rows (serve --parallel; assign's n_seq > 1):
-//   root -> worker  kSeqRuns            the batch's runs (sequence, first position, rows); that
-//                                       batch's kAttention steps carry kStepOverRuns
+//   (assign also names every rank's address, this worker's rank and a session token: each
+//   worker connects to the workers of higher rank, sends kMeshHello {token, rank}, and from
+//   then on the ranks are a full mesh; the root's channels are its links)
+// Per batch (binary):
+//   root -> worker  kSeqRuns            the batch's runs (sequence, first position, rows)
+//   root -> worker  kResidual           StepHeader + the residual rows x (F32)
+// Per layer, attention then FFN, every rank to every other (partial_exchange.h):
+//   rank -> rank    kPartial            StepHeader (layer field: 2 * layer + part) + the rank's
+//                                       partial (Fixed: exact; Q8_0 or F16: --fast)
 // Per token, after the last layer (a group splitting the output head):
 //   root -> worker  kHead               the output-normed rows
 //   worker -> root  kPartial            the logits of the rank's vocab rows
@@ -44,8 +47,8 @@ enum class TpMessage : uint16_t {
     kSliceData = 5,
     kSliceEnd = 6,
     kSliceBegin = 7,  // {bytes}: the size of the slice file that follows, checked against the cache's room first
-    kAttention = 10,
-    kFfn = 11,
+    kResidual = 10,   // the residual rows entering a group's layers, once per batch
+    kMeshHello = 11,  // a rank introducing itself to a higher rank of its group
     kPartial = 12,
     kStageInput = 13,  // pipeline: residual rows into a stage (StepHeader.layer holds StageFlags)
     kLogits = 14,      // pipeline: the last stage's logits, straight to the root
@@ -64,10 +67,10 @@ const char* tp_message_name(uint16_t type);
 // of the kSeqRuns sent ahead of it, step flag kStepOverRuns).
 enum StageFlags : uint32_t { kWantLastLogits = 1, kWantAllLogits = 2, kWantRunLogits = 4 };
 
-// How activation and partial rows travel. F32 activations and F64 partials
-// (exact sums, ops/fixed_sum.h) are exact; Q8_0 (activations) and F16
-// (partials) are --fast's smaller encodings.
-enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2, F64 = 3 };
+// How activation and partial rows travel. F32 rows and Fixed partials
+// (exact sums, ops/fixed_sum.h, as packed integers: fixed_rows.h) are exact;
+// Q8_0 and F16 are --fast's smaller encodings.
+enum class WireFormat : uint16_t { F32 = 0, F16 = 1, Q8_0 = 2, Fixed = 3 };
 
 const char* wire_format_name(WireFormat format);
 
@@ -86,7 +89,8 @@ struct StepHeader {
 
 constexpr size_t kStepHeaderBytes = 20;
 
-// Bytes of n_tok rows of `width` floats in `format` (Q8_0 needs width % 32 == 0).
+// Bytes of n_tok rows of `width` floats in `format` (Q8_0 needs width % 32 ==
+// 0; Fixed: the most they can take).
 uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok);
 
 // Appends header + rows (n_tok * width floats) encoded in header.format to out
@@ -95,10 +99,11 @@ void encode_step(const StepHeader& header, const float* rows, std::vector<uint8_
 
 // Parses a step payload: checks that its size matches the header exactly and
 // that the format is known; decodes the rows into `rows` (resized). `peer`
-// names the sender in errors. F64 rows are refused here.
+// names the sender in errors. Fixed rows are refused here.
 StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& rows, const char* peer);
 
-// The same for exact partial rows (header.format F64).
+// The same for exact partial rows (header.format Fixed; their size is what
+// their blocks take, checked while decoding).
 void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
 StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
 

@@ -7,7 +7,9 @@
 #include "cluster/slice_cache.h"
 #include "cluster/speed_probe.h"
 #include "cluster/stage_loop.h"
+#include "cluster/partial_exchange.h"
 #include "cluster/tp_decoder.h"
+#include "cluster/tp_layers.h"
 #include "cluster/tp_messages.h"
 #include "model/slice_forward.h"
 #include "net/handshake.h"
@@ -82,29 +84,32 @@ public:
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return connections_ == 0; });
     }
-    // Hands a connected previous stage to the session waiting for one (its
-    // session may still be setting up: wait for it up to timeout_ms).
+    // Hands a connection of a previous stage or a mesh peer to the session
+    // waiting for it (its session may still be setting up: wait for it up
+    // to timeout_ms).
     bool deliver(PreviousStage& stage, int timeout_ms) {
         std::unique_lock<std::mutex> lock(mutex_);
         if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                               [&] { return awaiting_previous_ && !previous_; })) {
+                               [&] { return incoming_.size() < awaiting_; })) {
             return false;
         }
-        previous_ = std::move(stage);
+        incoming_.push_back(std::move(stage));
         changed_.notify_all();
         return true;
     }
-    PreviousStage await_previous(int timeout_ms) {
+    // Waits for n such connections; `what` names them in the error.
+    std::vector<PreviousStage> await_incoming(size_t n, int timeout_ms, const char* what) {
         std::unique_lock<std::mutex> lock(mutex_);
-        awaiting_previous_ = true;
+        awaiting_ = n;
         changed_.notify_all();
         const bool arrived =
-            changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return previous_.has_value(); });
-        awaiting_previous_ = false;
-        if (!arrived) throw make_error("the previous stage did not connect within {} ms", timeout_ms);
-        PreviousStage stage = std::move(*previous_);
-        previous_.reset();
-        return stage;
+            changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return incoming_.size() >= n; });
+        awaiting_ = 0;
+        std::vector<PreviousStage> got = std::move(incoming_);
+        incoming_.clear();
+        changed_.notify_all();
+        if (!arrived) throw make_error("{} of {} {} connected within {} ms", got.size(), n, what, timeout_ms);
+        return got;
     }
 
 private:
@@ -113,8 +118,8 @@ private:
     bool session_ = false;
     bool stop_ = false;
     int connections_ = 0;
-    bool awaiting_previous_ = false;
-    std::optional<PreviousStage> previous_;
+    size_t awaiting_ = 0;  // connections the session waits for
+    std::vector<PreviousStage> incoming_;
 };
 
 struct Worker {
@@ -124,8 +129,50 @@ struct Worker {
     WorkerState& state;
 };
 
+// A tensor-parallel rank's links to the other workers of its group, indexed
+// by rank (the root's entry, and this rank's, empty).
+using MeshLinks = std::vector<std::unique_ptr<FrameChannel>>;
+
 void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model, const Slice& slice,
-                 const ForwardConfig& config, SliceForward& forward, WireFormat partial_format);
+                 const ForwardConfig& config, SliceForward& forward, const AssignMessage& assign, MeshLinks& mesh);
+
+// Connects to the workers of higher rank and takes the connections of those
+// of lower rank (each proves the session's token).
+MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::string& fingerprint) {
+    const size_t n_ranks = assign.mesh.size() + 1;
+    MeshLinks mesh(n_ranks);
+    for (size_t r = static_cast<size_t>(assign.rank) + 1; r < n_ranks; ++r) {
+        const HostPort& address = assign.mesh[r - 1];
+        const std::string who = fmt::format("worker {} (rank {})", address.str(), r);
+        try {
+            auto channel = std::make_unique<FrameChannel>(TcpStream::connect(address, w.options.limits.io_timeout_ms),
+                                                          w.options.limits);
+            authenticate_as_client(*channel, w.options.key.get(), w.options.limits.io_timeout_ms);
+            send_json(*channel, TpMessage::kMeshHello,
+                      {{"token", assign.mesh_token}, {"rank", assign.rank}, {"fingerprint", fingerprint}});
+            mesh[r] = std::move(channel);
+        } catch (const Error& e) {
+            throw make_error("{} of this group: {}", who, e.what());
+        }
+    }
+    const size_t lower = static_cast<size_t>(assign.rank) - 1;
+    for (PreviousStage& peer : w.state.await_incoming(lower, kHandshakeTimeoutMs, "workers of lower rank")) {
+        const std::string name = peer.channel->peer();
+        if (peer.type != static_cast<uint16_t>(TpMessage::kMeshHello)) {
+            throw make_error("{}: a previous stage connected where a worker of this group was due", name);
+        }
+        const MeshHello hello = parse_mesh_hello(peer.hello, name);
+        if (hello.token != assign.mesh_token) throw make_error("{}: a mesh peer of another session", name);
+        if (hello.rank < 1 || hello.rank > assign.rank - 1 || mesh[static_cast<size_t>(hello.rank)]) {
+            throw make_error("{}: a mesh peer claiming rank {} (this worker is rank {})", name, hello.rank, assign.rank);
+        }
+        mesh[static_cast<size_t>(hello.rank)] = std::move(peer.channel);
+    }
+    for (auto& link : mesh) {
+        if (link) link->set_socket_buffers(kMeshSocketBufferBytes);
+    }
+    return mesh;
+}
 
 // One root's session: hello checked, slice assigned, then steps until shutdown.
 void serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
@@ -184,7 +231,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     link.reset();
     Slice slice = assign.slice;
     ForwardConfig config;
-    const WireFormat partial_format = assign.partial_format;
+    MeshLinks mesh;
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
     std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
@@ -193,6 +240,8 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
+        // The group's links first: the other workers are loading too.
+        if (!stage) mesh = build_mesh(assign, w, root_fingerprint);
         config.n_ctx = assign.n_ctx;
         config.n_batch = assign.n_batch;
         config.n_seq = assign.n_seq;
@@ -253,7 +302,13 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
     if (stage) {
         try {
-            const AcceptPrevious accept_previous = [&](int timeout_ms) { return w.state.await_previous(timeout_ms); };
+            const AcceptPrevious accept_previous = [&](int timeout_ms) {
+                std::vector<PreviousStage> got = w.state.await_incoming(1, timeout_ms, "previous stages");
+                if (got[0].type != static_cast<uint16_t>(TpMessage::kStageHello)) {
+                    throw make_error("{}: a mesh peer connected where the previous stage was due", got[0].channel->peer());
+                }
+                return std::move(got[0]);
+            };
             if (group) {
                 serve_stage(channel, accept_previous, *group, group->root_forward(), links, options.limits, options.log);
             } else {
@@ -274,28 +329,36 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
         options.log(fmt::format("serving {} to {}{}", describe_slice(slice), peer,
                                 channel.on_shared_memory() ? " through shared memory" : ""));
     }
-    serve_steps(channel, w, model, slice, config, *forward, partial_format);
+    serve_steps(channel, w, model, slice, config, *forward, assign, mesh);
 }
 
-// The step loop of a tensor-parallel rank.
+// The step loop of a tensor-parallel rank: each batch's residual rows from
+// the root, the group's layers run with the other ranks (tp_layers.h), the
+// head's rows when the root asks for them.
 void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model, const Slice& slice,
-                 const ForwardConfig& config, SliceForward& forward, WireFormat partial_format) {
+                 const ForwardConfig& config, SliceForward& forward, const AssignMessage& assign, MeshLinks& mesh) {
     const WorkerOptions& options = w.options;
     const std::string peer = channel.peer();
     const int64_t n_embd = model.hparams().n_embd;
-    std::vector<float> h, partial_float;
-    std::vector<double> partial(static_cast<size_t>(forward.n_batch()) * n_embd);
+    const bool exact = assign.partial_format == WireFormat::Fixed;
+    std::vector<float> x, h;
     std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
-    uint64_t steps = 0;
-    std::vector<SeqRun> runs;      // the last kSeqRuns
-    double compute_seconds = 0.0;  // decoding, computing and encoding steps
+    std::vector<SeqRun> runs;        // the last kSeqRuns
+    TpLayerScratch scratch;
+    TpLayerTimes times;
+    double compute_seconds = 0.0;  // running layers and the head
+    uint64_t batches = 0;
     std::vector<uint8_t> out;
     std::mutex send_mutex;
+    channel.set_socket_buffers(kMeshSocketBufferBytes);
+    std::vector<ExchangePeer> peers(mesh.size());
+    peers[0] = {&channel, fmt::format("the root {}", peer), &send_mutex};
+    for (size_t r = 1; r < mesh.size(); ++r) {
+        if (static_cast<int>(r) == assign.rank) continue;
+        peers[r] = {mesh[r].get(), fmt::format("worker {} (rank {})", assign.mesh[r - 1].str(), r), nullptr};
+    }
+    PartialExchange exchange(assign.rank, std::move(peers), exact);
     Heartbeat heartbeat(channel, send_mutex);
-    // Time from a reply to the next step (gaps between tokens included, idle
-    // spells of a user typing not): what this worker waited on the root.
-    double waited_seconds = 0.0, last_sent = 0.0;
-    uint64_t waits = 0;
     Frame frame;
     for (;;) {
         // Idle between requests is fine (a user may be typing); a frame that
@@ -303,87 +366,66 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
         while (!channel.poll(kHeartbeatIntervalMs)) {
         }
         channel.recv(frame);
-        if (const double waited = now_seconds() - last_sent; last_sent > 0 && waited < 0.01) {
-            waited_seconds += waited;
-            ++waits;
-        }
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown) {
             log_peak_memory(model, slice, config, options);
-            if (options.log && steps > 0) {
-                options.log(fmt::format("{} steps, {:.1f} us computing each on average, {:.1f} us waiting before each",
-                                        steps, compute_seconds / static_cast<double>(steps) * 1e6,
-                                        waits > 0 ? waited_seconds / static_cast<double>(waits) * 1e6 : 0.0));
+            if (options.log && times.syncs > 0) {
+                options.log(fmt::format("{} batches, {} syncs: {:.1f} us computing and {:.1f} us exchanging partials "
+                                        "per sync on average", batches, times.syncs,
+                                        times.compute_seconds / static_cast<double>(times.syncs) * 1e6,
+                                        times.wait_seconds / static_cast<double>(times.syncs) * 1e6));
             }
             return;
         }
-        if (type == TpMessage::kSeqRuns) {
-            // The next batch's sequences: checked against this worker's
-            // sequences and context when a step uses them.
-            try {
-                runs = decode_seq_runs(frame.payload, peer.c_str());
-            } catch (const std::exception& e) {
-                std::lock_guard<std::mutex> lock(send_mutex);
-                send_json(channel, TpMessage::kError, {{"error", e.what()}});
-                throw;
-            }
-            continue;
-        }
-        if (type != TpMessage::kAttention && type != TpMessage::kFfn && type != TpMessage::kHead) {
+        if (type != TpMessage::kSeqRuns && type != TpMessage::kResidual && type != TpMessage::kHead) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }
         heartbeat.set_busy(true);
         const double start = now_seconds();
+        bool reply = false;
         try {
-            const StepHeader step = decode_step(frame.payload, h, peer.c_str());
-            if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward.n_batch())) {
-                throw make_error("{}: step of {} rows x {} does not fit this worker (width {}, batch {})", peer,
-                                 step.n_tok, step.width, n_embd, forward.n_batch());
-            }
-            const int n_tok = static_cast<int>(step.n_tok);
-            StepHeader reply_header = step;
-            reply_header.format = partial_format;
-            if (type != TpMessage::kHead &&
-                (step.layer < static_cast<uint32_t>(slice.layer_begin) || step.layer >= static_cast<uint32_t>(slice.layer_end))) {
-                throw make_error("{}: step for layer {}, outside this worker's layers {}..{}", peer, step.layer,
-                                 slice.layer_begin, slice.layer_end);
-            }
-            if (type == TpMessage::kHead) {
-                // Logits are floats (F32 where the partials are exact).
-                if (partial_format == WireFormat::F64) reply_header.format = WireFormat::F32;
+            if (type == TpMessage::kSeqRuns) {
+                // The next batch's sequences: checked against this worker's
+                // sequences and context before its layers run.
+                runs = decode_seq_runs(frame.payload, peer.c_str());
+            } else if (type == TpMessage::kResidual) {
+                const StepHeader step = decode_step(frame.payload, x, peer.c_str());
+                if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward.n_batch()) ||
+                    step.layer != static_cast<uint32_t>(slice.layer_begin)) {
+                    throw make_error("{}: residual of {} rows x {} for layer {} does not fit this worker (width {}, "
+                                     "batch {}, layers from {})", peer, step.n_tok, step.width, step.layer, n_embd,
+                                     forward.n_batch(), slice.layer_begin);
+                }
+                int64_t rows = 0;
+                for (const SeqRun& r : runs) rows += r.n_tok;
+                if (runs.empty() || rows != static_cast<int64_t>(step.n_tok)) {
+                    throw make_error("{}: residual of {} rows over runs of {} rows", peer, step.n_tok, rows);
+                }
+                require_finite(x.data(), x.size(), peer);
+                run_tp_layers(forward, exchange, x.data(), runs,
+                              exchange_deadline_ms(options.limits.io_timeout_ms, assign.row_budget_ms,
+                                                   static_cast<int>(step.n_tok)),
+                              scratch, times);
+                runs.clear();  // each batch names its runs
+                ++batches;
+            } else {
+                const StepHeader step = decode_step(frame.payload, h, peer.c_str());
+                if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward.n_batch())) {
+                    throw make_error("{}: head step of {} rows x {} does not fit this worker (width {}, batch {})", peer,
+                                     step.n_tok, step.width, n_embd, forward.n_batch());
+                }
+                const int n_tok = static_cast<int>(step.n_tok);
+                // Logits are F32 (F16 with --fast).
+                StepHeader reply_header = step;
+                reply_header.format = exact ? WireFormat::F32 : WireFormat::F16;
                 const int64_t rows = slice.n_vocab_rows();
                 if (rows == 0) throw make_error("{}: asked for logits, but this rank holds no rows of the head", peer);
                 head_logits.resize(std::max(head_logits.size(), static_cast<size_t>(n_tok * rows)));
                 forward.head_rows(h.data(), n_tok, head_logits.data(), rows);
                 reply_header.width = static_cast<uint32_t>(rows);
                 encode_step(reply_header, head_logits.data(), out);
-            } else if (type == TpMessage::kAttention && (step.flags & kStepOverRuns) != 0) {
-                int64_t rows = 0;
-                for (const SeqRun& r : runs) rows += r.n_tok;
-                if (runs.empty() || rows != n_tok) {
-                    throw make_error("{}: step of {} rows over runs of {} rows", peer, n_tok, rows);
-                }
-                forward.attention_partial(static_cast<int>(step.layer), h.data(), runs, partial.data());
-            } else if (type == TpMessage::kAttention) {
-                if (static_cast<uint64_t>(step.pos0) + step.n_tok > static_cast<uint64_t>(forward.n_ctx())) {
-                    throw make_error("{}: positions {}..{} exceed the context of {}", peer, step.pos0,
-                                     static_cast<uint64_t>(step.pos0) + step.n_tok, forward.n_ctx());
-                }
-                forward.attention_partial(static_cast<int>(step.layer), h.data(), static_cast<int>(step.pos0), n_tok,
-                                          partial.data());
-            } else {
-                forward.ffn_partial(static_cast<int>(step.layer), h.data(), n_tok, partial.data());
-            }
-            if (type != TpMessage::kHead) {
-                const size_t n = static_cast<size_t>(n_tok) * n_embd;
-                if (partial_format == WireFormat::F64) {
-                    encode_exact_step(reply_header, partial.data(), out);
-                } else {
-                    partial_float.resize(std::max(partial_float.size(), n));
-                    for (size_t j = 0; j < n; ++j) partial_float[j] = static_cast<float>(partial[j]);
-                    encode_step(reply_header, partial_float.data(), out);
-                }
+                reply = true;
             }
         } catch (const std::exception& e) {
             heartbeat.set_busy(false);
@@ -393,10 +435,10 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
         }
         heartbeat.set_busy(false);
         compute_seconds += now_seconds() - start;
-        ++steps;
-        std::lock_guard<std::mutex> lock(send_mutex);
-        channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
-        last_sent = now_seconds();
+        if (reply) {
+            std::lock_guard<std::mutex> lock(send_mutex);
+            channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+        }
     }
 }
 
@@ -410,11 +452,13 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
         authenticate_as_server(*channel, options.key.get(), options.limits.io_timeout_ms, options.limits.max_payload);
         Frame frame;
         channel->recv(frame, options.limits.io_timeout_ms);
-        if (frame.type == static_cast<uint16_t>(TpMessage::kStageHello)) {
-            PreviousStage stage{std::move(channel), parse_json_message(frame, TpMessage::kStageHello, peer)};
+        if (frame.type == static_cast<uint16_t>(TpMessage::kStageHello) ||
+            frame.type == static_cast<uint16_t>(TpMessage::kMeshHello)) {
+            const auto type = static_cast<TpMessage>(frame.type);
+            PreviousStage stage{std::move(channel), parse_json_message(frame, type, peer), frame.type};
             if (!w.state.deliver(stage, kHandshakeTimeoutMs)) {
-                send_json(*stage.channel, TpMessage::kError, {{"error", "no stage here waits for a previous stage"}});
-                throw make_error("a previous stage connected, but no session waits for one");
+                send_json(*stage.channel, TpMessage::kError, {{"error", "no session here waits for this connection"}});
+                throw make_error("a {} connected, but no session waits for one", tp_message_name(frame.type));
             }
             return;
         }

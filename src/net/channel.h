@@ -89,6 +89,7 @@ public:
     // shared memory.
     int fd() const { return stream_.fd(); }
     void close() { stream_.close(); }
+    void set_socket_buffers(int bytes) { stream_.set_buffer_bytes(bytes); }
     void set_codec(std::unique_ptr<FrameCodec> codec) { codec_ = std::move(codec); }
     bool sealed() const { return codec_->flags() != 0; }
     // Frames larger than this are refused before reading (an unauthenticated

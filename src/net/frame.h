@@ -17,7 +17,7 @@
 namespace tessera {
 
 constexpr uint32_t kFrameMagic = 0x41525354;  // "TSRA" in little-endian byte order
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint16_t kProtocolVersion = 2;  // 2: tensor-parallel ranks exchange partials directly
 constexpr size_t kFrameHeaderBytes = 24;
 
 struct FrameHeader {

@@ -265,6 +265,17 @@ size_t TcpStream::read_some(void* data, size_t n) {
     }
 }
 
+void TcpStream::set_buffer_bytes(int bytes) {
+    if (fd_ < 0) return;
+    for (int option : {SO_SNDBUF, SO_RCVBUF}) {
+        int have = 0;
+        socklen_t len = sizeof have;
+        // Only ever grows them: a kernel that tuned them larger keeps its size.
+        if (::getsockopt(fd_, SOL_SOCKET, option, &have, &len) == 0 && have >= bytes) continue;
+        ::setsockopt(fd_, SOL_SOCKET, option, &bytes, sizeof bytes);
+    }
+}
+
 void TcpStream::shutdown_write() {
     if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
 }

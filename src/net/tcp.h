@@ -56,6 +56,10 @@ public:
     // dozens of round trips.
     void set_spin_before_sleep(int us) { spin_us_ = us; }
 
+    // Asks for socket buffers of at least this many bytes each way (the
+    // kernel caps them at net.core.{r,w}mem_max, doubled).
+    void set_buffer_bytes(int bytes);
+
     bool is_open() const { return fd_ >= 0; }
     int fd() const { return fd_; }
     const std::string& peer() const { return peer_; }

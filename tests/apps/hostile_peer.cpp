@@ -65,6 +65,9 @@ json good_assign() {
             {"n_batch", 8},
             {"kv_type", "f32"},
             {"partial_format", 3},
+            {"rank", 1},
+            {"mesh", {"127.0.0.1:9"}},  // this worker's own entry: it connects to no other
+            {"mesh_token", "0123456789abcdef0123456789abcdef"},
             {"shm", false}};
 }
 
@@ -109,12 +112,37 @@ FakeWorker::FakeWorker(const WireKey* key, StepHandler on_step, json hello_reply
             for (;;) {
                 channel.recv(frame, 30000);
                 if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return;
+                // A batch's runs and residual rows need no answer: the root's
+                // partials and head steps do.
+                if (frame.type == static_cast<uint16_t>(TpMessage::kSeqRuns) ||
+                    frame.type == static_cast<uint16_t>(TpMessage::kResidual)) {
+                    continue;
+                }
                 on_step(channel, frame);
             }
         } catch (const Error&) {
             // The root hung up: what the test checks is on its side.
         }
     });
+}
+
+StepHeader step_header(const Frame& frame) {
+    std::vector<double> exact;
+    std::vector<float> rows;
+    try {
+        return decode_exact_step(frame.payload, exact, "root");
+    } catch (const Error&) {
+        return decode_step(frame.payload, rows, "root");
+    }
+}
+
+void answer_with_zeros(FrameChannel& channel, const Frame& step) {
+    StepHeader h = step_header(step);
+    h.format = WireFormat::Fixed;
+    std::vector<double> partial(static_cast<size_t>(h.width) * h.n_tok, 0.0);
+    std::vector<uint8_t> out;
+    encode_exact_step(h, partial.data(), out);
+    channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
 }
 
 FakeWorker::~FakeWorker() { thread_.join(); }

@@ -51,6 +51,11 @@ std::unique_ptr<FrameChannel> connect_as_root(const HostPort& address, const Wir
 json good_hello();
 json good_assign();
 
+// The header of a root's step (an exact partial or float rows).
+StepHeader step_header(const Frame& frame);
+// Answers a root's exact partial with a partial of zeros of its shape.
+void answer_with_zeros(FrameChannel& channel, const Frame& step);
+
 // `tessera run --workers ADDRESS` (a short greedy run) with optional key file.
 ProcessResult run_root(const std::string& workers, const std::string& key_file, const std::vector<std::string>& extra = {});
 

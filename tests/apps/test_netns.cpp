@@ -1,6 +1,7 @@
 // Tensor parallel across "hosts": the root and two workers each in their own
 // Linux network namespace, joined by veth pairs limited to 100 Mbit/s (tc tbf)
-// with 1 ms of round trip added by tessera-relay (no netem on this kernel).
+// with 1 ms of round trip added by tessera-relay (no netem on this kernel) on
+// every link, worker to worker too.
 // Greedy output must equal a single process's. Needs root (CI runs as root);
 // skipped with a message otherwise. Only these namespaces are ever targets.
 #include "subprocess.h"
@@ -69,15 +70,16 @@ TEST(NetworkNamespaces, TensorParallelAcrossNamespacesEqualsOneProcess) {
             "/usr/sbin/ip", "netns", "exec", name + "-w" + std::to_string(i), test::tessera_binary(), "worker",
             "--listen", ip + ":7000", "-t", "1", "--once", "--key", key}));
         ASSERT_EQ(first_line_port(*procs.back()), "7000");
-        // The relay lives in the root's namespace and adds 0.5 ms each way.
+        // The relay lives in the worker's namespace, in front of its port,
+        // and adds 0.5 ms each way to every connection to it: the root's and
+        // the other worker's (the ranks exchange partials directly).
         procs.push_back(std::make_unique<BackgroundProcess>(
-            std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", name + "-r", test::relay_binary(), "--listen",
-                                     "127.0.0.1:0", "--target", ip + ":7000", "--delay-ms", "0.5"}));
-        const std::string port = first_line_port(*procs.back());
-        ASSERT_FALSE(port.empty());
+            std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", name + "-w" + std::to_string(i),
+                                     test::relay_binary(), "--listen", ip + ":7001", "--target", ip + ":7000",
+                                     "--delay-ms", "0.5"}));
+        ASSERT_EQ(first_line_port(*procs.back()), "7001");
         if (!workers.empty()) workers += ',';
-        workers += "127.0.0.1:";
-        workers += port;
+        workers += ip + ":7001";
     }
     const auto tp = run_process({"/usr/sbin/ip", "netns", "exec", name + "-r", test::tessera_binary(), "run",
                                  "--workers", workers, "-p", "Once upon a time", "-n", "32", "--temp", "0", "-t",

@@ -39,7 +39,7 @@ TEST(StepMessages, RandomRowsRoundTripInEveryFormat) {
         }
         std::vector<double> exact(rows.begin(), rows.end());
         std::vector<uint8_t> wire;
-        encode_exact_step({1, 0, n_tok, width, WireFormat::F64}, exact.data(), wire);
+        encode_exact_step({1, 0, n_tok, width, WireFormat::Fixed}, exact.data(), wire);
         std::vector<double> back;
         decode_exact_step(wire, back, "peer");
         EXPECT_EQ(back, exact);
