@@ -20,7 +20,7 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "Share of each rank (tensor parallel) or stage (pipeline), root first (default: measured speed; equal "
                     "for --local)")
         ->delimiter(',');
-    cmd->add_flag("--fast", o.fast, "Q8_0 activations and F16 partials on the wire (approximate)");
+    cmd->add_flag("--fast", o.fast, "Q8_0 partials on the wire (approximate; every rank adds the same rounded partials)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");
     cmd->add_flag("--mmap", o.mmap,
                   "Compute from the mapped model file instead of a private copy of the weights (loads faster, "

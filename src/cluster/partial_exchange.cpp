@@ -32,6 +32,8 @@ PartialExchange::PartialExchange(int rank, std::vector<ExchangePeer> peers, bool
             throw make_error("internal: the exchange of rank {} lacks a channel to rank {}", rank_, r);
         }
     }
+    const int n = n_ranks();
+    for (int k = 1; k < n; ++k) order_.push_back((rank_ - k + n) % n);
 }
 
 void PartialExchange::send_ring() {
@@ -53,13 +55,22 @@ void PartialExchange::send_ring() {
     }
 }
 
-void PartialExchange::receive(int from, const StepHeader& sent, int deadline_ms) {
+void PartialExchange::receive(int from, std::span<const int> pending, const StepHeader& sent, int deadline_ms) {
     ExchangePeer& p = peers_[static_cast<size_t>(from)];
     const double start = now_seconds();
     bool beating = false;
     for (;;) {
         const int left = deadline_ms - static_cast<int>((now_seconds() - start) * 1e3);
         if (left <= 0) {
+            // A peer still due that has sent nothing at all, not even a
+            // heartbeat, is the one that stalled: `from` may only be waiting
+            // for it.
+            for (int q : pending) {
+                if (!peers_[static_cast<size_t>(q)].channel->poll(0)) {
+                    throw make_error("{} sent nothing (no partial, no heartbeat) for {} ms (--step-timeout-ms)",
+                                     peers_[static_cast<size_t>(q)].name, deadline_ms);
+                }
+            }
             // Beats prove the process lives, not that it makes progress.
             throw make_error("{} {} for {} ms (--step-timeout-ms)", p.name,
                              beating ? "sends heartbeats but no result" : "sent no partial", deadline_ms);
@@ -99,8 +110,8 @@ void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take t
     if (message_.size() <= kInlineFrameBytes) {
         send_ring();
         for (int k = 1; k < n; ++k) {
-            const int from = (rank_ - k + n) % n;
-            receive(from, header, deadline_ms);
+            const int from = order_[static_cast<size_t>(k - 1)];
+            receive(from, std::span<const int>(order_).subspan(static_cast<size_t>(k)), header, deadline_ms);
             take(from);
         }
     } else {
@@ -116,8 +127,8 @@ void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take t
         });
         try {
             for (int k = 1; k < n; ++k) {
-                const int from = (rank_ - k + n) % n;
-                receive(from, header, deadline_ms);
+                const int from = order_[static_cast<size_t>(k - 1)];
+                receive(from, std::span<const int>(order_).subspan(static_cast<size_t>(k)), header, deadline_ms);
                 take(from);
             }
         } catch (...) {

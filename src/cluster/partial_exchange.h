@@ -22,6 +22,7 @@
 #include "net/channel.h"
 
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,13 @@ private:
     template <class Take>
     void exchange(const StepHeader& header, int deadline_ms, Take take);
     void send_ring();
-    void receive(int from, const StepHeader& header, int deadline_ms);
+    // Receives `from`'s partial; `pending` are the peers due after it (to
+    // tell, on a timeout, which one stalled).
+    void receive(int from, std::span<const int> pending, const StepHeader& header, int deadline_ms);
 
     int rank_;
     std::vector<ExchangePeer> peers_;
+    std::vector<int> order_;  // the peers in receiving order: rank - 1, rank - 2, ... (mod N)
     bool exact_;
     std::vector<PeerStats> stats_;
     std::vector<uint8_t> message_;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <iterator>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +50,39 @@ TEST(TensorParallelCli, LocalRanksEqualOneProcess) {
     ASSERT_EQ(two.exit_code, 0) << two.err;
     EXPECT_NE(two.err.find("KV heads [2, 4), FFN channels [96, 172), vocab rows [256, 512)"), std::string::npos)
         << two.err;
+}
+
+// The exact all-reduce with every rank a process: 2, 3 and 4 ranks (uneven
+// shares too) write the same llama.cpp KL-divergence base file as a single
+// process, byte for byte: every scored position's log-probabilities (their
+// range as floats and 16-bit codes) over prompts of 128 positions in batches
+// of 32, so a logit one ulp off would show. --fast (Q8_0 partials) gives
+// another file, close to it.
+TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
+    const std::string dir = test::scratch_dir("tp_cli_kl");
+    const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
+    const auto base = [&](const std::string& name, std::vector<std::string> extra) {
+        std::vector<std::string> args = cmd({"perplexity", "-f", text, "-c", "128", "-b", "32", "--chunks", "3", "-t",
+                                             "1", "--kl-divergence-base", dir + "/" + name});
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = run_process(args, 120);
+        EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+        std::ifstream in(dir + "/" + name, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string single = base("single.kld", {});
+    ASSERT_GT(single.size(), 100000u);
+    EXPECT_EQ(base("local2.kld", {"--local", "2"}), single);
+    EXPECT_EQ(base("local3.kld", {"--local", "3", "--weights", "1,3,1"}), single);
+    EXPECT_EQ(base("local4.kld", {"--local", "4"}), single);
+    EXPECT_NE(base("local3fast.kld", {"--local", "3", "--fast"}), single);
+    const auto kl = run_process(cmd({"perplexity", "--local", "3", "--fast", "-t", "1", "-b", "32", "--kl-divergence",
+                                     "--kl-divergence-base", dir + "/single.kld"}),
+                                120);
+    ASSERT_EQ(kl.exit_code, 0) << kl.err;
+    const size_t at = kl.out.find("Mean    KLD:");
+    ASSERT_NE(at, std::string::npos) << kl.out;
+    EXPECT_LT(std::stod(kl.out.substr(at + 12)), 1e-2) << kl.out;
 }
 
 TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {
@@ -95,10 +129,13 @@ TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
 }
 
 // SIGKILL (the connection closes) and SIGSTOP (the worker stalls: only the
-// timeout can tell) a worker one second into a run of a few seconds.
+// timeout can tell) a worker one second into a run of a few seconds. The
+// ranks exchange partials directly: the other worker waits for the lost one
+// too, and the root still names the lost one, whichever rank it was.
 TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
     const std::string model = slow_model();
-    for (int sig : {SIGKILL, SIGSTOP}) {
+    for (const auto& [sig, lost] : {std::pair{SIGKILL, 2}, std::pair{SIGSTOP, 2}, std::pair{SIGKILL, 1},
+                                    std::pair{SIGSTOP, 1}}) {
         std::unique_ptr<BackgroundProcess> w1, w2;
         const std::string a1 = start_worker(w1, model);
         const std::string a2 = start_worker(w2, model);
@@ -110,13 +147,15 @@ TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         const auto stopped = std::chrono::steady_clock::now();
-        w2->signal(sig);
+        BackgroundProcess& victim = lost == 1 ? *w1 : *w2;
+        victim.signal(sig);
         runner.join();
         const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
         EXPECT_EQ(root.exit_code, 1) << "signal " << sig << ": " << root.err;
         EXPECT_LT(after, 6.0) << "signal " << sig;  // 5 s plus process exit
-        EXPECT_NE(root.err.find("worker " + a2 + " (rank 2)"), std::string::npos) << root.err;
-        if (sig == SIGSTOP) w2->signal(SIGCONT);
+        const std::string name = "worker " + (lost == 1 ? a1 : a2) + " (rank " + std::to_string(lost) + ")";
+        EXPECT_NE(root.err.find(name), std::string::npos) << "signal " << sig << ": " << root.err;
+        if (sig == SIGSTOP) victim.signal(SIGCONT);
     }
 }
 
