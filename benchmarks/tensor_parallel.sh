@@ -6,11 +6,13 @@
 #   1. this machine: 1 process x 2 threads against 2 processes x 1 thread
 #      (--local 2), generation tok/s and their ratio, --exact and --fast;
 #      wire bytes per token per worker; the root's compute vs wait time.
-#   2. "hosts" in network namespaces (root and worker each in its own, veth
-#      limited by tc tbf, round trip added by tessera-relay since this kernel
-#      has no netem): 1 Gbit/0.1 ms, 100 Mbit/1 ms, 50 Mbit/5 ms round trip.
+#   2. "hosts" in network namespaces (root and workers each in its own, veth
+#      limited by tc tbf, round trip added by tessera-relay in front of each
+#      worker since this kernel has no netem): 2 and 3 nodes at 1 Gbit/0.1 ms
+#      and 100 Mbit/1 ms round trip.
 #   3. projected tok/s for 2, 4 and 8 separate machines like this one, from the
-#      measured compute time per token and the measured cost of a sync.
+#      measured compute time per token, the measured cost of a sync and the
+#      bytes of a partial (the ranks exchange partials directly).
 #   4. the sealed wire's cost: sealed/plain generation ratio over loopback TCP
 #      (--local 2 --tcp against a keyless loopback worker over --tcp) and
 #      across namespaces at 1 Gbit, the key handshake's time, and the time a
@@ -36,7 +38,7 @@ source benchmarks/common.sh
 work=$(mktemp -d)
 bench_binaries
 cleanup() {
-  [ -n "${ns:-}" ] && tools/netns_cluster.sh down "$ns" 1 || true
+  [ -n "${ns:-}" ] && tools/netns_cluster.sh down "$ns" 3 || true
   jobs -p | xargs -r kill 2>/dev/null || true
   rm -rf "$work"
 }
@@ -67,41 +69,50 @@ done
 # per step (the worker reports both).
 grep -h "peak resident\|computing each" "$work/local2.1.err" > "$work/rss.txt" || true
 
-nets=("1000 0.1" "100 1" "50 5")
+nets=("1000 0.1" "100 1")
+node_counts=(2 3)
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
   ns=tsb$$
   for net in "${nets[@]}"; do
     set -- $net
     rate=$1 rtt=$2
-    tools/netns_cluster.sh up "$ns" 1 $((100 + $$ % 100)) "$rate"
-    ip=10.$((100 + $$ % 100)).1.2
-    # At 1 Gbit the sealed (exact) and plain runs take turns, one repetition
-    # each, like the loopback pair above; the other rows run their repetitions
-    # in one go.
-    runs=("exact:$reps" "fast:$reps")
-    if [ "$rate" = 1000 ]; then
-      runs=("fast:$reps")
-      for ((r = 1; r <= reps; r++)); do runs+=("exact.$r:1" "plain.$r:1"); done
-    fi
-    for run in "${runs[@]}"; do
-      name=${run%:*} n_reps=${run#*:} mode=${run%%[.:]*}
-      # Sealed (the cluster key on both ends), or plain (--insecure worker, keyless root).
-      flag=(--key "$work/key"); wflag=(--key "$work/key")
-      [ $mode = fast ] && flag+=(--fast)
-      [ $mode = plain ] && flag=() && wflag=(--insecure)
-      ip netns exec "$ns-w1" "$bin" worker --listen "$ip:7000" -m "$model" -t 1 --once "${wflag[@]}" > "$work/w.out" 2> "$work/w.err" &
-      until grep -q listening "$work/w.out" 2>/dev/null; do sleep 0.1; done
-      half=$(python3 -c "print($rtt / 2)")
-      ip netns exec "$ns-r" "$relay" --listen 127.0.0.1:0 --target "$ip:7000" --delay-ms "$half" > "$work/r.out" &
-      relay_pid=$!
-      until grep -q listening "$work/r.out" 2>/dev/null; do sleep 0.1; done
-      port=$(sed -n 's/listening on port //p' "$work/r.out")
-      bench "ns-$rate-$rtt-$name" ip netns exec "$ns-r" -- -p 0 -n "$tokens" -r "$n_reps" -t 1 --workers "127.0.0.1:$port" "${flag[@]}"
-      kill $relay_pid 2>/dev/null || true
-      wait 2>/dev/null || true
-      rm -f "$work/w.out" "$work/r.out"
+    half=$(python3 -c "print($rtt / 2)")
+    for nodes in "${node_counts[@]}"; do
+      n_workers=$((nodes - 1))
+      tools/netns_cluster.sh up "$ns" "$n_workers" $((100 + $$ % 100)) "$rate"
+      # Runs at 1 Gbit with 2 nodes: the sealed (exact) and plain runs take
+      # turns, one repetition each, like the loopback pair above; the other
+      # rows run their repetitions in one go.
+      runs=("exact:$reps" "fast:$reps")
+      if [ "$rate" = 1000 ] && [ "$nodes" = 2 ]; then
+        runs=("fast:$reps")
+        for ((r = 1; r <= reps; r++)); do runs+=("exact.$r:1" "plain.$r:1"); done
+      fi
+      for run in "${runs[@]}"; do
+        name=${run%:*} n_reps=${run#*:} mode=${run%%[.:]*}
+        # Sealed (the cluster key on every node), or plain (--insecure workers, keyless root).
+        flag=(--key "$work/key"); wflag=(--key "$work/key")
+        [ $mode = fast ] && flag+=(--fast)
+        [ $mode = plain ] && flag=() && wflag=(--insecure)
+        addresses=""
+        for ((i = 1; i <= n_workers; i++)); do
+          ip=10.$((100 + $$ % 100)).$i.2
+          ip netns exec "$ns-w$i" "$bin" worker --listen "$ip:7000" -m "$model" -t 1 --once "${wflag[@]}" > "$work/w$i.out" 2> "$work/w$i.err" &
+          until grep -q listening "$work/w$i.out" 2>/dev/null; do sleep 0.1; done
+          # Each worker's relay sits in front of its port, in its namespace:
+          # every connection to it (the root's, and the other workers' for the
+          # exchange of partials) gets the round trip.
+          ip netns exec "$ns-w$i" "$relay" --listen "$ip:7001" --target "$ip:7000" --delay-ms "$half" > "$work/r$i.out" &
+          until grep -q listening "$work/r$i.out" 2>/dev/null; do sleep 0.1; done
+          addresses+="${addresses:+,}$ip:7001"
+        done
+        bench "ns-$rate-$rtt-n$nodes-$name" ip netns exec "$ns-r" -- -p 0 -n "$tokens" -r "$n_reps" -t 1 --workers "$addresses" "${flag[@]}"
+        jobs -p | xargs -r kill 2>/dev/null || true
+        wait 2>/dev/null || true
+        rm -f "$work"/w*.out "$work"/r*.out
+      done
+      tools/netns_cluster.sh down "$ns" "$n_workers"
     done
-    tools/netns_cluster.sh down "$ns" 1
   done
   ns=""
 else
@@ -165,23 +176,26 @@ if rss:
 
 rows = []
 for rate, rtt in nets:
-    for mode in ("exact", "fast"):
-        j = load(f"ns-{rate}-{rtt}-{mode}") or (merged(f"ns-{rate}-{rtt}-{mode}") if load(f"ns-{rate}-{rtt}-{mode}.1") else None)
-        if j:
-            rows.append((rate, rtt, mode, j))
+    for nodes in (2, 3):
+        for mode in ("exact", "fast"):
+            prefix = f"ns-{rate}-{rtt}-n{nodes}-{mode}"
+            j = load(prefix) or (merged(prefix) if load(f"{prefix}.1") else None)
+            if j:
+                rows.append((rate, rtt, nodes, mode, j))
 if rows:
-    print("\n== root and worker in separate network namespaces (1 thread each) ==")
-    for rate, rtt, mode, j in rows:
+    print("\n== root and workers each in their own network namespace (1 thread each; the ratio is to 1 process x 2 threads) ==")
+    for rate, rtt, nodes, mode, j in rows:
         t = j["tp"]
-        print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {mode:5}: {tg(j):8.2f} tok/s  "
-              f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs")
+        print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {nodes} nodes, {mode:5}: {tg(j):8.2f} tok/s  ratio {tg(j) / tg(single):.3f}  "
+              f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs, "
+              f"{t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token per worker link")
 
 # The sealed wire's cost.
 plain = merged("local2tcpplain")
 print("\n== the sealed wire (ChaCha20-Poly1305 on every frame) ==")
 print(f"loopback TCP, 2 x 1 thread : sealed {tg(tcp):8.2f} tok/s, plain {tg(plain):8.2f} tok/s, "
       f"sealed/plain {tg(tcp) / tg(plain):.3f} (median of {tcp['reps']} alternating runs)")
-ns_prefix = f"ns-{nets[0][0]}-{nets[0][1]}"
+ns_prefix = f"ns-{nets[0][0]}-{nets[0][1]}-n2"
 ns_sealed = merged(f"{ns_prefix}-exact") if load(f"{ns_prefix}-exact.1") else None
 ns_plain = merged(f"{ns_prefix}-plain") if load(f"{ns_prefix}-plain.1") else None
 if ns_sealed and ns_plain:
@@ -196,28 +210,33 @@ if rec:
           f"{r['recoveries']} recovery, {len(rec['tokens'])} tokens generated; replaced {', '.join(r['replaced'])}")
 
 # Projection for N machines like this one (2 threads each). Per token:
-#   compute = T * (f / N + (1 - f))        f = share of weight bytes in the layers (split)
-#   syncs   = S * (o + rtt + bytes_per_sync * (N - 1) / bandwidth)   (the root's link carries N-1 streams)
-# T from the 2-thread single process; o (software cost of a sync) from the
-# loopback TCP run (separate machines cannot share memory): the root's wait
-# for the worker's partial, per sync. It holds the loopback round trip too,
-# so it errs on the slow side.
+#   compute = T / N                        (every layer matrix and the head's rows are split; what is
+#                                          not, the embedding row and the norms, is ~1e-6 of the bytes)
+#   syncs   = S * (o + rtt / 2 + P * (N - 1) / bandwidth)
+#   head    = rtt + o                      (the root gathers the head's logits once per token)
+# Every rank sends its partial (P bytes) to every other rank directly: one
+# hop (half a round trip) per sync, and each node's link carries N - 1
+# partials each way. T from the 2-thread single process; o (software cost of
+# a sync) from the loopback TCP run (separate machines cannot share memory):
+# the root's wait in the exchange, per sync; it holds the loopback round trip
+# and any imbalance between the ranks, so it errs on the slow side. P from
+# the bytes the root and its worker exchanged per sync in that run.
 T = 1.0 / tg(single)
-f = single["layer_weight_bytes_per_token"] / single["weight_bytes_per_token"]
 S = local2["tp"]["syncs_per_token"]
+o = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
 for label, j in (("exact", local2), ("fast", fast)):
-    wire = j["tp"]["wire_bytes_per_token_per_worker"] / S  # both directions, per sync
-    o = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
+    P = j["tp"]["wire_bytes_per_token_per_worker"] / 2 / S  # one direction, per sync
     print(f"\n== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us, "
-          f"{wire / 1024:.1f} KiB per sync per worker) ==")
-    print("network               N=1      N=2      N=4      N=8")
-    for rate, rtt in nets:
+          f"{P / 1024:.1f} KiB per partial; ratio to one node in brackets) ==")
+    print("network               N=1             N=2             N=4             N=8")
+    for rate, rtt in nets + [["50", "5"]]:
         bw = float(rate) * 1e6 / 8
+        half = float(rtt) / 2e3
         cells = []
         for n in (1, 2, 4, 8):
-            t = T * (f / n + (1 - f))
+            t = T / n
             if n > 1:
-                t += S * (o + float(rtt) / 1e3 + wire / 2 * (n - 1) / bw)
-            cells.append(f"{1 / t:8.2f}")
+                t += S * (o + half + P * (n - 1) / bw) + 2 * half + o
+            cells.append(f"{1 / t:7.2f} ({T / t:4.2f}x)")
         print(f"{rate:>5} Mbit/{rtt:>4} ms  " + " ".join(cells))
 PY

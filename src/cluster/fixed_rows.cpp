@@ -11,14 +11,24 @@ namespace tessera {
 
 namespace {
 
-constexpr double kSteps = 4294967296.0;          // 2^32: grid steps per unit
-constexpr double kStep = 1.0 / 4294967296.0;     // 2^-32
 constexpr int64_t kMaxMagnitude = int64_t{1} << 51;
 
-// Bits a two's complement field needs for v (0 for v == 0).
-int bits_for(int64_t v) {
-    const uint64_t m = static_cast<uint64_t>(v ^ (v >> 63));  // |v| - (v < 0)
-    return v == 0 ? 0 : 65 - std::countl_zero(m);
+// Grid values and their step counts convert through a magic number, as in
+// ops/fixed_sum.h: 1.5 * 2^20 + v lies in [2^20, 2^21), where a double's
+// last bit is 2^-32, for every |v| <= 2^19; its bits minus the magic's are v
+// in steps of 2^-32. Packed adds and integer subtractions the compiler
+// vectorizes, where a double <-> int64 conversion is scalar without AVX-512.
+constexpr double kMagic = 1.5 * 1048576.0;
+
+uint64_t bits_of(double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return b;
+}
+double double_of(uint64_t b) {
+    double d;
+    std::memcpy(&d, &b, 8);
+    return d;
 }
 
 }  // namespace
@@ -29,16 +39,19 @@ uint64_t fixed_rows_max_bytes(uint64_t n) {
 }
 
 void encode_fixed_rows(const double* values, size_t n, std::vector<uint8_t>& out) {
+    const uint64_t magic = bits_of(kMagic);
     int64_t ints[kFixedBlock];
     for (size_t b = 0; b < n; b += kFixedBlock) {
         const int count = static_cast<int>(std::min<size_t>(kFixedBlock, n - b));
-        int width = 0;
+        uint64_t spread = 0, nonzero = 0;
         for (int i = 0; i < count; ++i) {
-            // Exact: the value is a multiple of 2^-32, so times 2^32 it is an
-            // integer a double holds.
-            ints[i] = static_cast<int64_t>(values[b + i] * kSteps);
-            width = std::max(width, bits_for(ints[i]));
+            const int64_t v = static_cast<int64_t>(bits_of(values[b + i] + kMagic) - magic);
+            ints[i] = v;
+            spread |= static_cast<uint64_t>(v ^ (v >> 63));  // |v| - (v < 0): the magnitude bits
+            nonzero |= static_cast<uint64_t>(v);
         }
+        // The fewest two's complement bits holding every value (0: all zero).
+        const int width = nonzero == 0 ? 0 : 65 - std::countl_zero(spread);
         if (width > kFixedMaxBits) throw make_error("internal: an exact partial of {} bits", width);
         const size_t start = out.size();
         const size_t body = (static_cast<size_t>(count) * width + 7) / 8;
@@ -67,6 +80,7 @@ void encode_fixed_rows(const double* values, size_t n, std::vector<uint8_t>& out
 }
 
 void decode_fixed_rows(std::span<const uint8_t> bytes, size_t n, double* values, const char* peer) {
+    const uint64_t magic = bits_of(kMagic);
     size_t at = 0;
     for (size_t b = 0; b < n; b += kFixedBlock) {
         const int count = static_cast<int>(std::min<size_t>(kFixedBlock, n - b));
@@ -80,21 +94,24 @@ void decode_fixed_rows(std::span<const uint8_t> bytes, size_t n, double* values,
             continue;
         }
         const uint8_t* p = bytes.data() + at;
+        const size_t readable = bytes.size() - at;  // bytes after a block belong to the next: masked off
         const uint64_t mask = (uint64_t{1} << width) - 1;
         const int shift = 64 - width;  // sign extension
-        uint64_t bit = 0;
-        for (int i = 0; i < count; ++i, bit += width) {
-            // At most 53 bits from bit 0..7 of a byte: inside the 8 bytes (or
-            // fewer, at the end of the block) from that byte.
+        uint64_t out_of_range = 0;
+        for (int i = 0; i < count; ++i) {
+            // At most 53 bits from bit 0..7 of a byte: inside the 8 bytes from
+            // that byte (fewer at the very end of the payload).
+            const size_t bit = static_cast<size_t>(i) * width;
             const size_t byte = bit / 8;
             uint64_t word = 0;
-            std::memcpy(&word, p + byte, std::min<size_t>(8, body - byte));
-            const uint64_t u = (word >> (bit % 8)) & mask;
-            const int64_t v = static_cast<int64_t>(u << shift) >> shift;
-            if (v > kMaxMagnitude || v < -kMaxMagnitude) {
-                throw make_error("{}: exact partial value {} steps is out of range", peer, v);
-            }
-            values[b + i] = static_cast<double>(v) * kStep;
+            if (byte + 8 <= readable) std::memcpy(&word, p + byte, 8);
+            else std::memcpy(&word, p + byte, readable - byte);
+            const int64_t v = static_cast<int64_t>(((word >> (bit % 8)) & mask) << shift) >> shift;
+            out_of_range |= static_cast<uint64_t>(v > kMaxMagnitude || v < -kMaxMagnitude);
+            values[b + i] = double_of(static_cast<uint64_t>(v) + magic) - kMagic;
+        }
+        if (out_of_range != 0) {
+            throw make_error("{}: exact partial block {} holds a value out of range (beyond 2^19)", peer, b / kFixedBlock);
         }
         at += body;
     }
