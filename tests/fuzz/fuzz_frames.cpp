@@ -1,5 +1,5 @@
 // The frame decoder: a 24-byte header, then a step payload (header + rows in
-// F32/F16/Q8_0/F64) and the same bytes opened as a sealed frame.
+// F32/F16/Q8_0 and packed exact partials) and the same bytes opened as a sealed frame.
 #include "cluster/tp_messages.h"
 #include "net/frame.h"
 #include "net/seal.h"
