@@ -76,7 +76,10 @@ void PartialExchange::receive(int from, std::span<const int> pending, const Step
                              beating ? "sends heartbeats but no result" : "sent no partial", deadline_ms);
         }
         try {
-            p.channel->recv(frame_, left);
+            // Nothing until the deadline is the stall named above, not a
+            // broken channel.
+            if (!p.channel->poll(left)) continue;
+            p.channel->recv(frame_);
         } catch (const Error& e) {
             throw make_error("{} stopped responding: {}", p.name, e.what());
         }
