@@ -91,7 +91,8 @@ void PartialExchange::receive(int from, std::span<const int> pending, const Step
         }
         if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, p.name);  // throws "failed: ..."
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", p.name, tp_message_name(frame_.type));
-        const StepHeader got = exact_ ? decode_exact_step(frame_.payload, exact_rows_, p.name.c_str())
+        const StepHeader got = exact_ ? decode_exact_step(frame_.payload, exact_rows_, p.name.c_str(),
+                                                          static_cast<uint64_t>(sent.n_tok) * sent.width)
                                       : decode_step(frame_.payload, float_rows_, p.name.c_str());
         if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != sent.width) {
             throw make_error("{}: partial for step {} ({} rows of {}) where step {} ({} rows of {}) was due", p.name,

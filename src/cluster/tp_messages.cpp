@@ -126,11 +126,16 @@ void encode_exact_step(const StepHeader& h, const double* rows, std::vector<uint
     encode_fixed_rows(rows, static_cast<size_t>(h.width) * h.n_tok, out);
 }
 
-StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer) {
+StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer,
+                             uint64_t max_values) {
     StepHeader h;
     const uint8_t* src = parse_step(payload, h, peer);
     if (h.format != WireFormat::Fixed) {
         throw make_error("{}: {} rows where exact partials were due", peer, wire_format_name(h.format));
+    }
+    if (static_cast<uint64_t>(h.width) * h.n_tok > max_values) {
+        throw make_error("{}: exact partial of {} rows x {} where at most {} values were due", peer, h.n_tok, h.width,
+                         max_values);
     }
     rows.resize(static_cast<size_t>(h.width) * h.n_tok);
     decode_fixed_rows(payload.subspan(static_cast<size_t>(src - payload.data())), rows.size(), rows.data(), peer);

@@ -105,7 +105,12 @@ StepHeader decode_step(std::span<const uint8_t> payload, std::vector<float>& row
 // The same for exact partial rows (header.format Fixed; their size is what
 // their blocks take, checked while decoding).
 void encode_exact_step(const StepHeader& header, const double* rows, std::vector<uint8_t>& out);
-StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer);
+// Blocks of zeros take a byte per 32 values, so a small frame could claim
+// billions: more than max_values (checked before anything is allocated) is
+// refused.
+constexpr uint64_t kMaxExactValues = uint64_t{1} << 23;
+StepHeader decode_exact_step(std::span<const uint8_t> payload, std::vector<double>& rows, const char* peer,
+                             uint64_t max_values = kMaxExactValues);
 
 // A batch's runs: u32 count (1..kMaxSeqRuns), then (seq, pos0, n_tok,
 // all_logits 0/1) as u32 each. Decoding checks the size and that every run has rows; the

@@ -72,6 +72,22 @@ TEST(StepMessages, MalformedStepsAreRefusedNamingThePeer) {
               std::string::npos);
 }
 
+// Zero blocks take a byte per 32 values: a 64 MiB frame could claim 2^31
+// values (16 GiB of doubles). The receiver's bound is checked first.
+TEST(StepMessages, ExactPartialsClaimingTooManyValuesAreRefusedBeforeAllocating) {
+    const uint32_t n_tok = 1u << 16, width = 1u << 15;  // 2^31 values
+    std::vector<uint8_t> p(kStepHeaderBytes + (static_cast<size_t>(n_tok) * width) / 32, 0);
+    const uint32_t format = static_cast<uint32_t>(WireFormat::Fixed);
+    std::memcpy(p.data() + 8, &n_tok, 4);
+    std::memcpy(p.data() + 12, &width, 4);
+    std::memcpy(p.data() + 16, &format, 4);
+    std::vector<double> rows;
+    EXPECT_NE(error_of([&] { decode_exact_step(p, rows, "peer"); }).find("where at most 8388608 values were due"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { decode_exact_step(p, rows, "peer", 4096); }).find("at most 4096"), std::string::npos);
+    EXPECT_TRUE(rows.empty());
+}
+
 TEST(StepMessages, NonFiniteValuesAreFoundAnywhere) {
     for (size_t n : {1u, 7u, 64u, 1000u}) {
         for (size_t at = 0; at < n; at += std::max<size_t>(1, n / 5)) {
