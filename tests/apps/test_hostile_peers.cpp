@@ -421,6 +421,53 @@ TEST(HostilePeers, UnauthenticatedPeerCannotMakeAWorkerConnectAnywhere) {
     EXPECT_NE(test::error_of([&] { target.accept(1000); }), test::kNoError) << "the worker connected where it was told";
 }
 
+// The mesh of a tensor-parallel group: an assign whose mesh fields are
+// wrong is refused naming the field; a peer that connects as a mesh peer
+// with another session's token, or claims a rank it cannot hold, fails the
+// session with a clear error and the worker serves the next root.
+TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/mesh.log");
+    struct Case {
+        const char* field;
+        json value;
+        const char* want;
+    };
+    const Case cases[] = {
+        {"mesh_token", "zz", "no valid session token"},
+        {"mesh_token", 5, "field 'mesh_token'"},
+        {"rank", 5, "rank 5 of a group of 1 workers"},
+        {"rank", 0, "field 'rank'"},
+        {"mesh", "127.0.0.1:9", "field 'mesh'"},
+        {"mesh", {"no port here"}, "no port here"},
+    };
+    for (const Case& c : cases) {
+        json assign = good_assign();
+        assign[c.field] = c.value;
+        const std::string e = session_error(worker.address(), nullptr, good_hello(), assign);
+        EXPECT_NE(e.find(c.want), std::string::npos) << c.field << ": " << e;
+    }
+    // Rank 2 of 2 waits for rank 1 to connect; an impostor connects instead.
+    for (const json& impostor : {json{{"token", "ffffffffffffffffffffffffffffffff"}, {"rank", 1}},
+                                 json{{"token", "0123456789abcdef0123456789abcdef"}, {"rank", 2}}}) {
+        auto root = connect_as_root(worker.address(), nullptr);
+        send_json(*root, TpMessage::kHello, good_hello());
+        recv_json(*root, TpMessage::kHelloReply, "worker", 5000);
+        json assign = good_assign();
+        assign["rank"] = 2;
+        assign["mesh"] = {"127.0.0.1:9", worker.address_text()};
+        send_json(*root, TpMessage::kAssign, assign);
+        auto peer = connect_as_root(worker.address(), nullptr);
+        send_json(*peer, TpMessage::kMeshHello, impostor);
+        const json ready = recv_json(*root, TpMessage::kReady, "worker", 5000);
+        EXPECT_EQ(ready.value("ok", true), false);
+        const std::string e = ready.value("error", "");
+        EXPECT_TRUE(e.find("a mesh peer of another session") != std::string::npos ||
+                    e.find("a mesh peer claiming rank 2") != std::string::npos)
+            << e;
+    }
+    expect_root_succeeds(worker);
+}
+
 // Finding: a wrong fingerprint was answered with the real one, the model
 // path, free memory and thread count. Now only the fingerprint (to name both
 // in the root's error), and with a key only to a peer that proved it.
