@@ -111,13 +111,16 @@ void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take t
     const int n = n_ranks();
     ++exchanges_;
     const double start = now_seconds();
-    if (message_.size() <= kInlineFrameBytes) {
-        send_ring();
+    const auto receive_all = [&] {
         for (int k = 1; k < n; ++k) {
             const int from = order_[static_cast<size_t>(k - 1)];
             receive(from, std::span<const int>(order_).subspan(static_cast<size_t>(k)), header, deadline_ms);
             take(from);
         }
+    };
+    if (message_.size() <= kInlineFrameBytes) {
+        send_ring();
+        receive_all();
     } else {
         // A prompt batch: a frame may be larger than what the peer's
         // buffers hold, so the sends go on while this thread receives.
@@ -130,11 +133,7 @@ void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take t
             }
         });
         try {
-            for (int k = 1; k < n; ++k) {
-                const int from = order_[static_cast<size_t>(k - 1)];
-                receive(from, std::span<const int>(order_).subspan(static_cast<size_t>(k)), header, deadline_ms);
-                take(from);
-            }
+            receive_all();
         } catch (...) {
             sender.join();  // its sends end at their own deadlines
             throw;

@@ -346,7 +346,6 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     std::vector<SeqRun> runs;        // the last kSeqRuns
     TpLayerScratch scratch;
     TpLayerTimes times;
-    double compute_seconds = 0.0;  // running layers and the head
     uint64_t batches = 0;
     std::vector<uint8_t> out;
     std::mutex send_mutex;
@@ -382,7 +381,6 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }
         heartbeat.set_busy(true);
-        const double start = now_seconds();
         bool reply = false;
         try {
             if (type == TpMessage::kSeqRuns) {
@@ -434,7 +432,6 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             throw;
         }
         heartbeat.set_busy(false);
-        compute_seconds += now_seconds() - start;
         if (reply) {
             std::lock_guard<std::mutex> lock(send_mutex);
             channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
