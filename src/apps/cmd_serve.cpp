@@ -56,6 +56,7 @@ struct ServeOptions {
     int prefill_chunk = 128;
     DraftOptions draft;
     size_t max_body = 1 << 20;
+    bool ignore_eos = false;
     ParallelOptions parallel;
 };
 
@@ -379,6 +380,7 @@ private:
                               const Emit& emit) {
         GenerationParams params;
         params.n_predict = r.max_tokens;
+        params.stop_at_eos = !options_.ignore_eos;
         params.sampler.temperature = r.temperature;
         params.sampler.top_p = r.top_p;
         params.sampler.top_k = 0;
@@ -532,6 +534,8 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0, 100000));
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
+    cmd->add_flag("--ignore-eos", o->ignore_eos,
+                  "Keep generating past end-of-text tokens, until max_tokens or the context is full (as llama-server's)");
     add_parallel_flags(cmd, o->parallel);
     add_draft_flags(cmd, o->draft);
     cmd->callback([o] { Server(*o).run(); });

@@ -138,6 +138,19 @@ TEST(ServeCli, SpeculativeSlotsShareBatches) {
                "concurrent.mjs", "batched");
 }
 
+// --ignore-eos: a completion that samples end-of-text at every step runs to
+// max_tokens instead of ending at once.
+TEST(ServeCli, IgnoreEosGeneratesToMaxTokens) {
+    const std::string model = test::source_dir() + "/models/stories260K.gguf";
+    std::unique_ptr<BackgroundProcess> plain, ignoring;
+    const std::string a = start_serve(plain, model, {});
+    const std::string b = start_serve(ignoring, model, {"--ignore-eos"});
+    const std::string script = test::source_dir() + "/tests/clients/ignore_eos.mjs";
+    const auto r = test::run_process({"/usr/bin/env", "node", script, a, b, "test-key"}, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
 // The chat page in headless Chromium: plan shown, an answer streamed in and
 // stopped, tok/s, the conversation kept over a reload; the screenshot is kept
 // in the test's folder (build/test-tmp/serve_web/...).
@@ -146,7 +159,9 @@ TEST(ServeCli, WebPageInHeadlessChromium) {
     const std::string dir = test::test_dir("serve_web");
     const std::string model = test::write_slow_model(dir);
     std::unique_ptr<BackgroundProcess> server;
-    const std::string api = start_serve(server, model, {"--local", "2"});
+    // A random model may sample its end-of-text token at any step; the page's
+    // answer must still be running when Stop is pressed.
+    const std::string api = start_serve(server, model, {"--local", "2", "--ignore-eos"});
     run_client(api.substr(0, api.size() - 3), "web_page.mjs", dir + "/screenshot.png");
     EXPECT_TRUE(std::ifstream(dir + "/screenshot.png"));
 }
