@@ -5,6 +5,7 @@
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "cluster/planner.h"
+#include "engine/auto_plan.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -40,6 +41,37 @@ void plan(const PlanOptions& o) {
     const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
     const QuantType kv_type = o.cache_type == "f32" ? QuantType::F32 : QuantType::F16;
     if (o.cache_type != "f32" && o.cache_type != "f16") throw make_error("--cache-type must be f16 or f32");
+    if (o.parallel.auto_plan) {
+        ForwardConfig config;
+        config.n_ctx = n_ctx;
+        config.kv_type = kv_type;
+        const PlanSurvey survey = survey_plans(model, config, default_threads(o.parallel), o.parallel);
+        if (o.json) {
+            nlohmann::json options = nlohmann::json::array();
+            for (size_t i = 0; i < survey.options.size(); ++i) {
+                const PlanOption& p = survey.options[i];
+                options.push_back({{"plan", describe_option(p, survey.nodes)},
+                                   {"tokens_per_second", 1.0 / p.seconds()},
+                                   {"compute_ms", p.compute_seconds * 1e3},
+                                   {"network_ms", p.network_seconds * 1e3},
+                                   {"stage_layers", p.stage_layers},
+                                   {"fits", p.fits},
+                                   {"chosen", i == survey.chosen}});
+            }
+            nlohmann::json nodes = nlohmann::json::array();
+            for (const NodeFacts& n : survey.nodes) {
+                nodes.push_back({{"node", n.name},
+                                 {"probe_seconds", n.probe_seconds},
+                                 {"free_memory", n.free_memory},
+                                 {"rtt_ms", n.link.rtt_seconds * 1e3},
+                                 {"mbit_per_second", n.link.bytes_per_second * 8e-6}});
+            }
+            std::printf("%s\n", nlohmann::json({{"model", model.path()}, {"nodes", nodes}, {"options", options}}).dump(2).c_str());
+        } else {
+            std::printf("%s", format_survey(survey).c_str());
+        }
+        return;
+    }
 
     // Tensor parallel alone is a plan of one stage.
     ClusterSpec spec;

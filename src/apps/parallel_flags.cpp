@@ -40,6 +40,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "How long to try to recover a lost connection or node before giving up (0: fail at once)")
         ->capture_default_str()
         ->check(CLI::Range(0, 3600000));
+    cmd->add_flag("--auto", o.auto_plan,
+                  "Survey --workers (speed, free memory, each link's round trip and rate) and run the fastest plan of "
+                  "them that fits: one node, tensor parallel, pipeline or hybrid (tessera plan --auto prints them without running)");
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
@@ -69,6 +72,7 @@ void print_stages(const PipelineDecoder& decoder) {
 }
 
 void print_plan(const DecoderSetup& setup) {
+    if (!setup.plan_report.empty()) std::fprintf(stderr, "%s", setup.plan_report.c_str());
     if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
     if (setup.pipeline != nullptr) print_stages(*setup.pipeline);
 }

@@ -1,5 +1,7 @@
 #include "apps/plan_decoder.h"
 
+#include "engine/auto_plan.h"
+
 #include "net/tcp.h"
 #include "util/error.h"
 
@@ -9,8 +11,16 @@
 namespace tessera {
 
 PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
-                              const ParallelOptions& options) {
+                              const ParallelOptions& given) {
     PlanDecoder plan;
+    // --auto is settled once, before any recovery: a lost node is then
+    // replaced within the chosen plan, not re-planned.
+    ParallelOptions options = given;
+    if (given.auto_plan) {
+        const PlanSurvey survey = survey_plans(model, config, n_threads, given);
+        std::fprintf(stderr, "%s", format_survey(survey).c_str());
+        options = chosen_plan_options(survey, given);
+    }
     if (options.parallel()) {
         RecoveryOptions recovery;
         recovery.spares = parse_host_port_list(options.spares);

@@ -133,10 +133,12 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
         f.weight_bytes += static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
         f.weight_bytes += static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
     }
+    const uint64_t head_bytes = static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
+    f.step_bytes = f.weight_bytes + head_bytes;
     if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
     // A tied head is the embedding matrix: counted once where both live.
     if (slice.n_vocab_rows() > 0 && (w.output.data != w.token_embd.data || !slice.embeds)) {
-        f.weight_bytes += static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
+        f.weight_bytes += head_bytes;
     }
     const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;
     f.kv_bytes = 2ull * slice.n_layers() * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(n_ctx) * elem;

@@ -55,6 +55,9 @@ std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> 
 struct SliceFootprint {
     uint64_t weight_bytes = 0;
     uint64_t kv_bytes = 0;
+    // What one decoding step reads: its matrices and rows of the output
+    // head, not the embedding table (a token reads one row of it).
+    uint64_t step_bytes = 0;
     uint64_t total() const { return weight_bytes + kv_bytes; }
 };
 

@@ -1,6 +1,8 @@
 // A node's measured speed, for sizing its share of a plan: the time to
-// multiply one layer's FFN gate and up matrices by a vector with the node's
-// threads (the kind of work a share consists of), best of several runs.
+// multiply the FFN gate and up matrices of the first layers (64 MiB of them,
+// or all) by a vector with the node's threads (the kind of work a share
+// consists of, streamed from memory as a token's step streams it), best of
+// several sweeps.
 #pragma once
 
 #include "model/llama_model.h"
@@ -12,6 +14,11 @@
 namespace tessera {
 
 double probe_seconds(const LlamaModel& model, ThreadPool& pool);
+
+// The bytes of weights one probe reads: a node reading B bytes of its slice
+// per token takes about probe_seconds * B / probe_bytes (the planner's
+// prediction of compute time).
+uint64_t probe_bytes(const LlamaModel& model);
 
 // Weights from probe times (faster node, larger weight), rounded to quarters
 // of the fastest so that timer noise between equal nodes does not make the

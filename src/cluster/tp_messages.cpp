@@ -28,6 +28,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kStageHello: return "stage-hello";
         case TpMessage::kHead: return "head";
         case TpMessage::kSeqRuns: return "seq-runs";
+        case TpMessage::kLinkProbe: return "link-probe";
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";

@@ -7,6 +7,8 @@
 //   root -> worker  kHello      {protocol, fingerprint, rank, n_ranks, shm}
 //   worker -> root  kHelloReply {ok, fingerprint, threads, free_memory, probe_seconds, error, busy,
 //                                shm_name, shm_nonce (a same-host worker's shared-memory link)}
+//   root <-> worker kLinkProbe  (optional: pings and bulk frames that time the link, link_probe.h;
+//                                a survey ends here with kShutdown)
 //   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format, shm (taken)}
 //   (from here on, frames of a taken link travel through shared memory)
 //   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
@@ -55,6 +57,7 @@ enum class TpMessage : uint16_t {
     kStageHello = 15,  // pipeline: a stage introducing itself to the next one
     kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
     kSeqRuns = 17,     // the sequences of the next batch's rows (continuous batching): SeqRun table
+    kLinkProbe = 18,   // before kAssign: a ping echoed back or a bulk frame acknowledged (link_probe.h)
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,

@@ -2,6 +2,7 @@
 
 #include "cluster/heartbeat.h"
 #include "cluster/json_messages.h"
+#include "cluster/link_probe.h"
 #include "cluster/planner.h"
 #include "cluster/session_messages.h"
 #include "cluster/slice_cache.h"
@@ -175,7 +176,8 @@ MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::st
 }
 
 // One root's session: hello checked, slice assigned, then steps until shutdown.
-void serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
+// Returns false for a survey (link probes, then kShutdown before any assign).
+bool serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
     const WorkerOptions& options = w.options;
     const LlamaModel* full_model = w.full_model;
     const std::string peer = channel.peer();
@@ -215,7 +217,16 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
     reply["ok"] = true;
     send_json(channel, TpMessage::kHelloReply, reply);
 
-    const json assign_message = recv_json(channel, TpMessage::kAssign, peer, kHandshakeTimeoutMs);
+    // The root may time the link first; a survey (tessera plan --measure)
+    // ends there.
+    Frame frame;
+    for (int probes = 0;;) {
+        channel.recv(frame, kHandshakeTimeoutMs);
+        if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return false;
+        if (frame.type != static_cast<uint16_t>(TpMessage::kLinkProbe)) break;
+        answer_link_probe(channel, frame, probes, peer);
+    }
+    const json assign_message = parse_json_message(frame, TpMessage::kAssign, peer);
     AssignMessage assign;
     try {
         assign = parse_assign(assign_message, peer);
@@ -322,7 +333,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
             }
             throw;
         }
-        return;
+        return true;
     }
     send_json(channel, TpMessage::kReady, {{"ok", true}});
     if (options.log) {
@@ -330,6 +341,7 @@ void serve_session(FrameChannel& channel, const json& hello_message, const Worke
                                 channel.on_shared_memory() ? " through shared memory" : ""));
     }
     serve_steps(channel, w, model, slice, config, *forward, assign, mesh);
+    return true;
 }
 
 // The step loop of a tensor-parallel rank: each batch's residual rows from
@@ -470,14 +482,16 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
             options.log(fmt::format("warning: serving {} without a key (--insecure): anyone on the network can use, "
                                     "read or impersonate this worker", peer));
         }
+        // A survey does not count as --once's session.
+        bool served = true;
         try {
-            serve_session(*channel, hello, w);
-            if (options.log) options.log(fmt::format("session with {} ended", peer));
+            served = serve_session(*channel, hello, w);
+            if (options.log) options.log(fmt::format("{} with {} ended", served ? "session" : "survey", peer));
         } catch (const std::exception& e) {
             if (options.log) options.log(fmt::format("session with {} failed: {}", peer, e.what()));
             if (options.once) session_error = e.what();
         }
-        w.state.release(options.once);
+        w.state.release(options.once && served);
     } catch (const std::exception& e) {
         if (options.log) options.log(fmt::format("connection from {} dropped: {}", peer, e.what()));
     }

@@ -1,6 +1,7 @@
 #include "engine/decoder_setup.h"
 
 #include "cluster/planner.h"
+#include "engine/auto_plan.h"
 #include "model/local_decoder.h"
 #include "net/wire_key.h"
 #include "util/system_memory.h"
@@ -75,6 +76,12 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
 
 DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, int n_threads,
                           const ParallelOptions& options) {
+    if (options.auto_plan) {
+        const PlanSurvey survey = survey_plans(model, given, n_threads, options);
+        DecoderSetup setup = make_decoder(model, given, n_threads, chosen_plan_options(survey, options));
+        setup.plan_report = format_survey(survey);
+        return setup;
+    }
     ForwardConfig config = given;
     config.private_weights = !options.mmap;
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");

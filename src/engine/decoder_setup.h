@@ -35,9 +35,10 @@ struct ParallelOptions {
     int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
     std::string spares;       // nodes that may replace a lost one ("H:P,H:P")
     int recover_ms = 30000;   // how long a run tries to recover a lost edge or node (0: not at all)
+    bool auto_plan = false;   // --auto: survey --workers and run the fastest plan of them (engine/auto_plan.h)
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
-    bool parallel() const { return local > 1 || !workers.empty() || pipeline(); }
+    bool parallel() const { return local > 1 || !workers.empty() || pipeline() || auto_plan; }
     const char* mode() const { return !parallel() ? "single" : fast ? "fast" : "exact"; }
 };
 
@@ -52,6 +53,7 @@ struct DecoderSetup {
     std::unique_ptr<Decoder> decoder;
     TensorParallelDecoder* tensor_parallel = nullptr;  // set in tensor-parallel modes
     PipelineDecoder* pipeline = nullptr;                // set in pipeline and hybrid modes
+    std::string plan_report;  // --auto: the survey and the plan it chose
 };
 
 // A node's steps and their time as the root sees them (TpRankInfo::steps,
@@ -70,6 +72,8 @@ std::vector<NodeStepTime> node_step_times(const DecoderSetup& setup);
 // stage weights and layer counts), or nullopt when there is none.
 std::optional<ClusterSpec> cluster_spec_of(const ParallelOptions& options);
 
+// With --auto, surveys the workers first and builds the plan it chooses
+// (setup.plan_report says which and why).
 DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& config, int n_threads,
                           const ParallelOptions& options);
 

@@ -1,0 +1,73 @@
+// The planner's choice from link costs: every way to run one stream of
+// tokens on the root and some of the surveyed workers (one node, tensor
+// parallel, pipeline, or a tensor-parallel first stage with pipeline stages
+// after it), each with its predicted time per token, and whether every node
+// it uses has the memory for its slice.
+//
+// The prediction, per token (decode, one sequence):
+//   compute: each node reads its slice's weights at the rate its speed probe
+//            measured (probe_seconds per probe_bytes); a tensor-parallel
+//            group waits for its slowest rank, a pipeline adds its stages.
+//   a tensor-parallel group of n ranks, per layer and part (2 per layer):
+//            o + rtt/2 + (n-1) * P / rate  (each rank sends its partial of P
+//            bytes to every other), plus, per token, the residual rows to
+//            every worker and the split output head's gather (o + rtt + bytes);
+//   a pipeline: per hop o + rtt/2 + the activation rows / rate, and the last
+//            stage's logits back to the root.
+// rtt and rate are the worst of the group's measured links to the root (a
+// link between two workers is taken to cost what their links to the root
+// cost); o is the software cost of one exchange.
+#pragma once
+
+#include "cluster/link_probe.h"
+#include "model/llama_model.h"
+#include "ops/quant_type.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct NodeFacts {
+    std::string name;  // "root" or HOST:PORT
+    double probe_seconds = 0.0;
+    uint64_t free_memory = 0;
+    LinkCost link;  // to the root (the root's own: zero)
+};
+
+enum class PlanKind { Single, TensorParallel, Pipeline, Hybrid };
+
+struct PlanOption {
+    PlanKind kind = PlanKind::Single;
+    // Indices into the nodes, per stage; the first stage starts with the
+    // root (0). A stage of several nodes is a tensor-parallel group.
+    std::vector<std::vector<size_t>> stages;
+    std::vector<int> stage_layers;
+    double compute_seconds = 0.0;
+    double network_seconds = 0.0;
+    bool fits = true;
+    std::string why_not;  // the first node short of memory
+
+    double seconds() const { return compute_seconds + network_seconds; }
+};
+
+// Software cost of one exchange of partials (this VM, loopback: 29-37 µs
+// measured per sync, rounded up for the work around it).
+constexpr double kSyncSoftwareSeconds = 40e-6;
+
+// nodes[0] is the root. Options come in order of the nodes they use (fewest
+// first); workers join in order of their round trip, best first.
+std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
+                                     QuantType kv_type);
+
+// The fastest option that fits (the first of equal ones: fewer nodes).
+// Throws a PlanRefused when none fits.
+const PlanOption& best_option(std::span<const PlanOption> options);
+
+// "one node", "tensor parallel: root, A", "pipeline: root / A", "hybrid: root, A / B".
+std::string describe_option(const PlanOption& option, std::span<const NodeFacts> nodes);
+
+}  // namespace tessera

@@ -1,0 +1,187 @@
+// The planner's link costs: a link probe measures the round trip and the
+// rate a peer really gives (a peer that answers late is measured late), a
+// worker refuses probes that would make it work for a peer, and the cost
+// model picks tensor parallel over fast links, one node over slow ones, and
+// never a plan whose nodes lack the memory.
+#include "cluster/link_probe.h"
+#include "cluster/plan_cost.h"
+#include "cluster/planner.h"
+#include "cluster/tp_messages.h"
+#include "model/random_model.h"
+#include "net/tcp.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+struct ChannelPair {
+    std::unique_ptr<FrameChannel> root, worker;
+};
+
+ChannelPair connect_pair() {
+    TcpListener listener(parse_host_port("127.0.0.1:0"));
+    TcpStream client = TcpStream::connect({"127.0.0.1", listener.port()}, 2000);
+    TcpStream server = listener.accept(2000);
+    return {std::make_unique<FrameChannel>(std::move(client), ChannelLimits{}),
+            std::make_unique<FrameChannel>(std::move(server), ChannelLimits{})};
+}
+
+// Answers probes as a worker does, each after `delay_ms`, until the root
+// shuts the session.
+std::thread answer_probes(FrameChannel& channel, int delay_ms) {
+    return std::thread([&channel, delay_ms] {
+        Frame frame;
+        int answered = 0;
+        for (;;) {
+            channel.recv(frame, 5000);
+            if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+            answer_link_probe(channel, frame, answered, "root");
+        }
+    });
+}
+
+void shut(FrameChannel& channel) { channel.send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>()); }
+
+Frame probe_frame(std::vector<uint8_t> payload) {
+    Frame f;
+    f.type = static_cast<uint16_t>(TpMessage::kLinkProbe);
+    f.payload = std::move(payload);
+    return f;
+}
+
+}  // namespace
+
+TEST(LinkProbe, MeasuresTheRoundTripAndRateThePeerGives) {
+    ChannelPair fast = connect_pair();
+    std::thread a = answer_probes(*fast.worker, 0);
+    const LinkCost loopback = measure_link(*fast.root, "worker", 5000);
+    shut(*fast.root);
+    a.join();
+    EXPECT_GT(loopback.rtt_seconds, 0.0);
+    EXPECT_LT(loopback.rtt_seconds, 0.005);
+    EXPECT_GT(loopback.bytes_per_second, 50e6);
+
+    // A peer that answers every probe 5 ms late: each ping takes at least
+    // that, and 1 MiB of bulk frames answered late reads as a slower link.
+    ChannelPair slow = connect_pair();
+    std::thread b = answer_probes(*slow.worker, 5);
+    const LinkCost late = measure_link(*slow.root, "worker", 5000);
+    shut(*slow.root);
+    b.join();
+    EXPECT_GE(late.rtt_seconds, 0.005);
+    EXPECT_LT(late.rtt_seconds, 0.1);
+    EXPECT_LT(late.bytes_per_second, loopback.bytes_per_second);
+}
+
+TEST(LinkProbe, AWorkerRefusesProbesThatWouldMakeItWork) {
+    ChannelPair p = connect_pair();
+    int answered = 0;
+    EXPECT_THROW(answer_link_probe(*p.worker, probe_frame({}), answered, "root"), Error);
+    EXPECT_THROW(answer_link_probe(*p.worker, probe_frame({7, 0}), answered, "root"), Error);
+    EXPECT_THROW(answer_link_probe(*p.worker, probe_frame(std::vector<uint8_t>(kMaxPingBytes + 1, kProbePing)), answered,
+                                   "root"),
+                 Error);
+    EXPECT_THROW(answer_link_probe(*p.worker, probe_frame(std::vector<uint8_t>(kMaxBulkProbeBytes + 1, kProbeBulk)),
+                                   answered, "root"),
+                 Error);
+    answered = 0;
+    for (int i = 0; i < kMaxProbeFrames; ++i) answer_link_probe(*p.worker, probe_frame({kProbePing, 1}), answered, "root");
+    EXPECT_THROW(answer_link_probe(*p.worker, probe_frame({kProbePing, 1}), answered, "root"), Error);
+}
+
+namespace {
+
+const LlamaModel& cost_model() {
+    static const LlamaModel model = [] {
+        const std::string path = test::scratch_dir("plan_cost") + "/m.gguf";
+        RandomModelSpec spec;
+        spec.n_embd = 512;
+        spec.n_layer = 8;
+        spec.n_head = 8;
+        spec.n_head_kv = 4;
+        spec.n_ff = 1536;
+        spec.n_vocab = 1000;
+        spec.type = QuantType::Q8_0;
+        write_random_model(spec, path);
+        return LlamaModel(path);
+    }();
+    return model;
+}
+
+// Nodes whose probe takes 50 ms (slow boards: compute dominates a token),
+// each worker behind `link`.
+std::vector<NodeFacts> nodes(size_t workers, LinkCost link, uint64_t memory = uint64_t{1} << 34) {
+    std::vector<NodeFacts> out = {{"root", 0.05, memory, {}}};
+    for (size_t i = 0; i < workers; ++i) out.push_back({"10.0.0." + std::to_string(i + 2) + ":9999", 0.05, memory, link});
+    return out;
+}
+
+}  // namespace
+
+TEST(PlanCost, FastLinksChooseTensorParallelAndSlowOnesOneNode) {
+    const LlamaModel& model = cost_model();
+    const std::vector<NodeFacts> lan = nodes(3, {1e-4, 125e6});
+    const std::vector<PlanOption> options = plan_options(model, lan, false, 256, QuantType::F16);
+    // One node; 3 sizes of tensor-parallel groups and of pipelines; hybrids
+    // of 3 (a group of 2 and a stage) and 4 nodes (groups of 2 and 3).
+    ASSERT_EQ(options.size(), 10u);
+    EXPECT_EQ(options[0].kind, PlanKind::Single);
+    EXPECT_EQ(options[0].network_seconds, 0.0);
+    const PlanOption& best = best_option(options);
+    EXPECT_EQ(best.kind, PlanKind::TensorParallel);
+    EXPECT_EQ(best.stages[0].size(), 4u);
+    EXPECT_EQ(describe_option(best, lan), "tensor parallel: root,10.0.0.2:9999,10.0.0.3:9999,10.0.0.4:9999");
+    EXPECT_LT(best.compute_seconds, options[0].compute_seconds / 3);
+    for (const PlanOption& o : options) {
+        if (o.kind == PlanKind::Pipeline) {
+            // A pipeline runs every layer in turn: no faster than one node.
+            EXPECT_GE(o.seconds(), options[0].seconds());
+            EXPECT_EQ(describe_option(o, lan).rfind("pipeline: root / ", 0), 0u);
+        }
+    }
+
+    // 20 ms of round trip: 16 exchanges per token cost more than the compute
+    // they split.
+    const std::vector<NodeFacts> far = nodes(3, {0.02, 125e6});
+    const std::vector<PlanOption> far_options = plan_options(model, far, false, 256, QuantType::F16);
+    EXPECT_EQ(best_option(far_options).kind, PlanKind::Single);
+    EXPECT_EQ(describe_option(best_option(far_options), far), "one node");
+}
+
+TEST(PlanCost, FasterLinksAndFewerBytesCostLess) {
+    const LlamaModel& model = cost_model();
+    const auto tp2 = [&](LinkCost link, bool fast) { return plan_options(model, nodes(1, link), fast, 256, QuantType::F16)[1]; };
+    ASSERT_EQ(tp2({1e-3, 12.5e6}, false).kind, PlanKind::TensorParallel);
+    EXPECT_LT(tp2({1e-4, 12.5e6}, false).network_seconds, tp2({1e-3, 12.5e6}, false).network_seconds);
+    EXPECT_LT(tp2({1e-3, 125e6}, false).network_seconds, tp2({1e-3, 12.5e6}, false).network_seconds);
+    EXPECT_LT(tp2({1e-3, 12.5e6}, true).network_seconds, tp2({1e-3, 12.5e6}, false).network_seconds);
+    EXPECT_EQ(tp2({1e-3, 12.5e6}, true).compute_seconds, tp2({1e-3, 12.5e6}, false).compute_seconds);
+}
+
+TEST(PlanCost, NodesWithoutTheMemoryAreNeverChosen) {
+    const LlamaModel& model = cost_model();
+    const SliceFootprint whole = slice_footprint(model, full_slice(model.hparams()), 256, QuantType::F16);
+    // Each node holds 60% of the model: one node alone does not fit, any
+    // split in two does, even over links so slow that one node would win.
+    std::vector<NodeFacts> far = nodes(1, {0.05, 1e6}, whole.total() * 6 / 10);
+    const std::vector<PlanOption> options = plan_options(model, far, false, 256, QuantType::F16);
+    EXPECT_FALSE(options[0].fits);
+    EXPECT_NE(options[0].why_not.find("root needs"), std::string::npos) << options[0].why_not;
+    EXPECT_NE(best_option(options).kind, PlanKind::Single);
+    EXPECT_TRUE(best_option(options).fits);
+
+    // 10% each: nothing fits, and the refusal says why.
+    far = nodes(1, {0.05, 1e6}, whole.total() / 10);
+    const std::vector<PlanOption> none = plan_options(model, far, false, 256, QuantType::F16);
+    EXPECT_THROW(best_option(none), PlanRefused);
+}
+
+}  // namespace tessera
