@@ -63,7 +63,7 @@ void speculative_main(const BenchOptions& o) {
     if (o.json) {
         std::puts(nlohmann::json{{"model", path},
                                  {"draft", drafter->name()},
-                                 {"mode", o.parallel.mode()},
+                                 {"mode", plan.options.mode()},
                                  {"tokens", r.tokens},
                                  {"reps", o.reps},
                                  {"plain_tps", r.plain_tps},

@@ -121,7 +121,7 @@ void run(const RunOptions& o) {
         j["threads"] = n_threads;
         j["ranks"] = setup.tensor_parallel != nullptr ? setup.tensor_parallel->ranks().size() : 1;
         if (setup.pipeline != nullptr) j["stages"] = setup.pipeline->stages().size();
-        j["mode"] = o.parallel.mode();
+        j["mode"] = plan.options.mode();
         j["n_ctx"] = n_ctx;
         j["peak_resident_bytes"] = peak_resident_memory_bytes();
         j["edges"] = nlohmann::json::array();

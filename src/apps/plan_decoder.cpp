@@ -21,6 +21,7 @@ PlanDecoder make_plan_decoder(const LlamaModel& model, const ForwardConfig& conf
         std::fprintf(stderr, "%s", format_survey(survey).c_str());
         options = chosen_plan_options(survey, given);
     }
+    plan.options = options;
     if (options.parallel()) {
         RecoveryOptions recovery;
         recovery.spares = parse_host_port_list(options.spares);

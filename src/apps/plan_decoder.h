@@ -20,6 +20,7 @@ namespace tessera {
 struct PlanDecoder {
     std::unique_ptr<SupervisedDecoder> supervised;
     DecoderSetup local;
+    ParallelOptions options;  // the plan run: --auto's choice written out
 
     Decoder& decoder() { return supervised ? static_cast<Decoder&>(*supervised) : *local.decoder; }
     const DecoderSetup& setup() const { return supervised ? supervised->setup() : local; }

@@ -61,7 +61,8 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     for (const LayerWeights& l : w.layers) {
         for (const Matrix* m : {&l.w_gate, &l.w_up}) release_pages(m->data, m->row_bytes * static_cast<uint64_t>(m->rows));
     }
-    return std::max(best, 1e-9);
+    // Per layer, as the step budgets built on it expect.
+    return std::max(best / static_cast<double>(w.layers.size()), 1e-9);
 }
 
 uint64_t probe_bytes(const LlamaModel& model) {
@@ -70,7 +71,7 @@ uint64_t probe_bytes(const LlamaModel& model) {
     for (const LayerWeights& l : w.layers) {
         bytes += l.w_gate.row_bytes * static_cast<uint64_t>(l.w_gate.rows) + l.w_up.row_bytes * static_cast<uint64_t>(l.w_up.rows);
     }
-    return std::max<uint64_t>(bytes, 1);
+    return std::max<uint64_t>(bytes / std::max<size_t>(w.layers.size(), 1), 1);
 }
 
 namespace {

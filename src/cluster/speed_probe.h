@@ -2,7 +2,7 @@
 // multiply the FFN gate and up matrices of the first layers (64 MiB of them,
 // or all) by a vector with the node's threads (the kind of work a share
 // consists of, streamed from memory as a token's step streams it), best of
-// several sweeps.
+// several sweeps, per layer.
 #pragma once
 
 #include "model/llama_model.h"
@@ -15,7 +15,7 @@ namespace tessera {
 
 double probe_seconds(const LlamaModel& model, ThreadPool& pool);
 
-// The bytes of weights one probe reads: a node reading B bytes of its slice
+// The bytes of one layer's gate and up matrices: a node reading B bytes of its slice
 // per token takes about probe_seconds * B / probe_bytes (the planner's
 // prediction of compute time).
 uint64_t probe_bytes(const LlamaModel& model);
