@@ -106,6 +106,12 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
           until grep -q listening "$work/r$i.out" 2>/dev/null; do sleep 0.1; done
           addresses+="${addresses:+,}$ip:7001"
         done
+        # The planner's view of the same nodes (a survey does not spend a
+        # --once worker's session): every option's predicted tok/s.
+        if [ "$name" = exact ] || [ "$name" = exact.1 ]; then
+          ip netns exec "$ns-r" "$bin" plan -m "$model" --auto --json -t 1 --workers "$addresses" "${flag[@]}" \
+            > "$work/plan-$rate-$rtt-n$nodes.json" 2> "$work/plan-$rate-$rtt-n$nodes.err" || true
+        fi
         bench "ns-$rate-$rtt-n$nodes-$name" ip netns exec "$ns-r" -- -p 0 -n "$tokens" -r "$n_reps" -t 1 --workers "$addresses" "${flag[@]}"
         jobs -p | xargs -r kill 2>/dev/null || true
         wait 2>/dev/null || true
@@ -189,6 +195,27 @@ if rows:
         print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {nodes} nodes, {mode:5}: {tg(j):8.2f} tok/s  ratio {tg(j) / tg(single):.3f}  "
               f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs, "
               f"{t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token per worker link")
+
+# The planner (tessera plan --auto, root with 1 thread as in these runs):
+# its predictions against what the same nodes measured.
+plans = []
+for rate, rtt in nets:
+    for nodes in (2, 3):
+        p = os.path.join(work, f"plan-{rate}-{rtt}-n{nodes}.json")
+        if os.path.exists(p) and os.path.getsize(p) > 0:
+            plans.append((rate, rtt, nodes, json.load(open(p))))
+if plans:
+    print("\n== the planner: predicted tok/s per plan (tessera plan --auto, measured links), * = chosen ==")
+    for rate, rtt, nodes, p in plans:
+        measured = {m: load(f"ns-{rate}-{rtt}-n{nodes}-{m}") or (merged(f"ns-{rate}-{rtt}-n{nodes}-{m}") if load(f"ns-{rate}-{rtt}-n{nodes}-{m}.1") else None) for m in ("exact",)}
+        links = ", ".join(f"{n['rtt_ms']:.2f} ms / {n['mbit_per_second']:.0f} Mbit/s" for n in p["nodes"][1:])
+        print(f"{rate:>5} Mbit/s, {rtt:>4} ms, {nodes} nodes (links measured: {links})")
+        for o in p["options"]:
+            print(f"   {'*' if o['chosen'] else ' '} {o['plan']:<60} {o['tokens_per_second']:8.2f} tok/s "
+                  f"(compute {o['compute_ms']:.2f} + network {o['network_ms']:.2f} ms)")
+        if measured["exact"]:
+            print(f"     measured tensor parallel over all {nodes} nodes, exact: {tg(measured['exact']):.2f} tok/s "
+                  f"(1 process x 2 threads: {tg(single):.2f})")
 
 # The sealed wire's cost.
 plain = merged("local2tcpplain")

@@ -26,6 +26,7 @@ struct PlanOptions {
     std::string cache_type = "f16";
     ParallelOptions parallel;
     bool json = false;
+    int n_threads = 0;
 };
 
 struct PlannedNode {
@@ -45,7 +46,8 @@ void plan(const PlanOptions& o) {
         ForwardConfig config;
         config.n_ctx = n_ctx;
         config.kv_type = kv_type;
-        const PlanSurvey survey = survey_plans(model, config, default_threads(o.parallel), o.parallel);
+        const PlanSurvey survey =
+            survey_plans(model, config, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
         if (o.json) {
             nlohmann::json options = nlohmann::json::array();
             for (size_t i = 0; i < survey.options.size(); ++i) {
@@ -174,6 +176,8 @@ void add_plan_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--cache-type", o->cache_type, "KV cache type: f16 or f32")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print the plan as JSON");
+    cmd->add_option("-t,--threads", o->n_threads, "--auto: the root's threads for its speed probe, as a run would use (0: one per CPU)")
+        ->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
     cmd->callback([o] { plan(*o); });
 }

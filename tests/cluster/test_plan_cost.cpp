@@ -116,11 +116,11 @@ const LlamaModel& cost_model() {
     return model;
 }
 
-// Nodes whose probe takes 50 ms (slow boards: compute dominates a token),
-// each worker behind `link`.
+// Nodes whose probe takes 5 ms per layer (slow boards: a token computes for
+// ~75 ms on one), each worker behind `link`.
 std::vector<NodeFacts> nodes(size_t workers, LinkCost link, uint64_t memory = uint64_t{1} << 34) {
-    std::vector<NodeFacts> out = {{"root", 0.05, memory, {}}};
-    for (size_t i = 0; i < workers; ++i) out.push_back({"10.0.0." + std::to_string(i + 2) + ":9999", 0.05, memory, link});
+    std::vector<NodeFacts> out = {{"root", 0.005, memory, {}}};
+    for (size_t i = 0; i < workers; ++i) out.push_back({"10.0.0." + std::to_string(i + 2) + ":9999", 0.005, memory, link});
     return out;
 }
 
