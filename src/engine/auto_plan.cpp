@@ -73,6 +73,18 @@ std::string format_survey(const PlanSurvey& survey) {
     out += fmt::format("chosen: {}, {:.2f}x one node{}\n", describe_option(chosen, survey.nodes),
                        single.fits ? single.seconds() / chosen.seconds() : 0.0,
                        single.fits ? "" : " (the model does not fit on the root alone)");
+    // Why, against the next best plan that fits.
+    const PlanOption* next = nullptr;
+    for (const PlanOption& o : survey.options) {
+        if (&o != &chosen && o.fits && (next == nullptr || o.seconds() < next->seconds())) next = &o;
+    }
+    if (next != nullptr) {
+        out += fmt::format("why: {:.2f} ms a token against {:.2f} ms for {} (compute {:.2f} against {:.2f} ms, network "
+                           "{:.2f} against {:.2f} ms)\n",
+                           chosen.seconds() * 1e3, next->seconds() * 1e3, describe_option(*next, survey.nodes),
+                           chosen.compute_seconds * 1e3, next->compute_seconds * 1e3, chosen.network_seconds * 1e3,
+                           next->network_seconds * 1e3);
+    }
     return out;
 }
 
