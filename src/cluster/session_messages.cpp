@@ -112,4 +112,15 @@ HelloReply parse_hello_reply(const json& j, const std::string& peer) {
     return r;
 }
 
+void require_hello_ok(const HelloReply& f, const std::string& who, const std::string& fingerprint,
+                      const std::string& model_path) {
+    if (f.ok) return;
+    if (f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
+    if (!f.fingerprint.empty()) {
+        throw make_error("{} holds a different model (fingerprint {} != {} of {})", who, f.fingerprint, fingerprint,
+                         model_path);
+    }
+    throw make_error("{} refused the session: {}", who, f.error);
+}
+
 }  // namespace tessera

@@ -63,6 +63,12 @@ struct HelloReply {
 
 HelloReply parse_hello_reply(const json& j, const std::string& peer);
 
+// A reply that refuses the session as the Error a root reports: NodeBusy for
+// a busy worker, both fingerprints (and the root's model file) for a worker
+// holding another model, else the worker's own reason. Does nothing for ok.
+void require_hello_ok(const HelloReply& reply, const std::string& who, const std::string& fingerprint,
+                      const std::string& model_path);
+
 // A rank of a tensor-parallel group introducing itself to a higher rank.
 struct MeshHello {
     std::string token;  // the session's (32 hex digits)

@@ -70,14 +70,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
         const HelloReply f = parse_hello_reply(reply, who);
-        if (!f.ok) {
-            if (f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
-            if (!f.fingerprint.empty()) {
-                throw make_error("{} holds a different model (fingerprint {} != {} of {})", who, f.fingerprint,
-                                 fingerprint, model.path());
-            }
-            throw make_error("{} refused the session: {}", who, f.error);
-        }
+        require_hello_ok(f, who, fingerprint, model.path());
         // A worker without the model file cannot time it: it counts as fast
         // as the root (negative: filled in once the root has probed itself).
         ranks_[i + 1].probe_seconds = f.probe_seconds;

@@ -28,14 +28,7 @@ WorkerFacts survey_one(const LlamaModel& model, const HostPort& address, const W
     const std::string fingerprint = model.file().fingerprint_hex();
     send_json(channel, TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", 1}, {"n_ranks", 2}, {"shm", false}});
     const HelloReply f = parse_hello_reply(recv_json(channel, TpMessage::kHelloReply, who, kHelloTimeoutMs), who);
-    if (!f.ok) {
-        if (f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
-        if (!f.fingerprint.empty()) {
-            throw make_error("{} holds a different model (fingerprint {} != {} of {})", who, f.fingerprint, fingerprint,
-                             model.path());
-        }
-        throw make_error("{} refused the session: {}", who, f.error);
-    }
+    require_hello_ok(f, who, fingerprint, model.path());
     WorkerFacts facts;
     facts.address = address;
     facts.probe_seconds = f.probe_seconds;

@@ -648,3 +648,53 @@ TEST(HostilePeers, WrongValuesOfTheNewFlagsAreClearErrors) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// Link probes from a fake root (they come between hello-reply and assign):
+// a ping too large to echo, a bulk frame over 1 MiB, a probe of an unknown
+// kind and the 65th probe of a session each end that session with an error
+// naming the peer, never making the worker send more than it got; the worker
+// serves the next root.
+TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/probes.log");
+    const auto probe = static_cast<uint16_t>(TpMessage::kLinkProbe);
+    struct Case {
+        std::vector<uint8_t> payload;
+        int repeats;
+        const char* want;
+    };
+    const Case cases[] = {
+        {std::vector<uint8_t>(65, 0), 1, "a ping of 65 bytes"},
+        {std::vector<uint8_t>((1u << 20) + 1, 1), 1, "a bulk probe of 1048577 bytes"},
+        {{9, 9}, 1, "a link probe of unknown kind 9"},
+        {{}, 1, "an empty link probe"},
+        {{0, 1}, 65, "more than 64 link probes"},
+    };
+    for (const Case& c : cases) {
+        auto root = connect_as_root(worker.address(), nullptr);
+        send_json(*root, TpMessage::kHello, good_hello());
+        recv_json(*root, TpMessage::kHelloReply, "worker", 5000);
+        Frame answer;
+        int answered = 0;
+        for (int i = 0; i < c.repeats; ++i) {
+            root->send(probe, c.payload);
+            if (i + 1 < c.repeats) {
+                root->recv(answer, 5000);
+                EXPECT_EQ(answer.payload, c.payload);
+                ++answered;
+            }
+        }
+        // The session ends: the connection closes without another answer.
+        EXPECT_THROW(root->recv(answer, 5000), Error) << c.want;
+        EXPECT_EQ(answered, c.repeats - 1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (worker.log().find(c.want) == std::string::npos && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        EXPECT_NE(worker.log().find(c.want), std::string::npos) << worker.log();
+    }
+    expect_root_succeeds(worker);
+}
+
+}  // namespace tessera

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 namespace tessera {
@@ -96,6 +97,53 @@ TEST(LinkProbe, AWorkerRefusesProbesThatWouldMakeItWork) {
     answered = 0;
     for (int i = 0; i < kMaxProbeFrames; ++i) answer_link_probe(*p.worker, probe_frame({kProbePing, 1}), answered, "root");
     EXPECT_THROW(answer_link_probe(*p.worker, probe_frame({kProbePing, 1}), answered, "root"), Error);
+}
+
+// The root's side against a broken or hostile worker: a wrong echo, an
+// answer of another type or size, and silence are each an Error naming the
+// worker (silence: the channel's error naming its address), silence within
+// the timeout.
+TEST(LinkProbe, AWrongOrSilentAnswerIsAnErrorNamingTheWorker) {
+    const auto expect_error = [](const std::function<void(FrameChannel&)>& worker_side, const char* want) {
+        ChannelPair p = connect_pair();
+        std::thread t([&] {
+            try {
+                worker_side(*p.worker);
+            } catch (const Error&) {
+            }
+        });
+        const auto start = std::chrono::steady_clock::now();
+        try {
+            measure_link(*p.root, "worker 10.0.0.2:9999", 300);
+            ADD_FAILURE() << "no error for: " << want;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+        p.root->close();
+        t.join();
+    };
+    expect_error([](FrameChannel& c) {
+        Frame f;
+        c.recv(f, 2000);
+        f.payload[1] ^= 1;
+        c.send(f.type, f.payload);
+    }, "worker 10.0.0.2:9999: echoed a different ping");
+    expect_error([](FrameChannel& c) {
+        Frame f;
+        c.recv(f, 2000);
+        c.send(static_cast<uint16_t>(TpMessage::kHeartbeat), f.payload);
+    }, "worker 10.0.0.2:9999: answered a link probe with a heartbeat frame");
+    expect_error([](FrameChannel& c) {
+        Frame f;
+        c.recv(f, 2000);
+        c.send(f.type, std::vector<uint8_t>(1 << 16, 0));
+    }, "of 65536 bytes");
+    expect_error([](FrameChannel& c) {
+        Frame f;
+        c.recv(f, 2000);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    }, "no data for 300 ms");
 }
 
 namespace {
