@@ -74,6 +74,20 @@ std::string session_error(const HostPort& address, const WireKey* key, const jso
     return e;
 }
 
+// A root greeted by the worker (hello-reply ok), retrying while it winds
+// down the previous session: a "busy" worker closes the connection, and an
+// assign sent after that would meet a reset.
+std::unique_ptr<FrameChannel> greet_when_free(const HostPort& address) {
+    for (int attempt = 0;; ++attempt) {
+        auto channel = connect_as_root(address, nullptr);
+        send_json(*channel, TpMessage::kHello, good_hello());
+        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        if (reply.value("ok", false)) return channel;
+        if (!reply.value("busy", false) || attempt == 50) throw Error("hello refused: " + reply.dump());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
 // What a stuck node looks like from outside: alive (a heartbeat every
 // 300 ms, for 6 s), never answering.
 void beat_without_answering(FrameChannel& channel) {
@@ -373,9 +387,7 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
     // A valid name, then an upload announced larger than --cache-max (1 MiB),
     // then one that stops half way: nothing is left behind.
     for (uint64_t announced : {uint64_t{64} << 20, uint64_t{4096}}) {
-        auto channel = connect_as_root(worker.address(), nullptr);
-        send_json(*channel, TpMessage::kHello, good_hello());
-        recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        auto channel = greet_when_free(worker.address());
         send_json(*channel, TpMessage::kAssign, good_assign());
         const json ready = recv_json(*channel, TpMessage::kReady, "worker", 5000);
         ASSERT_TRUE(ready.value("need_slice", false)) << ready.dump();
@@ -449,9 +461,7 @@ TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
     // Rank 2 of 2 waits for rank 1 to connect; an impostor connects instead.
     for (const json& impostor : {json{{"token", "ffffffffffffffffffffffffffffffff"}, {"rank", 1}},
                                  json{{"token", "0123456789abcdef0123456789abcdef"}, {"rank", 2}}}) {
-        auto root = connect_as_root(worker.address(), nullptr);
-        send_json(*root, TpMessage::kHello, good_hello());
-        recv_json(*root, TpMessage::kHelloReply, "worker", 5000);
+        auto root = greet_when_free(worker.address());
         json assign = good_assign();
         assign["rank"] = 2;
         assign["mesh"] = {"127.0.0.1:9", worker.address_text()};
@@ -672,9 +682,7 @@ TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
         {{0, 1}, 65, "more than 64 link probes"},
     };
     for (const Case& c : cases) {
-        auto root = connect_as_root(worker.address(), nullptr);
-        send_json(*root, TpMessage::kHello, good_hello());
-        recv_json(*root, TpMessage::kHelloReply, "worker", 5000);
+        auto root = greet_when_free(worker.address());
         Frame answer;
         int answered = 0;
         for (int i = 0; i < c.repeats; ++i) {
