@@ -6,6 +6,7 @@
 //   -m MODEL --kl-divergence --kl-divergence-base FILE
 //                                                 KL divergence of MODEL from them
 // Progress and the results go to stdout in llama.cpp's format; details to stderr.
+#include "apps/cache_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "engine/kl_divergence.h"
@@ -41,7 +42,7 @@ struct PerplexityOptions {
     int n_chunks = -1;
     std::string kl_base;
     bool kl_divergence = false;
-    std::string cache_type = "f16";
+    CacheTypeFlags cache_types;
     ParallelOptions parallel;
 };
 
@@ -118,10 +119,7 @@ void perplexity_main(const PerplexityOptions& o) {
         throw make_error("--kl-divergence compares against a base file: give it with --kl-divergence-base FILE");
     }
     if (!o.kl_divergence && o.text_file.empty()) throw make_error("give the text to score with -f FILE");
-    const auto kv_type = parse_quant_type(o.cache_type);
-    if (!kv_type || (*kv_type != QuantType::F32 && *kv_type != QuantType::F16)) {
-        throw make_error("--cache-type must be f32 or f16 (got '{}')", o.cache_type);
-    }
+    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     const LlamaModel model(model_path);
@@ -181,7 +179,7 @@ void perplexity_main(const PerplexityOptions& o) {
 
     ForwardConfig config;
     config.n_ctx = plan.n_ctx;
-    config.kv_type = *kv_type;
+    config.kv_types = kv_types;
     config.n_batch = std::min(o.n_batch, plan.n_ctx);  // a chunk is the most one call evaluates
     // Any mode: the KL divergence of --fast tensor parallel against a single
     // node's base file is how its quality cost is measured.
@@ -240,7 +238,7 @@ void add_perplexity_command(CLI::App& app) {
                     "Without --kl-divergence: save the model's distributions to this file; with it: compare against them");
     cmd->add_flag("--kl-divergence", o->kl_divergence, "Compute the KL divergence from the --kl-divergence-base file");
     add_parallel_flags(cmd, o->parallel);
-    cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
+    add_cache_type_flags(cmd, o->cache_types);
     cmd->callback([o] { perplexity_main(*o); });
 }
 

@@ -2,6 +2,7 @@
 // FFN channels, bytes of weights and KV cache), without running it. The same
 // planner functions as a run; shares follow --weights / --stage-layers or the
 // cluster file, and are equal where those are silent (a run measures speed).
+#include "apps/cache_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "cluster/planner.h"
@@ -23,7 +24,7 @@ namespace {
 struct PlanOptions {
     std::string model;
     int n_ctx = 0;
-    std::string cache_type = "f16";
+    CacheTypeFlags cache_types;
     ParallelOptions parallel;
     bool json = false;
     int n_threads = 0;
@@ -40,12 +41,11 @@ void plan(const PlanOptions& o) {
     const LlamaModel model(o.model.empty() ? default_model_path() : o.model);
     const ModelHParams& hp = model.hparams();
     const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
-    const QuantType kv_type = o.cache_type == "f32" ? QuantType::F32 : QuantType::F16;
-    if (o.cache_type != "f32" && o.cache_type != "f16") throw make_error("--cache-type must be f16 or f32");
+    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
     if (o.parallel.auto_plan) {
         ForwardConfig config;
         config.n_ctx = n_ctx;
-        config.kv_type = kv_type;
+        config.kv_types = kv_types;
         const PlanSurvey survey =
             survey_plans(model, config, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
         if (o.json) {
@@ -116,7 +116,7 @@ void plan(const PlanOptions& o) {
                 ? plan_tensor_parallel(hp, weights, units)
                 : plan_stage_group(hp, blocks[s], weights, units, s == 0, s + 1 == spec.stages.size());
         for (size_t n = 0; n < names.size(); ++n) {
-            nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_type)});
+            nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_types)});
         }
     }
     const uint64_t here = available_memory_bytes();
@@ -136,8 +136,9 @@ void plan(const PlanOptions& o) {
         }
         std::printf("%s\n", nlohmann::json({{"model", model.path()}, {"n_ctx", n_ctx}, {"nodes", j}}).dump(2).c_str());
     } else {
-        std::printf("model %s: %d layers, %d KV heads, FFN %d, context %d (%s KV cache)\n", model.path().c_str(),
-                    hp.n_layer, hp.n_head_kv, hp.n_ff, n_ctx, o.cache_type.c_str());
+        std::printf("model %s: %d layers, %d KV heads, FFN %d, context %d (KV cache: K %s, V %s)\n",
+                    model.path().c_str(), hp.n_layer, hp.n_head_kv, hp.n_ff, n_ctx, quant_type_name(kv_types.k),
+                    quant_type_name(kv_types.v));
         std::printf("%-6s %-22s %-8s %-9s %-11s %-13s %12s %12s %12s\n", "stage", "node", "layers", "kv heads", "ffn",
                     "vocab", "weights MiB", "KV MiB", "total MiB");
         for (const PlannedNode& n : nodes) {
@@ -174,7 +175,7 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
         ->capture_default_str();
-    cmd->add_option("--cache-type", o->cache_type, "KV cache type: f16 or f32")->capture_default_str();
+    add_cache_type_flags(cmd, o->cache_types);
     cmd->add_flag("--json", o->json, "Print the plan as JSON");
     cmd->add_option("-t,--threads", o->n_threads, "--auto: the root's threads for its speed probe, as a run would use (0: one per CPU)")
         ->capture_default_str();

@@ -1,4 +1,5 @@
 // tessera run: generate text from a prompt on this machine.
+#include "apps/cache_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
@@ -37,7 +38,7 @@ struct RunOptions {
     int n_threads = 0;
     SamplerParams sampler;
     int64_t seed = -1;
-    std::string cache_type = "f16";
+    CacheTypeFlags cache_types;
     bool json = false;
     bool verbose = false;
     ParallelOptions parallel;
@@ -58,10 +59,7 @@ void run(const RunOptions& o) {
         text << in.rdbuf();
         prompt = text.str();
     }
-    const auto kv_type = parse_quant_type(o.cache_type);
-    if (!kv_type || (*kv_type != QuantType::F32 && *kv_type != QuantType::F16)) {
-        throw make_error("--cache-type must be f32 or f16 (got '{}')", o.cache_type);
-    }
+    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
 
     const LlamaModel model(model_path);
@@ -76,7 +74,7 @@ void run(const RunOptions& o) {
 
     ForwardConfig config;
     config.n_ctx = n_ctx;
-    config.kv_type = *kv_type;
+    config.kv_types = kv_types;
     config.n_batch = o.n_batch;
     // Distributed plans run supervised: a lost edge or node is recovered
     // from (supervised_decoder.h); a single process needs nothing of it.
@@ -193,7 +191,7 @@ void add_run_command(CLI::App& app) {
     add_parallel_flags(cmd, o->parallel);
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
-    cmd->add_option("--cache-type", o->cache_type, "KV cache type for K and V: f32 or f16")->capture_default_str();
+    add_cache_type_flags(cmd, o->cache_types);
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");
     cmd->callback([o] { run(*o); });

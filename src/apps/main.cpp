@@ -1,4 +1,5 @@
 // tessera: one large language model on several small machines at once.
+#include "apps/cache_flags.h"
 #include "apps/commands.h"
 #include "util/error.h"
 
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
     tessera::add_perplexity_command(app);
     tessera::add_plan_command(app);
     tessera::add_keygen_command(app);
+    for (int i = 1; i < argc; ++i) {
+        if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {
+            argv[i] = const_cast<char*>(long_name);
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -35,6 +35,9 @@ DenseAttention::DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_th
     v_cols_.reset(new float[kv]);
     v_rows_.reset(new float[static_cast<size_t>(n_threads) * static_cast<size_t>(n_ctx) * head_dim]);
     scores_.reset(new float[static_cast<size_t>(n_threads) * kTokenBlock * static_cast<size_t>(n_ctx)]);
+    // Room for a query head in any dot type (Q8_0 is smaller than F32).
+    q_scratch_row_ = sizeof(float) * static_cast<size_t>(head_dim);
+    q_scratch_.reset(new uint8_t[static_cast<size_t>(n_threads) * kTokenBlock * q_scratch_row_]);
 }
 
 void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
@@ -120,21 +123,34 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
         throw make_error("internal: attention of KV head {} at position {} on thread {} ({} heads, context {})",
                          kv_head, pos, thread, n_kv_heads_, n_ctx_);
     }
-    const QuantTraits& rows = require_compute_traits(cache.type(), "attention");
+    const QuantTraits& k_traits = require_compute_traits(cache.k_type(), "attention");
     // A sliding window reads only its last positions of the cache.
     const int first = first_visible(pos, options);
     const int n_seen = n_pos - first;
-    const uint8_t* k_rows = cache.k_rows(layer, kv_head) + static_cast<size_t>(first) * cache.row_bytes();
-    const uint8_t* v_rows = cache.v_rows(layer, kv_head) + static_cast<size_t>(first) * cache.row_bytes();
+    const uint8_t* k_rows = cache.k_rows(layer, kv_head) + static_cast<size_t>(first) * cache.k_row_bytes();
+    const uint8_t* v_rows = cache.v_rows(layer, kv_head) + static_cast<size_t>(first) * cache.v_row_bytes();
     float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
+    // Block-quantized keys take the query in their dot type (Q8_0), as
+    // llama.cpp converts it for its K·Q product.
+    const bool convert_q = k_traits.vec_dot_type != QuantType::F32;
+    const QuantTraits* q_traits = convert_q ? &require_compute_traits(k_traits.vec_dot_type, "attention") : nullptr;
+    const size_t q_row = convert_q ? quant_row_bytes(k_traits.vec_dot_type, hd) : sizeof(float) * hd;
+    uint8_t* q_converted = q_scratch_.get() + static_cast<size_t>(thread) * kTokenBlock * q_scratch_row_;
     // The KV head's query heads, up to kTokenBlock at a time (the rows of the
     // scores buffer).
     for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
         const int heads = std::min(kTokenBlock, q_per_kv - j0);
         const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
-        rows.vec_dot_tile(hd, k_rows, cache.row_bytes(), n_seen, qh, sizeof(float) * hd, heads, scores, n_ctx_);
+        const void* x = qh;
+        if (convert_q) {
+            for (int j = 0; j < heads; ++j) {
+                q_traits->from_float(qh + static_cast<int64_t>(j) * hd, q_converted + j * q_row, hd);
+            }
+            x = q_converted;
+        }
+        k_traits.vec_dot_tile(hd, k_rows, cache.k_row_bytes(), n_seen, x, q_row, heads, scores, n_ctx_);
         for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_ctx_, n_seen, options);
-        weighted_row_sums(cache.type(), v_rows, cache.row_bytes(), n_seen, scores, n_ctx_, heads, hd,
+        weighted_row_sums(cache.v_type(), v_rows, cache.v_row_bytes(), n_seen, scores, n_ctx_, heads, hd,
                           out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
     }
 }

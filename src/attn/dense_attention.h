@@ -13,8 +13,9 @@
 //
 // One position (generation): converting the whole history for a single query
 // would cost more than the attention itself, so the cache is read in place, in
-// its own type: scores as a tile of dot products over the head's K rows, the
-// output as weighted sums of its V rows (ops/weighted_rows.h).
+// its own types: scores as a tile of dot products over the head's K rows (the
+// query converted to Q8_0 first where K is Q8_0 or Q4_0), the output as
+// weighted sums of its V rows (ops/weighted_rows.h).
 #pragma once
 
 #include "attn/kv_cache.h"
@@ -67,6 +68,8 @@ private:
     std::unique_ptr<float[]> v_cols_;    // [kv_head][head_dim][n_ctx] (V transposed)
     std::unique_ptr<float[]> v_rows_;    // [thread][pos][head_dim] (conversion scratch)
     std::unique_ptr<float[]> scores_;    // [thread][kTokenBlock][n_ctx]
+    std::unique_ptr<uint8_t[]> q_scratch_;  // [thread][kTokenBlock][q_scratch_row_]: queries in K's dot type
+    size_t q_scratch_row_ = 0;
 };
 
 }  // namespace tessera

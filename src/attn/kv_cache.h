@@ -1,8 +1,10 @@
 // The key/value cache of the attention heads one process owns: for each of its
 // layers and KV heads, one K row and one V row of head_dim elements per
-// position, in F32 or F16. Laid out [layer][kv_head][position][head_dim] so
-// one head's history is contiguous for the attention scan. Memory is reserved
-// for the whole context but pages are touched only as positions fill.
+// position. K and V each have their own type (llama.cpp's -ctk/-ctv): F32,
+// F16, or the block types Q8_0 and Q4_0 (a row is head_dim / 32 blocks, so
+// head_dim must be a multiple of 32). Laid out [layer][kv_head][position][row]
+// so one head's history is contiguous for the attention scan. Memory is
+// reserved for the whole context but pages are touched only as positions fill.
 #pragma once
 
 #include "ops/quant_type.h"
@@ -12,15 +14,36 @@
 
 namespace tessera {
 
+// The types of a cache's K and V rows.
+struct KvCacheTypes {
+    QuantType k = QuantType::F16;
+    QuantType v = QuantType::F16;
+    KvCacheTypes() = default;
+    KvCacheTypes(QuantType k_type, QuantType v_type) : k(k_type), v(v_type) {}
+    // One type for both.
+    KvCacheTypes(QuantType both) : k(both), v(both) {}  // NOLINT(google-explicit-constructor)
+    bool operator==(const KvCacheTypes&) const = default;
+};
+
+// Whether a KV cache can hold rows of `type`.
+bool is_kv_cache_type(QuantType type);
+
+// Bytes of one position of `n_heads` heads of head_dim elements, K and V; a
+// type the cache cannot hold, or a head width its blocks do not divide, is an
+// error saying so.
+uint64_t kv_position_bytes(KvCacheTypes types, int64_t n_heads, int64_t head_dim);
+
 class KvCache {
 public:
-    KvCache(int n_layers, int n_kv_heads, int head_dim, int n_ctx, QuantType type);
+    KvCache(int n_layers, int n_kv_heads, int head_dim, int n_ctx, KvCacheTypes types);
 
     int n_layers() const { return n_layers_; }
     int n_kv_heads() const { return n_kv_heads_; }
     int head_dim() const { return head_dim_; }
     int n_ctx() const { return n_ctx_; }
-    QuantType type() const { return type_; }
+    KvCacheTypes types() const { return types_; }
+    QuantType k_type() const { return types_.k; }
+    QuantType v_type() const { return types_.v; }
     uint64_t bytes() const { return bytes_; }
 
     // Stores the K and V of every owned head for one position of one layer
@@ -38,21 +61,25 @@ public:
     void load_k_rows(int layer, int head, int n, float* dst) const;
     void load_v_rows(int layer, int head, int n, float* dst) const;
 
-    // One head's K or V rows in place, in the cache's type: position p's row
-    // at + p * row_bytes() (kernels that read F16 directly need no copy).
-    const uint8_t* k_rows(int layer, int head) const { return k_.get() + row_offset(layer, head, 0); }
-    const uint8_t* v_rows(int layer, int head) const { return v_.get() + row_offset(layer, head, 0); }
-    uint64_t row_bytes() const { return row_bytes_; }
+    // One head's K or V rows in place, in their type: position p's row at
+    // + p * k_row_bytes() (or v_row_bytes()); kernels read them directly.
+    const uint8_t* k_rows(int layer, int head) const { return k_.get() + head_index(layer, head) * k_head_bytes(); }
+    const uint8_t* v_rows(int layer, int head) const { return v_.get() + head_index(layer, head) * v_head_bytes(); }
+    uint64_t k_row_bytes() const { return k_row_bytes_; }
+    uint64_t v_row_bytes() const { return v_row_bytes_; }
 
 private:
-    uint64_t row_offset(int layer, int head, int pos) const;
+    uint64_t head_index(int layer, int head) const { return static_cast<uint64_t>(layer) * n_kv_heads_ + head; }
+    uint64_t k_head_bytes() const { return k_row_bytes_ * static_cast<uint64_t>(n_ctx_); }
+    uint64_t v_head_bytes() const { return v_row_bytes_ * static_cast<uint64_t>(n_ctx_); }
 
     int n_layers_;
     int n_kv_heads_;
     int head_dim_;
     int n_ctx_;
-    QuantType type_;
-    uint64_t row_bytes_;
+    KvCacheTypes types_;
+    uint64_t k_row_bytes_;
+    uint64_t v_row_bytes_;
     uint64_t bytes_;
     std::unique_ptr<uint8_t[]> k_;
     std::unique_ptr<uint8_t[]> v_;

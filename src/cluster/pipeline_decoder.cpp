@@ -100,7 +100,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
         const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx * std::max(1, config.forward.n_seq),
-                                                 config.forward.kv_type);
+                                                 config.forward.kv_types);
         stages_[s].footprint_bytes = f.total();
         if (f.total() > free_memory[s]) {
             throw PlanRefused(fmt::format("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
@@ -121,7 +121,8 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"n_ctx", config.forward.n_ctx},
                        {"n_batch", config.forward.n_batch},
                        {"n_seq", config.forward.n_seq},
-                       {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
+                       {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
+                       {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
                        {"partial_format", 0}};
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
         if (!stages_[i + 1].group.empty()) {

@@ -22,7 +22,7 @@ struct Costing {
     std::span<const NodeFacts> nodes;
     bool fast;
     int n_ctx;
-    QuantType kv_type;
+    KvCacheTypes kv_types;
     double probe_bytes;
     ReductionUnits units;
 
@@ -59,7 +59,7 @@ struct Costing {
         double slowest = 0.0;
         for (size_t k = 0; k < members.size(); ++k) {
             const NodeFacts& node = nodes[members[k]];
-            const SliceFootprint f = slice_footprint(model, slices[k], n_ctx, kv_type);
+            const SliceFootprint f = slice_footprint(model, slices[k], n_ctx, kv_types);
             slowest = std::max(slowest, probe(members[k]) * static_cast<double>(f.step_bytes) / probe_bytes);
             if (option.fits && f.total() > node.free_memory) {
                 option.fits = false;
@@ -121,9 +121,9 @@ struct Costing {
 }  // namespace
 
 std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
-                                     QuantType kv_type) {
+                                     KvCacheTypes kv_types) {
     if (nodes.empty()) throw make_error("a plan needs the root");
-    const Costing c{model, nodes, fast, n_ctx, kv_type, static_cast<double>(probe_bytes(model)), reduction_units(model)};
+    const Costing c{model, nodes, fast, n_ctx, kv_types, static_cast<double>(probe_bytes(model)), reduction_units(model)};
     std::vector<size_t> workers(nodes.size() - 1);
     std::iota(workers.begin(), workers.end(), size_t{1});
     std::stable_sort(workers.begin(), workers.end(), [&](size_t a, size_t b) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "cluster/link_probe.h"
+#include "attn/kv_cache.h"
 #include "model/llama_model.h"
 #include "ops/quant_type.h"
 
@@ -61,7 +62,7 @@ constexpr double kSyncSoftwareSeconds = 40e-6;
 // nodes[0] is the root. Options come in order of the nodes they use (fewest
 // first); workers join in order of their round trip, best first.
 std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
-                                     QuantType kv_type);
+                                     KvCacheTypes kv_types);
 
 // The fastest option that fits (the first of equal ones: fewer nodes).
 // Throws a PlanRefused when none fits.

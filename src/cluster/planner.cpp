@@ -119,7 +119,7 @@ std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> 
     return slices;
 }
 
-SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type) {
+SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types) {
     const ModelHParams& hp = model.hparams();
     const SliceWeights w = load_slice_weights(model, slice);
     const int64_t hd = hp.head_dim;
@@ -140,8 +140,8 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
     if (slice.n_vocab_rows() > 0 && (w.output.data != w.token_embd.data || !slice.embeds)) {
         f.weight_bytes += head_bytes;
     }
-    const uint64_t elem = kv_type == QuantType::F32 ? 4 : 2;
-    f.kv_bytes = 2ull * slice.n_layers() * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(n_ctx) * elem;
+    f.kv_bytes = static_cast<uint64_t>(slice.n_layers()) * static_cast<uint64_t>(n_ctx) *
+                 kv_position_bytes(kv_types, slice.n_kv_heads(), hd);
     return f;
 }
 

@@ -9,6 +9,7 @@
 // kVocabGranule rows; rank 0 (the root) embeds tokens and gathers the logits.
 #pragma once
 
+#include "attn/kv_cache.h"
 #include "model/llama_model.h"
 #include "model/reduction_units.h"
 #include "model/slice.h"
@@ -61,7 +62,7 @@ struct SliceFootprint {
     uint64_t total() const { return weight_bytes + kv_bytes; }
 };
 
-SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, QuantType kv_type);
+SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types);
 
 // The working buffers a slice's forward pass and a worker's step loop hold
 // for batches of n_batch positions (activations, partials, attention

@@ -5,6 +5,8 @@
 
 #include <sodium.h>
 
+#include <cctype>
+
 namespace tessera {
 
 namespace {
@@ -56,6 +58,20 @@ HelloMessage parse_hello(const json& j, const std::string& peer) {
     return m;
 }
 
+std::string kv_type_text(QuantType type) {
+    std::string name = quant_type_name(type);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name;
+}
+
+QuantType parse_kv_type(const std::string& text, const std::string& peer) {
+    const std::optional<QuantType> type = parse_quant_type(text);
+    if (!type || !is_kv_cache_type(*type) || kv_type_text(*type) != text) {
+        throw make_error("{}: unknown KV cache type '{}' (f32, f16, q8_0 or q4_0)", peer, text);
+    }
+    return *type;
+}
+
 AssignMessage parse_assign(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "assign");
     AssignMessage m;
@@ -72,9 +88,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     if (static_cast<int64_t>(m.n_ctx) * m.n_seq > kMaxContext) {
         throw make_error("{}: {} sequences of {} positions exceed {} positions in all", peer, m.n_seq, m.n_ctx, kMaxContext);
     }
-    const std::string kv_type = f.string("kv_type", 8);
-    if (kv_type != "f32" && kv_type != "f16") throw make_error("{}: unknown KV cache type '{}'", peer, kv_type);
-    m.kv_type = kv_type == "f32" ? QuantType::F32 : QuantType::F16;
+    m.kv_types = {parse_kv_type(f.string("kv_type_k", 8), peer), parse_kv_type(f.string("kv_type_v", 8), peer)};
     m.partial_format = static_cast<WireFormat>(f.integer("partial_format", 0, static_cast<int>(WireFormat::Fixed)));
     m.shm = f.boolean("shm", false);
     if (f.has("group")) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cluster/json_messages.h"
+#include "attn/kv_cache.h"
 #include "cluster/tp_messages.h"
 #include "model/slice.h"
 #include "net/tcp.h"
@@ -37,7 +38,7 @@ struct AssignMessage {
     std::optional<HostPort> next;  // a stage's next stage
     int n_ctx = 0, n_batch = 0;
     int n_seq = 1;  // sequences with their own KV cache (serve --parallel)
-    QuantType kv_type = QuantType::F16;
+    KvCacheTypes kv_types;
     WireFormat partial_format = WireFormat::F32;
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group
@@ -50,6 +51,11 @@ struct AssignMessage {
     std::string mesh_token;
     double row_budget_ms = 0.0;
 };
+
+// A KV cache type as the assign message names it ("f16", "q8_0"), and back;
+// a name that is not a cache type is an error naming the peer.
+std::string kv_type_text(QuantType type);
+QuantType parse_kv_type(const std::string& text, const std::string& peer);
 
 AssignMessage parse_assign(const json& j, const std::string& peer);
 

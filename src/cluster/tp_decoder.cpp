@@ -117,7 +117,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
         const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx * std::max(1, config.forward.n_seq),
-                                                 config.forward.kv_type);
+                                                 config.forward.kv_types);
         ranks_[r].footprint_bytes = f.total();
         if (f.total() > ranks_[r].free_memory) {
             throw PlanRefused(fmt::format("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
@@ -148,7 +148,8 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                    {"n_ctx", config.forward.n_ctx},
                    {"n_batch", config.forward.n_batch},
                    {"n_seq", config.forward.n_seq},
-                   {"kv_type", config.forward.kv_type == QuantType::F32 ? "f32" : "f16"},
+                   {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
+                   {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
                    {"partial_format", static_cast<int>(partial_format)},
                    {"rank", i + 1},
                    {"mesh", mesh},

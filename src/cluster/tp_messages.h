@@ -9,7 +9,7 @@
 //                                shm_name, shm_nonce (a same-host worker's shared-memory link)}
 //   root <-> worker kLinkProbe  (optional: pings and bulk frames that time the link, link_probe.h;
 //                                a survey ends here with kShutdown)
-//   root -> worker  kAssign     {slice, n_ctx, kv_type, n_batch, partial_format, shm (taken)}
+//   root -> worker  kAssign     {slice, n_ctx, kv_type_k, kv_type_v, n_batch, partial_format, shm (taken)}
 //   (from here on, frames of a taken link travel through shared memory)
 //   worker -> root  kReady      {ok, error} or {ok: false, need_slice: true}, then
 //   root -> worker  kSliceBegin {bytes}, kSliceData* (bytes of a slice file), kSliceEnd {bytes, checksum},

@@ -43,7 +43,7 @@ constexpr int kAcceptPollMs = 200;
 void log_peak_memory(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
                      const WorkerOptions& options) {
     if (!options.log) return;
-    const SliceFootprint share = slice_footprint(model, slice, config.n_ctx, config.kv_type);
+    const SliceFootprint share = slice_footprint(model, slice, config.n_ctx, config.kv_types);
     options.log(fmt::format("peak resident memory {:.1f} MiB; slice {:.1f} MiB of weights + {:.1f} MiB of KV cache",
                             peak_resident_memory_bytes() / 1048576.0, share.weight_bytes / 1048576.0,
                             share.kv_bytes / 1048576.0));
@@ -257,7 +257,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         config.n_batch = assign.n_batch;
         config.n_seq = assign.n_seq;
         config.private_weights = options.private_weights;
-        config.kv_type = assign.kv_type;
+        config.kv_types = assign.kv_types;
         if (stage) {
             links.has_prev = assign.prev;
             // Stages connect only to the address their authenticated root sent.
@@ -281,7 +281,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
         // Every sequence (serve --parallel) has its own cache of n_ctx positions.
-        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_type);
+        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_types);
         const uint64_t scratch = slice_scratch_bytes(model.hparams(), slice, config.n_batch, config.n_ctx, w.pool.size());
         const uint64_t have = available_memory_bytes();
         if (need.total() + scratch > have) {

@@ -34,7 +34,7 @@ PlanSurvey survey_plans(const LlamaModel& model, const ForwardConfig& config, in
     for (const WorkerFacts& f : facts) survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link});
     const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
     survey.options = plan_options(model, survey.nodes, options.fast,
-                                  static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_type);
+                                  static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
     const PlanOption& best = best_option(survey.options);
     survey.chosen = static_cast<size_t>(&best - survey.options.data());
     return survey;

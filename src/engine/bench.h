@@ -6,6 +6,7 @@
 // bandwidth, and the fraction of that ceiling generation reaches.
 #pragma once
 
+#include "attn/kv_cache.h"
 #include "engine/decoder_setup.h"
 #include "ops/quant_type.h"
 
@@ -22,7 +23,7 @@ struct BenchParams {
     int n_threads = 1;
     int reps = 5;
     int n_batch = 512;
-    QuantType kv_type = QuantType::F16;
+    KvCacheTypes kv_types;
     ParallelOptions parallel;
 };
 

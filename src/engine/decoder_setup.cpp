@@ -108,7 +108,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         // Every sequence (serve --parallel) has a cache of n_ctx positions.
         const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
         const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()),
-                                                    static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_type);
+                                                    static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
         const uint64_t have = available_memory_bytes();
         if (need.total() > have) {
             throw PlanRefused(fmt::format("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "

@@ -24,7 +24,7 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
     caches_.reserve(static_cast<size_t>(config.n_seq));
     for (int i = 0; i < config.n_seq; ++i) {
-        caches_.emplace_back(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_type);
+        caches_.emplace_back(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_types);
     }
     if (config.private_weights) {
         copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);

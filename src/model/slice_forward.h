@@ -27,7 +27,7 @@ namespace tessera {
 
 struct ForwardConfig {
     int n_ctx = 0;
-    QuantType kv_type = QuantType::F16;
+    KvCacheTypes kv_types;  // K and V rows (llama.cpp's -ctk/-ctv)
     // Most positions one call processes at once (llama.cpp's -b/-ub): longer
     // prompts go through in batches of this size. Scratch grows to it.
     int n_batch = 512;

@@ -15,7 +15,8 @@ namespace tessera {
 
 // out[j * out_stride + i] = sum over r < n_rows of weights[j * w_stride + r] *
 // (element i of the row at rows + r * row_stride bytes), for i < n and
-// j < n_sets; rows are F32 or F16.
+// j < n_sets; rows are F32, F16, Q8_0 or Q4_0 (n a multiple of 32 for the
+// block types: a row of n elements is n / 32 whole blocks).
 void weighted_row_sums(QuantType type, const void* rows, size_t row_stride, int64_t n_rows, const float* weights,
                        size_t w_stride, int n_sets, int64_t n, float* out, size_t out_stride);
 void weighted_row_sums_scalar(QuantType type, const void* rows, size_t row_stride, int64_t n_rows,

@@ -1,16 +1,18 @@
 // SIMD weighted row sums (see weighted_rows.h), compiled once per CPU target
 // by Highway's foreach_target, the best one chosen at run time. One vector of
 // output elements at a time holds up to 8 sets' accumulators in registers
-// while the rows stream past; each row's slice is loaded (and, F16, widened)
-// once for all sets.
+// while the rows stream past; each row's slice is loaded (and, F16, widened;
+// Q8_0 and Q4_0, decoded and scaled by its block's d) once for all sets.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/weighted_rows_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
 
+#include "ops/quant_blocks.h"
 #include "ops/weighted_rows.h"
 #include "util/error.h"
+#include "util/fp16.h"
 
 #include <algorithm>
 
@@ -22,39 +24,64 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if !HWY_HAVE_SCALABLE
 using DF = hn::ScalableTag<float>;
 
-template <bool kHalf>
+// The row layouts a kernel reads.
+enum class Rows { kF32, kF16, kQ8_0, kQ4_0 };
+
+// Elements [i, i + lanes) of a row as floats. For the block types a vector
+// never straddles two blocks (lanes divide 16) nor, for Q4_0, the low and
+// high nibble halves of one.
+template <Rows kRows>
 HWY_INLINE hn::Vec<DF> load_row(DF d, const uint8_t* row, int64_t i) {
-    if constexpr (kHalf) {
+    if constexpr (kRows == Rows::kF16) {
         const hn::Rebind<hwy::float16_t, DF> dh;
         return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
-    } else {
+    } else if constexpr (kRows == Rows::kF32) {
         return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
+    } else {
+        const hn::RebindToSigned<DF> di;
+        const int64_t j = i % 32;
+        if constexpr (kRows == Rows::kQ8_0) {
+            const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + i / kQ8_0Block;
+            const hn::Rebind<int8_t, DF> d8;
+            const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, block->qs + j)));
+            return hn::Mul(q, hn::Set(d, fp16_to_fp32(block->d)));
+        } else {
+            const auto* block = reinterpret_cast<const BlockQ4_0*>(row) + i / kQ4_0Block;
+            const hn::Rebind<uint8_t, DF> d8;
+            const auto packed = hn::LoadU(d8, block->qs + (j % 16));
+            const auto nibbles = j < 16 ? hn::And(packed, hn::Set(d8, 15)) : hn::ShiftRight<4>(packed);
+            const auto q = hn::Sub(hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), nibbles)), hn::Set(di, 8));
+            return hn::Mul(hn::ConvertTo(d, q), hn::Set(d, fp16_to_fp32(block->d)));
+        }
     }
 }
 
 // Elements [i, i + lanes) of S sets.
-template <bool kHalf, int S>
+template <Rows kRows, int S>
 void sets_kernel(const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights, size_t w_stride,
                  int64_t i, float* out, size_t out_stride) {
     const DF d;
     hn::Vec<DF> acc[S];
     for (int j = 0; j < S; ++j) acc[j] = hn::Zero(d);
     for (int64_t r = 0; r < n_rows; ++r) {
-        const auto v = load_row<kHalf>(d, rows + static_cast<size_t>(r) * row_stride, i);
+        const auto v = load_row<kRows>(d, rows + static_cast<size_t>(r) * row_stride, i);
         for (int j = 0; j < S; ++j) acc[j] = hn::MulAdd(hn::Set(d, weights[j * w_stride + r]), v, acc[j]);
     }
     for (int j = 0; j < S; ++j) hn::StoreU(acc[j], d, out + j * out_stride + i);
 }
 
-template <bool kHalf>
-void sums(const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights, size_t w_stride,
-          int n_sets, int64_t n, float* out, size_t out_stride) {
+template <Rows kRows>
+void sums(QuantType type, const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights,
+          size_t w_stride, int n_sets, int64_t n, float* out, size_t out_stride) {
     using Kernel = void (*)(const uint8_t*, size_t, int64_t, const float*, size_t, int64_t, float*, size_t);
-    static constexpr Kernel kernels[8] = {sets_kernel<kHalf, 1>, sets_kernel<kHalf, 2>, sets_kernel<kHalf, 3>,
-                                          sets_kernel<kHalf, 4>, sets_kernel<kHalf, 5>, sets_kernel<kHalf, 6>,
-                                          sets_kernel<kHalf, 7>, sets_kernel<kHalf, 8>};
+    static constexpr Kernel kernels[8] = {sets_kernel<kRows, 1>, sets_kernel<kRows, 2>, sets_kernel<kRows, 3>,
+                                          sets_kernel<kRows, 4>, sets_kernel<kRows, 5>, sets_kernel<kRows, 6>,
+                                          sets_kernel<kRows, 7>, sets_kernel<kRows, 8>};
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
-    const int64_t full = n - n % lanes;
+    constexpr bool kBlocks = kRows == Rows::kQ8_0 || kRows == Rows::kQ4_0;
+    // Block rows are whole blocks; a vector wider than half a block (none
+    // that holds floats today) would straddle the nibble halves.
+    const int64_t full = kBlocks && lanes > 16 ? 0 : n - n % lanes;
     for (int j0 = 0; j0 < n_sets; j0 += 8) {
         const int sets = std::min(8, n_sets - j0);
         for (int64_t i = 0; i < full; i += lanes) {
@@ -63,10 +90,14 @@ void sums(const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* w
         }
     }
     if (full < n) {
-        // The last elements: the reference over a row suffix.
-        const size_t elem = kHalf ? 2 : 4;
-        weighted_row_sums_scalar(kHalf ? QuantType::F16 : QuantType::F32, rows + full * elem, row_stride, n_rows,
-                                 weights, w_stride, n_sets, n - full, out + full, out_stride);
+        if constexpr (kBlocks) {
+            weighted_row_sums_scalar(type, rows, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
+        } else {
+            // The last elements: the reference over a row suffix.
+            const size_t elem = kRows == Rows::kF16 ? 2 : 4;
+            weighted_row_sums_scalar(type, rows + full * elem, row_stride, n_rows, weights, w_stride, n_sets, n - full,
+                                     out + full, out_stride);
+        }
     }
 }
 #endif  // !HWY_HAVE_SCALABLE
@@ -78,12 +109,20 @@ void WeightedRowSums(QuantType type, const void* rows, size_t row_stride, int64_
     weighted_row_sums_scalar(type, rows, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
 #else
     const auto* bytes = static_cast<const uint8_t*>(rows);
-    if (type == QuantType::F32) {
-        sums<false>(bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
-    } else if (type == QuantType::F16) {
-        sums<true>(bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
-    } else {
-        throw make_error("internal: weighted row sums of {} rows", quant_type_name(type));
+    if ((type == QuantType::Q8_0 || type == QuantType::Q4_0) && n % 32 != 0) {
+        throw make_error("internal: weighted row sums of {} rows of {} elements", quant_type_name(type), n);
+    }
+    switch (type) {
+        case QuantType::F32:
+            return sums<Rows::kF32>(type, bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
+        case QuantType::F16:
+            return sums<Rows::kF16>(type, bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
+        case QuantType::Q8_0:
+            return sums<Rows::kQ8_0>(type, bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
+        case QuantType::Q4_0:
+            return sums<Rows::kQ4_0>(type, bytes, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
+        default:
+            throw make_error("internal: weighted row sums of {} rows", quant_type_name(type));
     }
 #endif
 }

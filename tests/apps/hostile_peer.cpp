@@ -63,7 +63,8 @@ json good_assign() {
     return {{"slice", {{"layers", {0, 5}}, {"kv_heads", {0, 4}}, {"ffn", {0, 172}}, {"vocab", {0, 512}}}},
             {"n_ctx", 64},
             {"n_batch", 8},
-            {"kv_type", "f32"},
+            {"kv_type_k", "f32"},
+            {"kv_type_v", "f32"},
             {"partial_format", 3},
             {"rank", 1},
             {"mesh", {"127.0.0.1:9"}},  // this worker's own entry: it connects to no other

@@ -50,7 +50,7 @@ struct Loaded {
         ForwardConfig config;
         config.n_ctx = n_ctx;
         config.n_batch = n_batch;
-        config.kv_type = QuantType::F32;
+        config.kv_types = QuantType::F32;
         decoder = std::make_unique<LocalDecoder>(model, config, 2);
     }
     LlamaModel model;

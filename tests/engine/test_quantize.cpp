@@ -51,7 +51,7 @@ GenerationResult greedy(const std::string& path, int n_predict) {
     const auto tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 128;
-    config.kv_type = QuantType::F32;
+    config.kv_types = QuantType::F32;
     LocalDecoder decoder(model, config, 2);
     GenerationParams params;
     params.n_predict = n_predict;

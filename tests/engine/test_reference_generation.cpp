@@ -31,12 +31,12 @@ struct Run {
 };
 
 GenerationResult greedy(const std::string& model_path, const std::string& prompt, int n_predict, int threads,
-                        QuantType kv_type = QuantType::F32) {
+                        QuantType kv_types = QuantType::F32) {
     const LlamaModel model(model_path);
     const auto tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 256;
-    config.kv_type = kv_type;
+    config.kv_types = kv_types;
     LocalDecoder decoder(model, config, threads);
     GenerationParams params;
     params.n_predict = n_predict;

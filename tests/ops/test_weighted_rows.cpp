@@ -1,7 +1,9 @@
 // weighted_row_sums on every compiled target this CPU supports against its
-// scalar reference: F32 and F16 rows, lengths off the vector width, from no
+// scalar reference: F32 and F16 rows, lengths off the vector width (Q8_0 and
+// Q4_0 rows: whole blocks, their nibble halves and block scales), from no
 // rows to many, 1 to 17 weight sets (past the 8 held in registers), strided
 // rows, weights and outputs; outputs between the strides stay untouched.
+#include "ops/quant_traits.h"
 #include "ops/weighted_rows.h"
 #include "util/fp16.h"
 #include "util/rng.h"
@@ -21,24 +23,19 @@ TEST(WeightedRows, MatchTheReferenceOnEveryTarget) {
     for (int64_t target : targets) {
         hwy::SetSupportedTargetsForTest(target);
         Rng rng(9);
-        for (QuantType type : {QuantType::F32, QuantType::F16}) {
-            const size_t elem = type == QuantType::F32 ? 4 : 2;
-            for (int64_t n : {1, 7, 16, 64, 100}) {
+        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+            const bool blocks = type == QuantType::Q8_0 || type == QuantType::Q4_0;
+            const std::vector<int64_t> lengths = blocks ? std::vector<int64_t>{32, 64, 160}
+                                                        : std::vector<int64_t>{1, 7, 16, 64, 100};
+            for (int64_t n : lengths) {
                 for (int64_t n_rows : {0, 1, 5, 300}) {
                     for (int sets : {1, 3, 8, 9, 17}) {
-                        const size_t row_stride = n * elem + 6;
+                        const size_t row_stride = quant_row_bytes(type, n) + 6;
                         std::vector<uint8_t> rows(1 + n_rows * row_stride);
+                        std::vector<float> values(n);
                         for (int64_t r = 0; r < n_rows; ++r) {
-                            for (int64_t i = 0; i < n; ++i) {
-                                const float v = rng.next_normal();
-                                uint8_t* at = rows.data() + 1 + r * row_stride + i * elem;
-                                if (type == QuantType::F32) {
-                                    std::memcpy(at, &v, 4);
-                                } else {
-                                    const uint16_t h = fp32_to_fp16(v);
-                                    std::memcpy(at, &h, 2);
-                                }
-                            }
+                            for (float& v : values) v = rng.next_normal();
+                            scalar_traits(type)->from_float(values.data(), rows.data() + 1 + r * row_stride, n);
                         }
                         const size_t w_stride = static_cast<size_t>(n_rows) + 3;
                         std::vector<float> weights(sets * w_stride);
