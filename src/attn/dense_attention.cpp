@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tessera {
 
@@ -38,6 +39,7 @@ DenseAttention::DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_th
     // Room for a query head in any dot type (Q8_0 is smaller than F32).
     q_scratch_row_ = sizeof(float) * static_cast<size_t>(head_dim);
     q_scratch_.reset(new uint8_t[static_cast<size_t>(n_threads) * kTokenBlock * q_scratch_row_]);
+    sparse_.resize(static_cast<size_t>(n_threads));
 }
 
 void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok, const float* q, int64_t q_stride,
@@ -53,6 +55,20 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
     }
     if (n_tok == 1) {
         attend_one(cache, layer, pos0, q, n_q_heads, q_per_kv, out, pool, options);
+        return;
+    }
+    if (options.window == 0 && !sparse_is_dense_at(n_pos - 1, options.sparse)) {
+        // Sparse prefill: each position's candidates, one position and KV
+        // head per item (a query's candidates are its own).
+        const int n_kv = n_q_heads / q_per_kv;
+        const int64_t items = static_cast<int64_t>(n_tok) * n_kv;
+        pool.run([&](int thread, int n_threads) {
+            for (int64_t item = thread; item < items; item += n_threads) {
+                const auto t = static_cast<int>(item / n_kv);
+                attend_one_head(cache, layer, pos0 + t, q + t * q_stride, static_cast<int>(item % n_kv), q_per_kv,
+                                out + t * out_stride, thread, options);
+            }
+        });
         return;
     }
     const int hd = head_dim_;
@@ -123,6 +139,10 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
         throw make_error("internal: attention of KV head {} at position {} on thread {} ({} heads, context {})",
                          kv_head, pos, thread, n_kv_heads_, n_ctx_);
     }
+    if (options.window == 0 && !sparse_is_dense_at(pos, options.sparse)) {
+        attend_sparse_head(cache, layer, pos, q, kv_head, q_per_kv, out, thread, options);
+        return;
+    }
     const QuantTraits& k_traits = require_compute_traits(cache.k_type(), "attention");
     // A sliding window reads only its last positions of the cache.
     const int first = first_visible(pos, options);
@@ -152,6 +172,98 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
         for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_ctx_, n_seen, options);
         weighted_row_sums(cache.v_type(), v_rows, cache.v_row_bytes(), n_seen, scores, n_ctx_, heads, hd,
                           out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
+    }
+}
+
+void DenseAttention::attend_sparse_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head,
+                                        int q_per_kv, float* out, int thread, const AttentionOptions& options) {
+    const SparseOptions& o = options.sparse;
+    const bool landmarks = o.landmarks != LandmarkMode::kOff;
+    if (landmarks && cache.landmark_block() != o.block) {
+        throw make_error("internal: sparse attention over blocks of {} in a cache keeping landmarks of {}", o.block,
+                         cache.landmark_block());
+    }
+    const int hd = head_dim_;
+    SparseScratch& s = sparse_[static_cast<size_t>(thread)];
+    sparse_candidates(pos, o, s.candidates);
+    const int w0 = s.candidates.window_begin;
+    const int n_w = pos - w0 + 1;
+    const auto n_t = static_cast<int>(s.candidates.tokens.size());
+    const auto n_l = static_cast<int>(s.candidates.blocks.size());
+    const int n_all = n_w + n_t + n_l;
+    const size_t krb = cache.k_row_bytes(), vrb = cache.v_row_bytes();
+    const QuantTraits& k_traits = require_compute_traits(cache.k_type(), "attention");
+    const QuantTraits& f32 = require_compute_traits(QuantType::F32, "attention");
+
+    // The scattered rows side by side, so each is one tile like the window.
+    const uint8_t* k_all = cache.k_rows(layer, kv_head);
+    const uint8_t* v_all = cache.v_rows(layer, kv_head);
+    s.k_rows.resize(static_cast<size_t>(n_t) * krb);
+    s.v_rows.resize(static_cast<size_t>(n_t) * vrb);
+    for (int i = 0; i < n_t; ++i) {
+        const auto p = static_cast<size_t>(s.candidates.tokens[static_cast<size_t>(i)]);
+        std::memcpy(s.k_rows.data() + i * krb, k_all + p * krb, krb);
+        std::memcpy(s.v_rows.data() + i * vrb, v_all + p * vrb, vrb);
+    }
+    const float* lm_k = landmarks ? cache.landmark_k(layer, kv_head) : nullptr;
+    const float* lm_v = landmarks ? cache.landmark_v(layer, kv_head) : nullptr;
+    if (n_l > 0 && s.candidates.blocks.back() + 1 != n_l) {
+        // Not blocks 0 .. n_l - 1 (the seed's choice): gathered too.
+        s.lm_k.resize(static_cast<size_t>(n_l) * hd);
+        s.lm_v.resize(static_cast<size_t>(n_l) * hd);
+        for (int i = 0; i < n_l; ++i) {
+            const auto b = static_cast<size_t>(s.candidates.blocks[static_cast<size_t>(i)]);
+            std::copy_n(lm_k + b * hd, hd, s.lm_k.data() + static_cast<size_t>(i) * hd);
+            std::copy_n(lm_v + b * hd, hd, s.lm_v.data() + static_cast<size_t>(i) * hd);
+        }
+        lm_k = s.lm_k.data();
+        lm_v = s.lm_v.data();
+    }
+
+    const bool convert_q = k_traits.vec_dot_type != QuantType::F32;
+    const QuantTraits* q_traits = convert_q ? &require_compute_traits(k_traits.vec_dot_type, "attention") : nullptr;
+    const size_t q_row = convert_q ? quant_row_bytes(k_traits.vec_dot_type, hd) : sizeof(float) * hd;
+    uint8_t* q_converted = q_scratch_.get() + static_cast<size_t>(thread) * kTokenBlock * q_scratch_row_;
+    const int block_heads = std::min(kTokenBlock, q_per_kv);
+    s.scores.resize(static_cast<size_t>(block_heads) * n_all);
+    s.sums.resize(static_cast<size_t>(block_heads) * hd);
+    float* scores = s.scores.data();
+    for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
+        const int heads = std::min(kTokenBlock, q_per_kv - j0);
+        const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
+        const void* x = qh;
+        if (convert_q) {
+            for (int j = 0; j < heads; ++j) {
+                q_traits->from_float(qh + static_cast<int64_t>(j) * hd, q_converted + j * q_row, hd);
+            }
+            x = q_converted;
+        }
+        // Scores: [window | scattered | landmarks] per query head.
+        k_traits.vec_dot_tile(hd, k_all + static_cast<size_t>(w0) * krb, krb, n_w, x, q_row, heads, scores, n_all);
+        if (n_t > 0) k_traits.vec_dot_tile(hd, s.k_rows.data(), krb, n_t, x, q_row, heads, scores + n_w, n_all);
+        if (n_l > 0) {
+            f32.vec_dot_tile(hd, lm_k, sizeof(float) * hd, n_l, qh, sizeof(float) * hd, heads, scores + n_w + n_t,
+                             n_all);
+        }
+        for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_all, n_all, options);
+        float* oh = out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
+        weighted_row_sums(cache.v_type(), v_all + static_cast<size_t>(w0) * vrb, vrb, n_w, scores, n_all, heads, hd,
+                          oh, hd);
+        const auto add_sums = [&] {
+            for (int j = 0; j < heads; ++j) {
+                for (int i = 0; i < hd; ++i) oh[j * hd + i] += s.sums[static_cast<size_t>(j) * hd + i];
+            }
+        };
+        if (n_t > 0) {
+            weighted_row_sums(cache.v_type(), s.v_rows.data(), vrb, n_t, scores + n_w, n_all, heads, hd,
+                              s.sums.data(), hd);
+            add_sums();
+        }
+        if (n_l > 0) {
+            weighted_row_sums(QuantType::F32, lm_v, sizeof(float) * hd, n_l, scores + n_w + n_t, n_all, heads, hd,
+                              s.sums.data(), hd);
+            add_sums();
+        }
     }
 }
 

@@ -19,10 +19,12 @@
 #pragma once
 
 #include "attn/kv_cache.h"
+#include "attn/sparse_pattern.h"
 #include "util/thread_pool.h"
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace tessera {
 
@@ -31,6 +33,10 @@ struct AttentionOptions {
     float scale = 0.0f;     // score multiplier; 0 means 1 / sqrt(head_dim)
     float soft_cap = 0.0f;  // when > 0, scores become cap * tanh(scores / cap) (Gemma 2)
     int window = 0;         // when > 0, the query at p sees only positions p - window < q <= p
+    // Sparse attention (sparse_pattern.h) for a layer without a window of
+    // its own: a query that reads what dense reads (sparse_is_dense_at), and
+    // a batch whose every query does, runs the dense code: dense's bits.
+    SparseOptions sparse;
 };
 
 class DenseAttention {
@@ -55,6 +61,11 @@ public:
 private:
     void attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads, int q_per_kv,
                     float* out, ThreadPool& pool, const AttentionOptions& options);
+    // One position's sparse attention for one KV head: scores over the
+    // window's rows in place, the scattered rows and landmark rows gathered,
+    // one softmax over them all, the values summed likewise.
+    void attend_sparse_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head, int q_per_kv,
+                            float* out, int thread, const AttentionOptions& options);
     // Scales (and soft-caps) n scores, then turns them into softmax weights.
     void weigh(float* scores, int n, const AttentionOptions& options) const;
 
@@ -70,6 +81,16 @@ private:
     std::unique_ptr<float[]> scores_;    // [thread][kTokenBlock][n_ctx]
     std::unique_ptr<uint8_t[]> q_scratch_;  // [thread][kTokenBlock][q_scratch_row_]: queries in K's dot type
     size_t q_scratch_row_ = 0;
+    // Per thread, grown on first use: a sparse query's candidates, its scores
+    // [head][candidate], gathered K/V rows and landmark rows, one head's sums.
+    struct SparseScratch {
+        SparseCandidates candidates;
+        std::vector<float> scores;
+        std::vector<uint8_t> k_rows, v_rows;
+        std::vector<float> lm_k, lm_v;
+        std::vector<float> sums;
+    };
+    std::vector<SparseScratch> sparse_;
 };
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include "util/error.h"
 
 #include <cstring>
+#include <vector>
 
 namespace tessera {
 
@@ -88,6 +89,39 @@ void KvCache::store_head(int layer, int head, int pos, const float* k, const flo
     const auto p = static_cast<uint64_t>(pos);
     store_row(k, types_.k, head_dim_, k_.get() + head_index(layer, head) * k_head_bytes() + p * k_row_bytes_);
     store_row(v, types_.v, head_dim_, v_.get() + head_index(layer, head) * v_head_bytes() + p * v_row_bytes_);
+    if (landmark_block_ > 0 && (pos + 1) % landmark_block_ == 0) update_landmark(layer, head, pos / landmark_block_);
+}
+
+void KvCache::enable_landmarks(int block) {
+    if (block < 1) throw make_error("internal: landmark blocks of {} positions", block);
+    if (block == landmark_block_) return;
+    landmark_block_ = block;
+    const uint64_t floats = static_cast<uint64_t>(n_layers_) * n_kv_heads_ * lm_head_floats();
+    lm_k_.reset(new float[std::max<uint64_t>(floats, 1)]);
+    lm_v_.reset(new float[std::max<uint64_t>(floats, 1)]);
+}
+
+void KvCache::update_landmark(int layer, int head, int block_index) {
+    // Several threads store different heads at once: scratch of their own.
+    thread_local std::vector<float> rows;
+    const int n = landmark_block_;
+    const int hd = head_dim_;
+    rows.resize(static_cast<size_t>(n) * hd);
+    const auto first = static_cast<uint64_t>(block_index) * static_cast<uint64_t>(n);
+    const uint64_t at = head_index(layer, head) * lm_head_floats() + static_cast<uint64_t>(block_index) * hd;
+    for (int kv = 0; kv < 2; ++kv) {
+        if (kv == 0) {
+            load_rows(k_rows(layer, head) + first * k_row_bytes_, types_.k, static_cast<int64_t>(n) * hd, rows.data());
+        } else {
+            load_rows(v_rows(layer, head) + first * v_row_bytes_, types_.v, static_cast<int64_t>(n) * hd, rows.data());
+        }
+        float* mean = (kv == 0 ? lm_k_.get() : lm_v_.get()) + at;
+        for (int i = 0; i < hd; ++i) {
+            double sum = 0.0;
+            for (int r = 0; r < n; ++r) sum += rows[static_cast<size_t>(r) * hd + i];
+            mean[i] = static_cast<float>(sum / n);
+        }
+    }
 }
 
 void KvCache::load_k(int layer, int head, int pos, float* dst) const {

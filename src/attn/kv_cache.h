@@ -9,6 +9,7 @@
 
 #include "ops/quant_type.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -68,10 +69,25 @@ public:
     uint64_t k_row_bytes() const { return k_row_bytes_; }
     uint64_t v_row_bytes() const { return v_row_bytes_; }
 
+    // Landmarks for sparse attention (sparse_pattern.h): from now on, as the
+    // last position of each block of `block` positions is stored, the block's
+    // mean K and V (of the rows as the cache holds them) are kept in F32. A
+    // block rewritten (a rolled-back draft, a prompt that reuses a prefix) is
+    // recomputed when its last position is stored again.
+    void enable_landmarks(int block);
+    int landmark_block() const { return landmark_block_; }
+    // One head's landmark rows: block b's mean K at landmark_k(...) + b * head_dim.
+    const float* landmark_k(int layer, int head) const { return lm_k_.get() + head_index(layer, head) * lm_head_floats(); }
+    const float* landmark_v(int layer, int head) const { return lm_v_.get() + head_index(layer, head) * lm_head_floats(); }
+
 private:
     uint64_t head_index(int layer, int head) const { return static_cast<uint64_t>(layer) * n_kv_heads_ + head; }
     uint64_t k_head_bytes() const { return k_row_bytes_ * static_cast<uint64_t>(n_ctx_); }
     uint64_t v_head_bytes() const { return v_row_bytes_ * static_cast<uint64_t>(n_ctx_); }
+    uint64_t lm_head_floats() const {
+        return static_cast<uint64_t>(n_ctx_ / std::max(landmark_block_, 1)) * static_cast<uint64_t>(head_dim_);
+    }
+    void update_landmark(int layer, int head, int block_index);
 
     int n_layers_;
     int n_kv_heads_;
@@ -83,6 +99,9 @@ private:
     uint64_t bytes_;
     std::unique_ptr<uint8_t[]> k_;
     std::unique_ptr<uint8_t[]> v_;
+    int landmark_block_ = 0;
+    std::unique_ptr<float[]> lm_k_;  // [layer][head][block][head_dim]
+    std::unique_ptr<float[]> lm_v_;
 };
 
 }  // namespace tessera
