@@ -2,7 +2,7 @@
 // pp and tg tests, plus how close generation comes to the memory bandwidth.
 // With a draft (--draft-model, --draft ngram): plain against speculative
 // greedy generation from a real prompt instead (engine/speculative_bench.h).
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
@@ -33,7 +33,7 @@ struct BenchOptions {
     int n_batch = 512;
     bool json = false;
     ParallelOptions parallel;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
     DraftOptions draft;
     std::string prompt = "Once upon a time";
 };
@@ -45,7 +45,8 @@ void speculative_main(const BenchOptions& o) {
     ForwardConfig config;
     config.n_ctx = std::min(model.hparams().n_ctx_train, 4096);
     config.n_batch = o.n_batch;
-    config.kv_types = resolve_cache_types(o.cache_types);
+    config.kv_types = resolve_cache_types(o.attention);
+    config.sparse = resolve_sparse(o.attention);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
     const std::vector<int32_t> prompt = tokenize_prompt(*tokenizer, o.prompt, config.n_ctx);
     if (static_cast<int64_t>(prompt.size()) + o.n_gen > config.n_ctx) {
@@ -110,7 +111,8 @@ void bench_main(const BenchOptions& o) {
     params.parallel = o.parallel;
     params.reps = o.reps;
     params.n_batch = o.n_batch;
-    params.kv_types = resolve_cache_types(o.cache_types);
+    params.kv_types = resolve_cache_types(o.attention);
+    params.sparse = resolve_sparse(o.attention);
     const BenchResult r = run_bench(params);
 
     if (o.json) {
@@ -193,7 +195,7 @@ void add_bench_command(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
     add_parallel_flags(cmd, o->parallel);
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     add_draft_flags(cmd, o->draft);
     cmd->add_option("--prompt", o->prompt, "With a draft: the prompt both generations start from")->capture_default_str();
     cmd->callback([o] { bench_main(*o); });

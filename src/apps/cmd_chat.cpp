@@ -1,7 +1,7 @@
 // tessera chat: an interactive conversation in the terminal, on any plan.
 // Each turn prefills only what the KV cache lacks; Ctrl-C stops the answer
 // being written (a second Ctrl-C at the prompt, or Ctrl-D, leaves).
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
@@ -37,7 +37,7 @@ struct ChatOptions {
     int64_t seed = -1;
     bool context_shift = false;
     ParallelOptions parallel;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
 };
 
 std::atomic<bool> g_stop{false};
@@ -54,7 +54,8 @@ void chat(const ChatOptions& o) {
     ForwardConfig config;
     config.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model.hparams().n_ctx_train, 4096);
     config.n_batch = o.n_batch;
-    config.kv_types = resolve_cache_types(o.cache_types);
+    config.kv_types = resolve_cache_types(o.attention);
+    config.sparse = resolve_sparse(o.attention);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
     PlanDecoder plan = make_plan_decoder(model, config, n_threads, o.parallel);
     print_plan(plan.setup());
@@ -133,7 +134,7 @@ void add_chat_command(CLI::App& app) {
     cmd->add_flag("--context-shift", o->context_shift,
                   "When the conversation outgrows the context, drop its oldest messages (the system message stays)");
     add_parallel_flags(cmd, o->parallel);
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
     cmd->callback([o] { chat(*o); });

@@ -6,7 +6,7 @@
 //   -m MODEL --kl-divergence --kl-divergence-base FILE
 //                                                 KL divergence of MODEL from them
 // Progress and the results go to stdout in llama.cpp's format; details to stderr.
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "engine/kl_divergence.h"
@@ -42,7 +42,7 @@ struct PerplexityOptions {
     int n_chunks = -1;
     std::string kl_base;
     bool kl_divergence = false;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
     ParallelOptions parallel;
 };
 
@@ -119,7 +119,7 @@ void perplexity_main(const PerplexityOptions& o) {
         throw make_error("--kl-divergence compares against a base file: give it with --kl-divergence-base FILE");
     }
     if (!o.kl_divergence && o.text_file.empty()) throw make_error("give the text to score with -f FILE");
-    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
+    const KvCacheTypes kv_types = resolve_cache_types(o.attention);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     const LlamaModel model(model_path);
@@ -180,6 +180,7 @@ void perplexity_main(const PerplexityOptions& o) {
     ForwardConfig config;
     config.n_ctx = plan.n_ctx;
     config.kv_types = kv_types;
+    config.sparse = resolve_sparse(o.attention);
     config.n_batch = std::min(o.n_batch, plan.n_ctx);  // a chunk is the most one call evaluates
     // Any mode: the KL divergence of --fast tensor parallel against a single
     // node's base file is how its quality cost is measured.
@@ -238,7 +239,7 @@ void add_perplexity_command(CLI::App& app) {
                     "Without --kl-divergence: save the model's distributions to this file; with it: compare against them");
     cmd->add_flag("--kl-divergence", o->kl_divergence, "Compute the KL divergence from the --kl-divergence-base file");
     add_parallel_flags(cmd, o->parallel);
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     cmd->callback([o] { perplexity_main(*o); });
 }
 

@@ -2,7 +2,7 @@
 // FFN channels, bytes of weights and KV cache), without running it. The same
 // planner functions as a run; shares follow --weights / --stage-layers or the
 // cluster file, and are equal where those are silent (a run measures speed).
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "cluster/planner.h"
@@ -24,7 +24,7 @@ namespace {
 struct PlanOptions {
     std::string model;
     int n_ctx = 0;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
     ParallelOptions parallel;
     bool json = false;
     int n_threads = 0;
@@ -41,7 +41,7 @@ void plan(const PlanOptions& o) {
     const LlamaModel model(o.model.empty() ? default_model_path() : o.model);
     const ModelHParams& hp = model.hparams();
     const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
-    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
+    const KvCacheTypes kv_types = resolve_cache_types(o.attention);
     if (o.parallel.auto_plan) {
         ForwardConfig config;
         config.n_ctx = n_ctx;
@@ -175,7 +175,7 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (0: the model's, at most 4096)")
         ->capture_default_str();
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     cmd->add_flag("--json", o->json, "Print the plan as JSON");
     cmd->add_option("-t,--threads", o->n_threads, "--auto: the root's threads for its speed probe, as a run would use (0: one per CPU)")
         ->capture_default_str();

@@ -1,5 +1,5 @@
 // tessera run: generate text from a prompt on this machine.
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
@@ -38,7 +38,7 @@ struct RunOptions {
     int n_threads = 0;
     SamplerParams sampler;
     int64_t seed = -1;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
     bool json = false;
     bool verbose = false;
     ParallelOptions parallel;
@@ -59,7 +59,7 @@ void run(const RunOptions& o) {
         text << in.rdbuf();
         prompt = text.str();
     }
-    const KvCacheTypes kv_types = resolve_cache_types(o.cache_types);
+    const KvCacheTypes kv_types = resolve_cache_types(o.attention);
     const int n_threads = o.n_threads > 0 ? o.n_threads : default_threads(o.parallel);
 
     const LlamaModel model(model_path);
@@ -75,6 +75,7 @@ void run(const RunOptions& o) {
     ForwardConfig config;
     config.n_ctx = n_ctx;
     config.kv_types = kv_types;
+    config.sparse = resolve_sparse(o.attention);
     config.n_batch = o.n_batch;
     // Distributed plans run supervised: a lost edge or node is recovered
     // from (supervised_decoder.h); a single process needs nothing of it.
@@ -191,7 +192,7 @@ void add_run_command(CLI::App& app) {
     add_parallel_flags(cmd, o->parallel);
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");
     cmd->callback([o] { run(*o); });

@@ -10,7 +10,7 @@
 // conversation's next turn (its history resent) prefills only its new
 // tokens. A client that disconnects mid-stream stops its generation at the
 // next token.
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/openai_api.h"
 #include "apps/parallel_flags.h"
@@ -59,7 +59,7 @@ struct ServeOptions {
     size_t max_body = 1 << 20;
     bool ignore_eos = false;
     ParallelOptions parallel;
-    CacheTypeFlags cache_types;
+    AttentionFlags attention;
 };
 
 // A Prometheus histogram of seconds.
@@ -204,7 +204,8 @@ public:
         config_.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model_.hparams().n_ctx_train, 4096);
         config_.n_batch = o.n_batch;
         config_.n_seq = o.n_parallel;
-        config_.kv_types = resolve_cache_types(o.cache_types);
+        config_.kv_types = resolve_cache_types(o.attention);
+        config_.sparse = resolve_sparse(o.attention);
         plan_ = make_plan_decoder(model_, config_, o.n_threads > 0 ? o.n_threads : default_threads(o.parallel), o.parallel);
         if (plan_.decoder().n_seq() < o.n_parallel) {
             throw make_error("internal: --parallel {} but the plan keeps {} sequences", o.n_parallel,
@@ -540,7 +541,7 @@ void add_serve_command(CLI::App& app) {
     cmd->add_flag("--ignore-eos", o->ignore_eos,
                   "Keep generating past end-of-text tokens, until max_tokens or the context is full (as llama-server's)");
     add_parallel_flags(cmd, o->parallel);
-    add_cache_type_flags(cmd, o->cache_types);
+    add_attention_flags(cmd, o->attention);
     add_draft_flags(cmd, o->draft);
     cmd->callback([o] { Server(*o).run(); });
 }

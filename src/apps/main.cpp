@@ -1,5 +1,5 @@
 // tessera: one large language model on several small machines at once.
-#include "apps/cache_flags.h"
+#include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "util/error.h"
 

@@ -124,6 +124,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
                        {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
                        {"partial_format", 0}};
+        if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
         if (!stages_[i + 1].group.empty()) {
             assign["group"] = stages_[i + 1].group;

@@ -72,6 +72,11 @@ QuantType parse_kv_type(const std::string& text, const std::string& peer) {
     return *type;
 }
 
+json sparse_json(const SparseOptions& o) {
+    return {{"window", o.window}, {"block", o.block}, {"globals", o.globals}, {"log_stride", o.log_stride},
+            {"landmarks", landmark_mode_name(o.landmarks)}};
+}
+
 AssignMessage parse_assign(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "assign");
     AssignMessage m;
@@ -93,6 +98,24 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     m.shm = f.boolean("shm", false);
     if (f.has("group")) {
         for (const std::string& member : f.strings("group", 256, kMaxAddress)) m.group.push_back(parse_host_port(member));
+    }
+    if (f.has("sparse")) {
+        const JsonFields s = f.object("sparse");
+        m.sparse.enabled = true;
+        m.sparse.window = static_cast<int>(s.integer("window", 1, kMaxContext));
+        m.sparse.block = static_cast<int>(s.integer("block", 1, kMaxContext));
+        m.sparse.globals = static_cast<int>(s.integer("globals", 0, kMaxContext));
+        m.sparse.log_stride = s.boolean("log_stride", true);
+        const std::string landmarks = s.string("landmarks", 8);
+        if (landmarks == "all") {
+            m.sparse.landmarks = LandmarkMode::kAll;
+        } else if (landmarks == "log") {
+            m.sparse.landmarks = LandmarkMode::kLog;
+        } else if (landmarks == "off") {
+            m.sparse.landmarks = LandmarkMode::kOff;
+        } else {
+            throw make_error("{}: unknown landmark mode '{}' (all, log or off)", peer, landmarks);
+        }
     }
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
     if (!m.stage) {

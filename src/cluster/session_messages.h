@@ -6,6 +6,7 @@
 
 #include "cluster/json_messages.h"
 #include "attn/kv_cache.h"
+#include "attn/sparse_pattern.h"
 #include "cluster/tp_messages.h"
 #include "model/slice.h"
 #include "net/tcp.h"
@@ -39,6 +40,7 @@ struct AssignMessage {
     int n_ctx = 0, n_batch = 0;
     int n_seq = 1;  // sequences with their own KV cache (serve --parallel)
     KvCacheTypes kv_types;
+    SparseOptions sparse;  // disabled unless the assign has "sparse"
     WireFormat partial_format = WireFormat::F32;
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group
@@ -56,6 +58,10 @@ struct AssignMessage {
 // a name that is not a cache type is an error naming the peer.
 std::string kv_type_text(QuantType type);
 QuantType parse_kv_type(const std::string& text, const std::string& peer);
+
+// Sparse attention's options as the assign carries them ("sparse", only
+// when enabled).
+nlohmann::json sparse_json(const SparseOptions& options);
 
 AssignMessage parse_assign(const json& j, const std::string& peer);
 

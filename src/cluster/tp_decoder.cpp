@@ -139,23 +139,24 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     row_budget_ms_ = config.step_timeout_ms > 0 ? 0.0 : 100.0 * slowest_probe * 1e3;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = plan[i + 1];
-        send_json(*channels_[i], TpMessage::kAssign,
-                  {{"slice",
-                    {{"layers", {s.layer_begin, s.layer_end}},
-                     {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-                     {"ffn", {s.ffn_begin, s.ffn_end}},
-                     {"vocab", {s.vocab_begin, s.vocab_end}}}},
-                   {"n_ctx", config.forward.n_ctx},
-                   {"n_batch", config.forward.n_batch},
-                   {"n_seq", config.forward.n_seq},
-                   {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
-                   {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
-                   {"partial_format", static_cast<int>(partial_format)},
-                   {"rank", i + 1},
-                   {"mesh", mesh},
-                   {"mesh_token", token},
-                   {"row_budget_ms", row_budget_ms_},
-                   {"shm", i < links.size() && links[i] != nullptr}});
+        json assign = {{"slice",
+                        {{"layers", {s.layer_begin, s.layer_end}},
+                         {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
+                         {"ffn", {s.ffn_begin, s.ffn_end}},
+                         {"vocab", {s.vocab_begin, s.vocab_end}}}},
+                       {"n_ctx", config.forward.n_ctx},
+                       {"n_batch", config.forward.n_batch},
+                       {"n_seq", config.forward.n_seq},
+                       {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
+                       {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
+                       {"partial_format", static_cast<int>(partial_format)},
+                       {"rank", i + 1},
+                       {"mesh", mesh},
+                       {"mesh_token", token},
+                       {"row_budget_ms", row_budget_ms_},
+                       {"shm", i < links.size() && links[i] != nullptr}};
+        if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
+        send_json(*channels_[i], TpMessage::kAssign, assign);
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
             channels_[i]->use_shared_memory(std::move(links[i]));

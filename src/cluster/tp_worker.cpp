@@ -258,6 +258,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         config.n_seq = assign.n_seq;
         config.private_weights = options.private_weights;
         config.kv_types = assign.kv_types;
+        config.sparse = assign.sparse;
         if (stage) {
             links.has_prev = assign.prev;
             // Stages connect only to the address their authenticated root sent.

@@ -96,6 +96,7 @@ BenchResult run_bench(const BenchParams& params) {
     ForwardConfig config;
     config.n_ctx = std::max(params.n_prompt, params.n_gen) + 1;
     config.kv_types = params.kv_types;
+    config.sparse = params.sparse;
     config.n_batch = params.n_batch;
     const DecoderSetup setup = make_decoder(model, config, params.n_threads, params.parallel);
     Decoder& decoder = *setup.decoder;

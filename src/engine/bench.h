@@ -24,6 +24,7 @@ struct BenchParams {
     int reps = 5;
     int n_batch = 512;
     KvCacheTypes kv_types;
+    SparseOptions sparse;
     ParallelOptions parallel;
 };
 

@@ -18,13 +18,16 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
       attention_(config.n_ctx, hparams_.head_dim, slice.n_kv_heads(), pool.size()),
 
       n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))),
+      sparse_(config.sparse),
       n_q_heads_(slice.n_kv_heads() * hparams_.q_per_kv()),
       q_begin_(static_cast<int64_t>(slice.kv_head_begin) * hparams_.q_per_kv() * hparams_.head_dim),
       units_(reduction_units(model)) {
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
+    validate(sparse_);
     caches_.reserve(static_cast<size_t>(config.n_seq));
     for (int i = 0; i < config.n_seq; ++i) {
         caches_.emplace_back(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_types);
+        if (sparse_.enabled && sparse_.landmarks != LandmarkMode::kOff) caches_.back().enable_landmarks(sparse_.block);
     }
     if (config.private_weights) {
         copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);
@@ -66,6 +69,7 @@ AttentionOptions SliceForward::attention_options(int layer) const {
     o.scale = hparams_.query_scale;
     o.soft_cap = hparams_.attn_soft_cap;
     o.window = hparams_.is_sliding(layer) ? hparams_.sliding_window : 0;
+    o.sparse = sparse_;
     return o;
 }
 

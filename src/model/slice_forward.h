@@ -28,6 +28,9 @@ namespace tessera {
 struct ForwardConfig {
     int n_ctx = 0;
     KvCacheTypes kv_types;  // K and V rows (llama.cpp's -ctk/-ctv)
+    // Sparse attention for the layers without a sliding window of their own
+    // (attn/sparse_pattern.h); disabled: dense.
+    SparseOptions sparse;
     // Most positions one call processes at once (llama.cpp's -b/-ub): longer
     // prompts go through in batches of this size. Scratch grows to it.
     int n_batch = 512;
@@ -149,6 +152,7 @@ private:
     std::vector<int> rope_of_layer_;
     std::vector<std::pair<float, float>> rope_keys_;  // each table's (base, scale)
     int n_batch_;
+    SparseOptions sparse_;
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
