@@ -39,6 +39,8 @@ struct RunOptions {
     SamplerParams sampler;
     int64_t seed = -1;
     AttentionFlags attention;
+    std::string context_full = "stop";
+    int n_keep = 0;
     bool json = false;
     bool verbose = false;
     ParallelOptions parallel;
@@ -91,6 +93,15 @@ void run(const RunOptions& o) {
     params.sampler.seed = seed_of(o.seed);
     const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, n_ctx, n_threads, params);
     params.drafter = drafter.get();
+    if (o.context_full == "shift") {
+        params.context_full = GenerationParams::ContextFull::kShift;
+    } else if (o.context_full != "stop") {
+        throw make_error("--context-full must be stop or shift (got '{}')", o.context_full);
+    }
+    if (o.n_keep < 0 || o.n_keep >= n_ctx / 2) {
+        throw make_error("--keep {} must be 0 or more and under half the context ({})", o.n_keep, n_ctx);
+    }
+    params.n_keep = o.n_keep;
 
     if (!o.json) {
         std::fputs(prompt.c_str(), stdout);
@@ -116,6 +127,7 @@ void run(const RunOptions& o) {
         j["tokens"] = result.tokens;
         j["text"] = result.text;
         j["stop_reason"] = result.stop_reason;
+        j["context_shifts"] = result.shifts;
         j["seed"] = params.sampler.seed;
         j["threads"] = n_threads;
         j["ranks"] = setup.tensor_parallel != nullptr ? setup.tensor_parallel->ranks().size() : 1;
@@ -150,6 +162,14 @@ void run(const RunOptions& o) {
                      result.prompt_seconds * 1e3, prompt_tps);
         std::fprintf(stderr, "generation: %5zu tokens in %9.2f ms (%10.2f tokens/s), stopped by %s\n",
                      result.tokens.size(), result.generation_seconds * 1e3, gen_tps, result.stop_reason.c_str());
+        if (result.stop_reason == "context") {
+            std::fprintf(stderr, "the context of %d tokens is full (-c sets it; --context-full shift goes on past it)\n",
+                         n_ctx);
+        }
+        if (result.shifts > 0) {
+            std::fprintf(stderr, "context shifted %d times (kept the first %d tokens%s)\n", result.shifts, o.n_keep,
+                         prompt_tokens[0] == tokenizer->vocab().bos_id ? " after BOS" : "");
+        }
         if (drafter) {
             std::fprintf(stderr, "speculative: %s, %d of %d drafted tokens accepted (%.1f%%), %.2f tokens per traversal\n",
                          drafter->name().c_str(), result.accepted, result.drafted,
@@ -193,6 +213,11 @@ void add_run_command(CLI::App& app) {
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
     add_attention_flags(cmd, o->attention);
+    cmd->add_option("--context-full", o->context_full,
+                    "When the context is full: stop, or shift (keep --keep tokens, drop the oldest half of the rest)")
+        ->capture_default_str();
+    cmd->add_option("--keep", o->n_keep, "Tokens of the prompt kept by a context shift (after BOS)")
+        ->capture_default_str();
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (tokens, text, prompt_tokens, timings) instead of streaming");
     cmd->callback([o] { run(*o); });

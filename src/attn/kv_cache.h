@@ -8,6 +8,7 @@
 #pragma once
 
 #include "ops/quant_type.h"
+#include "util/function_ref.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -68,6 +69,12 @@ public:
     const uint8_t* v_rows(int layer, int head) const { return v_.get() + head_index(layer, head) * v_head_bytes(); }
     uint64_t k_row_bytes() const { return k_row_bytes_; }
     uint64_t v_row_bytes() const { return v_row_bytes_; }
+
+    // Context shift: positions [keep + discard, n_used) of one head move to
+    // [keep, n_used - discard); V rows are copied as they are, K rows read as
+    // float, re-rotated by the caller's `rotate` (RoPE by -discard) and
+    // stored again; landmarks of the blocks after `keep` are recomputed.
+    void shift_positions(int layer, int head, int keep, int discard, int n_used, FunctionRef<void(float*)> rotate);
 
     // Landmarks for sparse attention (sparse_pattern.h): from now on, as the
     // last position of each block of `block` positions is stored, the block's

@@ -284,6 +284,17 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
     }
 }
 
+void PipelineDecoder::shift_context(int seq, int keep, int discard, int n_used) {
+    block_->shift_context(seq, keep, discard, n_used);
+    if (channels_.empty()) return;
+    encode_context_shift({seq, keep, discard, n_used}, message_);
+    try {
+        channels_[0]->send(static_cast<uint16_t>(TpMessage::kShift), message_);
+    } catch (const Error& e) {
+        throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+    }
+}
+
 const float* PipelineDecoder::eval(std::span<const int32_t> tokens, int pos) {
     run(tokens, pos, false, logits_.data());
     return logits_.data();

@@ -70,6 +70,9 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return front_->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
+    // Stage 0's layers here, then a kShift down the pipeline, each stage
+    // shifting its own layers before passing it on.
+    void shift_context(int seq, int keep, int discard, int n_used) override;
 
     const std::vector<StageInfo>& stages() const { return stages_; }
 

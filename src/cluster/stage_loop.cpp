@@ -79,6 +79,13 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
             if (next) next->send(static_cast<uint16_t>(TpMessage::kSeqRuns), frame.payload);
             continue;
         }
+        if (type == TpMessage::kShift && &from == &input) {
+            // In order with the steps: this stage's layers, then the next's.
+            const ContextShift shift = decode_context_shift(frame.payload, from.peer().c_str());
+            block.shift_context(shift.seq, shift.keep, shift.discard, shift.n_used);
+            if (next) next->send(static_cast<uint16_t>(TpMessage::kShift), frame.payload);
+            continue;
+        }
         if (type != TpMessage::kStageInput) {
             throw make_error("{}: unexpected {} message", from.peer(), tp_message_name(frame.type));
         }

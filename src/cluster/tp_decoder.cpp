@@ -315,6 +315,12 @@ void TensorParallelDecoder::update_stats() {
     }
 }
 
+void TensorParallelDecoder::shift_context(int seq, int keep, int discard, int n_used) {
+    forward_->shift_context(seq, keep, discard, n_used);  // checks the values first
+    encode_context_shift({seq, keep, discard, n_used}, message_);
+    for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kShift, message_);
+}
+
 void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {
     const SeqRun run{0, pos0, n_tok};
     forward_layers(x, std::span<const SeqRun>(&run, 1));

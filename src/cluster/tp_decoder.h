@@ -91,6 +91,8 @@ public:
     // of a hybrid plan drives the group this way.
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
+    // Every rank shifts its own heads (a kShift in order with the steps).
+    void shift_context(int seq, int keep, int discard, int n_used) override;
     // The root's own slice: embeds tokens and computes logits when the group
     // is first / last.
     SliceForward& root_forward() { return *forward_; }

@@ -29,6 +29,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kHead: return "head";
         case TpMessage::kSeqRuns: return "seq-runs";
         case TpMessage::kLinkProbe: return "link-probe";
+        case TpMessage::kShift: return "shift";
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";
@@ -246,6 +247,24 @@ std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char
         runs[i] = {static_cast<int>(seq), static_cast<int>(pos0), static_cast<int>(n_tok), all == 1};
     }
     return runs;
+}
+
+void encode_context_shift(const ContextShift& shift, std::vector<uint8_t>& out) {
+    out.resize(kContextShiftBytes);
+    const int values[4] = {shift.seq, shift.keep, shift.discard, shift.n_used};
+    for (int i = 0; i < 4; ++i) put_u32(out.data() + 4 * i, static_cast<uint32_t>(values[i]));
+}
+
+ContextShift decode_context_shift(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() != kContextShiftBytes) {
+        throw make_error("{}: shift message of {} bytes (want {})", peer, payload.size(), kContextShiftBytes);
+    }
+    uint32_t v[4];
+    for (int i = 0; i < 4; ++i) {
+        v[i] = get_u32(payload.data() + 4 * i);
+        if (v[i] > (1u << 30)) throw make_error("{}: shift message value {} is out of range", peer, v[i]);
+    }
+    return {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]), static_cast<int>(v[3])};
 }
 
 void require_finite(const float* values, size_t n, const std::string& peer) {

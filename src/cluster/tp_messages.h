@@ -58,6 +58,7 @@ enum class TpMessage : uint16_t {
     kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
     kSeqRuns = 17,     // the sequences of the next batch's rows (continuous batching): SeqRun table
     kLinkProbe = 18,   // before kAssign: a ping echoed back or a bulk frame acknowledged (link_probe.h)
+    kShift = 19,       // a context shift of one sequence (ContextShift), in order with the steps
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,
@@ -122,6 +123,16 @@ constexpr uint32_t kMaxSeqRuns = 4096;
 constexpr size_t kSeqRunBytes = 16;
 void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out);
 std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer);
+
+// A context shift (LayerBlock::shift_context): seq, keep, discard, n_used as
+// u32 each. Decoding bounds the values so they cannot wrap; the receiver
+// checks them against its sequences and context.
+struct ContextShift {
+    int seq = 0, keep = 0, discard = 0, n_used = 0;
+};
+constexpr size_t kContextShiftBytes = 16;
+void encode_context_shift(const ContextShift& shift, std::vector<uint8_t>& out);
+ContextShift decode_context_shift(std::span<const uint8_t> payload, const char* peer);
 
 // Throws an Error naming the peer if any value is NaN or infinite: a
 // broken or hostile node must not turn every later token into garbage.

@@ -390,6 +390,11 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             }
             return;
         }
+        if (type == TpMessage::kShift) {
+            const ContextShift shift = decode_context_shift(frame.payload, peer.c_str());
+            forward.shift_context(shift.seq, shift.keep, shift.discard, shift.n_used);
+            continue;
+        }
         if (type != TpMessage::kSeqRuns && type != TpMessage::kResidual && type != TpMessage::kHead) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }

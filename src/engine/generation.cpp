@@ -72,15 +72,31 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
     };
     std::vector<int32_t> context, draft, batch;
     if (params.drafter != nullptr) context = prompt_tokens;
+    // Before a token is evaluated at `pos`: true when the context is full and
+    // generation stops; with kShift, makes room instead.
+    const bool has_bos = prompt_tokens[0] == vocab.bos_id;
+    const auto context_full = [&] {
+        if (pos < n_ctx) return false;
+        if (params.context_full == GenerationParams::ContextFull::kStop) {
+            result.stop_reason = "context";
+            return true;
+        }
+        const int keep = std::clamp(params.n_keep + (has_bos ? 1 : 0), 0, pos - 2);
+        const int discard = (pos - keep) / 2;
+        decoder.shift_context(0, keep, discard, pos);
+        pos -= discard;
+        if (!context.empty()) {
+            context.erase(context.begin() + keep, context.begin() + keep + discard);
+        }
+        ++result.shifts;
+        return false;
+    };
     int draft_len = std::max(1, params.draft_max);
     for (;;) {
         if (cancelled()) break;
         int32_t token = sampler.sample(logits, n_vocab);
         if (!take(token, logits)) break;
-        if (pos >= n_ctx) {
-            result.stop_reason = "context";
-            break;
-        }
+        if (context_full()) break;
         // Speculative steps: the token just taken and a draft after it, in
         // one traversal; rejected positions are overwritten later.
         bool stopped = false;
@@ -126,8 +142,7 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
             } else {
                 draft_len = std::max(std::max(1, params.draft_min), draft_len - 1);
             }
-            if (pos >= n_ctx) {
-                result.stop_reason = "context";
+            if (context_full()) {
                 stopped = true;
                 break;
             }

@@ -39,6 +39,12 @@ struct GenerationParams {
     Drafter* drafter = nullptr;
     int draft_max = 8;
     int draft_min = 1;
+    // When the context is full: stop ("context"), or shift as llama.cpp
+    // does: keep the first n_keep tokens (and a BOS before them), drop the
+    // oldest half of the rest, re-rotate the kept keys, and go on.
+    enum class ContextFull { kStop, kShift };
+    ContextFull context_full = ContextFull::kStop;
+    int n_keep = 0;
 };
 
 struct GenerationResult {
@@ -53,6 +59,7 @@ struct GenerationResult {
     int drafted = 0;     // draft tokens verified
     int accepted = 0;    // of those, accepted
     double draft_seconds = 0.0;  // in the drafter's propose (what drafting during verification could hide)
+    int shifts = 0;              // context shifts (ContextFull::kShift)
 };
 
 // Tokenizes a prompt (with BOS when the vocabulary wants one) and checks it

@@ -74,6 +74,11 @@ const float* SupervisedDecoder::eval_seqs(std::span<const SeqEval> evals) {
 }
 
 const float* SupervisedDecoder::apply(const Call& call) {
+    if (call.shift) {
+        const SeqPart& p = call.parts[0];
+        setup_.decoder->shift_context(p.seq, p.pos, static_cast<int>(p.n), call.shift_used);
+        return nullptr;
+    }
     if (call.parts.empty()) {
         return call.all ? setup_.decoder->eval_all(call.tokens, call.pos) : setup_.decoder->eval(call.tokens, call.pos);
     }
@@ -82,6 +87,14 @@ const float* SupervisedDecoder::apply(const Call& call) {
         seq_evals_.push_back({p.seq, p.pos, std::span<const int32_t>(call.tokens).subspan(p.begin, p.n)});
     }
     return setup_.decoder->eval_seqs(seq_evals_);
+}
+
+void SupervisedDecoder::shift_context(int seq, int keep, int discard, int n_used) {
+    Call call;
+    call.shift = true;
+    call.parts.push_back({seq, keep, 0, static_cast<size_t>(discard)});
+    call.shift_used = n_used;
+    run(std::move(call));
 }
 
 // A call joins the history (what a new plan replays) once it has succeeded.

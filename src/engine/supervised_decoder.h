@@ -60,6 +60,8 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return setup_.decoder->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
+    // Recorded with the evals: a rebuilt plan replays it in its place.
+    void shift_context(int seq, int keep, int discard, int n_used) override;
 
     // The current plan (it changes when a node is replaced).
     const DecoderSetup& setup() const { return setup_; }
@@ -78,6 +80,10 @@ private:
         int pos = 0;
         bool all = false;
         std::vector<SeqPart> parts;  // not empty: an eval_seqs call
+        // A context shift instead of an eval: sequence parts[0].seq, keep
+        // pos, discard n (tokens unused), of `shift_used` positions.
+        bool shift = false;
+        int shift_used = 0;
     };
     const float* run(Call call);
     // Runs a call on the current plan.

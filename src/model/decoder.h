@@ -46,6 +46,13 @@ public:
         }
         return evals[0].all ? eval_all(evals[0].tokens, evals[0].pos) : eval(evals[0].tokens, evals[0].pos);
     }
+
+    // Context shift of one sequence (LayerBlock::shift_context): the cached
+    // positions [keep + discard, n_used) move down by discard, keys re-rotated.
+    virtual void shift_context(int seq, int keep, int discard, int n_used) {
+        (void)seq, (void)keep, (void)discard, (void)n_used;
+        throw make_error("this plan cannot shift its context");
+    }
 };
 
 }  // namespace tessera

@@ -35,6 +35,10 @@ public:
         }
         forward_layers(x, runs[0].pos0, runs[0].n_tok);
     }
+    // Context shift of one sequence (llama.cpp's): the cached positions
+    // [keep + discard, n_used) move down by discard, keys re-rotated to their
+    // new positions; what was at [keep, keep + discard) is gone.
+    virtual void shift_context(int seq, int keep, int discard, int n_used) = 0;
 };
 
 }  // namespace tessera

@@ -22,6 +22,9 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return forward_.n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
+    void shift_context(int seq, int keep, int discard, int n_used) override {
+        forward_.shift_context(seq, keep, discard, n_used);
+    }
 
     const SliceForward& forward() const { return forward_; }
 

@@ -64,6 +64,27 @@ RopeTable& SliceForward::rope_of(int layer) {
     return ropes_[static_cast<size_t>(rope_of_layer_[static_cast<size_t>(layer - weights_.slice.layer_begin)])];
 }
 
+void SliceForward::shift_context(int seq, int keep, int discard, int n_used) {
+    if (seq < 0 || seq >= n_seq() || keep < 0 || discard < 1 || keep + discard > n_used || n_used > n_ctx()) {
+        throw make_error("cannot shift sequence {}: keep {}, discard {} of {} positions (context {}, {} sequences)", seq,
+                         keep, discard, n_used, n_ctx(), n_seq());
+    }
+    KvCache& cache = caches_[static_cast<size_t>(seq)];
+    const Slice& s = weights_.slice;
+    const int hd = hparams_.head_dim;
+    for (int layer = s.layer_begin; layer < s.layer_end; ++layer) {
+        // Keys hold RoPE at their position: rotating by -discard moves them.
+        RopeTable& rope = rope_of(layer);
+        rope.set_position(-discard);
+        pool_.run([&](int thread, int n_threads) {
+            for (int h = thread; h < s.n_kv_heads(); h += n_threads) {
+                cache.shift_positions(layer - s.layer_begin, h, keep, discard, n_used,
+                                      [&](float* k) { rope.apply(k, 1, hd); });
+            }
+        });
+    }
+}
+
 AttentionOptions SliceForward::attention_options(int layer) const {
     AttentionOptions o;
     o.scale = hparams_.query_scale;

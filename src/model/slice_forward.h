@@ -107,6 +107,7 @@ public:
     // layers (a single node, or a pipeline stage).
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
+    void shift_context(int seq, int keep, int discard, int n_used) override;
     // Checks runs against the sequences (distinct, in range) and the context;
     // returns their rows (at most n_batch).
     int check_runs(std::span<const SeqRun> runs) const;

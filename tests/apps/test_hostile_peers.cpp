@@ -706,3 +706,41 @@ TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A root's context shift (kShift) checked like any step: a frame of the
+// wrong size, a value that could wrap, a sequence the worker does not keep or
+// more positions than its context end the session by name; the worker goes on.
+TEST(HostilePeers, ForgedContextShiftsEndTheSessionAndTheWorkerGoesOn) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/shift.log");
+    struct Case {
+        std::vector<uint32_t> values;
+        const char* want;
+    };
+    const Case cases[] = {
+        {{0, 1, 2}, "shift message of 12 bytes"},
+        {{0, 1, 0x80000000u, 4}, "shift message value 2147483648 is out of range"},
+        {{3, 0, 2, 10}, "cannot shift sequence 3"},
+        {{0, 10, 20, 65}, "cannot shift sequence 0: keep 10, discard 20 of 65 positions (context 64"},
+        {{0, 0, 0, 10}, "cannot shift sequence 0: keep 0, discard 0"},
+    };
+    for (const Case& c : cases) {
+        auto root = greet_when_free(worker.address());
+        send_json(*root, TpMessage::kAssign, good_assign());
+        ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
+        std::vector<uint8_t> payload(c.values.size() * 4);
+        std::memcpy(payload.data(), c.values.data(), payload.size());
+        root->send(static_cast<uint16_t>(TpMessage::kShift), payload);
+        Frame answer;
+        EXPECT_THROW(root->recv(answer, 5000), Error) << c.want;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (worker.log().find(c.want) == std::string::npos && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        EXPECT_NE(worker.log().find(c.want), std::string::npos) << worker.log();
+    }
+    expect_root_succeeds(worker);
+}
+
+}  // namespace tessera

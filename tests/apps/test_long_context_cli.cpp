@@ -3,6 +3,8 @@
 // give one process's greedy tokens and perplexity digits with the same
 // options; a sparse window that covers the context gives dense's; a short
 // one changes the result (sparse is really on); bad values are clear errors.
+// A full context stops with a clear message, or (--context-full shift) goes
+// on past it, with the same tokens on every plan.
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -82,6 +84,43 @@ TEST(SparseAttentionCli, EveryPlanEqualsOneProcessWithTheSameOptions) {
     const auto sparse3 = run_process(command(with(with(ppl, kSparse), {"--local", "3"})), 60);
     ASSERT_EQ(sparse3.exit_code, 0) << sparse3.err;
     EXPECT_EQ(estimate(sparse3.out), estimate(sparse.out)) << "--local 3";
+}
+
+TEST(ContextFullCli, ShiftGoesOnPastTheContextOnEveryPlan) {
+    const std::string dir = test::test_dir("context_shift_plans");
+    const std::string model = make_model(dir);
+    const std::vector<std::string> run = {"run", "-m", model, "-p", "Once upon a time", "-c", "40", "-n", "150",
+                                          "--temp", "0", "--ignore-eos", "--json"};
+    const auto stopped = run_process(command(run), 60);
+    ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+    EXPECT_NE(stopped.out.find("\"stop_reason\":\"context\""), std::string::npos) << stopped.out;
+    EXPECT_LT(test::tokens_of(stopped).size(), 40u);
+
+    // Dense with an F16 cache, and sparse over a Q8_0 cache (landmarks
+    // recomputed as blocks move).
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{"--context-full", "shift", "--keep", "2"},
+          std::vector<std::string>{"--context-full", "shift", "-ctk", "q8_0", "--attention", "sparse", "--sparse-window",
+                                   "8", "--sparse-block", "4"}}) {
+        const std::vector<std::string> shifted_run = with(run, extra);
+        const auto single = run_process(command(shifted_run), 60);
+        ASSERT_EQ(single.exit_code, 0) << single.err;
+        const std::vector<int> want = test::tokens_of(single);
+        ASSERT_EQ(want.size(), 150u) << single.out;
+        EXPECT_NE(single.out.find("\"context_shifts\":"), std::string::npos);
+        EXPECT_EQ(single.out.find("\"context_shifts\":0"), std::string::npos) << single.out;
+        const auto local3 = run_process(command(with(shifted_run, {"--local", "3", "--exact"})), 60);
+        ASSERT_EQ(local3.exit_code, 0) << local3.err;
+        EXPECT_EQ(test::tokens_of(local3), want) << "--local 3";
+        std::unique_ptr<test::BackgroundProcess> worker;
+        const auto pipeline =
+            run_process(command(with(shifted_run, {"--stages", "root/" + test::start_worker(worker, model)})), 60);
+        ASSERT_EQ(pipeline.exit_code, 0) << pipeline.err;
+        EXPECT_EQ(test::tokens_of(pipeline), want) << "2-stage pipeline";
+    }
+    const auto bad = run_process(command(with(run, {"--context-full", "wrap"})), 60);
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("--context-full must be stop or shift (got 'wrap')"), std::string::npos) << bad.err;
 }
 
 TEST(SparseAttentionCli, BadValuesAreClearErrors) {
