@@ -36,6 +36,8 @@ struct BenchOptions {
     AttentionFlags attention;
     DraftOptions draft;
     std::string prompt = "Once upon a time";
+    int depth = 0;
+    std::string depth_fill = "prompt";
 };
 
 void speculative_main(const BenchOptions& o) {
@@ -113,6 +115,11 @@ void bench_main(const BenchOptions& o) {
     params.n_batch = o.n_batch;
     params.kv_types = resolve_cache_types(o.attention);
     params.sparse = resolve_sparse(o.attention);
+    params.depth = o.depth;
+    if (o.depth_fill != "prompt" && o.depth_fill != "random") {
+        throw make_error("--depth-fill must be prompt or random (got '{}')", o.depth_fill);
+    }
+    params.depth_random = o.depth_fill == "random";
     const BenchResult r = run_bench(params);
 
     if (o.json) {
@@ -135,6 +142,11 @@ void bench_main(const BenchOptions& o) {
             {"tg_peak_fraction", r.tg_peak_fraction()},
             {"mode", params.parallel.mode()},
             {"ranks", r.ranks},
+            {"depth", params.depth},
+            {"depth_fill", o.depth_fill},
+            {"attention", describe(params.sparse)},
+            {"cache_type_k", quant_type_name(params.kv_types.k)},
+            {"cache_type_v", quant_type_name(params.kv_types.v)},
         };
         if (r.ranks > 1) {
             j["tp"] = {{"wire_bytes_per_token_per_worker", r.wire_bytes_per_token_per_worker},
@@ -149,6 +161,11 @@ void bench_main(const BenchOptions& o) {
     }
     fmt::print("model: {} ({}, {:.1f} MiB, {:.2f} B params), threads: {}, repetitions: {}\n", params.model_path,
                r.model_type, r.model_bytes / 1048576.0, r.n_params / 1e9, params.n_threads, params.reps);
+    if (params.depth > 0) {
+        fmt::print("after a history of {} positions ({}), attention {}, KV cache K {} V {}\n", params.depth,
+                   params.depth_random ? "random K/V rows" : "a random prompt", describe(params.sparse),
+                   quant_type_name(params.kv_types.k), quant_type_name(params.kv_types.v));
+    }
     fmt::print("| {:>8} | {:>12} | {:>12} |\n", "test", "t/s min", "t/s median");
     fmt::print("| {:->8} | {:->12} | {:->12} |\n", "", "", "");
     if (r.pp.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("pp{}", r.pp.tokens), r.pp.min(), r.pp.median());
@@ -183,6 +200,11 @@ void add_bench_command(CLI::App& app) {
     cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the pp test (0: skip it)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("-d,--depth", o->depth, "Positions of history before each test (llama-bench's -d)")
+        ->capture_default_str();
+    cmd->add_option("--depth-fill", o->depth_fill,
+                    "The history: prompt (random tokens, evaluated) or random (K/V rows stored directly; one process)")
+        ->capture_default_str();
     cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens of the tg test (0: skip it)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));

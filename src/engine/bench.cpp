@@ -1,6 +1,7 @@
 #include "engine/bench.h"
 
 #include "model/llama_model.h"
+#include "model/local_decoder.h"
 #include "util/error.h"
 #include "util/mem_bandwidth.h"
 #include "util/rng.h"
@@ -94,7 +95,8 @@ BenchResult run_bench(const BenchParams& params) {
     result.layer_weight_bytes_per_token = layer_bytes(all);
 
     ForwardConfig config;
-    config.n_ctx = std::max(params.n_prompt, params.n_gen) + 1;
+    if (params.depth < 0) throw make_error("--depth must be 0 or more, got {}", params.depth);
+    config.n_ctx = params.depth + std::max(params.n_prompt, params.n_gen) + 1;
     config.kv_types = params.kv_types;
     config.sparse = params.sparse;
     config.n_batch = params.n_batch;
@@ -104,14 +106,25 @@ BenchResult run_bench(const BenchParams& params) {
     // One untimed run of each test first: page in the weights, warm caches.
     const std::vector<int32_t> prompt = random_tokens(std::max(params.n_prompt, 1), hp.n_vocab, 1);
     const std::vector<int32_t> gen = random_tokens(std::max(params.n_gen, 1), hp.n_vocab, 2);
+    const int depth = params.depth;
+    if (depth > 0) {
+        if (params.depth_random) {
+            auto* local = dynamic_cast<LocalDecoder*>(&decoder);
+            if (local == nullptr) throw make_error("--depth-fill random needs one process (no --workers, --local or --stages)");
+            local->fill_history(depth, 3);
+        } else {
+            decoder.eval(random_tokens(depth, hp.n_vocab, 3), 0);
+        }
+    }
+    // Each repetition rewrites the positions after the history, never it.
     auto run_pp = [&] {
         const double start = now_seconds();
-        decoder.eval(prompt, 0);
+        decoder.eval(prompt, depth);
         return now_seconds() - start;
     };
     auto run_tg = [&] {
         const double start = now_seconds();
-        for (int i = 0; i < params.n_gen; ++i) decoder.eval(std::span<const int32_t>(gen).subspan(i, 1), i);
+        for (int i = 0; i < params.n_gen; ++i) decoder.eval(std::span<const int32_t>(gen).subspan(i, 1), depth + i);
         return now_seconds() - start;
     };
     if (params.n_prompt > 0) {

@@ -1,4 +1,4 @@
-// `tessera bench`: llama-bench's two figures for one model and thread count,
+// `tessera bench`: llama-bench's two figures (and its -d, a history before them) for one model and thread count,
 // pp (a prompt of n_prompt tokens in batches, from an empty context) and tg
 // (n_gen tokens generated one at a time, from an empty context), each repeated
 // and reported as min and median tokens/s, plus the memory-bandwidth view of
@@ -26,6 +26,13 @@ struct BenchParams {
     KvCacheTypes kv_types;
     SparseOptions sparse;
     ParallelOptions parallel;
+    // llama-bench's -d: pp and tg run after `depth` positions of history.
+    // The history is a prompt of random tokens evaluated first (untimed), or
+    // with depth_random random K/V rows stored straight into the cache (one
+    // process only): attention's cost depends on how many rows it reads, not
+    // their values, and a 32K history then takes seconds, not many minutes.
+    int depth = 0;
+    bool depth_random = false;
 };
 
 struct BenchRate {

@@ -5,6 +5,7 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 #include <algorithm>
 #include <cmath>
@@ -83,6 +84,27 @@ void SliceForward::shift_context(int seq, int keep, int discard, int n_used) {
             }
         });
     }
+}
+
+void SliceForward::fill_history(int seq, int n, uint64_t seed) {
+    if (seq < 0 || seq >= n_seq() || n < 0 || n > n_ctx()) {
+        throw make_error("a history of {} positions does not fit sequence {} (context {})", n, seq, n_ctx());
+    }
+    KvCache& cache = caches_[static_cast<size_t>(seq)];
+    const int hd = hparams_.head_dim;
+    pool_.run([&](int thread, int n_threads) {
+        Rng rng(seed + static_cast<uint64_t>(thread));
+        std::vector<float> k(static_cast<size_t>(hd)), v(k.size());
+        for (int layer = thread; layer < weights_.slice.n_layers(); layer += n_threads) {
+            for (int h = 0; h < weights_.slice.n_kv_heads(); ++h) {
+                for (int p = 0; p < n; ++p) {
+                    for (float& x : k) x = rng.next_normal();
+                    for (float& x : v) x = rng.next_normal();
+                    cache.store_head(layer, h, p, k.data(), v.data());
+                }
+            }
+        }
+    });
 }
 
 AttentionOptions SliceForward::attention_options(int layer) const {

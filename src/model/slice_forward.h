@@ -108,6 +108,9 @@ public:
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
     void shift_context(int seq, int keep, int discard, int n_used) override;
+    // For benchmarks: positions [0, n) of a sequence's cache get random K/V
+    // rows in every layer (landmarks included), as if a history had run.
+    void fill_history(int seq, int n, uint64_t seed);
     // Checks runs against the sequences (distinct, in range) and the context;
     // returns their rows (at most n_batch).
     int check_runs(std::span<const SeqRun> runs) const;

@@ -50,6 +50,32 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     EXPECT_NEAR(j["tg_peak_fraction"].get<double>(), j["tg_bandwidth_gbs"].get<double>() / peak, 1e-9);
 }
 
+// llama-bench's -d: a history before pp and tg, evaluated from a prompt or
+// stored as random rows (one process only), with dense or sparse attention;
+// the rates are reported, never compared here.
+TEST(Bench, DepthPutsAHistoryBeforeEachTest) {
+    nlohmann::json runs[3];
+    const std::vector<std::vector<std::string>> extras = {
+        {"--depth-fill", "prompt"}, {"--depth-fill", "random"}, {"--depth-fill", "random", "--attention", "sparse", "--sparse-window", "16"}};
+    for (size_t i = 0; i < extras.size(); ++i) {
+        std::vector<std::string> argv = {test::tessera_binary(), "bench", "-p", "8", "-n", "8", "-r", "1", "-t", "1",
+                                         "-d", "400", "--json"};
+        argv.insert(argv.end(), extras[i].begin(), extras[i].end());
+        const auto r = test::run_process(argv, 60);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        runs[i] = nlohmann::json::parse(r.out);
+        EXPECT_EQ(runs[i]["depth"], 400);
+        EXPECT_GT(runs[i]["tg"]["tps_median"].get<double>(), 0.0);
+    }
+    EXPECT_EQ(runs[1]["depth_fill"], "random");
+    EXPECT_NE(runs[2]["attention"].get<std::string>().find("sparse (window 16"), std::string::npos);
+    const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "0", "-n", "4", "-d", "64", "--local",
+                                      "2", "--depth-fill", "random"},
+                                     60);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--depth-fill random needs one process"), std::string::npos) << r.err;
+}
+
 TEST(Bench, RejectsNothingToMeasure) {
     const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "0", "-n", "0"}, 30);
     EXPECT_EQ(r.exit_code, 1);

@@ -122,7 +122,9 @@ TEST(HeavyNodeLoss, ConnectionResetMidRunLosesNoToken) {
     EXPECT_EQ(got["recovery"]["recoveries"], 1);
     EXPECT_TRUE(got["recovery"]["replaced"].empty()) << "a reset is not a lost node";
     bool retried = false;
-    for (const auto& e : got["edges"]) retried = retried || (e["node"] == through && e["retries"] == 1);
+    // One recovery; its rebuild may take a second attempt when the worker is
+    // still winding down the reset session (it answers "busy") on a loaded machine.
+    for (const auto& e : got["edges"]) retried = retried || (e["node"] == through && e["retries"] >= 1);
     EXPECT_TRUE(retried) << got["edges"].dump();
 }
 
