@@ -41,6 +41,7 @@ struct RunOptions {
     AttentionFlags attention;
     std::string context_full = "stop";
     int n_keep = 0;
+    int evict_recent = -1;
     bool json = false;
     bool verbose = false;
     ParallelOptions parallel;
@@ -78,6 +79,11 @@ void run(const RunOptions& o) {
     config.n_ctx = n_ctx;
     config.kv_types = kv_types;
     config.sparse = resolve_sparse(o.attention);
+    if (o.context_full != "stop" && o.context_full != "shift" && o.context_full != "evict") {
+        throw make_error("--context-full must be stop, shift or evict (got '{}')", o.context_full);
+    }
+    // Eviction ranks positions by the attention they received: every node counts it.
+    config.track_attention = o.context_full == "evict";
     config.n_batch = o.n_batch;
     // Distributed plans run supervised: a lost edge or node is recovered
     // from (supervised_decoder.h); a single process needs nothing of it.
@@ -93,15 +99,16 @@ void run(const RunOptions& o) {
     params.sampler.seed = seed_of(o.seed);
     const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, n_ctx, n_threads, params);
     params.drafter = drafter.get();
-    if (o.context_full == "shift") {
-        params.context_full = GenerationParams::ContextFull::kShift;
-    } else if (o.context_full != "stop") {
-        throw make_error("--context-full must be stop or shift (got '{}')", o.context_full);
-    }
+    if (o.context_full == "shift") params.context_full = GenerationParams::ContextFull::kShift;
+    if (o.context_full == "evict") params.context_full = GenerationParams::ContextFull::kEvict;
     if (o.n_keep < 0 || o.n_keep >= n_ctx / 2) {
         throw make_error("--keep {} must be 0 or more and under half the context ({})", o.n_keep, n_ctx);
     }
     params.n_keep = o.n_keep;
+    params.evict_recent = o.evict_recent >= 0 ? o.evict_recent : std::max(1, n_ctx / 8);
+    if (params.evict_recent >= n_ctx / 2) {
+        throw make_error("--evict-recent {} must be under half the context ({})", params.evict_recent, n_ctx);
+    }
 
     if (!o.json) {
         std::fputs(prompt.c_str(), stdout);
@@ -163,11 +170,13 @@ void run(const RunOptions& o) {
         std::fprintf(stderr, "generation: %5zu tokens in %9.2f ms (%10.2f tokens/s), stopped by %s\n",
                      result.tokens.size(), result.generation_seconds * 1e3, gen_tps, result.stop_reason.c_str());
         if (result.stop_reason == "context") {
-            std::fprintf(stderr, "the context of %d tokens is full (-c sets it; --context-full shift goes on past it)\n",
+            std::fprintf(stderr,
+                         "the context of %d tokens is full (-c sets it; --context-full shift or evict goes on past it)\n",
                          n_ctx);
         }
         if (result.shifts > 0) {
-            std::fprintf(stderr, "context shifted %d times (kept the first %d tokens%s)\n", result.shifts, o.n_keep,
+            std::fprintf(stderr, "context %s %d times (kept the first %d tokens%s)\n",
+                         o.context_full == "evict" ? "evicted" : "shifted", result.shifts, o.n_keep,
                          prompt_tokens[0] == tokenizer->vocab().bos_id ? " after BOS" : "");
         }
         if (drafter) {
@@ -214,8 +223,11 @@ void add_run_command(CLI::App& app) {
     add_draft_flags(cmd, o->draft);
     add_attention_flags(cmd, o->attention);
     cmd->add_option("--context-full", o->context_full,
-                    "When the context is full: stop, or shift (keep --keep tokens, drop the oldest half of the rest)")
+                    "When the context is full: stop; shift (keep --keep tokens, drop the oldest half of the rest); or "
+                    "evict (drop the half that received the least attention, H2O)")
         ->capture_default_str();
+    cmd->add_option("--evict-recent", o->evict_recent,
+                    "With --context-full evict: the last N positions are never evicted (default: an eighth of the context)");
     cmd->add_option("--keep", o->n_keep, "Tokens of the prompt kept by a context shift (after BOS)")
         ->capture_default_str();
     cmd->add_flag("-v,--verbose", o->verbose, "After generating, print each edge's health (round trip, bytes, retries) and the time lost recovering");

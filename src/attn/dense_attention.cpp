@@ -110,6 +110,9 @@ void DenseAttention::attend(const KvCache& cache, int layer, int pos0, int n_tok
                 const int n_valid = pos0 + t0 + t + 1;
                 const int first = first_visible(n_valid - 1, options);
                 weigh(s + first, n_valid - first, options);
+                if (options.mass != nullptr) {
+                    for (int p = first; p < n_valid; ++p) options.mass->add(thread, p, s[p]);
+                }
                 std::fill(s, s + first, 0.0f);
                 std::fill(s + n_valid, s + n_read, 0.0f);
             }
@@ -169,7 +172,13 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
             x = q_converted;
         }
         k_traits.vec_dot_tile(hd, k_rows, cache.k_row_bytes(), n_seen, x, q_row, heads, scores, n_ctx_);
-        for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_ctx_, n_seen, options);
+        for (int j = 0; j < heads; ++j) {
+            float* s = scores + static_cast<size_t>(j) * n_ctx_;
+            weigh(s, n_seen, options);
+            if (options.mass != nullptr) {
+                for (int p = 0; p < n_seen; ++p) options.mass->add(thread, first + p, s[p]);
+            }
+        }
         weighted_row_sums(cache.v_type(), v_rows, cache.v_row_bytes(), n_seen, scores, n_ctx_, heads, hd,
                           out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd, hd);
     }
@@ -245,7 +254,18 @@ void DenseAttention::attend_sparse_head(const KvCache& cache, int layer, int pos
             f32.vec_dot_tile(hd, lm_k, sizeof(float) * hd, n_l, qh, sizeof(float) * hd, heads, scores + n_w + n_t,
                              n_all);
         }
-        for (int j = 0; j < heads; ++j) weigh(scores + static_cast<size_t>(j) * n_all, n_all, options);
+        for (int j = 0; j < heads; ++j) {
+            float* sj = scores + static_cast<size_t>(j) * n_all;
+            weigh(sj, n_all, options);
+            if (options.mass != nullptr) {
+                for (int p = 0; p < n_w; ++p) options.mass->add(thread, w0 + p, sj[p]);
+                for (int i = 0; i < n_t; ++i) options.mass->add(thread, s.candidates.tokens[static_cast<size_t>(i)], sj[n_w + i]);
+                for (int i = 0; i < n_l; ++i) {
+                    options.mass->add_spread(thread, s.candidates.blocks[static_cast<size_t>(i)] * o.block, o.block,
+                                             sj[n_w + n_t + i]);
+                }
+            }
+        }
         float* oh = out + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
         weighted_row_sums(cache.v_type(), v_all + static_cast<size_t>(w0) * vrb, vrb, n_w, scores, n_all, heads, hd,
                           oh, hd);

@@ -18,6 +18,7 @@
 // weighted sums of its V rows (ops/weighted_rows.h).
 #pragma once
 
+#include "attn/attention_mass.h"
 #include "attn/kv_cache.h"
 #include "attn/sparse_pattern.h"
 #include "util/thread_pool.h"
@@ -37,6 +38,9 @@ struct AttentionOptions {
     // its own: a query that reads what dense reads (sparse_is_dense_at), and
     // a batch whose every query does, runs the dense code: dense's bits.
     SparseOptions sparse;
+    // When set, every softmax weight is added to the position it weighs
+    // (heavy-hitter eviction's ranking; scratch thread = counter row).
+    AttentionMass* mass = nullptr;
 };
 
 class DenseAttention {

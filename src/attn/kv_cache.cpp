@@ -92,28 +92,32 @@ void KvCache::store_head(int layer, int head, int pos, const float* k, const flo
     if (landmark_block_ > 0 && (pos + 1) % landmark_block_ == 0) update_landmark(layer, head, pos / landmark_block_);
 }
 
-void KvCache::shift_positions(int layer, int head, int keep, int discard, int n_used,
-                              FunctionRef<void(float*)> rotate) {
-    if (keep < 0 || discard < 1 || keep + discard > n_used || n_used > n_ctx_ || layer < 0 || layer >= n_layers_ ||
-        head < 0 || head >= n_kv_heads_) {
-        throw make_error("internal: shifting positions {}..{} of {} down by {} (context {})", keep + discard, n_used,
-                         n_used, discard, n_ctx_);
+void KvCache::compact_positions(int layer, int head, std::span<const int> kept, FunctionRef<void(float*, int)> rotate) {
+    if (layer < 0 || layer >= n_layers_ || head < 0 || head >= n_kv_heads_ || kept.size() > static_cast<size_t>(n_ctx_)) {
+        throw make_error("internal: compacting {} positions of KV head {} of layer {}", kept.size(), head, layer);
     }
     thread_local std::vector<float> k;
     k.resize(static_cast<size_t>(head_dim_));
     uint8_t* k_head = k_.get() + head_index(layer, head) * k_head_bytes();
     uint8_t* v_head = v_.get() + head_index(layer, head) * v_head_bytes();
-    for (int from = keep + discard; from < n_used; ++from) {
-        const auto to = static_cast<uint64_t>(from - discard);
-        load_rows(k_head + static_cast<uint64_t>(from) * k_row_bytes_, types_.k, head_dim_, k.data());
-        rotate(k.data());
-        store_row(k.data(), types_.k, head_dim_, k_head + to * k_row_bytes_);
-        std::memmove(v_head + to * v_row_bytes_, v_head + static_cast<uint64_t>(from) * v_row_bytes_, v_row_bytes_);
-    }
-    if (landmark_block_ > 0) {
-        for (int b = keep / landmark_block_; (b + 1) * landmark_block_ <= n_used - discard; ++b) {
-            update_landmark(layer, head, b);
+    int first_moved = -1;
+    for (size_t j = 0; j < kept.size(); ++j) {
+        const int from = kept[j];
+        const auto to = static_cast<int>(j);
+        if (from < to || from >= n_ctx_ || (j > 0 && from <= kept[j - 1])) {
+            throw make_error("internal: kept positions must increase within the context ({} at {})", from, j);
         }
+        if (from == to) continue;
+        if (first_moved < 0) first_moved = to;
+        load_rows(k_head + static_cast<uint64_t>(from) * k_row_bytes_, types_.k, head_dim_, k.data());
+        rotate(k.data(), to - from);
+        store_row(k.data(), types_.k, head_dim_, k_head + static_cast<uint64_t>(to) * k_row_bytes_);
+        std::memmove(v_head + static_cast<uint64_t>(to) * v_row_bytes_, v_head + static_cast<uint64_t>(from) * v_row_bytes_,
+                     v_row_bytes_);
+    }
+    if (landmark_block_ > 0 && first_moved >= 0) {
+        const auto n = static_cast<int>(kept.size());
+        for (int b = first_moved / landmark_block_; (b + 1) * landmark_block_ <= n; ++b) update_landmark(layer, head, b);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 namespace tessera {
 
@@ -70,11 +71,12 @@ public:
     uint64_t k_row_bytes() const { return k_row_bytes_; }
     uint64_t v_row_bytes() const { return v_row_bytes_; }
 
-    // Context shift: positions [keep + discard, n_used) of one head move to
-    // [keep, n_used - discard); V rows are copied as they are, K rows read as
-    // float, re-rotated by the caller's `rotate` (RoPE by -discard) and
-    // stored again; landmarks of the blocks after `keep` are recomputed.
-    void shift_positions(int layer, int head, int keep, int discard, int n_used, FunctionRef<void(float*)> rotate);
+    // Compaction (a context shift, an eviction): position kept[j] of one head
+    // moves to position j (kept strictly increasing); V rows are copied as
+    // they are, K rows read as float, re-rotated by the caller's
+    // rotate(k, j - kept[j]) (RoPE to the new position) and stored again;
+    // landmarks of the blocks that changed are recomputed.
+    void compact_positions(int layer, int head, std::span<const int> kept, FunctionRef<void(float*, int)> rotate);
 
     // Landmarks for sparse attention (sparse_pattern.h): from now on, as the
     // last position of each block of `block` positions is stored, the block's

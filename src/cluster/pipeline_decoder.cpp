@@ -125,6 +125,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
                        {"partial_format", 0}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
+        if (config.forward.track_attention) assign["track_attention"] = true;
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
         if (!stages_[i + 1].group.empty()) {
             assign["group"] = stages_[i + 1].group;
@@ -284,14 +285,48 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
     }
 }
 
-void PipelineDecoder::shift_context(int seq, int keep, int discard, int n_used) {
-    block_->shift_context(seq, keep, discard, n_used);
+void PipelineDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
+    block_->compact_context(seq, kept, n_used);
     if (channels_.empty()) return;
-    encode_context_shift({seq, keep, discard, n_used}, message_);
+    encode_compaction(seq, kept, n_used, message_);
     try {
         channels_[0]->send(static_cast<uint16_t>(TpMessage::kShift), message_);
     } catch (const Error& e) {
         throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+    }
+}
+
+void PipelineDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    block_->add_attention_mass(seq, n_used, totals);
+    if (channels_.empty()) return;
+    encode_mass_request(seq, n_used, totals, message_);
+    try {
+        channels_[0]->send(static_cast<uint16_t>(TpMessage::kMass), message_);
+    } catch (const Error& e) {
+        throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+    }
+    FrameChannel& last = *channels_.back();
+    const std::string who = stage_name(stages_.back().address, stages_.size() - 1);
+    const double start = now_seconds();
+    for (;;) {
+        try {
+            last.recv(frame_);
+        } catch (const Error& e) {
+            throw make_error("{} stopped responding: {}", who, e.what());
+        }
+        const auto type = static_cast<TpMessage>(frame_.type);
+        if (type == TpMessage::kHeartbeat) {
+            if ((now_seconds() - start) * 1e3 > step_deadline_ms(static_cast<uint32_t>(n_used))) {
+                throw make_error("{} sends heartbeats but no attention totals", who);
+            }
+            continue;
+        }
+        if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kMass, who);  // throws "failed: ..."
+        if (type != TpMessage::kMass) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+        // The sums of every stage: they replace the running totals sent.
+        std::fill(totals, totals + n_used, int64_t{0});
+        add_mass(frame_.payload, n_used, totals, who.c_str());
+        return;
     }
 }
 

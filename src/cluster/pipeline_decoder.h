@@ -71,8 +71,11 @@ public:
     int n_seq() const override { return front_->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
     // Stage 0's layers here, then a kShift down the pipeline, each stage
-    // shifting its own layers before passing it on.
-    void shift_context(int seq, int keep, int discard, int n_used) override;
+    // compacting its own layers before passing it on.
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    // Stage 0's totals, then a kMass down the pipeline, each stage adding its
+    // own; the last answers with the sums.
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
     const std::vector<StageInfo>& stages() const { return stages_; }
 

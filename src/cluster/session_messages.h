@@ -41,6 +41,7 @@ struct AssignMessage {
     int n_seq = 1;  // sequences with their own KV cache (serve --parallel)
     KvCacheTypes kv_types;
     SparseOptions sparse;  // disabled unless the assign has "sparse"
+    bool track_attention = false;
     WireFormat partial_format = WireFormat::F32;
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group

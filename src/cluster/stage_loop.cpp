@@ -81,9 +81,27 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
         }
         if (type == TpMessage::kShift && &from == &input) {
             // In order with the steps: this stage's layers, then the next's.
-            const ContextShift shift = decode_context_shift(frame.payload, from.peer().c_str());
-            block.shift_context(shift.seq, shift.keep, shift.discard, shift.n_used);
+            const ContextCompaction c = decode_compaction(frame.payload, from.peer().c_str());
+            block.compact_context(c.seq, c.kept, c.n_used);
             if (next) next->send(static_cast<uint16_t>(TpMessage::kShift), frame.payload);
+            continue;
+        }
+        if (type == TpMessage::kMass && &from == &input) {
+            // The running totals plus this stage's; the last stage answers the root.
+            MassRequest r = decode_mass_request(frame.payload, from.peer().c_str());
+            if (r.n_used > forward.n_ctx() || r.totals.size() != static_cast<size_t>(r.n_used)) {
+                throw make_error("{}: attention of {} positions asked with {} totals (context {})", from.peer(),
+                                 r.n_used, r.totals.size(), forward.n_ctx());
+            }
+            block.add_attention_mass(r.seq, r.n_used, r.totals.data());
+            if (next) {
+                encode_mass_request(r.seq, r.n_used, r.totals.data(), out);
+                next->send(static_cast<uint16_t>(TpMessage::kMass), out);
+            } else {
+                encode_mass(r.totals.data(), r.n_used, out);
+                std::lock_guard<std::mutex> lock(send_mutex);
+                control.send(static_cast<uint16_t>(TpMessage::kMass), out);
+            }
             continue;
         }
         if (type != TpMessage::kStageInput) {

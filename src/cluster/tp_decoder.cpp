@@ -156,6 +156,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                        {"row_budget_ms", row_budget_ms_},
                        {"shm", i < links.size() && links[i] != nullptr}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
+        if (config.forward.track_attention) assign["track_attention"] = true;
         send_json(*channels_[i], TpMessage::kAssign, assign);
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
@@ -315,10 +316,40 @@ void TensorParallelDecoder::update_stats() {
     }
 }
 
-void TensorParallelDecoder::shift_context(int seq, int keep, int discard, int n_used) {
-    forward_->shift_context(seq, keep, discard, n_used);  // checks the values first
-    encode_context_shift({seq, keep, discard, n_used}, message_);
+void TensorParallelDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
+    forward_->compact_context(seq, kept, n_used);  // checks the values first
+    encode_compaction(seq, kept, n_used, message_);
     for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kShift, message_);
+}
+
+void TensorParallelDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    forward_->add_attention_mass(seq, n_used, totals);
+    encode_mass_request(seq, n_used, nullptr, message_);
+    for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kMass, message_);
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        FrameChannel& channel = *channels_[i];
+        const std::string who = worker_name(ranks_[i + 1].address, i + 1);
+        const double start = now_seconds();
+        for (;;) {
+            try {
+                channel.recv(frame_);
+            } catch (const Error& e) {
+                throw make_error("{} stopped responding: {}", who, e.what());
+            }
+            direct_received_[i + 1] += frame_.payload.size();
+            const auto type = static_cast<TpMessage>(frame_.type);
+            if (type == TpMessage::kHeartbeat) {
+                if ((now_seconds() - start) * 1e3 > step_deadline_ms(n_used)) {
+                    throw make_error("{} sends heartbeats but no attention totals", who);
+                }
+                continue;
+            }
+            if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kMass, who);  // throws "failed: ..."
+            if (type != TpMessage::kMass) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+            add_mass(frame_.payload, n_used, totals, who.c_str());
+            break;
+        }
+    }
 }
 
 void TensorParallelDecoder::forward_layers(float* x, int pos0, int n_tok) {

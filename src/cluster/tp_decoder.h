@@ -91,8 +91,10 @@ public:
     // of a hybrid plan drives the group this way.
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
-    // Every rank shifts its own heads (a kShift in order with the steps).
-    void shift_context(int seq, int keep, int discard, int n_used) override;
+    // Every rank compacts its own heads (a kShift in order with the steps).
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    // The root's heads and every rank's (each asked with a kMass).
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
     // The root's own slice: embeds tokens and computes logits when the group
     // is first / last.
     SliceForward& root_forward() { return *forward_; }

@@ -33,6 +33,7 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kHeartbeat: return "heartbeat";
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";
+        case TpMessage::kMass: return "attention-mass";
     }
     return "unknown";
 }
@@ -249,22 +250,74 @@ std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char
     return runs;
 }
 
-void encode_context_shift(const ContextShift& shift, std::vector<uint8_t>& out) {
-    out.resize(kContextShiftBytes);
-    const int values[4] = {shift.seq, shift.keep, shift.discard, shift.n_used};
-    for (int i = 0; i < 4; ++i) put_u32(out.data() + 4 * i, static_cast<uint32_t>(values[i]));
+void encode_compaction(int seq, std::span<const int> kept, int n_used, std::vector<uint8_t>& out) {
+    out.resize(12 + 4 * kept.size());
+    put_u32(out.data(), static_cast<uint32_t>(seq));
+    put_u32(out.data() + 4, static_cast<uint32_t>(n_used));
+    put_u32(out.data() + 8, static_cast<uint32_t>(kept.size()));
+    for (size_t j = 0; j < kept.size(); ++j) put_u32(out.data() + 12 + 4 * j, static_cast<uint32_t>(kept[j]));
 }
 
-ContextShift decode_context_shift(std::span<const uint8_t> payload, const char* peer) {
-    if (payload.size() != kContextShiftBytes) {
-        throw make_error("{}: shift message of {} bytes (want {})", peer, payload.size(), kContextShiftBytes);
+ContextCompaction decode_compaction(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() < 12) throw make_error("{}: shift message of {} bytes is truncated", peer, payload.size());
+    const uint32_t seq = get_u32(payload.data()), n_used = get_u32(payload.data() + 4), count = get_u32(payload.data() + 8);
+    if (seq > kMaxSeqRuns || n_used > (1u << 30) || count > n_used) {
+        throw make_error("{}: shift of sequence {} keeping {} of {} positions is out of range", peer, seq, count, n_used);
     }
-    uint32_t v[4];
-    for (int i = 0; i < 4; ++i) {
-        v[i] = get_u32(payload.data() + 4 * i);
-        if (v[i] > (1u << 30)) throw make_error("{}: shift message value {} is out of range", peer, v[i]);
+    if (payload.size() != 12 + 4 * static_cast<uint64_t>(count)) {
+        throw make_error("{}: shift message keeping {} positions has {} bytes", peer, count, payload.size());
     }
-    return {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]), static_cast<int>(v[3])};
+    ContextCompaction c{static_cast<int>(seq), static_cast<int>(n_used), std::vector<int>(count)};
+    for (uint32_t j = 0; j < count; ++j) {
+        const uint32_t p = get_u32(payload.data() + 12 + 4 * static_cast<size_t>(j));
+        if (p >= n_used) throw make_error("{}: shift keeps position {} of {}", peer, p, n_used);
+        c.kept[j] = static_cast<int>(p);
+    }
+    return c;
+}
+
+void encode_mass_request(int seq, int n_used, const int64_t* totals, std::vector<uint8_t>& out) {
+    out.resize(8 + (totals != nullptr ? 8 * static_cast<size_t>(n_used) : 0));
+    put_u32(out.data(), static_cast<uint32_t>(seq));
+    put_u32(out.data() + 4, static_cast<uint32_t>(n_used));
+    if (totals != nullptr) std::memcpy(out.data() + 8, totals, 8 * static_cast<size_t>(n_used));
+}
+
+MassRequest decode_mass_request(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() < 8) throw make_error("{}: attention request of {} bytes is truncated", peer, payload.size());
+    const uint32_t seq = get_u32(payload.data()), n_used = get_u32(payload.data() + 4);
+    if (seq > kMaxSeqRuns || n_used > (1u << 30)) {
+        throw make_error("{}: attention request of sequence {}, {} positions is out of range", peer, seq, n_used);
+    }
+    MassRequest r{static_cast<int>(seq), static_cast<int>(n_used), {}};
+    if (payload.size() != 8) {
+        if (payload.size() != 8 + 8 * static_cast<uint64_t>(n_used)) {
+            throw make_error("{}: attention request of {} positions has {} bytes", peer, n_used, payload.size());
+        }
+        r.totals.resize(n_used);
+        std::memcpy(r.totals.data(), payload.data() + 8, 8 * static_cast<size_t>(n_used));
+        for (const int64_t v : r.totals) {
+            if (v < 0 || v > (int64_t{1} << 56)) throw make_error("{}: attention total {} is out of range", peer, v);
+        }
+    }
+    return r;
+}
+
+void encode_mass(const int64_t* totals, int n, std::vector<uint8_t>& out) {
+    out.resize(8 * static_cast<size_t>(n));
+    std::memcpy(out.data(), totals, out.size());
+}
+
+void add_mass(std::span<const uint8_t> payload, int n, int64_t* out, const char* peer) {
+    if (payload.size() != 8 * static_cast<uint64_t>(n)) {
+        throw make_error("{}: attention of {} bytes where {} positions were asked", peer, payload.size(), n);
+    }
+    for (int p = 0; p < n; ++p) {
+        int64_t v;
+        std::memcpy(&v, payload.data() + 8 * static_cast<size_t>(p), 8);
+        if (v < 0 || v > (int64_t{1} << 56)) throw make_error("{}: attention {} at position {} is out of range", peer, v, p);
+        out[p] += v;
+    }
 }
 
 void require_finite(const float* values, size_t n, const std::string& peer) {

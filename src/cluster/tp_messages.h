@@ -58,10 +58,11 @@ enum class TpMessage : uint16_t {
     kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
     kSeqRuns = 17,     // the sequences of the next batch's rows (continuous batching): SeqRun table
     kLinkProbe = 18,   // before kAssign: a ping echoed back or a bulk frame acknowledged (link_probe.h)
-    kShift = 19,       // a context shift of one sequence (ContextShift), in order with the steps
+    kShift = 19,       // a context shift or eviction of one sequence (ContextCompaction), in order with the steps
     kHeartbeat = 20,
     kError = 21,
     kShutdown = 22,
+    kMass = 23,  // the attention each position received: asked (MassRequest), answered (i64 per position)
 };
 
 const char* tp_message_name(uint16_t type);
@@ -124,15 +125,29 @@ constexpr size_t kSeqRunBytes = 16;
 void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out);
 std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer);
 
-// A context shift (LayerBlock::shift_context): seq, keep, discard, n_used as
-// u32 each. Decoding bounds the values so they cannot wrap; the receiver
-// checks them against its sequences and context.
-struct ContextShift {
-    int seq = 0, keep = 0, discard = 0, n_used = 0;
+// A compaction (LayerBlock::compact_context): seq, n_used, the count of kept
+// positions as u32, then each kept position as u32. Decoding checks the size
+// and bounds the values so they cannot wrap; the receiver checks them against
+// its sequences and context.
+struct ContextCompaction {
+    int seq = 0, n_used = 0;
+    std::vector<int> kept;
 };
-constexpr size_t kContextShiftBytes = 16;
-void encode_context_shift(const ContextShift& shift, std::vector<uint8_t>& out);
-ContextShift decode_context_shift(std::span<const uint8_t> payload, const char* peer);
+void encode_compaction(int seq, std::span<const int> kept, int n_used, std::vector<uint8_t>& out);
+ContextCompaction decode_compaction(std::span<const uint8_t> payload, const char* peer);
+
+// kMass: a request names seq and n_used (u32 each), and within a pipeline
+// carries the running totals of the stages before (n_used i64); an answer is
+// n_used i64 totals.
+struct MassRequest {
+    int seq = 0, n_used = 0;
+    std::vector<int64_t> totals;  // empty, or n_used running totals
+};
+void encode_mass_request(int seq, int n_used, const int64_t* totals, std::vector<uint8_t>& out);
+MassRequest decode_mass_request(std::span<const uint8_t> payload, const char* peer);
+void encode_mass(const int64_t* totals, int n, std::vector<uint8_t>& out);
+// Adds an answer of exactly n totals to out.
+void add_mass(std::span<const uint8_t> payload, int n, int64_t* out, const char* peer);
 
 // Throws an Error naming the peer if any value is NaN or infinite: a
 // broken or hostile node must not turn every later token into garbage.

@@ -259,6 +259,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         config.private_weights = options.private_weights;
         config.kv_types = assign.kv_types;
         config.sparse = assign.sparse;
+        config.track_attention = assign.track_attention;
         if (stage) {
             links.has_prev = assign.prev;
             // Stages connect only to the address their authenticated root sent.
@@ -391,8 +392,20 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             return;
         }
         if (type == TpMessage::kShift) {
-            const ContextShift shift = decode_context_shift(frame.payload, peer.c_str());
-            forward.shift_context(shift.seq, shift.keep, shift.discard, shift.n_used);
+            const ContextCompaction c = decode_compaction(frame.payload, peer.c_str());
+            forward.compact_context(c.seq, c.kept, c.n_used);
+            continue;
+        }
+        if (type == TpMessage::kMass) {
+            const MassRequest r = decode_mass_request(frame.payload, peer.c_str());
+            if (r.n_used > forward.n_ctx()) {
+                throw make_error("{}: attention of {} positions asked (context {})", peer, r.n_used, forward.n_ctx());
+            }
+            std::vector<int64_t> totals(static_cast<size_t>(r.n_used), 0);
+            forward.add_attention_mass(r.seq, r.n_used, totals.data());
+            encode_mass(totals.data(), r.n_used, out);
+            const std::lock_guard<std::mutex> lock(send_mutex);
+            channel.send(static_cast<uint16_t>(TpMessage::kMass), out);
             continue;
         }
         if (type != TpMessage::kSeqRuns && type != TpMessage::kResidual && type != TpMessage::kHead) {

@@ -19,6 +19,40 @@ std::vector<int32_t> tokenize_prompt(const Tokenizer& tokenizer, const std::stri
     return tokens;
 }
 
+namespace {
+// The positions a full context of n_used keeps: the first `keep`, then half
+// of the rest: the newest half (kShift), or (kEvict) all but the half of the
+// evictable positions that received the least attention (ties: the older
+// goes), the last evict_recent positions never evictable.
+std::vector<int> positions_kept(Decoder& decoder, const GenerationParams& params, int keep, int n_used) {
+    const int discard = (n_used - keep) / 2;
+    std::vector<bool> dropped(static_cast<size_t>(n_used), false);
+    if (params.context_full == GenerationParams::ContextFull::kShift) {
+        for (int p = keep; p < keep + discard; ++p) dropped[static_cast<size_t>(p)] = true;
+    } else {
+        std::vector<int64_t> mass(static_cast<size_t>(n_used), 0);
+        decoder.add_attention_mass(0, n_used, mass.data());
+        const int evictable_end = std::max(keep, n_used - std::max(params.evict_recent, 1));
+        std::vector<int> order;
+        for (int p = keep; p < evictable_end; ++p) order.push_back(p);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+            return mass[static_cast<size_t>(a)] < mass[static_cast<size_t>(b)];
+        });
+        const size_t n = std::min(order.size(), static_cast<size_t>(std::max(discard, 1)));
+        for (size_t i = 0; i < n; ++i) dropped[static_cast<size_t>(order[i])] = true;
+    }
+    std::vector<int> kept;
+    for (int p = 0; p < n_used; ++p) {
+        if (!dropped[static_cast<size_t>(p)]) kept.push_back(p);
+    }
+    if (static_cast<int>(kept.size()) == n_used) {
+        throw make_error("the context of {} is full and nothing can be evicted (--keep and --evict-recent hold it all)",
+                         n_used);
+    }
+    return kept;
+}
+}  // namespace
+
 GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const std::vector<int32_t>& prompt_tokens,
                           const GenerationParams& params, const std::function<void(const std::string&)>& on_text) {
     const int n_ctx = decoder.n_ctx();
@@ -82,12 +116,15 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
             return true;
         }
         const int keep = std::clamp(params.n_keep + (has_bos ? 1 : 0), 0, pos - 2);
-        const int discard = (pos - keep) / 2;
-        decoder.shift_context(0, keep, discard, pos);
-        pos -= discard;
+        const std::vector<int> kept = positions_kept(decoder, params, keep, pos);
+        decoder.compact_context(0, kept, pos);
         if (!context.empty()) {
-            context.erase(context.begin() + keep, context.begin() + keep + discard);
+            std::vector<int32_t> moved;
+            for (int p : kept) moved.push_back(context[static_cast<size_t>(p)]);
+            moved.insert(moved.end(), context.begin() + pos, context.end());
+            context = std::move(moved);
         }
+        pos = static_cast<int>(kept.size());
         ++result.shifts;
         return false;
     };

@@ -39,12 +39,16 @@ struct GenerationParams {
     Drafter* drafter = nullptr;
     int draft_max = 8;
     int draft_min = 1;
-    // When the context is full: stop ("context"), or shift as llama.cpp
-    // does: keep the first n_keep tokens (and a BOS before them), drop the
-    // oldest half of the rest, re-rotate the kept keys, and go on.
-    enum class ContextFull { kStop, kShift };
+    // When the context is full: stop ("context"), or make room and go on:
+    // keep the first n_keep tokens (and a BOS before them) and drop half of
+    // the rest, re-rotating the kept keys to their new positions. kShift
+    // drops the oldest half (llama.cpp's context shift); kEvict the half that
+    // received the least attention (H2O; the decoder must track attention,
+    // ForwardConfig::track_attention), never the last evict_recent positions.
+    enum class ContextFull { kStop, kShift, kEvict };
     ContextFull context_full = ContextFull::kStop;
     int n_keep = 0;
+    int evict_recent = 32;
 };
 
 struct GenerationResult {
@@ -59,7 +63,7 @@ struct GenerationResult {
     int drafted = 0;     // draft tokens verified
     int accepted = 0;    // of those, accepted
     double draft_seconds = 0.0;  // in the drafter's propose (what drafting during verification could hide)
-    int shifts = 0;              // context shifts (ContextFull::kShift)
+    int shifts = 0;              // context shifts or evictions (ContextFull::kShift, kEvict)
 };
 
 // Tokenizes a prompt (with BOS when the vocabulary wants one) and checks it

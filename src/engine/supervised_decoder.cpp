@@ -74,9 +74,8 @@ const float* SupervisedDecoder::eval_seqs(std::span<const SeqEval> evals) {
 }
 
 const float* SupervisedDecoder::apply(const Call& call) {
-    if (call.shift) {
-        const SeqPart& p = call.parts[0];
-        setup_.decoder->shift_context(p.seq, p.pos, static_cast<int>(p.n), call.shift_used);
+    if (call.compact) {
+        setup_.decoder->compact_context(call.parts[0].seq, call.kept, call.parts[0].pos);
         return nullptr;
     }
     if (call.parts.empty()) {
@@ -89,12 +88,28 @@ const float* SupervisedDecoder::apply(const Call& call) {
     return setup_.decoder->eval_seqs(seq_evals_);
 }
 
-void SupervisedDecoder::shift_context(int seq, int keep, int discard, int n_used) {
+void SupervisedDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
     Call call;
-    call.shift = true;
-    call.parts.push_back({seq, keep, 0, static_cast<size_t>(discard)});
-    call.shift_used = n_used;
+    call.compact = true;
+    call.parts.push_back({seq, n_used, 0, 0});
+    call.kept.assign(kept.begin(), kept.end());
     run(std::move(call));
+}
+
+void SupervisedDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    std::vector<int64_t> before(totals, totals + n_used);
+    for (int recoveries = 0;; ++recoveries) {
+        try {
+            setup_.decoder->add_attention_mass(seq, n_used, totals);
+            return;
+        } catch (const PlanRefused&) {
+            throw;
+        } catch (const Error& e) {
+            if (recovery_.budget_ms <= 0 || !options_.parallel() || recoveries >= kMaxRecoveriesPerCall) throw;
+            std::copy(before.begin(), before.end(), totals);
+            recover(e.what());
+        }
+    }
 }
 
 // A call joins the history (what a new plan replays) once it has succeeded.

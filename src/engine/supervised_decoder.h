@@ -61,7 +61,9 @@ public:
     int n_seq() const override { return setup_.decoder->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
     // Recorded with the evals: a rebuilt plan replays it in its place.
-    void shift_context(int seq, int keep, int discard, int n_used) override;
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    // Asked of the current plan (a rebuilt one has replayed the same history).
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
     // The current plan (it changes when a node is replaced).
     const DecoderSetup& setup() const { return setup_; }
@@ -80,10 +82,10 @@ private:
         int pos = 0;
         bool all = false;
         std::vector<SeqPart> parts;  // not empty: an eval_seqs call
-        // A context shift instead of an eval: sequence parts[0].seq, keep
-        // pos, discard n (tokens unused), of `shift_used` positions.
-        bool shift = false;
-        int shift_used = 0;
+        // A compaction instead of an eval: sequence parts[0].seq keeps the
+        // positions in `kept` of parts[0].pos.
+        bool compact = false;
+        std::vector<int> kept;
     };
     const float* run(Call call);
     // Runs a call on the current plan.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace tessera {
 
@@ -47,11 +48,28 @@ public:
         return evals[0].all ? eval_all(evals[0].tokens, evals[0].pos) : eval(evals[0].tokens, evals[0].pos);
     }
 
-    // Context shift of one sequence (LayerBlock::shift_context): the cached
-    // positions [keep + discard, n_used) move down by discard, keys re-rotated.
-    virtual void shift_context(int seq, int keep, int discard, int n_used) {
-        (void)seq, (void)keep, (void)discard, (void)n_used;
-        throw make_error("this plan cannot shift its context");
+    // Compaction of one sequence's cache (LayerBlock::compact_context).
+    virtual void compact_context(int seq, std::span<const int> kept, int n_used) {
+        (void)seq, (void)kept, (void)n_used;
+        throw make_error("this plan cannot shift or evict its context");
+    }
+    // The attention positions [0, n_used) received, summed over the whole
+    // model (a plan built with ForwardConfig::track_attention).
+    virtual void add_attention_mass(int seq, int n_used, int64_t* totals) {
+        (void)seq, (void)n_used, (void)totals;
+        throw make_error("this plan does not track attention");
+    }
+    // llama.cpp's context shift: positions [keep + discard, n_used) move down
+    // by discard.
+    void shift_context(int seq, int keep, int discard, int n_used) {
+        if (keep < 0 || discard < 1 || keep + discard > n_used) {
+            throw make_error("cannot shift: keep {}, discard {} of {} positions", keep, discard, n_used);
+        }
+        std::vector<int> kept;
+        for (int p = 0; p < n_used; ++p) {
+            if (p < keep || p >= keep + discard) kept.push_back(p);
+        }
+        compact_context(seq, kept, n_used);
     }
 };
 

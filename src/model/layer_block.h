@@ -6,6 +6,7 @@
 
 #include "util/error.h"
 
+#include <cstdint>
 #include <span>
 
 namespace tessera {
@@ -35,10 +36,13 @@ public:
         }
         forward_layers(x, runs[0].pos0, runs[0].n_tok);
     }
-    // Context shift of one sequence (llama.cpp's): the cached positions
-    // [keep + discard, n_used) move down by discard, keys re-rotated to their
-    // new positions; what was at [keep, keep + discard) is gone.
-    virtual void shift_context(int seq, int keep, int discard, int n_used) = 0;
+    // Compaction of one sequence's cache of n_used positions (a context
+    // shift, an eviction): position kept[j] becomes position j (kept strictly
+    // increasing), keys re-rotated to their new positions; the rest is gone.
+    virtual void compact_context(int seq, std::span<const int> kept, int n_used) = 0;
+    // Adds the attention each of positions [0, n_used) received (fixed-point
+    // units, attn/attention_mass.h) in this block's layers to totals.
+    virtual void add_attention_mass(int seq, int n_used, int64_t* totals) = 0;
 };
 
 }  // namespace tessera

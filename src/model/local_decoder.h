@@ -22,8 +22,11 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return forward_.n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
-    void shift_context(int seq, int keep, int discard, int n_used) override {
-        forward_.shift_context(seq, keep, discard, n_used);
+    void compact_context(int seq, std::span<const int> kept, int n_used) override {
+        forward_.compact_context(seq, kept, n_used);
+    }
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override {
+        forward_.add_attention_mass(seq, n_used, totals);
     }
 
     const SliceForward& forward() const { return forward_; }

@@ -29,6 +29,7 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     for (int i = 0; i < config.n_seq; ++i) {
         caches_.emplace_back(slice.n_layers(), slice.n_kv_heads(), hparams_.head_dim, config.n_ctx, config.kv_types);
         if (sparse_.enabled && sparse_.landmarks != LandmarkMode::kOff) caches_.back().enable_landmarks(sparse_.block);
+        if (config.track_attention) masses_.push_back(std::make_unique<AttentionMass>(config.n_ctx, pool.size()));
     }
     if (config.private_weights) {
         copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);
@@ -65,25 +66,43 @@ RopeTable& SliceForward::rope_of(int layer) {
     return ropes_[static_cast<size_t>(rope_of_layer_[static_cast<size_t>(layer - weights_.slice.layer_begin)])];
 }
 
-void SliceForward::shift_context(int seq, int keep, int discard, int n_used) {
-    if (seq < 0 || seq >= n_seq() || keep < 0 || discard < 1 || keep + discard > n_used || n_used > n_ctx()) {
-        throw make_error("cannot shift sequence {}: keep {}, discard {} of {} positions (context {}, {} sequences)", seq,
-                         keep, discard, n_used, n_ctx(), n_seq());
+void SliceForward::compact_context(int seq, std::span<const int> kept, int n_used) {
+    if (seq < 0 || seq >= n_seq() || n_used > n_ctx() || kept.size() > static_cast<size_t>(n_used)) {
+        throw make_error("cannot compact sequence {}: {} of {} positions kept (context {}, {} sequences)", seq,
+                         kept.size(), n_used, n_ctx(), n_seq());
+    }
+    for (size_t j = 0; j < kept.size(); ++j) {
+        if (kept[j] < 0 || kept[j] >= n_used || (j > 0 && kept[j] <= kept[j - 1])) {
+            throw make_error("cannot compact sequence {}: kept position {} at {} is not after {} and under {}", seq,
+                             kept[j], j, j > 0 ? kept[j - 1] : -1, n_used);
+        }
     }
     KvCache& cache = caches_[static_cast<size_t>(seq)];
     const Slice& s = weights_.slice;
     const int hd = hparams_.head_dim;
     for (int layer = s.layer_begin; layer < s.layer_end; ++layer) {
-        // Keys hold RoPE at their position: rotating by -discard moves them.
-        RopeTable& rope = rope_of(layer);
-        rope.set_position(-discard);
         pool_.run([&](int thread, int n_threads) {
+            // Keys hold RoPE at their position: rotating by the move's delta
+            // puts them at the new one. A table of the thread's own.
+            RopeTable rope = rope_of(layer);
             for (int h = thread; h < s.n_kv_heads(); h += n_threads) {
-                cache.shift_positions(layer - s.layer_begin, h, keep, discard, n_used,
-                                      [&](float* k) { rope.apply(k, 1, hd); });
+                cache.compact_positions(layer - s.layer_begin, h, kept, [&](float* k, int delta) {
+                    rope.set_position(delta);
+                    rope.apply(k, 1, hd);
+                });
             }
         });
     }
+    if (!masses_.empty()) masses_[static_cast<size_t>(seq)]->compact(kept);
+}
+
+void SliceForward::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    if (masses_.empty()) throw make_error("internal: attention is not tracked on this slice");
+    if (seq < 0 || seq >= n_seq() || n_used < 0 || n_used > n_ctx()) {
+        throw make_error("no attention of {} positions of sequence {} (context {}, {} sequences)", n_used, seq, n_ctx(),
+                         n_seq());
+    }
+    masses_[static_cast<size_t>(seq)]->add_totals(n_used, totals);
 }
 
 void SliceForward::fill_history(int seq, int n, uint64_t seed) {
@@ -105,6 +124,12 @@ void SliceForward::fill_history(int seq, int n, uint64_t seed) {
             }
         }
     });
+}
+
+AttentionOptions SliceForward::attention_options(int layer, int seq) const {
+    AttentionOptions o = attention_options(layer);
+    if (!masses_.empty()) o.mass = masses_[static_cast<size_t>(seq)].get();
+    return o;
 }
 
 AttentionOptions SliceForward::attention_options(int layer) const {
@@ -355,8 +380,10 @@ void SliceForward::attention_partial(int layer, const float* h, std::span<const 
                               v_.data() + t * kv_width, 0, s.n_kv_heads());
                 cache.store(local_layer, pos, k_.data() + t * kv_width, v_.data() + t * kv_width);
             }
+            const AttentionOptions options = attention_options(layer, r.seq);
+            if (options.mass != nullptr && layer == s.layer_begin) options.mass->reset(r.pos0, r.n_tok);
             attention_.attend(cache, local_layer, r.pos0, r.n_tok, q_.data() + row * q_width, q_width, n_q_heads_,
-                              hparams_.q_per_kv(), attn_.data() + row * q_width, q_width, pool_, attention_options(layer));
+                              hparams_.q_per_kv(), attn_.data() + row * q_width, q_width, pool_, options);
             row += r.n_tok;
         }
         if (!single_runs_.empty()) attend_singles(w, layer, single_runs_, single_rows_);
@@ -376,7 +403,9 @@ void SliceForward::attend_one(const LayerWeights& w, int layer, int seq, int pos
     const Matrix& wo = w.wo;
     KvCache& cache = caches_[static_cast<size_t>(seq)];
     const int local_layer = layer - weights_.slice.layer_begin;
-    const AttentionOptions options = attention_options(layer);
+    const AttentionOptions options = attention_options(layer, seq);
+    // New rows at pos: their attention starts from zero (once, at the slice's first layer).
+    if (options.mass != nullptr && layer == weights_.slice.layer_begin) options.mass->reset(pos, 1);
     const int hd = hparams_.head_dim;
     const int q_per_kv = hparams_.q_per_kv();
     const int n_kv = weights_.slice.n_kv_heads();
@@ -410,6 +439,7 @@ void SliceForward::attend_singles(const LayerWeights& w, int layer, std::span<co
     const AttentionOptions options = attention_options(layer);
     const int64_t hd = hparams_.head_dim;
     const int n_kv = weights_.slice.n_kv_heads();
+    const bool first_layer = layer == weights_.slice.layer_begin;
     const int64_t q_width = static_cast<int64_t>(n_q_heads_) * hd;
     const int64_t kv_width = static_cast<int64_t>(n_kv) * hd;
     // RoPE's table holds one position at a time: the rows are prepared here,
@@ -420,6 +450,7 @@ void SliceForward::attend_singles(const LayerWeights& w, int layer, std::span<co
                       v_.data() + t * kv_width, 0, n_kv);
         caches_[static_cast<size_t>(runs[i].seq)].store(local_layer, runs[i].pos0, k_.data() + t * kv_width,
                                                        v_.data() + t * kv_width);
+        if (!masses_.empty() && first_layer) masses_[static_cast<size_t>(runs[i].seq)]->reset(runs[i].pos0, 1);
     }
     const int64_t items = static_cast<int64_t>(runs.size()) * n_kv;
     pool_.run([&](int thread, int n_threads) {
@@ -427,9 +458,11 @@ void SliceForward::attend_singles(const LayerWeights& w, int layer, std::span<co
             const size_t i = static_cast<size_t>(item / n_kv);
             const int kvh = static_cast<int>(item % n_kv);
             const int64_t t = rows[i];
+            AttentionOptions own = options;
+            if (!masses_.empty()) own.mass = masses_[static_cast<size_t>(runs[i].seq)].get();
             attention_.attend_one_head(caches_[static_cast<size_t>(runs[i].seq)], local_layer, runs[i].pos0,
                                        q_.data() + t * q_width, kvh, hparams_.q_per_kv(), attn_.data() + t * q_width,
-                                       thread, options);
+                                       thread, own);
         }
     });
 }

@@ -31,6 +31,9 @@ struct ForwardConfig {
     // Sparse attention for the layers without a sliding window of their own
     // (attn/sparse_pattern.h); disabled: dense.
     SparseOptions sparse;
+    // Keep, per sequence, the attention each position received (what
+    // --context-full evict ranks positions by).
+    bool track_attention = false;
     // Most positions one call processes at once (llama.cpp's -b/-ub): longer
     // prompts go through in batches of this size. Scratch grows to it.
     int n_batch = 512;
@@ -107,7 +110,8 @@ public:
     // layers (a single node, or a pipeline stage).
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
-    void shift_context(int seq, int keep, int discard, int n_used) override;
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
     // For benchmarks: positions [0, n) of a sequence's cache get random K/V
     // rows in every layer (landmarks included), as if a history had run.
     void fill_history(int seq, int n, uint64_t seed);
@@ -149,6 +153,9 @@ private:
     SliceWeights weights_;
     ThreadPool& pool_;
     std::vector<KvCache> caches_;  // one per sequence
+    std::vector<std::unique_ptr<AttentionMass>> masses_;  // one per sequence, with track_attention
+    // The attention options of a layer for one sequence's rows.
+    AttentionOptions attention_options(int layer, int seq) const;
     DenseAttention attention_;
     // One table per distinct (base, scale) among the slice's layers (Gemma 3's
     // local layers have their own), and each layer's.

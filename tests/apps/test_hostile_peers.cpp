@@ -709,21 +709,29 @@ TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
 
 namespace tessera {
 
-// A root's context shift (kShift) checked like any step: a frame of the
-// wrong size, a value that could wrap, a sequence the worker does not keep or
-// more positions than its context end the session by name; the worker goes on.
-TEST(HostilePeers, ForgedContextShiftsEndTheSessionAndTheWorkerGoesOn) {
+// A root's compaction (kShift: a context shift or eviction) and attention
+// request (kMass) checked like any step: a frame of the wrong size, a value
+// that could wrap, a sequence the worker does not keep, positions past its
+// context or out of order, a count it does not track end the session by name;
+// the worker goes on.
+TEST(HostilePeers, ForgedCompactionsAndAttentionRequestsEndTheSessionAndTheWorkerGoesOn) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/shift.log");
     struct Case {
+        TpMessage type;
         std::vector<uint32_t> values;
         const char* want;
     };
     const Case cases[] = {
-        {{0, 1, 2}, "shift message of 12 bytes"},
-        {{0, 1, 0x80000000u, 4}, "shift message value 2147483648 is out of range"},
-        {{3, 0, 2, 10}, "cannot shift sequence 3"},
-        {{0, 10, 20, 65}, "cannot shift sequence 0: keep 10, discard 20 of 65 positions (context 64"},
-        {{0, 0, 0, 10}, "cannot shift sequence 0: keep 0, discard 0"},
+        {TpMessage::kShift, {0, 1}, "shift message of 8 bytes is truncated"},
+        {TpMessage::kShift, {0, 0x80000000u, 0}, "keeping 0 of 2147483648 positions is out of range"},
+        {TpMessage::kShift, {0, 10, 3, 1}, "shift message keeping 3 positions has 16 bytes"},
+        {TpMessage::kShift, {0, 10, 1, 10}, "shift keeps position 10 of 10"},
+        {TpMessage::kShift, {3, 10, 1, 0}, "cannot compact sequence 3"},
+        {TpMessage::kShift, {0, 65, 1, 0}, "cannot compact sequence 0: 1 of 65 positions kept (context 64"},
+        {TpMessage::kShift, {0, 10, 2, 5, 5}, "kept position 5 at 1 is not after 5"},
+        {TpMessage::kMass, {0, 100000}, "attention of 100000 positions asked (context 64)"},
+        {TpMessage::kMass, {0, 10, 7}, "attention request of 10 positions has 12 bytes"},
+        {TpMessage::kMass, {0, 10}, "attention is not tracked"},
     };
     for (const Case& c : cases) {
         auto root = greet_when_free(worker.address());
@@ -731,7 +739,7 @@ TEST(HostilePeers, ForgedContextShiftsEndTheSessionAndTheWorkerGoesOn) {
         ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
         std::vector<uint8_t> payload(c.values.size() * 4);
         std::memcpy(payload.data(), c.values.data(), payload.size());
-        root->send(static_cast<uint16_t>(TpMessage::kShift), payload);
+        root->send(static_cast<uint16_t>(c.type), payload);
         Frame answer;
         EXPECT_THROW(root->recv(answer, 5000), Error) << c.want;
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);

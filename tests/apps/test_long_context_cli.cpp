@@ -3,8 +3,8 @@
 // give one process's greedy tokens and perplexity digits with the same
 // options; a sparse window that covers the context gives dense's; a short
 // one changes the result (sparse is really on); bad values are clear errors.
-// A full context stops with a clear message, or (--context-full shift) goes
-// on past it, with the same tokens on every plan.
+// A full context stops with a clear message, or (--context-full shift or
+// evict) goes on past it, with the same tokens on every plan.
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -86,7 +86,7 @@ TEST(SparseAttentionCli, EveryPlanEqualsOneProcessWithTheSameOptions) {
     EXPECT_EQ(estimate(sparse3.out), estimate(sparse.out)) << "--local 3";
 }
 
-TEST(ContextFullCli, ShiftGoesOnPastTheContextOnEveryPlan) {
+TEST(ContextFullCli, ShiftAndEvictGoOnPastTheContextOnEveryPlan) {
     const std::string dir = test::test_dir("context_shift_plans");
     const std::string model = make_model(dir);
     const std::vector<std::string> run = {"run", "-m", model, "-p", "Once upon a time", "-c", "40", "-n", "150",
@@ -96,11 +96,15 @@ TEST(ContextFullCli, ShiftGoesOnPastTheContextOnEveryPlan) {
     EXPECT_NE(stopped.out.find("\"stop_reason\":\"context\""), std::string::npos) << stopped.out;
     EXPECT_LT(test::tokens_of(stopped).size(), 40u);
 
-    // Dense with an F16 cache, and sparse over a Q8_0 cache (landmarks
-    // recomputed as blocks move).
+    // Shift and evict, dense with an F16 cache and sparse over a Q8_0 cache
+    // (landmarks recomputed as blocks move); evict ranks by attention every
+    // node counted.
     for (const std::vector<std::string>& extra :
          {std::vector<std::string>{"--context-full", "shift", "--keep", "2"},
           std::vector<std::string>{"--context-full", "shift", "-ctk", "q8_0", "--attention", "sparse", "--sparse-window",
+                                   "8", "--sparse-block", "4"},
+          std::vector<std::string>{"--context-full", "evict", "--keep", "2", "--evict-recent", "6"},
+          std::vector<std::string>{"--context-full", "evict", "-ctk", "q8_0", "--attention", "sparse", "--sparse-window",
                                    "8", "--sparse-block", "4"}}) {
         const std::vector<std::string> shifted_run = with(run, extra);
         const auto single = run_process(command(shifted_run), 60);
@@ -120,7 +124,10 @@ TEST(ContextFullCli, ShiftGoesOnPastTheContextOnEveryPlan) {
     }
     const auto bad = run_process(command(with(run, {"--context-full", "wrap"})), 60);
     EXPECT_EQ(bad.exit_code, 1);
-    EXPECT_NE(bad.err.find("--context-full must be stop or shift (got 'wrap')"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("--context-full must be stop, shift or evict (got 'wrap')"), std::string::npos) << bad.err;
+    const auto recent = run_process(command(with(run, {"--context-full", "evict", "--evict-recent", "30"})), 60);
+    EXPECT_EQ(recent.exit_code, 1);
+    EXPECT_NE(recent.err.find("--evict-recent 30 must be under half the context (40)"), std::string::npos) << recent.err;
 }
 
 TEST(SparseAttentionCli, BadValuesAreClearErrors) {

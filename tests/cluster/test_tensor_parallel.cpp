@@ -308,3 +308,70 @@ TEST(TensorParallel, WorkerWithAnotherModelIsRefused) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// The attention each position received (what --context-full evict ranks by),
+// counted in fixed point: 3 ranks, each counting its own heads, sum to one
+// process's totals exactly, dense and sparse; every query's weights sum to one
+// per head and layer. After an eviction's compaction on both, the next token's
+// logits are still equal bit for bit.
+TEST(TensorParallel, AttentionMassAcrossRanksEqualsOneProcessExactly) {
+    const std::string path = gqa_model(QuantType::Q4_0);
+    const LlamaModel model(path);
+    const ModelHParams& hp = model.hparams();
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 5) % hp.n_vocab);
+    for (const bool sparse : {false, true}) {
+        ForwardConfig forward;
+        forward.n_ctx = 64;
+        forward.n_batch = 16;
+        forward.track_attention = true;
+        forward.sparse.enabled = sparse;
+        forward.sparse.window = 8;
+        forward.sparse.block = 4;
+        LocalDecoder local(model, forward, 2);
+        local.eval(prompt, 0);
+        std::vector<int64_t> want(prompt.size(), 0);
+        local.add_attention_mass(0, static_cast<int>(prompt.size()), want.data());
+        if (!sparse) {
+            // 40 queries x 8 heads x 3 layers, each a distribution over positions.
+            double sum = 0.0;
+            for (int64_t m : want) sum += static_cast<double>(m) / 4294967296.0;
+            EXPECT_NEAR(sum, 40.0 * hp.n_head * hp.n_layer, 1e-3);
+        }
+
+        std::vector<std::unique_ptr<TestWorker>> workers;
+        TpConfig config;
+        for (int r = 1; r < 3; ++r) {
+            workers.push_back(std::make_unique<TestWorker>(path));
+            config.workers.push_back(workers.back()->address());
+        }
+        config.weights = {1, 1, 1};
+        config.forward = forward;
+        config.limits.io_timeout_ms = 3000;
+        TensorParallelDecoder tp(model, config);
+        tp.eval(prompt, 0);
+        std::vector<int64_t> got(prompt.size(), 0);
+        tp.add_attention_mass(0, static_cast<int>(prompt.size()), got.data());
+        EXPECT_EQ(got, want) << (sparse ? "sparse" : "dense");
+
+        std::vector<int> kept;
+        for (int p = 0; p < 40; ++p) {
+            if (p < 3 || p % 3 != 0) kept.push_back(p);
+        }
+        local.compact_context(0, kept, 40);
+        tp.compact_context(0, kept, 40);
+        const int32_t next[1] = {7};
+        const float* a = local.eval(next, static_cast<int>(kept.size()));
+        const std::vector<float> local_logits(a, a + hp.n_vocab);
+        const float* b = tp.eval(next, static_cast<int>(kept.size()));
+        EXPECT_TRUE(std::equal(local_logits.begin(), local_logits.end(), b)) << (sparse ? "sparse" : "dense");
+        std::vector<int64_t> after_local(kept.size() + 1, 0), after_tp(kept.size() + 1, 0);
+        local.add_attention_mass(0, static_cast<int>(kept.size()) + 1, after_local.data());
+        tp.add_attention_mass(0, static_cast<int>(kept.size()) + 1, after_tp.data());
+        EXPECT_EQ(after_tp, after_local);
+    }
+}
+
+}  // namespace tessera

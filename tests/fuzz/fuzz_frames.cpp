@@ -36,6 +36,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const Error&) {
     }
     try {
+        // A compaction's kept positions: each below n_used.
+        const ContextCompaction c = decode_compaction(payload, "fuzz");
+        for (int p : c.kept) {
+            if (p < 0 || p >= c.n_used) __builtin_trap();
+        }
+    } catch (const Error&) {
+    }
+    try {
+        // An attention request, and an answer of its size added to totals.
+        const MassRequest r = decode_mass_request(payload, "fuzz");
+        if (r.n_used <= 4096) {
+            std::vector<int64_t> totals(static_cast<size_t>(r.n_used), 0);
+            add_mass(payload.subspan(std::min<size_t>(8, payload.size())), r.n_used, totals.data(), "fuzz");
+        }
+    } catch (const Error&) {
+    }
+    try {
         (void)decode_exact_step(payload, exact, "fuzz");
         require_finite(exact.data(), exact.size(), "fuzz");
     } catch (const Error&) {
