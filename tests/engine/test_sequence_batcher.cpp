@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <latch>
 #include <thread>
 
 namespace tessera {
@@ -54,11 +55,14 @@ TEST(SequenceBatcher, ConcurrentGenerationsEqualEachAloneAndShareBatches) {
     SequenceBatcher batcher(decoder, options);
     std::vector<std::vector<int32_t>> got(n);
     std::vector<std::thread> threads;
+    std::latch begun(n);
     for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
-            // Staggered starts: prompts join while others decode.
-            std::this_thread::sleep_for(std::chrono::milliseconds(3 * i));
             batcher.begin(i);
+            begun.arrive_and_wait();
+            // Half start together (they share batches even on a loaded
+            // machine); the rest are staggered: prompts join while others decode.
+            if (i >= n / 2) std::this_thread::sleep_for(std::chrono::milliseconds(3 * i));
             got[i] = generate(batcher.sequence(i), *tokenizer, prompt_tokens(*tokenizer, i), greedy(40)).tokens;
             batcher.end(i);
         });
