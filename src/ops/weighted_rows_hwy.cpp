@@ -15,6 +15,7 @@
 #include "util/fp16.h"
 
 #include <algorithm>
+#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
@@ -40,18 +41,22 @@ HWY_INLINE hn::Vec<DF> load_row(DF d, const uint8_t* row, int64_t i) {
     } else {
         const hn::RebindToSigned<DF> di;
         const int64_t j = i % 32;
+        // Blocks are read through bytes: a row need not be 2-byte aligned.
+        constexpr size_t kBlockBytes = kRows == Rows::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+        const uint8_t* block = row + static_cast<size_t>(i / 32) * kBlockBytes;
+        uint16_t d_bits;
+        std::memcpy(&d_bits, block, sizeof d_bits);
+        const uint8_t* qs = block + sizeof d_bits;
         if constexpr (kRows == Rows::kQ8_0) {
-            const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + i / kQ8_0Block;
             const hn::Rebind<int8_t, DF> d8;
-            const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, block->qs + j)));
-            return hn::Mul(q, hn::Set(d, fp16_to_fp32(block->d)));
+            const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(qs) + j)));
+            return hn::Mul(q, hn::Set(d, fp16_to_fp32(d_bits)));
         } else {
-            const auto* block = reinterpret_cast<const BlockQ4_0*>(row) + i / kQ4_0Block;
             const hn::Rebind<uint8_t, DF> d8;
-            const auto packed = hn::LoadU(d8, block->qs + (j % 16));
+            const auto packed = hn::LoadU(d8, qs + (j % 16));
             const auto nibbles = j < 16 ? hn::And(packed, hn::Set(d8, 15)) : hn::ShiftRight<4>(packed);
             const auto q = hn::Sub(hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), nibbles)), hn::Set(di, 8));
-            return hn::Mul(hn::ConvertTo(d, q), hn::Set(d, fp16_to_fp32(block->d)));
+            return hn::Mul(hn::ConvertTo(d, q), hn::Set(d, fp16_to_fp32(d_bits)));
         }
     }
 }
