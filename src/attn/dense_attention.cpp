@@ -133,6 +133,20 @@ void DenseAttention::attend_one(const KvCache& cache, int layer, int pos, const 
     });
 }
 
+const void* DenseAttention::query_for_keys(const QuantTraits& k_traits, const float* q, int heads, int thread,
+                                          size_t* row_bytes) {
+    const int hd = head_dim_;
+    if (k_traits.vec_dot_type == QuantType::F32) {
+        *row_bytes = sizeof(float) * hd;
+        return q;
+    }
+    const QuantTraits& q_traits = require_compute_traits(k_traits.vec_dot_type, "attention");
+    *row_bytes = quant_row_bytes(k_traits.vec_dot_type, hd);
+    uint8_t* converted = q_scratch_.get() + static_cast<size_t>(thread) * kTokenBlock * q_scratch_row_;
+    for (int j = 0; j < heads; ++j) q_traits.from_float(q + static_cast<int64_t>(j) * hd, converted + j * *row_bytes, hd);
+    return converted;
+}
+
 void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head,
                                      int q_per_kv, float* out, int thread, const AttentionOptions& options) {
     const int hd = head_dim_;
@@ -153,24 +167,13 @@ void DenseAttention::attend_one_head(const KvCache& cache, int layer, int pos, c
     const uint8_t* k_rows = cache.k_rows(layer, kv_head) + static_cast<size_t>(first) * cache.k_row_bytes();
     const uint8_t* v_rows = cache.v_rows(layer, kv_head) + static_cast<size_t>(first) * cache.v_row_bytes();
     float* scores = scores_.get() + static_cast<size_t>(thread) * kTokenBlock * n_ctx_;
-    // Block-quantized keys take the query in their dot type (Q8_0), as
-    // llama.cpp converts it for its K·Q product.
-    const bool convert_q = k_traits.vec_dot_type != QuantType::F32;
-    const QuantTraits* q_traits = convert_q ? &require_compute_traits(k_traits.vec_dot_type, "attention") : nullptr;
-    const size_t q_row = convert_q ? quant_row_bytes(k_traits.vec_dot_type, hd) : sizeof(float) * hd;
-    uint8_t* q_converted = q_scratch_.get() + static_cast<size_t>(thread) * kTokenBlock * q_scratch_row_;
+    size_t q_row = 0;
     // The KV head's query heads, up to kTokenBlock at a time (the rows of the
     // scores buffer).
     for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
         const int heads = std::min(kTokenBlock, q_per_kv - j0);
         const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
-        const void* x = qh;
-        if (convert_q) {
-            for (int j = 0; j < heads; ++j) {
-                q_traits->from_float(qh + static_cast<int64_t>(j) * hd, q_converted + j * q_row, hd);
-            }
-            x = q_converted;
-        }
+        const void* x = query_for_keys(k_traits, qh, heads, thread, &q_row);
         k_traits.vec_dot_tile(hd, k_rows, cache.k_row_bytes(), n_seen, x, q_row, heads, scores, n_ctx_);
         for (int j = 0; j < heads; ++j) {
             float* s = scores + static_cast<size_t>(j) * n_ctx_;
@@ -229,10 +232,7 @@ void DenseAttention::attend_sparse_head(const KvCache& cache, int layer, int pos
         lm_v = s.lm_v.data();
     }
 
-    const bool convert_q = k_traits.vec_dot_type != QuantType::F32;
-    const QuantTraits* q_traits = convert_q ? &require_compute_traits(k_traits.vec_dot_type, "attention") : nullptr;
-    const size_t q_row = convert_q ? quant_row_bytes(k_traits.vec_dot_type, hd) : sizeof(float) * hd;
-    uint8_t* q_converted = q_scratch_.get() + static_cast<size_t>(thread) * kTokenBlock * q_scratch_row_;
+    size_t q_row = 0;
     const int block_heads = std::min(kTokenBlock, q_per_kv);
     s.scores.resize(static_cast<size_t>(block_heads) * n_all);
     s.sums.resize(static_cast<size_t>(block_heads) * hd);
@@ -240,13 +240,7 @@ void DenseAttention::attend_sparse_head(const KvCache& cache, int layer, int pos
     for (int j0 = 0; j0 < q_per_kv; j0 += kTokenBlock) {
         const int heads = std::min(kTokenBlock, q_per_kv - j0);
         const float* qh = q + static_cast<int64_t>(kv_head * q_per_kv + j0) * hd;
-        const void* x = qh;
-        if (convert_q) {
-            for (int j = 0; j < heads; ++j) {
-                q_traits->from_float(qh + static_cast<int64_t>(j) * hd, q_converted + j * q_row, hd);
-            }
-            x = q_converted;
-        }
+        const void* x = query_for_keys(k_traits, qh, heads, thread, &q_row);
         // Scores: [window | scattered | landmarks] per query head.
         k_traits.vec_dot_tile(hd, k_all + static_cast<size_t>(w0) * krb, krb, n_w, x, q_row, heads, scores, n_all);
         if (n_t > 0) k_traits.vec_dot_tile(hd, s.k_rows.data(), krb, n_t, x, q_row, heads, scores + n_w, n_all);

@@ -29,6 +29,8 @@
 
 namespace tessera {
 
+struct QuantTraits;
+
 // A layer's attention options (model/architecture.h says which a model uses).
 struct AttentionOptions {
     float scale = 0.0f;     // score multiplier; 0 means 1 / sqrt(head_dim)
@@ -70,6 +72,11 @@ private:
     // one softmax over them all, the values summed likewise.
     void attend_sparse_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head, int q_per_kv,
                             float* out, int thread, const AttentionOptions& options);
+    // `heads` query heads (head_dim floats each) as the keys' dot product
+    // reads them: in place for float keys; for block-quantized keys
+    // converted to their dot type (Q8_0, as llama.cpp converts the query for
+    // its K·Q product) into the thread's scratch. Sets *row_bytes.
+    const void* query_for_keys(const QuantTraits& k_traits, const float* q, int heads, int thread, size_t* row_bytes);
     // Scales (and soft-caps) n scores, then turns them into softmax weights.
     void weigh(float* scores, int n, const AttentionOptions& options) const;
 

@@ -270,13 +270,8 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         const StepHeader header{flags, static_cast<uint32_t>(pos + static_cast<int>(b)), static_cast<uint32_t>(n_tok),
                                 static_cast<uint32_t>(hp.n_embd), WireFormat::F32};
         encode_step(header, x_.data(), message_);
-        try {
-            channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
-            stages_[1].bytes_sent += message_.size();
-            last_sent_ = now_seconds();
-        } catch (const Error& e) {
-            throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
-        }
+        send_to_first_stage(TpMessage::kStageInput, message_);
+        last_sent_ = now_seconds();
         // Every position's logits (perplexity) are large: take each batch's
         // before sending the next, so no stage ever blocks on a full socket
         // while the root blocks on another. Only generation pipelines.
@@ -285,26 +280,27 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
     }
 }
 
+void PipelineDecoder::send_to_first_stage(TpMessage type, std::span<const uint8_t> payload) {
+    try {
+        channels_[0]->send(static_cast<uint16_t>(type), payload);
+        stages_[1].bytes_sent += payload.size();
+    } catch (const Error& e) {
+        throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
+    }
+}
+
 void PipelineDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
     block_->compact_context(seq, kept, n_used);
     if (channels_.empty()) return;
     encode_compaction(seq, kept, n_used, message_);
-    try {
-        channels_[0]->send(static_cast<uint16_t>(TpMessage::kShift), message_);
-    } catch (const Error& e) {
-        throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
-    }
+    send_to_first_stage(TpMessage::kShift, message_);
 }
 
 void PipelineDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
     block_->add_attention_mass(seq, n_used, totals);
     if (channels_.empty()) return;
     encode_mass_request(seq, n_used, totals, message_);
-    try {
-        channels_[0]->send(static_cast<uint16_t>(TpMessage::kMass), message_);
-    } catch (const Error& e) {
-        throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
-    }
+    send_to_first_stage(TpMessage::kMass, message_);
     FrameChannel& last = *channels_.back();
     const std::string who = stage_name(stages_.back().address, stages_.size() - 1);
     const double start = now_seconds();
@@ -370,16 +366,10 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
         encode_seq_runs(batch_.runs, message_);
         StepHeader header{batch_.rows.empty() ? 0u : static_cast<uint32_t>(kWantRunLogits), 0,
                           static_cast<uint32_t>(n_tok), static_cast<uint32_t>(hp.n_embd), WireFormat::F32, kStepOverRuns};
-        try {
-            channels_[0]->send(static_cast<uint16_t>(TpMessage::kSeqRuns), message_);
-            stages_[1].bytes_sent += message_.size();
-            encode_step(header, x_.data(), message_);
-            channels_[0]->send(static_cast<uint16_t>(TpMessage::kStageInput), message_);
-            stages_[1].bytes_sent += message_.size();
-            last_sent_ = now_seconds();
-        } catch (const Error& e) {
-            throw make_error("{}: {}", stage_name(stages_[1].address, 1), e.what());
-        }
+        send_to_first_stage(TpMessage::kSeqRuns, message_);
+        encode_step(header, x_.data(), message_);
+        send_to_first_stage(TpMessage::kStageInput, message_);
+        last_sent_ = now_seconds();
         if (batch_.rows.empty()) continue;
         // The reply's rows: run by run, every row or the last one; which
         // reply row holds each batch row.

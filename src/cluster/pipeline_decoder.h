@@ -83,6 +83,8 @@ private:
     // Runs tokens through all stages; the last stage's logits land in out.
     void run(std::span<const int32_t> tokens, int pos, bool all, float* out);
     void receive_logits(float* dst, uint32_t rows, uint32_t positions);
+    // A message to stage 1 (its bytes counted; an error names the stage).
+    void send_to_first_stage(TpMessage type, std::span<const uint8_t> payload);
     // How long a batch of n_tok positions may take through all stages.
     int step_deadline_ms(uint32_t n_tok) const;
 

@@ -237,10 +237,9 @@ int TensorParallelDecoder::step_deadline_ms(int n_tok) const {
     return exchange_deadline_ms(config_.limits.io_timeout_ms, row_budget_ms_, n_tok);
 }
 
-void TensorParallelDecoder::receive_logits(size_t worker, const StepHeader& sent, uint32_t width) {
+std::string TensorParallelDecoder::receive_reply(size_t worker, TpMessage want, int deadline_ms) {
     FrameChannel& channel = *channels_[worker];
-    const std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
-    const int deadline_ms = step_deadline_ms(static_cast<int>(sent.n_tok));
+    std::string who = worker_name(ranks_[worker + 1].address, worker + 1);
     const double start = now_seconds();
     for (;;) {
         try {
@@ -257,16 +256,20 @@ void TensorParallelDecoder::receive_logits(size_t worker, const StepHeader& sent
             }
             continue;
         }
-        if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, who);  // throws "failed: ..."
-        if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
-        const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
-        if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
-            throw make_error("{}: logits for layer {} ({} rows of {}) where layer {} ({} rows of {}) were due", who,
-                             got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
-        }
-        require_finite(received_.data(), received_.size(), who);
-        return;
+        if (type == TpMessage::kError) parse_json_message(frame_, want, who);  // throws "failed: ..."
+        if (type != want) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+        return who;
     }
+}
+
+void TensorParallelDecoder::receive_logits(size_t worker, const StepHeader& sent, uint32_t width) {
+    const std::string who = receive_reply(worker, TpMessage::kPartial, step_deadline_ms(static_cast<int>(sent.n_tok)));
+    const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
+    if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != width) {
+        throw make_error("{}: logits for layer {} ({} rows of {}) where layer {} ({} rows of {}) were due", who,
+                         got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, width);
+    }
+    require_finite(received_.data(), received_.size(), who);
 }
 
 void TensorParallelDecoder::send_to(size_t worker, TpMessage type, std::span<const uint8_t> payload) {
@@ -327,28 +330,8 @@ void TensorParallelDecoder::add_attention_mass(int seq, int n_used, int64_t* tot
     encode_mass_request(seq, n_used, nullptr, message_);
     for (size_t i = 0; i < channels_.size(); ++i) send_to(i, TpMessage::kMass, message_);
     for (size_t i = 0; i < channels_.size(); ++i) {
-        FrameChannel& channel = *channels_[i];
-        const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        const double start = now_seconds();
-        for (;;) {
-            try {
-                channel.recv(frame_);
-            } catch (const Error& e) {
-                throw make_error("{} stopped responding: {}", who, e.what());
-            }
-            direct_received_[i + 1] += frame_.payload.size();
-            const auto type = static_cast<TpMessage>(frame_.type);
-            if (type == TpMessage::kHeartbeat) {
-                if ((now_seconds() - start) * 1e3 > step_deadline_ms(n_used)) {
-                    throw make_error("{} sends heartbeats but no attention totals", who);
-                }
-                continue;
-            }
-            if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kMass, who);  // throws "failed: ..."
-            if (type != TpMessage::kMass) throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
-            add_mass(frame_.payload, n_used, totals, who.c_str());
-            break;
-        }
+        const std::string who = receive_reply(i, TpMessage::kMass, step_deadline_ms(n_used));
+        add_mass(frame_.payload, n_used, totals, who.c_str());
     }
 }
 

@@ -116,6 +116,10 @@ public:
 private:
     // A message of the root's own to one worker (the errors name it).
     void send_to(size_t worker, TpMessage type, std::span<const uint8_t> payload);
+    // Receives a worker's next message, which must be of type `want`, into
+    // frame_ (heartbeats skipped, a kError thrown as its message, nothing but
+    // heartbeats for deadline_ms a stall); returns the worker's name.
+    std::string receive_reply(size_t worker, TpMessage want, int deadline_ms);
     // Receives a worker's logits for the head step `sent` into received_.
     void receive_logits(size_t worker, const StepHeader& sent, uint32_t width);
     // Byte counters of ranks_ and stats_ from the root's messages and the exchange's.

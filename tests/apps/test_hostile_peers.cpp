@@ -88,6 +88,16 @@ std::unique_ptr<FrameChannel> greet_when_free(const HostPort& address) {
     }
 }
 
+// The worker's log names `want` within 5 s (it logs a session's end as it
+// winds down, after the peer already saw the connection close).
+void expect_logged_soon(const WorkerProcess& worker, const std::string& want) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (worker.log().find(want) == std::string::npos && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_NE(worker.log().find(want), std::string::npos) << worker.log();
+}
+
 // What a stuck node looks like from outside: alive (a heartbeat every
 // 300 ms, for 6 s), never answering.
 void beat_without_answering(FrameChannel& channel) {
@@ -131,10 +141,38 @@ TEST(HostilePeers, MistypedHandshakeFieldsEndTheSessionNotTheWorker) {
     assign = good_assign();
     assign["slice"] = "all";
     cases.push_back({"slice", good_hello(), assign});
+    // The attention fields: KV cache types, sparse options, tracking.
+    assign = good_assign();
+    assign["kv_type_v"] = 3;
+    cases.push_back({"kv_type_v", good_hello(), assign});
+    assign = good_assign();
+    assign.erase("kv_type_k");
+    cases.push_back({"kv_type_k", good_hello(), assign});
+    assign = good_assign();
+    assign["sparse"] = "on";
+    cases.push_back({"sparse", good_hello(), assign});
+    assign = good_assign();
+    assign["sparse"] = {{"window", 0}, {"block", 8}, {"globals", 1}, {"landmarks", "all"}};
+    cases.push_back({"window", good_hello(), assign});
+    assign = good_assign();
+    assign["sparse"] = {{"window", 8}, {"block", int64_t{1} << 40}, {"globals", 1}, {"landmarks", "all"}};
+    cases.push_back({"block", good_hello(), assign});
+    assign = good_assign();
+    assign["track_attention"] = "yes";
+    cases.push_back({"track_attention", good_hello(), assign});
     for (const Case& c : cases) {
         const std::string e = session_error(worker.address(), nullptr, c.hello, c.assign);
         EXPECT_NE(e.find(std::string("field '") + c.field + "'"), std::string::npos) << c.field << ": " << e;
     }
+    // Values of the right type that name nothing the worker runs.
+    assign = good_assign();
+    assign["kv_type_k"] = "q5_0";
+    std::string e = session_error(worker.address(), nullptr, good_hello(), assign);
+    EXPECT_NE(e.find("unknown KV cache type 'q5_0'"), std::string::npos) << e;
+    assign = good_assign();
+    assign["sparse"] = {{"window", 8}, {"block", 8}, {"globals", 1}, {"landmarks", "most"}};
+    e = session_error(worker.address(), nullptr, good_hello(), assign);
+    EXPECT_NE(e.find("unknown landmark mode 'most'"), std::string::npos) << e;
     EXPECT_NE(worker.log().find("field 'n_ctx' of the assign message is not an integer"), std::string::npos)
         << worker.log();
     expect_root_succeeds(worker);
@@ -696,11 +734,7 @@ TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
         // The session ends: the connection closes without another answer.
         EXPECT_THROW(root->recv(answer, 5000), Error) << c.want;
         EXPECT_EQ(answered, c.repeats - 1);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (worker.log().find(c.want) == std::string::npos && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        EXPECT_NE(worker.log().find(c.want), std::string::npos) << worker.log();
+        expect_logged_soon(worker, c.want);
     }
     expect_root_succeeds(worker);
 }
@@ -742,11 +776,7 @@ TEST(HostilePeers, ForgedCompactionsAndAttentionRequestsEndTheSessionAndTheWorke
         root->send(static_cast<uint16_t>(c.type), payload);
         Frame answer;
         EXPECT_THROW(root->recv(answer, 5000), Error) << c.want;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (worker.log().find(c.want) == std::string::npos && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        EXPECT_NE(worker.log().find(c.want), std::string::npos) << worker.log();
+        expect_logged_soon(worker, c.want);
     }
     expect_root_succeeds(worker);
 }
