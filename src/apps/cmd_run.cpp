@@ -139,6 +139,14 @@ void run(const RunOptions& o) {
         j["threads"] = n_threads;
         j["ranks"] = setup.tensor_parallel != nullptr ? setup.tensor_parallel->ranks().size() : 1;
         if (setup.pipeline != nullptr) j["stages"] = setup.pipeline->stages().size();
+        if (setup.sequence_parallel != nullptr) {
+            j["prefill"] = nlohmann::json::array();
+            for (const SpNodeInfo& node : setup.sequence_parallel->nodes()) {
+                j["prefill"].push_back({{"node", node.address}, {"pos0", node.last_chunk.pos0},
+                                        {"tokens", node.last_chunk.n_tok}, {"bytes_sent", node.bytes_sent},
+                                        {"bytes_received", node.bytes_received}});
+            }
+        }
         j["mode"] = plan.options.mode();
         j["n_ctx"] = n_ctx;
         j["peak_resident_bytes"] = peak_resident_memory_bytes();
@@ -185,6 +193,7 @@ void run(const RunOptions& o) {
                          result.drafted > 0 ? 100.0 * result.accepted / result.drafted : 0.0,
                          result.traversals > 0 ? static_cast<double>(result.tokens.size() - 1) / result.traversals : 0.0);
         }
+        if (setup.sequence_parallel != nullptr) print_sequence_chunks(*setup.sequence_parallel);
         if (o.verbose && supervised) {
             std::fprintf(stderr, "\nedge health (root to node):\n%-24s %-9s %10s %14s %14s %8s\n", "node", "role",
                          "rtt ms", "bytes sent", "bytes recv", "retries");

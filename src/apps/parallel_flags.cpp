@@ -43,6 +43,12 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_flag("--auto", o.auto_plan,
                   "Survey --workers (speed, free memory, each link's round trip and rate) and run the fastest plan of "
                   "them that fits: one node, tensor parallel, pipeline or hybrid (tessera plan --auto prints them without running)");
+    cmd->add_option("--prefill", o.prefill,
+                    "How a prompt is computed: 'plan' (on the plan that generates) or 'sp' (sequence parallel: each "
+                    "node of --local/--workers holds the whole model and computes a chunk of the prompt; generation "
+                    "goes on on the root)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"plan", "sp"}));
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
@@ -71,8 +77,27 @@ void print_stages(const PipelineDecoder& decoder) {
     }
 }
 
+void print_sequence_nodes(const SpPrefillDecoder& decoder) {
+    for (size_t i = 0; i < decoder.nodes().size(); ++i) {
+        const SpNodeInfo& info = decoder.nodes()[i];
+        std::fprintf(stderr, "prefill node %zu %s: the whole model, weight %.2f%s\n", i, info.address.c_str(),
+                     info.weight, i == 0 ? ", generates" : "");
+    }
+}
+
+void print_sequence_chunks(const SpPrefillDecoder& decoder) {
+    if (decoder.prompts() == 0) return;
+    for (size_t i = 0; i < decoder.nodes().size(); ++i) {
+        const SpNodeInfo& info = decoder.nodes()[i];
+        std::fprintf(stderr, "prefill node %zu %s: positions %d..%d (%d), sent %.2f MiB, received %.2f MiB\n", i,
+                     info.address.c_str(), info.last_chunk.pos0, info.last_chunk.pos0 + info.last_chunk.n_tok,
+                     info.last_chunk.n_tok, info.bytes_sent / 1048576.0, info.bytes_received / 1048576.0);
+    }
+}
+
 void print_plan(const DecoderSetup& setup) {
     if (!setup.plan_report.empty()) std::fprintf(stderr, "%s", setup.plan_report.c_str());
+    if (setup.sequence_parallel != nullptr) print_sequence_nodes(*setup.sequence_parallel);
     if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
     if (setup.pipeline != nullptr) print_stages(*setup.pipeline);
 }

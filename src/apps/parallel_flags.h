@@ -20,6 +20,10 @@ void print_stages(const PipelineDecoder& decoder);
 
 // Whichever of the two the setup holds.
 void print_plan(const DecoderSetup& setup);
+// Sequence-parallel prefill: its nodes, and each one's chunk of the last
+// prompt with the bytes the root sent it and received from it.
+void print_sequence_nodes(const SpPrefillDecoder& decoder);
+void print_sequence_chunks(const SpPrefillDecoder& decoder);
 
 // The plan as JSON, one object per node: role ("single", "rank N", "stage
 // N"), address, slice, weight and MiB (serve's /props, the web page).

@@ -92,6 +92,38 @@ void KvCache::store_head(int layer, int head, int pos, const float* k, const flo
     if (landmark_block_ > 0 && (pos + 1) % landmark_block_ == 0) update_landmark(layer, head, pos / landmark_block_);
 }
 
+namespace {
+void check_rows(const KvCache& c, int layer, int head, int pos0, int n) {
+    if (layer < 0 || layer >= c.n_layers() || head < 0 || head >= c.n_kv_heads() || pos0 < 0 || n < 0 ||
+        static_cast<int64_t>(pos0) + n > c.n_ctx()) {
+        throw make_error("internal: rows {}..{} of KV head {} of layer {} (the cache holds {} heads of {} layers, "
+                         "context {})", pos0, static_cast<int64_t>(pos0) + n, head, layer, c.n_kv_heads(), c.n_layers(),
+                         c.n_ctx());
+    }
+}
+}  // namespace
+
+void KvCache::read_rows(int layer, int head, int pos0, int n, uint8_t* dst) const {
+    check_rows(*this, layer, head, pos0, n);
+    const auto p = static_cast<uint64_t>(pos0);
+    std::memcpy(dst, k_rows(layer, head) + p * k_row_bytes_, k_row_bytes_ * static_cast<uint64_t>(n));
+    std::memcpy(dst + k_row_bytes_ * static_cast<uint64_t>(n), v_rows(layer, head) + p * v_row_bytes_,
+                v_row_bytes_ * static_cast<uint64_t>(n));
+}
+
+void KvCache::write_rows(int layer, int head, int pos0, int n, const uint8_t* src) {
+    check_rows(*this, layer, head, pos0, n);
+    const auto p = static_cast<uint64_t>(pos0);
+    std::memcpy(k_.get() + head_index(layer, head) * k_head_bytes() + p * k_row_bytes_, src,
+                k_row_bytes_ * static_cast<uint64_t>(n));
+    std::memcpy(v_.get() + head_index(layer, head) * v_head_bytes() + p * v_row_bytes_,
+                src + k_row_bytes_ * static_cast<uint64_t>(n), v_row_bytes_ * static_cast<uint64_t>(n));
+    if (landmark_block_ > 0) {
+        // The blocks whose last position is among the rows.
+        for (int b = pos0 / landmark_block_; (b + 1) * landmark_block_ <= pos0 + n; ++b) update_landmark(layer, head, b);
+    }
+}
+
 void KvCache::compact_positions(int layer, int head, std::span<const int> kept, FunctionRef<void(float*, int)> rotate) {
     if (layer < 0 || layer >= n_layers_ || head < 0 || head >= n_kv_heads_ || kept.size() > static_cast<size_t>(n_ctx_)) {
         throw make_error("internal: compacting {} positions of KV head {} of layer {}", kept.size(), head, layer);

@@ -55,6 +55,14 @@ public:
     // The same for one head: k and v hold its head_dim floats.
     void store_head(int layer, int head, int pos, const float* k, const float* v);
 
+    // Rows as the cache holds them, for a peer holding the same cache types
+    // (sequence-parallel prefill): positions [pos0, pos0 + n) of one head,
+    // n K rows then n V rows. write_rows stores them back, landmarks of the
+    // blocks they complete included.
+    uint64_t head_rows_bytes(int n) const { return (k_row_bytes_ + v_row_bytes_) * static_cast<uint64_t>(n); }
+    void read_rows(int layer, int head, int pos0, int n, uint8_t* dst) const;
+    void write_rows(int layer, int head, int pos0, int n, const uint8_t* src);
+
     // Reads positions [0, n) of one head's K or V rows back as float.
     void load_k(int layer, int head, int pos, float* dst) const;
     void load_v(int layer, int head, int pos, float* dst) const;

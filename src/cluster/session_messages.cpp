@@ -81,8 +81,9 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "assign");
     AssignMessage m;
     const std::string role = f.string("role", 16, "tensor");
-    if (role != "tensor" && role != "stage") throw make_error("{}: unknown role '{}'", peer, role);
+    if (role != "tensor" && role != "stage" && role != "sequence") throw make_error("{}: unknown role '{}'", peer, role);
     m.stage = role == "stage";
+    m.sequence = role == "sequence";
     m.slice = parse_slice(f.object("slice"));
     m.last = f.boolean("last", false);
     m.prev = f.boolean("prev", false);
@@ -119,7 +120,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
         }
     }
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
-    if (!m.stage) {
+    if (!m.stage && !m.sequence) {
         m.rank = static_cast<int>(f.integer("rank", 1, 256));
         for (const std::string& a : f.strings("mesh", 256, kMaxAddress)) m.mesh.push_back(parse_host_port(a));
         if (m.rank > static_cast<int>(m.mesh.size())) {

@@ -34,6 +34,8 @@ const char* tp_message_name(uint16_t type) {
         case TpMessage::kError: return "error";
         case TpMessage::kShutdown: return "shutdown";
         case TpMessage::kMass: return "attention-mass";
+        case TpMessage::kSpChunk: return "sp-chunk";
+        case TpMessage::kSpRows: return "sp-rows";
     }
     return "unknown";
 }
@@ -318,6 +320,43 @@ void add_mass(std::span<const uint8_t> payload, int n, int64_t* out, const char*
         if (v < 0 || v > (int64_t{1} << 56)) throw make_error("{}: attention {} at position {} is out of range", peer, v, p);
         out[p] += v;
     }
+}
+
+void encode_sp_chunk(int pos0, uint32_t flags, std::span<const int32_t> tokens, std::vector<uint8_t>& out) {
+    out.resize(12 + 4 * tokens.size());
+    put_u32(out.data(), static_cast<uint32_t>(pos0));
+    put_u32(out.data() + 4, flags);
+    put_u32(out.data() + 8, static_cast<uint32_t>(tokens.size()));
+    for (size_t i = 0; i < tokens.size(); ++i) put_u32(out.data() + 12 + 4 * i, static_cast<uint32_t>(tokens[i]));
+}
+
+SpChunk decode_sp_chunk(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() < 12) throw make_error("{}: prompt chunk of {} bytes is truncated", peer, payload.size());
+    const uint32_t pos0 = get_u32(payload.data()), flags = get_u32(payload.data() + 4), count = get_u32(payload.data() + 8);
+    if (pos0 > (1u << 30) || count < 1 || count > (1u << 30) || (flags & ~kSpWantLogits) != 0) {
+        throw make_error("{}: prompt chunk of {} tokens at {} (flags {}) is out of range", peer, count, pos0, flags);
+    }
+    if (payload.size() != 12 + 4 * static_cast<uint64_t>(count)) {
+        throw make_error("{}: prompt chunk of {} tokens has {} bytes", peer, count, payload.size());
+    }
+    SpChunk c{static_cast<int>(pos0), flags, std::vector<int32_t>(count)};
+    for (uint32_t i = 0; i < count; ++i) c.tokens[i] = static_cast<int32_t>(get_u32(payload.data() + 12 + 4 * static_cast<size_t>(i)));
+    return c;
+}
+
+void encode_sp_rows_header(const SpRowsHeader& h, uint8_t* out) {
+    put_u32(out, static_cast<uint32_t>(h.layer));
+    put_u32(out + 4, static_cast<uint32_t>(h.pos0));
+    put_u32(out + 8, static_cast<uint32_t>(h.n));
+}
+
+SpRowsHeader decode_sp_rows_header(std::span<const uint8_t> payload, const char* peer) {
+    if (payload.size() < kSpRowsHeaderBytes) throw make_error("{}: KV rows message of {} bytes is truncated", peer, payload.size());
+    const uint32_t layer = get_u32(payload.data()), pos0 = get_u32(payload.data() + 4), n = get_u32(payload.data() + 8);
+    if (layer > 65535 || pos0 > (1u << 30) || n < 1 || n > (1u << 30)) {
+        throw make_error("{}: KV rows of layer {}, positions {} + {} are out of range", peer, layer, pos0, n);
+    }
+    return {static_cast<int>(layer), static_cast<int>(pos0), static_cast<int>(n)};
 }
 
 void require_finite(const float* values, size_t n, const std::string& peer) {

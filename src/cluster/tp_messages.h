@@ -63,6 +63,8 @@ enum class TpMessage : uint16_t {
     kError = 21,
     kShutdown = 22,
     kMass = 23,  // the attention each position received: asked (MassRequest), answered (i64 per position)
+    kSpChunk = 24,  // sequence-parallel prefill: a node's chunk of the prompt (SpChunk)
+    kSpRows = 25,   // sequence-parallel prefill: one layer's K/V rows of some positions (SpRowsHeader + rows)
 };
 
 const char* tp_message_name(uint16_t type);
@@ -148,6 +150,29 @@ MassRequest decode_mass_request(std::span<const uint8_t> payload, const char* pe
 void encode_mass(const int64_t* totals, int n, std::vector<uint8_t>& out);
 // Adds an answer of exactly n totals to out.
 void add_mass(std::span<const uint8_t> payload, int n, int64_t* out, const char* peer);
+
+// Sequence-parallel prefill (cluster/sp_prefill_decoder.h). kSpChunk: u32
+// pos0, u32 flags (kSpWantLogits: the node answers with its last row's
+// logits), u32 count, then count i32 tokens. Decoding checks the size and
+// bounds; the node checks positions and tokens against its model.
+constexpr uint32_t kSpWantLogits = 1;
+struct SpChunk {
+    int pos0 = 0;
+    uint32_t flags = 0;
+    std::vector<int32_t> tokens;
+};
+void encode_sp_chunk(int pos0, uint32_t flags, std::span<const int32_t> tokens, std::vector<uint8_t>& out);
+SpChunk decode_sp_chunk(std::span<const uint8_t> payload, const char* peer);
+
+// kSpRows: u32 layer, u32 pos0, u32 count, then the rows as
+// SliceForward::read_kv_rows gives them. Decoding checks the header's
+// bounds; the receiver checks the rows' size against its cache.
+struct SpRowsHeader {
+    int layer = 0, pos0 = 0, n = 0;
+};
+constexpr size_t kSpRowsHeaderBytes = 12;
+void encode_sp_rows_header(const SpRowsHeader& h, uint8_t* out);
+SpRowsHeader decode_sp_rows_header(std::span<const uint8_t> payload, const char* peer);
 
 // Throws an Error naming the peer if any value is NaN or infinite: a
 // broken or hostile node must not turn every later token into garbage.

@@ -7,6 +7,7 @@
 #include "cluster/session_messages.h"
 #include "cluster/slice_cache.h"
 #include "cluster/speed_probe.h"
+#include "cluster/sp_node.h"
 #include "cluster/stage_loop.h"
 #include "cluster/partial_exchange.h"
 #include "cluster/tp_decoder.h"
@@ -251,8 +252,13 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
+        if (assign.sequence) {
+            // Sequence-parallel prefill: every node holds the whole model.
+            if (full_model == nullptr) throw make_error("sequence-parallel prefill needs the model file (-m)");
+            slice = full_slice(full_model->hparams());
+        }
         // The group's links first: the other workers are loading too.
-        if (!stage) mesh = build_mesh(assign, w, root_fingerprint);
+        if (!stage && !assign.sequence) mesh = build_mesh(assign, w, root_fingerprint);
         config.n_ctx = assign.n_ctx;
         config.n_batch = assign.n_batch;
         config.n_seq = assign.n_seq;
@@ -313,6 +319,19 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         throw;
     }
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
+    if (assign.sequence) {
+        try {
+            serve_prompt_chunks(channel, *forward, options.log);
+            log_peak_memory(model, slice, config, options);
+        } catch (const std::exception& e) {
+            try {
+                send_json(channel, TpMessage::kError, {{"error", e.what()}});
+            } catch (const Error&) {
+            }
+            throw;
+        }
+        return true;
+    }
     if (stage) {
         try {
             const AcceptPrevious accept_previous = [&](int timeout_ms) {

@@ -85,7 +85,14 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     ForwardConfig config = given;
     config.private_weights = !options.mmap;
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");
+    if (options.prefill != "plan" && options.prefill != "sp") {
+        throw make_error("--prefill {} is not a prefill mode (plan or sp)", options.prefill);
+    }
     if (const std::optional<ClusterSpec> spec = cluster_spec_of(options)) {
+        if (options.sequence_parallel()) {
+            throw make_error("--prefill sp runs over --local or --workers (each holding the whole model) and goes on "
+                             "generating on the root; it does not yet hand the prompt to a pipeline");
+        }
         return make_pipeline(model, config, n_threads, options, *spec);
     }
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
@@ -117,6 +124,22 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
                              need.total(), need.weight_bytes, need.kv_bytes, have));
         }
         setup.decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
+        return setup;
+    }
+    if (options.sequence_parallel()) {
+        if (options.fast) throw make_error("--prefill sp is exact: its K/V rows travel as the caches hold them (no --fast)");
+        SpPrefillConfig sp;
+        sp.workers = workers;
+        sp.weights = options.weights;
+        sp.forward = config;
+        sp.n_threads = n_threads;
+        sp.limits.io_timeout_ms = options.timeout_ms;
+        sp.connect_timeout_ms = options.timeout_ms;
+        sp.key = key;
+        if (options.step_timeout_ms > 0) sp.step_timeout_ms = options.step_timeout_ms;
+        auto decoder = std::make_unique<SpPrefillDecoder>(model, sp);
+        setup.sequence_parallel = decoder.get();
+        setup.decoder = std::move(decoder);
         return setup;
     }
     TpConfig tp;

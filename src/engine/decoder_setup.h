@@ -7,6 +7,7 @@
 #include "cluster/cluster_spec.h"
 #include "cluster/local_cluster.h"
 #include "cluster/pipeline_decoder.h"
+#include "cluster/sp_prefill_decoder.h"
 #include "cluster/tp_decoder.h"
 #include "model/decoder.h"
 #include "model/llama_model.h"
@@ -36,6 +37,11 @@ struct ParallelOptions {
     std::string spares;       // nodes that may replace a lost one ("H:P,H:P")
     int recover_ms = 30000;   // how long a run tries to recover a lost edge or node (0: not at all)
     bool auto_plan = false;   // --auto: survey --workers and run the fastest plan of them (engine/auto_plan.h)
+    // "sp": a long prompt is computed sequence-parallel across --local or
+    // --workers, every node holding the whole model (cluster/sp_prefill_decoder.h),
+    // and generation goes on on the root; "plan": the prompt runs on the plan.
+    std::string prefill = "plan";
+    bool sequence_parallel() const { return prefill == "sp"; }
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
     bool parallel() const { return local > 1 || !workers.empty() || pipeline() || auto_plan; }
@@ -53,6 +59,7 @@ struct DecoderSetup {
     std::unique_ptr<Decoder> decoder;
     TensorParallelDecoder* tensor_parallel = nullptr;  // set in tensor-parallel modes
     PipelineDecoder* pipeline = nullptr;                // set in pipeline and hybrid modes
+    SpPrefillDecoder* sequence_parallel = nullptr;       // set with --prefill sp
     std::string plan_report;  // --auto: the survey and the plan it chose
 };
 

@@ -133,6 +133,7 @@ void SupervisedDecoder::teardown() {
     setup_.decoder.reset();
     setup_.tensor_parallel = nullptr;
     setup_.pipeline = nullptr;
+    setup_.sequence_parallel = nullptr;
     setup_.local_workers.reset();
 }
 
@@ -290,6 +291,13 @@ void fold_setup(std::vector<EdgeHealth>& health, const DecoderSetup& setup) {
         for (size_t s = 1; s < stages.size(); ++s) {
             fold(health, stages[s].address, fmt::format("stage {}", s), stages[s].round_trip_ms, stages[s].bytes_sent,
                  stages[s].bytes_received);
+        }
+    }
+    if (setup.sequence_parallel != nullptr) {
+        const auto& nodes = setup.sequence_parallel->nodes();
+        for (size_t i = 1; i < nodes.size(); ++i) {
+            fold(health, nodes[i].address, fmt::format("prefill {}", i), nodes[i].round_trip_ms, nodes[i].bytes_sent,
+                 nodes[i].bytes_received);
         }
     }
 }

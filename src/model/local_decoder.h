@@ -30,6 +30,7 @@ public:
     }
 
     const SliceForward& forward() const { return forward_; }
+    SliceForward& forward() { return forward_; }
     // For benchmarks: positions [0, n) of sequence 0 hold random K/V rows.
     void fill_history(int n, uint64_t seed) { forward_.fill_history(0, n, seed); }
 

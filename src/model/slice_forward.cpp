@@ -223,14 +223,41 @@ void SliceForward::forward_layers(float* x, int pos0, int n_tok) {
 }
 
 void SliceForward::forward_layers(float* x, std::span<const SeqRun> runs) {
+    for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) forward_layer(layer, x, runs);
+}
+
+void SliceForward::forward_layer(int layer, float* x, std::span<const SeqRun> runs) {
     const int n_tok = check_runs(runs);
-    for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
-        norm_attention_input(layer, x, h_.data(), n_tok);
-        attention_partial(layer, h_.data(), runs, partial_.data());
-        add_attention_output(layer, partial_.data(), x, n_tok);
-        norm_ffn_input(layer, x, h_.data(), n_tok);
-        ffn_partial(layer, h_.data(), n_tok, partial_.data());
-        add_ffn_output(layer, partial_.data(), x, n_tok);
+    norm_attention_input(layer, x, h_.data(), n_tok);
+    attention_partial(layer, h_.data(), runs, partial_.data());
+    add_attention_output(layer, partial_.data(), x, n_tok);
+    norm_ffn_input(layer, x, h_.data(), n_tok);
+    ffn_partial(layer, h_.data(), n_tok, partial_.data());
+    add_ffn_output(layer, partial_.data(), x, n_tok);
+}
+
+uint64_t SliceForward::kv_rows_bytes(int n) const {
+    return static_cast<uint64_t>(weights_.slice.n_kv_heads()) * caches_[0].head_rows_bytes(n);
+}
+
+void SliceForward::read_kv_rows(int layer, int pos0, int n, std::vector<uint8_t>& out) const {
+    const KvCache& cache = caches_[0];
+    const int local = layer - weights_.slice.layer_begin;
+    out.resize(kv_rows_bytes(n));
+    for (int h = 0; h < weights_.slice.n_kv_heads(); ++h) {
+        cache.read_rows(local, h, pos0, n, out.data() + static_cast<uint64_t>(h) * cache.head_rows_bytes(n));
+    }
+}
+
+void SliceForward::write_kv_rows(int layer, int pos0, int n, std::span<const uint8_t> rows) {
+    KvCache& cache = caches_[0];
+    const int local = layer - weights_.slice.layer_begin;
+    if (rows.size() != kv_rows_bytes(n) || local < 0 || local >= weights_.slice.n_layers()) {
+        throw make_error("internal: {} bytes of KV rows for {} positions of layer {} (this slice keeps {} bytes a "
+                         "position, layers {})", rows.size(), n, layer, kv_rows_bytes(1), describe_slice(weights_.slice));
+    }
+    for (int h = 0; h < weights_.slice.n_kv_heads(); ++h) {
+        cache.write_rows(local, h, pos0, n, rows.data() + static_cast<uint64_t>(h) * cache.head_rows_bytes(n));
     }
 }
 

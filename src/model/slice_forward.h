@@ -110,6 +110,16 @@ public:
     // layers (a single node, or a pipeline stage).
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
+    // One layer of forward_layers (a sequence-parallel node runs its chunk
+    // layer by layer, each layer once the earlier chunks' rows are in).
+    void forward_layer(int layer, float* x, std::span<const SeqRun> runs);
+    // A layer's K/V rows of sequence 0 at positions [pos0, pos0 + n), every
+    // owned head, as the cache holds them (KvCache::read_rows, head after
+    // head): what a sequence-parallel node sends its peers. write_kv_rows
+    // stores such rows (their size checked against this slice's cache).
+    uint64_t kv_rows_bytes(int n) const;
+    void read_kv_rows(int layer, int pos0, int n, std::vector<uint8_t>& out) const;
+    void write_kv_rows(int layer, int pos0, int n, std::span<const uint8_t> rows);
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
     // For benchmarks: positions [0, n) of a sequence's cache get random K/V

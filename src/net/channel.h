@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,8 +39,11 @@ public:
     virtual void open(const FrameHeader& header, std::span<const uint8_t> header_bytes, std::span<uint8_t> body) = 0;
     // Called when the channel is about to wait for the peer: a codec may do
     // now, while idle, the work for the next frames that does not depend on
-    // their bytes (next_send and next_recv are their sequence numbers).
-    virtual void prepare(uint64_t next_send, uint64_t next_recv) { (void)next_send, (void)next_recv; }
+    // their bytes (next_send and next_recv are their sequence numbers). The
+    // two sides are called apart: another thread may be sending (a
+    // heartbeat) while this one waits, and only the sender touches its side.
+    virtual void prepare_send(uint64_t next_send) { (void)next_send; }
+    virtual void prepare_recv(uint64_t next_recv) { (void)next_recv; }
 };
 
 // Sends payloads as they are.
@@ -102,6 +106,9 @@ private:
     ChannelLimits limits_;
     std::unique_ptr<FrameCodec> codec_;
     std::unique_ptr<ShmLink> shm_;
+    // Sends may come from several threads (a heartbeat beside the step
+    // loop); one at a time, and the send side's preparation only between them.
+    std::mutex send_mutex_;
     uint64_t next_send_ = 0;
     uint64_t next_recv_ = 0;
     std::vector<uint8_t> send_buffer_;

@@ -123,8 +123,10 @@ public:
     uint32_t flags() const override { return kSealedFlag; }
 
     // The next frame each way is guessed to be as long as the last one.
-    void prepare(uint64_t next_send, uint64_t next_recv) override {
+    void prepare_send(uint64_t next_send) override {
         send_stream_.prepare(keys_.send, next_send, std::min(last_send_, kMaxAhead));
+    }
+    void prepare_recv(uint64_t next_recv) override {
         recv_stream_.prepare(keys_.recv, next_recv, std::min(last_recv_, kMaxAhead));
     }
 

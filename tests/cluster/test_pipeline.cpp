@@ -7,6 +7,7 @@
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"
+#include "test_worker.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -20,49 +21,8 @@ namespace tessera {
 
 namespace {
 
-class StageWorker {
-public:
-    explicit StageWorker(const std::string& model_path) {
-        std::promise<uint16_t> port;
-        auto future = port.get_future();
-        thread_ = std::thread([this, model_path, p = std::move(port)]() mutable {
-            WorkerOptions o;
-            o.listen = {"127.0.0.1", 0};
-            o.model_path = model_path;
-            o.once = true;
-            o.limits.io_timeout_ms = 3000;
-            o.on_listening = [&p](uint16_t bound) { p.set_value(bound); };
-            try {
-                run_tp_worker(o);
-            } catch (const Error& e) {
-                error_ = e.what();
-            }
-        });
-        port_ = future.get();
-    }
-    ~StageWorker() { thread_.join(); }
-    HostPort address() const { return {"127.0.0.1", port_}; }
-
-private:
-    std::thread thread_;
-    uint16_t port_ = 0;
-    std::string error_;
-};
-
-std::vector<int32_t> greedy(Decoder& decoder, const std::vector<int32_t>& prompt, int n) {
-    const int n_vocab = decoder.hparams().n_vocab;
-    std::vector<int32_t> out, next(1);
-    std::span<const int32_t> feed = prompt;
-    int pos = 0;
-    for (int i = 0; i < n; ++i) {
-        const float* logits = decoder.eval(feed, pos);
-        pos += static_cast<int>(feed.size());
-        next[0] = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
-        out.push_back(next[0]);
-        feed = next;
-    }
-    return out;
-}
+using StageWorker = test::TestWorker;
+using test::greedy;
 
 // A plan of groups.size() stages, started as workers: groups[s] is how many
 // tensor-parallel workers join stage s's leader.

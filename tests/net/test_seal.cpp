@@ -168,8 +168,10 @@ TEST(Seal, KeystreamPreparedAheadGivesLibsodiumsBytes) {
             // The codecs guess the next frame's length from the last one; a
             // frame of another length or number before this one moves it.
             if (how == 1) {
-                seal_codec->prepare(sequence, sequence);
-                open_codec->prepare(sequence, sequence);
+                seal_codec->prepare_send(sequence);
+                seal_codec->prepare_recv(sequence);
+                open_codec->prepare_send(sequence);
+                open_codec->prepare_recv(sequence);
             } else if (how >= 2) {
                 // Seal and open a frame of length n / 2, n or 2n + 100 first
                 // (number sequence), then this one as number sequence + 1.
@@ -189,8 +191,10 @@ TEST(Seal, KeystreamPreparedAheadGivesLibsodiumsBytes) {
                                                                    nonce, sender.send.data());
                 // how == 4: prepared for the wrong frame number.
                 const uint64_t prepared = how == 4 ? sequence + 5 : sequence;
-                seal_codec->prepare(prepared, prepared);
-                open_codec->prepare(prepared, prepared);
+                seal_codec->prepare_send(prepared);
+                seal_codec->prepare_recv(prepared);
+                open_codec->prepare_send(prepared);
+                open_codec->prepare_recv(prepared);
             }
             const FrameHeaderBytes final_hb = encode_frame_header(header);
             std::vector<uint8_t> body(payload);
@@ -214,7 +218,7 @@ TEST(Seal, PreparedOpenStillRefusesForgedFrames) {
     header.length = static_cast<uint32_t>(body.size());
     header.flags = kSealedFlag;
     const FrameHeaderBytes hb = encode_frame_header(header);
-    open_codec->prepare(0, 0);
+    open_codec->prepare_recv(0);
     seal_codec->seal(header, hb, body);
     body[500] ^= 4;
     const std::vector<uint8_t> forged = body;

@@ -1,0 +1,134 @@
+#include "cluster/sp_node.h"
+
+#include "cluster/heartbeat.h"
+#include "cluster/json_messages.h"
+#include "cluster/tp_messages.h"
+#include "net/send_queue.h"
+#include "util/error.h"
+
+#include <mutex>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+constexpr int kIdlePollMs = 1000;
+// The root computes the first chunk's layers while a node waits for them: a
+// layer of a long chunk on a slow root may take this long.
+constexpr int kRowsTimeoutMs = 300000;
+
+class ChunkServer {
+public:
+    ChunkServer(FrameChannel& control, SliceForward& forward) : control_(control), forward_(forward), sender_(control) {}
+
+    // Returns false when the root ended the session.
+    bool serve(const SpChunk& chunk) {
+        const ModelHParams& hp = forward_.hparams();
+        const std::string& peer = control_.peer();
+        const auto n = static_cast<int>(chunk.tokens.size());
+        if (static_cast<int64_t>(chunk.pos0) + n > forward_.n_ctx()) {
+            throw make_error("{}: a prompt chunk of {} tokens at {} exceeds the context of {}", peer, n, chunk.pos0,
+                             forward_.n_ctx());
+        }
+        const auto n_embd = static_cast<size_t>(hp.n_embd);
+        x_.resize(static_cast<size_t>(n) * n_embd);
+        forward_.embed(chunk.tokens, x_.data());  // checks the tokens
+        const int n_layers = forward_.slice().n_layers();
+        have_.assign(static_cast<size_t>(n_layers), 0);
+        const int n_batch = forward_.n_batch();
+        for (int layer = 0; layer < n_layers; ++layer) {
+            while (have_[static_cast<size_t>(layer)] < chunk.pos0) {
+                if (!receive_rows(layer, chunk.pos0)) return false;
+            }
+            for (int b = 0; b < n; b += n_batch) {
+                const SeqRun run{0, chunk.pos0 + b, std::min(n_batch, n - b)};
+                forward_.forward_layer(layer, x_.data() + static_cast<size_t>(b) * n_embd, std::span<const SeqRun>(&run, 1));
+                std::vector<uint8_t> out(kSpRowsHeaderBytes);
+                encode_sp_rows_header({layer, run.pos0, run.n_tok}, out.data());
+                forward_.read_kv_rows(layer, run.pos0, run.n_tok, rows_);
+                out.insert(out.end(), rows_.begin(), rows_.end());
+                sender_.push(static_cast<uint16_t>(TpMessage::kSpRows), std::move(out));
+            }
+        }
+        if ((chunk.flags & kSpWantLogits) != 0) {
+            logits_.resize(static_cast<size_t>(hp.n_vocab));
+            forward_.logits(x_.data() + static_cast<size_t>(n - 1) * n_embd, 1, logits_.data());
+            StepHeader h;
+            h.pos0 = static_cast<uint32_t>(chunk.pos0 + n - 1);
+            h.n_tok = 1;
+            h.width = static_cast<uint32_t>(hp.n_vocab);
+            std::vector<uint8_t> out;
+            encode_step(h, logits_.data(), out);
+            sender_.push(static_cast<uint16_t>(TpMessage::kLogits), std::move(out));
+        }
+        sender_.drain();
+        return true;
+    }
+
+private:
+    // Stores the next kSpRows (rows of any layer from `layer` on, before the
+    // chunk, in order); false on the root's shutdown.
+    bool receive_rows(int layer, int chunk_pos0) {
+        const std::string& peer = control_.peer();
+        control_.recv(frame_, kRowsTimeoutMs);
+        const auto type = static_cast<TpMessage>(frame_.type);
+        if (type == TpMessage::kShutdown) return false;
+        if (type == TpMessage::kHeartbeat) return true;
+        if (type == TpMessage::kError) (void)parse_json_message(frame_, TpMessage::kSpRows, peer);  // throws "failed"
+        if (type != TpMessage::kSpRows) throw make_error("{}: unexpected {} message during a prompt chunk", peer, tp_message_name(frame_.type));
+        const SpRowsHeader h = decode_sp_rows_header(frame_.payload, peer.c_str());
+        const int n_layers = forward_.slice().n_layers();
+        if (h.layer < layer || h.layer >= n_layers || h.pos0 != have_[static_cast<size_t>(h.layer)] ||
+            static_cast<int64_t>(h.pos0) + h.n > chunk_pos0) {
+            throw make_error("{}: KV rows of layer {} at {}..{} where layer {}'s rows from {} up to {} were due", peer,
+                             h.layer, h.pos0, static_cast<int64_t>(h.pos0) + h.n, h.layer,
+                             h.layer < n_layers && h.layer >= 0 ? have_[static_cast<size_t>(h.layer)] : -1, chunk_pos0);
+        }
+        const std::span<const uint8_t> rows(frame_.payload.data() + kSpRowsHeaderBytes,
+                                            frame_.payload.size() - kSpRowsHeaderBytes);
+        if (rows.size() != forward_.kv_rows_bytes(h.n)) {
+            throw make_error("{}: {} bytes of KV rows for {} positions, {} expected", peer, rows.size(), h.n,
+                             forward_.kv_rows_bytes(h.n));
+        }
+        forward_.write_kv_rows(h.layer, h.pos0, h.n, rows);
+        have_[static_cast<size_t>(h.layer)] += h.n;
+        return true;
+    }
+
+    FrameChannel& control_;
+    SliceForward& forward_;
+    SendQueue sender_;
+    Frame frame_;
+    std::vector<float> x_, logits_;
+    std::vector<int> have_;
+    std::vector<uint8_t> rows_;
+};
+
+}  // namespace
+
+void serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+                         const std::function<void(const std::string&)>& log) {
+    send_json(control, TpMessage::kReady, {{"ok", true}});
+    if (log) log(fmt::format("serving prompt chunks of the whole model to {}", control.peer()));
+    // Heartbeats all session long: the root tells a node computing a long
+    // chunk from a stalled one.
+    std::mutex unused;
+    Heartbeat heartbeat(control, unused);
+    heartbeat.set_busy(true);
+    ChunkServer server(control, forward);
+    Frame frame;
+    for (;;) {
+        if (!control.poll(kIdlePollMs)) continue;
+        control.recv(frame);
+        const auto type = static_cast<TpMessage>(frame.type);
+        if (type == TpMessage::kHeartbeat) continue;
+        if (type == TpMessage::kShutdown) return;
+        if (type != TpMessage::kSpChunk) {
+            throw make_error("{}: unexpected {} message", control.peer(), tp_message_name(frame.type));
+        }
+        if (!server.serve(decode_sp_chunk(frame.payload, control.peer().c_str()))) return;
+    }
+}
+
+}  // namespace tessera

@@ -1,0 +1,24 @@
+// A worker serving sequence-parallel prefill (Astra, exact exchange): it
+// holds the whole model, and for each prompt the root sends it a chunk
+// (kSpChunk) and, layer by layer, the K/V rows of every position before the
+// chunk (kSpRows, ascending). The node runs its chunk one layer at a time,
+// each layer once the rows before the chunk are in, on the batch grid a
+// single node uses (so every position gets a single node's bits), and sends
+// its own rows of each layer back to the root batch by batch; the node
+// holding the prompt's end also sends the logits of its last row (kLogits).
+#pragma once
+
+#include "model/slice_forward.h"
+#include "net/channel.h"
+
+#include <functional>
+#include <string>
+
+namespace tessera {
+
+// Sends kReady, then serves chunks until the root shuts the session down;
+// throws an Error naming the root on any failure.
+void serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+                         const std::function<void(const std::string&)>& log);
+
+}  // namespace tessera

@@ -1,0 +1,256 @@
+#include "cluster/sp_prefill_decoder.h"
+
+#include "cluster/json_messages.h"
+#include "cluster/planner.h"
+#include "cluster/session_messages.h"
+#include "cluster/tp_messages.h"
+#include "net/handshake.h"
+#include "util/error.h"
+#include "util/system_memory.h"
+#include "util/timer.h"
+
+#include <poll.h>
+
+#include <algorithm>
+
+namespace tessera {
+
+namespace {
+
+constexpr int kHandshakeTimeoutMs = 60000;
+
+std::string node_name(const std::string& address, size_t node) { return fmt::format("node {} ({})", node, address); }
+
+}  // namespace
+
+SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfig& config)
+    : config_(config), local_(model, config.forward, config.n_threads) {
+    const ModelHParams& hp = model.hparams();
+    const size_t n_nodes = config.workers.size() + 1;
+    if (!config.weights.empty() && config.weights.size() != n_nodes) {
+        throw make_error("{} weights given for {} nodes", config.weights.size(), n_nodes);
+    }
+    if (config.forward.n_seq != 1 || config.forward.track_attention) {
+        throw make_error("sequence-parallel prefill keeps one sequence and does not track attention (no --parallel, "
+                         "no --context-full evict)");
+    }
+    nodes_.resize(n_nodes);
+    nodes_[0].address = "root";
+    for (size_t i = 0; i < n_nodes; ++i) nodes_[i].weight = config.weights.empty() ? 1.0 : config.weights[i];
+    const std::string fingerprint = model.file().fingerprint_hex();
+    for (size_t i = 0; i < config.workers.size(); ++i) {
+        const std::string who = node_name(config.workers[i].str(), i + 1);
+        nodes_[i + 1].address = config.workers[i].str();
+        try {
+            channels_.push_back(std::make_unique<FrameChannel>(
+                TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
+            nodes_[i + 1].round_trip_ms =
+                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
+            send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
+        } catch (const Error& e) {
+            throw make_error("{}: {}", who, e.what());
+        }
+    }
+    // Every node holds the whole model and a whole cache.
+    const Slice whole = full_slice(hp);
+    const SliceFootprint need = slice_footprint(model, whole, config.forward.n_ctx, config.forward.kv_types);
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = node_name(nodes_[i + 1].address, i + 1);
+        const HelloReply f = parse_hello_reply(recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs), who);
+        require_hello_ok(f, who, fingerprint, model.path());
+        if (!f.has_model) throw make_error("{} has no model file: sequence-parallel prefill needs the whole model on every node", who);
+        if (need.total() > f.free_memory) {
+            throw PlanRefused(fmt::format("plan refused: {} needs {} bytes ({} of weights, {} of KV cache) but has {} "
+                                          "available ({} bytes short)", who, need.total(), need.weight_bytes,
+                                          need.kv_bytes, f.free_memory, need.total() - f.free_memory));
+        }
+        json assign = {{"role", "sequence"},
+                       {"slice",
+                        {{"layers", {whole.layer_begin, whole.layer_end}},
+                         {"kv_heads", {whole.kv_head_begin, whole.kv_head_end}},
+                         {"ffn", {whole.ffn_begin, whole.ffn_end}},
+                         {"vocab", {whole.vocab_begin, whole.vocab_end}}}},
+                       {"n_ctx", config.forward.n_ctx},
+                       {"n_batch", config.forward.n_batch},
+                       {"kv_type_k", kv_type_text(config.forward.kv_types.k)},
+                       {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
+                       {"partial_format", 0}};
+        if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
+        send_json(*channels_[i], TpMessage::kAssign, assign);
+    }
+    for (size_t i = 0; i < channels_.size(); ++i) {
+        const std::string who = node_name(nodes_[i + 1].address, i + 1);
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        const JsonFields r(ready, who, "ready");
+        if (!r.boolean("ok", false)) throw make_error("{} refused its role: {}", who, r.string("error", 4096, "?"));
+    }
+}
+
+SpPrefillDecoder::~SpPrefillDecoder() {
+    for (auto& channel : channels_) {
+        try {
+            channel->send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>());
+        } catch (const Error&) {
+            // A node that is already gone needs no goodbye.
+        }
+    }
+}
+
+const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
+    const ModelHParams& hp = local_.hparams();
+    const int n = static_cast<int>(tokens.size());
+    if (channels_.empty() || n <= local_.forward().n_batch() || pos < 0 || static_cast<int64_t>(pos) + n > n_ctx()) {
+        return local_.eval(tokens, pos);  // (errors included)
+    }
+    std::vector<double> weights;
+    for (const SpNodeInfo& node : nodes_) weights.push_back(node.weight);
+    chunks_ = plan_prompt_chunks(pos, n, local_.forward().n_batch(), weights);
+    logits_node_ = 0;
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+        nodes_[i].last_chunk = chunks_[i];
+        if (chunks_[i].n_tok > 0) logits_node_ = i;
+    }
+    if (logits_node_ == 0) return local_.eval(tokens, pos);
+    ++prompts_;
+    received_.assign(chunks_.size(), std::vector<int>(static_cast<size_t>(hp.n_layer), 0));
+    have_logits_ = false;
+    // Each node's chunk, then the history before the prompt (rows the root
+    // already holds), every layer's.
+    for (size_t i = 1; i < chunks_.size(); ++i) {
+        const PromptChunk& c = chunks_[i];
+        if (c.n_tok == 0) continue;
+        const std::span<const int32_t> own = tokens.subspan(static_cast<size_t>(c.pos0 - pos), static_cast<size_t>(c.n_tok));
+        encode_sp_chunk(c.pos0, i == logits_node_ ? kSpWantLogits : 0, own, message_);
+        channels_[i - 1]->send(static_cast<uint16_t>(TpMessage::kSpChunk), message_);
+        nodes_[i].bytes_sent += message_.size();
+    }
+    if (pos > 0) {
+        for (int layer = 0; layer < hp.n_layer; ++layer) send_rows(layer, 0, pos, 0);
+    }
+    if (chunks_[0].n_tok > 0) run_first_chunk(tokens.subspan(0, static_cast<size_t>(chunks_[0].n_tok)), chunks_[0]);
+    const double start = now_seconds();
+    double last_heard = start;
+    while (!done()) {
+        if (service(1000)) {
+            last_heard = now_seconds();
+        } else if ((now_seconds() - last_heard) * 1e3 > config_.step_timeout_ms) {
+            throw make_error("the sequence-parallel nodes sent nothing for {} ms", config_.step_timeout_ms);
+        }
+    }
+    return logits_.data();
+}
+
+void SpPrefillDecoder::run_first_chunk(std::span<const int32_t> tokens, const PromptChunk& chunk) {
+    SliceForward& forward = local_.forward();
+    const ModelHParams& hp = local_.hparams();
+    const auto n_embd = static_cast<size_t>(hp.n_embd);
+    const int n = chunk.n_tok;
+    const int n_batch = forward.n_batch();
+    x_.resize(static_cast<size_t>(n) * n_embd);
+    forward.embed(tokens, x_.data());
+    for (int layer = 0; layer < hp.n_layer; ++layer) {
+        for (int b = 0; b < n; b += n_batch) {
+            const SeqRun run{0, chunk.pos0 + b, std::min(n_batch, n - b)};
+            forward.forward_layer(layer, x_.data() + static_cast<size_t>(b) * n_embd, std::span<const SeqRun>(&run, 1));
+        }
+        send_rows(layer, chunk.pos0, n, 0);
+        // Rows the other nodes have sent meanwhile go on to the nodes after them.
+        while (service(0)) {
+        }
+    }
+}
+
+void SpPrefillDecoder::send_rows(int layer, int pos0, int n, size_t after_node) {
+    const SliceForward& forward = local_.forward();
+    const int n_batch = forward.n_batch();
+    for (int b = 0; b < n; b += n_batch) {
+        const int rows = std::min(n_batch, n - b);
+        message_.resize(kSpRowsHeaderBytes);
+        encode_sp_rows_header({layer, pos0 + b, rows}, message_.data());
+        forward.read_kv_rows(layer, pos0 + b, rows, rows_);
+        const std::span<const uint8_t> parts[] = {message_, rows_};
+        for (size_t j = after_node + 1; j < chunks_.size(); ++j) {
+            if (chunks_[j].n_tok == 0) continue;
+            channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), parts);
+            nodes_[j].bytes_sent += message_.size() + rows_.size();
+        }
+    }
+}
+
+bool SpPrefillDecoder::service(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> node_of;
+    for (size_t i = 1; i < chunks_.size(); ++i) {
+        if (chunks_[i].n_tok == 0) continue;
+        fds.push_back({channels_[i - 1]->fd(), POLLIN, 0});
+        node_of.push_back(i);
+    }
+    if (fds.empty() || ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout_ms) <= 0) return false;
+    for (size_t k = 0; k < fds.size(); ++k) {
+        if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const size_t node = node_of[k];
+        const std::string who = node_name(nodes_[node].address, node);
+        try {
+            channels_[node - 1]->recv(frame_);
+        } catch (const Error& e) {
+            throw make_error("{}: {}", who, e.what());
+        }
+        nodes_[node].bytes_received += frame_.payload.size();
+        handle(node, frame_);
+    }
+    return true;
+}
+
+void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
+    const std::string who = node_name(nodes_[node].address, node);
+    const ModelHParams& hp = local_.hparams();
+    const auto type = static_cast<TpMessage>(frame.type);
+    if (type == TpMessage::kHeartbeat) return;
+    if (type == TpMessage::kError) (void)parse_json_message(frame, TpMessage::kSpRows, who);  // throws "failed"
+    if (type == TpMessage::kLogits) {
+        std::vector<float> logits;
+        const StepHeader h = decode_step(frame.payload, logits, who.c_str());
+        const PromptChunk& c = chunks_[node];
+        if (node != logits_node_ || have_logits_ || h.n_tok != 1 || h.width != static_cast<uint32_t>(hp.n_vocab) ||
+            h.pos0 != static_cast<uint32_t>(c.pos0 + c.n_tok - 1)) {
+            throw make_error("{}: logits of {} rows x {} at {} were not asked for", who, h.n_tok, h.width, h.pos0);
+        }
+        require_finite(logits.data(), logits.size(), who);
+        logits_ = std::move(logits);
+        have_logits_ = true;
+        return;
+    }
+    if (type != TpMessage::kSpRows) throw make_error("{}: unexpected {} message", who, tp_message_name(frame.type));
+    const SpRowsHeader h = decode_sp_rows_header(frame.payload, who.c_str());
+    const PromptChunk& c = chunks_[node];
+    if (h.layer >= hp.n_layer || h.pos0 != c.pos0 + received_[node][static_cast<size_t>(h.layer)] ||
+        static_cast<int64_t>(h.pos0) + h.n > c.pos0 + c.n_tok) {
+        throw make_error("{}: KV rows of layer {} at {}..{} outside what its chunk {}..{} has left", who, h.layer, h.pos0,
+                         static_cast<int64_t>(h.pos0) + h.n, c.pos0, c.pos0 + c.n_tok);
+    }
+    const std::span<const uint8_t> rows(frame.payload.data() + kSpRowsHeaderBytes, frame.payload.size() - kSpRowsHeaderBytes);
+    if (rows.size() != local_.forward().kv_rows_bytes(h.n)) {
+        throw make_error("{}: {} bytes of KV rows for {} positions, {} expected", who, rows.size(), h.n,
+                         local_.forward().kv_rows_bytes(h.n));
+    }
+    local_.forward().write_kv_rows(h.layer, h.pos0, h.n, rows);
+    received_[node][static_cast<size_t>(h.layer)] += h.n;
+    // On to the nodes after this one, as they came.
+    for (size_t j = node + 1; j < chunks_.size(); ++j) {
+        if (chunks_[j].n_tok == 0) continue;
+        channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), frame.payload);
+        nodes_[j].bytes_sent += frame.payload.size();
+    }
+}
+
+bool SpPrefillDecoder::done() const {
+    if (!have_logits_) return false;
+    for (size_t i = 1; i < chunks_.size(); ++i) {
+        for (const int r : received_[i]) {
+            if (r < chunks_[i].n_tok) return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace tessera

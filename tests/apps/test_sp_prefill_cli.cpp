@@ -1,0 +1,92 @@
+// Sequence-parallel prefill end to end, every node a real process on a real
+// TCP port: `run --local N --prefill sp` and `--workers ... --prefill sp`
+// give one process's greedy tokens for a prompt several batches long, and
+// report each node's chunk and bytes; modes it cannot serve are clear errors.
+#include "subprocess.h"
+#include "tessera_cli.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+
+using test::BackgroundProcess;
+using test::run_process;
+using test::start_worker;
+using test::tokens_of;
+
+const auto& cmd = test::tessera_cmd;
+
+std::string bundled_model() { return test::source_dir() + "/models/stories260K.gguf"; }
+
+// About 700 tokens of real text: several batches of 64.
+std::string long_prompt() {
+    std::ifstream in(test::source_dir() + "/tests/data/little_stories.txt");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str().substr(0, 1500);
+}
+
+// The command line of `tessera run` on the long prompt, with `extra` flags.
+std::vector<std::string> run_args(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = test::tessera_cmd({"run", "-p", long_prompt(), "-n", "24", "--temp", "0", "-b", "64", "--json"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+}
+
+}  // namespace
+
+TEST(SpPrefillCli, LocalAndWorkersEqualOneProcess) {
+    const auto single = run_process((run_args({})), 60);
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    for (const std::vector<std::string>& plan :
+         {std::vector<std::string>{"--local", "2", "--prefill", "sp"}, {"--local", "3", "--prefill", "sp", "--weights", "1,2,1"}}) {
+        const auto r = run_process((run_args(plan)), 90);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(tokens_of(r), tokens_of(single));
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        ASSERT_EQ(j["prefill"].size(), static_cast<size_t>(std::stoi(plan[1])));
+        int covered = 0;
+        for (const auto& node : j["prefill"]) {
+            EXPECT_GT(node["tokens"].get<int>(), 0) << r.out;
+            covered += node["tokens"].get<int>();
+        }
+        EXPECT_EQ(covered, j["prompt_tokens"].get<int>());
+        EXPECT_GT(j["prefill"][1]["bytes_received"].get<int64_t>(), 0) << "the worker's rows came back";
+    }
+    {
+        std::unique_ptr<BackgroundProcess> a;
+        const std::string wa = start_worker(a, bundled_model());
+        const auto r = run_process((run_args({"--workers", wa, "--prefill", "sp"})), 90);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(tokens_of(r), tokens_of(single));
+    }
+    // The plan line names each node's chunk and bytes.
+    const auto text = run_process(cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
+                                       "--prefill", "sp"}),
+                                  90);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.err.find("prefill node 1 127.0.0.1:"), std::string::npos) << text.err;
+    EXPECT_NE(text.err.find("positions 0.."), std::string::npos) << text.err;
+}
+
+TEST(SpPrefillCli, ModesItCannotServeAreClearErrors) {
+    const auto fast = run_process((run_args({"--local", "2", "--prefill", "sp", "--fast"})), 60);
+    EXPECT_NE(fast.exit_code, 0);
+    EXPECT_NE(fast.err.find("--prefill sp is exact"), std::string::npos) << fast.err;
+    const auto stages = run_process((run_args({"--stages", "root/127.0.0.1:9", "--prefill", "sp"})), 60);
+    EXPECT_NE(stages.exit_code, 0);
+    EXPECT_NE(stages.err.find("--prefill sp runs over --local or --workers"), std::string::npos) << stages.err;
+    const auto bad = run_process((run_args({"--prefill", "astra"})), 60);
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--prefill"), std::string::npos) << bad.err;
+}
+
+}  // namespace tessera

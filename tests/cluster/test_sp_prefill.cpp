@@ -1,0 +1,178 @@
+// Sequence-parallel prefill over real loopback TCP (workers serve from
+// threads of the test): the chunk plan keeps a single node's batch grid, and
+// 2 and 3 nodes with uneven chunks give a single node's logits bit for bit
+// and the same greedy continuation, for a first prompt and for one after a
+// history, with dense and sparse attention and quantized KV rows.
+#include "cluster/sp_chunks.h"
+#include "cluster/sp_prefill_decoder.h"
+#include "model/local_decoder.h"
+#include "model/random_model.h"
+#include "test_paths.h"
+#include "test_worker.h"
+#include "util/error.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+namespace tessera {
+
+namespace {
+
+using test::greedy;
+using test::TestWorker;
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> pick(3, n_vocab - 1);
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    for (int32_t& t : out) t = pick(rng);
+    out[0] = 1;
+    return out;
+}
+
+// Greedy decoding of two prompts, the second after the first's continuation
+// (so it runs over a history): tokens and every step's logits.
+struct Transcript {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;
+};
+
+Transcript two_prompts(Decoder& decoder, const std::vector<int32_t>& first, const std::vector<int32_t>& second, int n) {
+    Transcript t;
+    const int n_vocab = decoder.hparams().n_vocab;
+    std::vector<int32_t> history = first;
+    t.tokens = greedy(decoder, first, n, &t.logits);
+    history.insert(history.end(), t.tokens.begin(), t.tokens.end() - 1);
+    // The last generated token was never fed: the second prompt starts with it.
+    std::vector<int32_t> feed = {t.tokens.back()};
+    feed.insert(feed.end(), second.begin(), second.end());
+    int pos = static_cast<int>(history.size());
+    std::vector<int32_t> next(1);
+    std::span<const int32_t> in = feed;
+    for (int i = 0; i < n; ++i) {
+        const float* logits = decoder.eval(in, pos);
+        t.logits.insert(t.logits.end(), logits, logits + n_vocab);
+        pos += static_cast<int>(in.size());
+        next[0] = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+        t.tokens.push_back(next[0]);
+        in = next;
+    }
+    return t;
+}
+
+void expect_sp_equals_single(const std::string& path, const ForwardConfig& forward, const std::vector<double>& weights,
+                             int first_len, int second_len) {
+    const LlamaModel model(path);
+    const int n_vocab = model.hparams().n_vocab;
+    const std::vector<int32_t> first = random_tokens(first_len, n_vocab, 7);
+    const std::vector<int32_t> second = random_tokens(second_len, n_vocab, 8);
+    LocalDecoder single(model, forward, 1);
+    const Transcript want = two_prompts(single, first, second, 6);
+
+    std::vector<std::unique_ptr<TestWorker>> workers;
+    SpPrefillConfig config;
+    for (size_t i = 1; i < weights.size(); ++i) {
+        workers.push_back(std::make_unique<TestWorker>(path));
+        config.workers.push_back(workers.back()->address());
+    }
+    config.weights = weights;
+    config.forward = forward;
+    config.limits.io_timeout_ms = 3000;
+    SpPrefillDecoder sp(model, config);
+    const Transcript got = two_prompts(sp, first, second, 6);
+    EXPECT_EQ(sp.prompts(), 2) << "both prompts ran across the nodes";
+    for (const SpNodeInfo& node : sp.nodes()) EXPECT_GT(node.last_chunk.n_tok, 0) << node.address;
+    EXPECT_EQ(got.tokens, want.tokens);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
+        << "logits differ from a single node's bits (" << weights.size() << " nodes)";
+}
+
+// A generated GQA model with 32-wide heads (so Q8_0 KV rows are possible).
+std::string gqa_model() {
+    const std::string path = test::scratch_dir("sp_prefill") + "/gqa.gguf";
+    RandomModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_layer = 3;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 300;
+    spec.type = QuantType::Q8_0;
+    write_random_model(spec, path);
+    return path;
+}
+
+}  // namespace
+
+TEST(PromptChunks, BoundariesStayOnTheBatchGridAndCoverThePrompt) {
+    for (const int pos0 : {0, 17, 300}) {
+        for (const int n : {1, 31, 32, 33, 200, 1000}) {
+            for (const std::vector<double>& w : {std::vector<double>{1}, {1, 1}, {1, 2, 1}, {3, 1, 1, 1}, {1, 1, 1, 1, 1, 1}}) {
+                const std::vector<PromptChunk> c = plan_prompt_chunks(pos0, n, 32, w);
+                ASSERT_EQ(c.size(), w.size());
+                int at = pos0;
+                for (const PromptChunk& chunk : c) {
+                    EXPECT_EQ(chunk.pos0, at);
+                    EXPECT_GE(chunk.n_tok, 0);
+                    if (chunk.n_tok > 0) {
+                        EXPECT_EQ((chunk.pos0 - pos0) % 32, 0) << "off the grid";
+                    }
+                    at += chunk.n_tok;
+                }
+                EXPECT_EQ(at, pos0 + n);
+            }
+        }
+    }
+    // Shares follow the weights: 8 batches as 2 : 4 : 2.
+    const std::vector<double> w = {1, 2, 1};
+    const std::vector<PromptChunk> c = plan_prompt_chunks(0, 256, 32, w);
+    EXPECT_EQ(c[0].n_tok, 64);
+    EXPECT_EQ(c[1].n_tok, 128);
+    EXPECT_EQ(c[2].n_tok, 64);
+    EXPECT_THROW(plan_prompt_chunks(0, 10, 32, std::vector<double>{1, 0}), Error);
+}
+
+TEST(SequenceParallelPrefill, TwoAndThreeNodesGiveSingleNodeBitsOnStories260K) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    ForwardConfig forward;
+    forward.n_ctx = 512;
+    forward.n_batch = 32;
+    expect_sp_equals_single(path, forward, {1, 1}, 150, 100);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130);
+}
+
+TEST(SequenceParallelPrefill, SparseAttentionLandmarksTravelWithTheRows) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    ForwardConfig forward;
+    forward.n_ctx = 512;
+    forward.n_batch = 32;
+    forward.sparse.enabled = true;
+    forward.sparse.window = 24;
+    forward.sparse.block = 16;
+    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130);
+}
+
+TEST(SequenceParallelPrefill, QuantizedCacheRowsTravelAsTheyAre) {
+    const std::string path = gqa_model();
+    ForwardConfig forward;
+    forward.n_ctx = 256;
+    forward.n_batch = 16;
+    forward.kv_types = {QuantType::Q8_0, QuantType::Q4_0};
+    expect_sp_equals_single(path, forward, {1, 1, 1}, 100, 60);
+}
+
+TEST(SequenceParallelPrefill, RefusesWhatItCannotKeepExact) {
+    const std::string path = gqa_model();
+    const LlamaModel model(path);
+    SpPrefillConfig config;
+    config.forward.n_ctx = 64;
+    config.forward.track_attention = true;
+    EXPECT_THROW(SpPrefillDecoder(model, config), Error);
+}
+
+}  // namespace tessera
