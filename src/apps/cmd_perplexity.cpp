@@ -9,6 +9,7 @@
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
+#include "apps/text_input.h"
 #include "engine/kl_divergence.h"
 #include "engine/perplexity.h"
 #include "model/llama_model.h"
@@ -47,14 +48,6 @@ struct PerplexityOptions {
 };
 
 constexpr int kDefaultContext = 512;
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw make_error("{}: cannot read the text file", path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 void print_eta(const ChunkReport& c) {
     // Chunks done, as a bar on a terminal (quarter lines in a log) when the
@@ -155,7 +148,7 @@ void perplexity_main(const PerplexityOptions& o) {
             // The file carries its own tokens; a text given as well must be the
             // one it was made from (the file holds its first n_chunk * n_ctx
             // tokens: whole chunks, or fewer with --chunks).
-            const std::vector<int32_t> text_tokens = tokenizer->encode(read_text(o.text_file), true);
+            const std::vector<int32_t> text_tokens = tokenizer->encode(read_text_file(o.text_file), true);
             const std::span<const int32_t> file_tokens = base->tokens();
             const size_t n = std::min(text_tokens.size(), file_tokens.size());
             const auto diff = std::mismatch(file_tokens.begin(), file_tokens.begin() + static_cast<std::ptrdiff_t>(n),
@@ -169,7 +162,7 @@ void perplexity_main(const PerplexityOptions& o) {
         }
     } else {
         std::fprintf(stderr, "perplexity: tokenizing the input ..\n");
-        tokens = tokenizer->encode(read_text(o.text_file), true);
+        tokens = tokenizer->encode(read_text_file(o.text_file), true);
         PerplexityParams params;
         params.n_ctx = o.n_ctx > 0 ? o.n_ctx : kDefaultContext;
         params.n_chunks = o.n_chunks;

@@ -29,6 +29,7 @@ struct WorkerCliOptions {
     bool once = false;
     bool mmap = false;
     int timeout_ms = 5000;
+    std::string codebooks;
 };
 
 bool is_loopback_host(const std::string& host) {
@@ -75,6 +76,7 @@ void worker_main(const WorkerCliOptions& o) {
     }
     // Without -m the worker holds no model: roots send it their slice once.
     options.model_path = o.model;
+    options.codebooks_path = o.codebooks;
     options.cache_dir = !o.cache_dir.empty() ? o.cache_dir
                         : std::getenv("XDG_CACHE_HOME") != nullptr
                             ? std::string(std::getenv("XDG_CACHE_HOME")) + "/tessera"
@@ -116,6 +118,9 @@ void add_worker_command(CLI::App& app) {
         ->check(CLI::Range(0.001, 1e6));
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--once", o->once, "Exit after serving one root");
+    cmd->add_option("--codebooks", o->codebooks,
+                    "Codebooks of the model's K/V rows (tessera vq-fit), for roots whose sequence-parallel prefill "
+                    "sends rows compressed (run --prefill sp --codebooks)");
     cmd->add_flag("--mmap", o->mmap,
                   "Compute from the mapped model file instead of a private copy of the slice (loads faster, "
                   "generates slower)");

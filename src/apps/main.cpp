@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     tessera::add_perplexity_command(app);
     tessera::add_plan_command(app);
     tessera::add_keygen_command(app);
+    tessera::add_vq_commands(app);
     for (int i = 1; i < argc; ++i) {
         if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {
             argv[i] = const_cast<char*>(long_name);

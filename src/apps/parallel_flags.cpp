@@ -49,6 +49,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "goes on on the root)")
         ->capture_default_str()
         ->check(CLI::IsMember({"plan", "sp"}));
+    cmd->add_option("--codebooks", o.codebooks,
+                    "With --prefill sp: K/V rows travel as indices of these codebooks (tessera vq-fit; every worker "
+                    "started with the same --codebooks), not exactly: fewer bytes, approximate prompt cache");
     cmd->add_option("--timeout-ms", o.timeout_ms, "Network timeout for connects, reads and writes, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
@@ -83,6 +86,7 @@ void print_sequence_nodes(const SpPrefillDecoder& decoder) {
         std::fprintf(stderr, "prefill node %zu %s: the whole model, weight %.2f%s\n", i, info.address.c_str(),
                      info.weight, i == 0 ? ", generates" : "");
     }
+    std::fprintf(stderr, "prefill exchange: %s\n", decoder.describe_exchange().c_str());
 }
 
 void print_sequence_chunks(const SpPrefillDecoder& decoder) {

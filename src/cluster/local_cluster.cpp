@@ -49,7 +49,7 @@ std::string self_executable() {
 }
 
 LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads,
-                           int timeout_ms, bool mmap, const WireKey* key) {
+                           int timeout_ms, bool mmap, const WireKey* key, const std::vector<std::string>& extra) {
     try {
         for (int i = 0; i < n; ++i) {
             int pipe_fds[2];
@@ -79,6 +79,7 @@ LocalWorkers::LocalWorkers(const std::string& binary, const std::string& model_p
                 std::vector<const char*> argv = {binary.c_str(), "worker", "--listen", "127.0.0.1:0", "-m",
                                                  model_path.c_str(), "-t", threads.c_str(), "--once"};
                 if (mmap) argv.push_back("--mmap");
+                for (const std::string& arg : extra) argv.push_back(arg.c_str());
                 if (key_fds[0] >= 0) {
                     // dup2 clears close-on-exec on the copy (and does nothing if it is fd 3 already).
                     if (key_fds[0] == 3) ::fcntl(3, F_SETFD, 0);

@@ -19,8 +19,9 @@ public:
     // waits (up to timeout_ms) until each has announced its port. `mmap`:
     // they compute from the mapped file (worker --mmap), as the root does.
     // `key`: the session key the workers are given through a pipe (--key-fd).
+    // `extra`: more worker flags (--codebooks FILE).
     LocalWorkers(const std::string& binary, const std::string& model_path, int n, int n_threads, int timeout_ms,
-                 bool mmap = false, const WireKey* key = nullptr);
+                 bool mmap = false, const WireKey* key = nullptr, const std::vector<std::string>& extra = {});
     // Stops the workers that are still running and reaps them.
     ~LocalWorkers();
     LocalWorkers(const LocalWorkers&) = delete;

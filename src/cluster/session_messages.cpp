@@ -84,6 +84,12 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     if (role != "tensor" && role != "stage" && role != "sequence") throw make_error("{}: unknown role '{}'", peer, role);
     m.stage = role == "stage";
     m.sequence = role == "sequence";
+    if (m.sequence && f.has("codebooks")) {
+        m.codebooks = f.string("codebooks", 16);
+        if (m.codebooks.size() != 16 || m.codebooks.find_first_not_of("0123456789abcdef") != std::string::npos) {
+            throw make_error("{}: assign names codebooks by an invalid digest", peer);
+        }
+    }
     m.slice = parse_slice(f.object("slice"));
     m.last = f.boolean("last", false);
     m.prev = f.boolean("prev", false);

@@ -35,6 +35,7 @@ HelloMessage parse_hello(const json& j, const std::string& peer);
 struct AssignMessage {
     bool stage = false;  // role "stage" (else "tensor" or "sequence")
     bool sequence = false;  // role "sequence": the whole model, chunks of prompts (sequence-parallel prefill)
+    std::string codebooks;  // role "sequence": the digest of the codebooks its rows travel by (empty: exact)
     Slice slice;         // ranges checked for order and size, not yet against a model
     bool last = false, prev = false;
     std::optional<HostPort> next;  // a stage's next stage

@@ -2,6 +2,7 @@
 
 #include "cluster/heartbeat.h"
 #include "cluster/json_messages.h"
+#include "cluster/sp_rows.h"
 #include "cluster/tp_messages.h"
 #include "net/send_queue.h"
 #include "util/error.h"
@@ -20,7 +21,8 @@ constexpr int kRowsTimeoutMs = 300000;
 
 class ChunkServer {
 public:
-    ChunkServer(FrameChannel& control, SliceForward& forward) : control_(control), forward_(forward), sender_(control) {}
+    ChunkServer(FrameChannel& control, SliceForward& forward, const KvCodebooks* books)
+        : control_(control), forward_(forward), codec_(forward, books), sender_(control) {}
 
     // Returns false when the root ended the session.
     bool serve(const SpChunk& chunk) {
@@ -44,10 +46,8 @@ public:
             for (int b = 0; b < n; b += n_batch) {
                 const SeqRun run{0, chunk.pos0 + b, std::min(n_batch, n - b)};
                 forward_.forward_layer(layer, x_.data() + static_cast<size_t>(b) * n_embd, std::span<const SeqRun>(&run, 1));
-                std::vector<uint8_t> out(kSpRowsHeaderBytes);
-                encode_sp_rows_header({layer, run.pos0, run.n_tok}, out.data());
-                forward_.read_kv_rows(layer, run.pos0, run.n_tok, rows_);
-                out.insert(out.end(), rows_.begin(), rows_.end());
+                std::vector<uint8_t> out;
+                codec_.encode(layer, run.pos0, run.n_tok, out);
                 sender_.push(static_cast<uint16_t>(TpMessage::kSpRows), std::move(out));
             }
         }
@@ -85,38 +85,37 @@ private:
                              h.layer, h.pos0, static_cast<int64_t>(h.pos0) + h.n, h.layer,
                              h.layer < n_layers && h.layer >= 0 ? have_[static_cast<size_t>(h.layer)] : -1, chunk_pos0);
         }
-        const std::span<const uint8_t> rows(frame_.payload.data() + kSpRowsHeaderBytes,
-                                            frame_.payload.size() - kSpRowsHeaderBytes);
-        if (rows.size() != forward_.kv_rows_bytes(h.n)) {
-            throw make_error("{}: {} bytes of KV rows for {} positions, {} expected", peer, rows.size(), h.n,
-                             forward_.kv_rows_bytes(h.n));
-        }
-        forward_.write_kv_rows(h.layer, h.pos0, h.n, rows);
+        codec_.store(h, frame_.payload, peer);
         have_[static_cast<size_t>(h.layer)] += h.n;
         return true;
     }
 
     FrameChannel& control_;
     SliceForward& forward_;
+    SpRowCodec codec_;
     SendQueue sender_;
     Frame frame_;
     std::vector<float> x_, logits_;
     std::vector<int> have_;
-    std::vector<uint8_t> rows_;
 };
 
 }  // namespace
 
-void serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+void serve_prompt_chunks(FrameChannel& control, SliceForward& forward, const KvCodebooks* books,
                          const std::function<void(const std::string&)>& log) {
     send_json(control, TpMessage::kReady, {{"ok", true}});
-    if (log) log(fmt::format("serving prompt chunks of the whole model to {}", control.peer()));
-    // Heartbeats all session long: the root tells a node computing a long
-    // chunk from a stalled one.
+    if (log) {
+        log(fmt::format("serving prompt chunks of the whole model to {}, rows {}", control.peer(),
+                        books != nullptr ? fmt::format("as codebook indices ({} bits a position and layer)",
+                                                       books->bits_per_position())
+                                         : std::string("exact")));
+    }
+    // Heartbeats while a chunk runs: the root tells a node computing a long
+    // chunk from a stalled one (and between prompts, when the root generates
+    // alone and reads nothing from here, none pile up).
     std::mutex unused;
     Heartbeat heartbeat(control, unused);
-    heartbeat.set_busy(true);
-    ChunkServer server(control, forward);
+    ChunkServer server(control, forward, books);
     Frame frame;
     for (;;) {
         if (!control.poll(kIdlePollMs)) continue;
@@ -127,7 +126,10 @@ void serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
         if (type != TpMessage::kSpChunk) {
             throw make_error("{}: unexpected {} message", control.peer(), tp_message_name(frame.type));
         }
-        if (!server.serve(decode_sp_chunk(frame.payload, control.peer().c_str()))) return;
+        heartbeat.set_busy(true);
+        const bool more = server.serve(decode_sp_chunk(frame.payload, control.peer().c_str()));
+        heartbeat.set_busy(false);
+        if (!more) return;
     }
 }
 

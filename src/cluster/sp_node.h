@@ -8,6 +8,7 @@
 // holding the prompt's end also sends the logits of its last row (kLogits).
 #pragma once
 
+#include "model/kv_codebooks.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 
@@ -17,8 +18,9 @@
 namespace tessera {
 
 // Sends kReady, then serves chunks until the root shuts the session down;
-// throws an Error naming the root on any failure.
-void serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+// throws an Error naming the root on any failure. `books`: rows travel as
+// codebook indices (cluster/sp_rows.h); null: exactly.
+void serve_prompt_chunks(FrameChannel& control, SliceForward& forward, const KvCodebooks* books,
                          const std::function<void(const std::string&)>& log);
 
 }  // namespace tessera

@@ -24,7 +24,7 @@ std::string node_name(const std::string& address, size_t node) { return fmt::for
 }  // namespace
 
 SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfig& config)
-    : config_(config), local_(model, config.forward, config.n_threads) {
+    : config_(config), local_(model, config.forward, config.n_threads), codec_(local_.forward(), config.codebooks.get()) {
     const ModelHParams& hp = model.hparams();
     const size_t n_nodes = config.workers.size() + 1;
     if (!config.weights.empty() && config.weights.size() != n_nodes) {
@@ -33,6 +33,9 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
     if (config.forward.n_seq != 1 || config.forward.track_attention) {
         throw make_error("sequence-parallel prefill keeps one sequence and does not track attention (no --parallel, "
                          "no --context-full evict)");
+    }
+    if (config.codebooks) {
+        config.codebooks->require_model(model.file().fingerprint_hex(), hp.n_layer, hp.n_head_kv * hp.head_dim);
     }
     nodes_.resize(n_nodes);
     nodes_[0].address = "root";
@@ -76,6 +79,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
                        {"kv_type_v", kv_type_text(config.forward.kv_types.v)},
                        {"partial_format", 0}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
+        if (config.codebooks) assign["codebooks"] = config.codebooks->digest();
         send_json(*channels_[i], TpMessage::kAssign, assign);
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
@@ -84,6 +88,17 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its role: {}", who, r.string("error", 4096, "?"));
     }
+}
+
+std::string SpPrefillDecoder::describe_exchange() const {
+    if (!config_.codebooks) {
+        return fmt::format("exact K/V rows, {} bytes a position and layer; the root's cache holds them as computed",
+                           local_.forward().kv_rows_bytes(1));
+    }
+    const KvCodebooks& b = *config_.codebooks;
+    return fmt::format("codebook indices, {} bits a position and layer ({} groups, {} codes; exact rows: {} bits); the "
+                       "root's cache of the other nodes' positions is rebuilt from them", b.bits_per_position(),
+                       b.groups(), b.codes(), 8 * local_.forward().kv_rows_bytes(1));
 }
 
 SpPrefillDecoder::~SpPrefillDecoder() {
@@ -161,18 +176,13 @@ void SpPrefillDecoder::run_first_chunk(std::span<const int32_t> tokens, const Pr
 }
 
 void SpPrefillDecoder::send_rows(int layer, int pos0, int n, size_t after_node) {
-    const SliceForward& forward = local_.forward();
-    const int n_batch = forward.n_batch();
+    const int n_batch = local_.forward().n_batch();
     for (int b = 0; b < n; b += n_batch) {
-        const int rows = std::min(n_batch, n - b);
-        message_.resize(kSpRowsHeaderBytes);
-        encode_sp_rows_header({layer, pos0 + b, rows}, message_.data());
-        forward.read_kv_rows(layer, pos0 + b, rows, rows_);
-        const std::span<const uint8_t> parts[] = {message_, rows_};
+        codec_.encode(layer, pos0 + b, std::min(n_batch, n - b), message_);
         for (size_t j = after_node + 1; j < chunks_.size(); ++j) {
             if (chunks_[j].n_tok == 0) continue;
-            channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), parts);
-            nodes_[j].bytes_sent += message_.size() + rows_.size();
+            channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), message_);
+            nodes_[j].bytes_sent += message_.size();
         }
     }
 }
@@ -228,12 +238,7 @@ void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
         throw make_error("{}: KV rows of layer {} at {}..{} outside what its chunk {}..{} has left", who, h.layer, h.pos0,
                          static_cast<int64_t>(h.pos0) + h.n, c.pos0, c.pos0 + c.n_tok);
     }
-    const std::span<const uint8_t> rows(frame.payload.data() + kSpRowsHeaderBytes, frame.payload.size() - kSpRowsHeaderBytes);
-    if (rows.size() != local_.forward().kv_rows_bytes(h.n)) {
-        throw make_error("{}: {} bytes of KV rows for {} positions, {} expected", who, rows.size(), h.n,
-                         local_.forward().kv_rows_bytes(h.n));
-    }
-    local_.forward().write_kv_rows(h.layer, h.pos0, h.n, rows);
+    codec_.store(h, frame.payload, who);
     received_[node][static_cast<size_t>(h.layer)] += h.n;
     // On to the nodes after this one, as they came.
     for (size_t j = node + 1; j < chunks_.size(); ++j) {

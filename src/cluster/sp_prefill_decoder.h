@@ -16,6 +16,7 @@
 #pragma once
 
 #include "cluster/sp_chunks.h"
+#include "cluster/sp_rows.h"
 #include "model/decoder.h"
 #include "model/local_decoder.h"
 #include "net/channel.h"
@@ -36,6 +37,9 @@ struct SpPrefillConfig {
     ChannelLimits limits;
     int connect_timeout_ms = 5000;
     std::shared_ptr<const WireKey> key;  // the cluster's key (null: plain frames)
+    // Rows travel as indices of these codebooks (the compressed exchange;
+    // every worker must hold the same, worker --codebooks); null: exactly.
+    std::shared_ptr<const KvCodebooks> codebooks;
     // A node that sends heartbeats but no rows for this long is dropped.
     int step_timeout_ms = 300000;
 };
@@ -69,6 +73,12 @@ public:
     const std::vector<SpNodeInfo>& nodes() const { return nodes_; }
     // Prompts that ran across the nodes.
     int prompts() const { return prompts_; }
+    // Whether rows travel as codebook indices: the root's cache then holds
+    // the other nodes' rows as rebuilt from them, not as computed.
+    bool compressed() const { return codec_.compressed(); }
+    // "exact K/V rows, 1024 bytes a position and layer" or "codebook indices,
+    // 20 bits a position and layer (1 group, 1024 codes): ... rebuilt".
+    std::string describe_exchange() const;
 
 private:
     // The root's own chunk, layer by layer, its rows sent on after each.
@@ -84,6 +94,7 @@ private:
 
     SpPrefillConfig config_;
     LocalDecoder local_;
+    SpRowCodec codec_;
     std::vector<SpNodeInfo> nodes_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to nodes 1..N-1
     std::vector<PromptChunk> chunks_;        // this prompt's, per node
@@ -92,7 +103,7 @@ private:
     size_t logits_node_ = 0;
     int prompts_ = 0;
     std::vector<float> x_, logits_;
-    std::vector<uint8_t> rows_, message_;
+    std::vector<uint8_t> message_;
     Frame frame_;
 };
 

@@ -8,6 +8,7 @@
 #include "cluster/slice_cache.h"
 #include "cluster/speed_probe.h"
 #include "cluster/sp_node.h"
+#include "model/kv_codebooks.h"
 #include "cluster/stage_loop.h"
 #include "cluster/partial_exchange.h"
 #include "cluster/tp_decoder.h"
@@ -129,6 +130,7 @@ struct Worker {
     const LlamaModel* full_model;
     ThreadPool& pool;
     WorkerState& state;
+    const KvCodebooks* codebooks;  // --codebooks, checked against the model (null: none)
 };
 
 // A tensor-parallel rank's links to the other workers of its group, indexed
@@ -256,6 +258,16 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             // Sequence-parallel prefill: every node holds the whole model.
             if (full_model == nullptr) throw make_error("sequence-parallel prefill needs the model file (-m)");
             slice = full_slice(full_model->hparams());
+            if (!assign.codebooks.empty()) {
+                if (w.codebooks == nullptr) {
+                    throw make_error("the root sends rows as codebook indices, and this worker holds no codebooks "
+                                     "(start it with --codebooks FILE)");
+                }
+                if (w.codebooks->digest() != assign.codebooks) {
+                    throw make_error("the root's codebooks ({}) are not this worker's ({})", assign.codebooks,
+                                     w.codebooks->digest());
+                }
+            }
         }
         // The group's links first: the other workers are loading too.
         if (!stage && !assign.sequence) mesh = build_mesh(assign, w, root_fingerprint);
@@ -321,7 +333,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
     if (assign.sequence) {
         try {
-            serve_prompt_chunks(channel, *forward, options.log);
+            serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks, options.log);
             log_peak_memory(model, slice, config, options);
         } catch (const std::exception& e) {
             try {
@@ -543,8 +555,15 @@ void run_tp_worker(const WorkerOptions& options) {
     ThreadPool pool(options.n_threads);
     TcpListener listener(options.listen);
     if (options.on_listening) options.on_listening(listener.port());
+    std::unique_ptr<KvCodebooks> codebooks;
+    if (!options.codebooks_path.empty()) {
+        if (!model) throw make_error("--codebooks needs the model file (-m) they were fitted on");
+        codebooks = std::make_unique<KvCodebooks>(KvCodebooks::load(options.codebooks_path));
+        codebooks->require_model(model->file().fingerprint_hex(), model->hparams().n_layer,
+                                 model->hparams().n_head_kv * model->hparams().head_dim);
+    }
     WorkerState state;
-    const Worker w{options, model.get(), pool, state};
+    const Worker w{options, model.get(), pool, state, codebooks.get()};
     std::string session_error;  // --once: why the one session failed
     while (!state.stopping()) {
         TcpStream stream;

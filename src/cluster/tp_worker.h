@@ -34,6 +34,9 @@ struct WorkerOptions {
     bool once = false;  // exit after the first session (workers of --local)
     bool private_weights = true;  // false: compute from the mapped file (--mmap)
     ChannelLimits limits;
+    // Codebooks of the model's K/V rows (tessera vq-fit), for a root whose
+    // sequence-parallel prefill sends rows compressed; empty: none.
+    std::string codebooks_path;
     // Called with the bound port once listening (port 0 picks a free one).
     std::function<void(uint16_t)> on_listening;
     // Log lines (session start/end, errors); stderr in the CLI.

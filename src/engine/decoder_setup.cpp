@@ -85,6 +85,9 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     ForwardConfig config = given;
     config.private_weights = !options.mmap;
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");
+    if (!options.codebooks.empty() && !options.sequence_parallel()) {
+        throw make_error("--codebooks compresses the rows of sequence-parallel prefill: it needs --prefill sp");
+    }
     if (options.prefill != "plan" && options.prefill != "sp") {
         throw make_error("--prefill {} is not a prefill mode (plan or sp)", options.prefill);
     }
@@ -104,9 +107,11 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         // The processes of --local share a fresh key that never touches disk
         // (passed through a pipe), so their frames are sealed like any others.
         if (!key) key = std::make_shared<const WireKey>(random_key());
+        std::vector<std::string> extra;
+        if (options.sequence_parallel() && !options.codebooks.empty()) extra = {"--codebooks", options.codebooks};
         setup.local_workers =
             std::make_unique<LocalWorkers>(self_executable(), model.path(), options.local - 1, n_threads, 30000,
-                                           options.mmap, key.get());
+                                           options.mmap, key.get(), extra);
         workers = setup.local_workers->addresses();
     }
     if (workers.empty()) {
@@ -137,6 +142,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         sp.connect_timeout_ms = options.timeout_ms;
         sp.key = key;
         if (options.step_timeout_ms > 0) sp.step_timeout_ms = options.step_timeout_ms;
+        if (!options.codebooks.empty()) sp.codebooks = std::make_shared<const KvCodebooks>(KvCodebooks::load(options.codebooks));
         auto decoder = std::make_unique<SpPrefillDecoder>(model, sp);
         setup.sequence_parallel = decoder.get();
         setup.decoder = std::move(decoder);

@@ -41,6 +41,7 @@ struct ParallelOptions {
     // --workers, every node holding the whole model (cluster/sp_prefill_decoder.h),
     // and generation goes on on the root; "plan": the prompt runs on the plan.
     std::string prefill = "plan";
+    std::string codebooks;  // --prefill sp: rows travel as indices of these codebooks (tessera vq-fit)
     bool sequence_parallel() const { return prefill == "sp"; }
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }

@@ -236,6 +236,54 @@ void SliceForward::forward_layer(int layer, float* x, std::span<const SeqRun> ru
     add_ffn_output(layer, partial_.data(), x, n_tok);
 }
 
+void SliceForward::read_kv_floats(int layer, int pos0, int n, float* k, float* v) {
+    KvCache& cache = caches_[0];
+    const Slice& s = weights_.slice;
+    const int hd = hparams_.head_dim;
+    const int64_t width = static_cast<int64_t>(s.n_kv_heads()) * hd;
+    if (layer < s.layer_begin || layer >= s.layer_end || pos0 < 0 || n < 0 || static_cast<int64_t>(pos0) + n > n_ctx()) {
+        throw make_error("internal: KV rows {}..{} of layer {} ({}, context {})", pos0, static_cast<int64_t>(pos0) + n,
+                         layer, describe_slice(s), n_ctx());
+    }
+    pool_.run([&](int thread, int n_threads) {
+        RopeTable rope = rope_of(layer);
+        for (int t = thread; t < n; t += n_threads) {
+            for (int h = 0; h < s.n_kv_heads(); ++h) {
+                float* kt = k + t * width + static_cast<int64_t>(h) * hd;
+                cache.load_k(layer - s.layer_begin, h, pos0 + t, kt);
+                cache.load_v(layer - s.layer_begin, h, pos0 + t, v + t * width + static_cast<int64_t>(h) * hd);
+                rope.set_position(-static_cast<int64_t>(pos0 + t));
+                rope.apply(kt, 1, hd);
+            }
+        }
+    });
+}
+
+void SliceForward::write_kv_floats(int layer, int pos0, int n, const float* k, const float* v) {
+    KvCache& cache = caches_[0];
+    const Slice& s = weights_.slice;
+    const int hd = hparams_.head_dim;
+    const int64_t width = static_cast<int64_t>(s.n_kv_heads()) * hd;
+    if (layer < s.layer_begin || layer >= s.layer_end || pos0 < 0 || n < 0 || static_cast<int64_t>(pos0) + n > n_ctx()) {
+        throw make_error("internal: KV rows {}..{} of layer {} ({}, context {})", pos0, static_cast<int64_t>(pos0) + n,
+                         layer, describe_slice(s), n_ctx());
+    }
+    // Heads over threads: a head's landmark is computed when the last
+    // position of its block is stored, after the positions before it.
+    pool_.run([&](int thread, int n_threads) {
+        RopeTable rope = rope_of(layer);
+        std::vector<float> kt(static_cast<size_t>(hd));
+        for (int h = thread; h < s.n_kv_heads(); h += n_threads) {
+            for (int t = 0; t < n; ++t) {
+                std::copy_n(k + t * width + static_cast<int64_t>(h) * hd, hd, kt.data());
+                rope.set_position(pos0 + t);
+                rope.apply(kt.data(), 1, hd);
+                cache.store_head(layer - s.layer_begin, h, pos0 + t, kt.data(), v + t * width + static_cast<int64_t>(h) * hd);
+            }
+        }
+    });
+}
+
 uint64_t SliceForward::kv_rows_bytes(int n) const {
     return static_cast<uint64_t>(weights_.slice.n_kv_heads()) * caches_[0].head_rows_bytes(n);
 }

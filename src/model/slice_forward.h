@@ -120,6 +120,12 @@ public:
     uint64_t kv_rows_bytes(int n) const;
     void read_kv_rows(int layer, int pos0, int n, std::vector<uint8_t>& out) const;
     void write_kv_rows(int layer, int pos0, int n, std::span<const uint8_t> rows);
+    // The same rows as float, row-major [n][owned KV heads * head_dim], keys
+    // before RoPE (rotated back from their positions: what a codebook of the
+    // model's keys holds, model/kv_codebooks.h). write_kv_floats rotates the
+    // keys to their positions and stores both as the cache's types hold them.
+    void read_kv_floats(int layer, int pos0, int n, float* k, float* v);
+    void write_kv_floats(int layer, int pos0, int n, const float* k, const float* v);
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
     // For benchmarks: positions [0, n) of a sequence's cache get random K/V

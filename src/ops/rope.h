@@ -33,7 +33,7 @@ public:
 private:
     int n_rot_;
     RopeLayout layout_;
-    int64_t pos_ = -1;
+    int64_t pos_ = INT64_MIN;  // none yet (every position, negative ones too, is a rotation)
     std::vector<double> inv_freq_;
     std::vector<float> cos_;
     std::vector<float> sin_;

@@ -90,3 +90,37 @@ TEST(SpPrefillCli, ModesItCannotServeAreClearErrors) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+TEST(SpPrefillCli, FittedCodebooksCompressTheExchangeAndEvalMeasuresIt) {
+    const std::string dir = test::scratch_dir("sp_prefill_cli_vq");
+    const std::string books = dir + "/books.gguf";
+    const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
+    const auto fit = run_process(test::tessera_cmd({"vq-fit", "-f", text, "-o", books, "--groups", "4", "--codes", "128",
+                                                    "--iterations", "4", "-t", "1"}),
+                                 120);
+    ASSERT_EQ(fit.exit_code, 0) << fit.err;
+    EXPECT_NE(fit.err.find("4 groups of 8 values, 128 codes: 56 bits a position and layer"), std::string::npos) << fit.err;
+    const auto eval = run_process(test::tessera_cmd({"vq-eval", "--codebooks", books, "-f", text, "--prompt-tokens", "200",
+                                                     "--positions", "16", "--local", "2", "-b", "32", "--json"}),
+                                  120);
+    ASSERT_EQ(eval.exit_code, 0) << eval.err;
+    const nlohmann::json j = nlohmann::json::parse(eval.out);
+    EXPECT_EQ(j["exact"]["kl_max"].get<double>(), 0.0) << "the exact exchange gives one node's logits";
+    EXPECT_EQ(j["exact"]["top1"].get<double>(), 1.0);
+    EXPECT_GT(j["compressed"]["kl_mean"].get<double>(), 0.0);
+    EXPECT_LT(j["compressed"]["kl_mean"].get<double>(), 0.5);
+    EXPECT_EQ(j["bits_per_position_layer"], 56);
+    // run uses them, and says so.
+    const auto r = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local",
+                                                  "2", "--prefill", "sp", "--codebooks", books}),
+                               90);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("prefill exchange: codebook indices, 56 bits"), std::string::npos) << r.err;
+    const auto alone = run_process(run_args({"--codebooks", books}), 60);
+    EXPECT_NE(alone.exit_code, 0);
+    EXPECT_NE(alone.err.find("it needs --prefill sp"), std::string::npos) << alone.err;
+}
+
+}  // namespace tessera

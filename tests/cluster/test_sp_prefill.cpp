@@ -176,3 +176,4 @@ TEST(SequenceParallelPrefill, RefusesWhatItCannotKeepExact) {
 }
 
 }  // namespace tessera
+

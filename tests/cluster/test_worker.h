@@ -21,14 +21,15 @@ namespace tessera::test {
 class TestWorker {
 public:
     explicit TestWorker(const std::string& model_path, int threads = 1, const std::string& cache_dir = "",
-                        std::shared_ptr<const WireKey> key = nullptr) {
+                        std::shared_ptr<const WireKey> key = nullptr, const std::string& codebooks = "") {
         std::promise<uint16_t> port;
         auto future = port.get_future();
-        thread_ = std::thread([this, model_path, threads, cache_dir, key, p = std::move(port)]() mutable {
+        thread_ = std::thread([this, model_path, threads, cache_dir, key, codebooks, p = std::move(port)]() mutable {
             WorkerOptions o;
             o.key = key;
             o.listen = {"127.0.0.1", 0};
             o.model_path = model_path;
+            o.codebooks_path = codebooks;
             o.cache_dir = cache_dir;
             o.n_threads = threads;
             o.once = true;
