@@ -6,10 +6,13 @@
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "cluster/planner.h"
+#include "cluster/sp_chunks.h"
+#include "model/kv_codebooks.h"
 #include "engine/auto_plan.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 #include "util/system_memory.h"
+#include "net/tcp.h"
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +31,8 @@ struct PlanOptions {
     ParallelOptions parallel;
     bool json = false;
     int n_threads = 0;
+    int prompt_tokens = 0;  // --prefill sp: the prompt to cut (0: the context)
+    int n_batch = 512;
 };
 
 struct PlannedNode {
@@ -37,11 +42,67 @@ struct PlannedNode {
     SliceFootprint footprint;
 };
 
+// --prefill sp: each node's chunk of a prompt and the bytes it sends and
+// receives (cluster/sp_chunks.h), every node holding the whole model.
+void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n_ctx, KvCacheTypes kv_types) {
+    const ModelHParams& hp = model.hparams();
+    std::vector<std::string> names = {"root"};
+    for (const HostPort& w : parse_host_port_list(o.parallel.workers)) names.push_back(w.str());
+    for (int i = 1; i < o.parallel.local; ++i) names.push_back(fmt::format("local worker {}", i));
+    if (names.size() < 2) throw make_error("--prefill sp needs --local N or --workers");
+    std::vector<double> weights = o.parallel.weights;
+    if (weights.empty()) weights.assign(names.size(), 1.0);
+    if (weights.size() != names.size()) throw make_error("{} weights given for {} nodes", weights.size(), names.size());
+    const int prompt = o.prompt_tokens > 0 ? o.prompt_tokens : n_ctx;
+    const int n_batch = std::min(o.n_batch, prompt);
+    const uint64_t exact_bytes = kv_position_bytes(kv_types, hp.n_head_kv, hp.head_dim);
+    uint64_t position_bits = 8 * exact_bytes;
+    std::string exchange = fmt::format("exact K/V rows, {} bytes a position and layer", exact_bytes);
+    if (!o.parallel.codebooks.empty()) {
+        const KvCodebooks books = KvCodebooks::load(o.parallel.codebooks);
+        books.require_model(model.file().fingerprint_hex(), hp.n_layer, hp.n_head_kv * hp.head_dim);
+        exchange = fmt::format("codebook indices, {} bits a position and layer ({} groups, {} codes)",
+                               books.bits_per_position(), books.groups(), books.codes());
+        position_bits = static_cast<uint64_t>(books.bits_per_position());
+    }
+    const std::vector<PromptChunk> chunks = plan_prompt_chunks(0, prompt, n_batch, weights);
+    const std::vector<ChunkTraffic> traffic = prompt_chunk_traffic(chunks, 0, hp.n_layer, position_bits, n_batch);
+    const SliceFootprint f = slice_footprint(model, full_slice(hp), n_ctx, kv_types);
+    if (o.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (size_t i = 0; i < names.size(); ++i) {
+            j.push_back({{"node", names[i]}, {"weight", weights[i]}, {"pos0", chunks[i].pos0},
+                         {"tokens", chunks[i].n_tok}, {"bytes_sent", traffic[i].sent},
+                         {"bytes_received", traffic[i].received}, {"weight_bytes", f.weight_bytes},
+                         {"kv_bytes", f.kv_bytes}});
+        }
+        std::printf("%s\n", nlohmann::json({{"model", model.path()}, {"prefill", "sp"}, {"prompt_tokens", prompt},
+                                             {"exchange", exchange}, {"nodes", j}})
+                                 .dump(2)
+                                 .c_str());
+        return;
+    }
+    std::printf("model %s: %d layers; sequence-parallel prefill of %d tokens in batches of %d, every node holding the "
+                "whole model; %s\n", model.path().c_str(), hp.n_layer, prompt, n_batch, exchange.c_str());
+    std::printf("%-22s %-7s %-13s %8s %12s %12s %12s\n", "node", "weight", "positions", "tokens", "sends MiB",
+                "receives MiB", "total MiB");
+    for (size_t i = 0; i < names.size(); ++i) {
+        std::printf("%-22s %-7.2f %-13s %8d %12.2f %12.2f %12.1f%s\n", names[i].c_str(), weights[i],
+                    fmt::format("{}..{}", chunks[i].pos0, chunks[i].pos0 + chunks[i].n_tok).c_str(), chunks[i].n_tok,
+                    traffic[i].sent / 1048576.0, traffic[i].received / 1048576.0, f.total() / 1048576.0,
+                    i == 0 ? "  (relays, generates)" : "");
+    }
+}
+
 void plan(const PlanOptions& o) {
     const LlamaModel model(o.model.empty() ? default_model_path() : o.model);
     const ModelHParams& hp = model.hparams();
     const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);
     const KvCacheTypes kv_types = resolve_cache_types(o.attention);
+    if (o.parallel.sequence_parallel()) {
+        plan_sequence_parallel(o, model, n_ctx, kv_types);
+        return;
+    }
     if (o.parallel.auto_plan) {
         ForwardConfig config;
         config.n_ctx = n_ctx;
@@ -180,6 +241,11 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("-t,--threads", o->n_threads, "--auto: the root's threads for its speed probe, as a run would use (0: one per CPU)")
         ->capture_default_str();
     add_parallel_flags(cmd, o->parallel);
+    cmd->add_option("--prompt-tokens", o->prompt_tokens, "--prefill sp: the prompt length to cut (0: the context)")
+        ->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->n_batch, "--prefill sp: the batch (chunks are whole batches)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
     cmd->callback([o] { plan(*o); });
 }
 

@@ -91,11 +91,19 @@ void print_sequence_nodes(const SpPrefillDecoder& decoder) {
 
 void print_sequence_chunks(const SpPrefillDecoder& decoder) {
     if (decoder.prompts() == 0) return;
+    // Bytes as each node saw them: every node's pass through the root.
+    uint64_t root_sent = 0, root_received = 0;
+    for (size_t i = 1; i < decoder.nodes().size(); ++i) {
+        root_sent += decoder.nodes()[i].bytes_sent;
+        root_received += decoder.nodes()[i].bytes_received;
+    }
     for (size_t i = 0; i < decoder.nodes().size(); ++i) {
         const SpNodeInfo& info = decoder.nodes()[i];
+        const uint64_t sent = i == 0 ? root_sent : info.bytes_received;
+        const uint64_t received = i == 0 ? root_received : info.bytes_sent;
         std::fprintf(stderr, "prefill node %zu %s: positions %d..%d (%d), sent %.2f MiB, received %.2f MiB\n", i,
                      info.address.c_str(), info.last_chunk.pos0, info.last_chunk.pos0 + info.last_chunk.n_tok,
-                     info.last_chunk.n_tok, info.bytes_sent / 1048576.0, info.bytes_received / 1048576.0);
+                     info.last_chunk.n_tok, sent / 1048576.0, received / 1048576.0);
     }
 }
 

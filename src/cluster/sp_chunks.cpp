@@ -37,4 +37,28 @@ std::vector<PromptChunk> plan_prompt_chunks(int pos0, int n_tok, int n_batch, st
     return chunks;
 }
 
+std::vector<ChunkTraffic> prompt_chunk_traffic(std::span<const PromptChunk> chunks, int history, int n_layer,
+                                               uint64_t position_bits, int n_batch) {
+    // Rows go in messages of at most n_batch positions, each with a 12-byte
+    // header (tp_messages.h kSpRowsHeaderBytes) and the frame's 16 bytes.
+    constexpr uint64_t kMessageBytes = 12;
+    const auto bytes_of = [&](int64_t positions) {
+        if (positions <= 0) return uint64_t{0};
+        const int64_t messages = (positions + n_batch - 1) / n_batch;
+        return static_cast<uint64_t>(n_layer) * ((static_cast<uint64_t>(positions) * position_bits + 7) / 8 +
+                                                 static_cast<uint64_t>(messages) * kMessageBytes);
+    };
+    std::vector<ChunkTraffic> traffic(chunks.size());
+    for (size_t i = 1; i < chunks.size(); ++i) {
+        if (chunks[i].n_tok == 0) continue;
+        // Everything before its chunk, from the root; its own rows, to the root.
+        const uint64_t before = bytes_of(static_cast<int64_t>(chunks[i].pos0) - chunks[0].pos0 + history);
+        traffic[i].received += before;
+        traffic[0].sent += before;
+        traffic[i].sent += bytes_of(chunks[i].n_tok);
+        traffic[0].received += bytes_of(chunks[i].n_tok);
+    }
+    return traffic;
+}
+
 }  // namespace tessera

@@ -5,6 +5,7 @@
 // the same rows before them: every position gets a single node's bits.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -17,5 +18,17 @@ struct PromptChunk {
 
 // Chunks of positions [pos0, pos0 + n_tok) for weights.size() nodes.
 std::vector<PromptChunk> plan_prompt_chunks(int pos0, int n_tok, int n_batch, std::span<const double> weights);
+
+// The payload bytes each node sends and receives for one prompt, rows of
+// `position_bits` per position and layer (exact rows, or packed codebook
+// indices) plus each message's header, as the root relays them: every node
+// sends its own chunk's rows to the root; the root sends each node the rows
+// of every position before its chunk (`history` of them before the prompt,
+// the root's own chunk, and the other nodes' chunks it relays).
+struct ChunkTraffic {
+    uint64_t sent = 0, received = 0;
+};
+std::vector<ChunkTraffic> prompt_chunk_traffic(std::span<const PromptChunk> chunks, int history, int n_layer,
+                                               uint64_t position_bits, int n_batch);
 
 }  // namespace tessera

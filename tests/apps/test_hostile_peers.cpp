@@ -782,3 +782,77 @@ TEST(HostilePeers, ForgedCompactionsAndAttentionRequestsEndTheSessionAndTheWorke
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// Sequence-parallel prefill's messages from a forged root: every malformed
+// chunk or row message ends that session with an error naming what is wrong,
+// and the worker serves the next root.
+TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
+    WorkerProcess worker({"-m", test::default_model()}, dir() + "/sp.log");
+    struct Message {
+        TpMessage type;
+        std::vector<uint32_t> values;
+    };
+    struct Case {
+        std::vector<Message> messages;
+        const char* want;
+    };
+    // The default model keeps 4 heads of 8 F32 values: 256 bytes of K and V
+    // rows a position.
+    const Message chunk_at_10 = {TpMessage::kSpChunk, {10, 0, 2, 1, 2}};
+    const Case cases[] = {
+        {{{TpMessage::kSpChunk, {0, 0, 0}}}, "prompt chunk of 0 tokens at 0 (flags 0) is out of range"},
+        {{{TpMessage::kSpChunk, {0, 2, 1, 5}}}, "(flags 2) is out of range"},
+        {{{TpMessage::kSpChunk, {0, 0, 3, 1, 2}}}, "prompt chunk of 3 tokens has 20 bytes"},
+        {{{TpMessage::kSpChunk, {60, 0, 10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}}}, "a prompt chunk of 10 tokens at 60 exceeds the context of 64"},
+        {{{TpMessage::kSpChunk, {0, 0, 1, 99999}}}, "token id 99999 is outside the vocabulary"},
+        {{{TpMessage::kSpRows, {0, 0, 1}}}, "unexpected sp-rows message"},
+        {{chunk_at_10, {TpMessage::kSpRows, {0, 0}}}, "KV rows message of 8 bytes is truncated"},
+        {{chunk_at_10, {TpMessage::kSpRows, {0, 5, 5}}}, "KV rows of layer 0 at 5..10 where layer 0's rows from 0 up to 10 were due"},
+        {{chunk_at_10, {TpMessage::kSpRows, {7, 0, 1}}}, "KV rows of layer 7 at 0..1"},
+        {{chunk_at_10, {TpMessage::kSpRows, {0, 0, 0x40000001u}}}, "are out of range"},
+        {{chunk_at_10, {TpMessage::kSpRows, {0, 0, 4, 1, 2, 3}}}, "12 bytes of exact KV rows for 4 positions, 1024 expected"},
+    };
+    json assign = good_assign();
+    assign["role"] = "sequence";
+    for (const Case& c : cases) {
+        auto root = greet_when_free(worker.address());
+        send_json(*root, TpMessage::kAssign, assign);
+        ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
+        for (const Message& m : c.messages) {
+            std::vector<uint8_t> payload(m.values.size() * 4);
+            std::memcpy(payload.data(), m.values.data(), payload.size());
+            root->send(static_cast<uint16_t>(m.type), payload);
+        }
+        Frame answer;
+        for (;;) {
+            // Heartbeats of a chunk in progress, then the error and the hang-up.
+            try {
+                root->recv(answer, 5000);
+            } catch (const Error&) {
+                break;
+            }
+            if (answer.type != static_cast<uint16_t>(TpMessage::kHeartbeat) &&
+                answer.type != static_cast<uint16_t>(TpMessage::kError)) {
+                ADD_FAILURE() << c.want << ": " << tp_message_name(answer.type);
+                break;
+            }
+        }
+        expect_logged_soon(worker, c.want);
+    }
+    // Codebooks named by a malformed digest, or that this worker does not hold.
+    for (const auto& [digest, want] : {std::pair<std::string, std::string>{"../../etc", "invalid digest"},
+                                       {"0123456789abcdef", "holds no codebooks"}}) {
+        auto root = greet_when_free(worker.address());
+        json a = assign;
+        a["codebooks"] = digest;
+        send_json(*root, TpMessage::kAssign, a);
+        const json ready = recv_json(*root, TpMessage::kReady, "worker", 5000);
+        EXPECT_FALSE(ready.value("ok", true));
+        EXPECT_NE(ready.value("error", std::string()).find(want), std::string::npos) << ready.dump();
+    }
+    expect_root_succeeds(worker);
+}
+
+}  // namespace tessera

@@ -124,3 +124,27 @@ TEST(SpPrefillCli, FittedCodebooksCompressTheExchangeAndEvalMeasuresIt) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+TEST(SpPrefillCli, PlanShowsEachNodesChunkAndBytes) {
+    const auto r = run_process(test::tessera_cmd({"plan", "--local", "3", "--prefill", "sp", "--prompt-tokens", "700", "-b",
+                                                  "64", "--weights", "1,2,1", "--json"}),
+                               60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 3u);
+    // 11 batches of 64 as 1 : 2 : 1 -> 3, 5 and 3 batches, the last one short.
+    EXPECT_EQ(j["nodes"][0]["tokens"], 192);
+    EXPECT_EQ(j["nodes"][1]["tokens"], 320);
+    EXPECT_EQ(j["nodes"][2]["tokens"], 188);
+    EXPECT_EQ(j["nodes"][2]["pos0"], 512);
+    // Each node's rows go through the root: what the root sends, the others receive.
+    EXPECT_EQ(j["nodes"][0]["bytes_sent"].get<uint64_t>(),
+              j["nodes"][1]["bytes_received"].get<uint64_t>() + j["nodes"][2]["bytes_received"].get<uint64_t>());
+    // Node 2 receives the 512 positions before it: 128 bytes each in 5 layers, plus headers.
+    EXPECT_GE(j["nodes"][2]["bytes_received"].get<uint64_t>(), 512u * 128 * 5);
+    EXPECT_LT(j["nodes"][2]["bytes_received"].get<uint64_t>(), 512u * 128 * 5 + 5 * 8 * 12 + 1);
+}
+
+}  // namespace tessera

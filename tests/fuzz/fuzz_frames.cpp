@@ -1,6 +1,7 @@
 // The frame decoder: a 24-byte header, then a step payload (header + rows in
 // F32/F16/Q8_0 and packed exact partials) and the same bytes opened as a sealed frame.
 #include "cluster/tp_messages.h"
+#include "model/kv_codebooks.h"
 #include "net/frame.h"
 #include "net/seal.h"
 #include "util/error.h"
@@ -56,6 +57,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)decode_exact_step(payload, exact, "fuzz");
         require_finite(exact.data(), exact.size(), "fuzz");
     } catch (const Error&) {
+    }
+    try {
+        // A prompt chunk of sequence-parallel prefill.
+        const SpChunk c = decode_sp_chunk(payload, "fuzz");
+        if (c.tokens.empty() || c.pos0 < 0) __builtin_trap();
+    } catch (const Error&) {
+    }
+    try {
+        const SpRowsHeader h = decode_sp_rows_header(payload, "fuzz");
+        if (h.n < 1 || h.pos0 < 0 || h.layer < 0) __builtin_trap();
+    } catch (const Error&) {
+    }
+    {
+        // Packed codebook indices (3 bits each, 5 codes: some values name no code).
+        static const KvCodebooks books(1, 8, 2, 5, "fuzz");
+        const int n = static_cast<int>(payload.size() * 8 / static_cast<size_t>(books.bits_per_position()));
+        if (n > 0 && books.packed_bytes(n) == payload.size()) {
+            std::vector<float> k(static_cast<size_t>(n) * 8), v(k.size());
+            try {
+                books.decode(0, n, payload, k.data(), v.data());
+            } catch (const Error&) {
+            }
+        }
     }
     // A sealed frame's body: must fail authentication, never read past it.
     static const SessionKeys keys = [] {
