@@ -32,7 +32,7 @@ void FrameChannel::use_shared_memory(std::unique_ptr<ShmLink> link) {
 bool FrameChannel::poll(int timeout_ms) {
     codec_->prepare_recv(next_recv_);
     {
-        const std::unique_lock<std::mutex> lock(send_mutex_, std::try_to_lock);
+        const std::unique_lock<std::mutex> lock(*send_mutex_, std::try_to_lock);
         if (lock.owns_lock()) codec_->prepare_send(next_send_);
     }
     return shm_ ? shm_->wait_readable(timeout_ms, stream_) : stream_.wait_readable(timeout_ms);
@@ -64,7 +64,7 @@ void FrameChannel::send(uint16_t type, std::span<const uint8_t> payload) {
 }
 
 void FrameChannel::send(uint16_t type, std::span<const std::span<const uint8_t>> parts) {
-    const std::lock_guard<std::mutex> lock(send_mutex_);
+    const std::lock_guard<std::mutex> lock(*send_mutex_);
     size_t body = 0;
     for (const auto& p : parts) body += p.size();
     const uint32_t overhead = codec_->overhead();

@@ -108,7 +108,8 @@ private:
     std::unique_ptr<ShmLink> shm_;
     // Sends may come from several threads (a heartbeat beside the step
     // loop); one at a time, and the send side's preparation only between them.
-    std::mutex send_mutex_;
+    // (Held by pointer: a channel may be moved before it is used.)
+    std::unique_ptr<std::mutex> send_mutex_ = std::make_unique<std::mutex>();
     uint64_t next_send_ = 0;
     uint64_t next_recv_ = 0;
     std::vector<uint8_t> send_buffer_;
