@@ -125,7 +125,7 @@ for rate in $rates; do
     else
       tp="(~$((tp_bytes * 8 / (rate * 1000000))) s)"
     fi
-    best=$(python3 -c "import sys; v=[float(x) for x in sys.argv[2:] if x[0] != '(']; print('%.2fx' % (float(sys.argv[1]) / min(v)))" \
+    best=$(python3 -c "import sys; v=[float(x) for x in sys.argv[2:] if x and x[0] != '(']; print('%.2fx' % (float(sys.argv[1]) / min(v)) if v else '-')" \
       "${single[$n]}" "$exact" "$vq" "$pipe" "$tp")
     printf "| %-6s | %-6s | %9s | %9s | %9s | %9s | %9s | %9s |\n" "$rate" "$n" "${single[$n]}" "$exact" "$vq" "$pipe" "$tp" "$best"
   done

@@ -218,6 +218,24 @@ private:
         return Flow::Normal;
     }
 
+    // Whether `v` is, or holds, the dictionary `d` (values are shallow here:
+    // only a namespace's attributes can be set, so a deep one is treated as
+    // holding it).
+    static bool holds(const Value& v, const ValueDict* d, int depth) {
+        if (depth > 64) return true;
+        if (v.is_dict() || v.is_namespace()) {
+            if (&v.as_dict() == d) return true;
+            for (const auto& item : v.as_dict().items()) {
+                if (holds(item.second, d, depth + 1)) return true;
+            }
+        } else if (v.is_list()) {
+            for (const Value& item : v.as_list()) {
+                if (holds(item, d, depth + 1)) return true;
+            }
+        }
+        return false;
+    }
+
     void exec_set(const Stmt& s, const ScopePtr& scope) {
         Value value;
         if (s.expr) {
@@ -231,6 +249,12 @@ private:
             const Value* target = scope->lookup(s.targets[0]);
             if (!target || !target->is_namespace()) {
                 fail_at(s.line, "cannot set attribute '" + s.targets[1] + "' of '" + s.targets[0] + "': not a namespace()");
+            }
+            // A namespace holding itself (directly or through what it holds)
+            // would be a cycle of shared pointers, never freed.
+            if (holds(value, &target->as_dict(), 0)) {
+                fail_at(s.line, "cannot set attribute '" + s.targets[1] + "' of '" + s.targets[0] +
+                                    "' to a value that holds the namespace itself");
             }
             target->as_dict().set(s.targets[1], std::move(value));
             return;

@@ -194,6 +194,12 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
     EXPECT_NE(error_of("{% for i in range(1000) %}xxxxxxxxxx{% endfor %}", small).find("size limit"), std::string::npos);
     EXPECT_NE(error_of("{{ 'x' * 100000000000 }}").find("too large"), std::string::npos);
     EXPECT_NE(error_of("{{ 2 ** 100 }}").find("overflow"), std::string::npos);
+    // A namespace set to hold itself (a cycle that would never be freed; fuzz finding).
+    EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.index = ns %}").find("holds the namespace itself"),
+              std::string::npos);
+    EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.a = [1, {'b': ns}] %}").find("holds the namespace itself"),
+              std::string::npos);
+    EXPECT_EQ(render_text("{% set a = namespace(x=1) %}{% set b = namespace() %}{% set b.y = a %}{{ b.y.x }}"), "1");
 }
 
 TEST(Jinja, StrftimeNowUsesTheInjectedClock) {
