@@ -143,13 +143,21 @@ const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
         for (int layer = 0; layer < hp.n_layer; ++layer) send_rows(layer, 0, pos, 0);
     }
     if (chunks_[0].n_tok > 0) run_first_chunk(tokens.subspan(0, static_cast<size_t>(chunks_[0].n_tok)), chunks_[0]);
-    const double start = now_seconds();
-    double last_heard = start;
+    // Heartbeats prove a node alive, not that its rows move: silence past
+    // the io timeout, or heartbeats without rows past the step timeout, end
+    // the prompt with the nodes named.
+    double last_heard = now_seconds(), last_progress = last_heard;
     while (!done()) {
-        if (service(1000)) {
-            last_heard = now_seconds();
-        } else if ((now_seconds() - last_heard) * 1e3 > config_.step_timeout_ms) {
-            throw make_error("the sequence-parallel nodes sent nothing for {} ms", config_.step_timeout_ms);
+        const uint64_t before = progress_;
+        if (service(1000)) last_heard = now_seconds();
+        if (progress_ != before) last_progress = now_seconds();
+        const double now = now_seconds();
+        if ((now - last_heard) * 1e3 > config_.limits.io_timeout_ms) {
+            throw make_error("{} sent nothing for {} ms (stalled or unreachable)", awaited(), config_.limits.io_timeout_ms);
+        }
+        if ((now - last_progress) * 1e3 > config_.step_timeout_ms) {
+            throw make_error("{} sends heartbeats but no rows for {} ms (--step-timeout-ms)", awaited(),
+                             config_.step_timeout_ms);
         }
     }
     return logits_.data();
@@ -228,6 +236,7 @@ void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
         require_finite(logits.data(), logits.size(), who);
         logits_ = std::move(logits);
         have_logits_ = true;
+        ++progress_;
         return;
     }
     if (type != TpMessage::kSpRows) throw make_error("{}: unexpected {} message", who, tp_message_name(frame.type));
@@ -240,12 +249,25 @@ void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
     }
     codec_.store(h, frame.payload, who);
     received_[node][static_cast<size_t>(h.layer)] += h.n;
+    ++progress_;
     // On to the nodes after this one, as they came.
     for (size_t j = node + 1; j < chunks_.size(); ++j) {
         if (chunks_[j].n_tok == 0) continue;
         channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), frame.payload);
         nodes_[j].bytes_sent += frame.payload.size();
     }
+}
+
+std::string SpPrefillDecoder::awaited() const {
+    std::string names;
+    for (size_t i = 1; i < chunks_.size(); ++i) {
+        if (chunks_[i].n_tok == 0) continue;
+        const bool rows_due = std::any_of(received_[i].begin(), received_[i].end(), [&](int r) { return r < chunks_[i].n_tok; });
+        if (rows_due || (i == logits_node_ && !have_logits_)) {
+            names += (names.empty() ? "" : ", ") + node_name(nodes_[i].address, i);
+        }
+    }
+    return names.empty() ? std::string("the sequence-parallel nodes") : names;
 }
 
 bool SpPrefillDecoder::done() const {

@@ -40,7 +40,8 @@ struct SpPrefillConfig {
     // Rows travel as indices of these codebooks (the compressed exchange;
     // every worker must hold the same, worker --codebooks); null: exactly.
     std::shared_ptr<const KvCodebooks> codebooks;
-    // A node that sends heartbeats but no rows for this long is dropped.
+    // A node that sends heartbeats but no rows for this long is dropped (a
+    // silent one after limits.io_timeout_ms).
     int step_timeout_ms = 300000;
 };
 
@@ -91,6 +92,8 @@ private:
     bool service(int timeout_ms);
     void handle(size_t node, const Frame& frame);
     bool done() const;
+    // The nodes whose rows or logits are still due, by name.
+    std::string awaited() const;
 
     SpPrefillConfig config_;
     LocalDecoder local_;
@@ -100,6 +103,7 @@ private:
     std::vector<PromptChunk> chunks_;        // this prompt's, per node
     std::vector<std::vector<int>> received_;  // [node][layer]: rows of its chunk in so far
     bool have_logits_ = false;
+    uint64_t progress_ = 0;  // rows and logits received (not heartbeats)
     size_t logits_node_ = 0;
     int prompts_ = 0;
     std::vector<float> x_, logits_;

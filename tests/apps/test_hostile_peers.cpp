@@ -856,3 +856,37 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A sequence-parallel node that only beats, or says nothing at all, after
+// its chunk: the root names it within its deadline rather than waiting on.
+TEST(HostilePeers, RootDropsASequenceNodeThatOnlyBeatsOrFallsSilent) {
+    const std::string prompt = std::string(400, 'a') + " Once upon a time";
+    struct Case {
+        std::function<void(FrameChannel&)> behave;
+        const char* want;
+    };
+    const Case cases[] = {
+        {[](FrameChannel& channel) { beat_without_answering(channel); }, "sends heartbeats but no rows for 1500 ms"},
+        {[](FrameChannel&) { std::this_thread::sleep_for(std::chrono::seconds(6)); }, "sent nothing for 1500 ms"},
+    };
+    for (const Case& c : cases) {
+        // Only the chunk gets the behaviour: the rows after it are let pass.
+        bool first = true;
+        FakeWorker fake(nullptr, [&c, &first](FrameChannel& channel, const Frame&) {
+            if (std::exchange(first, false)) c.behave(channel);
+        });
+        const auto start = std::chrono::steady_clock::now();
+        const test::ProcessResult r = test::run_process(
+            test::tessera_cmd({"run", "--workers", fake.address_text(), "--prefill", "sp", "-b", "32", "-p", prompt, "-n",
+                               "4", "--temp", "0", "-t", "1", "--step-timeout-ms", "1500", "--timeout-ms", "1500",
+                               "--recover-ms", "0"}),
+            60);
+        EXPECT_EQ(r.exit_code, 1) << r.err;
+        EXPECT_NE(r.err.find(c.want), std::string::npos) << r.err;
+        EXPECT_LT(seconds_since(start), 5.0);
+    }
+}
+
+}  // namespace tessera
