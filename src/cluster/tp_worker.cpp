@@ -180,6 +180,21 @@ MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::st
 
 // One root's session: hello checked, slice assigned, then steps until shutdown.
 // Returns false for a survey (link probes, then kShutdown before any assign).
+// Runs a session's loop; a failure is told to the root (kError) before it
+// ends the session.
+template <class F>
+void telling_the_root(FrameChannel& channel, F&& serve) {
+    try {
+        serve();
+    } catch (const std::exception& e) {
+        try {
+            send_json(channel, TpMessage::kError, {{"error", e.what()}});
+        } catch (const Error&) {
+        }
+        throw;
+    }
+}
+
 bool serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
     const WorkerOptions& options = w.options;
     const LlamaModel* full_model = w.full_model;
@@ -332,20 +347,14 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     }
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
     if (assign.sequence) {
-        try {
+        telling_the_root(channel, [&] {
             serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks, options.log);
             log_peak_memory(model, slice, config, options);
-        } catch (const std::exception& e) {
-            try {
-                send_json(channel, TpMessage::kError, {{"error", e.what()}});
-            } catch (const Error&) {
-            }
-            throw;
-        }
+        });
         return true;
     }
     if (stage) {
-        try {
+        telling_the_root(channel, [&] {
             const AcceptPrevious accept_previous = [&](int timeout_ms) {
                 std::vector<PreviousStage> got = w.state.await_incoming(1, timeout_ms, "previous stages");
                 if (got[0].type != static_cast<uint16_t>(TpMessage::kStageHello)) {
@@ -359,13 +368,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
                 serve_stage(channel, accept_previous, *forward, *forward, links, options.limits, options.log);
             }
             log_peak_memory(model, slice, config, options);
-        } catch (const std::exception& e) {
-            try {
-                send_json(channel, TpMessage::kError, {{"error", e.what()}});
-            } catch (const Error&) {
-            }
-            throw;
-        }
+        });
         return true;
     }
     send_json(channel, TpMessage::kReady, {{"ok", true}});

@@ -236,15 +236,20 @@ void SliceForward::forward_layer(int layer, float* x, std::span<const SeqRun> ru
     add_ffn_output(layer, partial_.data(), x, n_tok);
 }
 
+void SliceForward::check_kv_rows(int layer, int pos0, int n) const {
+    const Slice& s = weights_.slice;
+    if (layer < s.layer_begin || layer >= s.layer_end || pos0 < 0 || n < 0 || static_cast<int64_t>(pos0) + n > n_ctx()) {
+        throw make_error("internal: KV rows {}..{} of layer {} ({}, context {})", pos0, static_cast<int64_t>(pos0) + n,
+                         layer, describe_slice(s), n_ctx());
+    }
+}
+
 void SliceForward::read_kv_floats(int layer, int pos0, int n, float* k, float* v) {
     KvCache& cache = caches_[0];
     const Slice& s = weights_.slice;
     const int hd = hparams_.head_dim;
     const int64_t width = static_cast<int64_t>(s.n_kv_heads()) * hd;
-    if (layer < s.layer_begin || layer >= s.layer_end || pos0 < 0 || n < 0 || static_cast<int64_t>(pos0) + n > n_ctx()) {
-        throw make_error("internal: KV rows {}..{} of layer {} ({}, context {})", pos0, static_cast<int64_t>(pos0) + n,
-                         layer, describe_slice(s), n_ctx());
-    }
+    check_kv_rows(layer, pos0, n);
     pool_.run([&](int thread, int n_threads) {
         RopeTable rope = rope_of(layer);
         for (int t = thread; t < n; t += n_threads) {
@@ -264,10 +269,7 @@ void SliceForward::write_kv_floats(int layer, int pos0, int n, const float* k, c
     const Slice& s = weights_.slice;
     const int hd = hparams_.head_dim;
     const int64_t width = static_cast<int64_t>(s.n_kv_heads()) * hd;
-    if (layer < s.layer_begin || layer >= s.layer_end || pos0 < 0 || n < 0 || static_cast<int64_t>(pos0) + n > n_ctx()) {
-        throw make_error("internal: KV rows {}..{} of layer {} ({}, context {})", pos0, static_cast<int64_t>(pos0) + n,
-                         layer, describe_slice(s), n_ctx());
-    }
+    check_kv_rows(layer, pos0, n);
     // Heads over threads: a head's landmark is computed when the last
     // position of its block is stored, after the positions before it.
     pool_.run([&](int thread, int n_threads) {

@@ -137,6 +137,8 @@ public:
 
 private:
     const LayerWeights& layer_weights(int layer) const;
+    // Positions [pos0, pos0 + n) of one of the slice's layers, inside the context.
+    void check_kv_rows(int layer, int pos0, int n) const;
     void check_batch(int n_tok) const;
     // The activation rows h converted to the vec_dot type a matrix needs; each
     // input is converted once per type even when several matrices read it.

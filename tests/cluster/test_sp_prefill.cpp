@@ -23,15 +23,6 @@ namespace {
 using test::greedy;
 using test::TestWorker;
 
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> pick(3, n_vocab - 1);
-    std::vector<int32_t> out(static_cast<size_t>(n));
-    for (int32_t& t : out) t = pick(rng);
-    out[0] = 1;
-    return out;
-}
-
 // Greedy decoding of two prompts, the second after the first's continuation
 // (so it runs over a history): tokens and every step's logits.
 struct Transcript {
@@ -66,8 +57,8 @@ void expect_sp_equals_single(const std::string& path, const ForwardConfig& forwa
                              int first_len, int second_len) {
     const LlamaModel model(path);
     const int n_vocab = model.hparams().n_vocab;
-    const std::vector<int32_t> first = random_tokens(first_len, n_vocab, 7);
-    const std::vector<int32_t> second = random_tokens(second_len, n_vocab, 8);
+    const std::vector<int32_t> first = test::random_prompt(first_len, n_vocab, 7);
+    const std::vector<int32_t> second = test::random_prompt(second_len, n_vocab, 8);
     LocalDecoder single(model, forward, 1);
     const Transcript want = two_prompts(single, first, second, 6);
 
@@ -90,20 +81,7 @@ void expect_sp_equals_single(const std::string& path, const ForwardConfig& forwa
         << "logits differ from a single node's bits (" << weights.size() << " nodes)";
 }
 
-// A generated GQA model with 32-wide heads (so Q8_0 KV rows are possible).
-std::string gqa_model() {
-    const std::string path = test::scratch_dir("sp_prefill") + "/gqa.gguf";
-    RandomModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_layer = 3;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_vocab = 300;
-    spec.type = QuantType::Q8_0;
-    write_random_model(spec, path);
-    return path;
-}
+std::string gqa_model() { return test::small_gqa_model(test::scratch_dir("sp_prefill") + "/gqa.gguf"); }
 
 }  // namespace
 

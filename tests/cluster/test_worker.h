@@ -5,11 +5,13 @@
 
 #include "cluster/tp_worker.h"
 #include "model/decoder.h"
+#include "model/random_model.h"
 #include "util/error.h"
 
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -69,6 +71,31 @@ inline std::vector<int32_t> greedy(Decoder& decoder, std::vector<int32_t> tokens
         feed = next;
     }
     return out;
+}
+
+// n token ids drawn from [3, n_vocab) after a BOS (id 1).
+inline std::vector<int32_t> random_prompt(int n, int n_vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> pick(3, n_vocab - 1);
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    for (int32_t& t : out) t = pick(rng);
+    out[0] = 1;
+    return out;
+}
+
+// A small generated GQA model (4 query heads, 2 KV heads 32 wide, 3 layers,
+// Q8_0) written to `path`: 32-wide heads allow Q8_0/Q4_0 KV rows.
+inline std::string small_gqa_model(const std::string& path) {
+    RandomModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_layer = 3;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 300;
+    spec.type = QuantType::Q8_0;
+    write_random_model(spec, path);
+    return path;
 }
 
 }  // namespace tessera::test

@@ -21,28 +21,7 @@ namespace {
 
 using test::TestWorker;
 
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int32_t> pick(3, n_vocab - 1);
-    std::vector<int32_t> out(static_cast<size_t>(n));
-    for (int32_t& t : out) t = pick(rng);
-    out[0] = 1;
-    return out;
-}
-
-std::string gqa_model() {
-    const std::string path = test::scratch_dir("sp_compressed") + "/gqa.gguf";
-    RandomModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_layer = 3;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_vocab = 300;
-    spec.type = QuantType::Q8_0;
-    write_random_model(spec, path);
-    return path;
-}
+std::string gqa_model() { return test::small_gqa_model(test::scratch_dir("sp_compressed") + "/gqa.gguf"); }
 
 }  // namespace
 
@@ -59,7 +38,7 @@ std::string fit_books(const LlamaModel& model, const std::string& path, int grou
     o.codes = 64;
     o.iterations = 4;
     o.n_ctx = 256;
-    const std::vector<int32_t> text = random_tokens(1024, model.hparams().n_vocab, 9);
+    const std::vector<int32_t> text = test::random_prompt(1024, model.hparams().n_vocab, 9);
     fit_kv_codebooks(model, text, o, 1).save(path);
     return path;
 }
@@ -74,7 +53,7 @@ TEST(SequenceParallelPrefill, CodebookIndicesCompressTheRowsAndStayClose) {
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;
-    const std::vector<int32_t> prompt = random_tokens(200, model.hparams().n_vocab, 12);
+    const std::vector<int32_t> prompt = test::random_prompt(200, model.hparams().n_vocab, 12);
     LocalDecoder single(model, forward, 1);
     const ForcedRun reference = greedy_run(single, prompt, 16);
 
