@@ -142,6 +142,14 @@ kill -9 "$(cat "$work/rb.pid")"
 wait $run_pid || { echo "recovery run failed:"; cat "$work/recovery.err"; }
 kill "$(cat "$work/ra.pid")" "$(cat "$work/rspare.pid")" 2>/dev/null || true
 
+# The software cost of one sync alone: two rank processes over loopback TCP
+# exchanging partials of this model's width with no compute between syncs.
+cmake --build build --target exchange_bench > /dev/null
+for mode in exact fast; do
+  fast_flag=(); [ $mode = fast ] && fast_flag=(--fast)
+  build/exchange_bench -m "$model" --syncs 20000 "${fast_flag[@]}" > "$work/xb-$mode.txt"
+done
+
 python3 - "$work" "$tokens" "${nets[@]}" <<'PY'
 import json, os, sys
 work, tokens, nets = sys.argv[1], int(sys.argv[2]), [n.split() for n in sys.argv[3:]]
@@ -248,13 +256,22 @@ if rec:
 # the root's wait in the exchange, per sync; it holds the loopback round trip
 # and any imbalance between the ranks, so it errs on the slow side. P from
 # the bytes the root and its worker exchanged per sync in that run.
+#
+# o is exchange_bench's time per sync (sealed, no compute: framing, sealing,
+# encoding, the kernel and waking up). The loopback run's wait per sync, also
+# printed, holds the imbalance between the ranks' compute as well.
+import re
 T = 1.0 / tg(single)
 S = local2["tp"]["syncs_per_token"]
-o = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
+o_wait = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
 for label, j in (("exact", local2), ("fast", fast)):
+    xb = open(os.path.join(work, f"xb-{label}.txt")).read()
+    print(f"\nexchange_bench: {xb.strip()}")
+    o = float(re.search(r"([0-9.]+) us per sync", xb).group(1)) / 1e6
     P = j["tp"]["wire_bytes_per_token_per_worker"] / 2 / S  # one direction, per sync
-    print(f"\n== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us, "
-          f"{P / 1024:.1f} KiB per partial; ratio to one node in brackets) ==")
+    print(f"== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us alone, "
+          f"{o_wait * 1e6:.0f} us waited per sync on loopback TCP; {P / 1024:.1f} KiB per partial; ratio to one node "
+          f"in brackets) ==")
     print("network               N=1             N=2             N=4             N=8")
     for rate, rtt in nets + [["50", "5"]]:
         bw = float(rate) * 1e6 / 8

@@ -1,5 +1,7 @@
 #include "apps/parallel_flags.h"
 
+#include "cluster/session_messages.h"
+
 #include <cstdio>
 
 namespace tessera {
@@ -34,6 +36,10 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "Drop a worker that sends heartbeats but no result for this long (default: sized from its measured "
                     "speed)")
         ->check(CLI::Range(0, 3600000));
+    cmd->add_option("--partial-bands", o.partial_bands,
+                    "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "
+                    "it, so its transfer overlaps the rest of the product (for slow links; each band costs a frame)")
+        ->check(CLI::Range(1, kMaxPartialBands));
     cmd->add_option("--spare", o.spares,
                     "Spare nodes HOST:PORT,... (tessera worker) that take the place of a node lost mid-run");
     cmd->add_option("--recover-ms", o.recover_ms,

@@ -36,6 +36,67 @@ PartialExchange::PartialExchange(int rank, std::vector<ExchangePeer> peers, bool
     for (int k = 1; k < n; ++k) order_.push_back((rank_ - k + n) % n);
 }
 
+int PartialExchange::bands_for(int n_tok, int width) const {
+    // Bands go out inline while the peers still compute, so all of a sync's
+    // must fit what their buffers hold, as one inline frame does (at most 8
+    // bytes a value: fixed_rows.h's widest block, or Q8_0/F16).
+    constexpr uint64_t kMaxBytesPerValue = 8;
+    if (static_cast<uint64_t>(n_tok) * static_cast<uint64_t>(width) * kMaxBytesPerValue > kInlineFrameBytes) return 1;
+    return bands_;
+}
+
+void PartialExchange::encode_band(const StepHeader& whole, const double* partial, int c0, int c1) {
+    const int n_tok = static_cast<int>(whole.n_tok);
+    const int width = static_cast<int>(whole.width);
+    StepHeader band = whole;
+    band.pos0 = static_cast<uint32_t>(c0);  // a partial's pos0: its band's first column
+    band.width = static_cast<uint32_t>(c1 - c0);
+    const size_t bw = static_cast<size_t>(c1 - c0);
+    if (exact_) {
+        const double* rows = partial;
+        if (bw != static_cast<size_t>(width)) {
+            band_rows_.resize(bw * n_tok);
+            for (int t = 0; t < n_tok; ++t) {
+                std::copy_n(partial + static_cast<size_t>(t) * width + c0, bw, band_rows_.data() + t * bw);
+            }
+            rows = band_rows_.data();
+        }
+        encode_exact_step(band, rows, message_);
+        return;
+    }
+    band_floats_.resize(bw * n_tok);
+    for (int t = 0; t < n_tok; ++t) {
+        for (size_t j = 0; j < bw; ++j) {
+            band_floats_[t * bw + j] = static_cast<float>(partial[static_cast<size_t>(t) * width + c0 + j]);
+        }
+    }
+    encode_step(band, band_floats_.data(), message_);
+    // This rank adds its own rounded partial as the others receive it.
+    decode_step(message_, band_floats_, "this rank");
+    for (int t = 0; t < n_tok; ++t) {
+        std::copy_n(band_floats_.data() + t * bw, bw, own_rows_.data() + static_cast<size_t>(t) * width + c0);
+    }
+}
+
+void PartialExchange::send_band(uint32_t step, int n_tok, int width, const double* partial, int c0, int c1) {
+    if (sent_cols_ == 0) {
+        band_step_ = step;
+        band_n_tok_ = n_tok;
+        band_width_ = width;
+        if (!exact_) own_rows_.resize(static_cast<size_t>(n_tok) * width);
+    }
+    if (step != band_step_ || n_tok != band_n_tok_ || width != band_width_ || c0 != sent_cols_ || c1 <= c0 ||
+        c1 > width || (!exact_ && width % 32 == 0 && (c1 - c0) % 32 != 0 && c1 != width)) {
+        throw make_error("internal: band [{}, {}) of step {} after {} columns of step {}", c0, c1, step, sent_cols_,
+                         band_step_);
+    }
+    const StepHeader whole{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width),
+                           exact_ ? WireFormat::Fixed : (width % 32 == 0 ? WireFormat::Q8_0 : WireFormat::F16)};
+    encode_band(whole, partial, c0, c1);
+    send_ring();
+    sent_cols_ = c1;
+}
+
 void PartialExchange::send_ring() {
     const int n = n_ranks();
     for (int k = 1; k < n; ++k) {
@@ -55,12 +116,13 @@ void PartialExchange::send_ring() {
     }
 }
 
-void PartialExchange::receive(int from, std::span<const int> pending, const StepHeader& sent, int deadline_ms) {
+StepHeader PartialExchange::receive(int from, std::span<const int> pending, const StepHeader& whole, int c0,
+                                    double deadline) {
     ExchangePeer& p = peers_[static_cast<size_t>(from)];
-    const double start = now_seconds();
+    const int deadline_ms = static_cast<int>(std::lround((deadline - now_seconds()) * 1e3));
     bool beating = false;
     for (;;) {
-        const int left = deadline_ms - static_cast<int>((now_seconds() - start) * 1e3);
+        const int left = static_cast<int>((deadline - now_seconds()) * 1e3);
         if (left <= 0) {
             // A peer still due that has sent nothing at all, not even a
             // heartbeat, is the one that stalled: `from` may only be waiting
@@ -68,12 +130,12 @@ void PartialExchange::receive(int from, std::span<const int> pending, const Step
             for (int q : pending) {
                 if (!peers_[static_cast<size_t>(q)].channel->poll(0)) {
                     throw make_error("{} sent nothing (no partial, no heartbeat) for {} ms (--step-timeout-ms)",
-                                     peers_[static_cast<size_t>(q)].name, deadline_ms);
+                                     peers_[static_cast<size_t>(q)].name, std::max(0, deadline_ms));
                 }
             }
             // Beats prove the process lives, not that it makes progress.
             throw make_error("{} {} for {} ms (--step-timeout-ms)", p.name,
-                             beating ? "sends heartbeats but no result" : "sent no partial", deadline_ms);
+                             beating ? "sends heartbeats but no result" : "sent no partial", std::max(0, deadline_ms));
         }
         try {
             // Nothing until the deadline is the stall named above, not a
@@ -91,33 +153,59 @@ void PartialExchange::receive(int from, std::span<const int> pending, const Step
         }
         if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, p.name);  // throws "failed: ..."
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", p.name, tp_message_name(frame_.type));
-        const StepHeader got = exact_ ? decode_exact_step(frame_.payload, exact_rows_, p.name.c_str(),
-                                                          static_cast<uint64_t>(sent.n_tok) * sent.width)
+        const uint64_t left_values = static_cast<uint64_t>(whole.n_tok) * (whole.width - static_cast<uint32_t>(c0));
+        const StepHeader got = exact_ ? decode_exact_step(frame_.payload, exact_rows_, p.name.c_str(), left_values)
                                       : decode_step(frame_.payload, float_rows_, p.name.c_str());
-        if (got.layer != sent.layer || got.n_tok != sent.n_tok || got.width != sent.width) {
-            throw make_error("{}: partial for step {} ({} rows of {}) where step {} ({} rows of {}) was due", p.name,
-                             got.layer, got.n_tok, got.width, sent.layer, sent.n_tok, sent.width);
+        if (got.layer != whole.layer || got.n_tok != whole.n_tok || got.pos0 != static_cast<uint32_t>(c0) ||
+            got.width == 0 || got.width > whole.width - static_cast<uint32_t>(c0)) {
+            throw make_error("{}: partial for step {} ({} rows of columns [{}, {})) where step {} ({} rows of {} "
+                             "columns from {}) was due",
+                             p.name, got.layer, got.n_tok, got.pos0, static_cast<uint64_t>(got.pos0) + got.width,
+                             whole.layer, whole.n_tok, whole.width, c0);
         }
         if (exact_) require_finite(exact_rows_.data(), exact_rows_.size(), p.name);
         else require_finite(float_rows_.data(), float_rows_.size(), p.name);
-        stats_[static_cast<size_t>(from)].partials++;
-        stats_[static_cast<size_t>(from)].arrival_seconds = now_seconds();
-        return;
+        return got;
     }
 }
 
 template <class Take>
-void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take take) {
+void PartialExchange::exchange(const StepHeader& whole, const double* partial, int deadline_ms, Take take) {
     const int n = n_ranks();
+    const int width = static_cast<int>(whole.width);
     ++exchanges_;
     const double start = now_seconds();
     const auto receive_all = [&] {
         for (int k = 1; k < n; ++k) {
             const int from = order_[static_cast<size_t>(k - 1)];
-            receive(from, std::span<const int>(order_).subspan(static_cast<size_t>(k)), header, deadline_ms);
-            take(from);
+            const double deadline = now_seconds() + deadline_ms * 1e-3;
+            const auto pending = std::span<const int>(order_).subspan(static_cast<size_t>(k));
+            for (int c0 = 0; c0 < width;) {
+                const StepHeader band = receive(from, pending, whole, c0, deadline);
+                const int c1 = c0 + static_cast<int>(band.width);
+                take(from, c0, c1);
+                c0 = c1;
+            }
+            stats_[static_cast<size_t>(from)].partials++;
+            stats_[static_cast<size_t>(from)].arrival_seconds = now_seconds();
         }
     };
+    const int sent = sent_cols_;
+    if (sent > 0 && (whole.layer != band_step_ || static_cast<int>(whole.n_tok) != band_n_tok_ || width != band_width_)) {
+        throw make_error("internal: step {} summed while the bands of step {} are out", whole.layer, band_step_);
+    }
+    sent_cols_ = 0;  // this sync's bands end here, whatever happens
+    if (sent > 0) {
+        // The bands went out as the product computed them; the rest now.
+        if (sent < width) {
+            encode_band(whole, partial, sent, width);
+            send_ring();
+        }
+        receive_all();
+        wait_seconds_ += now_seconds() - start;
+        return;
+    }
+    encode_band(whole, partial, 0, width);
     if (message_.size() <= kInlineFrameBytes) {
         send_ring();
         receive_all();
@@ -146,12 +234,15 @@ void PartialExchange::exchange(const StepHeader& header, int deadline_ms, Take t
 
 void PartialExchange::exact_sum(uint32_t step, int n_tok, int width, double* partial, int deadline_ms) {
     if (!exact_) throw make_error("internal: an exact sum on a fast exchange");
-    const StepHeader header{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), WireFormat::Fixed};
-    encode_exact_step(header, partial, message_);
-    const size_t count = static_cast<size_t>(n_tok) * width;
+    const StepHeader whole{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), WireFormat::Fixed};
     // Exact sums: the order of the additions does not matter.
-    exchange(header, deadline_ms, [&](int) {
-        for (size_t j = 0; j < count; ++j) partial[j] += exact_rows_[j];
+    exchange(whole, partial, deadline_ms, [&](int, int c0, int c1) {
+        const size_t bw = static_cast<size_t>(c1 - c0);
+        for (int t = 0; t < n_tok; ++t) {
+            double* row = partial + static_cast<size_t>(t) * width + c0;
+            const double* got = exact_rows_.data() + t * bw;
+            for (size_t j = 0; j < bw; ++j) row[j] += got[j];
+        }
     });
 }
 
@@ -159,20 +250,23 @@ void PartialExchange::fast_sum(uint32_t step, int n_tok, int width, const double
     if (exact_) throw make_error("internal: a fast sum on an exact exchange");
     // Q8_0 needs rows of whole blocks; other widths travel as F16.
     const WireFormat format = width % 32 == 0 ? WireFormat::Q8_0 : WireFormat::F16;
-    const StepHeader header{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), format};
+    const StepHeader whole{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), format};
     const size_t count = static_cast<size_t>(n_tok) * width;
-    own_rows_.resize(count);
-    for (size_t j = 0; j < count; ++j) own_rows_[j] = static_cast<float>(partial[j]);
-    encode_step(header, own_rows_.data(), message_);
-    // This rank adds its own partial as the others receive it.
-    decode_step(message_, own_rows_, "this rank");
     // Float sums depend on their order: every rank adds in rank order, so
     // the partials are kept until all have arrived.
     const int n = n_ranks();
     std::vector<std::vector<float>>& rows = by_rank_;
     rows.resize(static_cast<size_t>(n));
+    for (auto& r : rows) r.resize(count);
+    own_rows_.resize(count);
+    exchange(whole, partial, deadline_ms, [&](int from, int c0, int c1) {
+        const size_t bw = static_cast<size_t>(c1 - c0);
+        float* dst = rows[static_cast<size_t>(from)].data();
+        for (int t = 0; t < n_tok; ++t) {
+            std::copy_n(float_rows_.data() + t * bw, bw, dst + static_cast<size_t>(t) * width + c0);
+        }
+    });
     rows[static_cast<size_t>(rank_)].swap(own_rows_);
-    exchange(header, deadline_ms, [&](int from) { rows[static_cast<size_t>(from)].swap(float_rows_); });
     std::copy_n(rows[0].data(), count, sum);
     for (int r = 1; r < n; ++r) {
         const float* p = rows[static_cast<size_t>(r)].data();

@@ -16,6 +16,14 @@
 // cannot deadlock. Frames small enough to sit in the peer's socket buffers
 // are sent inline; larger ones (prompt batches) from a helper thread while
 // the caller receives.
+//
+// Bands (issue 22's overlap): a partial of a few positions may travel as
+// several frames, each a band of columns [c0, c1) of every position, sent by
+// send_band as soon as the product has computed it, so the transfer of the
+// first bands overlaps the product of the last. A receiver takes any tiling
+// of [0, width) in ascending order (each frame's pos0 is its band's first
+// column); the sum does not depend on it, so exact stays exact and fast
+// rounds each Q8_0 block as a whole frame would.
 #pragma once
 
 #include "cluster/tp_messages.h"
@@ -43,13 +51,26 @@ public:
     PartialExchange(int rank, std::vector<ExchangePeer> peers, bool exact);
 
     int rank() const { return rank_; }
+    // How many bands a sync of n_tok positions of `width` is cut into: the
+    // bands asked for (set_bands, default 1: whole partials), or one when
+    // the sync is too large for every band to go out inline (prompt
+    // batches). Bands pay where a partial takes long on the wire: each band
+    // costs a frame's fixed cost (~20 us here on loopback TCP, sealed) and
+    // saves the transfer of the bands before the last while the product
+    // goes on (benchmarks/exchange_bench.cpp, README "Tensor parallel").
+    void set_bands(int bands) { bands_ = std::max(1, bands); }
+    int bands_for(int n_tok, int width) const;
+    // Sends columns [c0, c1) of every position of this rank's partial of
+    // step `step` to every peer, before exact_sum or fast_sum of the same
+    // step; bands go in order from column 0.
+    void send_band(uint32_t step, int n_tok, int width, const double* partial, int c0, int c1);
     int n_ranks() const { return static_cast<int>(peers_.size()); }
     bool exact() const { return exact_; }
 
     // Every rank calls this with its own partial of the same step (layer
-    // tells attention from FFN: 2 * layer + 0/1). Exact: `partial` becomes
-    // the sum of every rank's. Fast: `sum` gets the sum of every rank's
-    // rounded partial. A peer that sends nothing within deadline_ms, fails or
+    // tells attention from FFN: 2 * layer + 0/1); what send_band has not sent
+    // of it goes now. Exact: `partial` becomes the sum of every rank's. Fast:
+    // `sum` gets the sum of every rank's rounded partial. A peer that sends nothing within deadline_ms, fails or
     // sends a malformed or non-finite partial is named in the Error.
     void exact_sum(uint32_t step, int n_tok, int width, double* partial, int deadline_ms);
     void fast_sum(uint32_t step, int n_tok, int width, const double* partial, float* sum, int deadline_ms);
@@ -64,20 +85,32 @@ public:
     uint64_t exchanges() const { return exchanges_; }
 
 private:
-    // Encoded own partial in message_; sends it to every peer, receives
-    // every peer's (each decoded by `take` as it arrives).
+    // Sends what is left of this rank's partial (all of it as one frame, on
+    // a helper thread when large, or the columns after the last band), then
+    // receives every peer's bands, each decoded and handed to take(from, c0,
+    // c1) (rows in exact_rows_ or float_rows_) as it arrives.
     template <class Take>
-    void exchange(const StepHeader& header, int deadline_ms, Take take);
+    void exchange(const StepHeader& whole, const double* partial, int deadline_ms, Take take);
+    // Encodes columns [c0, c1) of every position into message_.
+    void encode_band(const StepHeader& whole, const double* partial, int c0, int c1);
     void send_ring();
-    // Receives `from`'s partial; `pending` are the peers due after it (to
-    // tell, on a timeout, which one stalled).
-    void receive(int from, std::span<const int> pending, const StepHeader& header, int deadline_ms);
+    // Receives `from`'s next band of the sync `whole`, starting at column
+    // c0; `pending` are the peers due after it (to tell, on a timeout, which
+    // one stalled). Returns the band's header.
+    StepHeader receive(int from, std::span<const int> pending, const StepHeader& whole, int c0, double deadline);
 
     int rank_;
     std::vector<ExchangePeer> peers_;
     std::vector<int> order_;  // the peers in receiving order: rank - 1, rank - 2, ... (mod N)
     bool exact_;
     std::vector<PeerStats> stats_;
+    int bands_ = 1;
+    // The sync whose bands are on their way: its step and how many of its
+    // columns have been sent (0: none).
+    uint32_t band_step_ = 0;
+    int band_n_tok_ = 0, band_width_ = 0, sent_cols_ = 0;
+    std::vector<double> band_rows_;
+    std::vector<float> band_floats_;
     std::vector<uint8_t> message_;
     Frame frame_;
     std::vector<double> exact_rows_;

@@ -135,6 +135,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
         m.mesh_token = f.string("mesh_token", 32);
         if (!is_token(m.mesh_token)) throw make_error("{}: assign carries no valid session token", peer);
         m.row_budget_ms = f.number("row_budget_ms", 0.0, 1e7, 0.0);
+        if (f.has("partial_bands")) m.partial_bands = static_cast<int>(f.integer("partial_bands", 1, kMaxPartialBands));
     }
     return m;
 }

@@ -55,7 +55,10 @@ struct AssignMessage {
     std::vector<HostPort> mesh;
     std::string mesh_token;
     double row_budget_ms = 0.0;
+    int partial_bands = 1;  // bands each partial is sent in (PartialExchange::set_bands)
 };
+
+constexpr int kMaxPartialBands = 16;
 
 // A KV cache type as the assign message names it ("f16", "q8_0"), and back;
 // a name that is not a cache type is an error naming the peer.

@@ -154,6 +154,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                        {"mesh", mesh},
                        {"mesh_token", token},
                        {"row_budget_ms", row_budget_ms_},
+                       {"partial_bands", std::max(1, config.partial_bands)},
                        {"shm", i < links.size() && links[i] != nullptr}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (config.forward.track_attention) assign["track_attention"] = true;
@@ -186,6 +187,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         peers[i + 1] = {channels_[i].get(), worker_name(ranks_[i + 1].address, i + 1), nullptr};
     }
     exchange_ = std::make_unique<PartialExchange>(0, std::move(peers), !config.fast);
+    exchange_->set_bands(config.partial_bands);
     direct_sent_.assign(n_ranks, 0);
     direct_received_.assign(n_ranks, 0);
     for (size_t r = 1; r < n_ranks; ++r) {

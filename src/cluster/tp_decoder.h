@@ -41,6 +41,7 @@ struct TpConfig {
     // A worker that sends heartbeats but no result for this long is dropped
     // (0: sized from the worker's measured speed and the batch).
     int step_timeout_ms = 0;
+    int partial_bands = 1;  // bands each partial is sent in, as the product computes them (PartialExchange::set_bands)
     // A worker on this host (loopback address) is offered a shared-memory
     // link for its frames (net/shm_link.h); false keeps every rank on TCP.
     bool shared_memory = true;

@@ -15,9 +15,23 @@ void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, s
         s.partial.resize(n);
     }
     const Slice& slice = forward.slice();
+    // Each band of a partial goes to the peers as soon as the product has
+    // it (PartialExchange::send_band); the sink is gone when this returns.
+    uint32_t step = 0;
+    struct SinkGuard {
+        SliceForward& f;
+        ~SinkGuard() { f.set_partial_bands(1, nullptr); }
+    } guard{forward};
+    const int bands = exchange.bands_for(n_tok, n_embd);
+    if (bands > 1) {
+        forward.set_partial_bands(bands, [&](int c0, int c1) {
+            exchange.send_band(step, n_tok, n_embd, s.partial.data(), c0, c1);
+        });
+    }
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         for (int part = 0; part < 2; ++part) {
             const double start = now_seconds();
+            step = static_cast<uint32_t>(2 * layer + part);
             if (part == 0) {
                 forward.norm_attention_input(layer, x, s.h.data(), n_tok);
                 forward.attention_partial(layer, s.h.data(), runs, s.partial.data());
@@ -26,7 +40,6 @@ void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, s
                 forward.ffn_partial(layer, s.h.data(), n_tok, s.partial.data());
             }
             const double computed = now_seconds();
-            const auto step = static_cast<uint32_t>(2 * layer + part);
             if (exchange.exact()) {
                 exchange.exact_sum(step, n_tok, n_embd, s.partial.data(), deadline_ms);
             } else {

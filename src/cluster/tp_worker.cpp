@@ -405,6 +405,7 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
         peers[r] = {mesh[r].get(), fmt::format("worker {} (rank {})", assign.mesh[r - 1].str(), r), nullptr};
     }
     PartialExchange exchange(assign.rank, std::move(peers), exact);
+    exchange.set_bands(assign.partial_bands);
     Heartbeat heartbeat(channel, send_mutex);
     Frame frame;
     for (;;) {

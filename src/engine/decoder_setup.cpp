@@ -164,6 +164,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     tp.shared_memory = !options.tcp_only;
     tp.key = key;
     tp.step_timeout_ms = options.step_timeout_ms;
+    tp.partial_bands = options.partial_bands;
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

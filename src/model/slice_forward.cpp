@@ -465,8 +465,34 @@ void SliceForward::attention_partial(int layer, const float* h, std::span<const 
         }
         if (!single_runs_.empty()) attend_singles(w, layer, single_runs_, single_rows_);
     }
-    matmul_units(w.wo, {0, n_embd, q_begin_, q_width}, activation_for(w.wo, attn_.data(), q_width, n_tok),
-                 units_.wo_cols(hparams_), partial, n_embd, pool_);
+    partial_product(w.wo, n_embd, q_begin_, q_width, activation_for(w.wo, attn_.data(), q_width, n_tok),
+                    units_.wo_cols(hparams_), partial);
+}
+
+void SliceForward::set_partial_bands(int bands, BandSink on_band) {
+    partial_bands_ = std::max(1, bands);
+    on_band_ = std::move(on_band);
+}
+
+void SliceForward::partial_product(const Matrix& w, int64_t n_rows, int64_t col_begin, int64_t n_cols,
+                                   const QuantizedActivation& x, int64_t unit_cols, double* y) {
+    // Bands of whole 64-row runs: every row block (16), weight group (16)
+    // and Q8_0 block of the partial (32) lies inside one band, so each row
+    // comes out as the whole product's and a band rounds as the whole would.
+    constexpr int64_t kBandQuantum = 64;
+    const int64_t quanta = n_rows / kBandQuantum;
+    const int64_t bands = on_band_ ? std::min<int64_t>(partial_bands_, quanta) : 1;
+    if (bands <= 1) {
+        matmul_units(w, {0, n_rows, col_begin, n_cols}, x, unit_cols, y, n_rows, pool_);
+        return;
+    }
+    int64_t r0 = 0;
+    for (int64_t b = 0; b < bands; ++b) {
+        const int64_t r1 = b + 1 == bands ? n_rows : (quanta * (b + 1) / bands) * kBandQuantum;
+        matmul_units(w, {r0, r1, col_begin, n_cols}, x, unit_cols, y + r0, n_rows, pool_);
+        on_band_(static_cast<int>(r0), static_cast<int>(r1));
+        r0 = r1;
+    }
 }
 
 void SliceForward::attend_one(const LayerWeights& w, int layer, int seq, int pos) {
@@ -559,8 +585,8 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* par
                                  {&w.w_up, {s.ffn_begin, s.ffn_end, 0, n_embd}, up_.data(), n_ffn}};
     run_jobs(gate_up, h, n_embd, n_tok);
     new_activations();
-    matmul_units(w.w_down, {0, n_embd, s.ffn_begin, n_ffn}, gated_activation(w.w_down, n_ffn, n_tok),
-                 units_.ffn_channels, partial, n_embd, pool_);
+    partial_product(w.w_down, n_embd, s.ffn_begin, n_ffn, gated_activation(w.w_down, n_ffn, n_tok),
+                    units_.ffn_channels, partial);
 }
 
 const QuantizedActivation& SliceForward::gated_activation(const Matrix& down, int64_t n_ffn, int n_tok) {

@@ -20,6 +20,7 @@
 #include "ops/rope.h"
 #include "util/thread_pool.h"
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -95,6 +96,16 @@ public:
     void attention_partial(int layer, const float* h, std::span<const SeqRun> runs, double* partial);
     // partial[t] = this slice's share of the layer's FFN output.
     void ffn_partial(int layer, const float* h, int n_tok, double* partial);
+    // Partials in bands: while attention_partial and ffn_partial compute
+    // their last product (wo, w_down), they call on_band(c0, c1) each time
+    // columns [c0, c1) of every row of the partial are final, in `bands`
+    // bands of whole 64-column runs (the last one takes the rest), so a
+    // tensor-parallel rank can send each band while the next is computed.
+    // A band's rows are computed as the whole product computes them (row
+    // blocks and groups never straddle a band). bands <= 1 or no sink: one
+    // product, no calls. A slice with no heads or channels calls nothing.
+    using BandSink = std::function<void(int c0, int c1)>;
+    void set_partial_bands(int bands, BandSink on_band);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
@@ -187,6 +198,12 @@ private:
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
     std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, output_;
     std::vector<double> partial_;
+    int partial_bands_ = 1;
+    BandSink on_band_;
+    // y = w's columns `cols` (this slice's share) · x for rows [0, n_rows),
+    // in bands when set_partial_bands asked for them.
+    void partial_product(const Matrix& w, int64_t n_rows, int64_t col_begin, int64_t n_cols,
+                         const QuantizedActivation& x, int64_t unit_cols, double* y);
     std::vector<SeqRun> single_runs_;  // attention_partial's single-position runs
     std::vector<int> single_rows_;     // and their rows
     ReductionUnits units_;

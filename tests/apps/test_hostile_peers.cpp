@@ -635,6 +635,61 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
     }
 }
 
+// Partials in bands (--partial-bands): a worker may send its partial of a
+// step as several frames, each a band of columns [pos0, pos0 + width) in
+// order. A tiling the root did not ask for is still a partial; a band that
+// skips, repeats or overruns columns ends the run naming the worker.
+TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
+    using Bands = std::vector<std::pair<uint32_t, uint32_t>>;  // (first column, width) of each band
+    const auto answer_in = [](Bands bands) {
+        return [bands](FrameChannel& channel, const Frame& step) {
+            if (step.type == static_cast<uint16_t>(TpMessage::kHead)) {
+                // The fake's vocab rows: half of stories260K's 512 at weights 1,1.
+                StepHeader h = test::step_header(step);
+                h.width = 512 - 256;
+                h.format = WireFormat::F32;
+                std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, 0.0f);
+                std::vector<uint8_t> out;
+                encode_step(h, logits.data(), out);
+                return channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+            }
+            const StepHeader whole = test::step_header(step);
+            for (auto [c0, w] : bands) {
+                StepHeader h = whole;
+                h.format = WireFormat::Fixed;
+                h.pos0 = c0;
+                h.width = w == 0 ? whole.width - c0 : w;  // 0: the rest of the row
+                std::vector<double> zeros(static_cast<size_t>(h.width) * h.n_tok, 0.0);
+                std::vector<uint8_t> out;
+                encode_exact_step(h, zeros.data(), out);
+                channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+            }
+        };
+    };
+    {
+        // stories260K's rows are 64 wide: three bands the root did not ask for.
+        FakeWorker fake(nullptr, answer_in({{0, 32}, {32, 16}, {48, 0}}));
+        const test::ProcessResult r = run_root(fake.address_text(), "", {"--recover-ms", "0", "--weights", "1,1"});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+    }
+    const struct {
+        Bands bands;
+        const char* want;
+    } cases[] = {
+        {{{32, 32}}, "columns from 0) was due"},            // skips the first band
+        {{{0, 32}, {0, 32}}, "columns from 32) was due"},   // repeats one
+        {{{0, 32}, {32, 64}}, "values were due"},             // runs past the row
+    };
+    for (const auto& c : cases) {
+        FakeWorker fake(nullptr, answer_in(c.bands));
+        const auto start = std::chrono::steady_clock::now();
+        const test::ProcessResult r = run_root(fake.address_text(), "", {"--recover-ms", "0", "--weights", "1,1"});
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find(c.want), std::string::npos) << r.err;
+        EXPECT_LT(seconds_since(start), 5.0);
+    }
+}
+
 // The pipeline's side of the same finding: stages beat all session long, so
 // a last stage that keeps beating but never sends logits held the root.
 TEST(HostilePeers, RootDropsAPipelineStageThatOnlyBeats) {

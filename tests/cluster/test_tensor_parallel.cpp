@@ -29,7 +29,7 @@ using test::greedy;
 
 std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n, int n_ranks,
                                std::vector<double> weights = {}, bool fast = false,
-                               std::vector<float>* logits = nullptr) {
+                               std::vector<float>* logits = nullptr, int partial_bands = 1) {
     const LlamaModel model(path);
     std::vector<std::unique_ptr<TestWorker>> workers;
     TpConfig config;
@@ -39,6 +39,7 @@ std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_
     }
     config.weights = std::move(weights);
     config.fast = fast;
+    config.partial_bands = partial_bands;
     config.forward.n_ctx = 128;
     config.forward.n_batch = 16;
     config.limits.io_timeout_ms = 3000;
@@ -144,6 +145,27 @@ TEST(TensorParallel, ExactLogitsEqualSingleNodeBitForBit) {
             for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
             EXPECT_EQ(differ, 0u) << quant_type_name(type) << ", " << weights.size() << " ranks";
         }
+    }
+}
+
+// Partials sent in bands as the product computes them (issue 22's overlap):
+// exact stays bit-exact for 2 and 3 ranks; fast rounds each Q8_0 block as a
+// whole frame does, so its logits equal unbanded fast's bit for bit. Bands
+// of uneven width (3 bands of 4 quanta), prompt batches and single steps.
+TEST(TensorParallel, PartialsInBandsGiveTheSameLogitsBitForBit) {
+    const std::string path = gqa_model(QuantType::Q4_0);
+    const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+    std::vector<float> want;
+    local_greedy(path, prompt, 8, &want);
+    for (const std::vector<double>& weights : {std::vector<double>{1, 1}, {1.0, 3.0, 1.0}}) {
+        std::vector<float> got;
+        tp_greedy(path, prompt, 8, static_cast<int>(weights.size()), weights, false, &got, 3);
+        EXPECT_EQ(got, want) << weights.size() << " ranks, exact, 3 bands";
+        std::vector<float> fast_whole, fast_banded;
+        tp_greedy(path, prompt, 8, static_cast<int>(weights.size()), weights, true, &fast_whole, 1);
+        tp_greedy(path, prompt, 8, static_cast<int>(weights.size()), weights, true, &fast_banded, 3);
+        EXPECT_EQ(fast_banded, fast_whole) << weights.size() << " ranks, fast, 3 bands against 1";
+        EXPECT_NE(fast_whole, want) << "fast partials are rounded: a test that cannot tell them apart proves nothing";
     }
 }
 
