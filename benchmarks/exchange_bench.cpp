@@ -7,7 +7,7 @@
 // "o" of benchmarks/tensor_parallel.sh's projection.
 //
 //   exchange_bench [--ranks 2] [--width 4096 | -m MODEL] [--rows 1]
-//                  [--syncs 20000] [--fast] [--plain] [--bands 1]
+//                  [--syncs 20000] [--fast] [--plain] [--bands 1] [--reduce-scatter]
 //
 // Prints the median over 5 rounds of microseconds per sync and the bytes
 // each rank sent per sync. Partials are random values of a real residual
@@ -37,7 +37,7 @@ namespace {
 
 struct Options {
     int ranks = 2, width = 4096, rows = 1, syncs = 20000, bands = 1;
-    bool fast = false, plain = false;
+    bool fast = false, plain = false, reduce_scatter = false;
 };
 
 // Keys of the direction from -> to: any fixed bytes do, as long as both ends
@@ -84,6 +84,7 @@ int run_rank(int rank, const Options& o, std::vector<std::unique_ptr<TcpListener
     }
     PartialExchange exchange(rank, std::move(peers), !o.fast);
     exchange.set_bands(o.bands);
+    if (o.reduce_scatter) exchange.set_topology(PartialTopology::kReduceScatter);
 
     const size_t n = static_cast<size_t>(o.rows) * o.width;
     Rng rng(1234 + static_cast<uint64_t>(rank));
@@ -117,9 +118,10 @@ int run_rank(int rank, const Options& o, std::vector<std::unique_ptr<TcpListener
         std::sort(per_sync_us.begin(), per_sync_us.end());
         uint64_t sent = 0;
         for (const auto& p : exchange.peer_stats()) sent += p.bytes_sent;
-        std::printf("%d ranks, %d x %d, %s, %s, %d band%s: %.1f us per sync (median of 5 rounds; %.1f..%.1f), "
+        std::printf("%d ranks, %d x %d, %s%s, %s, %d band%s: %.1f us per sync (median of 5 rounds; %.1f..%.1f), "
                     "%.0f bytes sent per sync per rank\n",
                     o.ranks, o.rows, o.width, o.fast ? "fast (Q8_0)" : "exact (packed fixed point)",
+                    o.reduce_scatter ? ", reduce-scatter" : "",
                     o.plain ? "plain" : "sealed", o.bands, o.bands == 1 ? "" : "s", per_sync_us[2],
                     per_sync_us.front(), per_sync_us.back(), static_cast<double>(sent) / step);
     }
@@ -138,6 +140,7 @@ int run(int argc, char** argv) {
     app.add_option("--bands", o.bands)->check(CLI::Range(1, 16));
     app.add_flag("--fast", o.fast, "Q8_0 partials (else exact packed fixed point)");
     app.add_flag("--plain", o.plain, "unsealed frames (else ChaCha20-Poly1305)");
+    app.add_flag("--reduce-scatter", o.reduce_scatter, "the reduce-scatter exchange (exact only; else all-to-all)");
     CLI11_PARSE(app, argc, argv);
     if (!model.empty()) o.width = static_cast<int>(LlamaModel(model).hparams().n_embd);
     std::vector<std::unique_ptr<TcpListener>> listeners;

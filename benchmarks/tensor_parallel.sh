@@ -11,8 +11,9 @@
 #      worker since this kernel has no netem): 2 and 3 nodes at 1 Gbit/0.1 ms
 #      and 100 Mbit/1 ms round trip.
 #   3. projected tok/s for 2, 4 and 8 separate machines like this one, from the
-#      measured compute time per token, the measured cost of a sync and the
-#      bytes of a partial (the ranks exchange partials directly).
+#      measured compute time per token, the measured cost of a sync
+#      (exchange_bench) and the bytes of a partial: all-to-all (the ranks
+#      exchange partials directly) and, for exact, reduce-scatter.
 #   4. the sealed wire's cost: sealed/plain generation ratio over loopback TCP
 #      (--local 2 --tcp against a keyless loopback worker over --tcp) and
 #      across namespaces at 1 Gbit, the key handshake's time, and the time a
@@ -264,12 +265,16 @@ import re
 T = 1.0 / tg(single)
 S = local2["tp"]["syncs_per_token"]
 o_wait = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
-for label, j in (("exact", local2), ("fast", fast)):
+# With --exchange reduce-scatter (exact) each sync is two hops, and each
+# node's link carries 2 (N - 1) / N of a partial instead of N - 1 partials:
+#   syncs = S * (2 o + rtt + 2 P (N - 1) / (N * bandwidth))
+for label, j, topology in (("exact", local2, "all-to-all"), ("exact", local2, "reduce-scatter"),
+                           ("fast", fast, "all-to-all")):
     xb = open(os.path.join(work, f"xb-{label}.txt")).read()
     print(f"\nexchange_bench: {xb.strip()}")
     o = float(re.search(r"([0-9.]+) us per sync", xb).group(1)) / 1e6
     P = j["tp"]["wire_bytes_per_token_per_worker"] / 2 / S  # one direction, per sync
-    print(f"== projected tok/s, N machines like this one ({label}; sync overhead {o * 1e6:.0f} us alone, "
+    print(f"== projected tok/s, N machines like this one ({label}, {topology}; sync overhead {o * 1e6:.0f} us alone, "
           f"{o_wait * 1e6:.0f} us waited per sync on loopback TCP; {P / 1024:.1f} KiB per partial; ratio to one node "
           f"in brackets) ==")
     print("network               N=1             N=2             N=4             N=8")
@@ -279,8 +284,10 @@ for label, j in (("exact", local2), ("fast", fast)):
         cells = []
         for n in (1, 2, 4, 8):
             t = T / n
-            if n > 1:
+            if n > 1 and topology == "all-to-all":
                 t += S * (o + half + P * (n - 1) / bw) + 2 * half + o
+            elif n > 1:
+                t += S * (2 * o + 2 * half + 2 * P * (n - 1) / (n * bw)) + 2 * half + o
             cells.append(f"{1 / t:7.2f} ({T / t:4.2f}x)")
         print(f"{rate:>5} Mbit/{rtt:>4} ms  " + " ".join(cells))
 PY

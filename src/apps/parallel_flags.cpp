@@ -36,6 +36,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "Drop a worker that sends heartbeats but no result for this long (default: sized from its measured "
                     "speed)")
         ->check(CLI::Range(0, 3600000));
+    cmd->add_option("--exchange", o.exchange,
+                    "Tensor parallel: how the ranks sum their partials: all-to-all (one hop, every partial to every "
+                    "rank), reduce-scatter (two hops, 2(N-1)/N of a partial per link; exact only) or auto "
+                    "(reduce-scatter for exact partials from 4 ranks)")
+        ->check(CLI::IsMember({"auto", "all-to-all", "reduce-scatter"}));
     cmd->add_option("--partial-bands", o.partial_bands,
                     "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "
                     "it, so its transfer overlaps the rest of the product (for slow links; each band costs a frame)")

@@ -5,6 +5,7 @@
 #include "util/timer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <thread>
 
@@ -18,7 +19,55 @@ namespace {
 // owners) and a shared-memory ring (512 KiB).
 constexpr size_t kInlineFrameBytes = 96u << 10;
 
+// The header of columns [c0, c1) of every position of the sync `whole`.
+StepHeader band_header(const StepHeader& whole, int c0, int c1) {
+    StepHeader band = whole;
+    band.pos0 = static_cast<uint32_t>(c0);  // a partial's pos0: its band's first column
+    band.width = static_cast<uint32_t>(c1 - c0);
+    return band;
+}
+
+// Columns [c0, c1) of every position of an exact partial, encoded as one
+// band into out; scratch holds the gathered rows.
+void encode_exact_columns(const StepHeader& whole, const double* partial, int c0, int c1, std::vector<double>& scratch,
+                          std::vector<uint8_t>& out) {
+    const int n_tok = static_cast<int>(whole.n_tok);
+    const int width = static_cast<int>(whole.width);
+    const StepHeader band = band_header(whole, c0, c1);
+    const size_t bw = static_cast<size_t>(c1 - c0);
+    const double* rows = partial;
+    if (bw != static_cast<size_t>(width)) {
+        scratch.resize(bw * n_tok);
+        for (int t = 0; t < n_tok; ++t) {
+            std::copy_n(partial + static_cast<size_t>(t) * width + c0, bw, scratch.data() + t * bw);
+        }
+        rows = scratch.data();
+    }
+    encode_exact_step(band, rows, out);
+}
+
+// Sums of every rank's units travel as packed integers too; fixed_rows.h
+// holds values up to 2^19, far beyond any real activation. A sum past it
+// means the model's activations overflow: an error, not a wrong encoding.
+void require_encodable_sums(const double* partial, int n_tok, int width, int c0, int c1) {
+    constexpr double kMax = 524288.0;  // 2^19
+    for (int t = 0; t < n_tok; ++t) {
+        for (int j = c0; j < c1; ++j) {
+            const double v = partial[static_cast<size_t>(t) * width + j];
+            if (!(std::fabs(v) <= kMax)) {
+                throw make_error("an exact sum of {} at column {} is beyond 2^19: the model's activations overflow", v, j);
+            }
+        }
+    }
+}
+
 }  // namespace
+
+PartialTopology auto_topology(int n_ranks, bool exact) {
+    return exact && n_ranks >= 4 ? PartialTopology::kReduceScatter : PartialTopology::kAllToAll;
+}
+
+
 
 int exchange_deadline_ms(int io_timeout_ms, double row_budget_ms, int n_tok) {
     return io_timeout_ms + static_cast<int>(std::min(1e8, row_budget_ms * n_tok));
@@ -42,28 +91,35 @@ int PartialExchange::bands_for(int n_tok, int width) const {
     // bytes a value: fixed_rows.h's widest block, or Q8_0/F16).
     constexpr uint64_t kMaxBytesPerValue = 8;
     if (static_cast<uint64_t>(n_tok) * static_cast<uint64_t>(width) * kMaxBytesPerValue > kInlineFrameBytes) return 1;
-    return bands_;
+    return topology_ == PartialTopology::kAllToAll ? bands_ : 1;
+}
+
+void PartialExchange::set_topology(PartialTopology topology) {
+    if (topology == PartialTopology::kReduceScatter && !exact_) {
+        throw make_error("the reduce-scatter exchange needs exact partials (not --fast)");
+    }
+    topology_ = topology;
+}
+
+int PartialExchange::segment_begin(int j, int width) const {
+    // Whole Q8_0-sized blocks of 32 columns per segment where the width has
+    // them (the last takes the rest); a segment may be empty.
+    const int n = n_ranks();
+    if (j >= n) return width;
+    const int blocks = width / 32;
+    return blocks > 0 ? static_cast<int>(static_cast<int64_t>(blocks) * j / n) * 32
+                      : static_cast<int>(static_cast<int64_t>(width) * j / n);
 }
 
 void PartialExchange::encode_band(const StepHeader& whole, const double* partial, int c0, int c1) {
-    const int n_tok = static_cast<int>(whole.n_tok);
-    const int width = static_cast<int>(whole.width);
-    StepHeader band = whole;
-    band.pos0 = static_cast<uint32_t>(c0);  // a partial's pos0: its band's first column
-    band.width = static_cast<uint32_t>(c1 - c0);
-    const size_t bw = static_cast<size_t>(c1 - c0);
     if (exact_) {
-        const double* rows = partial;
-        if (bw != static_cast<size_t>(width)) {
-            band_rows_.resize(bw * n_tok);
-            for (int t = 0; t < n_tok; ++t) {
-                std::copy_n(partial + static_cast<size_t>(t) * width + c0, bw, band_rows_.data() + t * bw);
-            }
-            rows = band_rows_.data();
-        }
-        encode_exact_step(band, rows, message_);
+        encode_exact_columns(whole, partial, c0, c1, band_rows_, message_);
         return;
     }
+    const int n_tok = static_cast<int>(whole.n_tok);
+    const int width = static_cast<int>(whole.width);
+    const StepHeader band = band_header(whole, c0, c1);
+    const size_t bw = static_cast<size_t>(c1 - c0);
     band_floats_.resize(bw * n_tok);
     for (int t = 0; t < n_tok; ++t) {
         for (size_t j = 0; j < bw; ++j) {
@@ -99,25 +155,26 @@ void PartialExchange::send_band(uint32_t step, int n_tok, int width, const doubl
 
 void PartialExchange::send_ring() {
     const int n = n_ranks();
-    for (int k = 1; k < n; ++k) {
-        const int to = (rank_ + k) % n;
-        ExchangePeer& p = peers_[static_cast<size_t>(to)];
-        try {
-            if (p.send_mutex != nullptr) {
-                std::lock_guard<std::mutex> lock(*p.send_mutex);
-                p.channel->send(static_cast<uint16_t>(TpMessage::kPartial), message_);
-            } else {
-                p.channel->send(static_cast<uint16_t>(TpMessage::kPartial), message_);
-            }
-        } catch (const Error& e) {
-            throw make_error("{}: {}", p.name, e.what());
+    for (int k = 1; k < n; ++k) send_to((rank_ + k) % n, message_);
+}
+
+void PartialExchange::send_to(int to, const std::vector<uint8_t>& message) {
+    ExchangePeer& p = peers_[static_cast<size_t>(to)];
+    try {
+        if (p.send_mutex != nullptr) {
+            std::lock_guard<std::mutex> lock(*p.send_mutex);
+            p.channel->send(static_cast<uint16_t>(TpMessage::kPartial), message);
+        } else {
+            p.channel->send(static_cast<uint16_t>(TpMessage::kPartial), message);
         }
-        stats_[static_cast<size_t>(to)].bytes_sent += message_.size();
+    } catch (const Error& e) {
+        throw make_error("{}: {}", p.name, e.what());
     }
+    stats_[static_cast<size_t>(to)].bytes_sent += message.size();
 }
 
 StepHeader PartialExchange::receive(int from, std::span<const int> pending, const StepHeader& whole, int c0,
-                                    double deadline) {
+                                    int c_end, double deadline) {
     ExchangePeer& p = peers_[static_cast<size_t>(from)];
     const int deadline_ms = static_cast<int>(std::lround((deadline - now_seconds()) * 1e3));
     bool beating = false;
@@ -153,19 +210,30 @@ StepHeader PartialExchange::receive(int from, std::span<const int> pending, cons
         }
         if (type == TpMessage::kError) parse_json_message(frame_, TpMessage::kPartial, p.name);  // throws "failed: ..."
         if (type != TpMessage::kPartial) throw make_error("{}: unexpected {} message", p.name, tp_message_name(frame_.type));
-        const uint64_t left_values = static_cast<uint64_t>(whole.n_tok) * (whole.width - static_cast<uint32_t>(c0));
+        const uint64_t left_values = static_cast<uint64_t>(whole.n_tok) * static_cast<uint32_t>(c_end - c0);
         const StepHeader got = exact_ ? decode_exact_step(frame_.payload, exact_rows_, p.name.c_str(), left_values)
                                       : decode_step(frame_.payload, float_rows_, p.name.c_str());
         if (got.layer != whole.layer || got.n_tok != whole.n_tok || got.pos0 != static_cast<uint32_t>(c0) ||
-            got.width == 0 || got.width > whole.width - static_cast<uint32_t>(c0)) {
-            throw make_error("{}: partial for step {} ({} rows of columns [{}, {})) where step {} ({} rows of {} "
-                             "columns from {}) was due",
+            got.width == 0 || got.width > static_cast<uint32_t>(c_end - c0)) {
+            throw make_error("{}: partial for step {} ({} rows of columns [{}, {})) where step {} ({} rows of "
+                             "columns from {} to at most {}) was due",
                              p.name, got.layer, got.n_tok, got.pos0, static_cast<uint64_t>(got.pos0) + got.width,
-                             whole.layer, whole.n_tok, whole.width, c0);
+                             whole.layer, whole.n_tok, c0, c_end);
         }
         if (exact_) require_finite(exact_rows_.data(), exact_rows_.size(), p.name);
         else require_finite(float_rows_.data(), float_rows_.size(), p.name);
         return got;
+    }
+}
+
+template <class Take>
+void PartialExchange::receive_columns(int from, std::span<const int> pending, const StepHeader& whole, int c0, int c1,
+                                      double deadline, Take take) {
+    while (c0 < c1) {
+        const StepHeader band = receive(from, pending, whole, c0, c1, deadline);
+        const int end = c0 + static_cast<int>(band.width);
+        take(from, c0, end);
+        c0 = end;
     }
 }
 
@@ -180,12 +248,7 @@ void PartialExchange::exchange(const StepHeader& whole, const double* partial, i
             const int from = order_[static_cast<size_t>(k - 1)];
             const double deadline = now_seconds() + deadline_ms * 1e-3;
             const auto pending = std::span<const int>(order_).subspan(static_cast<size_t>(k));
-            for (int c0 = 0; c0 < width;) {
-                const StepHeader band = receive(from, pending, whole, c0, deadline);
-                const int c1 = c0 + static_cast<int>(band.width);
-                take(from, c0, c1);
-                c0 = c1;
-            }
+            receive_columns(from, pending, whole, 0, width, deadline, take);
             stats_[static_cast<size_t>(from)].partials++;
             stats_[static_cast<size_t>(from)].arrival_seconds = now_seconds();
         }
@@ -235,6 +298,7 @@ void PartialExchange::exchange(const StepHeader& whole, const double* partial, i
 void PartialExchange::exact_sum(uint32_t step, int n_tok, int width, double* partial, int deadline_ms) {
     if (!exact_) throw make_error("internal: an exact sum on a fast exchange");
     const StepHeader whole{step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), WireFormat::Fixed};
+    if (topology_ == PartialTopology::kReduceScatter) return reduce_scatter_sum(whole, partial, deadline_ms);
     // Exact sums: the order of the additions does not matter.
     exchange(whole, partial, deadline_ms, [&](int, int c0, int c1) {
         const size_t bw = static_cast<size_t>(c1 - c0);
@@ -273,6 +337,100 @@ void PartialExchange::fast_sum(uint32_t step, int n_tok, int width, const double
         for (size_t j = 0; j < count; ++j) sum[j] += p[j];
     }
     own_rows_.swap(rows[static_cast<size_t>(rank_)]);
+}
+
+void PartialExchange::reduce_scatter_sum(const StepHeader& whole, double* partial, int deadline_ms) {
+    if (sent_cols_ != 0) throw make_error("internal: bands sent on a reduce-scatter exchange");
+    const int n = n_ranks();
+    const int n_tok = static_cast<int>(whole.n_tok);
+    const int width = static_cast<int>(whole.width);
+    const int own0 = segment_begin(rank_, width), own1 = segment_begin(rank_ + 1, width);
+    ++exchanges_;
+    const double start = now_seconds();
+    // Sends in ring order (rank + 1, rank + 2, ...), receives in reverse, as
+    // the all-to-all does, so neither phase can deadlock; frames too large
+    // for the peers' buffers go from a helper thread while this one receives.
+    const bool threaded =
+        static_cast<uint64_t>(n_tok) * static_cast<uint64_t>(width / n + 32) * 8 > kInlineFrameBytes;
+    const auto phase = [&](auto send_all, auto receive_all) {
+        if (!threaded) {
+            send_all(band_rows_, message_);
+            receive_all();
+            return;
+        }
+        std::exception_ptr send_error;
+        std::thread sender([&] {
+            try {
+                std::vector<double> scratch;
+                std::vector<uint8_t> out;
+                send_all(scratch, out);
+            } catch (...) {
+                send_error = std::current_exception();
+            }
+        });
+        try {
+            receive_all();
+        } catch (...) {
+            sender.join();
+            throw;
+        }
+        sender.join();
+        if (send_error) std::rethrow_exception(send_error);
+    };
+    const auto each_peer = [&](auto body) {
+        for (int k = 1; k < n; ++k) {
+            body(order_[static_cast<size_t>(k - 1)], std::span<const int>(order_).subspan(static_cast<size_t>(k)));
+        }
+    };
+    // 1. Segment j of this rank's partial to rank j; each peer's share of
+    //    this rank's segment added in (the order of exact sums is free).
+    phase(
+        [&](std::vector<double>& scratch, std::vector<uint8_t>& out) {
+            for (int k = 1; k < n; ++k) {
+                const int to = (rank_ + k) % n;
+                const int c0 = segment_begin(to, width), c1 = segment_begin(to + 1, width);
+                if (c1 == c0) continue;
+                encode_exact_columns(whole, partial, c0, c1, scratch, out);
+                send_to(to, out);
+            }
+        },
+        [&] {
+            const double deadline = now_seconds() + deadline_ms * 1e-3;
+            each_peer([&](int from, std::span<const int> pending) {
+                receive_columns(from, pending, whole, own0, own1, deadline, [&](int, int c0, int c1) {
+                    const size_t bw = static_cast<size_t>(c1 - c0);
+                    for (int t = 0; t < n_tok; ++t) {
+                        double* row = partial + static_cast<size_t>(t) * width + c0;
+                        for (size_t j = 0; j < bw; ++j) row[j] += exact_rows_[t * bw + j];
+                    }
+                });
+            });
+        });
+    // 2. This rank's segment, now the sum of every rank's, to every peer;
+    //    theirs in place of this rank's shares of them.
+    require_encodable_sums(partial, n_tok, width, own0, own1);
+    phase(
+        [&](std::vector<double>& scratch, std::vector<uint8_t>& out) {
+            if (own1 == own0) return;
+            encode_exact_columns(whole, partial, own0, own1, scratch, out);
+            for (int k = 1; k < n; ++k) send_to((rank_ + k) % n, out);
+        },
+        [&] {
+            const double deadline = now_seconds() + deadline_ms * 1e-3;
+            each_peer([&](int from, std::span<const int> pending) {
+                receive_columns(from, pending, whole, segment_begin(from, width), segment_begin(from + 1, width),
+                                deadline, [&](int, int c0, int c1) {
+                                    const size_t bw = static_cast<size_t>(c1 - c0);
+                                    for (int t = 0; t < n_tok; ++t) {
+                                        std::copy_n(exact_rows_.data() + t * bw, bw,
+                                                    partial + static_cast<size_t>(t) * width + c0);
+                                    }
+                                });
+                stats_[static_cast<size_t>(from)].partials++;
+                stats_[static_cast<size_t>(from)].arrival_seconds = now_seconds();
+            });
+        });
+    wait_seconds_ += now_seconds() - start;
 }
 
 }  // namespace tessera

@@ -17,6 +17,15 @@
 // are sent inline; larger ones (prompt batches) from a helper thread while
 // the caller receives.
 //
+// Reduce-scatter (exact only, PartialTopology::kReduceScatter): the columns
+// are cut into one segment per rank; each rank sends segment j of its
+// partial to rank j only, adds the segments it receives into its own, then
+// sends its segment's total to every peer: two hops, but each link carries
+// 2 (N - 1) / N of a partial instead of N - 1 partials, which pays from
+// about four ranks (benchmarks/tensor_parallel.sh's projection). The totals
+// are the same fixed-point sums, so every rank still holds the single
+// node's bits.
+//
 // Bands (issue 22's overlap): a partial of a few positions may travel as
 // several frames, each a band of columns [c0, c1) of every position, sent by
 // send_band as soon as the product has computed it, so the transfer of the
@@ -30,6 +39,7 @@
 #include "net/channel.h"
 
 #include <mutex>
+#include <string>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +55,12 @@ struct ExchangePeer {
     std::mutex* send_mutex = nullptr; // held around sends when a heartbeat shares the channel
 };
 
+// The topology a group of n_ranks uses when none is asked for: with
+// exact partials from four ranks on, the reduce-scatter's fewer bytes per
+// link outweigh its second hop on 1 Gbit and slower links (the projection of
+// benchmarks/tensor_parallel.sh); fast partials always go all-to-all.
+PartialTopology auto_topology(int n_ranks, bool exact);
+
 class PartialExchange {
 public:
     // peers[r] for every rank r of the group, this rank's entry with no channel.
@@ -59,6 +75,10 @@ public:
     // saves the transfer of the bands before the last while the product
     // goes on (benchmarks/exchange_bench.cpp, README "Tensor parallel").
     void set_bands(int bands) { bands_ = std::max(1, bands); }
+    // Reduce-scatter needs exact partials (an Error otherwise); bands are
+    // not used with it.
+    void set_topology(PartialTopology topology);
+    PartialTopology topology() const { return topology_; }
     int bands_for(int n_tok, int width) const;
     // Sends columns [c0, c1) of every position of this rank's partial of
     // step `step` to every peer, before exact_sum or fast_sum of the same
@@ -94,10 +114,20 @@ private:
     // Encodes columns [c0, c1) of every position into message_.
     void encode_band(const StepHeader& whole, const double* partial, int c0, int c1);
     void send_ring();
+    void send_to(int to, const std::vector<uint8_t>& message);
     // Receives `from`'s next band of the sync `whole`, starting at column
-    // c0; `pending` are the peers due after it (to tell, on a timeout, which
-    // one stalled). Returns the band's header.
-    StepHeader receive(int from, std::span<const int> pending, const StepHeader& whole, int c0, double deadline);
+    // c0 and ending at most at c_end; `pending` are the peers due after it
+    // (to tell, on a timeout, which one stalled). Returns the band's header.
+    StepHeader receive(int from, std::span<const int> pending, const StepHeader& whole, int c0, int c_end,
+                       double deadline);
+    // Receives `from`'s bands until they tile [c0, c1), each handed to
+    // take(from, c0, c1) with its rows in exact_rows_ / float_rows_.
+    template <class Take>
+    void receive_columns(int from, std::span<const int> pending, const StepHeader& whole, int c0, int c1,
+                         double deadline, Take take);
+    void reduce_scatter_sum(const StepHeader& whole, double* partial, int deadline_ms);
+    // Segment j's first column under reduce-scatter (segment_begin(N) = width).
+    int segment_begin(int j, int width) const;
 
     int rank_;
     std::vector<ExchangePeer> peers_;
@@ -105,6 +135,7 @@ private:
     bool exact_;
     std::vector<PeerStats> stats_;
     int bands_ = 1;
+    PartialTopology topology_ = PartialTopology::kAllToAll;
     // The sync whose bands are on their way: its step and how many of its
     // columns have been sent (0: none).
     uint32_t band_step_ = 0;

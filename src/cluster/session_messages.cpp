@@ -136,6 +136,17 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
         if (!is_token(m.mesh_token)) throw make_error("{}: assign carries no valid session token", peer);
         m.row_budget_ms = f.number("row_budget_ms", 0.0, 1e7, 0.0);
         if (f.has("partial_bands")) m.partial_bands = static_cast<int>(f.integer("partial_bands", 1, kMaxPartialBands));
+        if (f.has("exchange")) {
+            const std::string name = f.string("exchange", 32);
+            try {
+                m.topology = parse_partial_topology(name);
+            } catch (const Error& e) {
+                throw make_error("{}: {}", peer, e.what());
+            }
+            if (m.topology == PartialTopology::kReduceScatter && m.partial_format != WireFormat::Fixed) {
+                throw make_error("{}: a reduce-scatter exchange of partials that are not exact", peer);
+            }
+        }
     }
     return m;
 }

@@ -56,6 +56,7 @@ struct AssignMessage {
     std::string mesh_token;
     double row_budget_ms = 0.0;
     int partial_bands = 1;  // bands each partial is sent in (PartialExchange::set_bands)
+    PartialTopology topology = PartialTopology::kAllToAll;  // "exchange"
 };
 
 constexpr int kMaxPartialBands = 16;

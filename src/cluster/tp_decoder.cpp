@@ -38,6 +38,10 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         throw make_error("{} weights given for {} ranks (the root and {} workers)", config.weights.size(), n_ranks,
                          config.workers.size());
     }
+    if (config.topology == PartialTopology::kReduceScatter && config.fast) {
+        throw make_error("--exchange reduce-scatter needs exact partials (not --fast)");
+    }
+    const PartialTopology topology = config.topology.value_or(auto_topology(static_cast<int>(n_ranks), !config.fast));
     ranks_.resize(n_ranks);
     ranks_[0].address = "root";
     ranks_[0].free_memory = available_memory_bytes();
@@ -155,6 +159,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                        {"mesh_token", token},
                        {"row_budget_ms", row_budget_ms_},
                        {"partial_bands", std::max(1, config.partial_bands)},
+                       {"exchange", partial_topology_name(topology)},
                        {"shm", i < links.size() && links[i] != nullptr}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (config.forward.track_attention) assign["track_attention"] = true;
@@ -188,6 +193,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     exchange_ = std::make_unique<PartialExchange>(0, std::move(peers), !config.fast);
     exchange_->set_bands(config.partial_bands);
+    exchange_->set_topology(topology);
     direct_sent_.assign(n_ranks, 0);
     direct_received_.assign(n_ranks, 0);
     for (size_t r = 1; r < n_ranks; ++r) {

@@ -23,6 +23,7 @@
 #include "util/thread_pool.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct TpConfig {
     // A worker that sends heartbeats but no result for this long is dropped
     // (0: sized from the worker's measured speed and the batch).
     int step_timeout_ms = 0;
+    // How the ranks sum their partials (partial_exchange.h); none: chosen by
+    // auto_topology (reduce-scatter for exact partials on 4 ranks or more).
+    std::optional<PartialTopology> topology;
     int partial_bands = 1;  // bands each partial is sent in, as the product computes them (PartialExchange::set_bands)
     // A worker on this host (loopback address) is offered a shared-memory
     // link for its frames (net/shm_link.h); false keeps every rank on TCP.

@@ -124,6 +124,16 @@ const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const
 }
 }  // namespace
 
+const char* partial_topology_name(PartialTopology t) {
+    return t == PartialTopology::kReduceScatter ? "reduce-scatter" : "all-to-all";
+}
+
+PartialTopology parse_partial_topology(const std::string& name) {
+    if (name == "all-to-all") return PartialTopology::kAllToAll;
+    if (name == "reduce-scatter") return PartialTopology::kReduceScatter;
+    throw make_error("unknown exchange '{}' (all-to-all or reduce-scatter)", name);
+}
+
 void encode_exact_step(const StepHeader& h, const double* rows, std::vector<uint8_t>& out) {
     if (h.format != WireFormat::Fixed) throw make_error("internal: exact rows encoded as {}", wire_format_name(h.format));
     begin_step(h, out);

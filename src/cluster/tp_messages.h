@@ -85,6 +85,13 @@ const char* wire_format_name(WireFormat format);
 // run of sequence 0 from pos0.
 constexpr uint16_t kStepOverRuns = 1;
 
+// How a tensor-parallel group sums its partials (cluster/partial_exchange.h):
+// the assign's "exchange", "all-to-all" or "reduce-scatter".
+enum class PartialTopology { kAllToAll, kReduceScatter };
+const char* partial_topology_name(PartialTopology t);
+// An Error for any other name.
+PartialTopology parse_partial_topology(const std::string& name);
+
 struct StepHeader {
     uint32_t layer = 0;
     uint32_t pos0 = 0;

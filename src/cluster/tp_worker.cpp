@@ -406,6 +406,7 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     }
     PartialExchange exchange(assign.rank, std::move(peers), exact);
     exchange.set_bands(assign.partial_bands);
+    exchange.set_topology(assign.topology);
     Heartbeat heartbeat(channel, send_mutex);
     Frame frame;
     for (;;) {

@@ -165,6 +165,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     tp.key = key;
     tp.step_timeout_ms = options.step_timeout_ms;
     tp.partial_bands = options.partial_bands;
+    if (options.exchange != "auto") tp.topology = parse_partial_topology(options.exchange);
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

@@ -160,6 +160,13 @@ TEST(HostilePeers, MistypedHandshakeFieldsEndTheSessionNotTheWorker) {
     assign = good_assign();
     assign["track_attention"] = "yes";
     cases.push_back({"track_attention", good_hello(), assign});
+    // How the ranks sum their partials.
+    assign = good_assign();
+    assign["partial_bands"] = 0;
+    cases.push_back({"partial_bands", good_hello(), assign});
+    assign = good_assign();
+    assign["exchange"] = 2;
+    cases.push_back({"exchange", good_hello(), assign});
     for (const Case& c : cases) {
         const std::string e = session_error(worker.address(), nullptr, c.hello, c.assign);
         EXPECT_NE(e.find(std::string("field '") + c.field + "'"), std::string::npos) << c.field << ": " << e;
@@ -173,6 +180,15 @@ TEST(HostilePeers, MistypedHandshakeFieldsEndTheSessionNotTheWorker) {
     assign["sparse"] = {{"window", 8}, {"block", 8}, {"globals", 1}, {"landmarks", "most"}};
     e = session_error(worker.address(), nullptr, good_hello(), assign);
     EXPECT_NE(e.find("unknown landmark mode 'most'"), std::string::npos) << e;
+    assign = good_assign();
+    assign["exchange"] = "ring";
+    e = session_error(worker.address(), nullptr, good_hello(), assign);
+    EXPECT_NE(e.find("unknown exchange 'ring'"), std::string::npos) << e;
+    assign = good_assign();
+    assign["exchange"] = "reduce-scatter";
+    assign["partial_format"] = static_cast<int>(WireFormat::Q8_0);
+    e = session_error(worker.address(), nullptr, good_hello(), assign);
+    EXPECT_NE(e.find("reduce-scatter exchange of partials that are not exact"), std::string::npos) << e;
     EXPECT_NE(worker.log().find("field 'n_ctx' of the assign message is not an integer"), std::string::npos)
         << worker.log();
     expect_root_succeeds(worker);
@@ -676,8 +692,8 @@ TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
         Bands bands;
         const char* want;
     } cases[] = {
-        {{{32, 32}}, "columns from 0) was due"},            // skips the first band
-        {{{0, 32}, {0, 32}}, "columns from 32) was due"},   // repeats one
+        {{{32, 32}}, "columns from 0 to at most 64"},           // skips the first band
+        {{{0, 32}, {0, 32}}, "columns from 32 to at most 64"},  // repeats one
         {{{0, 32}, {32, 64}}, "values were due"},             // runs past the row
     };
     for (const auto& c : cases) {
