@@ -118,6 +118,7 @@ void plan(const PlanOptions& o) {
                                    {"compute_ms", p.compute_seconds * 1e3},
                                    {"network_ms", p.network_seconds * 1e3},
                                    {"stage_layers", p.stage_layers},
+                                   {"exchange", p.kind == PlanKind::TensorParallel ? partial_topology_name(p.exchange) : ""},
                                    {"fits", p.fits},
                                    {"chosen", i == survey.chosen}});
             }

@@ -1,5 +1,7 @@
 #include "cluster/plan_cost.h"
 
+#include "cluster/partial_exchange.h"
+
 #include "cluster/planner.h"
 #include "cluster/speed_probe.h"
 #include "cluster/tp_messages.h"
@@ -74,7 +76,18 @@ struct Costing {
         const double others = static_cast<double>(n - 1);
         const double rows = 4.0 * hp.n_embd;
         const double syncs = 2.0 * (layers.second - layers.first);
-        double network = syncs * (kSyncSoftwareSeconds + link.rtt_seconds / 2 + others * partial_bytes() / link.bytes_per_second);
+        // All-to-all: one hop, every partial on every link; reduce-scatter:
+        // two hops, 2 (n - 1) / n of a partial on each.
+        const double all_to_all =
+            kSyncSoftwareSeconds + link.rtt_seconds / 2 + others * partial_bytes() / link.bytes_per_second;
+        const double reduce_scatter = 2 * kSyncSoftwareSeconds + link.rtt_seconds +
+                                      2 * others / static_cast<double>(n) * partial_bytes() / link.bytes_per_second;
+        PartialTopology topology = auto_topology(static_cast<int>(n), !fast);
+        if (whole_model && !fast) {
+            topology = reduce_scatter < all_to_all ? PartialTopology::kReduceScatter : PartialTopology::kAllToAll;
+        }
+        if (whole_model) option.exchange = topology;
+        double network = syncs * (topology == PartialTopology::kReduceScatter ? reduce_scatter : all_to_all);
         // The residual rows to every worker, once per token.
         network += kSyncSoftwareSeconds + link.rtt_seconds / 2 + others * rows / link.bytes_per_second;
         if (whole_model) {

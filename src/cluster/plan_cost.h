@@ -20,6 +20,7 @@
 #pragma once
 
 #include "cluster/link_probe.h"
+#include "cluster/tp_messages.h"
 #include "attn/kv_cache.h"
 #include "model/llama_model.h"
 #include "ops/quant_type.h"
@@ -47,6 +48,10 @@ struct PlanOption {
     // root (0). A stage of several nodes is a tensor-parallel group.
     std::vector<std::vector<size_t>> stages;
     std::vector<int> stage_layers;
+    // A tensor-parallel plan's exchange: the cheaper one over the measured
+    // links (reduce-scatter only with exact partials). Groups inside a
+    // pipeline run auto_topology's choice, and are costed with it.
+    PartialTopology exchange = PartialTopology::kAllToAll;
     double compute_seconds = 0.0;
     double network_seconds = 0.0;
     bool fits = true;

@@ -63,9 +63,11 @@ std::string format_survey(const PlanSurvey& survey) {
                 layers += std::to_string(o.stage_layers[s]);
             }
         }
-        out += fmt::format("  {} {:<48} {:8.2f} tok/s  (compute {:.2f} ms + network {:.2f} ms{}){}\n",
+        const std::string exchange =
+            o.kind == PlanKind::TensorParallel ? fmt::format(", {}", partial_topology_name(o.exchange)) : "";
+        out += fmt::format("  {} {:<48} {:8.2f} tok/s  (compute {:.2f} ms + network {:.2f} ms{}{}){}\n",
                            i == survey.chosen ? "*" : " ", describe_option(o, survey.nodes), 1.0 / o.seconds(),
-                           o.compute_seconds * 1e3, o.network_seconds * 1e3, layers,
+                           o.compute_seconds * 1e3, o.network_seconds * 1e3, layers, exchange,
                            o.fits ? "" : "  does not fit: " + o.why_not);
     }
     const PlanOption& chosen = survey.options[survey.chosen];
@@ -94,6 +96,8 @@ ParallelOptions chosen_plan_options(const PlanSurvey& survey, const ParallelOpti
     out.workers.clear();
     const PlanOption& o = survey.options[survey.chosen];
     if (o.kind == PlanKind::TensorParallel) {
+        // The exchange the costing chose from the links, unless one was asked for.
+        if (options.exchange == "auto") out.exchange = partial_topology_name(o.exchange);
         for (size_t k = 1; k < o.stages[0].size(); ++k) {
             if (k > 1) out.workers += ",";
             out.workers += survey.nodes[o.stages[0][k]].name;

@@ -46,6 +46,7 @@ TEST(AutoPlanCli, PlanSurveysAWorkerAndLeavesItServing) {
     ASSERT_EQ(j["options"].size(), 3u);  // one node, tensor parallel, pipeline
     EXPECT_EQ(j["options"][0]["plan"], "one node");
     EXPECT_EQ(j["options"][1]["plan"], "tensor parallel: root," + address);
+    EXPECT_EQ(j["options"][1]["exchange"], "all-to-all");  // two nodes: one hop is always cheaper
     EXPECT_EQ(j["options"][2]["plan"], "pipeline: root / " + address);
     int chosen = 0;
     for (const auto& o : j["options"]) {

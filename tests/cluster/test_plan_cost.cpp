@@ -215,6 +215,23 @@ TEST(PlanCost, FasterLinksAndFewerBytesCostLess) {
     EXPECT_EQ(tp2({1e-3, 12.5e6}, true).compute_seconds, tp2({1e-3, 12.5e6}, false).compute_seconds);
 }
 
+// The exchange of a tensor-parallel plan, chosen from the links: on
+// 100 Mbit, 4 nodes' exact partials cost less through a reduce-scatter (half
+// the bytes a link carries, a second hop), 2 nodes' through the all-to-all;
+// fast partials always go all-to-all.
+TEST(PlanCost, TheExchangeIsChosenFromTheLinks) {
+    const LlamaModel& model = cost_model();
+    const auto tp = [&](size_t workers, bool fast) {
+        for (const PlanOption& o : plan_options(model, nodes(workers, {1e-4, 12.5e6}), fast, 256, QuantType::F16)) {
+            if (o.kind == PlanKind::TensorParallel && o.stages[0].size() == workers + 1) return o;
+        }
+        throw make_error("no tensor-parallel plan of {} nodes", workers + 1);
+    };
+    EXPECT_EQ(tp(3, false).exchange, PartialTopology::kReduceScatter);
+    EXPECT_EQ(tp(1, false).exchange, PartialTopology::kAllToAll);
+    EXPECT_EQ(tp(3, true).exchange, PartialTopology::kAllToAll);
+}
+
 TEST(PlanCost, NodesWithoutTheMemoryAreNeverChosen) {
     const LlamaModel& model = cost_model();
     const SliceFootprint whole = slice_footprint(model, full_slice(model.hparams()), 256, QuantType::F16);
