@@ -15,6 +15,7 @@
 // depend on the machine.
 #include "cluster/partial_exchange.h"
 #include "model/llama_model.h"
+#include "model/slice_forward.h"
 #include "net/seal.h"
 #include "net/tcp.h"
 #include "util/error.h"
@@ -102,11 +103,10 @@ int run_rank(int rank, const Options& o, std::vector<std::unique_ptr<TcpListener
             const int deadline = 5000;
             // Bands as SliceForward cuts them (whole 64-column runs), sent
             // before the sum as a rank sends them during its product.
-            const int bands = exchange.bands_for(o.rows, o.width);
-            const int quanta = o.width / 64;
-            for (int b = 0, c0 = 0; bands > 1 && b < bands && b < quanta; ++b) {
-                const int c1 = b + 1 == std::min(bands, quanta) ? o.width : quanta * (b + 1) / bands * 64;
-                exchange.send_band(s, o.rows, o.width, partial.data(), c0, c1);
+            const int64_t bands = SliceForward::partial_band_count(o.width, exchange.bands_for(o.rows, o.width));
+            for (int64_t b = 0, c0 = 0; bands > 1 && b < bands; ++b) {
+                const int64_t c1 = SliceForward::partial_band_end(o.width, bands, b);
+                exchange.send_band(s, o.rows, o.width, partial.data(), static_cast<int>(c0), static_cast<int>(c1));
                 c0 = c1;
             }
             if (o.fast) exchange.fast_sum(s, o.rows, o.width, partial.data(), sum.data(), deadline);

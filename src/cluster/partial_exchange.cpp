@@ -19,6 +19,30 @@ namespace {
 // owners) and a shared-memory ring (512 KiB).
 constexpr size_t kInlineFrameBytes = 96u << 10;
 
+// Runs send() on a helper thread while this one runs receive(): frames
+// larger than the peers' buffers cannot all go out before this rank reads
+// what the peers send it. An error on either side is rethrown here once
+// both have ended (the sends end at their own deadlines).
+template <class Send, class Receive>
+void send_while_receiving(Send send, Receive receive) {
+    std::exception_ptr send_error;
+    std::thread sender([&] {
+        try {
+            send();
+        } catch (...) {
+            send_error = std::current_exception();
+        }
+    });
+    try {
+        receive();
+    } catch (...) {
+        sender.join();
+        throw;
+    }
+    sender.join();
+    if (send_error) std::rethrow_exception(send_error);
+}
+
 // The header of columns [c0, c1) of every position of the sync `whole`.
 StepHeader band_header(const StepHeader& whole, int c0, int c1) {
     StepHeader band = whole;
@@ -274,23 +298,8 @@ void PartialExchange::exchange(const StepHeader& whole, const double* partial, i
         receive_all();
     } else {
         // A prompt batch: a frame may be larger than what the peer's
-        // buffers hold, so the sends go on while this thread receives.
-        std::exception_ptr send_error;
-        std::thread sender([&] {
-            try {
-                send_ring();
-            } catch (...) {
-                send_error = std::current_exception();
-            }
-        });
-        try {
-            receive_all();
-        } catch (...) {
-            sender.join();  // its sends end at their own deadlines
-            throw;
-        }
-        sender.join();
-        if (send_error) std::rethrow_exception(send_error);
+        // buffers hold.
+        send_while_receiving([&] { send_ring(); }, receive_all);
     }
     wait_seconds_ += now_seconds() - start;
 }
@@ -358,24 +367,13 @@ void PartialExchange::reduce_scatter_sum(const StepHeader& whole, double* partia
             receive_all();
             return;
         }
-        std::exception_ptr send_error;
-        std::thread sender([&] {
-            try {
-                std::vector<double> scratch;
+        send_while_receiving(
+            [&] {
+                std::vector<double> scratch;  // the helper's own buffers
                 std::vector<uint8_t> out;
                 send_all(scratch, out);
-            } catch (...) {
-                send_error = std::current_exception();
-            }
-        });
-        try {
-            receive_all();
-        } catch (...) {
-            sender.join();
-            throw;
-        }
-        sender.join();
-        if (send_error) std::rethrow_exception(send_error);
+            },
+            receive_all);
     };
     const auto each_peer = [&](auto body) {
         for (int k = 1; k < n; ++k) {

@@ -474,21 +474,29 @@ void SliceForward::set_partial_bands(int bands, BandSink on_band) {
     on_band_ = std::move(on_band);
 }
 
+// Bands of whole 64-row runs: every row block (16), weight group (16) and
+// Q8_0 block of the partial (32) lies inside one band, so each row comes out
+// as the whole product's and a band rounds as the whole would.
+constexpr int64_t kBandQuantum = 64;
+
+int64_t SliceForward::partial_band_count(int64_t n_rows, int bands) {
+    return std::max<int64_t>(1, std::min<int64_t>(bands, n_rows / kBandQuantum));
+}
+
+int64_t SliceForward::partial_band_end(int64_t n_rows, int64_t count, int64_t b) {
+    return b + 1 >= count ? n_rows : (n_rows / kBandQuantum * (b + 1) / count) * kBandQuantum;
+}
+
 void SliceForward::partial_product(const Matrix& w, int64_t n_rows, int64_t col_begin, int64_t n_cols,
                                    const QuantizedActivation& x, int64_t unit_cols, double* y) {
-    // Bands of whole 64-row runs: every row block (16), weight group (16)
-    // and Q8_0 block of the partial (32) lies inside one band, so each row
-    // comes out as the whole product's and a band rounds as the whole would.
-    constexpr int64_t kBandQuantum = 64;
-    const int64_t quanta = n_rows / kBandQuantum;
-    const int64_t bands = on_band_ ? std::min<int64_t>(partial_bands_, quanta) : 1;
+    const int64_t bands = on_band_ ? partial_band_count(n_rows, partial_bands_) : 1;
     if (bands <= 1) {
         matmul_units(w, {0, n_rows, col_begin, n_cols}, x, unit_cols, y, n_rows, pool_);
         return;
     }
     int64_t r0 = 0;
     for (int64_t b = 0; b < bands; ++b) {
-        const int64_t r1 = b + 1 == bands ? n_rows : (quanta * (b + 1) / bands) * kBandQuantum;
+        const int64_t r1 = partial_band_end(n_rows, bands, b);
         matmul_units(w, {r0, r1, col_begin, n_cols}, x, unit_cols, y + r0, n_rows, pool_);
         on_band_(static_cast<int>(r0), static_cast<int>(r1));
         r0 = r1;

@@ -105,6 +105,10 @@ public:
     // blocks and groups never straddle a band). bands <= 1 or no sink: one
     // product, no calls. A slice with no heads or channels calls nothing.
     using BandSink = std::function<void(int c0, int c1)>;
+    // How n_rows are cut into at most `bands` bands: their count, and band
+    // b's end (band b starts where b - 1 ends).
+    static int64_t partial_band_count(int64_t n_rows, int bands);
+    static int64_t partial_band_end(int64_t n_rows, int64_t count, int64_t b);
     void set_partial_bands(int bands, BandSink on_band);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
