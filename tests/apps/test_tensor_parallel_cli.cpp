@@ -134,15 +134,22 @@ TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
 // too, and the root still names the lost one, whichever rank it was.
 TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
     const std::string model = slow_model();
-    for (const auto& [sig, lost] : {std::pair{SIGKILL, 2}, std::pair{SIGSTOP, 2}, std::pair{SIGKILL, 1},
-                                    std::pair{SIGSTOP, 1}}) {
+    struct Case {
+        int sig, lost;
+        const char* exchange;
+    };
+    // The reduce-scatter's two phases wait on peers the same way: a lost
+    // rank is named there too.
+    for (const auto& [sig, lost, exchange] :
+         {Case{SIGKILL, 2, "all-to-all"}, Case{SIGSTOP, 2, "all-to-all"}, Case{SIGKILL, 1, "all-to-all"},
+          Case{SIGSTOP, 1, "all-to-all"}, Case{SIGKILL, 2, "reduce-scatter"}, Case{SIGSTOP, 1, "reduce-scatter"}}) {
         std::unique_ptr<BackgroundProcess> w1, w2;
         const std::string a1 = start_worker(w1, model);
         const std::string a2 = start_worker(w2, model);
         test::ProcessResult root;
         std::thread runner([&] {
             root = run_process(cmd({"run", "-m", model, "--workers", a1 + "," + a2, "-n", "3000", "-c", "3100",
-                                    "--temp", "0", "-t", "1", "--json", "--recover-ms", "0"}),
+                                    "--temp", "0", "-t", "1", "--json", "--recover-ms", "0", "--exchange", exchange}),
                                60);
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -151,10 +158,10 @@ TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
         victim.signal(sig);
         runner.join();
         const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-        EXPECT_EQ(root.exit_code, 1) << "signal " << sig << ": " << root.err;
-        EXPECT_LT(after, 6.0) << "signal " << sig;  // 5 s plus process exit
+        EXPECT_EQ(root.exit_code, 1) << "signal " << sig << ", " << exchange << ": " << root.err;
+        EXPECT_LT(after, 6.0) << "signal " << sig << ", " << exchange;  // 5 s plus process exit
         const std::string name = "worker " + (lost == 1 ? a1 : a2) + " (rank " + std::to_string(lost) + ")";
-        EXPECT_NE(root.err.find(name), std::string::npos) << "signal " << sig << ": " << root.err;
+        EXPECT_NE(root.err.find(name), std::string::npos) << "signal " << sig << ", " << exchange << ": " << root.err;
         if (sig == SIGSTOP) victim.signal(SIGCONT);
     }
 }
