@@ -140,9 +140,13 @@ TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
     };
     // The reduce-scatter's two phases wait on peers the same way: a lost
     // rank is named there too.
-    for (const auto& [sig, lost, exchange] :
+    for (const Case& c :
          {Case{SIGKILL, 2, "all-to-all"}, Case{SIGSTOP, 2, "all-to-all"}, Case{SIGKILL, 1, "all-to-all"},
           Case{SIGSTOP, 1, "all-to-all"}, Case{SIGKILL, 2, "reduce-scatter"}, Case{SIGSTOP, 1, "reduce-scatter"}}) {
+        // Plain names, not a structured binding: clang 14 cannot capture a
+        // binding in the lambda below.
+        const int sig = c.sig, lost = c.lost;
+        const std::string exchange = c.exchange;
         std::unique_ptr<BackgroundProcess> w1, w2;
         const std::string a1 = start_worker(w1, model);
         const std::string a2 = start_worker(w2, model);
