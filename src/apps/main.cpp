@@ -1,10 +1,13 @@
 // tessera: one large language model on several small machines at once.
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
+#include "ops/cpu_target.h"
 #include "util/error.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
     CLI::App app{"tessera: run one LLM across several small machines (GGUF models, llama.cpp-style tools)"};
@@ -24,12 +27,24 @@ int main(int argc, char** argv) {
     tessera::add_plan_command(app);
     tessera::add_keygen_command(app);
     tessera::add_vq_commands(app);
+    // Before the subcommand (tessera --cpu-target avx2 bench ...); set in the
+    // environment too, so that the workers --local starts run on it as well.
+    app.add_option_function<std::string>(
+           "--cpu-target",
+           [](const std::string& name) {
+               tessera::limit_cpu_target(name);
+               setenv("TESSERA_CPU_TARGET", name.c_str(), 1);
+           },
+           "Run the kernels on this SIMD target or a lesser one (avx3_dl, avx3, avx2, sse4, emu128, ...; "
+           "also TESSERA_CPU_TARGET): to compare kernels, or nodes of different CPU kinds")
+        ->trigger_on_parse();
     for (int i = 1; i < argc; ++i) {
         if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {
             argv[i] = const_cast<char*>(long_name);
         }
     }
     try {
+        tessera::limit_cpu_target_from_environment();
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);

@@ -37,7 +37,8 @@ struct NodeFacts {
     std::string name;  // "root" or HOST:PORT
     double probe_seconds = 0.0;
     uint64_t free_memory = 0;
-    LinkCost link;  // to the root (the root's own: zero)
+    LinkCost link;           // to the root (the root's own: zero)
+    std::string cpu_target;  // the SIMD target its kernels run on
 };
 
 enum class PlanKind { Single, TensorParallel, Pipeline, Hybrid };

@@ -77,6 +77,7 @@ struct HelloReply {
     std::string error, fingerprint;
     double probe_seconds = -1.0;  // negative: not measured
     uint64_t free_memory = 0;
+    std::string cpu_target;  // the SIMD target its kernels run on ("" from an older worker)
     std::string shm_name, shm_nonce;  // both or neither
 };
 

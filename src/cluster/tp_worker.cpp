@@ -16,6 +16,7 @@
 #include "cluster/tp_messages.h"
 #include "model/slice_forward.h"
 #include "net/handshake.h"
+#include "ops/cpu_target.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
@@ -215,7 +216,10 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         throw make_error("root {} runs another model (fingerprint {} != this worker's {})", peer, root_fingerprint,
                          full_model->file().fingerprint_hex());
     }
-    json reply = {{"threads", w.pool.size()}, {"free_memory", available_memory_bytes()}, {"has_model", full_model != nullptr}};
+    json reply = {{"threads", w.pool.size()},
+                  {"free_memory", available_memory_bytes()},
+                  {"cpu_target", cpu_target_name()},
+                  {"has_model", full_model != nullptr}};
     if (full_model != nullptr) {
         reply["fingerprint"] = full_model->file().fingerprint_hex();
         reply["probe_seconds"] = probe_seconds(*full_model, w.pool);

@@ -33,6 +33,7 @@ WorkerFacts survey_one(const LlamaModel& model, const HostPort& address, const W
     facts.address = address;
     facts.probe_seconds = f.probe_seconds;
     facts.free_memory = f.free_memory;
+    facts.cpu_target = f.cpu_target;
     facts.sealed = channel.sealed();
     facts.link = measure_link(channel, who, limits.io_timeout_ms);
     channel.send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>());

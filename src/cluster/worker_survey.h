@@ -22,6 +22,7 @@ struct WorkerFacts {
     HostPort address;
     double probe_seconds = -1.0;  // negative: the worker has no model file to time
     uint64_t free_memory = 0;
+    std::string cpu_target;
     bool sealed = false;
     LinkCost link;
 };

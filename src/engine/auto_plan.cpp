@@ -3,6 +3,7 @@
 #include "cluster/speed_probe.h"
 #include "cluster/worker_survey.h"
 #include "net/wire_key.h"
+#include "ops/cpu_target.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/thread_pool.h"
@@ -30,8 +31,10 @@ PlanSurvey survey_plans(const LlamaModel& model, const ForwardConfig& config, in
 
     PlanSurvey survey;
     ThreadPool pool(n_threads);
-    survey.nodes.push_back({"root", probe_seconds(model, pool), available_memory_bytes(), {}});
-    for (const WorkerFacts& f : facts) survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link});
+    survey.nodes.push_back({"root", probe_seconds(model, pool), available_memory_bytes(), {}, cpu_target_name()});
+    for (const WorkerFacts& f : facts) {
+        survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link, f.cpu_target});
+    }
     const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
     survey.options = plan_options(model, survey.nodes, options.fast,
                                   static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
@@ -45,7 +48,8 @@ std::string format_survey(const PlanSurvey& survey) {
     const double root_probe = survey.nodes[0].probe_seconds;
     for (const NodeFacts& n : survey.nodes) {
         const double speed = n.probe_seconds > 0 ? root_probe / n.probe_seconds : 1.0;
-        out += fmt::format("  {:<22} speed {:.2f}x the root, {:.0f} MiB free", n.name, speed, n.free_memory / 1048576.0);
+        out += fmt::format("  {:<22} speed {:.2f}x the root, {:.0f} MiB free, CPU {}", n.name, speed,
+                           n.free_memory / 1048576.0, n.cpu_target.empty() ? "?" : n.cpu_target);
         if (&n != &survey.nodes[0]) {
             out += fmt::format(", link: round trip {:.3f} ms, {:.0f} Mbit/s", n.link.rtt_seconds * 1e3,
                                n.link.bytes_per_second * 8e-6);

@@ -13,6 +13,8 @@
 
 #include <hwy/highway.h>
 
+#include "ops/dot_int8_groups_avx2-inl.h"
+#include "ops/dot_int8_groups_hwy-inl.h"
 #include "ops/dot_int8_hwy-inl.h"
 #include "ops/dot_int8_x86-inl.h"
 #include "ops/dot_kernels.h"
@@ -201,6 +203,15 @@ namespace int8 = x86;
 #else
 namespace int8 = portable;
 #endif
+// The grouped kernels: every target has one, all giving the canonical bits
+// (row_groups.h), so a row computes the same on every node of a cluster.
+#if HWY_TARGET == HWY_AVX3_DL
+namespace groups = vnni;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+namespace groups = avx2_groups;
+#else
+namespace groups = portable_groups;
+#endif
 
 const QuantTraits* BlockTraits(QuantType type) {
     static const QuantTraits f32 = [] {
@@ -221,18 +232,14 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.from_float = q8_0_from_float_simd;
         t.vec_dot = int8::q8_0_dot;
         t.vec_dot_tile = int8::int8_vec_dot_tile<false>;
-#if HWY_TARGET == HWY_AVX3_DL
-        t.vec_dot_groups = vnni::int8_vec_dot_groups<false>;
-#endif
+        t.vec_dot_groups = groups::int8_vec_dot_groups<false>;
         return t;
     }();
     static const QuantTraits q4_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::Q4_0);
         t.vec_dot = int8::q4_0_dot;
         t.vec_dot_tile = int8::int8_vec_dot_tile<true>;
-#if HWY_TARGET == HWY_AVX3_DL
-        t.vec_dot_groups = vnni::int8_vec_dot_groups<true>;
-#endif
+        t.vec_dot_groups = groups::int8_vec_dot_groups<true>;
         return t;
     }();
     switch (type) {

@@ -5,7 +5,10 @@
 #include "ops/quant_traits.h"
 #include "util/error.h"
 
+#include "util/fp16.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -235,6 +238,55 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
                     const float dot =
                         ref.vec_dot(span, row.data() + quant_row_bytes(type, u0), xc + quant_row_bytes(vdt, u0));
                     out = accumulate ? out + dot : dot;
+                }
+            }
+        }
+    }
+}
+
+void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
+                              size_t unit_stride, bool accumulate) {
+    if (type != QuantType::Q4_0 && type != QuantType::Q8_0) {
+        throw make_error("internal: no canonical grouped product for {}", quant_type_name(type));
+    }
+    const int64_t nb = blocks_of(type, n);
+    const int64_t unit_nb = (unit_n <= 0 || unit_n > n ? n : unit_n) / 32;
+    const size_t block_bytes = shape_of(type).block_bytes;
+    for (int g = 0; g < n_groups; ++g) {
+        const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
+        for (int r = 0; r < kGroupRows; ++r) {
+            for (int c = 0; c < n_cols; ++c) {
+                const auto* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
+                for (int64_t u0 = 0, u = 0; u0 < nb; u0 += unit_nb, ++u) {
+                    float& out = y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
+                                   static_cast<size_t>(g * kGroupRows + r)];
+                    float acc = accumulate ? out : 0.0f;
+                    for (int64_t b = u0; b < std::min(nb, u0 + unit_nb); ++b) {
+                        const uint8_t* gb = group + static_cast<size_t>(b) * block_bytes;
+                        BlockQ8_0 xb;
+                        std::memcpy(&xb, xc + b * sizeof(BlockQ8_0), sizeof(xb));
+                        int32_t s = 0;
+                        uint16_t dw;
+                        if (type == QuantType::Q4_0) {
+                            BlockQ4_0 wb;
+                            get_q4_0(gb, r, wb);
+                            dw = wb.d;
+                            for (int i = 0; i < 16; ++i) {
+                                s += ((wb.qs[i] & 15) - 8) * xb.qs[i] + ((wb.qs[i] >> 4) - 8) * xb.qs[i + 16];
+                            }
+                        } else {
+                            BlockQ8_0 wb;
+                            get_q8_0(gb, r, wb);
+                            dw = wb.d;
+                            for (int i = 0; i < 32; ++i) s += wb.qs[i] * xb.qs[i];
+                        }
+                        // The scales' product rounded to float, then one fused
+                        // step: what every target's kernel computes.
+                        const float scale = fp16_to_fp32(dw) * fp16_to_fp32(xb.d);
+                        acc = std::fma(static_cast<float>(s), scale, acc);
+                    }
+                    out = acc;
                 }
             }
         }

@@ -134,4 +134,19 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
                               int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);
 
+// The canonical order of Q4_0's and Q8_0's grouped products, which every
+// target's grouped kernel reproduces bit for bit (AVX-512 VNNI, AVX2, NEON,
+// SSE4, EMU128), so that nodes of different CPU kinds compute the same bits
+// for a row (the exact distributed modes rely on it). Per row, per unit of
+// columns: acc = accumulate ? y : 0; then for each block b in order,
+//   s   = sum over the block of w_i * x_i        (an exact integer)
+//   acc = fma(float(s), d_w(b) * d_x(b), acc)    (the scales' product rounded
+//                                                 to float, one rounding in fma)
+// and y = acc. Integer sums are exact whatever their order, so the only
+// choices are the order of blocks and where the float roundings fall: those
+// are fixed here.
+void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
+                              int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);
+
 }  // namespace tessera

@@ -17,9 +17,12 @@ std::vector<int> tokens_of(const ProcessResult& r) {
     return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
 }
 
-std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model) {
-    worker = std::make_unique<BackgroundProcess>(
-        tessera_cmd({"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"}));
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
+                         const std::string& cpu_target) {
+    std::vector<std::string> cmd = {tessera_binary()};
+    if (!cpu_target.empty()) cmd.insert(cmd.end(), {"--cpu-target", cpu_target});
+    cmd.insert(cmd.end(), {"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"});
+    worker = std::make_unique<BackgroundProcess>(cmd);
     const std::string line = worker->read_line(30);
     const std::string prefix = "listening on port ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;

@@ -18,7 +18,9 @@ std::vector<std::string> tessera_cmd(std::initializer_list<std::string> args);
 std::vector<int> tokens_of(const ProcessResult& r);
 
 // Starts `tessera worker` for one session of `model` on a free loopback
-// port (1 thread); returns "127.0.0.1:PORT".
-std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model);
+// port (1 thread); returns "127.0.0.1:PORT". With cpu_target, its kernels
+// run on that SIMD target or a lesser one (tessera --cpu-target).
+std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
+                         const std::string& cpu_target = "");
 
 }  // namespace tessera::test

@@ -63,6 +63,29 @@ TEST(AutoPlanCli, PlanSurveysAWorkerAndLeavesItServing) {
     EXPECT_EQ(tokens_of(tp), tokens_of(single));
 }
 
+// Each node's CPU target is in the survey: a worker limited to the portable
+// kernels says so, in the JSON and in the text.
+TEST(AutoPlanCli, PlanShowsEachNodesCpuTarget) {
+    for (bool json : {true, false}) {
+        std::unique_ptr<BackgroundProcess> worker;
+        const std::string address = test::start_worker(worker, model(), "scalar");
+        std::vector<std::string> args =
+            test::tessera_cmd({"plan", "-m", model(), "-c", "256", "--auto", "--workers", address});
+        if (json) args.push_back("--json");
+        const auto plan = run_process(args, 120);
+        ASSERT_EQ(plan.exit_code, 0) << plan.err;
+        if (json) {
+            const nlohmann::json j = nlohmann::json::parse(plan.out);
+            ASSERT_EQ(j["nodes"].size(), 2u);
+            EXPECT_FALSE(j["nodes"][0]["cpu_target"].get<std::string>().empty());
+            EXPECT_EQ(j["nodes"][1]["cpu_target"], "SCALAR");
+        } else {
+            EXPECT_NE(plan.out.find(address), std::string::npos) << plan.out;
+            EXPECT_NE(plan.out.find("CPU SCALAR"), std::string::npos) << plan.out;
+        }
+    }
+}
+
 TEST(AutoPlanCli, RunRunsTheChosenPlanAndLeavesOutAFarWorker) {
     const auto single = run_process(run_args({}), 120);
     ASSERT_EQ(single.exit_code, 0) << single.err;

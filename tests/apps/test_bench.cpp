@@ -83,3 +83,36 @@ TEST(Bench, RejectsNothingToMeasure) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// --cpu-target (before the subcommand) and TESSERA_CPU_TARGET limit the
+// kernels to a lesser SIMD target, which bench reports; a target this CPU
+// cannot run is a clear error. The portable fallback exists on every CPU.
+TEST(Bench, CpuTargetCanBeLimitedAndIsReported) {
+    const std::vector<std::string> bench = {"bench", "-p", "8", "-n", "4", "-r", "1", "-t", "1", "--json"};
+    std::vector<std::string> flag = {test::tessera_binary(), "--cpu-target", "scalar"};
+    flag.insert(flag.end(), bench.begin(), bench.end());
+    const auto limited = test::run_process(flag, 60);
+    ASSERT_EQ(limited.exit_code, 0) << limited.err;
+    EXPECT_EQ(nlohmann::json::parse(limited.out)["cpu_target"], "SCALAR");
+
+    std::vector<std::string> env = {"/usr/bin/env", "TESSERA_CPU_TARGET=SCALAR", test::tessera_binary()};
+    env.insert(env.end(), bench.begin(), bench.end());
+    const auto from_env = test::run_process(env, 60);
+    ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+    EXPECT_EQ(nlohmann::json::parse(from_env.out)["cpu_target"], "SCALAR");
+
+    std::vector<std::string> plain = {test::tessera_binary()};
+    plain.insert(plain.end(), bench.begin(), bench.end());
+    const auto best = test::run_process(plain, 60);
+    ASSERT_EQ(best.exit_code, 0) << best.err;
+    EXPECT_FALSE(nlohmann::json::parse(best.out)["cpu_target"].get<std::string>().empty());
+
+    const auto bogus = test::run_process({test::tessera_binary(), "--cpu-target", "pentium", "bench"}, 30);
+    EXPECT_EQ(bogus.exit_code, 1);
+    EXPECT_NE(bogus.err.find("unknown or unsupported CPU target 'pentium' (this CPU runs: "), std::string::npos)
+        << bogus.err;
+}
+
+}  // namespace tessera

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -128,11 +129,13 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
     for (QuantType type : kTypes) {
         const QuantType vdt = scalar_traits(type)->vec_dot_type;
         int tested = 0;
+        std::string names;
         for (int64_t target : targets_of(type)) {
             hwy::SetSupportedTargetsForTest(target);
             const QuantTraits& simd = simd_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
             ++tested;
+            names += std::string(" ") + hwy::TargetName(target);
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
                 if (type == QuantType::Q4_K && blocks > 8) continue;  // 8 super-blocks is 2048 elements
@@ -175,6 +178,20 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                 simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
                                                     x_stride, sums.data(), static_cast<size_t>(blocks), cols,
                                                     got.data(), y_stride, unit_n, unit_stride, accumulate);
+                                if (type != QuantType::Q4_K) {
+                                    // Q4_0 and Q8_0: every target gives the canonical bits.
+                                    std::vector<float> canon(want.size());
+                                    for (size_t i = 0; i < canon.size(); ++i) {
+                                        canon[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
+                                    }
+                                    vec_dot_groups_canonical(type, n, w.data(), group_bytes(type, n), n_groups,
+                                                             x.data() + x_off, x_stride, cols, canon.data(), y_stride,
+                                                             unit_n, unit_stride, accumulate);
+                                    ASSERT_EQ(0, std::memcmp(canon.data(), got.data(), got.size() * sizeof(float)))
+                                        << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                        << " groups " << n_groups << " cols " << cols << " unit " << unit_n
+                                        << " accumulate " << accumulate;
+                                }
                                 for (size_t i = 0; i < got.size(); ++i) {
                                     const size_t in_unit = i % unit_stride;
                                     const bool padding =
@@ -192,7 +209,12 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             }
         }
         hwy::SetSupportedTargetsForTest(0);
-        std::fprintf(stderr, "%s: %d target(s) with a grouped kernel\n", quant_type_name(type), tested);
+        std::fprintf(stderr, "%s: %d target(s) with a grouped kernel:%s\n", quant_type_name(type), tested,
+                     names.c_str());
+        // Q4_0 and Q8_0 have one on every target (the exact modes across CPU kinds need it).
+        if (type != QuantType::Q4_K) {
+            EXPECT_EQ(tested, static_cast<int>(targets_of(type).size())) << quant_type_name(type);
+        }
         // This CPU's best target is tested when it has AVX-512 VNNI.
         if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) {
             EXPECT_GT(tested, 0) << quant_type_name(type);

@@ -1,0 +1,60 @@
+#include "ops/cpu_target.h"
+
+#include "ops/dot_kernels.h"
+#include "util/error.h"
+
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+
+namespace tessera {
+
+namespace {
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+}
+
+}  // namespace
+
+std::string cpu_target_name() {
+    const std::vector<int64_t> targets = simd_block_targets();
+    return targets.empty() ? "scalar" : hwy::TargetName(targets.front());
+}
+
+std::vector<std::string> cpu_target_names() {
+    std::vector<std::string> names;
+    for (int64_t t : simd_block_targets()) names.emplace_back(hwy::TargetName(t));
+    return names;
+}
+
+void limit_cpu_target(const std::string& name) {
+    std::string want = lower(name);
+    if (want == "avx512") want = "avx3";
+    if (want == "avx512-vnni" || want == "avx512_vnni") want = "avx3_dl";
+    for (int64_t t : simd_block_targets()) {
+        if (lower(hwy::TargetName(t)) != want) continue;
+        // Highway's bits: a better target has a lower bit. Keep this one and
+        // every lesser one the CPU supports.
+        hwy::SetSupportedTargetsForTest(hwy::SupportedTargets() & ~(t - 1));
+        return;
+    }
+    std::string known;
+    for (const std::string& n : cpu_target_names()) {
+        if (!known.empty()) known += ", ";
+        known += lower(n);
+    }
+    throw make_error("unknown or unsupported CPU target '{}' (this CPU runs: {})", name, known);
+}
+
+void limit_cpu_target_from_environment() {
+    if (const char* name = std::getenv("TESSERA_CPU_TARGET"); name != nullptr && *name != '\0') {
+        limit_cpu_target(name);
+    }
+}
+
+}  // namespace tessera
