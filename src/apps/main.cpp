@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
                tessera::limit_cpu_target(name);
                setenv("TESSERA_CPU_TARGET", name.c_str(), 1);
            },
-           "Run the kernels on this SIMD target or a lesser one (avx3_dl, avx3, avx2, sse4, emu128, ...; "
-           "also TESSERA_CPU_TARGET): to compare kernels, or nodes of different CPU kinds")
+           "Run the kernels on this SIMD target or a lesser one (x86: avx3_dl, avx3, avx2, sse4, ssse3, "
+           "portable; ARM: sve2, sve, neon; also TESSERA_CPU_TARGET): to compare kernels, or nodes of different CPU "
+           "kinds")
         ->trigger_on_parse();
     for (int i = 1; i < argc; ++i) {
         if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {

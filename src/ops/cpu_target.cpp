@@ -36,8 +36,12 @@ void limit_cpu_target(const std::string& name) {
     std::string want = lower(name);
     if (want == "avx512") want = "avx3";
     if (want == "avx512-vnni" || want == "avx512_vnni") want = "avx3_dl";
+    // Highway's portable fallback is SCALAR under GCC and EMU128 under clang:
+    // either name, or "portable", means whichever this build has.
+    const bool fallback = want == "portable" || want == "scalar" || want == "emu128";
     for (int64_t t : simd_block_targets()) {
-        if (lower(hwy::TargetName(t)) != want) continue;
+        const bool is_fallback = t == HWY_SCALAR || t == HWY_EMU128;
+        if (fallback ? !is_fallback : lower(hwy::TargetName(t)) != want) continue;
         // Highway's bits: a better target has a lower bit. Keep this one and
         // every lesser one the CPU supports.
         hwy::SetSupportedTargetsForTest(hwy::SupportedTargets() & ~(t - 1));

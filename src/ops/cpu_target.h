@@ -21,8 +21,10 @@ std::string cpu_target_name();
 std::vector<std::string> cpu_target_names();
 
 // Makes `name` (case-insensitive, as cpu_target_names gives it; "avx512" and
-// "avx512-vnni" too) the best target every kernel may use from now on. Call
-// it before any kernel runs. Throws Error for a name this CPU cannot run.
+// "avx512-vnni" too; "portable", "scalar" or "emu128" for the portable
+// fallback, whichever the build has) the best target every kernel may use
+// from now on. Call it before any kernel runs. Throws Error for a name this
+// CPU cannot run.
 void limit_cpu_target(const std::string& name);
 
 // limit_cpu_target(TESSERA_CPU_TARGET) where that variable is set.
