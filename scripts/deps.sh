@@ -6,7 +6,7 @@ TESSERA_PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
-  libsodium-dev libcpp-httplib-dev
+  libsodium-dev libssl-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
   chromium
 )

@@ -2,6 +2,7 @@
 
 #include "util/error.h"
 
+#include <openssl/evp.h>
 #include <sodium.h>
 
 #include <algorithm>
@@ -24,14 +25,64 @@ Nonce nonce_of(uint64_t sequence) {
     return n;
 }
 
+// The primitives come from OpenSSL's libcrypto: its ChaCha20 and Poly1305
+// dispatch at run time to AVX-512 (and NEON on ARM), about 2x and 3x
+// libsodium 1.0.18's speed on this project's machines, and every sealed
+// byte passes through both twice per sync (seal, then open). libsodium keeps
+// the keys, the handshake and the constant-time compare.
+
+// A ChaCha20 context under one key: writes the keystream of (nonce, first
+// block counter) for n bytes, or XORs it into data.
+class ChaCha20 {
+public:
+    ChaCha20() : ctx_(::EVP_CIPHER_CTX_new()) {
+        if (ctx_ == nullptr) throw make_error("OpenSSL: no memory for a ChaCha20 context");
+    }
+    ~ChaCha20() { ::EVP_CIPHER_CTX_free(ctx_); }
+    ChaCha20(const ChaCha20&) = delete;
+    ChaCha20& operator=(const ChaCha20&) = delete;
+
+    // data ^= keystream (in place); data all zero gives the keystream itself.
+    void xor_stream(const std::array<uint8_t, 32>& key, uint64_t sequence, uint32_t counter, uint8_t* data,
+                    size_t n) {
+        // OpenSSL's 16-byte IV is the 32-bit block counter (little-endian), then the 96-bit nonce.
+        uint8_t iv[16];
+        for (int i = 0; i < 4; ++i) iv[i] = static_cast<uint8_t>(counter >> (8 * i));
+        const Nonce nonce = nonce_of(sequence);
+        std::memcpy(iv + 4, nonce.data(), nonce.size());
+        if (::EVP_EncryptInit_ex2(ctx_, cipher(), key.data(), iv, nullptr) != 1) {
+            throw make_error("OpenSSL: ChaCha20 failed to start");
+        }
+        while (n > 0) {
+            // EVP counts lengths in int.
+            const int step = static_cast<int>(std::min<size_t>(n, size_t{1} << 30));
+            int out = 0;
+            if (::EVP_EncryptUpdate(ctx_, data, &out, data, step) != 1 || out != step) {
+                throw make_error("OpenSSL: ChaCha20 failed");
+            }
+            data += step;
+            n -= static_cast<size_t>(step);
+        }
+    }
+
+private:
+    EVP_CIPHER_CTX* ctx_;
+
+    static const EVP_CIPHER* cipher() {
+        static EVP_CIPHER* const c = ::EVP_CIPHER_fetch(nullptr, "ChaCha20", nullptr);
+        if (c == nullptr) throw make_error("OpenSSL's libcrypto has no ChaCha20");
+        return c;
+    }
+};
+
 // Most of sealing's time is the ChaCha20 keystream, and the keystream depends
 // only on the key and the frame's number, not on its bytes. A tensor-parallel
 // step is a strict exchange (each side waits for the other), so each side
 // computes the keystream of its next frames while it waits, and sealing or
-// opening on the critical path is left with an XOR and Poly1305: the same
-// ChaCha20-Poly1305 construction (RFC 8439) that libsodium's AEAD computes,
-// built here from libsodium's stream and MAC so that it can be split in time.
-// A test checks the bytes against libsodium's AEAD.
+// opening on the critical path is left with an XOR and Poly1305: the
+// ChaCha20-Poly1305 construction of RFC 8439, built here from its stream and
+// MAC so that it can be split in time. A test checks the bytes against
+// libsodium's AEAD.
 class Keystream {
 public:
     ~Keystream() { wipe(); }
@@ -42,9 +93,8 @@ public:
         bytes = (bytes + kBlock - 1) / kBlock * kBlock;
         if (sequence == sequence_ && bytes <= bytes_) return;
         wipe();
-        stream_.resize(kBlock + bytes);
-        const Nonce n = nonce_of(sequence);
-        ::crypto_stream_chacha20_ietf(stream_.data(), stream_.size(), n.data(), key.data());
+        stream_.assign(kBlock + bytes, 0);
+        chacha_.xor_stream(key, sequence, 0, stream_.data(), stream_.size());
         sequence_ = sequence;
         bytes_ = bytes;
     }
@@ -61,20 +111,18 @@ public:
             for (size_t i = 0; i < ready; ++i) data[i] ^= ks[i];
         } else {
             uint8_t block0[kBlock] = {};
-            const Nonce nonce = nonce_of(sequence);
-            ::crypto_stream_chacha20_ietf(block0, sizeof block0, nonce.data(), key.data());
+            chacha_.xor_stream(key, sequence, 0, block0, sizeof block0);
             std::memcpy(poly_key, block0, 32);
             ::sodium_memzero(block0, sizeof block0);
         }
         if (ready < n) {
             // `ready` is whole blocks (or all of n); the payload's block i uses counter 1 + i.
-            const Nonce nonce = nonce_of(sequence);
-            ::crypto_stream_chacha20_ietf_xor_ic(data + ready, data + ready, n - ready, nonce.data(),
-                                                 static_cast<uint32_t>(1 + ready / kBlock), key.data());
+            chacha_.xor_stream(key, sequence, static_cast<uint32_t>(1 + ready / kBlock), data + ready, n - ready);
         }
     }
 
 private:
+    ChaCha20 chacha_;
     std::vector<uint8_t> stream_;  // block 0 (the Poly1305 key), then the payload's keystream
     uint64_t sequence_ = ~uint64_t{0};
     size_t bytes_ = 0;
@@ -86,25 +134,43 @@ private:
     }
 };
 
-// RFC 8439's tag: Poly1305 over AD, padding, ciphertext, padding, and both lengths.
-void tag_of(const uint8_t poly_key[32], std::span<const uint8_t> ad, const uint8_t* ct, size_t n, uint8_t tag[16]) {
-    static constexpr uint8_t kZeros[16] = {};
-    crypto_onetimeauth_poly1305_state state;
-    ::crypto_onetimeauth_poly1305_init(&state, poly_key);
-    ::crypto_onetimeauth_poly1305_update(&state, ad.data(), ad.size());
-    ::crypto_onetimeauth_poly1305_update(&state, kZeros, (16 - ad.size() % 16) % 16);
-    ::crypto_onetimeauth_poly1305_update(&state, ct, n);
-    ::crypto_onetimeauth_poly1305_update(&state, kZeros, (16 - n % 16) % 16);
-    uint8_t lengths[16];
-    const uint64_t ad_len = ad.size(), ct_len = n;
-    for (int i = 0; i < 8; ++i) {
-        lengths[i] = static_cast<uint8_t>(ad_len >> (8 * i));
-        lengths[8 + i] = static_cast<uint8_t>(ct_len >> (8 * i));
+// RFC 8439's tag: Poly1305 over AD, padding, ciphertext, padding, and both
+// lengths. One context per direction, since sending and receiving may run
+// on different threads.
+class Poly1305 {
+public:
+    Poly1305() {
+        static EVP_MAC* const mac = ::EVP_MAC_fetch(nullptr, "POLY1305", nullptr);
+        if (mac == nullptr) throw make_error("OpenSSL's libcrypto has no Poly1305");
+        ctx_ = ::EVP_MAC_CTX_new(mac);
+        if (ctx_ == nullptr) throw make_error("OpenSSL: no memory for a Poly1305 context");
     }
-    ::crypto_onetimeauth_poly1305_update(&state, lengths, sizeof lengths);
-    ::crypto_onetimeauth_poly1305_final(&state, tag);
-    ::sodium_memzero(&state, sizeof state);
-}
+    ~Poly1305() { ::EVP_MAC_CTX_free(ctx_); }
+    Poly1305(const Poly1305&) = delete;
+    Poly1305& operator=(const Poly1305&) = delete;
+
+    void tag(const uint8_t poly_key[32], std::span<const uint8_t> ad, const uint8_t* ct, size_t n, uint8_t out[16]) {
+        static constexpr uint8_t kZeros[16] = {};
+        uint8_t lengths[16];
+        const uint64_t ad_len = ad.size(), ct_len = n;
+        for (int i = 0; i < 8; ++i) {
+            lengths[i] = static_cast<uint8_t>(ad_len >> (8 * i));
+            lengths[8 + i] = static_cast<uint8_t>(ct_len >> (8 * i));
+        }
+        size_t written = 0;
+        const bool ok = ::EVP_MAC_init(ctx_, poly_key, 32, nullptr) == 1 &&
+                        ::EVP_MAC_update(ctx_, ad.data(), ad.size()) == 1 &&
+                        ::EVP_MAC_update(ctx_, kZeros, (16 - ad.size() % 16) % 16) == 1 &&
+                        ::EVP_MAC_update(ctx_, ct, n) == 1 &&
+                        ::EVP_MAC_update(ctx_, kZeros, (16 - n % 16) % 16) == 1 &&
+                        ::EVP_MAC_update(ctx_, lengths, sizeof lengths) == 1 &&
+                        ::EVP_MAC_final(ctx_, out, &written, 16) == 1 && written == 16;
+        if (!ok) throw make_error("OpenSSL: Poly1305 failed");
+    }
+
+private:
+    EVP_MAC_CTX* ctx_ = nullptr;
+};
 
 // Keystream prepared ahead is capped: a frame far larger than a step's (a
 // weight slice) is rare, and its keystream would be computed in vain when the
@@ -134,7 +200,7 @@ public:
         const size_t n = body.size() - kSealTagBytes;
         uint8_t poly_key[32];
         send_stream_.apply(keys_.send, header.sequence, body.data(), n, poly_key);
-        tag_of(poly_key, header_bytes, body.data(), n, body.data() + n);
+        send_mac_.tag(poly_key, header_bytes, body.data(), n, body.data() + n);
         ::sodium_memzero(poly_key, sizeof poly_key);
         last_send_ = n;
     }
@@ -145,7 +211,7 @@ public:
         // never reaches the XOR.
         uint8_t poly_key[32], tag[16];
         recv_stream_.apply(keys_.recv, header.sequence, nullptr, 0, poly_key);
-        tag_of(poly_key, header_bytes, body.data(), n, tag);
+        recv_mac_.tag(poly_key, header_bytes, body.data(), n, tag);
         ::sodium_memzero(poly_key, sizeof poly_key);
         if (::crypto_verify_16(tag, body.data() + n) != 0) {
             throw make_error("{}: frame {} failed authentication (forged, corrupted, or from another session or key); "
@@ -160,6 +226,7 @@ private:
     SessionKeys keys_;
     std::string peer_;
     Keystream send_stream_, recv_stream_;
+    Poly1305 send_mac_, recv_mac_;
     size_t last_send_ = 0, last_recv_ = 0;
 };
 

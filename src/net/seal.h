@@ -1,5 +1,5 @@
 // Sealed frames: every payload encrypted and authenticated with
-// ChaCha20-Poly1305 (IETF, libsodium) under a per-session, per-direction key,
+// ChaCha20-Poly1305 (IETF, RFC 8439) under a per-session, per-direction key,
 // with the frame's sequence number as the nonce and its 24-byte header as
 // associated data. A forged, corrupted, replayed, reordered, truncated or
 // cross-session frame fails to open, and the channel closes with an error
