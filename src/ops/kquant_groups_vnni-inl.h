@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include "ops/kquant_group_layout.h"
 #include "ops/row_groups.h"
 
 #include "ops/vnni_target.h"
@@ -47,17 +48,14 @@ namespace tessera {
 namespace HWY_NAMESPACE {
 namespace kgroups {
 
-constexpr int kRows = 16;
 constexpr int kMaxCols = 4;
-// Offsets within a super-block of a group and of a Q8_K block.
-constexpr int64_t kGroupBlockBytes = 2368, kDmin = 32, kScales = 64, kMins = 192, kQs = 320;
-constexpr int64_t kQ8KBytes = 292, kQ8KQs = 4, kQ8KBsums = 260;
 
 // 16 rows x C columns over all nb super-blocks of one group, in units of
 // unit_nb super-blocks; y[u * unit_stride + c * y_stride + r].
 template <int C>
 void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride, float* y,
                        size_t y_stride, size_t unit_stride, bool accumulate) {
+    using namespace q4k_group;
     const __m512i low = _mm512_set1_epi8(0x0F);
     // int16 lane 2r: element r of the low half, lane 2r + 1: element r of the high half.
     const __m512i kInterleaveHalves = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
@@ -67,7 +65,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
         __m512 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = accumulate ? _mm512_loadu_ps(y + c * y_stride) : _mm512_setzero_ps();
         for (int64_t b = u0; b < u1; ++b) {
-            const uint8_t* p = g + b * kGroupBlockBytes;
+            const uint8_t* p = g + b * kBlockBytes;
             // The prefetch is spread over the super-block, a chunk's lines
             // per chunk: asking for all 37 lines at once streamed 1.09x
             // slower at 1 thread and 1.13x at 2 (Zen 5; the burst seems to
@@ -140,19 +138,10 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
 inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    using Kernel = void (*)(int64_t, int64_t, const uint8_t*, const uint8_t*, size_t, float*, size_t, size_t, bool);
-    static constexpr Kernel kernels[kMaxCols] = {q4_k_group_kernel<1>, q4_k_group_kernel<2>, q4_k_group_kernel<3>,
-                                                 q4_k_group_kernel<4>};
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xb = static_cast<const uint8_t*>(x);
-    const int64_t unit_blocks = (unit_n > 0 && unit_n < n ? unit_n : n) / 256;
-    for (int g = 0; g < n_groups; ++g) {
-        for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {
-            const int cc = n_cols - c0 < kMaxCols ? n_cols - c0 : kMaxCols;
-            kernels[cc - 1](n / 256, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
-                            y + c0 * y_stride + g * kRows, y_stride, unit_stride, accumulate);
-        }
-    }
+    static constexpr q4k_group::Kernel kernels[kMaxCols] = {q4_k_group_kernel<1>, q4_k_group_kernel<2>,
+                                                            q4_k_group_kernel<3>, q4_k_group_kernel<4>};
+    q4k_group::run_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n,
+                         unit_stride, accumulate);
 }
 
 }  // namespace kgroups

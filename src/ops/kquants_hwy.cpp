@@ -38,6 +38,8 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "ops/kquant_groups_avx2-inl.h"
+#include "ops/kquant_groups_hwy-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
 #include "util/fp16.h"
@@ -679,8 +681,13 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::Q4_K);
                 t.vec_dot = kquant_vec_dot<false>;
                 t.vec_dot_tile = kquant_vec_dot_tile<false>;
+                // A grouped kernel on every target, each with the canonical bits.
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = kgroups::q4_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = avx2_kgroups::q4_k_vec_dot_groups;
+#else
+                t.vec_dot_groups = portable_kgroups::q4_k_vec_dot_groups;
 #endif
                 return t;
             }();

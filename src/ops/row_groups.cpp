@@ -244,15 +244,59 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
     }
 }
 
+namespace {
+
+// Row r's sum over one Q4_K super-block of a group against a Q8_K block, in
+// the canonical order: the integers sum_j sc_j (q . y)_j and sum_j m_j sum(y)_j
+// (exact), then block = fma(-dmin, float(mins), d * float(scaled)) and one
+// fused step with the activations' scale.
+float q4_k_canonical_step(const uint8_t* gb, int r, const BlockQ8_K& xb, float acc) {
+    BlockQ4_K wb;
+    get_q4_k(gb, r, wb);
+    int32_t scaled = 0, mins = 0;
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        q4_k_scale_min(j, wb.scales, &sc, &m);
+        const uint8_t* q = wb.qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) s += ((q[i] >> shift) & 15) * xb.qs[32 * j + i];
+        scaled += sc * s;
+        mins += m * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+    }
+    const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
+                                 fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+    return std::fma(xb.d, block, acc);
+}
+
+// Row r's sum over one Q4_0 or Q8_0 block of a group: the exact integer sum,
+// the scales' product rounded to float, then one fused step.
+float int8_canonical_step(QuantType type, const uint8_t* gb, int r, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0;
+    uint16_t dw;
+    if (type == QuantType::Q4_0) {
+        BlockQ4_0 wb;
+        get_q4_0(gb, r, wb);
+        dw = wb.d;
+        for (int i = 0; i < 16; ++i) s += ((wb.qs[i] & 15) - 8) * xb.qs[i] + ((wb.qs[i] >> 4) - 8) * xb.qs[i + 16];
+    } else {
+        BlockQ8_0 wb;
+        get_q8_0(gb, r, wb);
+        dw = wb.d;
+        for (int i = 0; i < 32; ++i) s += wb.qs[i] * xb.qs[i];
+    }
+    const float scale = fp16_to_fp32(dw) * fp16_to_fp32(xb.d);
+    return std::fma(static_cast<float>(s), scale, acc);
+}
+
+}  // namespace
+
 void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
                               size_t unit_stride, bool accumulate) {
-    if (type != QuantType::Q4_0 && type != QuantType::Q8_0) {
-        throw make_error("internal: no canonical grouped product for {}", quant_type_name(type));
-    }
+    const GroupShape shape = shape_of(type);
     const int64_t nb = blocks_of(type, n);
-    const int64_t unit_nb = (unit_n <= 0 || unit_n > n ? n : unit_n) / 32;
-    const size_t block_bytes = shape_of(type).block_bytes;
+    const int64_t unit_nb = (unit_n <= 0 || unit_n > n ? n : unit_n) / shape.block_size;
     for (int g = 0; g < n_groups; ++g) {
         const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
         for (int r = 0; r < kGroupRows; ++r) {
@@ -263,28 +307,16 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                                    static_cast<size_t>(g * kGroupRows + r)];
                     float acc = accumulate ? out : 0.0f;
                     for (int64_t b = u0; b < std::min(nb, u0 + unit_nb); ++b) {
-                        const uint8_t* gb = group + static_cast<size_t>(b) * block_bytes;
-                        BlockQ8_0 xb;
-                        std::memcpy(&xb, xc + b * sizeof(BlockQ8_0), sizeof(xb));
-                        int32_t s = 0;
-                        uint16_t dw;
-                        if (type == QuantType::Q4_0) {
-                            BlockQ4_0 wb;
-                            get_q4_0(gb, r, wb);
-                            dw = wb.d;
-                            for (int i = 0; i < 16; ++i) {
-                                s += ((wb.qs[i] & 15) - 8) * xb.qs[i] + ((wb.qs[i] >> 4) - 8) * xb.qs[i + 16];
-                            }
+                        const uint8_t* gb = group + static_cast<size_t>(b) * shape.block_bytes;
+                        if (type == QuantType::Q4_K) {
+                            BlockQ8_K xb;
+                            std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
+                            acc = q4_k_canonical_step(gb, r, xb, acc);
                         } else {
-                            BlockQ8_0 wb;
-                            get_q8_0(gb, r, wb);
-                            dw = wb.d;
-                            for (int i = 0; i < 32; ++i) s += wb.qs[i] * xb.qs[i];
+                            BlockQ8_0 xb;
+                            std::memcpy(&xb, xc + b * sizeof(BlockQ8_0), sizeof(xb));
+                            acc = int8_canonical_step(type, gb, r, xb, acc);
                         }
-                        // The scales' product rounded to float, then one fused
-                        // step: what every target's kernel computes.
-                        const float scale = fp16_to_fp32(dw) * fp16_to_fp32(xb.d);
-                        acc = std::fma(static_cast<float>(s), scale, acc);
                     }
                     out = acc;
                 }

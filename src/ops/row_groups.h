@@ -134,14 +134,18 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
                               int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);
 
-// The canonical order of Q4_0's and Q8_0's grouped products, which every
-// target's grouped kernel reproduces bit for bit (AVX-512 VNNI, AVX2, NEON,
-// SSE4, EMU128), so that nodes of different CPU kinds compute the same bits
-// for a row (the exact distributed modes rely on it). Per row, per unit of
-// columns: acc = accumulate ? y : 0; then for each block b in order,
-//   s   = sum over the block of w_i * x_i        (an exact integer)
-//   acc = fma(float(s), d_w(b) * d_x(b), acc)    (the scales' product rounded
-//                                                 to float, one rounding in fma)
+// The canonical order of the grouped products, which every target's grouped
+// kernel reproduces bit for bit (AVX-512 VNNI, AVX2, NEON, SSE4, EMU128), so
+// that nodes of different CPU kinds compute the same bits for a row (the
+// exact distributed modes rely on it). Per row, per unit of columns:
+// acc = accumulate ? y : 0; then for each block b in order,
+//   Q4_0, Q8_0: s   = sum over the block of w_i * x_i     (an exact integer)
+//               acc = fma(float(s), d_w(b) * d_x(b), acc)  (the scales'
+//                     product rounded to float, one rounding in fma)
+//   Q4_K:       scaled = sum_j sc_j * (q . y)_j, mins = sum_j m_j * sum(y)_j
+//                     (exact integers over the 8 sub-blocks j)
+//               block  = fma(-dmin, float(mins), d * float(scaled))
+//               acc    = fma(d_x, block, acc)
 // and y = acc. Integer sums are exact whatever their order, so the only
 // choices are the order of blocks and where the float roundings fall: those
 // are fixed here.
