@@ -323,7 +323,8 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
     const auto add = [&](Matrix& m, int64_t begin, int64_t end, int64_t unit_cols = 0) {
         begin = std::max(begin, m.row_begin);
         end = std::min(end, m.row_end());
-        if (m.data == nullptr || begin >= end) return;
+        // A rank may hold none of a matrix: no heads of its own, or no channels.
+        if (m.data == nullptr || begin >= end || m.cols == 0) return;
         // Grouped only where this CPU has a kernel that reads the groups.
         const QuantTraits* traits = compute_traits(m.type);
         const bool grouped = has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;

@@ -2,8 +2,10 @@
 //   swiglu: gate[i] = silu(gate[i]) * up[i]          (Llama, Qwen, Mistral, Phi-3)
 //   geglu:  gate[i] = gelu(gate[i]) * up[i]          (Gemma; GELU's tanh form, as ggml)
 //   soft_cap: x[i] = cap * tanh(x[i] / cap)          (Gemma 2's attention scores and logits)
-// Each runs the best SIMD target of this CPU (activation_hwy.cpp); the
-// *_scalar functions are their references.
+// Each runs the best SIMD target of this CPU (activation_hwy.cpp); swiglu
+// gives the same bits on every target (canonical::exp), geglu and soft_cap on
+// every target with FMA. The *_scalar functions are plain references (std::exp,
+// std::tanh: close, not the same bits).
 #pragma once
 
 #include <cstdint>

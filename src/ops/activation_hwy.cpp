@@ -11,51 +11,66 @@
 #include <hwy/highway.h>
 
 #include "ops/activation.h"
+#include "ops/canonical_math-inl.h"
+
+#include <algorithm>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void SwigluImpl(float* gate, const float* up, int64_t n) {
-    const hn::ScalableTag<float> d;
+using DC = hn::CappedTag<float, 16>;
+
+// Applies f (a vector function of the elements of x and of y, when given) to
+// every element of x, the last partial vector padded with zeros: no element
+// takes a scalar path, so each gets the same bits whatever the vector width.
+template <class F>
+HWY_INLINE void elementwise(float* x, const float* y, int64_t n, F f) {
+    const DC d;
     const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-    const auto one = hn::Set(d, 1.0f);
     int64_t i = 0;
     for (; i + lanes <= n; i += lanes) {
-        const auto g = hn::LoadU(d, gate + i);
-        const auto silu = hn::Div(g, hn::Add(one, hn::Exp(d, hn::Neg(g))));
-        hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, gate + i);
+        hn::StoreU(f(hn::LoadU(d, x + i), y != nullptr ? hn::LoadU(d, y + i) : hn::Zero(d)), d, x + i);
     }
-    if (i < n) swiglu_scalar(gate + i, up + i, n - i);
+    if (i < n) {
+        HWY_ALIGN float tx[16] = {}, ty[16] = {};
+        std::copy(x + i, x + n, tx);
+        if (y != nullptr) std::copy(y + i, y + n, ty);
+        hn::Store(f(hn::Load(d, tx), hn::Load(d, ty)), d, tx);
+        std::copy(tx, tx + (n - i), x + i);
+    }
 }
 
+// silu(g) = g / (1 + e^-g), with canonical::exp: the same bits on every target.
+void SwigluImpl(float* gate, const float* up, int64_t n) {
+    const DC d;
+    const auto one = hn::Set(d, 1.0f);
+    elementwise(gate, up, n, [&](hn::Vec<DC> g, hn::Vec<DC> u) {
+        return hn::Mul(hn::Div(g, hn::Add(one, canonical::exp(d, hn::Neg(g)))), u);
+    });
+}
+
+// GELU's tanh form and the soft cap take Highway's Tanh: the same bits on
+// targets with FMA (AVX2, AVX-512, NEON); SSE4 and the fallback round it
+// differently (Gemma only).
 void GegluImpl(float* gate, const float* up, int64_t n) {
-    const hn::ScalableTag<float> d;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+    const DC d;
     const auto half = hn::Set(d, 0.5f);
     const auto one = hn::Set(d, 1.0f);
     const auto k = hn::Set(d, 0.79788456080286535587989211986876f);
     const auto c = hn::Set(d, 0.044715f);
-    int64_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-        const auto x = hn::LoadU(d, gate + i);
-        const auto inner = hn::Mul(hn::Mul(k, x), hn::MulAdd(hn::Mul(c, x), x, one));
+    elementwise(gate, up, n, [&](hn::Vec<DC> x, hn::Vec<DC> u) {
+        const auto inner = hn::Mul(hn::Mul(k, x), canonical::fused_mul_add(d, hn::Mul(c, x), x, one));
         const auto gelu = hn::Mul(hn::Mul(half, x), hn::Add(one, hn::Tanh(d, inner)));
-        hn::StoreU(hn::Mul(gelu, hn::LoadU(d, up + i)), d, gate + i);
-    }
-    if (i < n) geglu_scalar(gate + i, up + i, n - i);
+        return hn::Mul(gelu, u);
+    });
 }
 
 void SoftCapImpl(float* x, int64_t n, float cap) {
-    const hn::ScalableTag<float> d;
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+    const DC d;
     const auto vcap = hn::Set(d, cap);
-    int64_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-        hn::StoreU(hn::Mul(vcap, hn::Tanh(d, hn::Div(hn::LoadU(d, x + i), vcap))), d, x + i);
-    }
-    if (i < n) soft_cap_scalar(x + i, n - i, cap);
+    elementwise(x, nullptr, n, [&](hn::Vec<DC> v, hn::Vec<DC>) { return hn::Mul(vcap, hn::Tanh(d, hn::Div(v, vcap))); });
 }
 
 }  // namespace HWY_NAMESPACE

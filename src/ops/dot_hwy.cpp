@@ -13,11 +13,13 @@
 
 #include <hwy/highway.h>
 
+#include "ops/canonical_math-inl.h"
 #include "ops/dot_int8_groups_avx2-inl.h"
 #include "ops/dot_int8_groups_hwy-inl.h"
 #include "ops/dot_int8_hwy-inl.h"
 #include "ops/dot_int8_x86-inl.h"
 #include "ops/dot_kernels.h"
+#include "ops/float_canonical.h"
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
 
@@ -34,10 +36,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 
 // Loads lanes of a weight row as float: F32 directly, F16 promoted.
-template <bool kHalf>
-HWY_INLINE hn::Vec<DF> load_weights(DF d, const uint8_t* w, int64_t i) {
+template <bool kHalf, class D>
+HWY_INLINE hn::Vec<D> load_weights(D d, const uint8_t* w, int64_t i) {
     if constexpr (kHalf) {
-        const hn::Rebind<hwy::float16_t, DF> dh;
+        const hn::Rebind<hwy::float16_t, D> dh;
         return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w) + i));
     } else {
         return hn::LoadU(d, reinterpret_cast<const float*>(w) + i);
@@ -57,66 +59,70 @@ HWY_INLINE float weight_scalar(const uint8_t* w, int64_t i) {
     }
 }
 
+HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
+    float f;
+    std::memcpy(&f, x + 4 * i, 4);
+    return f;
+}
+
+// Float dot products run in the canonical order of canonical_math-inl.h's
+// Lanes16 (16 virtual lanes of fused multiply-adds, then a fixed tree), the
+// same bits on every target; attention's scores and F32/F16 weights go
+// through them, and the exact modes need those bits not to depend on a
+// node's CPU (ops/float_canonical.h is the scalar definition).
 #if !HWY_HAVE_SCALABLE
-// R weight rows x C activation rows, all in registers.
+using DC = hn::CappedTag<float, 16>;
+
+// R weight rows x C activation rows, in registers.
 template <bool kHalf, int R, int C>
 void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
-                           size_t y_stride) {
-    const DF d;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-    hn::Vec<DF> acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
+                size_t y_stride) {
+    const DC d;
+    canonical::Lanes16<DC> acc[R][C];
     int64_t i = 0;
-    for (; i + N <= n; i += N) {
-        hn::Vec<DF> xv[C];
-        for (int c = 0; c < C; ++c) xv[c] = hn::LoadU(d, reinterpret_cast<const float*>(x + c * x_stride) + i);
+    for (; i + 16 <= n; i += 16) {
         for (int r = 0; r < R; ++r) {
-            const auto wv = load_weights<kHalf>(d, w + r * w_stride, i);
-            for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(wv, xv[c], acc[r][c]);
+            const uint8_t* wr = w + r * w_stride;
+            for (int c = 0; c < C; ++c) {
+                const float* xc = reinterpret_cast<const float*>(x + c * x_stride) + i;
+                acc[r][c].mul_add([&](size_t o) { return load_weights<kHalf>(d, wr, i + static_cast<int64_t>(o)); },
+                                  [&](size_t o) { return hn::LoadU(d, xc + o); });
+            }
+        }
+    }
+    if (i < n) {
+        // The last elements, zero-padded to 16 (float_canonical.h's definition).
+        HWY_ALIGN float w_tail[R][16] = {}, x_tail[C][16] = {};
+        for (int64_t j = i; j < n; ++j) {
+            for (int r = 0; r < R; ++r) w_tail[r][j - i] = weight_scalar<kHalf>(w + r * w_stride, j);
+            for (int c = 0; c < C; ++c) x_tail[c][j - i] = activation_scalar(x + c * x_stride, j);
+        }
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) {
+                acc[r][c].mul_add([&](size_t o) { return hn::Load(d, w_tail[r] + o); },
+                                  [&](size_t o) { return hn::Load(d, x_tail[c] + o); });
+            }
         }
     }
     for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) {
-            float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
-            for (int64_t j = i; j < n; ++j) {
-                float xj;
-                std::memcpy(&xj, x + c * x_stride + 4 * j, 4);
-                sum += weight_scalar<kHalf>(w + r * w_stride, j) * xj;
-            }
-            y[c * y_stride + r] = sum;
-        }
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = acc[r][c].reduce();
     }
 }
-
-#endif  // !HWY_HAVE_SCALABLE
 
 template <bool kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
-    // Four independent accumulators hide the FMA latency on long rows.
-    const DF d;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xf = static_cast<const uint8_t*>(x);
-    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-    int64_t i = 0;
-    for (; i + 4 * N <= n; i += 4 * N) {
-        a0 = hn::MulAdd(load_weights<kHalf>(d, wb, i), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i), a0);
-        a1 = hn::MulAdd(load_weights<kHalf>(d, wb, i + N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + N), a1);
-        a2 = hn::MulAdd(load_weights<kHalf>(d, wb, i + 2 * N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + 2 * N), a2);
-        a3 = hn::MulAdd(load_weights<kHalf>(d, wb, i + 3 * N), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i + 3 * N), a3);
-    }
-    for (; i + N <= n; i += N) {
-        a0 = hn::MulAdd(load_weights<kHalf>(d, wb, i), hn::LoadU(d, reinterpret_cast<const float*>(xf) + i), a0);
-    }
-    float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-    for (; i < n; ++i) {
-        float xi;
-        std::memcpy(&xi, xf + 4 * i, 4);
-        sum += weight_scalar<kHalf>(wb, i) * xi;
-    }
-    return sum;
+    float y;
+    float_tile<kHalf, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
+    return y;
 }
+#else
+// Scalable vectors cannot be class members: the scalar definition.
+template <bool kHalf>
+float float_dot(int64_t n, const void* w, const void* x) {
+    return kHalf ? f16_dot_canonical(n, w, static_cast<const float*>(x))
+                 : f32_dot_canonical(n, static_cast<const float*>(w), static_cast<const float*>(x));
+}
+#endif  // !HWY_HAVE_SCALABLE
 
 template <bool kHalf>
 void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,

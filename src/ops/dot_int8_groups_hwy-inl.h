@@ -21,7 +21,7 @@
 #include <hwy/highway.h>
 
 // Outside the target test: a toggling header must be seen on every pass.
-#include "ops/fused_mul_add-inl.h"
+#include "ops/canonical_math-inl.h"
 
 #if HWY_TARGET != HWY_AVX2 && HWY_TARGET != HWY_AVX3 && HWY_TARGET != HWY_AVX3_DL
 

@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include <cmath>
+
 namespace tessera {
 
 namespace {
@@ -55,7 +57,7 @@ void weighted_row_sums_scalar(QuantType type, const void* rows, size_t row_strid
             const auto* row = static_cast<const uint8_t*>(rows) + static_cast<size_t>(r) * row_stride;
             for (int64_t i = 0; i < n; ++i) {
                 const float v = element(type, row, i);
-                o[i] += w * v;
+                o[i] = std::fma(w, v, o[i]);
             }
         }
     }

@@ -3,12 +3,15 @@
 // output elements at a time holds up to 8 sets' accumulators in registers
 // while the rows stream past; each row's slice is loaded (and, F16, widened;
 // Q8_0 and Q4_0, decoded and scaled by its block's d) once for all sets.
+// Each element is a chain of fused multiply-adds over the rows in order, on
+// every target and in the scalar reference: the same bits on every CPU.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/weighted_rows_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
 
+#include "ops/canonical_math-inl.h"
 #include "ops/quant_blocks.h"
 #include "ops/weighted_rows.h"
 #include "util/error.h"
@@ -70,7 +73,9 @@ void sets_kernel(const uint8_t* rows, size_t row_stride, int64_t n_rows, const f
     for (int j = 0; j < S; ++j) acc[j] = hn::Zero(d);
     for (int64_t r = 0; r < n_rows; ++r) {
         const auto v = load_row<kRows>(d, rows + static_cast<size_t>(r) * row_stride, i);
-        for (int j = 0; j < S; ++j) acc[j] = hn::MulAdd(hn::Set(d, weights[j * w_stride + r]), v, acc[j]);
+        for (int j = 0; j < S; ++j) {
+            acc[j] = canonical::fused_mul_add(d, hn::Set(d, weights[j * w_stride + r]), v, acc[j]);
+        }
     }
     for (int j = 0; j < S; ++j) hn::StoreU(acc[j], d, out + j * out_stride + i);
 }

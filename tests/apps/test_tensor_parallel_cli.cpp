@@ -7,6 +7,8 @@
 #include "tessera_cli.h"
 #include "test_paths.h"
 
+#include "ops/cpu_target.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -83,6 +85,68 @@ TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
     const size_t at = kl.out.find("Mean    KLD:");
     ASSERT_NE(at, std::string::npos) << kl.out;
     EXPECT_LT(std::stod(kl.out.substr(at + 12)), 1e-2) << kl.out;
+}
+
+// Exact across CPU kinds (issue 25): a single node forced to each SIMD target
+// this CPU runs, and one tensor-parallel run whose three ranks run three
+// different targets (the best, the next, the portable fallback), write the
+// same KL-divergence base file as the single node on its best target, byte
+// for byte: F32 weights (attention, float dots, softmax, SiLU), Q4_0 and
+// Q8_0 (grouped kernels; stories260K's narrow matrices stay F32), and Q4_K
+// on a generated model wide enough for its super-blocks.
+TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
+    const std::string dir = test::scratch_dir("tp_cli_targets");
+    const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
+    const std::vector<std::string> targets = cpu_target_names();
+    const std::string default_model = test::source_dir() + "/models/stories260K.gguf";
+    ASSERT_GE(targets.size(), 2u);
+    std::vector<std::pair<std::string, std::string>> models = {{"F32", default_model}};
+    for (const char* type : {"Q4_0", "Q8_0"}) {
+        const std::string out = dir + "/stories-" + type + ".gguf";
+        const auto q = run_process(cmd({"quantize", default_model, out, type}), 60);
+        ASSERT_EQ(q.exit_code, 0) << q.err;
+        models.emplace_back(type, out);
+    }
+    const std::string wide = dir + "/wide-Q4_K.gguf";
+    const auto g = run_process(cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                                    "--ffn", "512", "--vocab-from",
+                                    test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf", "--type",
+                                    "Q4_K", "-q", "-o", wide}),
+                               60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    models.emplace_back("Q4_K", wide);
+    for (const auto& [type, model] : models) {
+        const std::string model_path = model;
+        const auto base = [&](const std::string& name, std::vector<std::string> pre, std::vector<std::string> extra) {
+            std::vector<std::string> args = cmd({});
+            args.insert(args.end(), pre.begin(), pre.end());
+            for (const std::string& a : {std::string("perplexity"), std::string("-m"), model_path, std::string("-f"),
+                                         text, std::string("-c"), std::string("128"), std::string("-b"),
+                                         std::string("32"), std::string("--chunks"), std::string("2"),
+                                         std::string("-t"), std::string("1"), std::string("--kl-divergence-base"),
+                                         dir + "/" + name}) {
+                args.push_back(a);
+            }
+            args.insert(args.end(), extra.begin(), extra.end());
+            const auto r = run_process(args, 120);
+            EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+            std::ifstream in(dir + "/" + name, std::ios::binary);
+            return std::string(std::istreambuf_iterator<char>(in), {});
+        };
+        const std::string single = base(type + ".best.kld", {}, {});
+        ASSERT_GT(single.size(), 10000u) << type;
+        for (const std::string& target : targets) {
+            // (EXPECT_TRUE: a binary file's bytes make no readable message.)
+            EXPECT_TRUE(base(type + "." + target + ".kld", {"--cpu-target", target}, {}) == single)
+                << type << " on " << target;
+        }
+        // Root on the best target, workers on the next one and on the fallback.
+        std::unique_ptr<BackgroundProcess> w1, w2;
+        const std::string a1 = start_worker(w1, model_path, targets[1]);
+        const std::string a2 = start_worker(w2, model_path, "portable");
+        EXPECT_TRUE(base(type + ".mixed.kld", {}, {"--workers", a1 + "," + a2}) == single)
+            << type << ": ranks on " << targets[0] << ", " << targets[1] << " and the portable fallback";
+    }
 }
 
 TEST(TensorParallelCli, WorkerWithAnotherModelIsRefused) {

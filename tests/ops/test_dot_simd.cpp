@@ -7,6 +7,7 @@
 // edge. Dot products may differ from the reference only by float rounding:
 // the tolerance is relative to the sum of |w_i * x_i|.
 #include "ops/dot_kernels.h"
+#include "ops/float_canonical.h"
 #include "util/rng.h"
 
 #include <gtest/gtest.h>
@@ -181,6 +182,53 @@ TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
 // The activation quantizer must give the scalar reference's bytes exactly
 // (results may not depend on the CPU), including values on rounding ties,
 // all-zero blocks, tiny and huge magnitudes.
+// F32 and F16 dot products (attention's scores, float weights) follow the
+// canonical order of ops/float_canonical.h on every target, single and in
+// tiles of every shape: the same bits whatever the node's CPU.
+TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(21);
+        for (QuantType type : {QuantType::F32, QuantType::F16}) {
+            const QuantTraits& simd = *simd_block_traits(type);
+            for (int64_t n : {1, 5, 15, 16, 17, 33, 64, 100, 1000}) {
+                constexpr int kRows = 3, kCols = 5;
+                const size_t row_bytes = quant_row_bytes(type, n) + 6;  // strided and off alignment
+                std::vector<uint8_t> w(2 + kRows * row_bytes);
+                std::vector<float> x(static_cast<size_t>(kCols * (n + 1)));
+                for (int r = 0; r < kRows; ++r) {
+                    const auto row = random_row(type, n, rng, false, 0);
+                    std::memcpy(w.data() + 2 + r * row_bytes, row.data(), quant_row_bytes(type, n));
+                }
+                for (float& v : x) v = rng.next_normal();
+                const auto canonical = [&](int r, int c) {
+                    const uint8_t* wr = w.data() + 2 + r * row_bytes;
+                    const float* xc = x.data() + c * (n + 1);
+                    if (type == QuantType::F16) return f16_dot_canonical(n, wr, xc);
+                    std::vector<float> wf(static_cast<size_t>(n));
+                    std::memcpy(wf.data(), wr, wf.size() * sizeof(float));
+                    return f32_dot_canonical(n, wf.data(), xc);
+                };
+                for (int r = 0; r < kRows; ++r) {
+                    const float got = simd.vec_dot(n, w.data() + 2 + r * row_bytes, x.data());
+                    const float want = canonical(r, 0);
+                    ASSERT_EQ(0, std::memcmp(&got, &want, sizeof got)) << target << " " << quant_type_name(type)
+                                                                        << " n " << n << ": " << got << " != " << want;
+                }
+                std::vector<float> y(kRows * kCols);
+                simd.vec_dot_tile(n, w.data() + 2, row_bytes, kRows, x.data(), (n + 1) * sizeof(float), kCols,
+                                  y.data(), kRows);
+                for (int c = 0; c < kCols; ++c) {
+                    for (int r = 0; r < kRows; ++r) {
+                        const float want = canonical(r, c);
+                        ASSERT_EQ(0, std::memcmp(&y[c * kRows + r], &want, sizeof want))
+                            << target << " " << quant_type_name(type) << " n " << n << " tile cell " << r << "," << c;
+                    }
+                }
+            }
+        }
+    });
+}
+
 TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
     for_each_target([](const char* target) {
         Rng rng(9);

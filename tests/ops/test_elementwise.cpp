@@ -9,6 +9,8 @@
 #include <hwy/targets.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace tessera {
@@ -119,6 +121,51 @@ TEST(Elementwise, SoftmaxMatchesScalarOnEveryTarget) {
             }
         }
     });
+}
+
+// The exact modes need a node's elementwise results not to depend on its
+// CPU: swiglu and softmax give the bits of the best target on every other one
+// (canonical::exp, padded last vectors, the 16-lane sum), geglu and soft_cap
+// on every target with FMA; the exp inside stays within a few ulp of std::exp.
+TEST(Elementwise, SwigluAndSoftmaxGiveTheSameBitsOnEveryTarget) {
+    Rng rng(9);
+    for (int64_t n : lengths()) {
+        std::vector<float> gate(static_cast<size_t>(n)), up(gate.size()), scores(gate.size());
+        for (size_t i = 0; i < gate.size(); ++i) {
+            gate[i] = rng.next_normal() * 4.0f;
+            up[i] = rng.next_normal();
+            scores[i] = rng.next_normal() * 8.0f;
+        }
+        // Masked scores (-inf), as causal attention has them.
+        if (n > 3) scores[1] = -INFINITY;
+        std::vector<float> want_g, want_s;
+        std::string first;
+        for_each_target([&](const char* target) {
+            std::vector<float> g = gate, s = scores;
+            swiglu(g.data(), up.data(), n);
+            softmax(s.data(), n);
+            if (first.empty()) {
+                first = target;
+                want_g = g;
+                want_s = s;
+                return;
+            }
+            ASSERT_EQ(0, std::memcmp(g.data(), want_g.data(), g.size() * sizeof(float)))
+                << "swiglu n " << n << ": " << target << " != " << first;
+            ASSERT_EQ(0, std::memcmp(s.data(), want_s.data(), s.size() * sizeof(float)))
+                << "softmax n " << n << ": " << target << " != " << first;
+        });
+    }
+    // silu's exp against std::exp's, in ulp, over a wide range of gates.
+    std::vector<float> g, ones;
+    for (float v = -80.0f; v <= 80.0f; v += 0.0137f) g.push_back(v);
+    ones.assign(g.size(), 1.0f);
+    std::vector<float> got = g;
+    swiglu(got.data(), ones.data(), static_cast<int64_t>(got.size()));
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double want = static_cast<double>(g[i]) / (1.0 + std::exp(-static_cast<double>(g[i])));
+        ASSERT_NEAR(got[i], want, 4e-7 * std::fabs(want) + 1e-30) << "silu(" << g[i] << ")";
+    }
 }
 
 }  // namespace tessera
