@@ -1,0 +1,103 @@
+// The same bits on every CPU (issue 25): a generated model of each weight
+// type, run over a prompt (in batches) and then greedily, gives the same
+// logits byte for byte on every SIMD target this build runs on this CPU
+// (AVX-512 VNNI, AVX-512, AVX2, SSE4, SSSE3, the portable fallback on x86;
+// NEON on ARM). The exact distributed modes rest on it: a node's partials
+// must not depend on its CPU kind.
+//
+// With TESSERA_LOGITS_DIGEST=FILE the test also writes one line per type,
+// "TYPE DIGEST" (FNV-1a over the logits' bytes), so that scripts/test --arm64
+// can compare an ARM build's bits with this machine's.
+#include "model/llama_model.h"
+#include "model/local_decoder.h"
+#include "model/random_model.h"
+#include "ops/dot_kernels.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+// A 40-token prompt in batches of 16, then 8 greedy steps: every step's logits.
+std::vector<float> logits_of(const std::string& path) {
+    const LlamaModel model(path);
+    const int n_vocab = model.hparams().n_vocab;
+    ForwardConfig config;
+    config.n_ctx = 64;
+    config.n_batch = 16;
+    LocalDecoder decoder(model, config, 2);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % n_vocab);
+    std::vector<float> out;
+    const float* logits = decoder.eval(prompt, 0);
+    for (int s = 0; s < 8; ++s) {
+        out.insert(out.end(), logits, logits + n_vocab);
+        int32_t best = 0;
+        for (int v = 1; v < n_vocab; ++v) {
+            if (logits[v] > logits[best]) best = v;
+        }
+        logits = decoder.eval(std::span<const int32_t>(&best, 1), static_cast<int>(prompt.size()) + s);
+    }
+    return out;
+}
+
+uint64_t fnv1a(const std::vector<float>& v) {
+    uint64_t h = 1469598103934665603ull;
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+}  // namespace
+
+TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
+    const std::string dir = test::scratch_dir("cross_cpu");
+    const char* digest_file = std::getenv("TESSERA_LOGITS_DIGEST");
+    std::ofstream digests;
+    if (digest_file != nullptr && *digest_file != '\0') digests.open(digest_file);
+    const std::vector<int64_t> targets = simd_block_targets();
+    ASSERT_FALSE(targets.empty());
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K}) {
+        RandomModelSpec spec;
+        spec.n_embd = 256;
+        spec.n_layer = 2;
+        spec.n_head = 4;
+        spec.n_head_kv = 2;
+        spec.n_ff = 512;
+        spec.n_vocab = 300;
+        spec.type = type;
+        const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
+        write_random_model(spec, path);
+        std::vector<float> want;
+        std::string first;
+        for (int64_t target : targets) {
+            hwy::SetSupportedTargetsForTest(target);
+            const std::vector<float> got = logits_of(path);
+            if (first.empty()) {
+                first = hwy::TargetName(target);
+                want = got;
+                continue;
+            }
+            ASSERT_EQ(got.size(), want.size());
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << quant_type_name(type) << ": " << hwy::TargetName(target) << " != " << first;
+        }
+        hwy::SetSupportedTargetsForTest(0);
+        std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", quant_type_name(type),
+                     targets.size(), first.c_str(), fnv1a(want));
+        if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << fnv1a(want) << std::dec << "\n";
+    }
+}
+
+}  // namespace tessera
