@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -19,6 +20,9 @@ namespace {
 
 constexpr uint64_t kMaxSliceBytes = 1ull << 40;
 constexpr uint64_t kDiskMargin = 64ull << 20;  // left free on the disk after a transfer
+// A .partial file nobody has written to for this long is left from an
+// interrupted transfer (a live transfer writes every few milliseconds).
+constexpr auto kStalePartial = std::chrono::minutes(10);
 
 bool is_hex16(const std::string& text) {
     return text.size() == 16 &&
@@ -103,9 +107,12 @@ void SliceCache::make_room(uint64_t bytes, const std::string& peer) const {
         if (!e.is_regular_file()) continue;
         const std::string name = e.path().filename().string();
         if (name.ends_with(".partial")) {
-            // Only one session at a time writes here: this one is stale.
-            std::error_code ignored;
-            fs::remove(e.path(), ignored);
+            // Left by an interrupted transfer, unless another worker process
+            // sharing this directory is writing it now: only a file nobody
+            // has written to for a while is stale.
+            std::error_code ec;
+            const auto written = e.last_write_time(ec);
+            if (!ec && fs::file_time_type::clock::now() - written > kStalePartial) fs::remove(e.path(), ec);
             continue;
         }
         if (!name.ends_with(".gguf")) continue;

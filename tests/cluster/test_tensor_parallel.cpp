@@ -277,9 +277,21 @@ TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
         *sent = decoder.stats().slice_bytes_sent;
         return got;
     };
+    // Another worker process sharing the directory is writing a slice now
+    // (a fresh .partial file): it must survive; one left by an interrupted
+    // transfer an hour ago is removed. (Removing every .partial file made
+    // two workers on one cache directory break each other's transfers.)
+    std::filesystem::create_directories(cache);
+    const std::string live = cache + "/another-worker.gguf.partial", stale = cache + "/interrupted.gguf.partial";
+    std::ofstream(live) << "in progress";
+    std::ofstream(stale) << "left behind";
+    std::filesystem::last_write_time(stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
     uint64_t sent = 0;
     EXPECT_EQ(run(&sent), want);
     EXPECT_GT(sent, 0u);
+    EXPECT_TRUE(std::filesystem::exists(live));
+    EXPECT_FALSE(std::filesystem::exists(stale));
+    std::filesystem::remove(live);
     size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(cache)) {
         if (entry.path().extension() != ".gguf") continue;
