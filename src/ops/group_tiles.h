@@ -1,6 +1,7 @@
-// The loop every grouped Q4_0/Q8_0 kernel of a target shares
-// (QuantTraits::vec_dot_groups): each group of 16 rows, its columns in tiles
-// of at most kMaxCols, each tile by the target's kernel for that many columns.
+// The loop every grouped kernel of a target shares (QuantTraits::vec_dot_groups,
+// Q4_0/Q8_0 with 32-element blocks, Q4_K with 256-element super-blocks): each
+// group of 16 rows, its columns in tiles of at most kMaxCols, each tile by the
+// target's kernel for that many columns.
 // Plain C++ over function pointers, so one definition serves every target.
 #pragma once
 
@@ -11,25 +12,26 @@
 
 namespace tessera {
 
-// One grouped kernel: 16 rows x C columns over all 32-element blocks of a
-// group, in units of unit_blocks; y[u * unit_stride + c * y_stride + r].
+// One grouped kernel: 16 rows x C columns over all blocks of a group, in units
+// of unit_blocks; y[u * unit_stride + c * y_stride + r]. `sums` are the
+// activations' Q8_0 block sums (Q4_K's kernels take Q8_K's own bsums instead).
 using Int8GroupKernel = void (*)(int64_t n_blocks, int64_t unit_blocks, const uint8_t* group, const uint8_t* x,
                                  size_t x_stride, const int32_t* sums, size_t sums_stride, float* y,
                                  size_t y_stride, size_t unit_stride, bool accumulate);
 
-// kernels[C - 1] computes C columns (C <= kMaxCols).
-template <int kMaxCols>
+// kernels[C - 1] computes C columns (C <= kMaxCols); kBlock elements a block.
+template <int kMaxCols, int64_t kBlock = 32>
 void run_int8_group_tiles(const Int8GroupKernel (&kernels)[kMaxCols], int64_t n, const void* w,
                           size_t group_stride, int n_groups, const void* x, size_t x_stride, const int32_t* x_sums,
                           size_t sums_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
                           size_t unit_stride, bool accumulate) {
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    const int64_t unit_blocks = (unit_n > 0 && unit_n < n ? unit_n : n) / 32;
+    const int64_t unit_blocks = (unit_n > 0 && unit_n < n ? unit_n : n) / kBlock;
     for (int g = 0; g < n_groups; ++g) {
         for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {
             const int cc = n_cols - c0 < kMaxCols ? n_cols - c0 : kMaxCols;
-            kernels[cc - 1](n / 32, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
+            kernels[cc - 1](n / kBlock, unit_blocks, wb + g * group_stride, xb + c0 * x_stride, x_stride,
                             x_sums + c0 * sums_stride, sums_stride, y + c0 * y_stride + g * kGroupRows, y_stride,
                             unit_stride, accumulate);
         }

@@ -30,6 +30,7 @@
 
 #include <immintrin.h>
 
+#include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
 #include "ops/row_groups.h"
 
@@ -47,8 +48,9 @@ constexpr int kMaxCols = 4;
 // 16 rows x C columns over all nb super-blocks of one group, in units of
 // unit_nb super-blocks; y[u * unit_stride + c * y_stride + r].
 template <int C>
-void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride, float* y,
-                       size_t y_stride, size_t unit_stride, bool accumulate) {
+void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                       const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
+                       bool accumulate) {
     using namespace q4k_group;
     const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
@@ -138,10 +140,11 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
 inline void q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr q4k_group::Kernel kernels[kMaxCols] = {q4_k_group_kernel<1>, q4_k_group_kernel<2>,
-                                                            q4_k_group_kernel<3>, q4_k_group_kernel<4>};
-    q4k_group::run_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n,
-                         unit_stride, accumulate);
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {q4_k_group_kernel<1>, q4_k_group_kernel<2>,
+                                                          q4_k_group_kernel<3>, q4_k_group_kernel<4>};
+    static constexpr int32_t kNoSums = 0;  // the kernels read Q8_K's bsums instead
+    run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
+                                        y_stride, unit_n, unit_stride, accumulate);
 }
 
 }  // namespace avx2_kgroups
