@@ -65,7 +65,9 @@ void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n
                                books.bits_per_position(), books.groups(), books.codes());
         position_bits = static_cast<uint64_t>(books.bits_per_position());
     }
-    const std::vector<PromptChunk> chunks = plan_prompt_chunks(0, prompt, n_batch, weights);
+    const std::vector<double> costs =
+        prefill_batch_costs(0, prompt, n_batch, prefill_cost_model(hp, resolve_sparse(o.attention)));
+    const std::vector<PromptChunk> chunks = plan_prompt_chunks(0, prompt, n_batch, weights, costs);
     const std::vector<ChunkTraffic> traffic = prompt_chunk_traffic(chunks, 0, hp.n_layer, position_bits, n_batch);
     const SliceFootprint f = slice_footprint(model, full_slice(hp), n_ctx, kv_types);
     if (o.json) {

@@ -119,7 +119,12 @@ const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
     }
     std::vector<double> weights;
     for (const SpNodeInfo& node : nodes_) weights.push_back(node.weight);
-    chunks_ = plan_prompt_chunks(pos, n, local_.forward().n_batch(), weights);
+    // Later positions attend to more of the prompt: chunks are cut by cost,
+    // not by position count, so the last node is not the slowest.
+    const int n_batch = local_.forward().n_batch();
+    const std::vector<double> costs =
+        prefill_batch_costs(pos, n, n_batch, prefill_cost_model(hp, local_.forward().sparse()));
+    chunks_ = plan_prompt_chunks(pos, n, n_batch, weights, costs);
     logits_node_ = 0;
     for (size_t i = 0; i < chunks_.size(); ++i) {
         nodes_[i].last_chunk = chunks_[i];

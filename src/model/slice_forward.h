@@ -67,6 +67,8 @@ public:
     int n_ctx() const { return caches_[0].n_ctx(); }
     int n_seq() const { return static_cast<int>(caches_.size()); }
     int n_batch() const { return n_batch_; }
+    // Sparse attention's options (disabled: dense).
+    const SparseOptions& sparse() const { return sparse_; }
 
     // x[t] = embedding of tokens[t] (needs slice.embeds).
     void embed(std::span<const int32_t> tokens, float* x) const;

@@ -5,6 +5,8 @@
 // history, with dense and sparse attention and quantized KV rows.
 #include "cluster/sp_chunks.h"
 #include "cluster/sp_prefill_decoder.h"
+#include "model/architecture.h"
+#include "model/hparams.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"
@@ -13,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -111,6 +114,68 @@ TEST(PromptChunks, BoundariesStayOnTheBatchGridAndCoverThePrompt) {
     EXPECT_EQ(c[1].n_tok, 128);
     EXPECT_EQ(c[2].n_tok, 64);
     EXPECT_THROW(plan_prompt_chunks(0, 10, 32, std::vector<double>{1, 0}), Error);
+}
+
+TEST(PromptChunks, ChunksBalanceTheCostOfAttentionNotThePositionCount) {
+    // The 1.1B shape (TinyLlama), dense attention, a 4K prompt in batches of
+    // 512 for two equal nodes: later positions attend to more of the prompt,
+    // so the first node takes more positions than the second.
+    ModelHParams hp;
+    hp.n_embd = 2048;
+    hp.n_layer = 22;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.head_dim = 64;
+    hp.n_ff = 5632;
+    const PrefillCostModel dense = prefill_cost_model(hp, SparseOptions{});
+    EXPECT_NEAR(dense.pair_cost, kAttentionKernelFactor * 9.3e-5, kAttentionKernelFactor * 0.1e-5);
+    const std::vector<double> costs = prefill_batch_costs(0, 4096, 512, dense);
+    ASSERT_EQ(costs.size(), 8u);
+    for (size_t k = 1; k < costs.size(); ++k) EXPECT_GT(costs[k], costs[k - 1]) << "batch " << k;
+    const std::vector<double> two = {1, 1};
+    const std::vector<PromptChunk> c = plan_prompt_chunks(0, 4096, 512, two, costs);
+    EXPECT_GT(c[0].n_tok, c[1].n_tok);
+    EXPECT_EQ(c[0].n_tok + c[1].n_tok, 4096);
+    // The split is the batch boundary nearest to half the cost.
+    double first = 0.0, all = 0.0;
+    for (size_t k = 0; k < costs.size(); ++k) {
+        all += costs[k];
+        if (static_cast<int>(k) * 512 < c[0].n_tok) first += costs[k];
+    }
+    for (size_t k = 0; k < costs.size(); ++k) {
+        double other = 0.0;
+        for (size_t j = 0; j < k; ++j) other += costs[j];
+        EXPECT_LE(std::abs(first - all / 2), std::abs(other - all / 2) + 1e-9) << "a nearer split at batch " << k;
+    }
+    // History before the prompt makes every batch dearer but keeps the order.
+    const std::vector<double> later = prefill_batch_costs(8192, 4096, 512, dense);
+    for (size_t k = 0; k < costs.size(); ++k) EXPECT_GT(later[k], costs[k]);
+    // Sparse attention attends to a bounded set: costs grow far less, and the
+    // chunks are nearer equal than dense's.
+    SparseOptions sparse;
+    sparse.enabled = true;
+    const std::vector<double> sparse_costs = prefill_batch_costs(0, 4096, 512, prefill_cost_model(hp, sparse));
+    EXPECT_LT(sparse_costs.back(), costs.back() / 2);
+    const std::vector<PromptChunk> s = plan_prompt_chunks(0, 4096, 512, two, sparse_costs);
+    EXPECT_LE(s[0].n_tok, c[0].n_tok);
+    // A sliding window on every layer bounds the cost the same way.
+    hp.family = find_architecture("llama");  // Mistral: every layer slides
+    ASSERT_NE(hp.family, nullptr);
+    hp.sliding_window = 256;
+    const PrefillCostModel windowed = prefill_cost_model(hp, SparseOptions{});
+    EXPECT_EQ(windowed.sliding_share, 1.0);
+    const std::vector<double> w = prefill_batch_costs(0, 4096, 512, windowed);
+    EXPECT_NEAR(w[7], w[6], 1e-9 * w[6]);
+    EXPECT_LT(w[7], costs[7] / 2);
+    // Equal costs cut as the position count does; a wrong count of costs, or
+    // a cost that is not positive, is an internal error.
+    const std::vector<double> flat(8, 3.0);
+    const std::vector<double> w3 = {1, 2, 1};
+    const std::vector<PromptChunk> f = plan_prompt_chunks(0, 4096, 512, w3, flat);
+    const std::vector<PromptChunk> u = plan_prompt_chunks(0, 4096, 512, w3);
+    for (size_t i = 0; i < f.size(); ++i) EXPECT_EQ(f[i].n_tok, u[i].n_tok);
+    EXPECT_THROW(plan_prompt_chunks(0, 4096, 512, two, std::vector<double>(7, 1.0)), Error);
+    EXPECT_THROW(plan_prompt_chunks(0, 4096, 512, two, std::vector<double>(8, 0.0)), Error);
 }
 
 TEST(SequenceParallelPrefill, TwoAndThreeNodesGiveSingleNodeBitsOnStories260K) {
