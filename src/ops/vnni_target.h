@@ -26,3 +26,17 @@
 #define TESSERA_VNNI_POP
 #define TESSERA_VNNI_BEGIN _Pragma("GCC target(\"avx512vnni\")")
 #endif
+
+// The same for AVX-VNNI (VEX, 256-bit) in a Highway AVX2 section
+// (ops/avx_vnni.h): the functions between TESSERA_AVXVNNI_PUSH/BEGIN and
+// TESSERA_AVXVNNI_POP are compiled for AVX2 plus avxvnni; callers check
+// avx_vnni_enabled() first.
+#if defined(__clang__)
+#define TESSERA_AVXVNNI_PUSH HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avxvnni")
+#define TESSERA_AVXVNNI_POP HWY_POP_ATTRIBUTES
+#define TESSERA_AVXVNNI_BEGIN
+#else
+#define TESSERA_AVXVNNI_PUSH
+#define TESSERA_AVXVNNI_POP
+#define TESSERA_AVXVNNI_BEGIN _Pragma("GCC target(\"avxvnni\")")
+#endif

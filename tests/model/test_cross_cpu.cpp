@@ -11,6 +11,7 @@
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
+#include "ops/avx_vnni.h"
 #include "ops/dot_kernels.h"
 #include "test_paths.h"
 
@@ -82,18 +83,25 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
         std::vector<float> want;
         std::string first;
         for (int64_t target : targets) {
-            hwy::SetSupportedTargetsForTest(target);
-            const std::vector<float> got = logits_of(path);
-            if (first.empty()) {
-                first = hwy::TargetName(target);
-                want = got;
-                continue;
+            // AVX2 also with AVX-VNNI where the CPU has it (ops/avx_vnni.h).
+            for (const bool vnni : {true, false}) {
+                if (vnni && !(target == HWY_AVX2 && avx_vnni_supported())) continue;
+                hwy::SetSupportedTargetsForTest(target);
+                allow_avx_vnni(vnni);
+                const std::vector<float> got = logits_of(path);
+                const std::string name = std::string(hwy::TargetName(target)) + (vnni ? "+AVX-VNNI" : "");
+                if (first.empty()) {
+                    first = name;
+                    want = got;
+                    continue;
+                }
+                ASSERT_EQ(got.size(), want.size());
+                EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                    << quant_type_name(type) << ": " << name << " != " << first;
             }
-            ASSERT_EQ(got.size(), want.size());
-            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-                << quant_type_name(type) << ": " << hwy::TargetName(target) << " != " << first;
         }
         hwy::SetSupportedTargetsForTest(0);
+        allow_avx_vnni(true);
         std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", quant_type_name(type),
                      targets.size(), first.c_str(), fnv1a(want));
         if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << fnv1a(want) << std::dec << "\n";

@@ -10,6 +10,7 @@
 #define HWY_WANT_AVX3_DL
 #include <hwy/targets.h>
 
+#include "ops/avx_vnni.h"
 #include "ops/dot_kernels.h"
 #include "ops/kquants_hwy.h"
 #include "ops/matmul.h"
@@ -21,6 +22,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+#include <vector>
 #include <memory>
 #include <string>
 #include <utility>
@@ -130,12 +133,19 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
         const QuantType vdt = scalar_traits(type)->vec_dot_type;
         int tested = 0;
         std::string names;
+        // AVX2 twice where the CPU has AVX-VNNI: with it and with maddubs.
+        std::vector<std::pair<int64_t, bool>> runs;
         for (int64_t target : targets_of(type)) {
+            if (target == HWY_AVX2 && avx_vnni_supported()) runs.emplace_back(target, true);
+            runs.emplace_back(target, false);
+        }
+        for (const auto& [target, vnni] : runs) {
             hwy::SetSupportedTargetsForTest(target);
+            allow_avx_vnni(vnni);
             const QuantTraits& simd = simd_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
             ++tested;
-            names += std::string(" ") + hwy::TargetName(target);
+            names += std::string(" ") + hwy::TargetName(target) + (vnni ? "+AVX-VNNI" : "");
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
                 if (type == QuantType::Q4_K && blocks > 8) continue;  // 8 super-blocks is 2048 elements
@@ -188,7 +198,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                                              x.data() + x_off, x_stride, cols, canon.data(), y_stride,
                                                              unit_n, unit_stride, accumulate);
                                     ASSERT_EQ(0, std::memcmp(canon.data(), got.data(), got.size() * sizeof(float)))
-                                        << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                        << hwy::TargetName(target) << (vnni ? "+AVX-VNNI " : " ") << quant_type_name(type) << " n " << n
                                         << " groups " << n_groups << " cols " << cols << " unit " << unit_n
                                         << " accumulate " << accumulate;
                                 }
@@ -198,7 +208,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                         in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
                                     ASSERT_NEAR(got[i], want[i],
                                                 padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
-                                        << hwy::TargetName(target) << " " << quant_type_name(type) << " n " << n
+                                        << hwy::TargetName(target) << (vnni ? "+AVX-VNNI " : " ") << quant_type_name(type) << " n " << n
                                         << " groups " << n_groups << " cols " << cols << " unit " << unit_n
                                         << " accumulate " << accumulate << " at " << i;
                                 }
@@ -209,10 +219,11 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             }
         }
         hwy::SetSupportedTargetsForTest(0);
+        allow_avx_vnni(true);
         std::fprintf(stderr, "%s: %d target(s) with a grouped kernel:%s\n", quant_type_name(type), tested,
                      names.c_str());
         // Every type has one on every target (the exact modes across CPU kinds need it).
-        EXPECT_EQ(tested, static_cast<int>(targets_of(type).size())) << quant_type_name(type);
+        EXPECT_EQ(tested, static_cast<int>(runs.size())) << quant_type_name(type);
         // This CPU's best target is tested when it has AVX-512 VNNI.
         if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) {
             EXPECT_GT(tested, 0) << quant_type_name(type);

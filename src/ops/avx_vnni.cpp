@@ -1,0 +1,33 @@
+#include "ops/avx_vnni.h"
+
+#include <atomic>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace tessera {
+
+namespace {
+std::atomic<bool> g_allowed{true};
+}  // namespace
+
+bool avx_vnni_supported() {
+    static const bool supported = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        // The AVX2 target (which alone uses it) already implies the OS saves
+        // the YMM state, so the CPUID bit is the whole question.
+        return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 4) & 1u) != 0;
+#else
+        return false;
+#endif
+    }();
+    return supported;
+}
+
+bool avx_vnni_enabled() { return g_allowed.load(std::memory_order_relaxed) && avx_vnni_supported(); }
+
+void allow_avx_vnni(bool allowed) { g_allowed.store(allowed, std::memory_order_relaxed); }
+
+}  // namespace tessera
