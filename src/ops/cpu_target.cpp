@@ -1,6 +1,6 @@
 #include "ops/cpu_target.h"
 
-#include "ops/avx_vnni.h"
+#include "ops/int8_dot_extension.h"
 #include "ops/dot_kernels.h"
 #include "util/error.h"
 
@@ -22,20 +22,27 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-// AVX-VNNI is not a Highway target; it qualifies AVX2 (ops/avx_vnni.h).
-constexpr const char* kAvx2Vnni = "AVX2_VNNI";
+// The Highway target an int8 dot-product extension qualifies
+// (ops/int8_dot_extension.h), and the name of the pair; nullptr for others.
+const char* extended_name(int64_t target) {
+    if (target == HWY_AVX2) return "AVX2_VNNI";
+    if (target == HWY_NEON) return "NEON_DOTPROD";
+    return nullptr;
+}
 
 std::string cpu_target_name() {
     const std::vector<int64_t> targets = simd_block_targets();
     if (targets.empty()) return "scalar";
-    if (targets.front() == HWY_AVX2 && avx_vnni_enabled()) return kAvx2Vnni;
+    if (extended_name(targets.front()) != nullptr && int8_dot_extension_enabled()) {
+        return extended_name(targets.front());
+    }
     return hwy::TargetName(targets.front());
 }
 
 std::vector<std::string> cpu_target_names() {
     std::vector<std::string> names;
     for (int64_t t : simd_block_targets()) {
-        if (t == HWY_AVX2 && avx_vnni_supported()) names.emplace_back(kAvx2Vnni);
+        if (extended_name(t) != nullptr && int8_dot_extension_supported()) names.emplace_back(extended_name(t));
         names.emplace_back(hwy::TargetName(t));
     }
     return names;
@@ -45,16 +52,19 @@ void limit_cpu_target(const std::string& name) {
     std::string want = lower(name);
     if (want == "avx512") want = "avx3";
     if (want == "avx512-vnni" || want == "avx512_vnni") want = "avx3_dl";
+    if (want == "avx2-vnni" || want == "avx-vnni") want = "avx2_vnni";
+    if (want == "neon-dotprod" || want == "dotprod") want = "neon_dotprod";
     // Highway's portable fallback is SCALAR under GCC and EMU128 under clang:
     // either name, or "portable", means whichever this build has.
     const bool fallback = want == "portable" || want == "scalar" || want == "emu128";
-    // "avx2_vnni": AVX2 with AVX-VNNI; "avx2": AVX2 with maddubs only.
-    const bool avx2_vnni = want == lower(kAvx2Vnni) || want == "avx2-vnni" || want == "avx-vnni";
-    if (avx2_vnni) want = avx_vnni_supported() ? "avx2" : "(none)";
     for (int64_t t : simd_block_targets()) {
         const bool is_fallback = t == HWY_SCALAR || t == HWY_EMU128;
-        if (fallback ? !is_fallback : lower(hwy::TargetName(t)) != want) continue;
-        if (t == HWY_AVX2) allow_avx_vnni(avx2_vnni);
+        // "avx2_vnni" / "neon_dotprod": the target with its extension;
+        // "avx2" / "neon": the target without it.
+        const bool extended = extended_name(t) != nullptr && int8_dot_extension_supported() &&
+                              want == lower(extended_name(t));
+        if (!extended && (fallback ? !is_fallback : lower(hwy::TargetName(t)) != want)) continue;
+        if (extended_name(t) != nullptr) allow_int8_dot_extension(extended);
         // Highway's bits: a better target has a lower bit. Keep this one and
         // every lesser one the CPU supports.
         hwy::SetSupportedTargetsForTest(hwy::SupportedTargets() & ~(t - 1));

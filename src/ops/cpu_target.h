@@ -14,15 +14,16 @@ namespace tessera {
 
 // The name of the target the block kernels (ops/dot_kernels.h) dispatch to
 // now: "AVX3_DL" (AVX-512 with VNNI), "AVX3" (AVX-512), "AVX2_VNNI" (AVX2
-// with AVX-VNNI, ops/avx_vnni.h), "AVX2", "SSE4", "SSSE3", "NEON", "SVE",
-// "EMU128", ...
+// with AVX-VNNI, ops/int8_dot_extension.h), "AVX2", "SSE4", "SSSE3",
+// "NEON_DOTPROD" (NEON with the dot product), "NEON", "SVE", "EMU128", ...
 std::string cpu_target_name();
 
 // The names limit_cpu_target takes on this CPU, best first.
 std::vector<std::string> cpu_target_names();
 
 // Makes `name` (case-insensitive, as cpu_target_names gives it; "avx512" and
-// "avx512-vnni" too; "avx2" without AVX-VNNI, "avx2_vnni" with it; "portable", "scalar" or "emu128" for the portable
+// "avx512-vnni" too; "avx2" / "neon" without the int8 dot extension, "avx2_vnni" /
+// "neon_dotprod" with it; "portable", "scalar" or "emu128" for the portable
 // fallback, whichever the build has) the best target every kernel may use
 // from now on. Call it before any kernel runs. Throws Error for a name this
 // CPU cannot run.

@@ -14,10 +14,11 @@
 #include <hwy/highway.h>
 
 #include "ops/canonical_math-inl.h"
-#include "ops/avx_vnni.h"
+#include "ops/group_tiles.h"
 #include "ops/dot_int8_groups_avx2-inl.h"
 #include "ops/dot_int8_groups_avxvnni-inl.h"
 #include "ops/dot_int8_groups_hwy-inl.h"
+#include "ops/dot_int8_groups_neon_dotprod-inl.h"
 #include "ops/dot_int8_hwy-inl.h"
 #include "ops/dot_int8_x86-inl.h"
 #include "ops/dot_kernels.h"
@@ -216,21 +217,21 @@ namespace int8 = portable;
 #if HWY_TARGET == HWY_AVX3_DL
 namespace groups = vnni;
 #elif HWY_TARGET == HWY_AVX2
-// AVX2 with AVX-VNNI where the CPU has it and it is allowed (ops/avx_vnni.h;
-// checked on every product, so a test or --cpu-target can switch it).
+// AVX2 with AVX-VNNI where the CPU has it and it is allowed.
 namespace groups {
 template <bool kQ4>
-void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
-                         size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                         size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    const auto kernel = avx_vnni_enabled() ? avxvnni_groups::int8_vec_dot_groups<kQ4>
-                                           : avx2_groups::int8_vec_dot_groups<kQ4>;
-    kernel(n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y, y_stride, unit_n, unit_stride,
-           accumulate);
-}
+constexpr VecDotGroupsFn int8_vec_dot_groups =
+    with_int8_dot_extension<avxvnni_groups::int8_vec_dot_groups<kQ4>, avx2_groups::int8_vec_dot_groups<kQ4>>;
 }  // namespace groups
 #elif HWY_TARGET == HWY_AVX3
 namespace groups = avx2_groups;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+// NEON with the dot-product extension where the CPU has it and it is allowed.
+namespace groups {
+template <bool kQ4>
+constexpr VecDotGroupsFn int8_vec_dot_groups =
+    with_int8_dot_extension<dotprod_groups::int8_vec_dot_groups<kQ4>, portable_groups::int8_vec_dot_groups<kQ4>>;
+}  // namespace groups
 #else
 namespace groups = portable_groups;
 #endif

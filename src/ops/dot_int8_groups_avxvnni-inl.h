@@ -1,5 +1,5 @@
 // Q4_0 and Q8_0 in the group layout (ops/row_groups.h) with AVX-VNNI, for the
-// AVX2 target on CPUs that have it (ops/avx_vnni.h). Included by dot_hwy.cpp
+// AVX2 target on CPUs that have it (ops/int8_dot_extension.h). Included by dot_hwy.cpp
 // once per target (hence the toggling include guard), inside nothing.
 //
 // The layout and the loop are dot_int8_groups_avx2-inl.h's: a 256-bit vector

@@ -5,6 +5,7 @@
 // Plain C++ over function pointers, so one definition serves every target.
 #pragma once
 
+#include "ops/int8_dot_extension.h"
 #include "ops/row_groups.h"
 
 #include <cstddef>
@@ -36,6 +37,22 @@ void run_int8_group_tiles(const Int8GroupKernel (&kernels)[kMaxCols], int64_t n,
                             unit_stride, accumulate);
         }
     }
+}
+
+// A grouped product's entry point (QuantTraits::vec_dot_groups).
+using VecDotGroupsFn = void (*)(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                                size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
+                                size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate);
+
+// kExtended where the CPU's int8 dot extension is enabled (AVX2 with
+// AVX-VNNI, NEON with the dot product: ops/int8_dot_extension.h), kBase
+// otherwise; checked on every product, so a test or --cpu-target can switch.
+template <VecDotGroupsFn kExtended, VecDotGroupsFn kBase>
+void with_int8_dot_extension(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                             size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
+                             size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
+    (int8_dot_extension_enabled() ? kExtended : kBase)(n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride,
+                                                       n_cols, y, y_stride, unit_n, unit_stride, accumulate);
 }
 
 }  // namespace tessera

@@ -1,6 +1,6 @@
 // Q4_K weights in the group layout (ops/row_groups.h) against Q8_K
 // activations with AVX-VNNI, for the AVX2 target on CPUs that have it
-// (ops/avx_vnni.h). Included by kquants_hwy.cpp once per target (hence the
+// (ops/int8_dot_extension.h). Included by kquants_hwy.cpp once per target (hence the
 // toggling include guard), inside nothing.
 //
 // The kernel is kquant_groups_avx2-inl.h's (kquant_groups_avx2_kernel.inc)

@@ -38,7 +38,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include "ops/avx_vnni.h"
+#include "ops/group_tiles.h"
 #include "ops/kquant_groups_avx2-inl.h"
 #include "ops/kquant_groups_avxvnni-inl.h"
 #include "ops/kquant_groups_hwy-inl.h"
@@ -675,18 +675,6 @@ float kquant_vec_dot(int64_t n, const void* w, const void* x) {
     return y;
 }
 
-#if HWY_TARGET == HWY_AVX2
-// AVX2 with AVX-VNNI where the CPU has it and it is allowed (ops/avx_vnni.h;
-// checked on every product, so a test or --cpu-target can switch it).
-void avx2_q4_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
-                              size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                              size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    const auto kernel = avx_vnni_enabled() ? avxvnni_kgroups::q4_k_vec_dot_groups : avx2_kgroups::q4_k_vec_dot_groups;
-    kernel(n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y, y_stride, unit_n, unit_stride,
-           accumulate);
-}
-#endif
-
 const QuantTraits* KQuantsTraits(QuantType type) {
     if (scalar_traits(type) == nullptr) return nullptr;
     switch (type) {
@@ -699,7 +687,9 @@ const QuantTraits* KQuantsTraits(QuantType type) {
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = kgroups::q4_k_vec_dot_groups;
 #elif HWY_TARGET == HWY_AVX2
-                t.vec_dot_groups = avx2_q4_k_vec_dot_groups;
+                // With AVX-VNNI where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<avxvnni_kgroups::q4_k_vec_dot_groups,
+                                                           avx2_kgroups::q4_k_vec_dot_groups>;
 #elif HWY_TARGET == HWY_AVX3
                 t.vec_dot_groups = avx2_kgroups::q4_k_vec_dot_groups;
 #else

@@ -28,9 +28,9 @@
 #endif
 
 // The same for AVX-VNNI (VEX, 256-bit) in a Highway AVX2 section
-// (ops/avx_vnni.h): the functions between TESSERA_AVXVNNI_PUSH/BEGIN and
+// (ops/int8_dot_extension.h): the functions between TESSERA_AVXVNNI_PUSH/BEGIN and
 // TESSERA_AVXVNNI_POP are compiled for AVX2 plus avxvnni; callers check
-// avx_vnni_enabled() first.
+// int8_dot_extension_enabled() first.
 #if defined(__clang__)
 #define TESSERA_AVXVNNI_PUSH HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avxvnni")
 #define TESSERA_AVXVNNI_POP HWY_POP_ATTRIBUTES

@@ -11,7 +11,7 @@
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
-#include "ops/avx_vnni.h"
+#include "ops/int8_dot_extension.h"
 #include "ops/dot_kernels.h"
 #include "test_paths.h"
 
@@ -83,13 +83,14 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
         std::vector<float> want;
         std::string first;
         for (int64_t target : targets) {
-            // AVX2 also with AVX-VNNI where the CPU has it (ops/avx_vnni.h).
-            for (const bool vnni : {true, false}) {
-                if (vnni && !(target == HWY_AVX2 && avx_vnni_supported())) continue;
+            // AVX2 and NEON also with their int8 dot extension where the CPU
+            // has it (ops/int8_dot_extension.h).
+            for (const bool with_dot : {true, false}) {
+                if (with_dot && !((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported())) continue;
                 hwy::SetSupportedTargetsForTest(target);
-                allow_avx_vnni(vnni);
+                allow_int8_dot_extension(with_dot);
                 const std::vector<float> got = logits_of(path);
-                const std::string name = std::string(hwy::TargetName(target)) + (vnni ? "+AVX-VNNI" : "");
+                const std::string name = std::string(hwy::TargetName(target)) + (with_dot ? "+dot" : "");
                 if (first.empty()) {
                     first = name;
                     want = got;
@@ -101,7 +102,7 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
             }
         }
         hwy::SetSupportedTargetsForTest(0);
-        allow_avx_vnni(true);
+        allow_int8_dot_extension(true);
         std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", quant_type_name(type),
                      targets.size(), first.c_str(), fnv1a(want));
         if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << fnv1a(want) << std::dec << "\n";

@@ -10,7 +10,7 @@
 #define HWY_WANT_AVX3_DL
 #include <hwy/targets.h>
 
-#include "ops/avx_vnni.h"
+#include "ops/int8_dot_extension.h"
 #include "ops/dot_kernels.h"
 #include "ops/kquants_hwy.h"
 #include "ops/matmul.h"
@@ -133,19 +133,22 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
         const QuantType vdt = scalar_traits(type)->vec_dot_type;
         int tested = 0;
         std::string names;
-        // AVX2 twice where the CPU has AVX-VNNI: with it and with maddubs.
+        // AVX2 and NEON twice where the CPU has their int8 dot extension
+        // (AVX-VNNI, ARM's dot product): with it and without.
         std::vector<std::pair<int64_t, bool>> runs;
         for (int64_t target : targets_of(type)) {
-            if (target == HWY_AVX2 && avx_vnni_supported()) runs.emplace_back(target, true);
+            if ((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported()) {
+                runs.emplace_back(target, true);
+            }
             runs.emplace_back(target, false);
         }
-        for (const auto& [target, vnni] : runs) {
+        for (const auto& [target, with_dot] : runs) {
             hwy::SetSupportedTargetsForTest(target);
-            allow_avx_vnni(vnni);
+            allow_int8_dot_extension(with_dot);
             const QuantTraits& simd = simd_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
             ++tested;
-            names += std::string(" ") + hwy::TargetName(target) + (vnni ? "+AVX-VNNI" : "");
+            names += std::string(" ") + hwy::TargetName(target) + (with_dot ? "+dot" : "");
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
                 if (type == QuantType::Q4_K && blocks > 8) continue;  // 8 super-blocks is 2048 elements
@@ -198,7 +201,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                                              x.data() + x_off, x_stride, cols, canon.data(), y_stride,
                                                              unit_n, unit_stride, accumulate);
                                     ASSERT_EQ(0, std::memcmp(canon.data(), got.data(), got.size() * sizeof(float)))
-                                        << hwy::TargetName(target) << (vnni ? "+AVX-VNNI " : " ") << quant_type_name(type) << " n " << n
+                                        << hwy::TargetName(target) << (with_dot ? "+dot " : " ") << quant_type_name(type) << " n " << n
                                         << " groups " << n_groups << " cols " << cols << " unit " << unit_n
                                         << " accumulate " << accumulate;
                                 }
@@ -208,7 +211,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                         in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
                                     ASSERT_NEAR(got[i], want[i],
                                                 padding ? 0.0 : 1e-5 * (std::fabs(want[i]) + n) + 1e-6)
-                                        << hwy::TargetName(target) << (vnni ? "+AVX-VNNI " : " ") << quant_type_name(type) << " n " << n
+                                        << hwy::TargetName(target) << (with_dot ? "+dot " : " ") << quant_type_name(type) << " n " << n
                                         << " groups " << n_groups << " cols " << cols << " unit " << unit_n
                                         << " accumulate " << accumulate << " at " << i;
                                 }
@@ -219,7 +222,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             }
         }
         hwy::SetSupportedTargetsForTest(0);
-        allow_avx_vnni(true);
+        allow_int8_dot_extension(true);
         std::fprintf(stderr, "%s: %d target(s) with a grouped kernel:%s\n", quant_type_name(type), tested,
                      names.c_str());
         // Every type has one on every target (the exact modes across CPU kinds need it).

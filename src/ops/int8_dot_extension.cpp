@@ -1,9 +1,12 @@
-#include "ops/avx_vnni.h"
+#include "ops/int8_dot_extension.h"
 
 #include <atomic>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 namespace tessera {
@@ -12,13 +15,15 @@ namespace {
 std::atomic<bool> g_allowed{true};
 }  // namespace
 
-bool avx_vnni_supported() {
+bool int8_dot_extension_supported() {
     static const bool supported = [] {
 #if defined(__x86_64__) || defined(__i386__)
         unsigned a = 0, b = 0, c = 0, d = 0;
         // The AVX2 target (which alone uses it) already implies the OS saves
         // the YMM state, so the CPUID bit is the whole question.
         return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 4) & 1u) != 0;
+#elif defined(__aarch64__) && defined(__linux__)
+        return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 #else
         return false;
 #endif
@@ -26,8 +31,10 @@ bool avx_vnni_supported() {
     return supported;
 }
 
-bool avx_vnni_enabled() { return g_allowed.load(std::memory_order_relaxed) && avx_vnni_supported(); }
+bool int8_dot_extension_enabled() {
+    return g_allowed.load(std::memory_order_relaxed) && int8_dot_extension_supported();
+}
 
-void allow_avx_vnni(bool allowed) { g_allowed.store(allowed, std::memory_order_relaxed); }
+void allow_int8_dot_extension(bool allowed) { g_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace tessera
