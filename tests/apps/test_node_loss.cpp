@@ -18,7 +18,6 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <thread>
 
@@ -148,16 +147,7 @@ TEST(HeavyNodeLoss, ModelThatNoLongerFitsTheSurvivorsIsAClearError) {
         }
         test::ProcessResult r;
         std::thread runner([&] { r = test::run_process({"/bin/sh", "-c", command}, 120); });
-        // Kill b once it serves its slice (the run is generating), not after
-        // a fixed time: on a loaded machine the root may still be setting up
-        // after a second, and a kill then is a setup error instead.
-        for (int i = 0; i < 600; ++i) {
-            std::ifstream log(dir() + "/b.log");
-            const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-            if (text.find("serving") != std::string::npos) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         b.process().signal(SIGKILL);
         runner.join();
         EXPECT_EQ(r.exit_code, 1) << r.err;
