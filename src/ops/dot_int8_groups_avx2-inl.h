@@ -40,9 +40,8 @@ namespace tessera {
 namespace HWY_NAMESPACE {
 namespace avx2_groups {
 
-// Columns per kernel call: 2 accumulators per column (one per half) and a
+// Up to 4 columns per kernel call (int8_vec_dot_groups below): 2 accumulators per column (one per half) and a
 // block's unpacked weights must fit the 16 vector registers.
-constexpr int kMaxCols = 4;
 
 HWY_INLINE __m256i broadcast4(const uint8_t* p) {
     int32_t v;
@@ -129,14 +128,8 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
 
 // QuantTraits::vec_dot_groups for Q4_0 (kQ4) and Q8_0.
 template <bool kQ4>
-void int8_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
-                         size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
-                         size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {group_kernel<kQ4, 1>, group_kernel<kQ4, 2>,
-                                                          group_kernel<kQ4, 3>, group_kernel<kQ4, 4>};
-    run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
-                         y_stride, unit_n, unit_stride, accumulate);
-}
+constexpr VecDotGroupsFn int8_vec_dot_groups =
+    int8_group_entry<32, group_kernel<kQ4, 1>, group_kernel<kQ4, 2>, group_kernel<kQ4, 3>, group_kernel<kQ4, 4>>;
 
 }  // namespace avx2_groups
 }  // namespace HWY_NAMESPACE

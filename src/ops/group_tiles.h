@@ -44,6 +44,18 @@ using VecDotGroupsFn = void (*)(int64_t n, const void* w, size_t group_stride, i
                                 size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
                                 size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate);
 
+// A target's entry point from its kernels for 1, 2, .. columns (in order):
+// int8_group_entry<32, k<1>, k<2>, k<3>, k<4>>.
+template <int64_t kBlock, Int8GroupKernel... kKernels>
+void int8_group_entry(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                      const int32_t* x_sums, size_t sums_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
+                      size_t unit_stride, bool accumulate) {
+    static constexpr Int8GroupKernel kernels[sizeof...(kKernels)] = {kKernels...};
+    run_int8_group_tiles<static_cast<int>(sizeof...(kKernels)), kBlock>(kernels, n, w, group_stride, n_groups, x,
+                                                                         x_stride, x_sums, sums_stride, n_cols, y,
+                                                                         y_stride, unit_n, unit_stride, accumulate);
+}
+
 // kExtended where the CPU's int8 dot extension is enabled (AVX2 with
 // AVX-VNNI, NEON with the dot product: ops/int8_dot_extension.h), kBase
 // otherwise; checked on every product, so a test or --cpu-target can switch.
