@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 namespace tessera {
@@ -69,6 +71,54 @@ TEST(FixedRows, RandomPartialsRoundTripInTheReferenceWidths) {
         std::vector<double> back(n, -1.0);
         decode_fixed_rows(wire, n, back.data(), "peer");
         ASSERT_EQ(back, v) << "trial " << trial;
+    }
+}
+
+// Every width has its own unrolled packer for whole blocks (and a plain one
+// for a short last block): for each width 1..53, blocks whose values span
+// exactly that width, extremes included, encode to the bytes a bit-by-bit
+// reference writes and decode back.
+TEST(FixedRows, EveryWidthPacksBitForBitAsTheReference) {
+    Rng rng(53);
+    for (int w = 1; w <= kFixedMaxBits; ++w) {
+        const int64_t lo = w == 1 ? -1 : -(int64_t{1} << (w - 1)), hi = w == 1 ? 0 : (int64_t{1} << (w - 1)) - 1;
+        for (const size_t n : {size_t{32}, size_t{64 + 5}}) {
+            std::vector<int64_t> steps(n);
+            for (size_t i = 0; i < n; ++i) {
+                const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+                steps[i] = lo + static_cast<int64_t>(rng.next_u64() % span);
+            }
+            // Each block reaches its width: its first value is the most negative one.
+            for (size_t b = 0; b < n; b += kFixedBlock) steps[b] = lo;
+            steps[n - 1] = hi;
+            if (w == kFixedMaxBits) {  // values are bounded by 2^51 steps, a 53-bit block's range is wider
+                for (auto& s : steps) s = std::clamp<int64_t>(s, -(int64_t{1} << 51), int64_t{1} << 51);
+            }
+            std::vector<double> v(n);
+            for (size_t i = 0; i < n; ++i) v[i] = std::ldexp(static_cast<double>(steps[i]), -32);
+            std::vector<uint8_t> want;
+            for (size_t b = 0; b < n; b += kFixedBlock) {
+                const int count = static_cast<int>(std::min<size_t>(kFixedBlock, n - b));
+                const int width = reference_width(v.data() + b, count);
+                want.push_back(static_cast<uint8_t>(width));
+                std::vector<uint8_t> body((static_cast<size_t>(count) * width + 7) / 8, 0);
+                for (int i = 0; i < count; ++i) {
+                    const auto u = static_cast<uint64_t>(steps[b + i]);
+                    for (int j = 0; j < width; ++j) {
+                        const size_t bit = static_cast<size_t>(i) * width + j;
+                        body[bit / 8] |= static_cast<uint8_t>(((u >> j) & 1) << (bit % 8));
+                    }
+                }
+                want.insert(want.end(), body.begin(), body.end());
+            }
+            std::vector<uint8_t> wire = {0xAB};  // appended after what is there
+            encode_fixed_rows(v.data(), n, wire);
+            ASSERT_EQ(wire[0], 0xAB);
+            ASSERT_EQ(std::vector<uint8_t>(wire.begin() + 1, wire.end()), want) << "width " << w << ", n " << n;
+            std::vector<double> back(n, -1.0);
+            decode_fixed_rows(std::span<const uint8_t>(wire).subspan(1), n, back.data(), "peer");
+            ASSERT_EQ(back, v) << "width " << w << ", n " << n;
+        }
     }
 }
 
