@@ -148,6 +148,7 @@ void run(const RunOptions& o) {
             }
         }
         j["mode"] = plan.options.mode();
+        j["plan"] = plan_json(setup);
         j["n_ctx"] = n_ctx;
         j["peak_resident_bytes"] = peak_resident_memory_bytes();
         j["edges"] = nlohmann::json::array();

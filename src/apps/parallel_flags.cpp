@@ -27,6 +27,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_flag("--mmap", o.mmap,
                   "Compute from the mapped model file instead of a private copy of the weights (loads faster, "
                   "generates slower)");
+    cmd->add_flag("--no-offload", o.no_offload,
+                  "Refuse a plan where a node's share of the weights does not fit its memory (default: that node "
+                  "keeps what fits and streams its later layers from the model file every token)");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--key", o.key_file,
@@ -68,12 +71,20 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->check(CLI::Range(100, 600000));
 }
 
+// ", streams ~N MiB of its layers from the model file per token (its memory
+// holds the rest)" where a node's share does not fit its memory.
+std::string streamed_note(uint64_t streamed_bytes) {
+    if (streamed_bytes == 0) return "";
+    return fmt::format(", streams ~{:.1f} MiB of its layers from the model file per token (memory holds the rest; "
+                       "--no-offload refuses instead)", streamed_bytes / 1048576.0);
+}
+
 void print_ranks(const TensorParallelDecoder& decoder) {
     for (size_t r = 0; r < decoder.ranks().size(); ++r) {
         const TpRankInfo& info = decoder.ranks()[r];
-        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB%s\n", r, info.address.c_str(),
+        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB%s%s\n", r, info.address.c_str(),
                      describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0,
-                     info.shared_memory ? ", shared memory" : "");
+                     info.shared_memory ? ", shared memory" : "", streamed_note(info.streamed_bytes).c_str());
     }
 }
 
@@ -86,8 +97,9 @@ void print_stages(const PipelineDecoder& decoder) {
         const StageInfo& info = decoder.stages()[s];
         std::string group;
         for (const std::string& member : info.group) group += " + " + member;
-        std::fprintf(stderr, "stage %zu %s%s: %s, weight %.2f, %.1f MiB\n", s, info.address.c_str(), group.c_str(),
-                     describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0);
+        std::fprintf(stderr, "stage %zu %s%s: %s, weight %.2f, %.1f MiB%s\n", s, info.address.c_str(), group.c_str(),
+                     describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0,
+                     streamed_note(info.streamed_bytes).c_str());
     }
 }
 
@@ -120,6 +132,7 @@ void print_sequence_chunks(const SpPrefillDecoder& decoder) {
 
 void print_plan(const DecoderSetup& setup) {
     if (!setup.plan_report.empty()) std::fprintf(stderr, "%s", setup.plan_report.c_str());
+    if (setup.streamed_bytes > 0) std::fprintf(stderr, "single node%s\n", streamed_note(setup.streamed_bytes).c_str());
     if (setup.sequence_parallel != nullptr) print_sequence_nodes(*setup.sequence_parallel);
     if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
     if (setup.pipeline != nullptr) print_stages(*setup.pipeline);
@@ -132,18 +145,20 @@ nlohmann::json plan_json(const DecoderSetup& setup) {
             const StageInfo& info = setup.pipeline->stages()[s];
             nodes.push_back({{"role", "stage " + std::to_string(s)}, {"address", info.address},
                              {"group", info.group}, {"slice", describe_slice(info.slice)}, {"weight", info.weight},
-                             {"mib", info.footprint_bytes / 1048576.0}});
+                             {"mib", info.footprint_bytes / 1048576.0},
+                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0}});
         }
     } else if (setup.tensor_parallel != nullptr) {
         for (size_t r = 0; r < setup.tensor_parallel->ranks().size(); ++r) {
             const TpRankInfo& info = setup.tensor_parallel->ranks()[r];
             nodes.push_back({{"role", "rank " + std::to_string(r)}, {"address", info.address},
                              {"slice", describe_slice(info.slice)}, {"weight", info.weight},
-                             {"mib", info.footprint_bytes / 1048576.0}});
+                             {"mib", info.footprint_bytes / 1048576.0},
+                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0}});
         }
     } else {
         nodes.push_back({{"role", "single"}, {"address", "this process"}, {"slice", "the whole model"},
-                         {"weight", 1.0}});
+                         {"weight", 1.0}, {"streamed_mib_per_token", setup.streamed_bytes / 1048576.0}});
     }
     return nodes;
 }

@@ -86,6 +86,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, weights, config.layers);
     const ReductionUnits units = reduction_units(model);
+    uint64_t root_weight_budget = UINT64_MAX;
     for (size_t s = 0; s < n_stages; ++s) {
         std::vector<double> group_weights = s < config.group_weights.size() ? config.group_weights[s]
                                                                             : std::vector<double>();
@@ -102,11 +103,15 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx * std::max(1, config.forward.n_seq),
                                                  config.forward.kv_types);
         stages_[s].footprint_bytes = f.total();
-        if (f.total() > free_memory[s]) {
-            throw PlanRefused(fmt::format("plan refused: stage {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
-                             "available ({} bytes short)", s, stages_[s].address, f.total(), f.weight_bytes, f.kv_bytes,
-                             free_memory[s], f.total() - free_memory[s]));
+        // A tensor-parallel group's members check their own shares.
+        const MemoryFit fit = memory_fit(f, 0, free_memory[s], config.forward.offload);
+        if (!fit.fits) {
+            throw PlanRefused(fmt::format("plan refused: stage {} ({}) {} ({} bytes short)", s, stages_[s].address,
+                                          describe_shortfall(f, 0, free_memory[s], config.forward.offload),
+                                          f.total() - std::min(f.total(), free_memory[s])));
         }
+        stages_[s].streamed_bytes = fit.streamed_bytes;
+        if (s == 0) root_weight_budget = fit.weight_budget;
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = stages_[i + 1].slice;
@@ -126,6 +131,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
                        {"partial_format", 0}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (config.forward.track_attention) assign["track_attention"] = true;
+        if (config.forward.offload) assign["offload"] = true;
         if (i + 2 < n_stages) assign["next"] = stages_[i + 2].address;
         if (!stages_[i + 1].group.empty()) {
             assign["group"] = stages_[i + 1].group;
@@ -140,7 +146,9 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
     }
     if (group_of(0).empty()) {
-        forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, config.forward, pool_);
+        ForwardConfig root = config.forward;
+        root.weight_budget = root_weight_budget;
+        forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, root, pool_);
         front_ = forward_.get();
         block_ = forward_.get();
     } else {

@@ -50,6 +50,9 @@ struct StageInfo {
     Slice slice;  // the leader's slice
     double weight = 1.0;
     uint64_t footprint_bytes = 0;
+    // Bytes of its layers the stage reads from the model file every token,
+    // where its memory cannot hold them all (0: none; planned, an estimate).
+    uint64_t streamed_bytes = 0;
     double round_trip_ms = 0.0;  // the handshake's first round trip (stages 1..)
     uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes the root sent this stage and received from it
     // Batches and their time: the root's own layers (stage 0), or for the

@@ -126,12 +126,19 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
     const int64_t kv_rows = slice.n_kv_heads() * hd;
     const int64_t q_rows = kv_rows * hp.q_per_kv();
     SliceFootprint f;
+    // wo and w_down are packed into private memory where the slice holds only
+    // some of their columns (ColumnSlices::kPack): those never stream.
+    const bool all_q = q_rows == static_cast<int64_t>(hp.n_head) * hd, all_ffn = slice.n_ffn() == hp.n_ff;
     for (const LayerWeights& l : w.layers) {
-        f.weight_bytes += static_cast<uint64_t>(q_rows) * l.wq.row_bytes;
-        f.weight_bytes += static_cast<uint64_t>(kv_rows) * (l.wk.row_bytes + l.wv.row_bytes);
-        f.weight_bytes += static_cast<uint64_t>(l.wo.rows) * quant_row_bytes(l.wo.type, q_rows);
-        f.weight_bytes += static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
-        f.weight_bytes += static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
+        const uint64_t rows_split = static_cast<uint64_t>(q_rows) * l.wq.row_bytes +
+                                    static_cast<uint64_t>(kv_rows) * (l.wk.row_bytes + l.wv.row_bytes) +
+                                    static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
+        const uint64_t wo = static_cast<uint64_t>(l.wo.rows) * quant_row_bytes(l.wo.type, q_rows);
+        const uint64_t down = static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
+        f.weight_bytes += rows_split + wo + down;
+        const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down : 0);
+        f.streamable_bytes += streamable;
+        f.largest_layer_bytes = std::max(f.largest_layer_bytes, streamable);
     }
     const uint64_t head_bytes = static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
     f.step_bytes = f.weight_bytes + head_bytes;
@@ -160,6 +167,49 @@ uint64_t slice_scratch_bytes(const ModelHParams& hp, const Slice& slice, int64_t
     const uint64_t history = checked_mul(checked_mul(static_cast<uint64_t>(n_ctx), 8ull * hp.head_dim, what),
                                          static_cast<uint64_t>(std::max<int64_t>(1, n_threads)), what);
     return checked_add(batch, history, what);
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+namespace {
+
+// Beside weights, KV cache and working buffers a process allocates small
+// things as it runs (frames, token lists, thread stacks): a slice is planned
+// to leave this much of the memory it has unused.
+uint64_t headroom_margin(uint64_t have) { return (8ull << 20) + have / 32; }
+
+}  // namespace
+
+MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
+    MemoryFit fit;
+    const uint64_t fixed = f.total() - f.streamable_bytes + extra;  // what cannot stream
+    fit.floor = fixed + 2 * f.largest_layer_bytes + headroom_margin(have);
+    if (f.total() + extra <= have) {
+        fit.fits = true;
+        return fit;
+    }
+    if (!offload || have < fit.floor) return fit;
+    fit.fits = true;
+    fit.streamed = true;
+    const uint64_t usable = have - headroom_margin(have);
+    fit.weight_budget = usable - f.kv_bytes - extra;
+    fit.streamed_bytes = std::min(f.streamable_bytes, f.total() + extra - usable + 2 * f.largest_layer_bytes);
+    return fit;
+}
+
+std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
+    std::string text = fmt::format("needs {} bytes ({} of weights, {} of KV cache{}) but has {} available",
+                                   f.total() + extra, f.weight_bytes, f.kv_bytes,
+                                   extra > 0 ? fmt::format(", {} of working buffers", extra) : std::string(), have);
+    const MemoryFit fit = memory_fit(f, extra, have, true);
+    if (offload) {
+        text += fmt::format(" (streaming its layers from the model file, it would still need {})", fit.floor);
+    } else if (fit.fits) {
+        text += " (--no-offload: it could run streaming its later layers from the model file)";
+    }
+    return text;
 }
 
 }  // namespace tessera

@@ -59,8 +59,32 @@ struct SliceFootprint {
     // What one decoding step reads: its matrices and rows of the output
     // head, not the embedding table (a token reads one row of it).
     uint64_t step_bytes = 0;
+    // Of weight_bytes, the layers' matrices that may stay in the mapped file
+    // and stream (model/streamed_layers.h): every one but packed column
+    // slices; and the largest layer's share of them.
+    uint64_t streamable_bytes = 0;
+    uint64_t largest_layer_bytes = 0;
     uint64_t total() const { return weight_bytes + kv_bytes; }
 };
+
+// How a slice fits the memory a node has: all in private memory, or (with
+// offload) its later layers streamed from the mapped model file, or not at
+// all. `extra` is what else the node needs (working buffers).
+struct MemoryFit {
+    bool fits = false;
+    bool streamed = false;
+    // What the private weights may take (ForwardConfig::weight_budget).
+    uint64_t weight_budget = UINT64_MAX;
+    // Bytes of layers read from the file every token, streamed (an estimate:
+    // the overflow plus the window of two layers, in whole layers' bytes).
+    uint64_t streamed_bytes = 0;
+    // The least memory this slice runs in, streaming every layer it can.
+    uint64_t floor = 0;
+};
+MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload);
+// "needs N bytes (W of weights, K of KV cache) but has H available" with,
+// where offload could not help either, the floor it would need streamed.
+std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload);
 
 SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types);
 

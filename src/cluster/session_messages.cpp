@@ -107,6 +107,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
         for (const std::string& member : f.strings("group", 256, kMaxAddress)) m.group.push_back(parse_host_port(member));
     }
     m.track_attention = f.boolean("track_attention", false);
+    m.offload = f.boolean("offload", false);
     if (f.has("sparse")) {
         const JsonFields s = f.object("sparse");
         m.sparse.enabled = true;

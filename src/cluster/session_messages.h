@@ -44,6 +44,9 @@ struct AssignMessage {
     KvCacheTypes kv_types;
     SparseOptions sparse;  // disabled unless the assign has "sparse"
     bool track_attention = false;
+    // The root allows this node to stream layers its memory cannot hold
+    // (false: --no-offload, refuse instead).
+    bool offload = false;
     WireFormat partial_format = WireFormat::F32;
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group

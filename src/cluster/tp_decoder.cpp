@@ -117,17 +117,21 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                                         ? plan_tensor_parallel(hp, weights, units)
                                         : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
                                                            config.first, config.last);
+    uint64_t root_weight_budget = UINT64_MAX;
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
         const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx * std::max(1, config.forward.n_seq),
                                                  config.forward.kv_types);
         ranks_[r].footprint_bytes = f.total();
-        if (f.total() > ranks_[r].free_memory) {
-            throw PlanRefused(fmt::format("plan refused: rank {} ({}) needs {} bytes ({} of weights, {} of KV cache) but has {} "
-                             "available ({} bytes short)", r, ranks_[r].address, f.total(), f.weight_bytes, f.kv_bytes,
-                             ranks_[r].free_memory, f.total() - ranks_[r].free_memory));
+        const MemoryFit fit = memory_fit(f, 0, ranks_[r].free_memory, config.forward.offload);
+        if (!fit.fits) {
+            throw PlanRefused(fmt::format("plan refused: rank {} ({}) {} ({} bytes short)", r, ranks_[r].address,
+                                          describe_shortfall(f, 0, ranks_[r].free_memory, config.forward.offload),
+                                          f.total() - std::min(f.total(), ranks_[r].free_memory)));
         }
+        ranks_[r].streamed_bytes = fit.streamed_bytes;
+        if (r == 0) root_weight_budget = fit.weight_budget;
     }
 
     const WireFormat partial_format = config.fast ? WireFormat::Q8_0 : WireFormat::Fixed;
@@ -163,6 +167,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
                        {"shm", i < links.size() && links[i] != nullptr}};
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (config.forward.track_attention) assign["track_attention"] = true;
+        if (config.forward.offload) assign["offload"] = true;
         send_json(*channels_[i], TpMessage::kAssign, assign);
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
@@ -181,7 +186,9 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its slice: {}", who, r.string("error", 4096, "?"));
     }
-    forward_ = std::make_unique<SliceForward>(model, plan[0], config.forward, pool_);
+    ForwardConfig root = config.forward;
+    root.weight_budget = root_weight_budget;
+    forward_ = std::make_unique<SliceForward>(model, plan[0], root, pool_);
     const size_t rows = static_cast<size_t>(forward_->n_batch()) * hp.n_embd;
     x_.resize(rows);
     h_.resize(rows);

@@ -323,10 +323,11 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_types);
         const uint64_t scratch = slice_scratch_bytes(model.hparams(), slice, config.n_batch, config.n_ctx, w.pool.size());
         const uint64_t have = available_memory_bytes();
-        if (need.total() + scratch > have) {
-            throw make_error("its slice needs {} bytes ({} of weights, {} of KV cache, {} of working buffers) but only "
-                             "{} are available", need.total() + scratch, need.weight_bytes, need.kv_bytes, scratch, have);
+        const MemoryFit fit = memory_fit(need, scratch, have, assign.offload && config.private_weights);
+        if (!fit.fits) {
+            throw make_error("its slice {}", describe_shortfall(need, scratch, have, assign.offload && config.private_weights));
         }
+        config.weight_budget = fit.weight_budget;
         if (stage && !assign.group.empty()) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
@@ -344,6 +345,11 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             group = std::make_unique<TensorParallelDecoder>(model, tp);
         } else {
             forward = std::make_unique<SliceForward>(model, slice, config, w.pool);
+            if (const StreamedLayers* streamed = forward->streamed(); streamed != nullptr && options.log) {
+                options.log(fmt::format("streaming {} of its {} layers ({:.1f} MiB) from the model file: {} bytes of "
+                                        "memory hold the rest", streamed->streamed_count(), slice.n_layers(),
+                                        streamed->streamed_bytes() / 1048576.0, have));
+            }
         }
     } catch (const std::exception& e) {
         send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});

@@ -84,6 +84,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     }
     ForwardConfig config = given;
     config.private_weights = !options.mmap;
+    config.offload = !options.no_offload;
     if (options.fast && options.exact) throw make_error("--fast and --exact exclude each other");
     if (!options.codebooks.empty() && !options.sequence_parallel()) {
         throw make_error("--codebooks compresses the rows of sequence-parallel prefill: it needs --prefill sp");
@@ -122,12 +123,14 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()),
                                                     static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
         const uint64_t have = available_memory_bytes();
-        if (need.total() > have) {
-            throw PlanRefused(fmt::format("plan refused: this process needs {} bytes ({} of weights, {} of KV cache) but has {} "
-                             "available; split the model with --stages (pipeline) or --workers (tensor parallel), "
-                             "or use a smaller context (-c)",
-                             need.total(), need.weight_bytes, need.kv_bytes, have));
+        const MemoryFit fit = memory_fit(need, 0, have, config.offload && config.private_weights);
+        if (!fit.fits) {
+            throw PlanRefused(fmt::format("plan refused: this process {}; split the model with --stages (pipeline) or "
+                                          "--workers (tensor parallel), or use a smaller context (-c)",
+                                          describe_shortfall(need, 0, have, config.offload && config.private_weights)));
         }
+        config.weight_budget = fit.weight_budget;
+        setup.streamed_bytes = fit.streamed_bytes;
         setup.decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
         return setup;
     }

@@ -32,6 +32,7 @@ struct ParallelOptions {
     int timeout_ms = 5000;
     bool tcp_only = false;  // same-host ranks talk over TCP, not shared memory
     bool mmap = false;      // compute from the mapped file, not a private copy of the weights
+    bool no_offload = false;  // refuse a plan whose shares do not fit, rather than stream layers
     std::string key_file;   // --key (else $TESSERA_KEY_FILE): seal every frame; none: plain frames
     int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
     int partial_bands = 1;    // tensor parallel: bands each partial is sent in as the product computes them
@@ -64,6 +65,9 @@ struct DecoderSetup {
     PipelineDecoder* pipeline = nullptr;                // set in pipeline and hybrid modes
     SpPrefillDecoder* sequence_parallel = nullptr;       // set with --prefill sp
     std::string plan_report;  // --auto: the survey and the plan it chose
+    // A single node whose weights do not fit its memory: the bytes of layers
+    // it streams from the model file every token (0: none).
+    uint64_t streamed_bytes = 0;
 };
 
 // A node's steps and their time as the root sees them (TpRankInfo::steps,

@@ -299,7 +299,8 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     return w;
 }
 
-void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols, int64_t down_unit_cols) {
+void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols, int64_t down_unit_cols,
+                            uint64_t budget) {
     // Packed column slices are private already, but are moved too, so that
     // they get the group layout as well.
     // The packed buffer holding m, or nullptr when m is a view of the file.
@@ -316,10 +317,13 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         int64_t row_begin, row_end;
         bool grouped;       // stored in groups of 16 rows (ops/row_groups.h)
         int64_t unit_cols;  // a column-split product's units, or 0
+        int layer;          // index into w.layers, or -1 (the head)
+        bool packed;        // a packed column slice (private already: never streamed)
     };
     const Slice& s = w.slice;
     const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
     std::vector<Part> parts;
+    int layer_of_part = -1;
     const auto add = [&](Matrix& m, int64_t begin, int64_t end, int64_t unit_cols = 0) {
         begin = std::max(begin, m.row_begin);
         end = std::min(end, m.row_end());
@@ -328,9 +332,10 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         // Grouped only where this CPU has a kernel that reads the groups.
         const QuantTraits* traits = compute_traits(m.type);
         const bool grouped = has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
-        parts.push_back({&m, begin, end, grouped, unit_cols});
+        parts.push_back({&m, begin, end, grouped, unit_cols, layer_of_part, packed_buffer(m) != nullptr});
     };
     for (LayerWeights& lw : w.layers) {
+        layer_of_part = static_cast<int>(&lw - w.layers.data());
         add(lw.wq, s.kv_head_begin * q_rows, s.kv_head_end * q_rows);
         add(lw.wk, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
         add(lw.wv, s.kv_head_begin * hp.head_dim, s.kv_head_end * hp.head_dim);
@@ -341,6 +346,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
     }
     // A tied head is the token embeddings' matrix: its rows are copied and
     // the embeddings' view stays on the mapped file.
+    layer_of_part = -1;
     add(w.output, s.vocab_begin, s.vocab_end);
     constexpr uint64_t kAlign = 64;  // each matrix on its own cache lines
     const auto panels_of = [](const Part& p) {
@@ -352,17 +358,48 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         return panels_of(p).total_bytes();
     };
     const auto rounded = [](uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
-    uint64_t total = 0;
-    for (const Part& p : parts) total += rounded(bytes_of(p));
+    // Which layers stream from disk: the fewest trailing ones that bring the
+    // private copy, plus a window of two of them, within the budget (a token
+    // visits layers in order, so a resident prefix is as good as any
+    // resident set of the same size).
+    const auto n_layers = static_cast<int>(w.layers.size());
+    std::vector<uint64_t> layer_bytes(static_cast<size_t>(n_layers), 0);
+    uint64_t all = 0;
+    for (const Part& p : parts) {
+        all += rounded(bytes_of(p));
+        // The head and packed column slices are private whatever streams.
+        if (p.layer >= 0 && !p.packed) layer_bytes[static_cast<size_t>(p.layer)] += rounded(bytes_of(p));
+    }
+    int first_streamed = n_layers;
+    if (all > budget) {
+        uint64_t resident = all, window = 0;
+        while (first_streamed > 0 && resident + 2 * window > budget) {
+            --first_streamed;
+            resident -= layer_bytes[static_cast<size_t>(first_streamed)];
+            window = std::max(window, layer_bytes[static_cast<size_t>(first_streamed)]);
+        }
+    }
+    const auto streamed = [&](const Part& p) { return p.layer >= first_streamed && !p.packed; };
+    uint64_t total = 0, streamed_total = 0;
+    for (const Part& p : parts) (streamed(p) ? streamed_total : total) += rounded(bytes_of(p));
     AnonymousMemory memory(total);
+    std::unique_ptr<StreamedLayers> stream;
+    if (streamed_total > 0) stream = std::make_unique<StreamedLayers>(streamed_total);
     uint8_t* at = memory.data();
+    uint8_t* streamed_at = stream ? stream->data() : nullptr;
     // A large slice takes seconds to read from disk: show it.
     std::unique_ptr<Progress> progress;
-    if (total >= kProgressBytes) progress = std::make_unique<Progress>("loading weights", total / 1048576.0, "MiB");
+    if (total + streamed_total >= kProgressBytes) {
+        progress = std::make_unique<Progress>(stream ? "loading weights (and writing the streamed layers)" : "loading weights",
+                                              (total + streamed_total) / 1048576.0, "MiB");
+    }
     uint64_t copied = 0;
+    std::vector<std::vector<StreamedRange>> ranges(stream ? static_cast<size_t>(n_layers) : 0);
     for (const Part& p : parts) {
         if (progress) progress->update(static_cast<double>(copied) / 1048576.0);
-        copied += rounded(bytes_of(p));
+        const uint64_t bytes = rounded(bytes_of(p));
+        copied += bytes;
+        uint8_t*& to = streamed(p) ? streamed_at : at;
         Matrix& m = *p.m;
         const int64_t rows = p.row_end - p.row_begin;
         const uint8_t* source = m.row(p.row_begin);
@@ -370,10 +407,10 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         int64_t panel_cols = 0;
         if (p.grouped) {
             const GroupPanels panels = panels_of(p);
-            group_matrix(panels, source, m.row_bytes, rows, at);
+            group_matrix(panels, source, m.row_bytes, rows, to);
             panel_cols = panels.panel_cols;
         } else {
-            std::memcpy(at, source, source_bytes);
+            std::memcpy(to, source, source_bytes);
         }
         // A packed buffer is freed at once, so that two copies never add up
         // over the whole slice. Mapped pages shared with a neighbouring
@@ -383,16 +420,24 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         } else {
             release_pages(source, source_bytes);
         }
-        m.data = at;
+        if (streamed(p)) {
+            stream->flush(to, bytes);
+            ranges[static_cast<size_t>(p.layer)].push_back({to, bytes});
+        }
+        m.data = to;
         m.row_begin = p.row_begin;
         m.rows = rows;
         m.grouped = p.grouped;
         m.panel_cols = panel_cols;
-        at += rounded(bytes_of(p));
+        to += bytes;
     }
     if (progress) progress->finish();
     w.packed.clear();  // every packed matrix was a part
     w.private_copy = std::move(memory);
+    if (stream) {
+        stream->finish(s.layer_begin, std::move(ranges));
+        w.streamed = std::move(stream);
+    }
 }
 
 }  // namespace tessera

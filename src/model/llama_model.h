@@ -7,6 +7,7 @@
 #include "model/hparams.h"
 #include "model/slice.h"
 #include "ops/matrix.h"
+#include "model/streamed_layers.h"
 #include "util/anonymous_memory.h"
 
 #include <memory>
@@ -46,6 +47,9 @@ struct SliceWeights {
     std::vector<std::unique_ptr<uint8_t[]>> packed;
     // The private copy of the matrices a token reads (copy_to_private_memory).
     AnonymousMemory private_copy;
+    // The layers left in the mapped file because the copy would not fit its
+    // budget (model/streamed_layers.h); null when every layer is private.
+    std::unique_ptr<StreamedLayers> streamed;
 };
 
 class LlamaModel {
@@ -102,7 +106,14 @@ ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int
 // groups of 16 rows (ops/row_groups.h) where this CPU has a kernel for them,
 // long rows in column panels; wo's and w_down's panels hold whole units of
 // wo_unit_cols and down_unit_cols columns where given (model/reduction_units.h).
+//
+// Larger than memory: when the copy would take more than `budget` bytes, the
+// longest prefix of layers that fits (beside the head and the packed column
+// slices, and room for two streamed layers) is copied to private memory and
+// the later layers, in the same layout, to a file of their own that streams
+// them in and out around their use (w.streamed, model/streamed_layers.h): the
+// same kernels read the same bytes, so the output does not change.
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols = 0,
-                            int64_t down_unit_cols = 0);
+                            int64_t down_unit_cols = 0, uint64_t budget = UINT64_MAX);
 
 }  // namespace tessera

@@ -32,7 +32,8 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
         if (config.track_attention) masses_.push_back(std::make_unique<AttentionMass>(config.n_ctx, pool.size()));
     }
     if (config.private_weights) {
-        copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels);
+        copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels,
+                               config.weight_budget);
     }
     if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
         throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
@@ -412,6 +413,7 @@ void SliceForward::attention_partial(int layer, const float* h, int pos0, int n_
 
 void SliceForward::attention_partial(int layer, const float* h, std::span<const SeqRun> runs, double* partial) {
     const int n_tok = check_runs(runs);
+    if (weights_.streamed) weights_.streamed->use(layer);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;
@@ -580,6 +582,7 @@ void SliceForward::attend_singles(const LayerWeights& w, int layer, std::span<co
 
 void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* partial) {
     check_batch(n_tok);
+    if (weights_.streamed) weights_.streamed->use(layer);
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
     const int64_t n_embd = hparams_.n_embd;

@@ -41,6 +41,12 @@ struct ForwardConfig {
     // Weights in private memory (copy_to_private_memory): generation as
     // fast or faster; false computes from the mapped file (--mmap).
     bool private_weights = true;
+    // What the private copy may take (with private_weights): beyond it the
+    // later layers are streamed from the mapped file (model/streamed_layers.h).
+    uint64_t weight_budget = UINT64_MAX;
+    // Whether a plan may give a node more weights than its memory holds, to
+    // stream (false: --no-offload, such a plan is refused).
+    bool offload = true;
     // Sequences with a KV cache of their own (serve --parallel): each holds
     // n_ctx positions, and one batch may carry rows of several of them.
     int n_seq = 1;
@@ -63,6 +69,8 @@ public:
 
     const ModelHParams& hparams() const { return hparams_; }
     const Slice& slice() const { return weights_.slice; }
+    // The layers streamed from the mapped file (null: all in private memory).
+    const StreamedLayers* streamed() const { return weights_.streamed.get(); }
     const KvCache& kv_cache(int seq = 0) const { return caches_.at(static_cast<size_t>(seq)); }
     int n_ctx() const { return caches_[0].n_ctx(); }
     int n_seq() const { return static_cast<int>(caches_.size()); }

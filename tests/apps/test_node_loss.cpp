@@ -142,7 +142,8 @@ TEST(HeavyNodeLoss, ModelThatNoLongerFitsTheSurvivorsIsAClearError) {
     {
         WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
         std::string command = "echo $$ > " + cgroup + "/cgroup.procs && exec";
-        for (const std::string& arg : run_args({"--workers", a.address_text() + "," + b.address_text()})) {
+        // --no-offload: the survivors could otherwise run streaming layers from disk.
+        for (const std::string& arg : run_args({"--workers", a.address_text() + "," + b.address_text(), "--no-offload"})) {
             command.append(" '").append(arg).append("'");
         }
         test::ProcessResult r;

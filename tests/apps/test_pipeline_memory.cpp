@@ -2,8 +2,10 @@
 // process in its own memory cgroup (v1, as on these machines) limited to 40%
 // of the model's weights, three stages run it with greedy output equal to an
 // unlimited single process, while a single process under the same limit is
-// refused by the planner; each stage's peak resident memory stays near its
-// share of the weights and under the limit.
+// refused by the planner with --no-offload and otherwise streams the layers
+// it cannot hold from disk, with the same output; each stage's peak resident
+// memory stays near its share of the weights and under the limit; and a stage
+// limited to half its share streams too, with the same output.
 #include "model/llama_model.h"
 #include "model/random_model.h"
 #include "subprocess.h"
@@ -123,10 +125,19 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     const auto single = run_process(with({bin, "run"}, gen), 120);
     ASSERT_EQ(single.exit_code, 0) << single.err;
 
-    // One process under the limit: refused by the planner, naming the bytes.
-    const auto refused = run_process(root_cg.wrap(with({bin, "run"}, gen)), 120);
+    // One process under the limit with --no-offload: refused by the
+    // planner, naming the bytes.
+    const auto refused = run_process(root_cg.wrap(with({bin, "run", "--no-offload"}, gen)), 120);
     EXPECT_EQ(refused.exit_code, 1) << refused.out;
     EXPECT_NE(refused.err.find("plan refused: this process needs"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--no-offload: it could run streaming"), std::string::npos) << refused.err;
+
+    // Without it, the same process keeps what fits and streams the rest of
+    // its layers from disk: the same tokens.
+    const auto streaming = run_process(root_cg.wrap(with({bin, "run"}, gen)), 240);
+    ASSERT_EQ(streaming.exit_code, 0) << streaming.err;
+    EXPECT_GT(nlohmann::json::parse(streaming.out)["plan"][0]["streamed_mib_per_token"].get<double>(), 0.0);
+    EXPECT_EQ(nlohmann::json::parse(streaming.out)["tokens"], nlohmann::json::parse(single.out)["tokens"]);
 
     // Three stages, each process under the limit.
     std::unique_ptr<BackgroundProcess> w1, w2;
@@ -153,6 +164,46 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     EXPECT_EQ(w2->wait_exit(30), 0);
     w1.reset();
     w2.reset();
+
+    const double staged_tps = out["timings"]["generation_tokens_per_second"].get<double>();
+
+    // The same plan with the last stage limited to half its share: it
+    // streams its later layers from disk, and the tokens are the same.
+    {
+        MemoryCgroup half("tessera-pipe-h-" + tag, weight_bytes / 6);
+        ASSERT_TRUE(half.ok());
+        std::unique_ptr<BackgroundProcess> a, b;
+        a = std::make_unique<BackgroundProcess>(
+            cg1.wrap({bin, "worker", "--listen", "127.0.0.1:0", "-m", model_path, "-t", "1", "--once"},
+                     dir + "/h1.log"));
+        b = std::make_unique<BackgroundProcess>(
+            half.wrap({bin, "worker", "--listen", "127.0.0.1:0", "-m", model_path, "-t", "1", "--once"},
+                      dir + "/h2.log"));
+        std::string at[2];
+        for (int i = 0; i < 2; ++i) {
+            const std::string line = (i == 0 ? a : b)->read_line(30);
+            ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
+            at[i] = "127.0.0.1:" + line.substr(18);
+        }
+        const auto limited = run_process(
+            root_cg.wrap(with({bin, "run", "--stages", "root/" + at[0] + "/" + at[1], "--stage-layers", "10,10,10"}, gen)),
+            240);
+        ASSERT_EQ(limited.exit_code, 0) << limited.err;
+        const auto got = nlohmann::json::parse(limited.out);
+        // The plan says which stage streams (an estimate of its bytes per token).
+        EXPECT_EQ(got["plan"][0]["streamed_mib_per_token"], 0.0) << got["plan"].dump();
+        EXPECT_EQ(got["plan"][1]["streamed_mib_per_token"], 0.0) << got["plan"].dump();
+        EXPECT_GT(got["plan"][2]["streamed_mib_per_token"].get<double>(), 0.0) << got["plan"].dump();
+        EXPECT_EQ(got["tokens"], nlohmann::json::parse(single.out)["tokens"]);
+        EXPECT_EQ(a->wait_exit(30), 0);
+        EXPECT_EQ(b->wait_exit(30), 0);
+        const std::string log = read_all(dir + "/h2.log");
+        EXPECT_NE(log.find("streaming "), std::string::npos) << log;
+        // Not a test of speed (times are noise here): what streaming cost on this run.
+        std::fprintf(stderr, "3 stages, last stage limited to half its share: %.2f tok/s against %.2f unlimited (%.2fx)\n",
+                     got["timings"]["generation_tokens_per_second"].get<double>(), staged_tps,
+                     got["timings"]["generation_tokens_per_second"].get<double>() / staged_tps);
+    }
 
     // Peak resident memory per stage: under the limit, near its share.
     const double mib = 1048576.0;

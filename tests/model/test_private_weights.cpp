@@ -56,14 +56,19 @@ bool inside(const uint8_t* p, const GgufFile& file) {
     return false;
 }
 
-// Layer 1's attention and FFN partials and the head's logits of one slice.
-std::vector<double> outputs(const LlamaModel& model, const Slice& slice, bool private_weights) {
+// Layer 1's attention and FFN partials and the head's logits of one slice
+// (with weight_budget: the layers that do not fit it streamed from disk;
+// `streamed` gets how many were).
+std::vector<double> outputs(const LlamaModel& model, const Slice& slice, bool private_weights,
+                            uint64_t weight_budget = UINT64_MAX, int* streamed = nullptr) {
     ThreadPool pool(2);
     ForwardConfig config;
     config.n_ctx = 16;
     config.n_batch = 4;
     config.private_weights = private_weights;
+    config.weight_budget = weight_budget;
     SliceForward f(model, slice, config, pool);
+    if (streamed != nullptr) *streamed = f.streamed() != nullptr ? f.streamed()->streamed_count() : 0;
     const int64_t n = model.hparams().n_embd;
     Rng rng(3);
     std::vector<float> h(4 * static_cast<size_t>(n));
@@ -166,6 +171,38 @@ TEST(PrivateWeights, ComputeTheSameBitsHoweverTheModelIsSplit) {
             const double part = r < 120 ? a[partials + t * 120 + r] : b[partials + t * (hp.n_vocab - 120) + r - 120];
             ASSERT_EQ(part, whole[partials + t * hp.n_vocab + r]) << "position " << t << " row " << r;
         }
+    }
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+// Larger than memory: with a weight budget below the slice's weights, its
+// layers are written to a file of their own in the same layout and streamed
+// from it; the outputs keep every bit (same kernels, same bytes), for a
+// whole slice and for a rank's part (whose packed column slices stay
+// private). (Which prefix stays private is the CLI test's: its model is
+// larger than a window of two layers.)
+TEST(PrivateWeights, LayersStreamedFromDiskComputeTheSameBits) {
+    const LlamaModel model(small_gqa_model());
+    const ModelHParams& hp = model.hparams();
+    const ReductionUnits units = reduction_units(model);
+    Slice part = full_slice(hp);
+    part.kv_head_end = units.kv_heads;
+    part.ffn_end = units.ffn_channels;
+    part.vocab_end = 120;
+    const Slice slices[] = {full_slice(hp), part};
+    for (const Slice& s : slices) {
+        const std::vector<double> all = outputs(model, s, true);
+        int none = -1;
+        EXPECT_EQ(outputs(model, s, true, UINT64_MAX, &none), all);
+        EXPECT_EQ(none, 0);
+        int streamed = -1;
+        const std::vector<double> got = outputs(model, s, true, 0, &streamed);
+        EXPECT_EQ(streamed, hp.n_layer) << describe_slice(s);
+        ASSERT_EQ(got.size(), all.size());
+        for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(got[i], all[i]) << describe_slice(s) << ", value " << i;
     }
 }
 
