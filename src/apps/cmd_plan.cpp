@@ -122,6 +122,7 @@ void plan(const PlanOptions& o) {
                                    {"stage_layers", p.stage_layers},
                                    {"exchange", p.kind == PlanKind::TensorParallel ? partial_topology_name(p.exchange) : ""},
                                    {"fits", p.fits},
+                                   {"streaming", p.streaming},
                                    {"chosen", i == survey.chosen}});
             }
             nlohmann::json nodes = nlohmann::json::array();
@@ -130,6 +131,7 @@ void plan(const PlanOptions& o) {
                                  {"probe_seconds", n.probe_seconds},
                                  {"free_memory", n.free_memory},
                                  {"cpu_target", n.cpu_target},
+                                 {"disk_read_bps", n.disk_read_bps},
                                  {"rtt_ms", n.link.rtt_seconds * 1e3},
                                  {"mbit_per_second", n.link.bytes_per_second * 8e-6}});
             }

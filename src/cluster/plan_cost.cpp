@@ -27,6 +27,7 @@ struct Costing {
     KvCacheTypes kv_types;
     double probe_bytes;
     ReductionUnits units;
+    bool offload;
 
     double probe(size_t i) const { return nodes[i].probe_seconds > 0 ? nodes[i].probe_seconds : nodes[0].probe_seconds; }
 
@@ -62,12 +63,21 @@ struct Costing {
         for (size_t k = 0; k < members.size(); ++k) {
             const NodeFacts& node = nodes[members[k]];
             const SliceFootprint f = slice_footprint(model, slices[k], n_ctx, kv_types);
-            slowest = std::max(slowest, probe(members[k]) * static_cast<double>(f.step_bytes) / probe_bytes);
-            if (option.fits && f.total() > node.free_memory) {
+            double seconds = probe(members[k]) * static_cast<double>(f.step_bytes) / probe_bytes;
+            const MemoryFit fit = memory_fit(f, 0, node.free_memory, offload);
+            if (option.fits && !fit.fits) {
                 option.fits = false;
                 option.why_not = fmt::format("{} needs {:.1f} MiB, has {:.1f} MiB", node.name, f.total() / 1048576.0,
                                              node.free_memory / 1048576.0);
+            } else if (fit.streamed) {
+                // A disk not measured (an older worker) is taken to read 100 MB/s.
+                const double rate = node.disk_read_bps > 0 ? node.disk_read_bps : 100e6;
+                seconds = std::max(seconds, static_cast<double>(fit.streamed_bytes) / rate);
+                option.streaming += fmt::format("{}{} streams {:.0f} MiB/token at {:.0f} MB/s",
+                                                option.streaming.empty() ? "" : "; ", node.name,
+                                                fit.streamed_bytes / 1048576.0, rate / 1e6);
             }
+            slowest = std::max(slowest, seconds);
         }
         option.compute_seconds += slowest;
         const size_t n = members.size();
@@ -134,9 +144,10 @@ struct Costing {
 }  // namespace
 
 std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
-                                     KvCacheTypes kv_types) {
+                                     KvCacheTypes kv_types, bool offload) {
     if (nodes.empty()) throw make_error("a plan needs the root");
-    const Costing c{model, nodes, fast, n_ctx, kv_types, static_cast<double>(probe_bytes(model)), reduction_units(model)};
+    const Costing c{model, nodes, fast, n_ctx, kv_types, static_cast<double>(probe_bytes(model)), reduction_units(model),
+                    offload};
     std::vector<size_t> workers(nodes.size() - 1);
     std::iota(workers.begin(), workers.end(), size_t{1});
     std::stable_sort(workers.begin(), workers.end(), [&](size_t a, size_t b) {

@@ -6,8 +6,10 @@
 //
 // The prediction, per token (decode, one sequence):
 //   compute: each node reads its slice's weights at the rate its speed probe
-//            measured (probe_seconds per probe_bytes); a tensor-parallel
-//            group waits for its slowest rank, a pipeline adds its stages.
+//            measured (probe_seconds per probe_bytes), or, streaming layers
+//            it cannot hold, at least those at its disk's read rate; a
+//            tensor-parallel group waits for its slowest rank, a pipeline
+//            adds its stages.
 //   a tensor-parallel group of n ranks, per layer and part (2 per layer):
 //            o + rtt/2 + (n-1) * P / rate  (each rank sends its partial of P
 //            bytes to every other), plus, per token, the residual rows to
@@ -39,6 +41,7 @@ struct NodeFacts {
     uint64_t free_memory = 0;
     LinkCost link;           // to the root (the root's own: zero)
     std::string cpu_target;  // the SIMD target its kernels run on
+    double disk_read_bps = 0.0;  // its disk's sequential reads (0: not measured)
 };
 
 enum class PlanKind { Single, TensorParallel, Pipeline, Hybrid };
@@ -57,6 +60,9 @@ struct PlanOption {
     double network_seconds = 0.0;
     bool fits = true;
     std::string why_not;  // the first node short of memory
+    // Nodes whose share does not fit their memory and streams layers from
+    // disk: "A streams 310 MiB/token at 1200 MB/s" (with offload).
+    std::string streaming;
 
     double seconds() const { return compute_seconds + network_seconds; }
 };
@@ -67,8 +73,12 @@ constexpr double kSyncSoftwareSeconds = 40e-6;
 
 // nodes[0] is the root. Options come in order of the nodes they use (fewest
 // first); workers join in order of their round trip, best first.
+// With offload, a node short of memory for its share may stream layers
+// from disk (model/streamed_layers.h): it fits if it has the floor, and its
+// time per token is at least its streamed bytes at its disk's read speed
+// (the reads overlap the other layers' compute: the slower of the two).
 std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
-                                     KvCacheTypes kv_types);
+                                     KvCacheTypes kv_types, bool offload = true);
 
 // The fastest option that fits (the first of equal ones: fewer nodes).
 // Throws a PlanRefused when none fits.

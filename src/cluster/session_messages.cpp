@@ -162,6 +162,7 @@ HelloReply parse_hello_reply(const json& j, const std::string& peer) {
     if (!r.ok) return r;
     r.has_model = f.boolean("has_model", true);
     r.probe_seconds = f.number("probe_seconds", 0.0, 1e6, -1.0);
+    r.disk_read_bps = f.number("disk_read_bps", 0.0, 1e15, 0.0);
     r.free_memory = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
     r.cpu_target = f.string("cpu_target", 32, "");
     if (f.has("shm_name") || f.has("shm_nonce")) {

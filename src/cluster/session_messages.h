@@ -79,6 +79,7 @@ struct HelloReply {
     bool ok = false, busy = false, has_model = false;
     std::string error, fingerprint;
     double probe_seconds = -1.0;  // negative: not measured
+    double disk_read_bps = 0.0;   // its model file's disk, read sequentially (0: not measured)
     uint64_t free_memory = 0;
     std::string cpu_target;  // the SIMD target its kernels run on ("" from an older worker)
     std::string shm_name, shm_nonce;  // both or neither

@@ -17,6 +17,7 @@
 #include "model/slice_forward.h"
 #include "net/handshake.h"
 #include "ops/cpu_target.h"
+#include "util/disk_speed.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/timer.h"
@@ -223,6 +224,8 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     if (full_model != nullptr) {
         reply["fingerprint"] = full_model->file().fingerprint_hex();
         reply["probe_seconds"] = probe_seconds(*full_model, w.pool);
+        // For a plan that would have this worker stream layers from disk.
+        reply["disk_read_bps"] = disk_read_bytes_per_second(full_model->path());
     }
     // A root on this host may take its frames through shared memory, once it
     // has proved the key (the segment's name and nonce travel sealed).

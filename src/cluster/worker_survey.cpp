@@ -32,6 +32,7 @@ WorkerFacts survey_one(const LlamaModel& model, const HostPort& address, const W
     WorkerFacts facts;
     facts.address = address;
     facts.probe_seconds = f.probe_seconds;
+    facts.disk_read_bps = f.disk_read_bps;
     facts.free_memory = f.free_memory;
     facts.cpu_target = f.cpu_target;
     facts.sealed = channel.sealed();

@@ -21,6 +21,7 @@ namespace tessera {
 struct WorkerFacts {
     HostPort address;
     double probe_seconds = -1.0;  // negative: the worker has no model file to time
+    double disk_read_bps = 0.0;   // 0: not measured
     uint64_t free_memory = 0;
     std::string cpu_target;
     bool sealed = false;

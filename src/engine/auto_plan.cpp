@@ -4,6 +4,7 @@
 #include "cluster/worker_survey.h"
 #include "net/wire_key.h"
 #include "ops/cpu_target.h"
+#include "util/disk_speed.h"
 #include "util/error.h"
 #include "util/system_memory.h"
 #include "util/thread_pool.h"
@@ -31,13 +32,15 @@ PlanSurvey survey_plans(const LlamaModel& model, const ForwardConfig& config, in
 
     PlanSurvey survey;
     ThreadPool pool(n_threads);
-    survey.nodes.push_back({"root", probe_seconds(model, pool), available_memory_bytes(), {}, cpu_target_name()});
+    survey.nodes.push_back({"root", probe_seconds(model, pool), available_memory_bytes(), {}, cpu_target_name(),
+                            disk_read_bytes_per_second(model.path())});
     for (const WorkerFacts& f : facts) {
-        survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link, f.cpu_target});
+        survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link, f.cpu_target, f.disk_read_bps});
     }
     const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
     survey.options = plan_options(model, survey.nodes, options.fast,
-                                  static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
+                                  static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types,
+                                  !options.no_offload);
     const PlanOption& best = best_option(survey.options);
     survey.chosen = static_cast<size_t>(&best - survey.options.data());
     return survey;
@@ -50,6 +53,7 @@ std::string format_survey(const PlanSurvey& survey) {
         const double speed = n.probe_seconds > 0 ? root_probe / n.probe_seconds : 1.0;
         out += fmt::format("  {:<22} speed {:.2f}x the root, {:.0f} MiB free, CPU {}", n.name, speed,
                            n.free_memory / 1048576.0, n.cpu_target.empty() ? "?" : n.cpu_target);
+        if (n.disk_read_bps > 0) out += fmt::format(", disk {:.0f} MB/s", n.disk_read_bps / 1e6);
         if (&n != &survey.nodes[0]) {
             out += fmt::format(", link: round trip {:.3f} ms, {:.0f} Mbit/s", n.link.rtt_seconds * 1e3,
                                n.link.bytes_per_second * 8e-6);
@@ -72,7 +76,7 @@ std::string format_survey(const PlanSurvey& survey) {
         out += fmt::format("  {} {:<48} {:8.2f} tok/s  (compute {:.2f} ms + network {:.2f} ms{}{}){}\n",
                            i == survey.chosen ? "*" : " ", describe_option(o, survey.nodes), 1.0 / o.seconds(),
                            o.compute_seconds * 1e3, o.network_seconds * 1e3, layers, exchange,
-                           o.fits ? "" : "  does not fit: " + o.why_not);
+                           o.fits ? (o.streaming.empty() ? "" : "  " + o.streaming) : "  does not fit: " + o.why_not);
     }
     const PlanOption& chosen = survey.options[survey.chosen];
     const PlanOption& single = survey.options[0];

@@ -130,8 +130,9 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
                                           describe_shortfall(need, 0, have, config.offload && config.private_weights)));
         }
         config.weight_budget = fit.weight_budget;
-        setup.streamed_bytes = fit.streamed_bytes;
-        setup.decoder = std::make_unique<LocalDecoder>(model, config, n_threads);
+        auto local = std::make_unique<LocalDecoder>(model, config, n_threads);
+        if (const StreamedLayers* streamed = local->forward().streamed()) setup.streamed_bytes = streamed->streamed_bytes();
+        setup.decoder = std::move(local);
         return setup;
     }
     if (options.sequence_parallel()) {

@@ -66,7 +66,7 @@ struct DecoderSetup {
     SpPrefillDecoder* sequence_parallel = nullptr;       // set with --prefill sp
     std::string plan_report;  // --auto: the survey and the plan it chose
     // A single node whose weights do not fit its memory: the bytes of layers
-    // it streams from the model file every token (0: none).
+    // it streams from disk every token (0: none).
     uint64_t streamed_bytes = 0;
 };
 

@@ -238,7 +238,8 @@ TEST(PlanCost, NodesWithoutTheMemoryAreNeverChosen) {
     // Each node holds 60% of the model: one node alone does not fit, any
     // split in two does, even over links so slow that one node would win.
     std::vector<NodeFacts> far = nodes(1, {0.05, 1e6}, whole.total() * 6 / 10);
-    const std::vector<PlanOption> options = plan_options(model, far, false, 256, QuantType::F16);
+    // (--no-offload: no node may stream layers it cannot hold.)
+    const std::vector<PlanOption> options = plan_options(model, far, false, 256, QuantType::F16, false);
     EXPECT_FALSE(options[0].fits);
     EXPECT_NE(options[0].why_not.find("root needs"), std::string::npos) << options[0].why_not;
     EXPECT_NE(best_option(options).kind, PlanKind::Single);
@@ -246,8 +247,41 @@ TEST(PlanCost, NodesWithoutTheMemoryAreNeverChosen) {
 
     // 10% each: nothing fits, and the refusal says why.
     far = nodes(1, {0.05, 1e6}, whole.total() / 10);
-    const std::vector<PlanOption> none = plan_options(model, far, false, 256, QuantType::F16);
+    const std::vector<PlanOption> none = plan_options(model, far, false, 256, QuantType::F16, false);
     EXPECT_THROW(best_option(none), PlanRefused);
+    // Not even by streaming: 10% is below the floor of two layers and the rest.
+    EXPECT_THROW(best_option(plan_options(model, far, false, 256, QuantType::F16, true)), PlanRefused);
+}
+
+// With offload, a node short of memory for its share streams layers from
+// disk: the option fits, says who streams, and costs at least the streamed
+// bytes at that node's disk speed; so a slow disk loses to a pipeline over a
+// slow link, a fast one wins.
+TEST(PlanCost, ANodeShortOfMemoryStreamsAtItsDiskSpeed) {
+    const LlamaModel& model = cost_model();
+    const SliceFootprint whole = slice_footprint(model, full_slice(model.hparams()), 256, QuantType::F16);
+    std::vector<NodeFacts> far = nodes(1, {0.05, 1e6}, whole.total() * 7 / 10);
+    const auto with_disk = [&](double rate) {
+        for (NodeFacts& n : far) n.disk_read_bps = rate;
+        return plan_options(model, far, false, 256, QuantType::F16, true);
+    };
+    const std::vector<PlanOption> slow = with_disk(10e6), fast = with_disk(10e9);
+    ASSERT_TRUE(slow[0].fits);
+    EXPECT_EQ(slow[0].kind, PlanKind::Single);
+    EXPECT_NE(slow[0].streaming.find("root streams "), std::string::npos) << slow[0].streaming;
+    EXPECT_NE(slow[0].streaming.find("at 10 MB/s"), std::string::npos) << slow[0].streaming;
+    const MemoryFit fit = memory_fit(whole, 0, far[0].free_memory, true);
+    ASSERT_TRUE(fit.streamed);
+    EXPECT_GE(slow[0].compute_seconds, static_cast<double>(fit.streamed_bytes) / 10e6);
+    EXPECT_LT(fast[0].compute_seconds, slow[0].compute_seconds);
+    EXPECT_NE(best_option(slow).kind, PlanKind::Single);
+    EXPECT_EQ(best_option(fast).kind, PlanKind::Single);
+    // Split in two, each half fits: nobody streams.
+    for (const PlanOption& o : slow) {
+        if (o.kind == PlanKind::Pipeline) {
+            EXPECT_TRUE(o.streaming.empty()) << o.streaming;
+        }
+    }
 }
 
 }  // namespace tessera
