@@ -103,12 +103,16 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
         const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx * std::max(1, config.forward.n_seq),
                                                  config.forward.kv_types);
         stages_[s].footprint_bytes = f.total();
-        // A tensor-parallel group's members check their own shares.
-        const MemoryFit fit = memory_fit(f, 0, free_memory[s], config.forward.offload);
+        // A tensor-parallel group's members check their own shares; a worker
+        // also counts its working buffers (the root knows its own).
+        const uint64_t extra = s == 0 ? slice_scratch_bytes(hp, slice, config.forward.n_batch, config.forward.n_ctx,
+                                                            config.n_threads)
+                                      : 0;
+        const MemoryFit fit = memory_fit(f, extra, free_memory[s], config.forward.offload);
         if (!fit.fits) {
             throw PlanRefused(fmt::format("plan refused: stage {} ({}) {} ({} bytes short)", s, stages_[s].address,
-                                          describe_shortfall(f, 0, free_memory[s], config.forward.offload),
-                                          f.total() - std::min(f.total(), free_memory[s])));
+                                          describe_shortfall(f, extra, free_memory[s], config.forward.offload),
+                                          f.total() + extra - std::min(f.total() + extra, free_memory[s])));
         }
         stages_[s].streamed_bytes = fit.streamed_bytes;
         if (s == 0) root_weight_budget = fit.weight_budget;

@@ -67,7 +67,9 @@ struct Costing {
             const MemoryFit fit = memory_fit(f, 0, node.free_memory, offload);
             if (option.fits && !fit.fits) {
                 option.fits = false;
-                option.why_not = fmt::format("{} needs {:.1f} MiB, has {:.1f} MiB", node.name, f.total() / 1048576.0,
+                option.why_not = fmt::format("{} needs {:.1f} MiB (with {:.1f} of margin), has {:.1f} MiB", node.name,
+                                             (f.total() + headroom_margin(node.free_memory)) / 1048576.0,
+                                             headroom_margin(node.free_memory) / 1048576.0,
                                              node.free_memory / 1048576.0);
             } else if (fit.streamed) {
                 // A disk not measured (an older worker) is taken to read 100 MB/s.

@@ -173,20 +173,13 @@ uint64_t slice_scratch_bytes(const ModelHParams& hp, const Slice& slice, int64_t
 
 namespace tessera {
 
-namespace {
-
-// Beside weights, KV cache and working buffers a process allocates small
-// things as it runs (frames, token lists, thread stacks): a slice is planned
-// to leave this much of the memory it has unused.
-uint64_t headroom_margin(uint64_t have) { return (8ull << 20) + have / 32; }
-
-}  // namespace
+uint64_t headroom_margin(uint64_t have) { return (4ull << 20) + have / 64; }
 
 MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
     MemoryFit fit;
     const uint64_t fixed = f.total() - f.streamable_bytes + extra;  // what cannot stream
     fit.floor = fixed + 2 * f.largest_layer_bytes + headroom_margin(have);
-    if (f.total() + extra <= have) {
+    if (f.total() + extra + headroom_margin(have) <= have) {
         fit.fits = true;
         return fit;
     }

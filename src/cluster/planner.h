@@ -82,6 +82,12 @@ struct MemoryFit {
     uint64_t floor = 0;
 };
 MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload);
+// Beside weights, KV cache and working buffers a process allocates small
+// things as it runs (frames, token lists, thread stacks, the page cache a
+// load passes through): memory_fit leaves this much of the memory a node has
+// unused, so that a node at its cgroup's limit is refused with a message
+// rather than killed by the kernel.
+uint64_t headroom_margin(uint64_t have);
 // "needs N bytes (W of weights, K of KV cache) but has H available" with,
 // where offload could not help either, the floor it would need streamed.
 std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload);

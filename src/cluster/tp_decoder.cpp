@@ -124,11 +124,15 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx * std::max(1, config.forward.n_seq),
                                                  config.forward.kv_types);
         ranks_[r].footprint_bytes = f.total();
-        const MemoryFit fit = memory_fit(f, 0, ranks_[r].free_memory, config.forward.offload);
+        // Workers also count their working buffers themselves (the root knows its own).
+        const uint64_t extra = r == 0 ? slice_scratch_bytes(hp, plan[r], config.forward.n_batch, config.forward.n_ctx,
+                                                            config.n_threads)
+                                      : 0;
+        const MemoryFit fit = memory_fit(f, extra, ranks_[r].free_memory, config.forward.offload);
         if (!fit.fits) {
             throw PlanRefused(fmt::format("plan refused: rank {} ({}) {} ({} bytes short)", r, ranks_[r].address,
-                                          describe_shortfall(f, 0, ranks_[r].free_memory, config.forward.offload),
-                                          f.total() - std::min(f.total(), ranks_[r].free_memory)));
+                                          describe_shortfall(f, extra, ranks_[r].free_memory, config.forward.offload),
+                                          f.total() + extra - std::min(f.total() + extra, ranks_[r].free_memory)));
         }
         ranks_[r].streamed_bytes = fit.streamed_bytes;
         if (r == 0) root_weight_budget = fit.weight_budget;

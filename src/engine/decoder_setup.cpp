@@ -123,11 +123,13 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         const SliceFootprint need = slice_footprint(model, full_slice(model.hparams()),
                                                     static_cast<int>(std::min<int64_t>(positions, INT32_MAX)), config.kv_types);
         const uint64_t have = available_memory_bytes();
-        const MemoryFit fit = memory_fit(need, 0, have, config.offload && config.private_weights);
+        const uint64_t scratch = slice_scratch_bytes(model.hparams(), full_slice(model.hparams()), config.n_batch,
+                                                     config.n_ctx, n_threads);
+        const MemoryFit fit = memory_fit(need, scratch, have, config.offload && config.private_weights);
         if (!fit.fits) {
             throw PlanRefused(fmt::format("plan refused: this process {}; split the model with --stages (pipeline) or "
                                           "--workers (tensor parallel), or use a smaller context (-c)",
-                                          describe_shortfall(need, 0, have, config.offload && config.private_weights)));
+                                          describe_shortfall(need, scratch, have, config.offload && config.private_weights)));
         }
         config.weight_budget = fit.weight_budget;
         auto local = std::make_unique<LocalDecoder>(model, config, n_threads);

@@ -32,7 +32,26 @@ uint64_t mem_available() {
     return std::numeric_limits<uint64_t>::max();
 }
 
-// The limit left in this process's cgroup, from /proc/self/cgroup.
+// The page cache a cgroup's usage counts that the kernel reclaims when the
+// limit is reached (clean file pages: a model file read earlier, streamed
+// layers): memory.stat's file LRU lists (v1: total_*_file, v2: *_file).
+uint64_t reclaimable_file_bytes(const std::string& stat_path, bool v1) {
+    std::ifstream in(stat_path);
+    std::string key;
+    uint64_t value = 0, total = 0;
+    while (in >> key >> value) {
+        if (v1 ? (key == "total_inactive_file" || key == "total_active_file")
+               : (key == "inactive_file" || key == "active_file")) {
+            total += value;
+        }
+    }
+    return total;
+}
+
+// The limit left in this process's cgroup, from /proc/self/cgroup: the limit
+// less what the cgroup uses, not counting page cache the kernel would
+// reclaim (else a node that has just read its model file, or ran before in
+// the same cgroup, would look out of memory).
 uint64_t cgroup_headroom() {
     std::ifstream in("/proc/self/cgroup");
     std::string line;
@@ -45,15 +64,21 @@ uint64_t cgroup_headroom() {
         const std::string controllers = line.substr(a + 1, b - a - 1);
         const std::string path = line.substr(b + 1);
         uint64_t limit = std::numeric_limits<uint64_t>::max(), usage = 0;
+        uint64_t cache = 0;
         if (controllers.find("memory") != std::string::npos) {
-            limit = read_number("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
-            usage = read_number("/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes");
+            const std::string dir = "/sys/fs/cgroup/memory" + path;
+            limit = read_number(dir + "/memory.limit_in_bytes");
+            usage = read_number(dir + "/memory.usage_in_bytes");
+            cache = reclaimable_file_bytes(dir + "/memory.stat", true);
         } else if (controllers.empty()) {
-            limit = read_number("/sys/fs/cgroup" + path + "/memory.max");
-            usage = read_number("/sys/fs/cgroup" + path + "/memory.current");
+            const std::string dir = "/sys/fs/cgroup" + path;
+            limit = read_number(dir + "/memory.max");
+            usage = read_number(dir + "/memory.current");
+            cache = reclaimable_file_bytes(dir + "/memory.stat", false);
         }
         if (limit != std::numeric_limits<uint64_t>::max()) {
             if (usage == std::numeric_limits<uint64_t>::max()) usage = 0;
+            usage -= std::min(usage, cache);
             headroom = std::min(headroom, limit > usage ? limit - usage : 0);
         }
     }
