@@ -42,6 +42,7 @@
 #include "ops/kquant_groups_avx2-inl.h"
 #include "ops/kquant_groups_avxvnni-inl.h"
 #include "ops/kquant_groups_hwy-inl.h"
+#include "ops/kquant_groups_neon_dotprod-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
 #include "util/fp16.h"
@@ -692,6 +693,10 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                                                            avx2_kgroups::q4_k_vec_dot_groups>;
 #elif HWY_TARGET == HWY_AVX3
                 t.vec_dot_groups = avx2_kgroups::q4_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+                // With the dot-product extension where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<dotprod_kgroups::q4_k_vec_dot_groups,
+                                                           portable_kgroups::q4_k_vec_dot_groups>;
 #else
                 t.vec_dot_groups = portable_kgroups::q4_k_vec_dot_groups;
 #endif
