@@ -226,10 +226,15 @@ void plan(const PlanOptions& o) {
     }
     // Only this machine's memory is known without contacting the nodes; a run
     // checks every node's.
-    if (nodes[0].footprint.total() > here) {
-        throw make_error("plan refused: the root needs {} bytes ({} of weights, {} of KV cache) but has {} available",
-                         nodes[0].footprint.total(), nodes[0].footprint.weight_bytes, nodes[0].footprint.kv_bytes,
-                         here);
+    const bool offload = !o.parallel.no_offload;
+    const MemoryFit fit = memory_fit(nodes[0].footprint, 0, here, offload);
+    if (!fit.fits) {
+        throw make_error("plan refused: the root {}", describe_shortfall(nodes[0].footprint, 0, here, offload));
+    }
+    if (fit.streamed && !o.json) {
+        std::printf("the root's memory (%.1f MiB available) holds part of its share: it streams ~%.1f MiB of its layers "
+                    "from disk per token (--no-offload refuses instead)\n",
+                    here / 1048576.0, fit.streamed_bytes / 1048576.0);
     }
 }
 

@@ -45,6 +45,12 @@ public:
     // data ^= keystream (in place); data all zero gives the keystream itself.
     void xor_stream(const std::array<uint8_t, 32>& key, uint64_t sequence, uint32_t counter, uint8_t* data,
                     size_t n) {
+        apply(key, sequence, counter, data, data, n);
+    }
+
+    // out = in ^ keystream (in may be out).
+    void apply(const std::array<uint8_t, 32>& key, uint64_t sequence, uint32_t counter, const uint8_t* in,
+               uint8_t* out, size_t n) {
         // OpenSSL's 16-byte IV is the 32-bit block counter (little-endian), then the 96-bit nonce.
         uint8_t iv[16];
         for (int i = 0; i < 4; ++i) iv[i] = static_cast<uint8_t>(counter >> (8 * i));
@@ -56,11 +62,12 @@ public:
         while (n > 0) {
             // EVP counts lengths in int.
             const int step = static_cast<int>(std::min<size_t>(n, size_t{1} << 30));
-            int out = 0;
-            if (::EVP_EncryptUpdate(ctx_, data, &out, data, step) != 1 || out != step) {
+            int written = 0;
+            if (::EVP_EncryptUpdate(ctx_, out, &written, in, step) != 1 || written != step) {
                 throw make_error("OpenSSL: ChaCha20 failed");
             }
-            data += step;
+            in += step;
+            out += step;
             n -= static_cast<size_t>(step);
         }
     }
@@ -92,9 +99,12 @@ public:
     void prepare(const std::array<uint8_t, 32>& key, uint64_t sequence, size_t bytes) {
         bytes = (bytes + kBlock - 1) / kBlock * kBlock;
         if (sequence == sequence_ && bytes <= bytes_) return;
-        wipe();
-        stream_.assign(kBlock + bytes, 0);
-        chacha_.xor_stream(key, sequence, 0, stream_.data(), stream_.size());
+        // The keystream is written over the last one (never zeroed first: on
+        // a sync's critical path, zeroing 16 KiB twice cost ~1 us); only what
+        // a shorter stream leaves behind is wiped.
+        if (stream_.size() > kBlock + bytes) ::sodium_memzero(stream_.data() + kBlock + bytes, stream_.size() - kBlock - bytes);
+        stream_.resize(kBlock + bytes);
+        chacha_.apply(key, sequence, 0, zeros(kBlock + bytes), stream_.data(), stream_.size());
         sequence_ = sequence;
         bytes_ = bytes;
     }
@@ -122,6 +132,9 @@ public:
     }
 
 private:
+    // n zero bytes to encrypt into a keystream (n <= kMaxAhead + kBlock, as prepare asks).
+    static const uint8_t* zeros(size_t n);
+
     ChaCha20 chacha_;
     std::vector<uint8_t> stream_;  // block 0 (the Poly1305 key), then the payload's keystream
     uint64_t sequence_ = ~uint64_t{0};
@@ -176,6 +189,12 @@ private:
 // weight slice) is rare, and its keystream would be computed in vain when the
 // next frame is small.
 constexpr size_t kMaxAhead = 64 << 10;
+
+const uint8_t* Keystream::zeros(size_t n) {
+    static const std::vector<uint8_t> z(kMaxAhead + kBlock, 0);
+    if (n > z.size()) throw make_error("internal: a keystream of {} bytes prepared ahead", n);
+    return z.data();
+}
 
 class SealingCodec final : public FrameCodec {
 public:
