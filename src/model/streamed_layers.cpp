@@ -55,6 +55,13 @@ StreamedLayers::StreamedLayers(uint64_t bytes) : bytes_(bytes) {
             continue;
         }
         fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+            // A file system without O_TMPFILE (overlayfs before Linux 6.6):
+            // a named file, unlinked at once, is as private.
+            std::string name = dir + "/tessera-streamed-XXXXXX";
+            fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+            if (fd_ >= 0) ::unlink(name.c_str());
+        }
         if (fd_ < 0) {
             tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", dir, std::strerror(errno));
             continue;
