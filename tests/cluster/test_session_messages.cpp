@@ -1,6 +1,8 @@
-// The hello-reply's cpu_target, read as hostile input: a worker reports the
-// SIMD target its kernels run on; an older worker leaves it out; a wrong type
-// or an oversized string is an Error, never an exception of another kind.
+// Fields of the session's messages read as hostile input: the hello-reply's
+// cpu_target (the SIMD target a worker's kernels run on) and disk_read_bps
+// (its disk's read rate, for the cost of streamed layers), the assign's
+// offload; an older peer leaves each out; a wrong type, an oversized string
+// or a number out of range is an Error, never an exception of another kind.
 #include "cluster/session_messages.h"
 #include "util/error.h"
 
@@ -21,6 +23,38 @@ TEST(SessionMessages, HelloReplyCpuTargetIsAShortStringOrAbsent) {
          {nlohmann::json(5), nlohmann::json::array({"AVX2"}), nlohmann::json(true), nlohmann::json(std::string(33, 'A'))}) {
         j["cpu_target"] = bad;
         EXPECT_THROW(parse_hello_reply(j, "peer"), Error) << bad.dump();
+    }
+}
+
+TEST(SessionMessages, HelloReplyDiskRateIsABoundedNumberOrAbsent) {
+    const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    nlohmann::json j = base;
+    j["disk_read_bps"] = 1.5e9;
+    EXPECT_EQ(parse_hello_reply(j, "peer").disk_read_bps, 1.5e9);
+    EXPECT_EQ(parse_hello_reply(base, "peer").disk_read_bps, 0.0);  // not measured
+    for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json(1e300), nlohmann::json("fast"),
+                                      nlohmann::json::array({1}), nlohmann::json(nullptr)}) {
+        j["disk_read_bps"] = bad;
+        EXPECT_THROW(parse_hello_reply(j, "peer"), Error) << bad.dump();
+    }
+}
+
+TEST(SessionMessages, AssignOffloadIsABooleanOrAbsent) {
+    const nlohmann::json base = {
+        {"role", "stage"},
+        {"slice", {{"layers", {0, 2}}, {"kv_heads", {0, 4}}, {"ffn", {0, 64}}}},
+        {"n_ctx", 64},
+        {"n_batch", 8},
+        {"kv_type_k", "f16"},
+        {"kv_type_v", "f16"},
+        {"partial_format", 0}};
+    EXPECT_FALSE(parse_assign(base, "root").offload);  // an older root: refuse, do not stream
+    nlohmann::json j = base;
+    j["offload"] = true;
+    EXPECT_TRUE(parse_assign(j, "root").offload);
+    for (const nlohmann::json& bad : {nlohmann::json(1), nlohmann::json("yes"), nlohmann::json::object()}) {
+        j["offload"] = bad;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
     }
 }
 
