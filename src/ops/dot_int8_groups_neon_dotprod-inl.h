@@ -29,6 +29,7 @@
 
 #include "ops/group_tiles.h"
 #include "ops/row_groups.h"
+#include "ops/vnni_target.h"
 #include "util/fp16.h"
 
 #include <cstdint>
@@ -37,12 +38,7 @@
 HWY_BEFORE_NAMESPACE();
 // Only these functions may use sdot (callers check
 // int8_dot_extension_enabled() first).
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
+TESSERA_DOTPROD_PUSH
 namespace tessera {
 namespace HWY_NAMESPACE {
 namespace dotprod_groups {
@@ -117,11 +113,7 @@ constexpr VecDotGroupsFn int8_vec_dot_groups =
 }  // namespace dotprod_groups
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TESSERA_DOTPROD_POP
 HWY_AFTER_NAMESPACE();
 
 #endif  // HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64

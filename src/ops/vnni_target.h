@@ -40,3 +40,16 @@
 #define TESSERA_AVXVNNI_POP
 #define TESSERA_AVXVNNI_BEGIN _Pragma("GCC target(\"avxvnni\")")
 #endif
+
+// The same for ARM's dot product (sdot) in a Highway NEON section on 64-bit
+// ARM (ops/int8_dot_extension.h): the functions between TESSERA_DOTPROD_PUSH
+// (after HWY_BEFORE_NAMESPACE) and TESSERA_DOTPROD_POP (before
+// HWY_AFTER_NAMESPACE) may use it; callers check int8_dot_extension_enabled()
+// first.
+#if defined(__clang__)
+#define TESSERA_DOTPROD_PUSH _Pragma("clang attribute push(__attribute__((target(\"dotprod\"))), apply_to = function)")
+#define TESSERA_DOTPROD_POP _Pragma("clang attribute pop")
+#else
+#define TESSERA_DOTPROD_PUSH _Pragma("GCC push_options") _Pragma("GCC target(\"arch=armv8.2-a+dotprod\")")
+#define TESSERA_DOTPROD_POP _Pragma("GCC pop_options")
+#endif
