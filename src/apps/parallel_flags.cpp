@@ -29,7 +29,7 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                   "generates slower)");
     cmd->add_flag("--no-offload", o.no_offload,
                   "Refuse a plan where a node's share of the weights does not fit its memory (default: that node "
-                  "keeps what fits and streams its later layers from the model file every token)");
+                  "keeps what fits and streams its later layers from disk every token)");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--key", o.key_file,
@@ -71,11 +71,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->check(CLI::Range(100, 600000));
 }
 
-// ", streams ~N MiB of its layers from the model file per token (its memory
+// ", streams ~N MiB of its layers from disk per token (its memory
 // holds the rest)" where a node's share does not fit its memory.
 std::string streamed_note(uint64_t streamed_bytes) {
     if (streamed_bytes == 0) return "";
-    return fmt::format(", streams ~{:.1f} MiB of its layers from the model file per token (memory holds the rest; "
+    return fmt::format(", streams ~{:.1f} MiB of its layers from disk per token (memory holds the rest; "
                        "--no-offload refuses instead)", streamed_bytes / 1048576.0);
 }
 

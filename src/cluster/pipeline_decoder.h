@@ -50,7 +50,7 @@ struct StageInfo {
     Slice slice;  // the leader's slice
     double weight = 1.0;
     uint64_t footprint_bytes = 0;
-    // Bytes of its layers the stage reads from the model file every token,
+    // Bytes of its layers the stage reads from disk every token,
     // where its memory cannot hold them all (0: none; planned, an estimate).
     uint64_t streamed_bytes = 0;
     double round_trip_ms = 0.0;  // the handshake's first round trip (stages 1..)

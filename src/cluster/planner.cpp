@@ -198,9 +198,9 @@ std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t
                                    extra > 0 ? fmt::format(", {} of working buffers", extra) : std::string(), have);
     const MemoryFit fit = memory_fit(f, extra, have, true);
     if (offload) {
-        text += fmt::format(" (streaming its layers from the model file, it would still need {})", fit.floor);
+        text += fmt::format(" (streaming its layers from disk, it would still need {})", fit.floor);
     } else if (fit.fits) {
-        text += " (--no-offload: it could run streaming its later layers from the model file)";
+        text += " (--no-offload: it could run streaming its later layers from disk)";
     }
     return text;
 }

@@ -69,7 +69,7 @@ struct TpRankInfo {
     double probe_seconds = 0.0;
     uint64_t footprint_bytes = 0;
     uint64_t free_memory = 0;
-    // Bytes of its layers the rank reads from the model file every token,
+    // Bytes of its layers the rank reads from disk every token,
     // where its memory cannot hold them all (0: none; planned, an estimate).
     uint64_t streamed_bytes = 0;
     bool shared_memory = false;  // frames travel through a shared-memory link

@@ -349,7 +349,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         } else {
             forward = std::make_unique<SliceForward>(model, slice, config, w.pool);
             if (const StreamedLayers* streamed = forward->streamed(); streamed != nullptr && options.log) {
-                options.log(fmt::format("streaming {} of its {} layers ({:.1f} MiB) from the model file: {} bytes of "
+                options.log(fmt::format("streaming {} of its {} layers ({:.1f} MiB) from disk: {} bytes of "
                                         "memory hold the rest", streamed->streamed_count(), slice.n_layers(),
                                         streamed->streamed_bytes() / 1048576.0, have));
             }

@@ -141,20 +141,22 @@ int StreamedLayers::next_streamed_after(int layer) const {
 void StreamedLayers::use(int layer) {
     if (layer == current_) return;
     current_ = layer;
-    std::vector<Job> jobs;
+    // At most a release and a prefetch; no allocation on the token's path.
+    Job jobs[2];
+    int n_jobs = 0;
     if (streamed(layer)) {
-        if (last_streamed_ >= 0 && last_streamed_ != layer) jobs.push_back({last_streamed_, false});
+        if (last_streamed_ >= 0 && last_streamed_ != layer) jobs[n_jobs++] = {last_streamed_, false};
         last_streamed_ = layer;
     }
     const int next = next_streamed_after(layer);
     if (next >= 0 && next != layer && next != prefetched_) {
-        jobs.push_back({next, true});
+        jobs[n_jobs++] = {next, true};
         prefetched_ = next;
     }
-    if (jobs.empty()) return;
+    if (n_jobs == 0) return;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        jobs_.insert(jobs_.end(), jobs.begin(), jobs.end());
+        jobs_.insert(jobs_.end(), jobs, jobs + n_jobs);
     }
     wake_.notify_one();
 }
