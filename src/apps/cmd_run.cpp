@@ -146,6 +146,11 @@ void run(const RunOptions& o) {
                                         {"tokens", node.last_chunk.n_tok}, {"bytes_sent", node.bytes_sent},
                                         {"bytes_received", node.bytes_received}});
             }
+            if (const TensorParallelDecoder* group = setup.sequence_parallel->group()) {
+                const SpHandoffInfo& h = setup.sequence_parallel->handoff();
+                j["handoff"] = {{"ranks", group->ranks().size()}, {"positions", h.positions},
+                                {"bytes_sent", h.bytes_sent}, {"ms", h.seconds * 1e3}};
+            }
         }
         j["mode"] = plan.options.mode();
         j["plan"] = plan_json(setup);

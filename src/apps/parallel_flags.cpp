@@ -63,6 +63,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "goes on on the root)")
         ->capture_default_str()
         ->check(CLI::IsMember({"plan", "sp"}));
+    cmd->add_option("--generate", o.generate,
+                    "With --prefill sp: where generation goes on after the prompt: 'root' (the root alone) or 'tp' (a "
+                    "tensor-parallel group of the same nodes, each keeping its heads' rows of the prompt's cache)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"root", "tp"}));
     cmd->add_option("--codebooks", o.codebooks,
                     "With --prefill sp: K/V rows travel as indices of these codebooks (tessera vq-fit; every worker "
                     "started with the same --codebooks), not exactly: fewer bytes, approximate prompt cache");
@@ -107,12 +112,23 @@ void print_sequence_nodes(const SpPrefillDecoder& decoder) {
     for (size_t i = 0; i < decoder.nodes().size(); ++i) {
         const SpNodeInfo& info = decoder.nodes()[i];
         std::fprintf(stderr, "prefill node %zu %s: the whole model, weight %.2f%s\n", i, info.address.c_str(),
-                     info.weight, i == 0 ? ", generates" : "");
+                     info.weight, i == 0 && !decoder.hands_off() ? ", generates" : "");
     }
     std::fprintf(stderr, "prefill exchange: %s\n", decoder.describe_exchange().c_str());
+    if (decoder.hands_off()) {
+        std::fprintf(stderr, "generation: a tensor-parallel group of the %zu nodes after the prompt, each keeping its "
+                             "heads' rows of the prompt's cache (%s)\n", decoder.nodes().size(),
+                     decoder.compressed() ? "other nodes' positions as rebuilt from codebook indices" : "exact");
+    }
 }
 
 void print_sequence_chunks(const SpPrefillDecoder& decoder) {
+    if (decoder.group() != nullptr) {
+        const SpHandoffInfo& h = decoder.handoff();
+        std::fprintf(stderr, "generation handed to %zu ranks after %d positions: %.2f MiB of K/V rows sent, %.1f ms\n",
+                     decoder.group()->ranks().size(), h.positions, h.bytes_sent / 1048576.0, h.seconds * 1e3);
+        print_ranks(*decoder.group());
+    }
     if (decoder.prompts() == 0) return;
     // Bytes as each node saw them: every node's pass through the root.
     uint64_t root_sent = 0, root_received = 0;

@@ -2,6 +2,7 @@
 
 #include "cluster/heartbeat.h"
 #include "cluster/json_messages.h"
+#include "cluster/session_messages.h"
 #include "cluster/sp_rows.h"
 #include "cluster/tp_messages.h"
 #include "net/send_queue.h"
@@ -63,12 +64,33 @@ public:
             sender_.push(static_cast<uint16_t>(TpMessage::kLogits), std::move(out));
         }
         sender_.drain();
+        held_ = chunk.pos0 + n;
         return true;
     }
 
+    // Generation handed to a tensor-parallel group: the rows of positions
+    // [from, positions) of every layer arrive (kSpRows, each layer's in
+    // order, layers interleaved as the root sends them), so the cache holds
+    // the whole prompt. The positions before `from` must be this node's.
+    void receive_handoff_rows(int from, int positions) {
+        const std::string& peer = control_.peer();
+        if (from > held_ || positions > forward_.n_ctx()) {
+            throw make_error("{}: a handoff of positions {}..{} to a node whose cache holds {} of a context of {}", peer,
+                             from, positions, held_, forward_.n_ctx());
+        }
+        const int n_layers = forward_.slice().n_layers();
+        have_.assign(static_cast<size_t>(n_layers), from);
+        for (int layer = 0; layer < n_layers; ++layer) {
+            while (have_[static_cast<size_t>(layer)] < positions) {
+                if (!receive_rows(layer, positions)) throw make_error("{}: the root ended the session mid-handoff", peer);
+            }
+        }
+        held_ = positions;
+    }
+
 private:
-    // Stores the next kSpRows (rows of any layer from `layer` on, before the
-    // chunk, in order); false on the root's shutdown.
+    // Stores the next kSpRows (rows of any layer from `layer` on, before
+    // `chunk_pos0`, in order); false on the root's shutdown.
     bool receive_rows(int layer, int chunk_pos0) {
         const std::string& peer = control_.peer();
         control_.recv(frame_, kRowsTimeoutMs);
@@ -97,12 +119,14 @@ private:
     Frame frame_;
     std::vector<float> x_, logits_;
     std::vector<int> have_;
+    int held_ = 0;  // the cache holds positions [0, held_) as a single node would (the last chunk's end)
 };
 
 }  // namespace
 
-void serve_prompt_chunks(FrameChannel& control, SliceForward& forward, const KvCodebooks* books,
-                         const std::function<void(const std::string&)>& log) {
+std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+                                                const KvCodebooks* books,
+                                                const std::function<void(const std::string&)>& log) {
     send_json(control, TpMessage::kReady, {{"ok", true}});
     if (log) {
         log(fmt::format("serving prompt chunks of the whole model to {}, rows {}", control.peer(),
@@ -122,14 +146,27 @@ void serve_prompt_chunks(FrameChannel& control, SliceForward& forward, const KvC
         control.recv(frame);
         const auto type = static_cast<TpMessage>(frame.type);
         if (type == TpMessage::kHeartbeat) continue;
-        if (type == TpMessage::kShutdown) return;
+        if (type == TpMessage::kShutdown) return std::nullopt;
+        if (type == TpMessage::kAssign) {
+            // Generation goes on on a tensor-parallel group of these nodes.
+            const AssignMessage assign = parse_assign(parse_json_message(frame, TpMessage::kAssign, control.peer()),
+                                                      control.peer());
+            if (assign.stage || assign.sequence || assign.n_ctx != forward.n_ctx() ||
+                assign.kv_types != forward.kv_cache().types() || assign.n_seq != 1) {
+                throw make_error("{}: a handoff must assign a tensor-parallel rank with this node's context ({}) and "
+                                 "cache types", control.peer(), forward.n_ctx());
+            }
+            heartbeat.set_busy(true);
+            server.receive_handoff_rows(assign.handoff_from, assign.handoff_positions);
+            return assign;
+        }
         if (type != TpMessage::kSpChunk) {
             throw make_error("{}: unexpected {} message", control.peer(), tp_message_name(frame.type));
         }
         heartbeat.set_busy(true);
         const bool more = server.serve(decode_sp_chunk(frame.payload, control.peer().c_str()));
         heartbeat.set_busy(false);
-        if (!more) return;
+        if (!more) return std::nullopt;
     }
 }
 

@@ -8,19 +8,26 @@
 // holding the prompt's end also sends the logits of its last row (kLogits).
 #pragma once
 
+#include "cluster/session_messages.h"
 #include "model/kv_codebooks.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace tessera {
 
-// Sends kReady, then serves chunks until the root shuts the session down;
-// throws an Error naming the root on any failure. `books`: rows travel as
-// codebook indices (cluster/sp_rows.h); null: exactly.
-void serve_prompt_chunks(FrameChannel& control, SliceForward& forward, const KvCodebooks* books,
-                         const std::function<void(const std::string&)>& log);
+// Sends kReady, then serves chunks until the root shuts the session down
+// (nullopt), or hands generation to a tensor-parallel group of the same nodes
+// (a kAssign of a rank with handoff_positions): then the rows of the prompt
+// this node's cache lacks arrive first (kSpRows from handoff_from on, every
+// layer), and the assign is returned with the cache holding the whole
+// prompt. Throws an Error naming the root on any failure. `books`: rows
+// travel as codebook indices (cluster/sp_rows.h); null: exactly.
+std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
+                                                const KvCodebooks* books,
+                                                const std::function<void(const std::string&)>& log);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 #include "cluster/sp_prefill_decoder.h"
 
 #include "cluster/json_messages.h"
+#include "cluster/kv_handoff.h"
 #include "cluster/planner.h"
 #include "cluster/session_messages.h"
 #include "cluster/tp_messages.h"
@@ -24,8 +25,14 @@ std::string node_name(const std::string& address, size_t node) { return fmt::for
 }  // namespace
 
 SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfig& config)
-    : config_(config), local_(model, config.forward, config.n_threads), codec_(local_.forward(), config.codebooks.get()) {
+    : config_(config),
+      model_(model),
+      hparams_(model.hparams()),
+      local_(std::make_unique<LocalDecoder>(model, config.forward, config.n_threads)),
+      codec_(std::make_unique<SpRowCodec>(local_->forward(), config.codebooks.get())) {
     const ModelHParams& hp = model.hparams();
+    n_ctx_ = local_->n_ctx();
+    row_bytes_ = local_->forward().kv_rows_bytes(1);
     const size_t n_nodes = config.workers.size() + 1;
     if (!config.weights.empty() && config.weights.size() != n_nodes) {
         throw make_error("{} weights given for {} nodes", config.weights.size(), n_nodes);
@@ -38,6 +45,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
         config.codebooks->require_model(model.file().fingerprint_hex(), hp.n_layer, hp.n_head_kv * hp.head_dim);
     }
     nodes_.resize(n_nodes);
+    held_.assign(n_nodes, 0);
     nodes_[0].address = "root";
     for (size_t i = 0; i < n_nodes; ++i) nodes_[i].weight = config.weights.empty() ? 1.0 : config.weights[i];
     const std::string fingerprint = model.file().fingerprint_hex();
@@ -62,6 +70,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
         const HelloReply f = parse_hello_reply(recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs), who);
         require_hello_ok(f, who, fingerprint, model.path());
         if (!f.has_model) throw make_error("{} has no model file: sequence-parallel prefill needs the whole model on every node", who);
+        hellos_.push_back(f);
         if (need.total() > f.free_memory) {
             throw PlanRefused(fmt::format("plan refused: {} needs {} bytes ({} of weights, {} of KV cache) but has {} "
                                           "available ({} bytes short)", who, need.total(), need.weight_bytes,
@@ -93,12 +102,12 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
 std::string SpPrefillDecoder::describe_exchange() const {
     if (!config_.codebooks) {
         return fmt::format("exact K/V rows, {} bytes a position and layer; the root's cache holds them as computed",
-                           local_.forward().kv_rows_bytes(1));
+                           row_bytes_);
     }
     const KvCodebooks& b = *config_.codebooks;
     return fmt::format("codebook indices, {} bits a position and layer ({} groups, {} codes; exact rows: {} bits); the "
                        "root's cache of the other nodes' positions is rebuilt from them", b.bits_per_position(),
-                       b.groups(), b.codes(), 8 * local_.forward().kv_rows_bytes(1));
+                       b.groups(), b.codes(), 8 * row_bytes_);
 }
 
 SpPrefillDecoder::~SpPrefillDecoder() {
@@ -111,26 +120,111 @@ SpPrefillDecoder::~SpPrefillDecoder() {
     }
 }
 
+Decoder& SpPrefillDecoder::generator(int pos) {
+    if (group_) return *group_;
+    if (config_.generation && pos > 0 && pos <= n_ctx_) {
+        hand_off(pos);
+        return *group_;
+    }
+    root_alone_from(pos);
+    return *local_;
+}
+
+void SpPrefillDecoder::root_alone_from(int pos) {
+    for (int& held : held_) held = std::min(held, std::max(pos, 0));
+}
+
+const float* SpPrefillDecoder::eval_all(std::span<const int32_t> tokens, int pos) {
+    return generator(pos).eval_all(tokens, pos);
+}
+
+const float* SpPrefillDecoder::eval_seqs(std::span<const SeqEval> evals) {
+    int pos = n_ctx_;
+    for (const SeqEval& e : evals) pos = std::min(pos, e.pos);
+    return generator(evals.empty() ? 0 : pos).eval_seqs(evals);
+}
+
+void SpPrefillDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
+    generator(n_used).compact_context(seq, kept, n_used);
+    if (!group_) root_alone_from(0);  // every position may have moved
+}
+
+void SpPrefillDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    if (group_) {
+        group_->add_attention_mass(seq, n_used, totals);
+    } else {
+        local_->add_attention_mass(seq, n_used, totals);
+    }
+}
+
+void SpPrefillDecoder::hand_off(int positions) {
+    const double start = now_seconds();
+    const int n_batch = local_->forward().n_batch();
+    TpAdoptedWorkers adopted;
+    adopted.channels = std::move(channels_);
+    adopted.hellos = hellos_;
+    adopted.addresses = config_.workers;
+    for (size_t i = 1; i < nodes_.size(); ++i) {
+        adopted.round_trip_ms.push_back(nodes_[i].round_trip_ms);
+        adopted.handoff_from.push_back(std::min(held_[i], positions));
+    }
+    adopted.handoff_positions = positions;
+    // The rows each node's cache lacks, every layer's, as prefill sends them.
+    adopted.after_assign = [this, from = adopted.handoff_from, positions, n_batch](size_t worker, FrameChannel& channel) {
+        const size_t node = worker + 1;
+        for (int layer = 0; layer < hparams_.n_layer; ++layer) {
+            for (int b = from[worker]; b < positions; b += n_batch) {
+                codec_->encode(layer, b, std::min(n_batch, positions - b), message_);
+                try {
+                    channel.send(static_cast<uint16_t>(TpMessage::kSpRows), message_);
+                } catch (const Error& e) {
+                    throw make_error("{}: {}", node_name(nodes_[node].address, node), e.what());
+                }
+                nodes_[node].bytes_sent += message_.size();
+                handoff_.bytes_sent += message_.size();
+            }
+        }
+    };
+    TpConfig tp = *config_.generation;
+    tp.forward = config_.forward;
+    tp.n_threads = config_.n_threads;
+    tp.limits = config_.limits;
+    tp.key = config_.key;
+    if (tp.weights.empty()) tp.weights = config_.weights;
+    group_ = std::make_unique<TensorParallelDecoder>(model_, tp, std::move(adopted));
+    // The root's own heads' rows, then the whole model goes.
+    const HeldKvRows rows = take_kv_rows(local_->forward(), group_->root_forward().slice(), positions);
+    codec_.reset();
+    local_.reset();
+    put_kv_rows(group_->root_forward(), rows);
+    handoff_.positions = positions;
+    handoff_.seconds = now_seconds() - start;
+}
+
 const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
-    const ModelHParams& hp = local_.hparams();
+    const ModelHParams& hp = hparams_;
     const int n = static_cast<int>(tokens.size());
-    if (channels_.empty() || n <= local_.forward().n_batch() || pos < 0 || static_cast<int64_t>(pos) + n > n_ctx()) {
-        return local_.eval(tokens, pos);  // (errors included)
+    if (group_ || channels_.empty() || n <= local_->forward().n_batch() || pos < 0 ||
+        static_cast<int64_t>(pos) + n > n_ctx()) {
+        return generator(pos).eval(tokens, pos);  // (errors included)
     }
     std::vector<double> weights;
     for (const SpNodeInfo& node : nodes_) weights.push_back(node.weight);
     // Later positions attend to more of the prompt: chunks are cut by cost,
     // not by position count, so the last node is not the slowest.
-    const int n_batch = local_.forward().n_batch();
+    const int n_batch = local_->forward().n_batch();
     const std::vector<double> costs =
-        prefill_batch_costs(pos, n, n_batch, prefill_cost_model(hp, local_.forward().sparse()));
+        prefill_batch_costs(pos, n, n_batch, prefill_cost_model(hp, local_->forward().sparse()));
     chunks_ = plan_prompt_chunks(pos, n, n_batch, weights, costs);
     logits_node_ = 0;
     for (size_t i = 0; i < chunks_.size(); ++i) {
         nodes_[i].last_chunk = chunks_[i];
         if (chunks_[i].n_tok > 0) logits_node_ = i;
     }
-    if (logits_node_ == 0) return local_.eval(tokens, pos);
+    if (logits_node_ == 0) {
+        root_alone_from(pos);
+        return local_->eval(tokens, pos);
+    }
     ++prompts_;
     received_.assign(chunks_.size(), std::vector<int>(static_cast<size_t>(hp.n_layer), 0));
     have_logits_ = false;
@@ -165,12 +259,16 @@ const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
                              config_.step_timeout_ms);
         }
     }
+    // Every node with a chunk now holds the positions up to its chunk's end.
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+        held_[i] = chunks_[i].n_tok > 0 ? chunks_[i].pos0 + chunks_[i].n_tok : std::min(held_[i], pos);
+    }
     return logits_.data();
 }
 
 void SpPrefillDecoder::run_first_chunk(std::span<const int32_t> tokens, const PromptChunk& chunk) {
-    SliceForward& forward = local_.forward();
-    const ModelHParams& hp = local_.hparams();
+    SliceForward& forward = local_->forward();
+    const ModelHParams& hp = local_->hparams();
     const auto n_embd = static_cast<size_t>(hp.n_embd);
     const int n = chunk.n_tok;
     const int n_batch = forward.n_batch();
@@ -189,9 +287,9 @@ void SpPrefillDecoder::run_first_chunk(std::span<const int32_t> tokens, const Pr
 }
 
 void SpPrefillDecoder::send_rows(int layer, int pos0, int n, size_t after_node) {
-    const int n_batch = local_.forward().n_batch();
+    const int n_batch = local_->forward().n_batch();
     for (int b = 0; b < n; b += n_batch) {
-        codec_.encode(layer, pos0 + b, std::min(n_batch, n - b), message_);
+        codec_->encode(layer, pos0 + b, std::min(n_batch, n - b), message_);
         for (size_t j = after_node + 1; j < chunks_.size(); ++j) {
             if (chunks_[j].n_tok == 0) continue;
             channels_[j - 1]->send(static_cast<uint16_t>(TpMessage::kSpRows), message_);
@@ -226,7 +324,7 @@ bool SpPrefillDecoder::service(int timeout_ms) {
 
 void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
     const std::string who = node_name(nodes_[node].address, node);
-    const ModelHParams& hp = local_.hparams();
+    const ModelHParams& hp = local_->hparams();
     const auto type = static_cast<TpMessage>(frame.type);
     if (type == TpMessage::kHeartbeat) return;
     if (type == TpMessage::kError) (void)parse_json_message(frame, TpMessage::kSpRows, who);  // throws "failed"
@@ -252,7 +350,7 @@ void SpPrefillDecoder::handle(size_t node, const Frame& frame) {
         throw make_error("{}: KV rows of layer {} at {}..{} outside what its chunk {}..{} has left", who, h.layer, h.pos0,
                          static_cast<int64_t>(h.pos0) + h.n, c.pos0, c.pos0 + c.n_tok);
     }
-    codec_.store(h, frame.payload, who);
+    codec_->store(h, frame.payload, who);
     received_[node][static_cast<size_t>(h.layer)] += h.n;
     ++progress_;
     // On to the nodes after this one, as they came.

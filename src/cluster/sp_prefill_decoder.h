@@ -9,14 +9,22 @@
 // The root computes the first chunk, sends each layer's rows to the nodes
 // after it, and relays each node's rows to the nodes after that one; it keeps
 // every row it sees, so when the prompt is done its own cache holds the
-// whole prompt and generation goes on here, on the root alone, with the
-// logits of the prompt's last position from the node that computed it.
-// Short prompts (one batch), generation steps, verifications and everything
-// else run on the root alone.
+// whole prompt, and the logits of the prompt's last position come from the
+// node that computed it. Generation then goes on either on the root alone
+// (short prompts, generation steps and verifications run there), or, with
+// `generation` set, on a tensor-parallel group of the same nodes: at the
+// first step after the prompt, every node becomes a rank in the same session
+// (kAssign with handoff_positions), keeping its heads' rows of the prompt
+// from the cache it prefilled after the root has sent it the rows that cache
+// lacks (those of later chunks: exact, or rebuilt from codebook indices), and
+// releasing the whole model for its slice (cluster/kv_handoff.h). From then
+// on every call runs on the group.
 #pragma once
 
 #include "cluster/sp_chunks.h"
+#include "cluster/session_messages.h"
 #include "cluster/sp_rows.h"
+#include "cluster/tp_decoder.h"
 #include "model/decoder.h"
 #include "model/local_decoder.h"
 #include "net/channel.h"
@@ -24,6 +32,7 @@
 #include "net/wire_key.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +52,17 @@ struct SpPrefillConfig {
     // A node that sends heartbeats but no rows for this long is dropped (a
     // silent one after limits.io_timeout_ms).
     int step_timeout_ms = 300000;
+    // The tensor-parallel group that generates after the first prompt (its
+    // workers: these nodes); nullopt: the root alone.
+    std::optional<TpConfig> generation;
+};
+
+// What handing generation to the group cost: the rows the root sent the
+// nodes, the time from the first step's call to the group being ready.
+struct SpHandoffInfo {
+    int positions = 0;
+    uint64_t bytes_sent = 0;
+    double seconds = 0.0;
 };
 
 struct SpNodeInfo {
@@ -58,30 +78,40 @@ public:
     SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfig& config);
     ~SpPrefillDecoder() override;
 
-    const ModelHParams& hparams() const override { return local_.hparams(); }
-    int n_ctx() const override { return local_.n_ctx(); }
+    const ModelHParams& hparams() const override { return hparams_; }
+    int n_ctx() const override { return n_ctx_; }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
-    const float* eval_all(std::span<const int32_t> tokens, int pos) override { return local_.eval_all(tokens, pos); }
-    int n_seq() const override { return local_.n_seq(); }
-    const float* eval_seqs(std::span<const SeqEval> evals) override { return local_.eval_seqs(evals); }
-    void compact_context(int seq, std::span<const int> kept, int n_used) override {
-        local_.compact_context(seq, kept, n_used);
-    }
-    void add_attention_mass(int seq, int n_used, int64_t* totals) override {
-        local_.add_attention_mass(seq, n_used, totals);
-    }
+    const float* eval_all(std::span<const int32_t> tokens, int pos) override;
+    int n_seq() const override { return 1; }
+    const float* eval_seqs(std::span<const SeqEval> evals) override;
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
+
+    // Whether generation goes to a group after the prompt.
+    bool hands_off() const { return config_.generation.has_value(); }
+    // The group generation was handed to (null: not yet, or the root alone).
+    const TensorParallelDecoder* group() const { return group_.get(); }
+    const SpHandoffInfo& handoff() const { return handoff_; }
 
     const std::vector<SpNodeInfo>& nodes() const { return nodes_; }
     // Prompts that ran across the nodes.
     int prompts() const { return prompts_; }
     // Whether rows travel as codebook indices: the root's cache then holds
     // the other nodes' rows as rebuilt from them, not as computed.
-    bool compressed() const { return codec_.compressed(); }
+    bool compressed() const { return config_.codebooks != nullptr; }
     // "exact K/V rows, 1024 bytes a position and layer" or "codebook indices,
     // 20 bits a position and layer (1 group, 1024 codes): ... rebuilt".
     std::string describe_exchange() const;
 
 private:
+    // Where a call that does not run across the nodes goes: the root, or the
+    // group (handed over first when `pos` > 0 is a step after a prompt).
+    Decoder& generator(int pos);
+    // Every node becomes a rank of the group, keeping positions [0, positions).
+    void hand_off(int positions);
+    // The root alone overwrote positions from `pos` on: the nodes' caches
+    // hold at most the positions before.
+    void root_alone_from(int pos);
     // The root's own chunk, layer by layer, its rows sent on after each.
     void run_first_chunk(std::span<const int32_t> tokens, const PromptChunk& chunk);
     // One layer's rows of positions [pos0, pos0 + n) from the root's cache to
@@ -96,9 +126,19 @@ private:
     std::string awaited() const;
 
     SpPrefillConfig config_;
-    LocalDecoder local_;
-    SpRowCodec codec_;
+    const LlamaModel& model_;
+    ModelHParams hparams_;
+    int n_ctx_ = 0;
+    uint64_t row_bytes_ = 0;  // exact K/V rows of a position and layer
+    // The root's whole model and cache, and the group that replaces them.
+    std::unique_ptr<LocalDecoder> local_;
+    std::unique_ptr<SpRowCodec> codec_;
+    std::unique_ptr<TensorParallelDecoder> group_;
+    SpHandoffInfo handoff_;
     std::vector<SpNodeInfo> nodes_;
+    std::vector<HelloReply> hellos_;  // per worker
+    // Per node: its cache holds positions [0, held_[i]) as a single node would.
+    std::vector<int> held_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to nodes 1..N-1
     std::vector<PromptChunk> chunks_;        // this prompt's, per node
     std::vector<std::vector<int>> received_;  // [node][layer]: rows of its chunk in so far

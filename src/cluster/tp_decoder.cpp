@@ -32,21 +32,40 @@ std::string worker_name(const std::string& address, size_t rank) { return fmt::f
 
 TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config)
     : config_(config), pool_(config.n_threads) {
-    const ModelHParams& hp = model.hparams();
+    std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
+    connect_workers(model, links);
+    assign_slices(model, links, nullptr);
+}
+
+TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, TpAdoptedWorkers adopted)
+    : config_(config), pool_(config.n_threads) {
+    const size_t n_workers = adopted.channels.size();
+    if (adopted.hellos.size() != n_workers || adopted.addresses.size() != n_workers ||
+        adopted.round_trip_ms.size() != n_workers || adopted.handoff_from.size() != n_workers) {
+        throw make_error("internal: {} adopted workers with {} hellos", n_workers, adopted.hellos.size());
+    }
+    config_.workers = adopted.addresses;
+    ranks_.resize(n_workers + 1);
+    ranks_[0].address = "root";
+    ranks_[0].free_memory = available_memory_bytes();
+    for (size_t i = 0; i < n_workers; ++i) {
+        channels_.push_back(std::move(adopted.channels[i]));
+        ranks_[i + 1].address = adopted.addresses[i].str();
+        ranks_[i + 1].round_trip_ms = adopted.round_trip_ms[i];
+        ranks_[i + 1].sealed = channels_.back()->sealed();
+        ranks_[i + 1].probe_seconds = adopted.hellos[i].probe_seconds;
+        ranks_[i + 1].free_memory = adopted.hellos[i].free_memory;
+    }
+    std::vector<std::unique_ptr<ShmLink>> links;
+    assign_slices(model, links, &adopted);
+}
+
+void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links) {
+    const TpConfig& config = config_;
     const size_t n_ranks = config.workers.size() + 1;
-    if (!config.weights.empty() && config.weights.size() != n_ranks) {
-        throw make_error("{} weights given for {} ranks (the root and {} workers)", config.weights.size(), n_ranks,
-                         config.workers.size());
-    }
-    if (config.topology == PartialTopology::kReduceScatter && config.fast) {
-        throw make_error("--exchange reduce-scatter needs exact partials (not --fast)");
-    }
-    const PartialTopology topology = config.topology.value_or(auto_topology(static_cast<int>(n_ranks), !config.fast));
     ranks_.resize(n_ranks);
     ranks_[0].address = "root";
     ranks_[0].free_memory = available_memory_bytes();
-
-    std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
 
     // Connect and check that every worker holds this very model.
     const std::string fingerprint = model.file().fingerprint_hex();
@@ -92,6 +111,21 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
             }
         }
     }
+}
+
+void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links,
+                                          const TpAdoptedWorkers* adopted) {
+    const TpConfig& config = config_;
+    const ModelHParams& hp = model.hparams();
+    const size_t n_ranks = channels_.size() + 1;
+    if (!config.weights.empty() && config.weights.size() != n_ranks) {
+        throw make_error("{} weights given for {} ranks (the root and {} workers)", config.weights.size(), n_ranks,
+                         channels_.size());
+    }
+    if (config.topology == PartialTopology::kReduceScatter && config.fast) {
+        throw make_error("--exchange reduce-scatter needs exact partials (not --fast)");
+    }
+    const PartialTopology topology = config.topology.value_or(auto_topology(static_cast<int>(n_ranks), !config.fast));
 
     // Plan: shares follow measured speed unless weights are given.
     ranks_[0].probe_seconds = probe_seconds(model, pool_);
@@ -172,7 +206,12 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         if (config.forward.sparse.enabled) assign["sparse"] = sparse_json(config.forward.sparse);
         if (config.forward.track_attention) assign["track_attention"] = true;
         if (config.forward.offload) assign["offload"] = true;
+        if (adopted != nullptr) {
+            assign["handoff_positions"] = adopted->handoff_positions;
+            assign["handoff_from"] = adopted->handoff_from[i];
+        }
         send_json(*channels_[i], TpMessage::kAssign, assign);
+        if (adopted != nullptr && adopted->after_assign) adopted->after_assign(i, *channels_[i]);
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
             channels_[i]->use_shared_memory(std::move(links[i]));

@@ -1,6 +1,7 @@
 #include "cluster/tp_worker.h"
 
 #include "cluster/heartbeat.h"
+#include "cluster/kv_handoff.h"
 #include "cluster/json_messages.h"
 #include "cluster/link_probe.h"
 #include "cluster/planner.h"
@@ -180,6 +181,70 @@ MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::st
     return mesh;
 }
 
+// The forward a rank or stage runs, as its assign sets it.
+ForwardConfig forward_config_of(const AssignMessage& assign, bool private_weights) {
+    ForwardConfig config;
+    config.n_ctx = assign.n_ctx;
+    config.n_batch = assign.n_batch;
+    config.n_seq = assign.n_seq;
+    config.private_weights = private_weights;
+    config.kv_types = assign.kv_types;
+    config.sparse = assign.sparse;
+    config.track_attention = assign.track_attention;
+    return config;
+}
+
+// Checks that the slice fits this worker's memory (streaming its later
+// layers where the root allows offload) and sets config's weight budget;
+// returns the memory available.
+uint64_t fit_in_memory(const LlamaModel& model, const Slice& slice, const AssignMessage& assign, int threads,
+                       ForwardConfig& config) {
+    // Every sequence (serve --parallel) has its own cache of n_ctx positions.
+    const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_types);
+    const uint64_t scratch = slice_scratch_bytes(model.hparams(), slice, config.n_batch, config.n_ctx, threads);
+    const uint64_t have = available_memory_bytes();
+    const bool offload = assign.offload && config.private_weights;
+    const MemoryFit fit = memory_fit(need, scratch, have, offload);
+    if (!fit.fits) throw make_error("its slice {}", describe_shortfall(need, scratch, have, offload));
+    config.weight_budget = fit.weight_budget;
+    return have;
+}
+
+// Generation handed from sequence-parallel prefill to a tensor-parallel group
+// of the same nodes: this rank's heads' rows are taken from the whole model's
+// cache, the whole model's forward is released, and the rank loads its slice,
+// puts the rows in its cache and serves steps like any other rank.
+void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& model, const std::string& fingerprint,
+                   std::unique_ptr<SliceForward> whole, const AssignMessage& assign) {
+    const WorkerOptions& options = w.options;
+    const Slice& slice = assign.slice;
+    ForwardConfig config;
+    MeshLinks mesh;
+    std::unique_ptr<SliceForward> forward;
+    uint64_t kv_bytes = 0;
+    try {
+        validate_slice(slice, model.hparams());
+        HeldKvRows rows = take_kv_rows(*whole, slice, assign.handoff_positions);
+        kv_bytes = rows.bytes();
+        whole.reset();
+        mesh = build_mesh(assign, w, fingerprint);
+        config = forward_config_of(assign, options.private_weights);
+        fit_in_memory(model, slice, assign, w.pool.size(), config);
+        forward = std::make_unique<SliceForward>(model, slice, config, w.pool);
+        put_kv_rows(*forward, rows);
+    } catch (const std::exception& e) {
+        send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
+        throw;
+    }
+    send_json(channel, TpMessage::kReady, {{"ok", true}});
+    if (options.log) {
+        options.log(fmt::format("generation handed over: serving {} to {}, its cache keeping {} prompt positions "
+                                "({:.2f} MiB) from the prefill", describe_slice(slice), channel.peer(),
+                                assign.handoff_positions, kv_bytes / 1048576.0));
+    }
+    serve_steps(channel, w, model, slice, config, *forward, assign, mesh);
+}
+
 // One root's session: hello checked, slice assigned, then steps until shutdown.
 // Returns false for a survey (link probes, then kShutdown before any assign).
 // Runs a session's loop; a failure is told to the root (kError) before it
@@ -272,6 +337,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     std::unique_ptr<SliceForward> forward;
     std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
     StageLinks links;
+    uint64_t have = 0;  // bytes of memory available for the slice
     const bool stage = assign.stage;
     try {
         slice.outputs = stage && assign.last;
@@ -293,13 +359,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
         // The group's links first: the other workers are loading too.
         if (!stage && !assign.sequence) mesh = build_mesh(assign, w, root_fingerprint);
-        config.n_ctx = assign.n_ctx;
-        config.n_batch = assign.n_batch;
-        config.n_seq = assign.n_seq;
-        config.private_weights = options.private_weights;
-        config.kv_types = assign.kv_types;
-        config.sparse = assign.sparse;
-        config.track_attention = assign.track_attention;
+        config = forward_config_of(assign, options.private_weights);
         if (stage) {
             links.has_prev = assign.prev;
             // Stages connect only to the address their authenticated root sent.
@@ -322,15 +382,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
-        // Every sequence (serve --parallel) has its own cache of n_ctx positions.
-        const SliceFootprint need = slice_footprint(model, slice, config.n_ctx * config.n_seq, config.kv_types);
-        const uint64_t scratch = slice_scratch_bytes(model.hparams(), slice, config.n_batch, config.n_ctx, w.pool.size());
-        const uint64_t have = available_memory_bytes();
-        const MemoryFit fit = memory_fit(need, scratch, have, assign.offload && config.private_weights);
-        if (!fit.fits) {
-            throw make_error("its slice {}", describe_shortfall(need, scratch, have, assign.offload && config.private_weights));
-        }
-        config.weight_budget = fit.weight_budget;
+        have = fit_in_memory(model, slice, assign, w.pool.size(), config);
         if (stage && !assign.group.empty()) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
@@ -360,10 +412,12 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     }
     const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
     if (assign.sequence) {
+        std::optional<AssignMessage> handoff;
         telling_the_root(channel, [&] {
-            serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks, options.log);
-            log_peak_memory(model, slice, config, options);
+            handoff = serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks, options.log);
+            if (!handoff) log_peak_memory(model, slice, config, options);
         });
+        if (handoff) serve_handoff(channel, w, model, root_fingerprint, std::move(forward), *handoff);
         return true;
     }
     if (stage) {

@@ -89,13 +89,18 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     if (!options.codebooks.empty() && !options.sequence_parallel()) {
         throw make_error("--codebooks compresses the rows of sequence-parallel prefill: it needs --prefill sp");
     }
+    if (options.generate != "root" && (options.generate != "tp" || !options.sequence_parallel())) {
+        throw make_error("--generate {}: after --prefill sp, generation goes on on the 'root' or a 'tp' group",
+                         options.generate);
+    }
     if (options.prefill != "plan" && options.prefill != "sp") {
         throw make_error("--prefill {} is not a prefill mode (plan or sp)", options.prefill);
     }
     if (const std::optional<ClusterSpec> spec = cluster_spec_of(options)) {
         if (options.sequence_parallel()) {
             throw make_error("--prefill sp runs over --local or --workers (each holding the whole model) and goes on "
-                             "generating on the root; it does not yet hand the prompt to a pipeline");
+                             "generating on the root or a tensor-parallel group of them (--generate tp); it does not "
+                             "hand the prompt to a pipeline");
         }
         return make_pipeline(model, config, n_threads, options, *spec);
     }
@@ -149,6 +154,18 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         sp.key = key;
         if (options.step_timeout_ms > 0) sp.step_timeout_ms = options.step_timeout_ms;
         if (!options.codebooks.empty()) sp.codebooks = std::make_shared<const KvCodebooks>(KvCodebooks::load(options.codebooks));
+        if (options.generate == "tp") {
+            // The group the nodes become after the prompt: exact partials,
+            // over the links prefill used (TCP).
+            TpConfig group;
+            group.step_timeout_ms = options.step_timeout_ms;
+            group.partial_bands = options.partial_bands;
+            if (options.exchange != "auto") group.topology = parse_partial_topology(options.exchange);
+            group.shared_memory = false;
+            // As for a plain group: local processes get equal shares.
+            if (options.weights.empty() && setup.local_workers) group.weights.assign(static_cast<size_t>(options.local), 1.0);
+            sp.generation = group;
+        }
         auto decoder = std::make_unique<SpPrefillDecoder>(model, sp);
         setup.sequence_parallel = decoder.get();
         setup.decoder = std::move(decoder);

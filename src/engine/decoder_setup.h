@@ -42,8 +42,10 @@ struct ParallelOptions {
     bool auto_plan = false;   // --auto: survey --workers and run the fastest plan of them (engine/auto_plan.h)
     // "sp": a long prompt is computed sequence-parallel across --local or
     // --workers, every node holding the whole model (cluster/sp_prefill_decoder.h),
-    // and generation goes on on the root; "plan": the prompt runs on the plan.
+    // and generation goes on on the root ("root") or on a tensor-parallel group
+    // of the same nodes ("tp", --generate); "plan": the prompt runs on the plan.
     std::string prefill = "plan";
+    std::string generate = "root";
     std::string codebooks;  // --prefill sp: rows travel as indices of these codebooks (tessera vq-fit)
     bool sequence_parallel() const { return prefill == "sp"; }
 

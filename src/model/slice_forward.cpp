@@ -292,11 +292,23 @@ uint64_t SliceForward::kv_rows_bytes(int n) const {
 }
 
 void SliceForward::read_kv_rows(int layer, int pos0, int n, std::vector<uint8_t>& out) const {
+    read_kv_rows(layer, pos0, n, weights_.slice.kv_head_begin, weights_.slice.kv_head_end, out);
+}
+
+void SliceForward::read_kv_rows(int layer, int pos0, int n, int kv_head_begin, int kv_head_end,
+                                std::vector<uint8_t>& out) const {
     const KvCache& cache = caches_[0];
-    const int local = layer - weights_.slice.layer_begin;
-    out.resize(kv_rows_bytes(n));
-    for (int h = 0; h < weights_.slice.n_kv_heads(); ++h) {
-        cache.read_rows(local, h, pos0, n, out.data() + static_cast<uint64_t>(h) * cache.head_rows_bytes(n));
+    const Slice& s = weights_.slice;
+    const int local = layer - s.layer_begin;
+    if (local < 0 || local >= s.n_layers() || kv_head_begin < s.kv_head_begin || kv_head_end > s.kv_head_end ||
+        kv_head_begin > kv_head_end || pos0 < 0 || n < 0 || pos0 + n > cache.n_ctx()) {
+        throw make_error("internal: KV rows of heads {}..{}, positions {}..{} of layer {} from a slice of {}",
+                         kv_head_begin, kv_head_end, pos0, pos0 + n, layer, describe_slice(s));
+    }
+    out.resize(static_cast<uint64_t>(kv_head_end - kv_head_begin) * cache.head_rows_bytes(n));
+    for (int h = kv_head_begin; h < kv_head_end; ++h) {
+        cache.read_rows(local, h - s.kv_head_begin, pos0, n,
+                        out.data() + static_cast<uint64_t>(h - kv_head_begin) * cache.head_rows_bytes(n));
     }
 }
 

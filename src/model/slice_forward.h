@@ -144,6 +144,11 @@ public:
     // stores such rows (their size checked against this slice's cache).
     uint64_t kv_rows_bytes(int n) const;
     void read_kv_rows(int layer, int pos0, int n, std::vector<uint8_t>& out) const;
+    // The same for the KV heads [kv_head_begin, kv_head_end) only (the
+    // model's numbering, inside this slice's): what a slice owning just those
+    // heads stores with write_kv_rows (a prefilled cache handed to a
+    // tensor-parallel rank).
+    void read_kv_rows(int layer, int pos0, int n, int kv_head_begin, int kv_head_end, std::vector<uint8_t>& out) const;
     void write_kv_rows(int layer, int pos0, int n, std::span<const uint8_t> rows);
     // The same rows as float, row-major [n][owned KV heads * head_dim], keys
     // before RoPE (rotated back from their positions: what a codebook of the

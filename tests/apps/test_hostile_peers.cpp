@@ -912,6 +912,41 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
         }
         expect_logged_soon(worker, c.want);
     }
+    // A handoff to a tensor-parallel rank (after prefill) that claims rows
+    // the node never computed, assigns another role or another context, or
+    // sends rows out of order.
+    {
+        json handoff = good_assign();
+        handoff["handoff_positions"] = 20;
+        handoff["handoff_from"] = 10;
+        json stage = handoff;
+        stage["role"] = "stage";
+        json other_ctx = handoff;
+        other_ctx["n_ctx"] = 32;
+        json from_zero = handoff;
+        from_zero["handoff_from"] = 0;
+        const std::vector<std::pair<json, std::string>> handoffs = {
+            {handoff, "a handoff of positions 10..20 to a node whose cache holds 0"},
+            {stage, "a handoff must assign a tensor-parallel rank"},
+            {other_ctx, "a handoff must assign a tensor-parallel rank with this node's context (64)"},
+            {from_zero, "KV rows of layer 0 at 5..6 where layer 0's rows from 0 up to 20 were due"}};
+        for (const auto& [message, want] : handoffs) {
+            auto root = greet_when_free(worker.address());
+            send_json(*root, TpMessage::kAssign, assign);
+            ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
+            send_json(*root, TpMessage::kAssign, message);
+            const uint32_t rows_skipping_ahead[] = {0, 5, 1};
+            root->send(static_cast<uint16_t>(TpMessage::kSpRows),
+                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rows_skipping_ahead),
+                                                sizeof rows_skipping_ahead));
+            Frame answer;
+            try {
+                while (true) root->recv(answer, 5000);
+            } catch (const Error&) {
+            }
+            expect_logged_soon(worker, want);
+        }
+    }
     // Codebooks named by a malformed digest, or that this worker does not hold.
     for (const auto& [digest, want] : {std::pair<std::string, std::string>{"../../etc", "invalid digest"},
                                        {"0123456789abcdef", "holds no codebooks"}}) {

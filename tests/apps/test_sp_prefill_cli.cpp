@@ -77,6 +77,32 @@ TEST(SpPrefillCli, LocalAndWorkersEqualOneProcess) {
     EXPECT_NE(text.err.find("positions 0.."), std::string::npos) << text.err;
 }
 
+TEST(SpPrefillCli, GenerationHandedToATensorParallelGroupEqualsOneProcess) {
+    const auto single = run_process((run_args({})), 60);
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    for (const std::vector<std::string>& plan :
+         {std::vector<std::string>{"--local", "2", "--prefill", "sp", "--generate", "tp"},
+          {"--local", "3", "--prefill", "sp", "--generate", "tp", "--weights", "1,2,1"}}) {
+        const auto r = run_process((run_args(plan)), 90);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(tokens_of(r), tokens_of(single));
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        ASSERT_TRUE(j.contains("handoff")) << r.out;
+        EXPECT_EQ(j["handoff"]["ranks"].get<size_t>(), static_cast<size_t>(std::stoi(plan[1])));
+        EXPECT_EQ(j["handoff"]["positions"], j["prompt_tokens"]) << "handed over at the first step";
+        EXPECT_NE(r.err.find("generation handed over: serving layers"), std::string::npos) << r.err;
+    }
+    const auto text = run_process(cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
+                                       "--prefill", "sp", "--generate", "tp"}),
+                                  90);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.err.find("generation: a tensor-parallel group of the 2 nodes"), std::string::npos) << text.err;
+    EXPECT_NE(text.err.find("generation handed to 2 ranks after"), std::string::npos) << text.err;
+    const auto alone = run_process((run_args({"--local", "2", "--generate", "tp"})), 60);
+    EXPECT_NE(alone.exit_code, 0);
+    EXPECT_NE(alone.err.find("--generate tp"), std::string::npos) << alone.err;
+}
+
 TEST(SpPrefillCli, ModesItCannotServeAreClearErrors) {
     const auto fast = run_process((run_args({"--local", "2", "--prefill", "sp", "--fast"})), 60);
     EXPECT_NE(fast.exit_code, 0);

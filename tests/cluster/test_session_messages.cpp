@@ -2,7 +2,9 @@
 // cpu_target (the SIMD target a worker's kernels run on) and disk_read_bps
 // (its disk's read rate, for the cost of streamed layers), the assign's
 // offload; an older peer leaves each out; a wrong type, an oversized string
-// or a number out of range is an Error, never an exception of another kind.
+// or a number out of range is an Error, never an exception of another kind;
+// the assign's handoff positions (a rank taking over from sequence-parallel
+// prefill) stay inside the context.
 #include "cluster/session_messages.h"
 #include "util/error.h"
 
@@ -10,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 
@@ -55,6 +59,36 @@ TEST(SessionMessages, AssignOffloadIsABooleanOrAbsent) {
     for (const nlohmann::json& bad : {nlohmann::json(1), nlohmann::json("yes"), nlohmann::json::object()}) {
         j["offload"] = bad;
         EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
+    }
+}
+
+TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {
+    const nlohmann::json base = {
+        {"slice", {{"layers", {0, 2}}, {"kv_heads", {1, 2}}, {"ffn", {0, 64}}}},
+        {"n_ctx", 64},
+        {"n_batch", 8},
+        {"kv_type_k", "f16"},
+        {"kv_type_v", "f16"},
+        {"partial_format", 3},
+        {"rank", 1},
+        {"mesh", {"127.0.0.1:9"}},
+        {"mesh_token", "0123456789abcdef0123456789abcdef"}};
+    const AssignMessage fresh = parse_assign(base, "root");  // an older root, or a plain group
+    EXPECT_EQ(fresh.handoff_positions, 0);
+    EXPECT_EQ(fresh.handoff_from, 0);
+    nlohmann::json j = base;
+    j["handoff_positions"] = 64;
+    j["handoff_from"] = 40;
+    const AssignMessage m = parse_assign(j, "root");
+    EXPECT_EQ(m.handoff_positions, 64);
+    EXPECT_EQ(m.handoff_from, 40);
+    // Past the context, negative, of another type, or rows sent from past
+    // the positions kept: refused.
+    for (const auto& [positions, from] : std::vector<std::pair<nlohmann::json, nlohmann::json>>{
+             {65, 0}, {-1, 0}, {"64", 0}, {1e9, 0}, {nullptr, 0}, {64, 65}, {64, -1}, {32, 40}, {64, 1.5}}) {
+        j["handoff_positions"] = positions;
+        j["handoff_from"] = from;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << positions.dump() << " " << from.dump();
     }
 }
 

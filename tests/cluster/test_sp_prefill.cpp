@@ -56,8 +56,10 @@ Transcript two_prompts(Decoder& decoder, const std::vector<int32_t>& first, cons
     return t;
 }
 
+// With hand_off, generation goes on on a tensor-parallel group of the same
+// nodes after the first prompt (its second prompt runs on the group too).
 void expect_sp_equals_single(const std::string& path, const ForwardConfig& forward, const std::vector<double>& weights,
-                             int first_len, int second_len) {
+                             int first_len, int second_len, bool hand_off = false) {
     const LlamaModel model(path);
     const int n_vocab = model.hparams().n_vocab;
     const std::vector<int32_t> first = test::random_prompt(first_len, n_vocab, 7);
@@ -74,10 +76,21 @@ void expect_sp_equals_single(const std::string& path, const ForwardConfig& forwa
     config.weights = weights;
     config.forward = forward;
     config.limits.io_timeout_ms = 3000;
+    if (hand_off) config.generation = TpConfig{};
     SpPrefillDecoder sp(model, config);
     const Transcript got = two_prompts(sp, first, second, 6);
-    EXPECT_EQ(sp.prompts(), 2) << "both prompts ran across the nodes";
+    EXPECT_EQ(sp.prompts(), hand_off ? 1 : 2) << "prompts that ran across the nodes";
     for (const SpNodeInfo& node : sp.nodes()) EXPECT_GT(node.last_chunk.n_tok, 0) << node.address;
+    if (hand_off) {
+        ASSERT_NE(sp.group(), nullptr) << "generation was handed to the group";
+        EXPECT_EQ(sp.group()->ranks().size(), weights.size());
+        // At the first step: the first prompt and no generated token yet.
+        EXPECT_EQ(sp.handoff().positions, first_len);
+        // Every node but the last lacks the later chunks' rows.
+        if (weights.size() > 2) {
+            EXPECT_GT(sp.handoff().bytes_sent, 0u);
+        }
+    }
     EXPECT_EQ(got.tokens, want.tokens);
     ASSERT_EQ(got.logits.size(), want.logits.size());
     EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
@@ -188,6 +201,21 @@ TEST(SequenceParallelPrefill, TwoAndThreeNodesGiveSingleNodeBitsOnStories260K) {
     expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130);
 }
 
+TEST(SequenceParallelPrefill, GenerationHandedToATensorParallelGroupKeepsSingleNodeBits) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    ForwardConfig forward;
+    forward.n_ctx = 512;
+    forward.n_batch = 32;
+    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, true);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, true);
+    // Sparse attention's landmarks are rebuilt in the ranks' caches.
+    forward.sparse.enabled = true;
+    forward.sparse.window = 24;
+    forward.sparse.block = 16;
+    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, true);
+}
+
 TEST(SequenceParallelPrefill, SparseAttentionLandmarksTravelWithTheRows) {
     REQUIRE_SHARED_MODELS();
     const std::string path = test::shared_models() + "/stories260K.gguf";
@@ -207,6 +235,8 @@ TEST(SequenceParallelPrefill, QuantizedCacheRowsTravelAsTheyAre) {
     forward.n_batch = 16;
     forward.kv_types = {QuantType::Q8_0, QuantType::Q4_0};
     expect_sp_equals_single(path, forward, {1, 1, 1}, 100, 60);
+    // Handed to a group whose ranks hold different numbers of KV heads.
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 100, 60, true);
 }
 
 TEST(SequenceParallelPrefill, RefusesWhatItCannotKeepExact) {
