@@ -2,7 +2,9 @@
 # Generation after sequence-parallel prefill (issue 24, item 3): the root
 # alone against a tensor-parallel group of the same nodes (--generate tp),
 # whose ranks keep their heads' rows of the prompt's cache, gathered exactly
-# or, with codebooks, rebuilt from indices. TinyLlama-1.1B shape Q4_0, one
+# or, with codebooks, rebuilt from indices, and against a pipeline of them
+# (--generate pipeline: each stage keeps its layers' rows; it frees memory,
+# not time, as every node prefilled with the whole model). TinyLlama-1.1B shape Q4_0, one
 # thread per process, every process on this machine (loopback TCP), a prompt
 # of real text: time to the first token, what the handoff sent and took, and
 # tokens per second after it, beside one process; and whether the greedy
@@ -48,6 +50,7 @@ for nodes in $node_counts; do
   run "root-$nodes" --local "$nodes" --prefill sp
   run "tp-$nodes" --local "$nodes" --prefill sp --generate tp
   run "tpvq-$nodes" --local "$nodes" --prefill sp --generate tp --codebooks "$work/books.gguf"
+  run "pipe-$nodes" --local "$nodes" --prefill sp --generate pipeline
   run "plain-tp-$nodes" --local "$nodes" --tcp
 done
 echo "## generation after sequence-parallel prefill, TinyLlama-1.1B shape Q4_0, 1 thread a process, loopback"
@@ -75,5 +78,6 @@ for n in counts:
     row("sp prefill, root generates", n, load("root-%s" % n))
     row("sp prefill, tp group generates (exact rows)", n, load("tp-%s" % n))
     row("sp prefill (G=4 indices), tp group generates", n, load("tpvq-%s" % n))
+    row("sp prefill, pipeline generates (exact rows)", n, load("pipe-%s" % n))
     row("tensor parallel throughout (TCP)", n, load("plain-tp-%s" % n))
 PY

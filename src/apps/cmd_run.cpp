@@ -146,10 +146,12 @@ void run(const RunOptions& o) {
                                         {"tokens", node.last_chunk.n_tok}, {"bytes_sent", node.bytes_sent},
                                         {"bytes_received", node.bytes_received}});
             }
-            if (const TensorParallelDecoder* group = setup.sequence_parallel->group()) {
-                const SpHandoffInfo& h = setup.sequence_parallel->handoff();
-                j["handoff"] = {{"ranks", group->ranks().size()}, {"positions", h.positions},
-                                {"bytes_sent", h.bytes_sent}, {"ms", h.seconds * 1e3}};
+            const SpPrefillDecoder& sp = *setup.sequence_parallel;
+            if (sp.group() != nullptr || sp.pipeline() != nullptr) {
+                const SpHandoffInfo& h = sp.handoff();
+                j["handoff"] = {{"plan", sp.group() != nullptr ? "tp" : "pipeline"},
+                                {"nodes", sp.group() != nullptr ? sp.group()->ranks().size() : sp.pipeline()->stages().size()},
+                                {"positions", h.positions}, {"bytes_sent", h.bytes_sent}, {"ms", h.seconds * 1e3}};
             }
         }
         j["mode"] = plan.options.mode();

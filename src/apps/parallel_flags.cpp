@@ -64,10 +64,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->capture_default_str()
         ->check(CLI::IsMember({"plan", "sp"}));
     cmd->add_option("--generate", o.generate,
-                    "With --prefill sp: where generation goes on after the prompt: 'root' (the root alone) or 'tp' (a "
-                    "tensor-parallel group of the same nodes, each keeping its heads' rows of the prompt's cache)")
+                    "With --prefill sp: where generation goes on after the prompt: 'root' (the root alone), 'tp' (a "
+                    "tensor-parallel group of the same nodes, each keeping its heads' rows of the prompt's cache) or "
+                    "'pipeline' (stages in node order, each keeping its layers' rows; --stage-layers sizes them)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"root", "tp"}));
+        ->check(CLI::IsMember({"root", "tp", "pipeline"}));
     cmd->add_option("--codebooks", o.codebooks,
                     "With --prefill sp: K/V rows travel as indices of these codebooks (tessera vq-fit; every worker "
                     "started with the same --codebooks), not exactly: fewer bytes, approximate prompt cache");
@@ -116,18 +117,24 @@ void print_sequence_nodes(const SpPrefillDecoder& decoder) {
     }
     std::fprintf(stderr, "prefill exchange: %s\n", decoder.describe_exchange().c_str());
     if (decoder.hands_off()) {
-        std::fprintf(stderr, "generation: a tensor-parallel group of the %zu nodes after the prompt, each keeping its "
-                             "heads' rows of the prompt's cache (%s)\n", decoder.nodes().size(),
+        std::fprintf(stderr, "generation: %s of the %zu nodes after the prompt, each keeping its %s rows of the "
+                             "prompt's cache (%s)\n", decoder.hands_to_pipeline() ? "a pipeline" : "a tensor-parallel group",
+                     decoder.nodes().size(), decoder.hands_to_pipeline() ? "layers'" : "heads'",
                      decoder.compressed() ? "other nodes' positions as rebuilt from codebook indices" : "exact");
     }
 }
 
 void print_sequence_chunks(const SpPrefillDecoder& decoder) {
+    const SpHandoffInfo& h = decoder.handoff();
     if (decoder.group() != nullptr) {
-        const SpHandoffInfo& h = decoder.handoff();
         std::fprintf(stderr, "generation handed to %zu ranks after %d positions: %.2f MiB of K/V rows sent, %.1f ms\n",
                      decoder.group()->ranks().size(), h.positions, h.bytes_sent / 1048576.0, h.seconds * 1e3);
         print_ranks(*decoder.group());
+    }
+    if (decoder.pipeline() != nullptr) {
+        std::fprintf(stderr, "generation handed to %zu stages after %d positions: %.2f MiB of K/V rows sent, %.1f ms\n",
+                     decoder.pipeline()->stages().size(), h.positions, h.bytes_sent / 1048576.0, h.seconds * 1e3);
+        print_stages(*decoder.pipeline());
     }
     if (decoder.prompts() == 0) return;
     // Bytes as each node saw them: every node's pass through the root.

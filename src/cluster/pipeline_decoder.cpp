@@ -28,23 +28,41 @@ std::string stage_name(const std::string& address, size_t stage) {
 
 PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& config)
     : config_(config), pool_(config.n_threads) {
-    const ModelHParams& hp = model.hparams();
-    const size_t n_stages = config.stages.size() + 1;
-    if (!config.weights.empty() && config.weights.size() != n_stages) {
-        throw make_error("{} weights given for {} stages", config.weights.size(), n_stages);
+    if (!config.weights.empty() && config.weights.size() != config.stages.size() + 1) {
+        throw make_error("{} weights given for {} stages", config.weights.size(), config.stages.size() + 1);
     }
-    if (config.groups.size() > n_stages || config.group_weights.size() > n_stages) {
+    if (config.groups.size() > config.stages.size() + 1 || config.group_weights.size() > config.stages.size() + 1) {
         throw make_error("groups given for {} stages, the plan has {}",
-                         std::max(config.groups.size(), config.group_weights.size()), n_stages);
+                         std::max(config.groups.size(), config.group_weights.size()), config.stages.size() + 1);
     }
-    const std::vector<HostPort> alone;
-    auto group_of = [&](size_t s) -> const std::vector<HostPort>& {
-        return s < config.groups.size() ? config.groups[s] : alone;
-    };
+    const std::vector<HelloReply> hellos = connect_stages(model);
+    assign_stages(model, hellos, nullptr);
+}
+
+PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& config, AdoptedWorkers adopted)
+    : config_(config), pool_(config.n_threads) {
+    adopted.check();
+    config_.stages = adopted.addresses;
+    config_.groups.clear();
+    config_.group_weights.clear();
+    if (!config_.weights.empty() && config_.weights.size() != adopted.channels.size() + 1) {
+        throw make_error("{} weights given for {} stages", config_.weights.size(), adopted.channels.size() + 1);
+    }
+    stages_.resize(adopted.channels.size() + 1);
+    stages_[0].address = "root";
+    for (size_t i = 0; i < adopted.channels.size(); ++i) {
+        channels_.push_back(std::move(adopted.channels[i]));
+        stages_[i + 1].address = adopted.addresses[i].str();
+        stages_[i + 1].round_trip_ms = adopted.round_trip_ms[i];
+    }
+    assign_stages(model, adopted.hellos, &adopted);
+}
+
+std::vector<HelloReply> PipelineDecoder::connect_stages(const LlamaModel& model) {
+    const PipelineConfig& config = config_;
+    const size_t n_stages = config.stages.size() + 1;
     stages_.resize(n_stages);
     stages_[0].address = "root";
-    std::vector<double> probes(n_stages, -1.0);
-    std::vector<uint64_t> free_memory(n_stages, available_memory_bytes());
     const std::string fingerprint = model.file().fingerprint_hex();
     for (size_t i = 0; i < config.stages.size(); ++i) {
         const std::string who = stage_name(config.stages[i].str(), i + 1);
@@ -59,6 +77,7 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
             throw make_error("{}: {}", who, e.what());
         }
     }
+    std::vector<HelloReply> hellos;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
         const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
@@ -69,8 +88,25 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
             throw make_error("{} holds a different model or none (fingerprint {} != {} of {})", who,
                              f.fingerprint.empty() ? "none" : f.fingerprint, fingerprint, model.path());
         }
-        probes[i + 1] = f.probe_seconds;
-        free_memory[i + 1] = f.free_memory;
+        hellos.push_back(f);
+    }
+    return hellos;
+}
+
+void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<HelloReply>& hellos,
+                                    const AdoptedWorkers* adopted) {
+    const PipelineConfig& config = config_;
+    const ModelHParams& hp = model.hparams();
+    const size_t n_stages = channels_.size() + 1;
+    const std::vector<HostPort> alone;
+    auto group_of = [&](size_t s) -> const std::vector<HostPort>& {
+        return s < config.groups.size() ? config.groups[s] : alone;
+    };
+    std::vector<double> probes(n_stages, -1.0);
+    std::vector<uint64_t> free_memory(n_stages, available_memory_bytes());
+    for (size_t i = 0; i < hellos.size(); ++i) {
+        probes[i + 1] = hellos[i].probe_seconds;
+        free_memory[i + 1] = hellos[i].free_memory;
     }
     probes[0] = probe_seconds(model, pool_);
     for (double& p : probes) {
@@ -141,7 +177,12 @@ PipelineDecoder::PipelineDecoder(const LlamaModel& model, const PipelineConfig& 
             assign["group"] = stages_[i + 1].group;
             if (i + 1 < config.group_weights.size()) assign["group_weights"] = config.group_weights[i + 1];
         }
+        if (adopted != nullptr) {
+            assign["handoff_positions"] = adopted->handoff_positions;
+            assign["handoff_from"] = adopted->handoff_from[i];
+        }
         send_json(*channels_[i], TpMessage::kAssign, assign);
+        if (adopted != nullptr && adopted->after_assign) adopted->after_assign(i, *channels_[i], stages_[i + 1].slice);
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);

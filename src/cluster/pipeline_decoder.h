@@ -10,6 +10,8 @@
 // node does, so greedy output equals a single node's.
 #pragma once
 
+#include "cluster/adopted_workers.h"
+
 #include "cluster/tp_decoder.h"
 #include "cluster/tp_messages.h"
 #include "model/decoder.h"
@@ -65,6 +67,8 @@ struct StageInfo {
 class PipelineDecoder : public Decoder {
 public:
     PipelineDecoder(const LlamaModel& model, const PipelineConfig& config);
+    // Stages already connected (config.stages: their addresses; no groups).
+    PipelineDecoder(const LlamaModel& model, const PipelineConfig& config, AdoptedWorkers adopted);
     ~PipelineDecoder() override;
 
     const ModelHParams& hparams() const override { return front_->hparams(); }
@@ -81,8 +85,14 @@ public:
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
     const std::vector<StageInfo>& stages() const { return stages_; }
+    // Stage 0's own slice, on the root (null when stage 0 is a group).
+    SliceForward* root_forward() { return forward_.get(); }
 
 private:
+    // Connects to config.stages and reads their hello replies.
+    std::vector<HelloReply> connect_stages(const LlamaModel& model);
+    // Plans the layer blocks, assigns them and loads stage 0's.
+    void assign_stages(const LlamaModel& model, const std::vector<HelloReply>& hellos, const AdoptedWorkers* adopted);
     // Runs tokens through all stages; the last stage's logits land in out.
     void run(std::span<const int32_t> tokens, int pos, bool all, float* out);
     void receive_logits(float* dst, uint32_t rows, uint32_t positions);

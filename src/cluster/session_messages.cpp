@@ -148,6 +148,8 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
                 throw make_error("{}: a reduce-scatter exchange of partials that are not exact", peer);
             }
         }
+    }
+    if (!m.sequence) {
         m.handoff_positions = static_cast<int>(f.integer("handoff_positions", 0, m.n_ctx, 0));
         m.handoff_from = static_cast<int>(f.integer("handoff_from", 0, m.handoff_positions, 0));
     }

@@ -60,11 +60,11 @@ struct AssignMessage {
     double row_budget_ms = 0.0;
     int partial_bands = 1;  // bands each partial is sent in (PartialExchange::set_bands)
     PartialTopology topology = PartialTopology::kAllToAll;  // "exchange"
-    // A rank taking over generation from sequence-parallel prefill in the
-    // same session ("handoff_positions"): its cache keeps the K/V rows of
-    // positions [0, handoff_positions) of its heads from the whole-model
-    // cache it prefilled (the root first sends the rows that cache lacks).
-    // 0: a fresh rank.
+    // A rank or stage taking over generation from sequence-parallel prefill
+    // in the same session ("handoff_positions"): its cache keeps the K/V rows
+    // of positions [0, handoff_positions) of its heads and layers from the
+    // whole-model cache it prefilled (the root first sends the rows that
+    // cache lacks). 0: a fresh rank or stage.
     int handoff_positions = 0;
     // The first of them the root sends ("handoff_from", at most
     // handoff_positions): the node's cache holds the positions before it.

@@ -68,19 +68,24 @@ public:
         return true;
     }
 
-    // Generation handed to a tensor-parallel group: the rows of positions
-    // [from, positions) of every layer arrive (kSpRows, each layer's in
-    // order, layers interleaved as the root sends them), so the cache holds
-    // the whole prompt. The positions before `from` must be this node's.
-    void receive_handoff_rows(int from, int positions) {
+    // Generation handed to a tensor-parallel group or a pipeline: the rows of
+    // positions [from, positions) of the layers [layer_begin, layer_end) the
+    // node keeps arrive (kSpRows, each layer's in order), so its cache holds
+    // the whole prompt there. The positions before `from` must be this node's.
+    void receive_handoff_rows(int from, int positions, int layer_begin, int layer_end) {
         const std::string& peer = control_.peer();
         if (from > held_ || positions > forward_.n_ctx()) {
             throw make_error("{}: a handoff of positions {}..{} to a node whose cache holds {} of a context of {}", peer,
                              from, positions, held_, forward_.n_ctx());
         }
         const int n_layers = forward_.slice().n_layers();
-        have_.assign(static_cast<size_t>(n_layers), from);
-        for (int layer = 0; layer < n_layers; ++layer) {
+        if (layer_begin < 0 || layer_end > n_layers || layer_begin > layer_end) {
+            throw make_error("{}: a handoff of layers {}..{} of a model of {}", peer, layer_begin, layer_end, n_layers);
+        }
+        // Layers outside the range need none: rows of them are refused.
+        have_.assign(static_cast<size_t>(n_layers), positions);
+        for (int layer = layer_begin; layer < layer_end; ++layer) have_[static_cast<size_t>(layer)] = from;
+        for (int layer = layer_begin; layer < layer_end; ++layer) {
             while (have_[static_cast<size_t>(layer)] < positions) {
                 if (!receive_rows(layer, positions)) throw make_error("{}: the root ended the session mid-handoff", peer);
             }
@@ -148,16 +153,17 @@ std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceFor
         if (type == TpMessage::kHeartbeat) continue;
         if (type == TpMessage::kShutdown) return std::nullopt;
         if (type == TpMessage::kAssign) {
-            // Generation goes on on a tensor-parallel group of these nodes.
+            // Generation goes on on a tensor-parallel group or a pipeline of these nodes.
             const AssignMessage assign = parse_assign(parse_json_message(frame, TpMessage::kAssign, control.peer()),
                                                       control.peer());
-            if (assign.stage || assign.sequence || assign.n_ctx != forward.n_ctx() ||
+            if (assign.sequence || !assign.group.empty() || assign.n_ctx != forward.n_ctx() ||
                 assign.kv_types != forward.kv_cache().types() || assign.n_seq != 1) {
-                throw make_error("{}: a handoff must assign a tensor-parallel rank with this node's context ({}) and "
-                                 "cache types", control.peer(), forward.n_ctx());
+                throw make_error("{}: a handoff must assign a tensor-parallel rank or a pipeline stage of its own, with "
+                                 "this node's context ({}) and cache types", control.peer(), forward.n_ctx());
             }
             heartbeat.set_busy(true);
-            server.receive_handoff_rows(assign.handoff_from, assign.handoff_positions);
+            server.receive_handoff_rows(assign.handoff_from, assign.handoff_positions, assign.slice.layer_begin,
+                                        assign.slice.layer_end);
             return assign;
         }
         if (type != TpMessage::kSpChunk) {

@@ -20,8 +20,9 @@
 namespace tessera {
 
 // Sends kReady, then serves chunks until the root shuts the session down
-// (nullopt), or hands generation to a tensor-parallel group of the same nodes
-// (a kAssign of a rank with handoff_positions): then the rows of the prompt
+// (nullopt), or hands generation to a tensor-parallel group or a pipeline of
+// the same nodes (a kAssign of a rank or a stage with handoff_positions):
+// then the rows of the prompt
 // this node's cache lacks arrive first (kSpRows from handoff_from on, every
 // layer), and the assign is returned with the cache holding the whole
 // prompt. Throws an Error naming the root on any failure. `books`: rows

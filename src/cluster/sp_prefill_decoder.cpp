@@ -41,6 +41,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
         throw make_error("sequence-parallel prefill keeps one sequence and does not track attention (no --parallel, "
                          "no --context-full evict)");
     }
+    if (config.group && config.pipeline) throw make_error("internal: generation handed to a group and a pipeline");
     if (config.codebooks) {
         config.codebooks->require_model(model.file().fingerprint_hex(), hp.n_layer, hp.n_head_kv * hp.head_dim);
     }
@@ -121,10 +122,10 @@ SpPrefillDecoder::~SpPrefillDecoder() {
 }
 
 Decoder& SpPrefillDecoder::generator(int pos) {
-    if (group_) return *group_;
-    if (config_.generation && pos > 0 && pos <= n_ctx_) {
+    if (handed_ != nullptr) return *handed_;
+    if (hands_off() && pos > 0 && pos <= n_ctx_) {
         hand_off(pos);
-        return *group_;
+        return *handed_;
     }
     root_alone_from(pos);
     return *local_;
@@ -146,21 +147,18 @@ const float* SpPrefillDecoder::eval_seqs(std::span<const SeqEval> evals) {
 
 void SpPrefillDecoder::compact_context(int seq, std::span<const int> kept, int n_used) {
     generator(n_used).compact_context(seq, kept, n_used);
-    if (!group_) root_alone_from(0);  // every position may have moved
+    if (handed_ == nullptr) root_alone_from(0);  // every position may have moved
 }
 
 void SpPrefillDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) {
-    if (group_) {
-        group_->add_attention_mass(seq, n_used, totals);
-    } else {
-        local_->add_attention_mass(seq, n_used, totals);
-    }
+    Decoder& decoder = handed_ != nullptr ? *handed_ : static_cast<Decoder&>(*local_);
+    decoder.add_attention_mass(seq, n_used, totals);
 }
 
 void SpPrefillDecoder::hand_off(int positions) {
     const double start = now_seconds();
     const int n_batch = local_->forward().n_batch();
-    TpAdoptedWorkers adopted;
+    AdoptedWorkers adopted;
     adopted.channels = std::move(channels_);
     adopted.hellos = hellos_;
     adopted.addresses = config_.workers;
@@ -169,10 +167,11 @@ void SpPrefillDecoder::hand_off(int positions) {
         adopted.handoff_from.push_back(std::min(held_[i], positions));
     }
     adopted.handoff_positions = positions;
-    // The rows each node's cache lacks, every layer's, as prefill sends them.
-    adopted.after_assign = [this, from = adopted.handoff_from, positions, n_batch](size_t worker, FrameChannel& channel) {
+    // The rows each node's cache lacks, of the layers it keeps, as prefill sends them.
+    adopted.after_assign = [this, from = adopted.handoff_from, positions, n_batch](size_t worker, FrameChannel& channel,
+                                                                                  const Slice& slice) {
         const size_t node = worker + 1;
-        for (int layer = 0; layer < hparams_.n_layer; ++layer) {
+        for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
             for (int b = from[worker]; b < positions; b += n_batch) {
                 codec_->encode(layer, b, std::min(n_batch, positions - b), message_);
                 try {
@@ -185,18 +184,33 @@ void SpPrefillDecoder::hand_off(int positions) {
             }
         }
     };
-    TpConfig tp = *config_.generation;
-    tp.forward = config_.forward;
-    tp.n_threads = config_.n_threads;
-    tp.limits = config_.limits;
-    tp.key = config_.key;
-    if (tp.weights.empty()) tp.weights = config_.weights;
-    group_ = std::make_unique<TensorParallelDecoder>(model_, tp, std::move(adopted));
-    // The root's own heads' rows, then the whole model goes.
-    const HeldKvRows rows = take_kv_rows(local_->forward(), group_->root_forward().slice(), positions);
+    SliceForward* root = nullptr;
+    if (config_.group) {
+        TpConfig tp = *config_.group;
+        tp.forward = config_.forward;
+        tp.n_threads = config_.n_threads;
+        tp.limits = config_.limits;
+        tp.key = config_.key;
+        if (tp.weights.empty()) tp.weights = config_.weights;
+        group_ = std::make_unique<TensorParallelDecoder>(model_, tp, std::move(adopted));
+        root = &group_->root_forward();
+        handed_ = group_.get();
+    } else {
+        PipelineConfig pc = *config_.pipeline;
+        pc.forward = config_.forward;
+        pc.n_threads = config_.n_threads;
+        pc.limits = config_.limits;
+        pc.key = config_.key;
+        if (pc.weights.empty() && pc.layers.empty()) pc.weights = config_.weights;
+        pipeline_ = std::make_unique<PipelineDecoder>(model_, pc, std::move(adopted));
+        root = pipeline_->root_forward();
+        handed_ = pipeline_.get();
+    }
+    // The root's own rows, then the whole model goes.
+    const HeldKvRows rows = take_kv_rows(local_->forward(), root->slice(), positions);
     codec_.reset();
     local_.reset();
-    put_kv_rows(group_->root_forward(), rows);
+    put_kv_rows(*root, rows);
     handoff_.positions = positions;
     handoff_.seconds = now_seconds() - start;
 }
@@ -204,7 +218,7 @@ void SpPrefillDecoder::hand_off(int positions) {
 const float* SpPrefillDecoder::eval(std::span<const int32_t> tokens, int pos) {
     const ModelHParams& hp = hparams_;
     const int n = static_cast<int>(tokens.size());
-    if (group_ || channels_.empty() || n <= local_->forward().n_batch() || pos < 0 ||
+    if (handed_ != nullptr || channels_.empty() || n <= local_->forward().n_batch() || pos < 0 ||
         static_cast<int64_t>(pos) + n > n_ctx()) {
         return generator(pos).eval(tokens, pos);  // (errors included)
     }

@@ -12,16 +12,18 @@
 // whole prompt, and the logits of the prompt's last position come from the
 // node that computed it. Generation then goes on either on the root alone
 // (short prompts, generation steps and verifications run there), or, with
-// `generation` set, on a tensor-parallel group of the same nodes: at the
-// first step after the prompt, every node becomes a rank in the same session
-// (kAssign with handoff_positions), keeping its heads' rows of the prompt
-// from the cache it prefilled after the root has sent it the rows that cache
-// lacks (those of later chunks: exact, or rebuilt from codebook indices), and
+// `group` or `pipeline` set, on a tensor-parallel group or a pipeline of the
+// same nodes (in node order): at the first step after the prompt, every node
+// becomes a rank or a stage in the same session (kAssign with
+// handoff_positions), keeping its heads' or layers' rows of the prompt from
+// the cache it prefilled after the root has sent it the rows that cache lacks
+// (those of later chunks: exact, or rebuilt from codebook indices), and
 // releasing the whole model for its slice (cluster/kv_handoff.h). From then
-// on every call runs on the group.
+// on every call runs on that plan.
 #pragma once
 
 #include "cluster/sp_chunks.h"
+#include "cluster/pipeline_decoder.h"
 #include "cluster/session_messages.h"
 #include "cluster/sp_rows.h"
 #include "cluster/tp_decoder.h"
@@ -52,9 +54,11 @@ struct SpPrefillConfig {
     // A node that sends heartbeats but no rows for this long is dropped (a
     // silent one after limits.io_timeout_ms).
     int step_timeout_ms = 300000;
-    // The tensor-parallel group that generates after the first prompt (its
-    // workers: these nodes); nullopt: the root alone.
-    std::optional<TpConfig> generation;
+    // What generates after the first prompt: a tensor-parallel group of
+    // these nodes, or a pipeline of them in node order (at most one set;
+    // neither: the root alone). Their workers, forward and key are these.
+    std::optional<TpConfig> group;
+    std::optional<PipelineConfig> pipeline;
 };
 
 // What handing generation to the group cost: the rows the root sent the
@@ -87,10 +91,12 @@ public:
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
-    // Whether generation goes to a group after the prompt.
-    bool hands_off() const { return config_.generation.has_value(); }
-    // The group generation was handed to (null: not yet, or the root alone).
+    // Whether generation goes to a group or a pipeline after the prompt.
+    bool hands_off() const { return config_.group.has_value() || config_.pipeline.has_value(); }
+    bool hands_to_pipeline() const { return config_.pipeline.has_value(); }
+    // What generation was handed to (both null: not yet, or the root alone).
     const TensorParallelDecoder* group() const { return group_.get(); }
+    const PipelineDecoder* pipeline() const { return pipeline_.get(); }
     const SpHandoffInfo& handoff() const { return handoff_; }
 
     const std::vector<SpNodeInfo>& nodes() const { return nodes_; }
@@ -107,7 +113,7 @@ private:
     // Where a call that does not run across the nodes goes: the root, or the
     // group (handed over first when `pos` > 0 is a step after a prompt).
     Decoder& generator(int pos);
-    // Every node becomes a rank of the group, keeping positions [0, positions).
+    // Every node becomes a rank or a stage, keeping positions [0, positions).
     void hand_off(int positions);
     // The root alone overwrote positions from `pos` on: the nodes' caches
     // hold at most the positions before.
@@ -134,6 +140,8 @@ private:
     std::unique_ptr<LocalDecoder> local_;
     std::unique_ptr<SpRowCodec> codec_;
     std::unique_ptr<TensorParallelDecoder> group_;
+    std::unique_ptr<PipelineDecoder> pipeline_;
+    Decoder* handed_ = nullptr;  // group_ or pipeline_ once handed over
     SpHandoffInfo handoff_;
     std::vector<SpNodeInfo> nodes_;
     std::vector<HelloReply> hellos_;  // per worker

@@ -37,13 +37,10 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     assign_slices(model, links, nullptr);
 }
 
-TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, TpAdoptedWorkers adopted)
+TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, AdoptedWorkers adopted)
     : config_(config), pool_(config.n_threads) {
+    adopted.check();
     const size_t n_workers = adopted.channels.size();
-    if (adopted.hellos.size() != n_workers || adopted.addresses.size() != n_workers ||
-        adopted.round_trip_ms.size() != n_workers || adopted.handoff_from.size() != n_workers) {
-        throw make_error("internal: {} adopted workers with {} hellos", n_workers, adopted.hellos.size());
-    }
     config_.workers = adopted.addresses;
     ranks_.resize(n_workers + 1);
     ranks_[0].address = "root";
@@ -114,7 +111,7 @@ void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector
 }
 
 void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links,
-                                          const TpAdoptedWorkers* adopted) {
+                                          const AdoptedWorkers* adopted) {
     const TpConfig& config = config_;
     const ModelHParams& hp = model.hparams();
     const size_t n_ranks = channels_.size() + 1;
@@ -211,7 +208,7 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
             assign["handoff_from"] = adopted->handoff_from[i];
         }
         send_json(*channels_[i], TpMessage::kAssign, assign);
-        if (adopted != nullptr && adopted->after_assign) adopted->after_assign(i, *channels_[i]);
+        if (adopted != nullptr && adopted->after_assign) adopted->after_assign(i, *channels_[i], plan[i + 1]);
         // Both sides switch after kAssign, the last frame on TCP.
         if (i < links.size() && links[i] != nullptr) {
             channels_[i]->use_shared_memory(std::move(links[i]));

@@ -11,6 +11,7 @@
 // a quality cost the perplexity tool measures.
 #pragma once
 
+#include "cluster/adopted_workers.h"
 #include "cluster/partial_exchange.h"
 #include "cluster/session_messages.h"
 #include "cluster/tp_layers.h"
@@ -64,22 +65,6 @@ struct TpConfig {
     bool shard_vocab = true;
 };
 
-// Workers a sequence-parallel root already holds (connected, authenticated,
-// past their hello), becoming the ranks of a group that goes on from the
-// prompt they prefilled (cluster/kv_handoff.h): each assign carries
-// handoff_positions and handoff_from[worker], and after_assign(worker,
-// channel) sends what must follow it (the rows that worker's cache lacks)
-// before the root waits for its kReady.
-struct TpAdoptedWorkers {
-    std::vector<std::unique_ptr<FrameChannel>> channels;  // ranks 1..N-1
-    std::vector<HelloReply> hellos;
-    std::vector<HostPort> addresses;  // as they listen (the mesh connects to them)
-    std::vector<double> round_trip_ms;
-    int handoff_positions = 0;
-    std::vector<int> handoff_from;
-    std::function<void(size_t worker, FrameChannel& channel)> after_assign;
-};
-
 struct TpRankInfo {
     std::string address;  // "root" for rank 0
     Slice slice;
@@ -105,7 +90,7 @@ class TensorParallelDecoder : public Decoder, public LayerBlock {
 public:
     TensorParallelDecoder(const LlamaModel& model, const TpConfig& config);
     // A group of workers already connected (config.workers: their addresses).
-    TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, TpAdoptedWorkers adopted);
+    TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, AdoptedWorkers adopted);
     ~TensorParallelDecoder() override;
 
     const ModelHParams& hparams() const override { return forward_->hparams(); }
@@ -147,7 +132,7 @@ private:
     void connect_workers(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links);
     // Plans the slices, assigns them and loads the root's own.
     void assign_slices(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links,
-                       const TpAdoptedWorkers* adopted);
+                       const AdoptedWorkers* adopted);
     // A message of the root's own to one worker (the errors name it).
     void send_to(size_t worker, TpMessage type, std::span<const uint8_t> payload);
     // Receives a worker's next message, which must be of type `want`, into

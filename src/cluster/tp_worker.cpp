@@ -181,6 +181,21 @@ MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::st
     return mesh;
 }
 
+// Runs a session's loop; a failure is told to the root (kError) before it
+// ends the session.
+template <class F>
+void telling_the_root(FrameChannel& channel, F&& serve) {
+    try {
+        serve();
+    } catch (const std::exception& e) {
+        try {
+            send_json(channel, TpMessage::kError, {{"error", e.what()}});
+        } catch (const Error&) {
+        }
+        throw;
+    }
+}
+
 // The forward a rank or stage runs, as its assign sets it.
 ForwardConfig forward_config_of(const AssignMessage& assign, bool private_weights) {
     ForwardConfig config;
@@ -210,14 +225,27 @@ uint64_t fit_in_memory(const LlamaModel& model, const Slice& slice, const Assign
     return have;
 }
 
+// The previous stage of a pipeline, connected to this worker's port.
+AcceptPrevious accept_previous_stage(const Worker& w) {
+    return [&w](int timeout_ms) {
+        std::vector<PreviousStage> got = w.state.await_incoming(1, timeout_ms, "previous stages");
+        if (got[0].type != static_cast<uint16_t>(TpMessage::kStageHello)) {
+            throw make_error("{}: a mesh peer connected where the previous stage was due", got[0].channel->peer());
+        }
+        return std::move(got[0]);
+    };
+}
+
 // Generation handed from sequence-parallel prefill to a tensor-parallel group
-// of the same nodes: this rank's heads' rows are taken from the whole model's
-// cache, the whole model's forward is released, and the rank loads its slice,
-// puts the rows in its cache and serves steps like any other rank.
+// or a pipeline of the same nodes: this node's rows of its rank's heads (or
+// its stage's layers) are taken from the whole model's cache, the whole
+// model's forward is released, and the node loads its slice, puts the rows in
+// its cache and serves steps like any other rank or stage.
 void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& model, const std::string& fingerprint,
                    std::unique_ptr<SliceForward> whole, const AssignMessage& assign) {
     const WorkerOptions& options = w.options;
-    const Slice& slice = assign.slice;
+    Slice slice = assign.slice;
+    slice.outputs = assign.stage && assign.last;
     ForwardConfig config;
     MeshLinks mesh;
     std::unique_ptr<SliceForward> forward;
@@ -227,7 +255,7 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
         HeldKvRows rows = take_kv_rows(*whole, slice, assign.handoff_positions);
         kv_bytes = rows.bytes();
         whole.reset();
-        mesh = build_mesh(assign, w, fingerprint);
+        if (!assign.stage) mesh = build_mesh(assign, w, fingerprint);
         config = forward_config_of(assign, options.private_weights);
         fit_in_memory(model, slice, assign, w.pool.size(), config);
         forward = std::make_unique<SliceForward>(model, slice, config, w.pool);
@@ -236,32 +264,30 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
         send_json(channel, TpMessage::kReady, {{"ok", false}, {"error", e.what()}});
         throw;
     }
-    send_json(channel, TpMessage::kReady, {{"ok", true}});
     if (options.log) {
-        options.log(fmt::format("generation handed over: serving {} to {}, its cache keeping {} prompt positions "
-                                "({:.2f} MiB) from the prefill", describe_slice(slice), channel.peer(),
-                                assign.handoff_positions, kv_bytes / 1048576.0));
+        options.log(fmt::format("generation handed over: serving {} to {} as a {}, its cache keeping {} prompt "
+                                "positions ({:.2f} MiB) from the prefill", describe_slice(slice), channel.peer(),
+                                assign.stage ? "pipeline stage" : "tensor-parallel rank", assign.handoff_positions,
+                                kv_bytes / 1048576.0));
     }
+    if (assign.stage) {
+        StageLinks links;
+        links.has_prev = assign.prev;
+        links.next = assign.next;
+        links.fingerprint = fingerprint;
+        links.key = options.key.get();
+        telling_the_root(channel, [&] {
+            serve_stage(channel, accept_previous_stage(w), *forward, *forward, links, options.limits, options.log);
+            log_peak_memory(model, slice, config, options);
+        });
+        return;
+    }
+    send_json(channel, TpMessage::kReady, {{"ok", true}});
     serve_steps(channel, w, model, slice, config, *forward, assign, mesh);
 }
 
 // One root's session: hello checked, slice assigned, then steps until shutdown.
 // Returns false for a survey (link probes, then kShutdown before any assign).
-// Runs a session's loop; a failure is told to the root (kError) before it
-// ends the session.
-template <class F>
-void telling_the_root(FrameChannel& channel, F&& serve) {
-    try {
-        serve();
-    } catch (const std::exception& e) {
-        try {
-            send_json(channel, TpMessage::kError, {{"error", e.what()}});
-        } catch (const Error&) {
-        }
-        throw;
-    }
-}
-
 bool serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
     const WorkerOptions& options = w.options;
     const LlamaModel* full_model = w.full_model;
@@ -422,13 +448,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     }
     if (stage) {
         telling_the_root(channel, [&] {
-            const AcceptPrevious accept_previous = [&](int timeout_ms) {
-                std::vector<PreviousStage> got = w.state.await_incoming(1, timeout_ms, "previous stages");
-                if (got[0].type != static_cast<uint16_t>(TpMessage::kStageHello)) {
-                    throw make_error("{}: a mesh peer connected where the previous stage was due", got[0].channel->peer());
-                }
-                return std::move(got[0]);
-            };
+            const AcceptPrevious accept_previous = accept_previous_stage(w);
             if (group) {
                 serve_stage(channel, accept_previous, *group, group->root_forward(), links, options.limits, options.log);
             } else {

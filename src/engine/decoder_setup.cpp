@@ -20,7 +20,9 @@ int default_threads(const ParallelOptions& options) {
 
 std::optional<ClusterSpec> cluster_spec_of(const ParallelOptions& options) {
     if (!options.pipeline()) {
-        if (!options.stage_layers.empty()) throw make_error("--stage-layers needs --stages or --cluster");
+        if (!options.stage_layers.empty() && options.generate != "pipeline") {
+            throw make_error("--stage-layers needs --stages, --cluster or --generate pipeline");
+        }
         return std::nullopt;
     }
     if (!options.stages.empty() && !options.cluster.empty()) throw make_error("use either --stages or --cluster");
@@ -89,9 +91,10 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     if (!options.codebooks.empty() && !options.sequence_parallel()) {
         throw make_error("--codebooks compresses the rows of sequence-parallel prefill: it needs --prefill sp");
     }
-    if (options.generate != "root" && (options.generate != "tp" || !options.sequence_parallel())) {
-        throw make_error("--generate {}: after --prefill sp, generation goes on on the 'root' or a 'tp' group",
-                         options.generate);
+    if (options.generate != "root" &&
+        ((options.generate != "tp" && options.generate != "pipeline") || !options.sequence_parallel())) {
+        throw make_error("--generate {}: after --prefill sp, generation goes on on the 'root', a 'tp' group or a "
+                         "'pipeline' of the same nodes", options.generate);
     }
     if (options.prefill != "plan" && options.prefill != "sp") {
         throw make_error("--prefill {} is not a prefill mode (plan or sp)", options.prefill);
@@ -164,7 +167,16 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
             group.shared_memory = false;
             // As for a plain group: local processes get equal shares.
             if (options.weights.empty() && setup.local_workers) group.weights.assign(static_cast<size_t>(options.local), 1.0);
-            sp.generation = group;
+            sp.group = group;
+        } else if (options.generate == "pipeline") {
+            // Stages in node order, over the links prefill used.
+            PipelineConfig pipeline;
+            pipeline.step_timeout_ms = options.step_timeout_ms;
+            pipeline.layers = options.stage_layers;
+            if (options.weights.empty() && options.stage_layers.empty() && setup.local_workers) {
+                pipeline.weights.assign(static_cast<size_t>(options.local), 1.0);
+            }
+            sp.pipeline = pipeline;
         }
         auto decoder = std::make_unique<SpPrefillDecoder>(model, sp);
         setup.sequence_parallel = decoder.get();

@@ -913,22 +913,27 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
         expect_logged_soon(worker, c.want);
     }
     // A handoff to a tensor-parallel rank (after prefill) that claims rows
-    // the node never computed, assigns another role or another context, or
-    // sends rows out of order.
+    // the node never computed, assigns another role, another context or
+    // layers the model lacks, or sends rows out of order.
     {
         json handoff = good_assign();
         handoff["handoff_positions"] = 20;
         handoff["handoff_from"] = 10;
-        json stage = handoff;
-        stage["role"] = "stage";
+        json sequence = handoff;
+        sequence["role"] = "sequence";
+        json layers = handoff;
+        layers["handoff_from"] = 0;
+        layers["slice"]["layers"] = {0, 9};
         json other_ctx = handoff;
         other_ctx["n_ctx"] = 32;
         json from_zero = handoff;
         from_zero["handoff_from"] = 0;
         const std::vector<std::pair<json, std::string>> handoffs = {
             {handoff, "a handoff of positions 10..20 to a node whose cache holds 0"},
-            {stage, "a handoff must assign a tensor-parallel rank"},
-            {other_ctx, "a handoff must assign a tensor-parallel rank with this node's context (64)"},
+            {sequence, "a handoff must assign a tensor-parallel rank or a pipeline stage"},
+            {other_ctx, "a handoff must assign a tensor-parallel rank or a pipeline stage of its own, with this node's "
+                        "context (64)"},
+            {layers, "a handoff of layers 0..9 of a model of 5"},
             {from_zero, "KV rows of layer 0 at 5..6 where layer 0's rows from 0 up to 20 were due"}};
         for (const auto& [message, want] : handoffs) {
             auto root = greet_when_free(worker.address());

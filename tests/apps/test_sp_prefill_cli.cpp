@@ -1,7 +1,9 @@
 // Sequence-parallel prefill end to end, every node a real process on a real
 // TCP port: `run --local N --prefill sp` and `--workers ... --prefill sp`
 // give one process's greedy tokens for a prompt several batches long, and
-// report each node's chunk and bytes; modes it cannot serve are clear errors.
+// report each node's chunk and bytes, also when generation is handed to a
+// tensor-parallel group or a pipeline of the nodes (--generate); modes it
+// cannot serve are clear errors.
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -77,20 +79,27 @@ TEST(SpPrefillCli, LocalAndWorkersEqualOneProcess) {
     EXPECT_NE(text.err.find("positions 0.."), std::string::npos) << text.err;
 }
 
-TEST(SpPrefillCli, GenerationHandedToATensorParallelGroupEqualsOneProcess) {
+TEST(SpPrefillCli, GenerationHandedToAGroupOrAPipelineEqualsOneProcess) {
     const auto single = run_process((run_args({})), 60);
     ASSERT_EQ(single.exit_code, 0) << single.err;
     for (const std::vector<std::string>& plan :
          {std::vector<std::string>{"--local", "2", "--prefill", "sp", "--generate", "tp"},
-          {"--local", "3", "--prefill", "sp", "--generate", "tp", "--weights", "1,2,1"}}) {
+          {"--local", "3", "--prefill", "sp", "--generate", "tp", "--weights", "1,2,1"},
+          {"--local", "3", "--prefill", "sp", "--generate", "pipeline", "--stage-layers", "1,3,1"}}) {
         const auto r = run_process((run_args(plan)), 90);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(tokens_of(r), tokens_of(single));
         const nlohmann::json j = nlohmann::json::parse(r.out);
         ASSERT_TRUE(j.contains("handoff")) << r.out;
-        EXPECT_EQ(j["handoff"]["ranks"].get<size_t>(), static_cast<size_t>(std::stoi(plan[1])));
+        EXPECT_EQ(j["handoff"]["plan"], plan[5]);
+        EXPECT_EQ(j["handoff"]["nodes"].get<size_t>(), static_cast<size_t>(std::stoi(plan[1])));
         EXPECT_EQ(j["handoff"]["positions"], j["prompt_tokens"]) << "handed over at the first step";
         EXPECT_NE(r.err.find("generation handed over: serving layers"), std::string::npos) << r.err;
+        if (plan[5] == "pipeline") {
+            // Stage 1 keeps layers 1..4 only.
+            EXPECT_NE(r.err.find("serving layers [1, 4), KV heads [0, 4), FFN channels [0, 172) to"), std::string::npos)
+                << r.err;
+        }
     }
     const auto text = run_process(cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
                                        "--prefill", "sp", "--generate", "tp"}),

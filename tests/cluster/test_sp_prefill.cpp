@@ -2,7 +2,9 @@
 // threads of the test): the chunk plan keeps a single node's batch grid, and
 // 2 and 3 nodes with uneven chunks give a single node's logits bit for bit
 // and the same greedy continuation, for a first prompt and for one after a
-// history, with dense and sparse attention and quantized KV rows.
+// history, with dense and sparse attention and quantized KV rows; and so
+// does generation handed to a tensor-parallel group or a pipeline of the
+// same nodes after the first prompt.
 #include "cluster/sp_chunks.h"
 #include "cluster/sp_prefill_decoder.h"
 #include "model/architecture.h"
@@ -56,10 +58,13 @@ Transcript two_prompts(Decoder& decoder, const std::vector<int32_t>& first, cons
     return t;
 }
 
-// With hand_off, generation goes on on a tensor-parallel group of the same
-// nodes after the first prompt (its second prompt runs on the group too).
+// Where generation goes on after the first prompt (its second prompt runs
+// there too): the root alone, a tensor-parallel group or a pipeline of the
+// same nodes.
+enum class HandOff { kNone, kGroup, kPipeline };
+
 void expect_sp_equals_single(const std::string& path, const ForwardConfig& forward, const std::vector<double>& weights,
-                             int first_len, int second_len, bool hand_off = false) {
+                             int first_len, int second_len, HandOff hand_off = HandOff::kNone) {
     const LlamaModel model(path);
     const int n_vocab = model.hparams().n_vocab;
     const std::vector<int32_t> first = test::random_prompt(first_len, n_vocab, 7);
@@ -76,14 +81,21 @@ void expect_sp_equals_single(const std::string& path, const ForwardConfig& forwa
     config.weights = weights;
     config.forward = forward;
     config.limits.io_timeout_ms = 3000;
-    if (hand_off) config.generation = TpConfig{};
+    if (hand_off == HandOff::kGroup) config.group = TpConfig{};
+    if (hand_off == HandOff::kPipeline) config.pipeline = PipelineConfig{};
     SpPrefillDecoder sp(model, config);
     const Transcript got = two_prompts(sp, first, second, 6);
-    EXPECT_EQ(sp.prompts(), hand_off ? 1 : 2) << "prompts that ran across the nodes";
+    EXPECT_EQ(sp.prompts(), hand_off != HandOff::kNone ? 1 : 2) << "prompts that ran across the nodes";
     for (const SpNodeInfo& node : sp.nodes()) EXPECT_GT(node.last_chunk.n_tok, 0) << node.address;
-    if (hand_off) {
+    if (hand_off == HandOff::kGroup) {
         ASSERT_NE(sp.group(), nullptr) << "generation was handed to the group";
         EXPECT_EQ(sp.group()->ranks().size(), weights.size());
+    }
+    if (hand_off == HandOff::kPipeline) {
+        ASSERT_NE(sp.pipeline(), nullptr) << "generation was handed to the pipeline";
+        EXPECT_EQ(sp.pipeline()->stages().size(), weights.size());
+    }
+    if (hand_off != HandOff::kNone) {
         // At the first step: the first prompt and no generated token yet.
         EXPECT_EQ(sp.handoff().positions, first_len);
         // Every node but the last lacks the later chunks' rows.
@@ -207,13 +219,27 @@ TEST(SequenceParallelPrefill, GenerationHandedToATensorParallelGroupKeepsSingleN
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;
-    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, true);
-    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, true);
+    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, HandOff::kGroup);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, HandOff::kGroup);
     // Sparse attention's landmarks are rebuilt in the ranks' caches.
     forward.sparse.enabled = true;
     forward.sparse.window = 24;
     forward.sparse.block = 16;
-    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, true);
+    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, HandOff::kGroup);
+}
+
+TEST(SequenceParallelPrefill, GenerationHandedToAPipelineKeepsSingleNodeBits) {
+    REQUIRE_SHARED_MODELS();
+    const std::string path = test::shared_models() + "/stories260K.gguf";
+    ForwardConfig forward;
+    forward.n_ctx = 512;
+    forward.n_batch = 32;
+    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, HandOff::kPipeline);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, HandOff::kPipeline);
+    forward.sparse.enabled = true;
+    forward.sparse.window = 24;
+    forward.sparse.block = 16;
+    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, HandOff::kPipeline);
 }
 
 TEST(SequenceParallelPrefill, SparseAttentionLandmarksTravelWithTheRows) {
@@ -236,7 +262,8 @@ TEST(SequenceParallelPrefill, QuantizedCacheRowsTravelAsTheyAre) {
     forward.kv_types = {QuantType::Q8_0, QuantType::Q4_0};
     expect_sp_equals_single(path, forward, {1, 1, 1}, 100, 60);
     // Handed to a group whose ranks hold different numbers of KV heads.
-    expect_sp_equals_single(path, forward, {1, 2, 1}, 100, 60, true);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 100, 60, HandOff::kGroup);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 100, 60, HandOff::kPipeline);
 }
 
 TEST(SequenceParallelPrefill, RefusesWhatItCannotKeepExact) {
