@@ -7,7 +7,9 @@
 #      measured (tessera vq-eval) on a held text, tests/data/little_stories.txt:
 #      KL and top-1 agreement of the 64 positions after a 256-token prompt
 #      against one node, for G = 1, 4, 16 and 32 groups of 1024 codes, 2 and 4
-#      nodes, with the bits each position takes per layer.
+#      nodes, with the bits each position takes per layer; then (1b,
+#      benchmarks/exchange_choice.cpp) the same measure for K/V rows against
+#      hidden states (Astra's exchange) at equal bits.
 #   2. time to first token on a TinyLlama-1.1B-shaped model in network
 #      namespaces (tc tbf at 10, 20 and 100 Mbit/s; tessera-relay adds 5 ms
 #      each way, this kernel has no netem), prompts of 1K and 4K tokens, one
@@ -65,6 +67,11 @@ EOF
     done
   done
   grep -h "relative error" "$work"/fit-*.err | sed 's/^/  /'
+  echo
+  echo "## 1b. what to exchange: K/V rows against hidden states at equal bits (2-node prompt simulated in one process)"
+  cmake --build build --target exchange_choice > /dev/null
+  build/exchange_choice --calibration "$work/calibration.txt" --held tests/data/little_stories.txt --groups 1,4,16 -t 2 \
+    2> /dev/null
   echo
 fi
 

@@ -27,10 +27,11 @@ void assign(const KvCodebooks& books, int layer, KvCodebooks::Kind kind, int gro
     });
 }
 
-// Lloyd's k-means of one group; returns the squared error of the fit and
-// (through `variance`) the rows' squared distance to their mean.
-double fit_group(KvCodebooks& books, int layer, KvCodebooks::Kind kind, int group, const float* rows, int64_t stride,
-                 int64_t n, const VqFitOptions& o, std::mt19937_64& rng, ThreadPool& pool, double* variance) {
+}  // namespace
+
+double fit_codebook_group(KvCodebooks& books, int layer, KvCodebooks::Kind kind, int group, const float* rows,
+                          int64_t stride, int64_t n, const VqFitOptions& o, std::mt19937_64& rng, ThreadPool& pool,
+                          double* variance) {
     const int d = books.group_dim();
     const int codes = books.codes();
     float* words = books.codewords(layer, kind, group);
@@ -85,8 +86,6 @@ double fit_group(KvCodebooks& books, int layer, KvCodebooks::Kind kind, int grou
     return error;
 }
 
-}  // namespace
-
 KvCodebooks fit_kv_codebooks(const LlamaModel& model, std::span<const int32_t> tokens, const VqFitOptions& o,
                              int n_threads, VqFitReport* report, const std::function<void(const std::string&)>& log) {
     const ModelHParams& hp = model.hparams();
@@ -133,7 +132,7 @@ KvCodebooks fit_kv_codebooks(const LlamaModel& model, std::span<const int32_t> t
             }
             for (int g = 0; g < o.groups; ++g) {
                 double var = 0.0;
-                error[kind] += fit_group(books, layer, static_cast<KvCodebooks::Kind>(kind), g,
+                error[kind] += fit_codebook_group(books, layer, static_cast<KvCodebooks::Kind>(kind), g,
                                          rows.data() + static_cast<size_t>(g) * books.group_dim(), kv_dim, kept, o, rng,
                                          pool, &var);
                 variance[kind] += var;

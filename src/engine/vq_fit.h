@@ -8,9 +8,11 @@
 
 #include "model/kv_codebooks.h"
 #include "model/llama_model.h"
+#include "util/thread_pool.h"
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 
@@ -31,6 +33,14 @@ struct VqFitReport {
     // layers: 0 is lossless, 1 is no better than each group's mean.
     double relative_error_k = 0.0, relative_error_v = 0.0;
 };
+
+// Lloyd's k-means of one group of one kind's codebook over n rows (row t's
+// group at rows + t * stride, group_dim values), from distinct random rows;
+// returns the squared error of the fit and, through `variance`, the rows'
+// squared distance to their mean. The norms are left current.
+double fit_codebook_group(KvCodebooks& books, int layer, KvCodebooks::Kind kind, int group, const float* rows,
+                          int64_t stride, int64_t n, const VqFitOptions& options, std::mt19937_64& rng,
+                          ThreadPool& pool, double* variance);
 
 KvCodebooks fit_kv_codebooks(const LlamaModel& model, std::span<const int32_t> tokens, const VqFitOptions& options,
                              int n_threads, VqFitReport* report = nullptr,

@@ -265,6 +265,24 @@ void SliceForward::read_kv_floats(int layer, int pos0, int n, float* k, float* v
     });
 }
 
+void SliceForward::kv_from_input(int layer, const float* h, int n, float* k, float* v) {
+    if (weights_.streamed) weights_.streamed->use(layer);
+    const LayerWeights& w = layer_weights(layer);
+    if (!w.k_bias.empty() || !w.v_bias.empty() || !w.k_norm.empty()) {
+        throw make_error("internal: K/V rows from hidden states of a layer with K/V biases or a K norm");
+    }
+    check_batch(n);
+    const Slice& s = weights_.slice;
+    const int64_t n_embd = hparams_.n_embd;
+    const int64_t kv_begin = static_cast<int64_t>(s.kv_head_begin) * hparams_.head_dim;
+    const int64_t kv_end = static_cast<int64_t>(s.kv_head_end) * hparams_.head_dim;
+    new_activations();
+    const MatmulJob jobs[] = {{&w.wk, {kv_begin, kv_end, 0, n_embd}, k, kv_end - kv_begin},
+                              {&w.wv, {kv_begin, kv_end, 0, n_embd}, v, kv_end - kv_begin}};
+    run_jobs(jobs, h, n_embd, n);
+    new_activations();
+}
+
 void SliceForward::write_kv_floats(int layer, int pos0, int n, const float* k, const float* v) {
     KvCache& cache = caches_[0];
     const Slice& s = weights_.slice;

@@ -155,6 +155,12 @@ public:
     // model's keys holds, model/kv_codebooks.h). write_kv_floats rotates the
     // keys to their positions and stores both as the cache's types hold them.
     void read_kv_floats(int layer, int pos0, int n, float* k, float* v);
+    // The K (before RoPE) and V rows, in that layout, that n positions'
+    // normed attention inputs h (norm_attention_input) project to: what a
+    // peer sent hidden states rather than rows would store (the exchange
+    // benchmark compares the two). Layers with K/V biases or a K norm are
+    // refused.
+    void kv_from_input(int layer, const float* h, int n, float* k, float* v);
     void write_kv_floats(int layer, int pos0, int n, const float* k, const float* v);
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
