@@ -156,10 +156,13 @@ void SpPrefillDecoder::add_attention_mass(int seq, int n_used, int64_t* totals) 
 }
 
 void SpPrefillDecoder::hand_off(int positions) {
+    // A handoff that failed took the channels with it: no second try.
+    if (channels_.size() + 1 < nodes_.size()) throw make_error("the nodes were lost in a failed handoff");
     const double start = now_seconds();
     const int n_batch = local_->forward().n_batch();
     AdoptedWorkers adopted;
     adopted.channels = std::move(channels_);
+    channels_.clear();
     adopted.hellos = hellos_;
     adopted.addresses = config_.workers;
     for (size_t i = 1; i < nodes_.size(); ++i) {
