@@ -30,8 +30,20 @@ std::string worker_name(const std::string& address, size_t rank) { return fmt::f
 
 }  // namespace
 
+void TensorParallelDecoder::check_config(size_t n_ranks) const {
+    if (!config_.weights.empty() && config_.weights.size() != n_ranks) {
+        throw make_error("{} weights given for {} ranks (the root and {} workers)", config_.weights.size(), n_ranks,
+                         n_ranks - 1);
+    }
+    if (config_.topology == PartialTopology::kReduceScatter && config_.fast) {
+        throw make_error("--exchange reduce-scatter needs exact partials (not --fast)");
+    }
+}
+
 TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config)
     : config_(config), pool_(config.n_threads) {
+    // Checked before any worker is reached.
+    check_config(config.workers.size() + 1);
     std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
     connect_workers(model, links);
     assign_slices(model, links, nullptr);
@@ -41,6 +53,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     : config_(config), pool_(config.n_threads) {
     adopted.check();
     const size_t n_workers = adopted.channels.size();
+    check_config(n_workers + 1);
     config_.workers = adopted.addresses;
     ranks_.resize(n_workers + 1);
     ranks_[0].address = "root";
@@ -115,13 +128,6 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     const TpConfig& config = config_;
     const ModelHParams& hp = model.hparams();
     const size_t n_ranks = channels_.size() + 1;
-    if (!config.weights.empty() && config.weights.size() != n_ranks) {
-        throw make_error("{} weights given for {} ranks (the root and {} workers)", config.weights.size(), n_ranks,
-                         channels_.size());
-    }
-    if (config.topology == PartialTopology::kReduceScatter && config.fast) {
-        throw make_error("--exchange reduce-scatter needs exact partials (not --fast)");
-    }
     const PartialTopology topology = config.topology.value_or(auto_topology(static_cast<int>(n_ranks), !config.fast));
 
     // Plan: shares follow measured speed unless weights are given.

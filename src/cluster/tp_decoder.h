@@ -127,6 +127,8 @@ public:
     const Stats& stats() const { return stats_; }
 
 private:
+    // The weights' count and the topology against the partials, for n_ranks.
+    void check_config(size_t n_ranks) const;
     // Connects to config.workers and checks their hello replies (shared
     // memory segments opened where offered, one entry per worker).
     void connect_workers(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links);
