@@ -213,33 +213,33 @@ TEST(SequenceParallelPrefill, TwoAndThreeNodesGiveSingleNodeBitsOnStories260K) {
     expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130);
 }
 
-TEST(SequenceParallelPrefill, GenerationHandedToATensorParallelGroupKeepsSingleNodeBits) {
-    REQUIRE_SHARED_MODELS();
+namespace {
+
+// The bundled model's prompts of the plain test, dense then sparse (whose
+// landmarks are rebuilt in the new caches), handed over after the first.
+void expect_handoff_keeps_single_node_bits(HandOff hand_off) {
     const std::string path = test::shared_models() + "/stories260K.gguf";
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;
-    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, HandOff::kGroup);
-    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, HandOff::kGroup);
-    // Sparse attention's landmarks are rebuilt in the ranks' caches.
+    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, hand_off);
+    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, hand_off);
     forward.sparse.enabled = true;
     forward.sparse.window = 24;
     forward.sparse.block = 16;
-    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, HandOff::kGroup);
+    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, hand_off);
+}
+
+}  // namespace
+
+TEST(SequenceParallelPrefill, GenerationHandedToATensorParallelGroupKeepsSingleNodeBits) {
+    REQUIRE_SHARED_MODELS();
+    expect_handoff_keeps_single_node_bits(HandOff::kGroup);
 }
 
 TEST(SequenceParallelPrefill, GenerationHandedToAPipelineKeepsSingleNodeBits) {
     REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
-    ForwardConfig forward;
-    forward.n_ctx = 512;
-    forward.n_batch = 32;
-    expect_sp_equals_single(path, forward, {1, 1}, 150, 100, HandOff::kPipeline);
-    expect_sp_equals_single(path, forward, {1, 2, 1}, 200, 130, HandOff::kPipeline);
-    forward.sparse.enabled = true;
-    forward.sparse.window = 24;
-    forward.sparse.block = 16;
-    expect_sp_equals_single(path, forward, {2, 1, 1}, 220, 130, HandOff::kPipeline);
+    expect_handoff_keeps_single_node_bits(HandOff::kPipeline);
 }
 
 TEST(SequenceParallelPrefill, SparseAttentionLandmarksTravelWithTheRows) {
