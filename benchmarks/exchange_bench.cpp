@@ -101,13 +101,15 @@ int run_rank(int rank, const Options& o, std::vector<std::unique_ptr<TcpListener
             std::copy(source.begin(), source.end(), partial.begin());
             const uint32_t s = step % 64;
             const int deadline = 5000;
-            // Bands as SliceForward cuts them (whole 64-column runs), sent
-            // before the sum as a rank sends them during its product.
+            // Bands as SliceForward cuts them (whole 64-column runs, from
+            // the exchange's first band), sent before the sum as a rank
+            // sends them during its product.
             const int64_t bands = SliceForward::partial_band_count(o.width, exchange.bands_for(o.rows, o.width));
-            for (int64_t b = 0, c0 = 0; bands > 1 && b < bands; ++b) {
+            for (int64_t k = 0; bands > 1 && k < bands; ++k) {
+                const int64_t b = (exchange.first_band(o.rows, o.width) + k) % bands;
+                const int64_t c0 = b == 0 ? 0 : SliceForward::partial_band_end(o.width, bands, b - 1);
                 const int64_t c1 = SliceForward::partial_band_end(o.width, bands, b);
                 exchange.send_band(s, o.rows, o.width, partial.data(), static_cast<int>(c0), static_cast<int>(c1));
-                c0 = c1;
             }
             if (o.fast) exchange.fast_sum(s, o.rows, o.width, partial.data(), sum.data(), deadline);
             else exchange.exact_sum(s, o.rows, o.width, partial.data(), deadline);

@@ -85,6 +85,9 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
       # turns, one repetition each, like the loopback pair above; the other
       # rows run their repetitions in one go.
       runs=("exact:$reps" "fast:$reps")
+      # At 1 Gbit with 3 nodes, exact through the reduce-scatter too, whole
+      # and in bands (segments sent as the product computes them).
+      [ "$rate" = 1000 ] && [ "$nodes" = 3 ] && runs+=("rs:$reps" "rsbands:$reps")
       if [ "$rate" = 1000 ] && [ "$nodes" = 2 ]; then
         runs=("fast:$reps")
         for ((r = 1; r <= reps; r++)); do runs+=("exact.$r:1" "plain.$r:1"); done
@@ -94,6 +97,8 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
         # Sealed (the cluster key on every node), or plain (--insecure workers, keyless root).
         flag=(--key "$work/key"); wflag=(--key "$work/key")
         [ $mode = fast ] && flag+=(--fast)
+        [ $mode = rs ] && flag+=(--exchange reduce-scatter)
+        [ $mode = rsbands ] && flag+=(--exchange reduce-scatter --partial-bands "$nodes")
         [ $mode = plain ] && flag=() && wflag=(--insecure)
         addresses=""
         for ((i = 1; i <= n_workers; i++)); do
@@ -192,16 +197,17 @@ if rss:
 rows = []
 for rate, rtt in nets:
     for nodes in (2, 3):
-        for mode in ("exact", "fast"):
+        for mode in ("exact", "fast", "rs", "rsbands"):
             prefix = f"ns-{rate}-{rtt}-n{nodes}-{mode}"
             j = load(prefix) or (merged(prefix) if load(f"{prefix}.1") else None)
             if j:
                 rows.append((rate, rtt, nodes, mode, j))
+names = {"exact": "exact", "fast": "fast", "rs": "exact, reduce-scatter", "rsbands": "exact, reduce-scatter in bands"}
 if rows:
     print("\n== root and workers each in their own network namespace (1 thread each; the ratio is to 1 process x 2 threads) ==")
     for rate, rtt, nodes, mode, j in rows:
         t = j["tp"]
-        print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {nodes} nodes, {mode:5}: {tg(j):8.2f} tok/s  ratio {tg(j) / tg(single):.3f}  "
+        print(f"{rate:>5} Mbit/s, {rtt:>4} ms round trip, {nodes} nodes, {names[mode]:<28}: {tg(j):8.2f} tok/s  ratio {tg(j) / tg(single):.3f}  "
               f"wait {t['wait_ms_per_token']:.2f} ms/token over {t['syncs_per_token']} syncs, "
               f"{t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token per worker link")
 
@@ -268,8 +274,20 @@ o_wait = max(0.0, (tcp["tp"]["wait_ms_per_token"] / 1e3) / S)
 # With --exchange reduce-scatter (exact) each sync is two hops, and each
 # node's link carries 2 (N - 1) / N of a partial instead of N - 1 partials:
 #   syncs = S * (2 o + rtt + 2 P (N - 1) / (N * bandwidth))
+# Reduce-scatter in bands (--partial-bands 2 or more): each rank's last
+# product of a sync (wo or w_down, a fraction of T from their bytes) is cut
+# into N bands, one per segment, computed from the segment after its own, each
+# sent to its owner as soon as it is done; the uplink carries one segment
+# (x = P / (N bandwidth)) at a time. With tb a band's compute:
+#   shares in  = max((N - 1) tb + x, tb + (N - 1) x) + rtt / 2  (from the product's start)
+#   exposed    = max(0, shares in - N tb) + (N - 1) x + rtt / 2 + 2 o
+# (the gather phase cannot start before the last share of its segment).
+def banded_sync(n, tb, P, bw, half, o):
+    x = P / (n * bw)
+    shares_in = max((n - 1) * tb + x, tb + (n - 1) * x) + half
+    return max(0.0, shares_in - n * tb) + (n - 1) * x + half + 2 * o
 for label, j, topology in (("exact", local2, "all-to-all"), ("exact", local2, "reduce-scatter"),
-                           ("fast", fast, "all-to-all")):
+                           ("exact", local2, "reduce-scatter in bands"), ("fast", fast, "all-to-all")):
     xb = open(os.path.join(work, f"xb-{label}.txt")).read()
     print(f"\nexchange_bench: {xb.strip()}")
     o = float(re.search(r"([0-9.]+) us per sync", xb).group(1)) / 1e6
@@ -286,6 +304,13 @@ for label, j, topology in (("exact", local2, "all-to-all"), ("exact", local2, "r
             t = T / n
             if n > 1 and topology == "all-to-all":
                 t += S * (o + half + P * (n - 1) / bw) + 2 * half + o
+            elif n > 1 and topology == "reduce-scatter in bands":
+                layers = S / 2
+                per_byte = T / single["weight_bytes_per_token"]
+                for product in ("wo_bytes_per_token", "w_down_bytes_per_token"):
+                    tb = single[product] * per_byte / layers / n / n
+                    t += layers * banded_sync(n, tb, P, bw, half, o)
+                t += 2 * half + o
             elif n > 1:
                 t += S * (2 * o + 2 * half + 2 * P * (n - 1) / (n * bw)) + 2 * half + o
             cells.append(f"{1 / t:7.2f} ({T / t:4.2f}x)")

@@ -136,6 +136,8 @@ void bench_main(const BenchOptions& o) {
             {"tg", rate_json(r.tg)},
             {"weight_bytes_per_token", r.weight_bytes_per_token},
             {"layer_weight_bytes_per_token", r.layer_weight_bytes_per_token},
+            {"wo_bytes_per_token", r.wo_bytes_per_token},
+            {"w_down_bytes_per_token", r.w_down_bytes_per_token},
             {"mem_bandwidth_gbs", r.mem_bandwidth_gbs},
             {"tg_ceiling_gbs", r.tg_ceiling_gbs},
             {"tg_bandwidth_gbs", r.tg_bandwidth_gbs()},

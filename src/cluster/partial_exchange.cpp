@@ -1,6 +1,7 @@
 #include "cluster/partial_exchange.h"
 
 #include "cluster/json_messages.h"
+#include "model/slice_forward.h"
 #include "util/error.h"
 #include "util/timer.h"
 
@@ -115,7 +116,14 @@ int PartialExchange::bands_for(int n_tok, int width) const {
     // bytes a value: fixed_rows.h's widest block, or Q8_0/F16).
     constexpr uint64_t kMaxBytesPerValue = 8;
     if (static_cast<uint64_t>(n_tok) * static_cast<uint64_t>(width) * kMaxBytesPerValue > kInlineFrameBytes) return 1;
-    return topology_ == PartialTopology::kAllToAll ? bands_ : 1;
+    if (topology_ == PartialTopology::kAllToAll || bands_ <= 1) return bands_;
+    return segment_count(width);
+}
+
+int PartialExchange::first_band(int n_tok, int width) const {
+    if (topology_ != PartialTopology::kReduceScatter) return 0;
+    const int bands = bands_for(n_tok, width);
+    return bands > 1 ? (rank_ + 1) % bands : 0;
 }
 
 void PartialExchange::set_topology(PartialTopology topology) {
@@ -125,14 +133,31 @@ void PartialExchange::set_topology(PartialTopology topology) {
     topology_ = topology;
 }
 
+int PartialExchange::segment_count(int width) const {
+    return static_cast<int>(SliceForward::partial_band_count(width, n_ranks()));
+}
+
 int PartialExchange::segment_begin(int j, int width) const {
-    // Whole Q8_0-sized blocks of 32 columns per segment where the width has
-    // them (the last takes the rest); a segment may be empty.
-    const int n = n_ranks();
-    if (j >= n) return width;
-    const int blocks = width / 32;
-    return blocks > 0 ? static_cast<int>(static_cast<int64_t>(blocks) * j / n) * 32
-                      : static_cast<int>(static_cast<int64_t>(width) * j / n);
+    // Whole runs of 64 columns per segment where the width has them (the
+    // last takes the rest): the segments past the bands a narrow width
+    // allows are empty.
+    const int count = segment_count(width);
+    if (j <= 0) return 0;
+    if (j >= count) return width;
+    return static_cast<int>(SliceForward::partial_band_end(width, count, j - 1));
+}
+
+void PartialExchange::send_segment(const StepHeader& whole, const double* partial, int c0, int c1) {
+    const int width = static_cast<int>(whole.width);
+    const int count = segment_count(width);
+    const int j = (first_band(static_cast<int>(whole.n_tok), width) + sent_segments_) % count;
+    if (sent_segments_ >= count || c0 != segment_begin(j, width) || c1 != segment_begin(j + 1, width)) {
+        throw make_error("internal: band [{}, {}) of step {} where segment {} was due", c0, c1, whole.layer, j);
+    }
+    ++sent_segments_;
+    if (j == rank_) return;  // this rank's own: summed here, sent in the gather phase
+    encode_exact_columns(whole, partial, c0, c1, band_rows_, message_);
+    send_to(j, message_);
 }
 
 void PartialExchange::encode_band(const StepHeader& whole, const double* partial, int c0, int c1) {
@@ -159,6 +184,18 @@ void PartialExchange::encode_band(const StepHeader& whole, const double* partial
 }
 
 void PartialExchange::send_band(uint32_t step, int n_tok, int width, const double* partial, int c0, int c1) {
+    if (topology_ == PartialTopology::kReduceScatter) {
+        if (sent_segments_ == 0) {
+            band_step_ = step;
+            band_n_tok_ = n_tok;
+            band_width_ = width;
+        } else if (step != band_step_ || n_tok != band_n_tok_ || width != band_width_) {
+            throw make_error("internal: a band of step {} while the segments of step {} are out", step, band_step_);
+        }
+        send_segment({step, 0, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(width), WireFormat::Fixed},
+                     partial, c0, c1);
+        return;
+    }
     if (sent_cols_ == 0) {
         band_step_ = step;
         band_n_tok_ = n_tok;
@@ -284,6 +321,7 @@ void PartialExchange::exchange(const StepHeader& whole, const double* partial, i
     }
     sent_cols_ = 0;  // this sync's bands end here, whatever happens
     if (sent > 0) {
+        ++banded_exchanges_;
         // The bands went out as the product computed them; the rest now.
         if (sent < width) {
             encode_band(whole, partial, sent, width);
@@ -350,17 +388,22 @@ void PartialExchange::fast_sum(uint32_t step, int n_tok, int width, const double
 }
 
 void PartialExchange::reduce_scatter_sum(const StepHeader& whole, double* partial, int deadline_ms) {
-    if (sent_cols_ != 0) throw make_error("internal: bands sent on a reduce-scatter exchange");
     const int n = n_ranks();
     const int n_tok = static_cast<int>(whole.n_tok);
     const int width = static_cast<int>(whole.width);
     const int own0 = segment_begin(rank_, width), own1 = segment_begin(rank_ + 1, width);
+    const int banded = sent_segments_;
+    sent_segments_ = 0;  // this sync's bands end here, whatever happens
+    if (banded > 0 && (whole.layer != band_step_ || static_cast<int>(whole.n_tok) != band_n_tok_ || width != band_width_)) {
+        throw make_error("internal: step {} summed while the segments of step {} are out", whole.layer, band_step_);
+    }
     ++exchanges_;
+    if (banded > 0) ++banded_exchanges_;
     const double start = now_seconds();
     // Sends in ring order (rank + 1, rank + 2, ...), receives in reverse, as
     // the all-to-all does, so neither phase can deadlock; frames too large
     // for the peers' buffers go from a helper thread while this one receives.
-    const bool threaded =
+    const bool threaded = banded == 0 &&
         static_cast<uint64_t>(n_tok) * static_cast<uint64_t>(width / n + 32) * 8 > kInlineFrameBytes;
     const auto phase = [&](auto send_all, auto receive_all) {
         if (!threaded) {
@@ -381,10 +424,21 @@ void PartialExchange::reduce_scatter_sum(const StepHeader& whole, double* partia
             body(order_[static_cast<size_t>(k - 1)], std::span<const int>(order_).subspan(static_cast<size_t>(k)));
         }
     };
-    // 1. Segment j of this rank's partial to rank j; each peer's share of
-    //    this rank's segment added in (the order of exact sums is free).
+    // 1. Segment j of this rank's partial to rank j (what the bands have
+    //    not sent yet); each peer's share of this rank's segment added in
+    //    (the order of exact sums is free).
     phase(
         [&](std::vector<double>& scratch, std::vector<uint8_t>& out) {
+            if (banded > 0) {
+                // Bands were sent inline: what is left goes inline too.
+                sent_segments_ = banded;
+                while (sent_segments_ < segment_count(width)) {
+                    const int j = (first_band(n_tok, width) + sent_segments_) % segment_count(width);
+                    send_segment(whole, partial, segment_begin(j, width), segment_begin(j + 1, width));
+                }
+                sent_segments_ = 0;
+                return;
+            }
             for (int k = 1; k < n; ++k) {
                 const int to = (rank_ + k) % n;
                 const int c0 = segment_begin(to, width), c1 = segment_begin(to + 1, width);

@@ -33,6 +33,13 @@
 // of [0, width) in ascending order (each frame's pos0 is its band's first
 // column); the sum does not depend on it, so exact stays exact and fast
 // rounds each Q8_0 block as a whole frame would.
+//
+// Reduce-scatter with bands: the bands are the segments, and rank r's
+// product computes them starting at segment r + 1 and ending with its own
+// (first_band), each sent to its owner as soon as it is computed: while a
+// rank computes its own segment, the scatter phase is already on the wire,
+// each link carrying one segment each way at a time. Only the gather phase
+// (and the last segment's transfer) is left after the product.
 #pragma once
 
 #include "cluster/tp_messages.h"
@@ -75,14 +82,19 @@ public:
     // saves the transfer of the bands before the last while the product
     // goes on (benchmarks/exchange_bench.cpp, README "Tensor parallel").
     void set_bands(int bands) { bands_ = std::max(1, bands); }
-    // Reduce-scatter needs exact partials (an Error otherwise); bands are
-    // not used with it.
+    // Reduce-scatter needs exact partials (an Error otherwise); with bands
+    // asked for, its bands are its segments.
     void set_topology(PartialTopology topology);
     PartialTopology topology() const { return topology_; }
     int bands_for(int n_tok, int width) const;
+    // The band a product of bands_for(n_tok, width) bands computes first:
+    // 0, or under reduce-scatter the segment after this rank's own.
+    int first_band(int n_tok, int width) const;
     // Sends columns [c0, c1) of every position of this rank's partial of
-    // step `step` to every peer, before exact_sum or fast_sum of the same
-    // step; bands go in order from column 0.
+    // step `step`, before exact_sum or fast_sum of the same step: to every
+    // peer, bands in order from column 0; under reduce-scatter to the
+    // segment's owner (nothing for this rank's own), segments in order from
+    // first_band.
     void send_band(uint32_t step, int n_tok, int width, const double* partial, int c0, int c1);
     int n_ranks() const { return static_cast<int>(peers_.size()); }
     bool exact() const { return exact_; }
@@ -103,6 +115,8 @@ public:
     const std::vector<PeerStats>& peer_stats() const { return stats_; }
     double wait_seconds() const { return wait_seconds_; }
     uint64_t exchanges() const { return exchanges_; }
+    // The exchanges whose partial had begun to go out in bands during the product.
+    uint64_t banded_exchanges() const { return banded_exchanges_; }
 
 private:
     // Sends what is left of this rank's partial (all of it as one frame, on
@@ -126,8 +140,12 @@ private:
     void receive_columns(int from, std::span<const int> pending, const StepHeader& whole, int c0, int c1,
                          double deadline, Take take);
     void reduce_scatter_sum(const StepHeader& whole, double* partial, int deadline_ms);
-    // Segment j's first column under reduce-scatter (segment_begin(N) = width).
+    // Segment j's first column under reduce-scatter (segment_begin(N) = width):
+    // the bands of SliceForward's banded product, so a band is a segment.
     int segment_begin(int j, int width) const;
+    int segment_count(int width) const;
+    // Reduce-scatter: the k-th band of the sync (its segment), checked and sent.
+    void send_segment(const StepHeader& whole, const double* partial, int c0, int c1);
 
     int rank_;
     std::vector<ExchangePeer> peers_;
@@ -140,6 +158,7 @@ private:
     // columns have been sent (0: none).
     uint32_t band_step_ = 0;
     int band_n_tok_ = 0, band_width_ = 0, sent_cols_ = 0;
+    int sent_segments_ = 0;  // reduce-scatter: the segments of band_step_ sent (or this rank's own, passed)
     std::vector<double> band_rows_;
     std::vector<float> band_floats_;
     std::vector<uint8_t> message_;
@@ -148,7 +167,7 @@ private:
     std::vector<float> float_rows_, own_rows_;
     std::vector<std::vector<float>> by_rank_;  // fast: each rank's rounded partial
     double wait_seconds_ = 0.0;
-    uint64_t exchanges_ = 0;
+    uint64_t exchanges_ = 0, banded_exchanges_ = 0;
 };
 
 // The rows of a sync a rank may wait for a peer: the io timeout plus, for

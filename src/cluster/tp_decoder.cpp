@@ -371,6 +371,7 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
 void TensorParallelDecoder::update_stats() {
     // The root's own messages to each worker, and the exchange's partials.
     stats_.bytes_sent = stats_.bytes_received = 0;
+    stats_.banded_syncs = exchange_->banded_exchanges();
     const auto& peers = exchange_->peer_stats();
     for (size_t r = 1; r < ranks_.size(); ++r) {
         ranks_[r].bytes_sent = direct_sent_[r] + peers[r].bytes_sent;

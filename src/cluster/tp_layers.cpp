@@ -26,7 +26,7 @@ void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, s
     if (bands > 1) {
         forward.set_partial_bands(bands, [&](int c0, int c1) {
             exchange.send_band(step, n_tok, n_embd, s.partial.data(), c0, c1);
-        });
+        }, exchange.first_band(n_tok, n_embd));
     }
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         for (int part = 0; part < 2; ++part) {

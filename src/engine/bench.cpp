@@ -57,6 +57,15 @@ uint64_t layer_bytes(const SliceWeights& w) {
     return bytes;
 }
 
+// The last product before each of a tensor-parallel layer's syncs (wo,
+// w_down): the part of the token's reading that bands overlap with the
+// sync's transfer.
+uint64_t sync_product_bytes(const SliceWeights& w, bool ffn) {
+    uint64_t bytes = 0;
+    for (const LayerWeights& l : w.layers) bytes += matrix_bytes(ffn ? l.w_down : l.wo);
+    return bytes;
+}
+
 // What one generated token reads: every layer matrix and the output head in
 // full, but only one row of the token embedding.
 uint64_t weight_bytes_per_token(const SliceWeights& w) {
@@ -93,6 +102,8 @@ BenchResult run_bench(const BenchParams& params) {
     const SliceWeights all = load_slice_weights(model, full_slice(hp));
     result.weight_bytes_per_token = weight_bytes_per_token(all);
     result.layer_weight_bytes_per_token = layer_bytes(all);
+    result.wo_bytes_per_token = sync_product_bytes(all, false);
+    result.w_down_bytes_per_token = sync_product_bytes(all, true);
 
     ForwardConfig config;
     if (params.depth < 0) throw make_error("--depth must be 0 or more, got {}", params.depth);

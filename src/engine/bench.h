@@ -50,6 +50,9 @@ struct BenchResult {
     BenchRate tg;
     uint64_t weight_bytes_per_token = 0;
     uint64_t layer_weight_bytes_per_token = 0;  // the part a tensor-parallel plan splits
+    // Of it, the products that end a layer's attention and FFN (what bands
+    // of a partial overlap with its transfer: benchmarks/tensor_parallel.sh).
+    uint64_t wo_bytes_per_token = 0, w_down_bytes_per_token = 0;
     // Each generation repetition's ceiling, the higher of the read bandwidths
     // a read loop sustains just before and just after it, each over as long
     // as the repetition (tg.tps[r] pairs with tg_ceiling_gbs[r]), and their

@@ -501,9 +501,10 @@ void SliceForward::attention_partial(int layer, const float* h, std::span<const 
                     units_.wo_cols(hparams_), partial);
 }
 
-void SliceForward::set_partial_bands(int bands, BandSink on_band) {
+void SliceForward::set_partial_bands(int bands, BandSink on_band, int first_band) {
     partial_bands_ = std::max(1, bands);
     on_band_ = std::move(on_band);
+    first_band_ = std::max(0, first_band);
 }
 
 // Bands of whole 64-row runs: every row block (16), weight group (16) and
@@ -526,12 +527,12 @@ void SliceForward::partial_product(const Matrix& w, int64_t n_rows, int64_t col_
         matmul_units(w, {0, n_rows, col_begin, n_cols}, x, unit_cols, y, n_rows, pool_);
         return;
     }
-    int64_t r0 = 0;
-    for (int64_t b = 0; b < bands; ++b) {
+    for (int64_t k = 0; k < bands; ++k) {
+        const int64_t b = (first_band_ + k) % bands;
+        const int64_t r0 = b == 0 ? 0 : partial_band_end(n_rows, bands, b - 1);
         const int64_t r1 = partial_band_end(n_rows, bands, b);
         matmul_units(w, {r0, r1, col_begin, n_cols}, x, unit_cols, y + r0, n_rows, pool_);
         on_band_(static_cast<int>(r0), static_cast<int>(r1));
-        r0 = r1;
     }
 }
 

@@ -114,12 +114,15 @@ public:
     // A band's rows are computed as the whole product computes them (row
     // blocks and groups never straddle a band). bands <= 1 or no sink: one
     // product, no calls. A slice with no heads or channels calls nothing.
+    // first_band: the band computed first, the others following it in
+    // order and wrapping around (a reduce-scatter rank computes the
+    // segments it sends before its own); a row's bits do not depend on it.
     using BandSink = std::function<void(int c0, int c1)>;
     // How n_rows are cut into at most `bands` bands: their count, and band
     // b's end (band b starts where b - 1 ends).
     static int64_t partial_band_count(int64_t n_rows, int bands);
     static int64_t partial_band_end(int64_t n_rows, int64_t count, int64_t b);
-    void set_partial_bands(int bands, BandSink on_band);
+    void set_partial_bands(int bands, BandSink on_band, int first_band = 0);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits);
@@ -223,7 +226,7 @@ private:
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
     std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, output_;
     std::vector<double> partial_;
-    int partial_bands_ = 1;
+    int partial_bands_ = 1, first_band_ = 0;
     BandSink on_band_;
     // y = w's columns `cols` (this slice's share) · x for rows [0, n_rows),
     // in bands when set_partial_bands asked for them.

@@ -31,6 +31,9 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     const auto bytes = j["weight_bytes_per_token"].get<uint64_t>();
     EXPECT_GT(bytes, 900'000u);
     EXPECT_LT(bytes, j["model_bytes"].get<uint64_t>());
+    // stories260K: 5 layers of wo 64x64 and w_down 172x64, F32.
+    EXPECT_EQ(j["wo_bytes_per_token"].get<uint64_t>(), 5u * 64 * 64 * 4);
+    EXPECT_EQ(j["w_down_bytes_per_token"].get<uint64_t>(), 5u * 172 * 64 * 4);
     EXPECT_GT(j["mem_bandwidth_gbs"].get<double>(), 0.1);
     EXPECT_NEAR(j["tg_bandwidth_gbs"].get<double>(), bytes * j["tg"]["tps_median"].get<double>() / 1e9, 1e-6);
     // One ceiling measured before each tg repetition; the fraction is the

@@ -32,7 +32,8 @@ using test::greedy;
 std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n, int n_ranks,
                                std::vector<double> weights = {}, bool fast = false,
                                std::vector<float>* logits = nullptr, int partial_bands = 1,
-                               std::optional<PartialTopology> topology = std::nullopt) {
+                               std::optional<PartialTopology> topology = std::nullopt,
+                               uint64_t* banded_syncs = nullptr) {
     const LlamaModel model(path);
     std::vector<std::unique_ptr<TestWorker>> workers;
     TpConfig config;
@@ -48,7 +49,9 @@ std::vector<int32_t> tp_greedy(const std::string& path, const std::vector<int32_
     config.forward.n_batch = 16;
     config.limits.io_timeout_ms = 3000;
     TensorParallelDecoder decoder(model, config);
-    return greedy(decoder, prompt, n, logits);
+    auto tokens = greedy(decoder, prompt, n, logits);
+    if (banded_syncs != nullptr) *banded_syncs = decoder.stats().banded_syncs;
+    return tokens;
 }
 
 std::vector<int32_t> local_greedy(const std::string& path, const std::vector<int32_t>& prompt, int n,
@@ -187,6 +190,15 @@ TEST(TensorParallel, ReduceScatterExchangeEqualsSingleNodeBitForBit) {
         tp_greedy(path, prompt, 8, static_cast<int>(weights.size()), weights, false, &got, 1,
                   PartialTopology::kReduceScatter);
         EXPECT_EQ(got, want) << weights.size() << " ranks, reduce-scatter";
+        // With bands, each segment goes to its owner as the product
+        // computes it, every rank starting after its own segment (3 ranks:
+        // segments of 64, 64 and 128 columns).
+        uint64_t banded = 0;
+        std::vector<float> banded_logits;
+        tp_greedy(path, prompt, 8, static_cast<int>(weights.size()), weights, false, &banded_logits, 4,
+                  PartialTopology::kReduceScatter, &banded);
+        EXPECT_EQ(banded_logits, want) << weights.size() << " ranks, reduce-scatter in bands";
+        EXPECT_GE(banded, 2u * 3 * 7) << "every decoding step's syncs go in bands";
     }
     std::vector<float> got;
     tp_greedy(path, prompt, 8, 4, {1, 1, 1, 1}, false, &got, 1, PartialTopology::kAllToAll);
