@@ -286,12 +286,29 @@ def banded_sync(n, tb, P, bw, half, o):
     x = P / (n * bw)
     shares_in = max((n - 1) * tb + x, tb + (n - 1) * x) + half
     return max(0.0, shares_in - n * tb) + (n - 1) * x + half + 2 * o
+def token_seconds(T, n, topology, P, bw, half, o):
+    """One token on n machines each taking T alone, per the models above."""
+    t = T / n
+    if n == 1:
+        return t
+    if topology == "all-to-all":
+        return t + S * (o + half + P * (n - 1) / bw) + 2 * half + o
+    if topology == "reduce-scatter in bands":
+        layers = S / 2
+        per_byte = T / single["weight_bytes_per_token"]
+        for product in ("wo_bytes_per_token", "w_down_bytes_per_token"):
+            tb = single[product] * per_byte / layers / n / n
+            t += layers * banded_sync(n, tb, P, bw, half, o)
+        return t + 2 * half + o
+    return t + S * (2 * o + 2 * half + 2 * P * (n - 1) / (n * bw)) + 2 * half + o
+options = []
 for label, j, topology in (("exact", local2, "all-to-all"), ("exact", local2, "reduce-scatter"),
                            ("exact", local2, "reduce-scatter in bands"), ("fast", fast, "all-to-all")):
     xb = open(os.path.join(work, f"xb-{label}.txt")).read()
     print(f"\nexchange_bench: {xb.strip()}")
     o = float(re.search(r"([0-9.]+) us per sync", xb).group(1)) / 1e6
     P = j["tp"]["wire_bytes_per_token_per_worker"] / 2 / S  # one direction, per sync
+    options.append((label, topology, P, o))
     print(f"== projected tok/s, N machines like this one ({label}, {topology}; sync overhead {o * 1e6:.0f} us alone, "
           f"{o_wait * 1e6:.0f} us waited per sync on loopback TCP; {P / 1024:.1f} KiB per partial; ratio to one node "
           f"in brackets) ==")
@@ -301,18 +318,19 @@ for label, j, topology in (("exact", local2, "all-to-all"), ("exact", local2, "r
         half = float(rtt) / 2e3
         cells = []
         for n in (1, 2, 4, 8):
-            t = T / n
-            if n > 1 and topology == "all-to-all":
-                t += S * (o + half + P * (n - 1) / bw) + 2 * half + o
-            elif n > 1 and topology == "reduce-scatter in bands":
-                layers = S / 2
-                per_byte = T / single["weight_bytes_per_token"]
-                for product in ("wo_bytes_per_token", "w_down_bytes_per_token"):
-                    tb = single[product] * per_byte / layers / n / n
-                    t += layers * banded_sync(n, tb, P, bw, half, o)
-                t += 2 * half + o
-            elif n > 1:
-                t += S * (2 * o + 2 * half + 2 * P * (n - 1) / (n * bw)) + 2 * half + o
+            t = token_seconds(T, n, topology, P, bw, half, o)
             cells.append(f"{1 / t:7.2f} ({T / t:4.2f}x)")
         print(f"{rate:>5} Mbit/{rtt:>4} ms  " + " ".join(cells))
+
+# The same 4 nodes on 1 Gbit/0.1 ms, each node k times slower than this one
+# (a board computes a token of the same model k times longer; the wire and
+# the per-sync software cost kept): the sync's share shrinks as compute grows.
+print("\n== projected ratio to one node, 4 nodes on 1 Gbit/0.1 ms, nodes k times slower than this one ==")
+print(f"{'exchange':<40}" + "".join(f"   k={k:<4}" for k in (1, 2, 4, 8)))
+for label, topology, P, o in options:
+    cells = []
+    for k in (1, 2, 4, 8):
+        t = token_seconds(k * T, 4, topology, P, 1000e6 / 8, 0.1 / 2e3, o)
+        cells.append(f"{k * T / t:7.2f}x")
+    print(f"{label + ', ' + topology:<40}" + "".join(f" {c:>8}" for c in cells))
 PY
