@@ -121,6 +121,7 @@ void plan(const PlanOptions& o) {
                                    {"network_ms", p.network_seconds * 1e3},
                                    {"stage_layers", p.stage_layers},
                                    {"exchange", p.kind == PlanKind::TensorParallel ? partial_topology_name(p.exchange) : ""},
+                                   {"partial_bands", p.kind == PlanKind::TensorParallel ? p.partial_bands : 1},
                                    {"fits", p.fits},
                                    {"streaming", p.streaming},
                                    {"chosen", i == survey.chosen}});

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 namespace tessera {
 
@@ -28,6 +29,10 @@ struct Costing {
     double probe_bytes;
     ReductionUnits units;
     bool offload;
+    // The share of a layer's weight bytes in wo and in w_down: the products
+    // that end its two syncs, whose bands a reduce-scatter overlaps with
+    // the transfer.
+    double wo_share, w_down_share;
 
     double probe(size_t i) const { return nodes[i].probe_seconds > 0 ? nodes[i].probe_seconds : nodes[0].probe_seconds; }
 
@@ -94,12 +99,30 @@ struct Costing {
             kSyncSoftwareSeconds + link.rtt_seconds / 2 + others * partial_bytes() / link.bytes_per_second;
         const double reduce_scatter = 2 * kSyncSoftwareSeconds + link.rtt_seconds +
                                       2 * others / static_cast<double>(n) * partial_bytes() / link.bytes_per_second;
+        // The same in bands: a layer's two syncs, each after its last
+        // product, computed and sent a segment at a time.
+        const double layer_seconds = slowest / std::max(1, layers.second - layers.first);
+        const double banded =
+            (banded_reduce_scatter_seconds(static_cast<int>(n), layer_seconds * wo_share / static_cast<double>(n),
+                                           partial_bytes(), link) +
+             banded_reduce_scatter_seconds(static_cast<int>(n), layer_seconds * w_down_share / static_cast<double>(n),
+                                           partial_bytes(), link)) /
+            2;
         PartialTopology topology = auto_topology(static_cast<int>(n), !fast);
+        int bands = 1;
         if (whole_model && !fast) {
             topology = reduce_scatter < all_to_all ? PartialTopology::kReduceScatter : PartialTopology::kAllToAll;
+            if (banded < std::min(reduce_scatter, all_to_all)) {
+                topology = PartialTopology::kReduceScatter;
+                bands = static_cast<int>(n);
+            }
         }
-        if (whole_model) option.exchange = topology;
-        double network = syncs * (topology == PartialTopology::kReduceScatter ? reduce_scatter : all_to_all);
+        if (whole_model) {
+            option.exchange = topology;
+            option.partial_bands = bands;
+        }
+        double network =
+            syncs * (bands > 1 ? banded : topology == PartialTopology::kReduceScatter ? reduce_scatter : all_to_all);
         // The residual rows to every worker, once per token.
         network += kSyncSoftwareSeconds + link.rtt_seconds / 2 + others * rows / link.bytes_per_second;
         if (whole_model) {
@@ -143,13 +166,43 @@ struct Costing {
     }
 };
 
+// The bytes of the model's layer tensors named `suffix` ("attn_output.weight")
+// over those of all its layer tensors.
+double layer_share(const LlamaModel& model, std::string_view suffix) {
+    double part = 0.0, all = 0.0;
+    for (const GgufTensorInfo& t : model.file().tensors()) {
+        if (t.name.rfind("blk.", 0) != 0) continue;
+        all += static_cast<double>(t.n_bytes);
+        if (t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            part += static_cast<double>(t.n_bytes);
+        }
+    }
+    return all > 0 ? part / all : 0.0;
+}
+
 }  // namespace
+
+double banded_reduce_scatter_seconds(int n, double band_seconds, double partial_bytes, const LinkCost& link) {
+    const double x = partial_bytes / (n * std::max(link.bytes_per_second, 1.0));
+    const double half = link.rtt_seconds / 2;
+    const double shares_in = std::max((n - 1) * band_seconds + x, band_seconds + (n - 1) * x) + half;
+    return std::max(0.0, shares_in - n * band_seconds) + (n - 1) * x + half + 2 * kSyncSoftwareSeconds +
+           (n - 1) * kBandDispatchSeconds;
+}
 
 std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const NodeFacts> nodes, bool fast, int n_ctx,
                                      KvCacheTypes kv_types, bool offload) {
     if (nodes.empty()) throw make_error("a plan needs the root");
-    const Costing c{model, nodes, fast, n_ctx, kv_types, static_cast<double>(probe_bytes(model)), reduction_units(model),
-                    offload};
+    const Costing c{model,
+                    nodes,
+                    fast,
+                    n_ctx,
+                    kv_types,
+                    static_cast<double>(probe_bytes(model)),
+                    reduction_units(model),
+                    offload,
+                    layer_share(model, "attn_output.weight"),
+                    layer_share(model, "ffn_down.weight")};
     std::vector<size_t> workers(nodes.size() - 1);
     std::iota(workers.begin(), workers.end(), size_t{1});
     std::stable_sort(workers.begin(), workers.end(), [&](size_t a, size_t b) {

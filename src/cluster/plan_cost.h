@@ -12,8 +12,11 @@
 //            adds its stages.
 //   a tensor-parallel group of n ranks, per layer and part (2 per layer):
 //            o + rtt/2 + (n-1) * P / rate  (each rank sends its partial of P
-//            bytes to every other), plus, per token, the residual rows to
-//            every worker and the split output head's gather (o + rtt + bytes);
+//            bytes to every other), or with exact partials the cheapest of
+//            that, the reduce-scatter 2o + rtt + 2 (n-1)/n P / rate, and the
+//            reduce-scatter in bands (banded_reduce_scatter_seconds); plus,
+//            per token, the residual rows to every worker and the split
+//            output head's gather (o + rtt + bytes);
 //   a pipeline: per hop o + rtt/2 + the activation rows / rate, and the last
 //            stage's logits back to the root.
 // rtt and rate are the worst of the group's measured links to the root (a
@@ -56,6 +59,7 @@ struct PlanOption {
     // links (reduce-scatter only with exact partials). Groups inside a
     // pipeline run auto_topology's choice, and are costed with it.
     PartialTopology exchange = PartialTopology::kAllToAll;
+    int partial_bands = 1;  // n_ranks where the reduce-scatter in bands is the cheapest
     double compute_seconds = 0.0;
     double network_seconds = 0.0;
     bool fits = true;
@@ -70,6 +74,17 @@ struct PlanOption {
 // Software cost of one exchange of partials (this VM, loopback: 29-37 µs
 // measured per sync, rounded up for the work around it).
 constexpr double kSyncSoftwareSeconds = 40e-6;
+
+// One sync of a reduce-scatter in bands on n ranks (PartialExchange): each
+// rank computes its last product in n bands of band_seconds, sends each
+// segment (x = P / (n rate)) to its owner as it is done, its own last; the
+// owners' totals go out once every share has arrived:
+//   shares in = max((n-1) band + x, band + (n-1) x) + rtt/2  (from the product's start)
+//   exposed   = max(0, shares in - n band) + (n-1) x + rtt/2 + 2o + (n-1) b
+// The frames are the whole reduce-scatter's, only sent sooner; b is what a
+// band adds: one more dispatch of the product over the thread pool.
+constexpr double kBandDispatchSeconds = 3e-6;
+double banded_reduce_scatter_seconds(int n, double band_seconds, double partial_bytes, const LinkCost& link);
 
 // nodes[0] is the root. Options come in order of the nodes they use (fewest
 // first); workers join in order of their round trip, best first.

@@ -72,7 +72,9 @@ std::string format_survey(const PlanSurvey& survey) {
             }
         }
         const std::string exchange =
-            o.kind == PlanKind::TensorParallel ? fmt::format(", {}", partial_topology_name(o.exchange)) : "";
+            o.kind == PlanKind::TensorParallel
+                ? fmt::format(", {}{}", partial_topology_name(o.exchange), o.partial_bands > 1 ? " in bands" : "")
+                : "";
         out += fmt::format("  {} {:<48} {:8.2f} tok/s  (compute {:.2f} ms + network {:.2f} ms{}{}){}\n",
                            i == survey.chosen ? "*" : " ", describe_option(o, survey.nodes), 1.0 / o.seconds(),
                            o.compute_seconds * 1e3, o.network_seconds * 1e3, layers, exchange,
@@ -105,7 +107,11 @@ ParallelOptions chosen_plan_options(const PlanSurvey& survey, const ParallelOpti
     const PlanOption& o = survey.options[survey.chosen];
     if (o.kind == PlanKind::TensorParallel) {
         // The exchange the costing chose from the links, unless one was asked for.
-        if (options.exchange == "auto") out.exchange = partial_topology_name(o.exchange);
+        if (options.exchange == "auto") {
+            out.exchange = partial_topology_name(o.exchange);
+            // Bands where they were costed cheapest, unless some were asked for.
+            if (options.partial_bands == 1) out.partial_bands = o.partial_bands;
+        }
         for (size_t k = 1; k < o.stages[0].size(); ++k) {
             if (k > 1) out.workers += ",";
             out.workers += survey.nodes[o.stages[0][k]].name;

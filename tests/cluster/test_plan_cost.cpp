@@ -217,19 +217,39 @@ TEST(PlanCost, FasterLinksAndFewerBytesCostLess) {
 
 // The exchange of a tensor-parallel plan, chosen from the links: on
 // 100 Mbit, 4 nodes' exact partials cost less through a reduce-scatter (half
-// the bytes a link carries, a second hop), 2 nodes' through the all-to-all;
-// fast partials always go all-to-all.
+// the bytes a link carries, a second hop), in bands where the nodes compute
+// long enough for a segment's transfer to hide behind the next band (these
+// slow boards), whole where they compute in no time; 2 nodes' whole through
+// the all-to-all; fast partials always go all-to-all, whole.
 TEST(PlanCost, TheExchangeIsChosenFromTheLinks) {
     const LlamaModel& model = cost_model();
-    const auto tp = [&](size_t workers, bool fast) {
-        for (const PlanOption& o : plan_options(model, nodes(workers, {1e-4, 12.5e6}), fast, 256, QuantType::F16)) {
+    const auto tp = [&](size_t workers, bool fast, double probe_seconds = 0.005) {
+        std::vector<NodeFacts> group = nodes(workers, {1e-4, 12.5e6});
+        for (NodeFacts& n : group) n.probe_seconds = probe_seconds;
+        for (const PlanOption& o : plan_options(model, group, fast, 256, QuantType::F16)) {
             if (o.kind == PlanKind::TensorParallel && o.stages[0].size() == workers + 1) return o;
         }
         throw make_error("no tensor-parallel plan of {} nodes", workers + 1);
     };
     EXPECT_EQ(tp(3, false).exchange, PartialTopology::kReduceScatter);
-    EXPECT_EQ(tp(1, false).exchange, PartialTopology::kAllToAll);
+    EXPECT_EQ(tp(3, false).partial_bands, 4);
+    EXPECT_EQ(tp(3, false, 1e-7).exchange, PartialTopology::kReduceScatter);
+    EXPECT_EQ(tp(3, false, 1e-7).partial_bands, 1);
+    // 2 nodes: whole partials all-to-all; on boards this slow, each rank's
+    // half goes to the other while it computes its own.
+    EXPECT_EQ(tp(1, false, 1e-7).exchange, PartialTopology::kAllToAll);
+    EXPECT_EQ(tp(1, false).exchange, PartialTopology::kReduceScatter);
+    EXPECT_EQ(tp(1, false).partial_bands, 2);
     EXPECT_EQ(tp(3, true).exchange, PartialTopology::kAllToAll);
+    EXPECT_EQ(tp(3, true).partial_bands, 1);
+    // The bands' sync against the whole reduce-scatter's: with no compute
+    // to hide behind, the same frames and the bands' dispatches; compute as
+    // long as the transfers hides all of the scatter phase but the last
+    // segment.
+    const LinkCost link{1e-4, 12.5e6};
+    const double P = 12500.0, x = P / (4 * 12.5e6), fixed = 2 * kSyncSoftwareSeconds + 3 * kBandDispatchSeconds;
+    EXPECT_NEAR(banded_reduce_scatter_seconds(4, 0.0, P, link), fixed + 1e-4 + 6 * x, 1e-12);
+    EXPECT_NEAR(banded_reduce_scatter_seconds(4, x, P, link), fixed + 1e-4 + 3 * x, 1e-12);
 }
 
 TEST(PlanCost, NodesWithoutTheMemoryAreNeverChosen) {
