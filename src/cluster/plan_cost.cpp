@@ -166,16 +166,14 @@ struct Costing {
     }
 };
 
-// The bytes of the model's layer tensors named `suffix` ("attn_output.weight")
-// over those of all its layer tensors.
+// The bytes of the model's layer tensors ending in `suffix`
+// (".attn_output.weight") over those of all its layer tensors.
 double layer_share(const LlamaModel& model, std::string_view suffix) {
     double part = 0.0, all = 0.0;
     for (const GgufTensorInfo& t : model.file().tensors()) {
-        if (t.name.rfind("blk.", 0) != 0) continue;
+        if (!t.name.starts_with("blk.")) continue;
         all += static_cast<double>(t.n_bytes);
-        if (t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-            part += static_cast<double>(t.n_bytes);
-        }
+        if (t.name.ends_with(suffix)) part += static_cast<double>(t.n_bytes);
     }
     return all > 0 ? part / all : 0.0;
 }
@@ -201,8 +199,8 @@ std::vector<PlanOption> plan_options(const LlamaModel& model, std::span<const No
                     static_cast<double>(probe_bytes(model)),
                     reduction_units(model),
                     offload,
-                    layer_share(model, "attn_output.weight"),
-                    layer_share(model, "ffn_down.weight")};
+                    layer_share(model, ".attn_output.weight"),
+                    layer_share(model, ".ffn_down.weight")};
     std::vector<size_t> workers(nodes.size() - 1);
     std::iota(workers.begin(), workers.end(), size_t{1});
     std::stable_sort(workers.begin(), workers.end(), [&](size_t a, size_t b) {
