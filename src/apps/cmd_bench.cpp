@@ -11,6 +11,7 @@
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 #include "ops/cpu_target.h"
+#include "ops/group_prefetch.h"
 #include "util/error.h"
 
 #include <fmt/core.h>
@@ -131,6 +132,7 @@ void bench_main(const BenchOptions& o) {
             {"n_params", r.n_params},
             {"threads", params.n_threads},
             {"cpu_target", cpu_target_name()},
+            {"prefetch", group_prefetch_name(group_prefetch())},
             {"reps", params.reps},
             {"pp", rate_json(r.pp)},
             {"tg", rate_json(r.tg)},
@@ -163,9 +165,10 @@ void bench_main(const BenchOptions& o) {
         std::puts(j.dump().c_str());
         return;
     }
-    fmt::print("model: {} ({}, {:.1f} MiB, {:.2f} B params), threads: {}, CPU target: {}, repetitions: {}\n",
+    fmt::print("model: {} ({}, {:.1f} MiB, {:.2f} B params), threads: {}, CPU target: {}, prefetch: {}, "
+               "repetitions: {}\n",
                params.model_path, r.model_type, r.model_bytes / 1048576.0, r.n_params / 1e9, params.n_threads,
-               cpu_target_name(), params.reps);
+               cpu_target_name(), group_prefetch_name(group_prefetch()), params.reps);
     if (params.depth > 0) {
         fmt::print("after a history of {} positions ({}), attention {}, KV cache K {} V {}\n", params.depth,
                    params.depth_random ? "random K/V rows" : "a random prompt", describe(params.sparse),

@@ -2,6 +2,7 @@
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "ops/cpu_target.h"
+#include "ops/group_prefetch.h"
 #include "util/error.h"
 
 #include <cstdio>
@@ -39,6 +40,16 @@ int main(int argc, char** argv) {
            "portable; ARM: sve2, sve, neon; also TESSERA_CPU_TARGET): to compare kernels, or nodes of different CPU "
            "kinds")
         ->trigger_on_parse();
+    app.add_option_function<std::string>(
+           "--prefetch",
+           [](const std::string& name) {
+               tessera::set_group_prefetch(tessera::group_prefetch_from_name(name));
+               setenv("TESSERA_PREFETCH", name.c_str(), 1);
+           },
+           "How the grouped kernels prefetch the weights they stream: l2 (8 KiB ahead into L2), l2+l1 (and 2 KiB "
+           "ahead into L1) or auto (l2+l1 on Intel CPUs, l2 on others; also TESSERA_PREFETCH). Speed only: the "
+           "results are the same bits")
+        ->trigger_on_parse();
     for (int i = 1; i < argc; ++i) {
         if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {
             argv[i] = const_cast<char*>(long_name);
@@ -46,6 +57,7 @@ int main(int argc, char** argv) {
     }
     try {
         tessera::limit_cpu_target_from_environment();
+        tessera::set_group_prefetch_from_environment();
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);

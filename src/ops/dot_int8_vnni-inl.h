@@ -217,13 +217,14 @@ void int8_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
     constexpr int32_t kOffset = kQ4 ? 8 : 128;
     const __m512i low = _mm512_set1_epi8(0x0F);
+    const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = accumulate ? _mm512_loadu_ps(y + c * y_stride) : _mm512_setzero_ps();
         for (int64_t b = u0; b < u1; ++b) {
             const uint8_t* p = g + b * kGroupBlockBytes;
-            prefetch_group_block(p, kGroupBlockBytes);
+            prefetch_ahead(p, kGroupBlockBytes, near);
             // w[j] lane r: row r's codes 4j..4j+3 (Q4_0: 16 + 4(j-4).. for j >= 4).
             __m512i w[8];
             if constexpr (kQ4) {

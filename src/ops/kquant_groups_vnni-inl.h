@@ -62,6 +62,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     // int16 lane 2r: element r of the low half, lane 2r + 1: element r of the high half.
     const __m512i kInterleaveHalves = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];
@@ -72,7 +73,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
             // per chunk: asking for all 37 lines at once streamed 1.09x
             // slower at 1 thread and 1.13x at 2 (Zen 5; the burst seems to
             // outrun the misses the core keeps in flight, so some are dropped).
-            prefetch_lines(p + kGroupPrefetchBytes, kQs);
+            prefetch_ahead(p, kQs, near);
             __m512i scaled[C], mins[C];
             for (int c = 0; c < C; ++c) scaled[c] = mins[c] = _mm512_setzero_si512();
             // Mins: sub-blocks 2h and 2h + 1 at once, lane r holding the
@@ -99,7 +100,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 // place, 16 x their value; the sum is shifted down once, exactly)
                 // sub-block 2h + 1; two independent dpbusd chains per column.
                 const uint8_t* chunk = p + kQs + 512 * h;
-                prefetch_lines(chunk + kGroupPrefetchBytes, 512);
+                prefetch_ahead(chunk, 512, near);
                 __m512i s_lo[C], s_hi[C];
                 for (int c = 0; c < C; ++c) s_lo[c] = s_hi[c] = _mm512_setzero_si512();
                 for (int k = 0; k < 8; ++k) {

@@ -47,6 +47,7 @@
 // (QuantTraits::vec_dot_groups with accumulate), the same bits as one pass.
 #pragma once
 
+#include "ops/group_prefetch.h"
 #include "ops/quant_type.h"
 
 #include <cstddef>
@@ -55,26 +56,6 @@
 namespace tessera {
 
 inline constexpr int kGroupRows = 16;
-
-// How far ahead of its loads a grouped kernel prefetches. A hardware
-// prefetcher stops at every 4 KiB boundary (huge pages or not) and restarts
-// cold after it, so a stream left to it waits for memory again and again; a
-// kernel that asks for its bytes two pages ahead keeps them in flight. Q4_K
-// streamed ~1.2x faster with it (Zen 4; 8 KiB beat 1, 2, 4 and 16 KiB),
-// Q4_0 and Q8_0 the same with or without it.
-inline constexpr int64_t kGroupPrefetchBytes = 8192;
-
-// Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
-// Into L2, not L1 (prefetcht1, not t0): that measured 2-8% faster for every
-// grouped type at 2 threads, as a prefetch to L1 holds one of L1's few miss
-// buffers until its line arrives.
-inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 2);
-}
-
-// What a grouped kernel prefetches as it starts on a block of `bytes` at p:
-// the bytes kGroupPrefetchBytes further on.
-inline void prefetch_group_block(const uint8_t* p, int64_t bytes) { prefetch_lines(p + kGroupPrefetchBytes, bytes); }
 
 // Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
 bool has_group_layout(QuantType type);

@@ -17,7 +17,11 @@ namespace tessera {
 // shared host the bandwidth drifts by tens of percent from minute to minute.
 class ReadBandwidthProbe {
 public:
-    explicit ReadBandwidthProbe(ThreadPool& pool, size_t bytes = size_t{256} << 20);
+    // Reads prefetch far_prefetch bytes ahead into L2 and, unless 0,
+    // near_prefetch bytes ahead into L1: the grouped kernels' distances
+    // (ops/group_prefetch.h), so the ceiling streams the way they do.
+    explicit ReadBandwidthProbe(ThreadPool& pool, size_t bytes = size_t{256} << 20, size_t far_prefetch = 8192,
+                                size_t near_prefetch = 0);
     // The best of `passes` reads of the whole buffer, in GB/s (1e9 bytes/s):
     // the peak of a few milliseconds each.
     double measure(int passes = 3);
@@ -38,6 +42,8 @@ private:
     ThreadPool& pool_;
     AnonymousMemory buffer_;
     size_t n_;  // 64-bit words
+    size_t far_words_;
+    size_t near_words_;
     uint64_t sink_ = 0;
 };
 

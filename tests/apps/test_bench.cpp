@@ -121,3 +121,35 @@ TEST(Bench, CpuTargetCanBeLimitedAndIsReported) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// --prefetch (before the subcommand) and TESSERA_PREFETCH choose how the
+// grouped kernels prefetch, which bench reports; a name it does not know is a
+// clear error, from the flag or from the environment.
+TEST(Bench, PrefetchPolicyCanBeChosenAndIsReported) {
+    const std::vector<std::string> bench = {"bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--json"};
+    for (const char* policy : {"l2", "l2+l1"}) {
+        std::vector<std::string> flag = {test::tessera_binary(), "--prefetch", policy};
+        flag.insert(flag.end(), bench.begin(), bench.end());
+        const auto r = test::run_process(flag, 60);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(nlohmann::json::parse(r.out)["prefetch"], policy);
+
+        std::vector<std::string> env = {"/usr/bin/env", std::string("TESSERA_PREFETCH=") + policy,
+                                        test::tessera_binary()};
+        env.insert(env.end(), bench.begin(), bench.end());
+        const auto e = test::run_process(env, 60);
+        ASSERT_EQ(e.exit_code, 0) << e.err;
+        EXPECT_EQ(nlohmann::json::parse(e.out)["prefetch"], policy);
+    }
+    const auto bogus = test::run_process({test::tessera_binary(), "--prefetch", "l3", "bench"}, 30);
+    EXPECT_EQ(bogus.exit_code, 1);
+    EXPECT_NE(bogus.err.find("unknown prefetch policy 'l3' (auto, l2 or l2+l1)"), std::string::npos) << bogus.err;
+    const auto bogus_env =
+        test::run_process({"/usr/bin/env", "TESSERA_PREFETCH=fast", test::tessera_binary(), "bench"}, 30);
+    EXPECT_EQ(bogus_env.exit_code, 1);
+    EXPECT_NE(bogus_env.err.find("unknown prefetch policy 'fast'"), std::string::npos) << bogus_env.err;
+}
+
+}  // namespace tessera

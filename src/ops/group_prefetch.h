@@ -1,0 +1,94 @@
+// How the grouped kernels (ops/row_groups.h) ask for the weights they stream
+// before they load them, and the policy that chooses how.
+//
+// GroupPrefetch::kL2: a kernel asks for the lines kGroupPrefetchBytes ahead of
+// the block it starts on into L2. A hardware prefetcher stops at every 4 KiB
+// boundary (huge pages or not) and restarts cold after it, so a stream left to
+// it waits for memory again and again; a kernel that asks for its bytes two
+// pages ahead keeps them in flight. Q4_K streamed ~1.2x faster with it (Zen 4;
+// 8 KiB beat 1, 2, 4 and 16 KiB), Q4_0 and Q8_0 the same with or without it.
+//
+// GroupPrefetch::kL2AndL1: the lines kL1PolicyFarBytes ahead into L2 and
+// kL1PolicyNearBytes ahead into L1. On an Intel Xeon (Sapphire Rapids class,
+// 2 vCPUs), with the far prefetch alone the loads still waited on L2: a
+// grouped matrix-vector product streamed at 0.83-0.89 of a read loop (Q4_0,
+// Q4_K; benchmarks/stream_bench) and generation reached 0.76-0.80 of the
+// bandwidth ceiling at 2 threads. With the near prefetch as well, the product
+// streams at 0.92-0.99 of the read loop (12 + 3 KiB beat 8 + 1, 2, 3 and
+// 4 KiB, 6 + 1.5 and 16 + 4 KiB). A line asked for 3 KiB ahead is mostly in L2
+// by then, so the L1 miss buffer it holds is freed within an L2 latency. On
+// Zen 4 and 5, where the kernels were tuned, the far prefetch alone measured
+// best (into L1 instead of L2 was 2-8% slower), and no ARM board has been
+// measured, so the default is kL2AndL1 on Intel CPUs only. `tessera
+// --prefetch` (TESSERA_PREFETCH) chooses either; the results are the same bits.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+inline constexpr int64_t kGroupPrefetchBytes = 8192;
+inline constexpr int64_t kL1PolicyFarBytes = 12288;
+inline constexpr int64_t kL1PolicyNearBytes = 3072;
+
+enum class GroupPrefetch {
+    kL2,       // kGroupPrefetchBytes ahead into L2
+    kL2AndL1,  // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
+};
+
+// This CPU's default: kL2AndL1 on an Intel CPU, kL2 otherwise.
+GroupPrefetch default_group_prefetch();
+// The policy in force (the default until set).
+GroupPrefetch group_prefetch();
+void set_group_prefetch(GroupPrefetch policy);
+// "auto" (this CPU's default), "l2" or "l2+l1"; anything else is an Error.
+GroupPrefetch group_prefetch_from_name(const std::string& name);
+const char* group_prefetch_name(GroupPrefetch policy);
+// From TESSERA_PREFETCH where it is set (an Error where it names no policy).
+void set_group_prefetch_from_environment();
+
+namespace detail {
+extern std::atomic<bool> g_near_prefetch;
+}  // namespace detail
+
+// Whether kernels also prefetch into L1 now: read once per kernel call.
+inline bool near_prefetch() { return detail::g_near_prefetch.load(std::memory_order_relaxed); }
+
+// Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
+// Into L2, not L1 (prefetcht1, not t0): that measured 2-8% faster for every
+// grouped type at 2 threads (Zen), as a prefetch to L1 holds one of L1's few
+// miss buffers until its line arrives, from memory this far ahead.
+inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 2);
+}
+
+// The same lines into L1 (prefetcht0).
+inline void prefetch_lines_l1(const uint8_t* p, int64_t bytes) {
+    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+}
+
+// How far ahead the far (L2) prefetch runs under a policy (`near`:
+// near_prefetch()).
+inline constexpr int64_t far_prefetch_bytes(bool near) { return near ? kL1PolicyFarBytes : kGroupPrefetchBytes; }
+
+// What a kernel about to read the `bytes` at p asks for: the same span
+// far_prefetch_bytes(near) further on into L2 and, with `near`,
+// kL1PolicyNearBytes further on into L1.
+inline void prefetch_ahead(const uint8_t* p, int64_t bytes, bool near) {
+    prefetch_lines(p + far_prefetch_bytes(near), bytes);
+    if (near) prefetch_lines_l1(p + kL1PolicyNearBytes, bytes);
+}
+
+// The start of a stream (a thread's chunk of a matrix, the next panel): its
+// first `bytes`, up to the far distance, into L2 at once: the lines the
+// kernel's own prefetch has passed by the time it starts. Not into L1 as
+// well: those lines come from memory, and a burst of them would hold L1's
+// miss buffers for a memory latency (no faster at 2 threads on the Xeon).
+inline void prefetch_stream_start(const uint8_t* p, int64_t bytes, bool near) {
+    const int64_t far = far_prefetch_bytes(near);
+    prefetch_lines(p, bytes < far ? bytes : far);
+}
+
+}  // namespace tessera
