@@ -5,7 +5,7 @@
 // token's share; this gives the matmul's, so the gap between them is the
 // rest of the token.
 //
-// One matrix of `--mib` MiB (much larger than the caches) in the group layout,
+// One matrix of `--mib` MiB (at least twice the last-level cache) in the group layout,
 // `--cols` columns, its rows repeating 64 random rows quantized by the scalar
 // reference; one activation column; matmul over the whole matrix on a pool of
 // each thread count, alternated with the read loop `tessera bench` measures
@@ -15,7 +15,7 @@
 // the median over rounds of each round's product / read loop.
 //
 // `make stream_bench && ./stream_bench [--types "Q4_0 Q8_0 Q4_K"]
-//  [--threads "1 2"] [--cols 2048] [--mib 512] [--rounds 7]`
+//  [--threads "1 2"] [--cols 2048] [--mib 1024] [--rounds 7]`
 // Not a test: the figures depend on the machine.
 #include "ops/group_prefetch.h"
 #include "ops/matmul.h"
@@ -36,9 +36,10 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace tessera {
 namespace {
@@ -86,17 +87,27 @@ Grouped make_matrix(QuantType type, int64_t cols, uint64_t mib) {
 
 int run(int argc, char** argv) {
     CLI::App app{"A grouped matrix-vector product streaming from memory against a read loop"};
-    std::string types = "Q4_0 Q8_0 Q4_K", threads = "1 2";
+    std::vector<std::string> types = {"Q4_0", "Q8_0", "Q4_K"};
+    std::vector<int> threads = {1, 2};
     int64_t cols = 2048;
-    uint64_t mib = 512;
+    uint64_t mib = 1024;
     int rounds = 7;
-    app.add_option("--types", types, "Weight types");
-    app.add_option("--threads", threads, "Thread counts");
+    app.add_option("--types", types, "Weight types")->delimiter(' ');
+    app.add_option("--threads", threads, "Thread counts")->delimiter(' ')->check(CLI::Range(1, 1024));
     app.add_option("--cols", cols, "Columns (a multiple of 256)")->check(CLI::Range(int64_t{256}, int64_t{65536}));
-    app.add_option("--mib", mib, "MiB of weights")->check(CLI::Range(uint64_t{64}, uint64_t{8192}));
+    app.add_option("--mib", mib, "MiB of weights (at least twice the last-level cache)")
+        ->check(CLI::Range(uint64_t{64}, uint64_t{8192}));
     app.add_option("--rounds", rounds, "Alternating rounds")->check(CLI::Range(1, 1000));
     CLI11_PARSE(app, argc, argv);
     if (cols % 256 != 0) throw make_error("--cols must be a multiple of 256 (got {})", cols);
+    // Weights that fit the last-level cache stream from it, not from memory
+    // (64 MiB read at 1.6x the read loop on a host with 260 MiB of L3).
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc > 0 && (mib << 20) < 2 * static_cast<uint64_t>(llc)) {
+        throw make_error("--mib {} is less than twice this CPU's last-level cache ({} MiB): the weights would stream "
+                         "from the cache",
+                         mib, llc >> 20);
+    }
 
     const GroupPrefetch policies[] = {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1};
     std::printf("%lld columns, %llu MiB of weights, %d rounds; default prefetch here: %s\n",
@@ -104,8 +115,7 @@ int run(int argc, char** argv) {
                 group_prefetch_name(default_group_prefetch()));
     std::printf("| type | threads | prefetch | read loop GB/s | matmul GB/s | matmul / read loop |\n");
     std::printf("|---|---|---|---|---|---|\n");
-    std::istringstream type_names(types);
-    for (std::string name; type_names >> name;) {
+    for (const std::string& name : types) {
         const std::optional<QuantType> parsed = parse_quant_type(name);
         if (!parsed) throw make_error("unknown type {}", name);
         const QuantType type = *parsed;
@@ -118,8 +128,7 @@ int run(int argc, char** argv) {
         QuantizedActivation x;
         x.quantize(xs.data(), cols, compute_traits(type)->vec_dot_type, 1);
         std::vector<float> y(static_cast<size_t>(g.m.rows));
-        std::istringstream thread_counts(threads);
-        for (int n_threads; thread_counts >> n_threads;) {
+        for (const int n_threads : threads) {
             ThreadPool pool(n_threads);
             std::vector<double> read[2], product[2], ratio[2];
             ReadBandwidthProbe probes[2] = {

@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
                tessera::set_group_prefetch(tessera::group_prefetch_from_name(name));
                setenv("TESSERA_PREFETCH", name.c_str(), 1);
            },
-           "How the grouped kernels prefetch the weights they stream: l2 (8 KiB ahead into L2), l2+l1 (and 2 KiB "
-           "ahead into L1) or auto (l2+l1 on Intel CPUs, l2 on others; also TESSERA_PREFETCH). Speed only: the "
-           "results are the same bits")
+           "How the grouped kernels prefetch the weights they stream: l2 (8 KiB ahead into L2), l2+l1 (12 KiB "
+           "ahead into L2 and 3 KiB into L1) or auto (l2+l1 on Intel CPUs, l2 on others; also TESSERA_PREFETCH). "
+           "Speed only: the results are the same bits")
         ->trigger_on_parse();
     for (int i = 1; i < argc; ++i) {
         if (const char* long_name = tessera::long_name_of_llama_short_option(argv[i])) {
