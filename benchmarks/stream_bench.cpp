@@ -24,6 +24,7 @@
 #include "ops/quant_traits.h"
 #include "ops/row_groups.h"
 #include "util/anonymous_memory.h"
+#include "util/cpu_caches.h"
 #include "util/error.h"
 #include "util/mem_bandwidth.h"
 #include "util/rng.h"
@@ -38,8 +39,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 namespace tessera {
 namespace {
@@ -102,8 +101,8 @@ int run(int argc, char** argv) {
     if (cols % 256 != 0) throw make_error("--cols must be a multiple of 256 (got {})", cols);
     // Weights that fit the last-level cache stream from it, not from memory
     // (64 MiB read at 1.6x the read loop on a host with 260 MiB of L3).
-    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc > 0 && (mib << 20) < 2 * static_cast<uint64_t>(llc)) {
+    const uint64_t llc = last_level_cache_bytes();
+    if (llc > 0 && (mib << 20) < 2 * llc) {
         throw make_error("--mib {} is less than twice this CPU's last-level cache ({} MiB): the weights would stream "
                          "from the cache",
                          mib, llc >> 20);
@@ -132,8 +131,8 @@ int run(int argc, char** argv) {
             ThreadPool pool(n_threads);
             std::vector<double> read[2], product[2], ratio[2];
             ReadBandwidthProbe probes[2] = {
-                ReadBandwidthProbe(pool, size_t{256} << 20, far_prefetch_bytes(false)),
-                ReadBandwidthProbe(pool, size_t{256} << 20, far_prefetch_bytes(true), kL1PolicyNearBytes)};
+                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(false)),
+                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(true), kL1PolicyNearBytes)};
             for (int round = 0; round < rounds; ++round) {
                 for (int p = 0; p < 2; ++p) {
                     set_group_prefetch(policies[p]);

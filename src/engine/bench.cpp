@@ -3,6 +3,7 @@
 #include "model/llama_model.h"
 #include "ops/group_prefetch.h"
 #include "model/local_decoder.h"
+#include "util/cpu_caches.h"
 #include "util/error.h"
 #include "util/mem_bandwidth.h"
 #include "util/rng.h"
@@ -17,14 +18,11 @@ double BenchRate::min() const { return tps.empty() ? 0.0 : *std::min_element(tps
 
 namespace {
 
-// The probe's buffer: ReadBandwidthProbe's default, much larger than the caches.
-constexpr size_t kProbeBytes = size_t{256} << 20;
-
 // A probe that reads with the kernels' prefetch (ops/group_prefetch.h), so the
 // ceiling is the same way of streaming at its best.
 ReadBandwidthProbe kernel_like_probe(ThreadPool& pool) {
     const bool near = near_prefetch();
-    return ReadBandwidthProbe(pool, kProbeBytes, static_cast<size_t>(far_prefetch_bytes(near)),
+    return ReadBandwidthProbe(pool, probe_bytes_beyond_caches(last_level_cache_bytes()), static_cast<size_t>(far_prefetch_bytes(near)),
                               near ? static_cast<size_t>(kL1PolicyNearBytes) : 0);
 }
 
@@ -162,6 +160,7 @@ BenchResult run_bench(const BenchParams& params) {
         const TensorParallelDecoder::Stats before = tp != nullptr ? tp->stats() : TensorParallelDecoder::Stats{};
         ThreadPool probe_pool(params.n_threads);
         ReadBandwidthProbe probe = kernel_like_probe(probe_pool);
+        result.probe_bytes = probe.bytes_per_read();
         result.mem_peak_gbs = probe.measure();
         // The ceiling of a repetition is the higher of the bandwidths a read
         // loop sustains just before and just after it, each over as long as
@@ -199,6 +198,7 @@ BenchResult run_bench(const BenchParams& params) {
     if (params.n_gen == 0) {
         ThreadPool pool(params.n_threads);
         ReadBandwidthProbe probe = kernel_like_probe(pool);
+        result.probe_bytes = probe.bytes_per_read();
         result.mem_peak_gbs = probe.measure(5);
         result.mem_bandwidth_gbs = probe.sustained(1.0);
     }

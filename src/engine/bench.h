@@ -62,6 +62,8 @@ struct BenchResult {
     // The best single read of a few milliseconds (util/mem_bandwidth.h), for
     // reference: on a shared host, a peak no loop sustains.
     double mem_peak_gbs = 0.0;
+    // The read loop's buffer: at least twice the largest cache.
+    uint64_t probe_bytes = 0;
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.
     int ranks = 1;

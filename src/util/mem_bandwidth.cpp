@@ -51,6 +51,14 @@ uint64_t sum_words(const uint64_t* words, size_t n, size_t far_words, size_t nea
 
 }  // namespace
 
+size_t probe_bytes_beyond_caches(uint64_t llc_bytes) {
+    constexpr uint64_t kMin = uint64_t{256} << 20;
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    // Whole MiB, so the buffer splits into whole steps for every thread count.
+    const uint64_t twice = (std::min<uint64_t>(llc_bytes, uint64_t{1} << 40) * 2 + kMiB - 1) / kMiB * kMiB;
+    return static_cast<size_t>(std::max(kMin, twice));
+}
+
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes, size_t far_prefetch, size_t near_prefetch)
     : pool_(pool),
       buffer_(bytes),

@@ -2,6 +2,8 @@
 // and plausible. Speed itself is never asserted (shared machines are noisy).
 #include "subprocess.h"
 #include "test_paths.h"
+#include "util/cpu_caches.h"
+#include "util/mem_bandwidth.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -51,6 +53,8 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     const double peak = j["mem_peak_gbs"].get<double>();
     EXPECT_GT(peak, 0.1);
     EXPECT_NEAR(j["tg_peak_fraction"].get<double>(), j["tg_bandwidth_gbs"].get<double>() / peak, 1e-9);
+    // The read loop's buffer: twice this machine's largest cache, 256 MiB at least.
+    EXPECT_EQ(j["probe_bytes"].get<uint64_t>(), probe_bytes_beyond_caches(last_level_cache_bytes()));
 }
 
 // llama-bench's -d: a history before pp and tg, evaluated from a prompt or

@@ -38,4 +38,15 @@ TEST(ReadBandwidthProbe, PeakIsTheBestOfItsReads) {
     EXPECT_GT(near.sustained(0.01), 0.0);
 }
 
+TEST(ReadBandwidthProbe, TheBufferIsTwiceTheLargestCache) {
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    EXPECT_EQ(probe_bytes_beyond_caches(0), 256 * kMiB);        // nothing known
+    EXPECT_EQ(probe_bytes_beyond_caches(2 * kMiB), 256 * kMiB);  // a board's L2
+    EXPECT_EQ(probe_bytes_beyond_caches(128 * kMiB), 256 * kMiB);
+    // The Intel Xeon whose 260 MiB of L3 held most of a 256 MiB buffer.
+    EXPECT_EQ(probe_bytes_beyond_caches(266240 * uint64_t{1024}), 520 * kMiB);
+    // Whole MiB, rounded up.
+    EXPECT_EQ(probe_bytes_beyond_caches(200 * kMiB + 1), 401 * kMiB);
+}
+
 }  // namespace tessera
