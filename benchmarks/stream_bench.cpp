@@ -17,6 +17,7 @@
 // `make stream_bench && ./stream_bench [--types "Q4_0 Q8_0 Q4_K"]
 //  [--threads "1 2"] [--cols 2048] [--mib 1024] [--rounds 7]`
 // Not a test: the figures depend on the machine.
+#include "ops/cpu_target.h"
 #include "ops/group_prefetch.h"
 #include "ops/matmul.h"
 #include "ops/matrix.h"
@@ -98,6 +99,7 @@ int run(int argc, char** argv) {
         ->check(CLI::Range(uint64_t{64}, uint64_t{8192}));
     app.add_option("--rounds", rounds, "Alternating rounds")->check(CLI::Range(1, 1000));
     CLI11_PARSE(app, argc, argv);
+    limit_cpu_target_from_environment();  // TESSERA_CPU_TARGET=avx2 measures the AVX2 kernels
     if (cols % 256 != 0) throw make_error("--cols must be a multiple of 256 (got {})", cols);
     // Weights that fit the last-level cache stream from it, not from memory
     // (64 MiB read at 1.6x the read loop on a host with 260 MiB of L3).
@@ -109,8 +111,8 @@ int run(int argc, char** argv) {
     }
 
     const GroupPrefetch policies[] = {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1};
-    std::printf("%lld columns, %llu MiB of weights, %d rounds; default prefetch here: %s\n",
-                static_cast<long long>(cols), static_cast<unsigned long long>(mib), rounds,
+    std::printf("%lld columns, %llu MiB of weights, %d rounds; CPU target %s; default prefetch here: %s\n",
+                static_cast<long long>(cols), static_cast<unsigned long long>(mib), rounds, cpu_target_name().c_str(),
                 group_prefetch_name(default_group_prefetch()));
     std::printf("| type | threads | prefetch | read loop GB/s | matmul GB/s | matmul / read loop |\n");
     std::printf("|---|---|---|---|---|---|\n");
