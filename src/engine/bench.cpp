@@ -19,10 +19,12 @@ double BenchRate::min() const { return tps.empty() ? 0.0 : *std::min_element(tps
 namespace {
 
 // A probe that reads with the kernels' prefetch (ops/group_prefetch.h), so the
-// ceiling is the same way of streaming at its best.
+// ceiling is the same way of streaming at its best, over a buffer no cache
+// holds (util/mem_bandwidth.h).
 ReadBandwidthProbe kernel_like_probe(ThreadPool& pool) {
     const bool near = near_prefetch();
-    return ReadBandwidthProbe(pool, probe_bytes_beyond_caches(last_level_cache_bytes()), static_cast<size_t>(far_prefetch_bytes(near)),
+    const size_t bytes = probe_bytes_beyond_caches(last_level_cache_bytes());
+    return ReadBandwidthProbe(pool, bytes, static_cast<size_t>(far_prefetch_bytes(near)),
                               near ? static_cast<size_t>(kL1PolicyNearBytes) : 0);
 }
 
