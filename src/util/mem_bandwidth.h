@@ -14,8 +14,8 @@ namespace tessera {
 // The probe's buffer for a CPU whose largest cache holds llc_bytes: 256 MiB,
 // or twice that cache where it is larger. A buffer the cache can mostly hold
 // reads partly from it: on an Intel Xeon with 260 MiB of L3, 256 MiB read at
-// 2 threads at 37-39 GB/s against 32.5-33.5 GB/s for 384 MiB to 2 GiB (and
-// the ceiling, so read, put generation at 0.70 of it instead of 0.85).
+// 2 threads at 37-39 GB/s against 32.5-33.7 GB/s for 384 MiB to 2 GiB, and
+// generation read as 0.69-0.73 of that ceiling instead of 0.86-0.90.
 size_t probe_bytes_beyond_caches(uint64_t llc_bytes);
 
 // A buffer much larger than the caches, in the kind of memory weights are
