@@ -17,7 +17,7 @@ bench_model() {
   model=$dir/tinyllama-shape-$1.gguf
   if [ ! -f "$model" ]; then
     "$bin" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
-      --vocab-from ../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf --type "$1" -q -o "$model"
+      --vocab-from tests/data/vocab/ggml-vocab-llama-spm.gguf --type "$1" -q -o "$model"
   fi
 }
 

@@ -56,7 +56,7 @@ for d in $depths; do [ "$d" -gt "$max_depth" ] && max_depth=$d; done
 model=$work/tinyllama-shape-32k-Q4_0.gguf
 if [ ! -f "$model" ]; then
   "$bin" gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --ctx 32768 \
-    --vocab-from ../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf --type Q4_0 -q -o "$model"
+    --vocab-from tests/data/vocab/ggml-vocab-llama-spm.gguf --type Q4_0 -q -o "$model"
 fi
 text=tests/data/little_stories.txt
 # The value after LABEL (up to a '±') in a perplexity run's output.

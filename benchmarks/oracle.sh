@@ -52,7 +52,7 @@ tessera=$repo/build/tessera
 work=${keep:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
-spm_vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+spm_vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 phi3_vocab=$llama_dir/models/ggml-vocab-phi-3.gguf
 # Enough text for several chunks of $ctx tokens.
 text=$work/text.txt

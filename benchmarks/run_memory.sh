@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 type=${1:-Q4_0}
 threads=${2:-2}
 bin=build/tessera
-vocab=../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+vocab=tests/data/vocab/ggml-vocab-llama-spm.gguf
 [ -x "$bin" ] || { echo "build first: scripts/setup" >&2; exit 1; }
-[ -f "$vocab" ] || { echo "missing $vocab (../shared/models)" >&2; exit 1; }
+[ -f "$vocab" ] || { echo "missing $vocab (tests/data/vocab)" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 model=$dir/tinyllama-shape-$type.gguf

@@ -35,7 +35,7 @@ max_tokens=64
 clients="1 4 8"
 threads=2
 tessera=$repo/build/tessera
-vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 raw=""
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }

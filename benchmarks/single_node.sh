@@ -36,7 +36,7 @@ models=/tmp/bench-models
 n_prompt=512
 n_gen=128
 tessera=$repo/build/tessera
-vocab=$repo/../shared/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 raw=""
 target=""
 

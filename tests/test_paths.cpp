@@ -7,9 +7,9 @@
 
 namespace tessera::test {
 
-std::string shared_models() { return TESSERA_SHARED_MODELS; }
+std::string data_dir() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data"; }
 
-bool have_shared_models() { return std::filesystem::exists(shared_models() + "/stories260K.gguf"); }
+std::string stories260k() { return std::string(TESSERA_SOURCE_DIR) + "/models/stories260K.gguf"; }
 
 // One directory per test: CTest runs tests of one binary as parallel
 // processes, and a directory shared by name would be wiped under another

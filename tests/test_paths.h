@@ -5,9 +5,11 @@
 
 namespace tessera::test {
 
-// ../shared/models beside the repository; tests that need it skip when absent.
-std::string shared_models();
-bool have_shared_models();
+// tests/data in the repository: every model, vocabulary and vector a test
+// reads (tests/data/SOURCES.md gives each one's origin, licence and sha256).
+std::string data_dir();
+// The bundled default model, models/stories260K.gguf (real trained weights).
+std::string stories260k();
 // A fresh scratch directory for one test (under the build tree).
 std::string scratch_dir(const std::string& name);
 // The same, made fresh once per test and then kept (scratch_dir empties the
@@ -18,10 +20,3 @@ std::string relay_binary();  // tessera-relay, beside the tessera binary
 std::string source_dir();
 
 }  // namespace tessera::test
-
-// Skips the current test, with a message, when ../shared/models is absent.
-#define REQUIRE_SHARED_MODELS()                                                               \
-    do {                                                                                      \
-        if (!::tessera::test::have_shared_models())                                           \
-            GTEST_SKIP() << "shared models not found at " << ::tessera::test::shared_models(); \
-    } while (0)

@@ -364,7 +364,7 @@ private:
             }
         }
         std::vector<int32_t> tokens = r.chat ? chat_prompt_tokens(template_, *tokenizer_, r.messages)
-                                             : tokenizer_->encode(r.prompt, true);
+                                             : tokenizer_->encode(r.prompt, true, true);
         if (tokens.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
         if (static_cast<int64_t>(tokens.size()) >= config_.n_ctx) {
             throw ApiError{400,
@@ -517,7 +517,11 @@ private:
 
 void add_serve_command(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
-    CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat and completions) on any plan");
+    CLI::App* cmd = app.add_subcommand(
+        "serve",
+        "OpenAI-compatible HTTP server (chat and completions) on any plan. A chat message's content is text: only "
+        "the control tokens the chat template writes are control tokens. /v1/completions takes its prompt raw: "
+        "control tokens written in it (<|im_start|>, <s>) become their ids, as llama-server's /completion does");
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", o->port, "Port (0: any free one; the first line printed says which)")

@@ -37,11 +37,11 @@ namespace {
 std::string special_text(const Vocab& v, int32_t id) { return v.is_valid(id) ? v.tokens[static_cast<size_t>(id)] : ""; }
 }  // namespace
 
-std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const std::string& rendered) {
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const RenderedPrompt& rendered) {
     const Vocab& v = tokenizer.vocab();
     // The template writes its own BOS where the model wants one; the
     // tokenizer's is added only when it did not.
-    std::vector<int32_t> tokens = tokenizer.encode(rendered, true, true);
+    std::vector<int32_t> tokens = tokenizer.encode(rendered.text, true, rendered.input);
     if (tokens.size() >= 2 && v.add_bos && tokens[0] == v.bos_id && tokens[1] == v.bos_id) tokens.erase(tokens.begin());
     return tokens;
 }
@@ -50,13 +50,13 @@ std::vector<int32_t> chat_prompt_tokens(const ChatTemplate& chat_template, const
                                         const nlohmann::ordered_json& messages) {
     const Vocab& v = tokenizer.vocab();
     return chat_prompt_tokens(tokenizer,
-                              chat_template.render(messages, true, special_text(v, v.bos_id), special_text(v, v.eos_id)));
+                              chat_template.render_prompt(messages, true, special_text(v, v.bos_id), special_text(v, v.eos_id)));
 }
 
 std::vector<int32_t> ChatSession::prompt_tokens() const {
     const Vocab& v = tokenizer_.vocab();
     return chat_prompt_tokens(tokenizer_,
-                              template_.render(messages_, true, special_text(v, v.bos_id), special_text(v, v.eos_id)));
+                              template_.render_prompt(messages_, true, special_text(v, v.bos_id), special_text(v, v.eos_id)));
 }
 
 ChatTurn ChatSession::reply(const std::string& user_text, const GenerationParams& params,

@@ -21,9 +21,11 @@
 
 namespace tessera {
 
-// The tokens of a prompt a chat template rendered: its control tokens parsed
-// as special, BOS added only where the template did not write one itself.
-std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const std::string& rendered);
+// The tokens of a prompt a chat template rendered: the control tokens the
+// template wrote parsed as special (never one inside a message's text, which
+// stays the text it is, as OpenAI's API treats it), BOS added only where the
+// template did not write one itself.
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const RenderedPrompt& rendered);
 // Renders `messages` with an assistant turn to fill, as chat_prompt_tokens.
 std::vector<int32_t> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                         const nlohmann::ordered_json& messages);

@@ -15,29 +15,45 @@ ChatTemplate::ChatTemplate(std::string source)
 
 std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt, const std::string& bos_token,
                                  const std::string& eos_token, const nlohmann::json& extra) const {
-    return render_json(messages, add_generation_prompt, bos_token, eos_token, extra);
+    return render_json(messages, add_generation_prompt, bos_token, eos_token, extra).text();
 }
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const std::string& bos_token, const std::string& eos_token,
                                  const nlohmann::ordered_json& extra) const {
-    return render_json(messages, add_generation_prompt, bos_token, eos_token, extra);
+    return render_json(messages, add_generation_prompt, bos_token, eos_token, extra).text();
+}
+
+RenderedPrompt ChatTemplate::render_prompt(const nlohmann::json& messages, bool add_generation_prompt,
+                                           const std::string& bos_token, const std::string& eos_token,
+                                           const nlohmann::json& extra) const {
+    jinja::MarkedText out = render_json(messages, add_generation_prompt, bos_token, eos_token, extra);
+    return {out.text(), out.input()};
+}
+
+RenderedPrompt ChatTemplate::render_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                           const std::string& bos_token, const std::string& eos_token,
+                                           const nlohmann::ordered_json& extra) const {
+    jinja::MarkedText out = render_json(messages, add_generation_prompt, bos_token, eos_token, extra);
+    return {out.text(), out.input()};
 }
 
 template <typename Json>
-std::string ChatTemplate::render_json(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
+jinja::MarkedText ChatTemplate::render_json(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
                                       const std::string& eos_token, const Json& extra) const {
     if (!messages.is_array()) throw make_error("chat template: messages must be a JSON array");
     if (!extra.is_null() && !extra.is_object()) throw make_error("chat template: extra variables must be a JSON object");
     jinja::ValueDict vars;
-    vars.set("messages", jinja::Value::from_json(messages));
+    // Everything the caller passes is its data: only the template's own
+    // words (and the vocabulary's BOS/EOS) may render as control tokens.
+    vars.set("messages", jinja::Value::from_json(messages, true));
     vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
     vars.set("bos_token", jinja::Value(bos_token));
     vars.set("eos_token", jinja::Value(eos_token));
     if (extra.is_object()) {
-        for (auto it = extra.begin(); it != extra.end(); ++it) vars.set(it.key(), jinja::Value::from_json(it.value()));
+        for (auto it = extra.begin(); it != extra.end(); ++it) vars.set(it.key(), jinja::Value::from_json(it.value(), true));
     }
-    return jinja::render(*parsed_, vars, options_);
+    return jinja::render_marked(*parsed_, vars, options_);
 }
 
 namespace {

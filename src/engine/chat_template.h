@@ -20,6 +20,15 @@
 
 namespace tessera {
 
+// A prompt a chat template rendered: its text, and the byte ranges of it
+// that came from the conversation (message contents, names, tool schemas)
+// rather than from the template. Only the template's own words may become
+// control tokens; the rest is tokenized as the text it is.
+struct RenderedPrompt {
+    std::string text;
+    TextSpans input;
+};
+
 class ChatTemplate {
 public:
     // Parses now, so a template outside the supported subset fails here
@@ -38,14 +47,21 @@ public:
     std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt, const std::string& bos_token,
                        const std::string& eos_token, const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+    // The same, with what came from `messages` and `extra` marked as input.
+    RenderedPrompt render_prompt(const nlohmann::json& messages, bool add_generation_prompt, const std::string& bos_token,
+                                 const std::string& eos_token, const nlohmann::json& extra = nlohmann::json::object()) const;
+    RenderedPrompt render_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const std::string& bos_token, const std::string& eos_token,
+                                 const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
     // Fixes the clock strftime_now() reads (tests, reproducible prompts).
     void set_now(std::function<std::tm()> now) { options_.now = std::move(now); }
     const std::string& source() const { return source_; }
 
 private:
     template <typename Json>
-    std::string render_json(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
-                            const std::string& eos_token, const Json& extra) const;
+    jinja::MarkedText render_json(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
+                                  const std::string& eos_token, const Json& extra) const;
 
     std::string source_;
     std::shared_ptr<const jinja::Template> parsed_;

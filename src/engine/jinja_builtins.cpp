@@ -1,5 +1,6 @@
 #include "engine/jinja_builtins.h"
 
+#include "engine/jinja_marked.h"
 #include "engine/jinja_text.h"
 #include "util/error.h"
 
@@ -32,6 +33,40 @@ int64_t int_arg(const Value* v, int64_t fallback) {
 
 bool bool_arg(const Value* v, bool fallback) { return v ? v->truthy() : fallback; }
 
+// A key of `d` as a value: the caller's data when the dict came from it.
+Value key_value(const ValueDict& d, const std::string& key) {
+    return d.keys_are_input() ? Value::input_text(key) : Value(key);
+}
+
+// Python's strip, lstrip, rstrip: the kept bytes keep their marks.
+Value strip_value(const Value& v, const std::optional<std::string>& chars, bool left, bool right) {
+    const std::string& s = v.as_string();
+    if (v.input_spans().empty()) return Value(py_strip(s, chars, left, right));
+    const size_t begin = left ? s.size() - py_strip(s, chars, true, false).size() : 0;
+    const size_t kept = py_strip(s.substr(begin), chars, false, right).size();
+    return substring(v, begin, kept);
+}
+
+// Python's split: each part keeps its marks. The parts lie in order in `s`,
+// each found from where the previous one ended.
+Value split_value(const Value& v, const std::optional<std::string>& sep, int64_t maxsplit) {
+    ValueList out;
+    const std::string& s = v.as_string();
+    size_t at = 0;
+    for (auto& part : py_split(s, sep, maxsplit)) {
+        if (v.input_spans().empty()) {
+            out.emplace_back(std::move(part));
+            continue;
+        }
+        const size_t found = s.find(part, at);
+        const size_t pos = found == std::string::npos ? at : found;
+        out.push_back(substring(v, pos, part.size()));
+        at = pos + part.size();
+    }
+    return Value::list(std::move(out));
+}
+
+
 const std::string& string_input(const Value& v, const char* what) {
     if (!v.is_string()) throw make_error("{} needs a string, got {}", what, v.type_name());
     return v.as_string();
@@ -49,6 +84,20 @@ Value attribute_path(const Value& v, const std::string& path) {
         if (dot == std::string::npos) return cur;
         start = dot + 1;
     }
+}
+
+// Items joined by `sep`, marks kept.
+Value join_values(const Value& sep, const ValueList& items, const std::optional<std::string>& attribute, bool strings_only) {
+    MarkedText out;
+    bool first = true;
+    for (const Value& item : items) {
+        if (!first) out.append(sep);
+        first = false;
+        const Value v = attribute ? attribute_path(item, *attribute) : item;
+        if (strings_only && !v.is_string()) throw make_error("str.join needs a string, got {}", v.type_name());
+        out.append(v);
+    }
+    return out.value();
 }
 
 CallArgs rest_args(const CallArgs& args, size_t from) {
@@ -251,13 +300,13 @@ ValueList iterate(const Value& v) {
     case Value::Kind::List: return v.as_list();
     case Value::Kind::Dict: {
         ValueList keys;
-        for (const auto& [k, _] : v.as_dict().items()) keys.emplace_back(k);
+        for (const auto& [k, _] : v.as_dict().items()) keys.push_back(key_value(v.as_dict(), k));
         return keys;
     }
     case Value::Kind::String: {
         ValueList chars;
         auto offsets = utf8_offsets(v.as_string());
-        for (size_t i = 0; i + 1 < offsets.size(); ++i) chars.emplace_back(v.as_string().substr(offsets[i], offsets[i + 1] - offsets[i]));
+        for (size_t i = 0; i + 1 < offsets.size(); ++i) chars.push_back(substring(v, offsets[i], offsets[i + 1] - offsets[i]));
         return chars;
     }
     case Value::Kind::Undefined: return {};
@@ -285,7 +334,7 @@ Value get_item(const Value& obj, const Value& key) {
             if (i < 0) i += n;
             if (i >= 0 && i < n) {
                 size_t b = offsets[static_cast<size_t>(i)];
-                return Value(obj.as_string().substr(b, offsets[static_cast<size_t>(i) + 1] - b));
+                return substring(obj, b, offsets[static_cast<size_t>(i) + 1] - b);
             }
         }
         return Value::undefined(std::string(obj.type_name()) + " index out of range");
@@ -299,9 +348,10 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value apply_filter(const std::string& name, const Value& input, const CallArgs& args) {
     if (name == "safe" || (name == "string" && input.is_string())) return input;
-    if (name == "string") return Value(input.str());
+    if (name == "string") return derived(Value(input.str()), {&input});
     if (name == "trim") {
-        return Value(py_strip(string_input(input.is_string() ? input : Value(input.str()), "trim"), opt_string(arg(args, 0, "chars")), true, true));
+        const Value text = input.is_string() ? input : derived(Value(input.str()), {&input});
+        return strip_value(text, opt_string(arg(args, 0, "chars")), true, true);
     }
     if (name == "tojson") {
         // Hugging Face replaces jinja2's tojson with json.dumps(x,
@@ -315,7 +365,7 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
             item_sep = seps->as_list()[0].str();
             key_sep = seps->as_list()[1].str();
         }
-        return Value(to_json(input, ind, item_sep, key_sep, bool_arg(arg(args, 2, "sort_keys"), false)));
+        return derived(Value(to_json(input, ind, item_sep, key_sep, bool_arg(arg(args, 2, "sort_keys"), false))), {&input});
     }
     if (name == "length" || name == "count") {
         if (input.is_string()) return Value(static_cast<int64_t>(utf8_length(input.as_string())));
@@ -335,10 +385,10 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
         if (items.empty()) return Value::undefined(std::string("no ") + name + " item of an empty sequence");
         return name == "first" ? items.front() : items.back();
     }
-    if (name == "upper") return Value(ascii_upper(input.str()));
-    if (name == "lower") return Value(ascii_lower(input.str()));
-    if (name == "capitalize") return Value(py_capitalize(input.str()));
-    if (name == "title") return Value(jinja_title(input.str()));
+    if (name == "upper") return derived(Value(ascii_upper(input.str())), {&input});
+    if (name == "lower") return derived(Value(ascii_lower(input.str())), {&input});
+    if (name == "capitalize") return derived(Value(py_capitalize(input.str())), {&input});
+    if (name == "title") return derived(Value(jinja_title(input.str())), {&input});
     if (name == "default" || name == "d") {
         const Value* fallback = arg(args, 0, "default_value");
         bool boolean = bool_arg(arg(args, 1, "boolean"), false);
@@ -346,22 +396,19 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
         return input;
     }
     if (name == "join") {
-        std::string sep = opt_string(arg(args, 0, "d")).value_or("");
-        auto attribute = opt_string(arg(args, 1, "attribute"));
-        std::string out;
-        bool first = true;
-        for (const Value& item : iterate(input)) {
-            if (!first) out += sep;
-            first = false;
-            out += (attribute ? attribute_path(item, *attribute) : item).str();
+        const Value* sep = arg(args, 0, "d");
+        if (sep != nullptr && !sep->is_none() && !sep->is_undefined() && !sep->is_string()) {
+            throw make_error("expected a string argument, got {}", sep->type_name());
         }
-        return Value(out);
+        const Value separator = sep != nullptr && sep->is_string() ? *sep : Value("");
+        return join_values(separator, iterate(input), opt_string(arg(args, 1, "attribute")), false);
     }
     if (name == "replace") {
         auto from = opt_string(arg(args, 0, "old"));
         auto to = opt_string(arg(args, 1, "new"));
         if (!from || !to) throw make_error("replace needs two strings");
-        return Value(py_replace(input.str(), *from, *to, int_arg(arg(args, 2, "count"), -1)));
+        return derived(Value(py_replace(input.str(), *from, *to, int_arg(arg(args, 2, "count"), -1))),
+                       {&input, arg(args, 0, "old"), arg(args, 1, "new")});
     }
     if (name == "int") return to_int(input, arg(args, 0, "default"));
     if (name == "float") return to_float(input, arg(args, 0, "default"));
@@ -376,9 +423,9 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     if (name == "reverse") {
         if (input.is_string()) {
             ValueList chars = iterate(input);
-            std::string out;
-            for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->as_string();
-            return Value(out);
+            MarkedText out;
+            for (auto it = chars.rbegin(); it != chars.rend(); ++it) out.append(*it);
+            return out.value();
         }
         ValueList items = iterate(input);
         std::reverse(items.begin(), items.end());
@@ -428,10 +475,12 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     if (name == "selectattr") return select_items(input, args, true, true);
     if (name == "rejectattr") return select_items(input, args, true, false);
     if (name == "indent") {
-        return Value(indent_text(input.str(), arg(args, 0, "width"), bool_arg(arg(args, 1, "first"), false), bool_arg(arg(args, 2, "blank"), false)));
+        return derived(Value(indent_text(input.str(), arg(args, 0, "width"), bool_arg(arg(args, 1, "first"), false),
+                                         bool_arg(arg(args, 2, "blank"), false))),
+                       {&input, arg(args, 0, "width")});
     }
     if (name == "wordcount") return Value(static_cast<int64_t>(py_split(input.str(), std::nullopt, -1).size()));
-    if (name == "escape" || name == "e") return Value(html_escape(input.str()));
+    if (name == "escape" || name == "e") return derived(Value(html_escape(input.str())), {&input});
     if (name == "sum" || name == "min" || name == "max") return sum_min_max(name, input, args);
     if (name == "attr") {
         auto attribute = opt_string(arg(args, 0, "name"));
@@ -507,12 +556,12 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& arg
         const auto& items = obj.as_dict().items();
         if (name == "items") {
             ValueList out;
-            for (const auto& [k, v] : items) out.push_back(Value::list({Value(k), v}));
+            for (const auto& [k, v] : items) out.push_back(Value::list({key_value(obj.as_dict(), k), v}));
             return Value::list(std::move(out));
         }
         if (name == "keys" || name == "values") {
             ValueList out;
-            for (const auto& [k, v] : items) out.push_back(name == "keys" ? Value(k) : v);
+            for (const auto& [k, v] : items) out.push_back(name == "keys" ? key_value(obj.as_dict(), k) : v);
             return Value::list(std::move(out));
         }
         if (name == "get") {
@@ -526,12 +575,10 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& arg
     if (obj.is_string()) {
         const std::string& s = obj.as_string();
         if (name == "strip" || name == "lstrip" || name == "rstrip") {
-            return Value(py_strip(s, opt_string(arg(args, 0, "chars")), name != "rstrip", name != "lstrip"));
+            return strip_value(obj, opt_string(arg(args, 0, "chars")), name != "rstrip", name != "lstrip");
         }
         if (name == "split") {
-            ValueList out;
-            for (auto& part : py_split(s, opt_string(arg(args, 0, "sep")), int_arg(arg(args, 1, "maxsplit"), -1))) out.emplace_back(std::move(part));
-            return Value::list(std::move(out));
+            return split_value(obj, opt_string(arg(args, 0, "sep")), int_arg(arg(args, 1, "maxsplit"), -1));
         }
         if (name == "startswith" || name == "endswith") {
             const Value* p = arg(args, 0, "prefix");
@@ -545,15 +592,16 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& arg
             }
             return Value(false);
         }
-        if (name == "upper") return Value(ascii_upper(s));
-        if (name == "lower") return Value(ascii_lower(s));
-        if (name == "title") return Value(py_title(s));
-        if (name == "capitalize") return Value(py_capitalize(s));
+        if (name == "upper") return derived(Value(ascii_upper(s)), {&obj});
+        if (name == "lower") return derived(Value(ascii_lower(s)), {&obj});
+        if (name == "title") return derived(Value(py_title(s)), {&obj});
+        if (name == "capitalize") return derived(Value(py_capitalize(s)), {&obj});
         if (name == "replace") {
             auto from = opt_string(arg(args, 0, "old"));
             auto to = opt_string(arg(args, 1, "new"));
             if (!from || !to) throw make_error("str.replace needs two strings");
-            return Value(py_replace(s, *from, *to, int_arg(arg(args, 2, "count"), -1)));
+            return derived(Value(py_replace(s, *from, *to, int_arg(arg(args, 2, "count"), -1))),
+                           {&obj, arg(args, 0, "old"), arg(args, 1, "new")});
         }
         if (name == "find" || name == "count") {
             auto sub = opt_string(arg(args, 0, "sub"));
@@ -570,14 +618,7 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& arg
         if (name == "join") {
             const Value* items = arg(args, 0, "iterable");
             if (!items) throw make_error("str.join needs a list");
-            std::string out;
-            bool first = true;
-            for (const Value& item : iterate(*items)) {
-                if (!first) out += s;
-                first = false;
-                out += string_input(item, "str.join");
-            }
-            return Value(out);
+            return join_values(obj, iterate(*items), std::nullopt, true);
         }
         if (name == "isdigit" || name == "isalpha" || name == "isspace") {
             if (s.empty()) return Value(false);

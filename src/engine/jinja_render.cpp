@@ -1,6 +1,7 @@
 #include "engine/jinja_render.h"
 
 #include "engine/jinja_builtins.h"
+#include "engine/jinja_marked.h"
 #include "engine/jinja_text.h"
 
 #include <chrono>
@@ -46,13 +47,13 @@ class Renderer {
 public:
     explicit Renderer(const RenderOptions& options) : opt_(options) {}
 
-    std::string run(const Template& tmpl, const ValueDict& variables) {
+    MarkedText run(const Template& tmpl, const ValueDict& variables) {
         auto globals = std::make_shared<Scope>();
         install_globals(globals->vars);
         auto root = std::make_shared<Scope>();
         root->parent = globals;
         for (const auto& [k, v] : variables.items()) root->vars.set(k, v);
-        std::string out;
+        MarkedText out;
         Flow flow = exec(tmpl.body, root, out);
         (void)flow;
         return out;
@@ -63,9 +64,14 @@ private:
         if (++steps_ > opt_.max_steps) fail_at(line, "template exceeded its evaluation budget (runaway loop?)");
     }
 
-    void emit(std::string& out, const std::string& text, int line) {
+    void emit_template(MarkedText& out, const std::string& text, int line) {
         if (out.size() + text.size() > opt_.max_output_bytes) fail_at(line, "template output exceeds its size limit");
-        out += text;
+        out.append_template(text);
+    }
+
+    void emit(MarkedText& out, const Value& v, int line) {
+        out.append(v);
+        if (out.size() > opt_.max_output_bytes) fail_at(line, "template output exceeds its size limit");
     }
 
     void install_globals(ValueDict& g) {
@@ -114,7 +120,7 @@ private:
 
     // ---- statements ----
 
-    Flow exec(const StmtList& body, const ScopePtr& scope, std::string& out) {
+    Flow exec(const StmtList& body, const ScopePtr& scope, MarkedText& out) {
         for (const auto& s : body) {
             Flow f = exec_one(*s, scope, out);
             if (f != Flow::Normal) return f;
@@ -122,11 +128,11 @@ private:
         return Flow::Normal;
     }
 
-    Flow exec_one(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    Flow exec_one(const Stmt& s, const ScopePtr& scope, MarkedText& out) {
         step(s.line);
         switch (s.kind) {
-        case Stmt::Kind::Text: emit(out, s.text, s.line); return Flow::Normal;
-        case Stmt::Kind::Output: emit(out, eval(*s.expr, scope).str(), s.line); return Flow::Normal;
+        case Stmt::Kind::Text: emit_template(out, s.text, s.line); return Flow::Normal;
+        case Stmt::Kind::Output: emit(out, eval(*s.expr, scope), s.line); return Flow::Normal;
         case Stmt::Kind::If:
             for (size_t i = 0; i < s.conditions.size(); ++i) {
                 if (eval(*s.conditions[i], scope).truthy()) return exec(s.bodies[i], scope, out);
@@ -145,11 +151,11 @@ private:
                 auto local = std::make_shared<Scope>();
                 local->parent = scope;
                 bind_params(stmt->params, a, local, stmt->line);
-                std::string text;
+                MarkedText text;
                 exec(stmt->body, local, text);
-                return Value(text);
+                return text.value();
             }));
-            emit(out, call_value(callee, args, s.line).str(), s.line);
+            emit(out, call_value(callee, args, s.line), s.line);
             return Flow::Normal;
         }
         case Stmt::Kind::FilterBlock: fail_at(s.line, "{% filter %} blocks are not supported");
@@ -171,7 +177,7 @@ private:
         for (size_t i = 0; i < targets.size(); ++i) scope.vars.set(targets[i], parts[i]);
     }
 
-    Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
+    Flow exec_for(const Stmt& s, const ScopePtr& scope, MarkedText& out) {
         Value iterable = eval(*s.expr, scope);
         ValueList items;
         try {
@@ -241,9 +247,9 @@ private:
         if (s.expr) {
             value = eval(*s.expr, scope);
         } else {
-            std::string text;
+            MarkedText text;
             exec(s.body, scope, text);
-            value = Value(text);
+            value = text.value();
         }
         if (s.attr_target) {
             const Value* target = scope->lookup(s.targets[0]);
@@ -299,9 +305,9 @@ private:
             for (const auto& [k, v] : args.keywords) {
                 if (k == "caller") local->vars.set("caller", v);
             }
-            std::string text;
+            MarkedText text;
             exec(stmt->body, local, text);
-            return Value(text);
+            return text.value();
         });
     }
 
@@ -466,16 +472,16 @@ private:
         int64_t start = clamp(part[0], stride > 0 ? 0 : n - 1);
         int64_t stop = clamp(part[1], stride > 0 ? n : -1);
         ValueList items;
-        std::string text;
+        MarkedText text;
         for (int64_t i = start; stride > 0 ? i < stop : i > stop; i += stride) {
             if (obj.is_list()) {
                 items.push_back(obj.as_list()[static_cast<size_t>(i)]);
             } else {
                 size_t b = offsets[static_cast<size_t>(i)];
-                text.append(obj.as_string(), b, offsets[static_cast<size_t>(i) + 1] - b);
+                text.append_part(obj, b, offsets[static_cast<size_t>(i) + 1] - b);
             }
         }
-        return obj.is_list() ? Value::list(std::move(items)) : Value(std::move(text));
+        return obj.is_list() ? Value::list(std::move(items)) : text.value();
     }
 
     Value eval_binary(const Expr& e, const ScopePtr& scope) {
@@ -490,7 +496,7 @@ private:
         }
         Value l = eval(*e.items[0], scope);
         Value r = eval(*e.items[1], scope);
-        if (op == "~") return Value(l.str() + r.str());
+        if (op == "~") return concat(l, r);
         if (op == "==") return Value(l.equals(r));
         if (op == "!=") return Value(!l.equals(r));
         if (op == "in" || op == "not in") {
@@ -504,7 +510,7 @@ private:
             return Value(op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0);
         }
         if (op == "+") {
-            if (l.is_string() && r.is_string()) return Value(l.as_string() + r.as_string());
+            if (l.is_string() && r.is_string()) return concat(l, r);
             if (l.is_list() && r.is_list()) {
                 ValueList items = l.as_list();
                 items.insert(items.end(), r.as_list().begin(), r.as_list().end());
@@ -569,9 +575,9 @@ private:
         int64_t unit = v.is_string() ? static_cast<int64_t>(v.as_string().size()) : static_cast<int64_t>(v.as_list().size());
         if (times > 0 && unit > 0 && times > kMaxSequence * 16 / unit) fail_at(line, "repetition result too large");
         if (v.is_string()) {
-            std::string out;
-            for (int64_t i = 0; i < times; ++i) out += v.as_string();
-            return Value(out);
+            MarkedText out;
+            for (int64_t i = 0; i < times; ++i) out.append(v);
+            return out.value();
         }
         ValueList items;
         for (int64_t i = 0; i < times; ++i) items.insert(items.end(), v.as_list().begin(), v.as_list().end());
@@ -586,6 +592,10 @@ private:
 }  // namespace
 
 std::string render(const Template& tmpl, const ValueDict& variables, const RenderOptions& options) {
+    return Renderer(options).run(tmpl, variables).text();
+}
+
+MarkedText render_marked(const Template& tmpl, const ValueDict& variables, const RenderOptions& options) {
     return Renderer(options).run(tmpl, variables);
 }
 

@@ -7,6 +7,7 @@
 // evaluation steps, output size, and macro recursion depth.
 #pragma once
 
+#include "engine/jinja_marked.h"
 #include "engine/jinja_parser.h"
 #include "engine/jinja_value.h"
 #include "util/error.h"
@@ -35,5 +36,8 @@ struct RenderOptions {
 };
 
 std::string render(const Template& tmpl, const ValueDict& variables, const RenderOptions& options = {});
+// The same with the bytes that came from the caller's data marked (strings
+// from Value::from_json(..., true) and whatever the template made of them).
+MarkedText render_marked(const Template& tmpl, const ValueDict& variables, const RenderOptions& options = {});
 
 }  // namespace tessera::jinja

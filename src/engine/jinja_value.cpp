@@ -74,7 +74,7 @@ Value Value::callable(std::string name, Function fn) {
 namespace {
 
 template <typename Json>
-Value value_from_json(const Json& j) {
+Value value_from_json(const Json& j, bool as_input) {
     switch (j.type()) {
     case nlohmann::json::value_t::null:
     case nlohmann::json::value_t::discarded: return Value::none();
@@ -82,16 +82,18 @@ Value value_from_json(const Json& j) {
     case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.template get<uint64_t>()));
     case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
+    case nlohmann::json::value_t::string:
+        return as_input ? Value::input_text(j.template get<std::string>()) : Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
         ValueList items;
         items.reserve(j.size());
-        for (const auto& e : j) items.push_back(value_from_json(e));
+        for (const auto& e : j) items.push_back(value_from_json(e, as_input));
         return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
         ValueDict d;
-        for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), value_from_json(it.value()));
+        for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), value_from_json(it.value(), as_input));
+        if (as_input) d.mark_keys_as_input();
         return Value::dict(std::move(d));
     }
     case nlohmann::json::value_t::binary: break;
@@ -101,8 +103,62 @@ Value value_from_json(const Json& j) {
 
 }  // namespace
 
-Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
-Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::json& j, bool as_input) { return value_from_json(j, as_input); }
+Value Value::from_json(const nlohmann::ordered_json& j, bool as_input) { return value_from_json(j, as_input); }
+
+Value Value::marked(std::string s, TextSpans input) {
+    Value v(std::move(s));
+    if (!input.empty()) v.input_ = std::make_shared<const TextSpans>(std::move(input));
+    return v;
+}
+
+Value Value::input_text(std::string s) {
+    const size_t n = s.size();
+    return n == 0 ? Value(std::move(s)) : marked(std::move(s), TextSpans{{0, n}});
+}
+
+const TextSpans& Value::input_spans() const {
+    static const TextSpans kNone;
+    return input_ ? *input_ : kNone;
+}
+
+namespace {
+
+bool holds_input(const Value& v, int depth) {
+    // Deeper than any real message: treat it as the caller's.
+    if (depth > 64) return true;
+    switch (v.kind()) {
+    case Value::Kind::String: return !v.input_spans().empty();
+    case Value::Kind::List:
+        for (const Value& item : v.as_list()) {
+            if (holds_input(item, depth + 1)) return true;
+        }
+        return false;
+    case Value::Kind::Dict:
+    case Value::Kind::Namespace:
+        if (v.as_dict().keys_are_input() && v.as_dict().size() != 0) return true;
+        for (const auto& item : v.as_dict().items()) {
+            if (holds_input(item.second, depth + 1)) return true;
+        }
+        return false;
+    default: return false;
+    }
+}
+
+}  // namespace
+
+bool Value::has_input() const { return holds_input(*this, 0); }
+
+Value Value::as_input() const {
+    if (is_string()) return input_text(s_);
+    if (is_list()) {
+        ValueList items;
+        items.reserve(list_->size());
+        for (const Value& item : *list_) items.push_back(item.as_input());
+        return list(std::move(items));
+    }
+    return *this;
+}
 
 bool Value::truthy() const {
     switch (kind_) {

@@ -5,6 +5,8 @@
 // `ns.x = ...` inside a loop is seen after it.
 #pragma once
 
+#include "util/text_spans.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -35,9 +37,14 @@ public:
     void set(const std::string& key, Value value);
     const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
     size_t size() const;  // defined below Value: clang needs it complete here
+    // Keys that came from the caller's data (a message or a tool schema):
+    // iterating them gives strings marked as input.
+    bool keys_are_input() const { return keys_are_input_; }
+    void mark_keys_as_input() { keys_are_input_ = true; }
 
 private:
     std::vector<std::pair<std::string, Value>> items_;
+    bool keys_are_input_ = false;
 };
 
 using Function = std::function<Value(const CallArgs&)>;
@@ -60,10 +67,16 @@ public:
     static Value dict(ValueDict d);
     static Value name_space(ValueDict attrs);
     static Value callable(std::string name, Function fn);
+    // A string whose bytes in `input` came from the caller's data, not from
+    // the template (see input_spans()).
+    static Value marked(std::string s, TextSpans input);
+    // A string that came whole from the caller's data.
+    static Value input_text(std::string s);
     // JSON objects keep their key order: ordered_json keeps the source's,
-    // plain json has sorted it already.
-    static Value from_json(const nlohmann::json& j);
-    static Value from_json(const nlohmann::ordered_json& j);
+    // plain json has sorted it already. as_input: every string in it (keys
+    // too) is the caller's data: a conversation's messages, its tools.
+    static Value from_json(const nlohmann::json& j, bool as_input = false);
+    static Value from_json(const nlohmann::ordered_json& j, bool as_input = false);
 
     Kind kind() const { return kind_; }
     bool is_undefined() const { return kind_ == Kind::Undefined; }
@@ -88,6 +101,17 @@ public:
     ValueDict& as_dict() const { return *dict_; }  // dicts and namespaces
     const Function& as_function() const { return *fn_; }
 
+    // The byte ranges of a string that came from the caller's data: what a
+    // rendered prompt must tokenize as plain text. Empty for template text
+    // and for every kind but strings.
+    const TextSpans& input_spans() const;
+    // Whether this value is, or holds, anything from the caller's data.
+    bool has_input() const;
+    // This value with every string in it (in lists too) marked as input
+    // whole: the result of a filter that transforms the caller's text, whose
+    // bytes no longer line up with the spans it had.
+    Value as_input() const;
+
     bool truthy() const;
     // Python's str(): what `{{ x }}` prints (undefined prints nothing).
     std::string str() const;
@@ -107,6 +131,7 @@ private:
     std::shared_ptr<ValueList> list_;
     std::shared_ptr<ValueDict> dict_;
     std::shared_ptr<Function> fn_;
+    std::shared_ptr<const TextSpans> input_;  // strings only; null: none
 };
 
 inline size_t ValueDict::size() const { return items_.size(); }

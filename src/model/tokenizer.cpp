@@ -86,6 +86,15 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+    return encode_parts(text, add_bos, parse_special, nullptr);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, const TextSpans& plain) const {
+    return encode_parts(text, add_bos, true, &plain);
+}
+
+std::vector<int32_t> Tokenizer::encode_parts(std::string_view text, bool add_bos, bool parse_special,
+                                             const TextSpans* plain) const {
     std::vector<int32_t> ids;
     if (add_bos && vocab_.add_bos) ids.push_back(vocab_.bos_id);
     struct Fragment {
@@ -102,11 +111,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
                 next.push_back(f);
                 continue;
             }
+            const bool control = vocab_.types[static_cast<size_t>(id)] == TokenType::Control;
+            const size_t base = static_cast<size_t>(f.text.data() - text.data());
             size_t at = 0;
-            for (size_t hit = f.text.find(t); hit != std::string_view::npos; hit = f.text.find(t, at)) {
+            size_t from = 0;
+            for (size_t hit = f.text.find(t); hit != std::string_view::npos; hit = f.text.find(t, from)) {
+                // A control token's text that touches a plain span is text;
+                // the search goes on from the next byte, so a token the
+                // template wrote right after it is still found.
+                if (control && plain != nullptr && overlaps_any(*plain, base + hit, base + hit + t.size())) {
+                    from = hit + 1;
+                    continue;
+                }
                 if (hit > at) next.push_back({f.text.substr(at, hit - at), -1});
                 next.push_back({f.text.substr(hit, t.size()), id});
-                at = hit + t.size();
+                at = from = hit + t.size();
             }
             if (at < f.text.size()) next.push_back({f.text.substr(at), -1});
         }

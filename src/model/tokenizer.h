@@ -4,6 +4,7 @@
 #pragma once
 
 #include "model/vocab.h"
+#include "util/text_spans.h"
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,10 @@ public:
     // template's output), else they are plain text. Longer ones are cut out
     // first; the text between them goes through the algorithm.
     std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+    // The same with parse_special, except that a control token never comes
+    // from a byte inside `plain` (a message's content in a rendered chat
+    // prompt): only what the template wrote can be one.
+    std::vector<int32_t> encode(std::string_view text, bool add_bos, const TextSpans& plain) const;
 
     // The raw bytes of one token as it appears in text ("▁the" -> " the",
     // "<0x0A>" -> "\n", GPT-2's byte symbols back to bytes). Control tokens
@@ -42,6 +47,7 @@ protected:
     Vocab vocab_;
 
 private:
+    std::vector<int32_t> encode_parts(std::string_view text, bool add_bos, bool parse_special, const TextSpans* plain) const;
     std::vector<int32_t> specials_;  // user-defined and control tokens, longest first
 };
 

@@ -77,11 +77,10 @@ TEST(Cli, HelpDocumentsEveryRunFlag) {
 }
 
 TEST(Cli, TokenizePrintsIds) {
-    REQUIRE_SHARED_MODELS();
-    auto r = run_process(cmd({"tokenize", "-m", test::shared_models() + "/stories260K.gguf", "-p", "Once upon a time"}), 10);
+    auto r = run_process(cmd({"tokenize", "-m", test::stories260k(), "-p", "Once upon a time"}), 10);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "1 403 407 261 378\n");
-    r = run_process(cmd({"tokenize", "-m", test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf", "-p",
+    r = run_process(cmd({"tokenize", "-m", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-p",
                          "Hello world", "--no-bos"}),
                     10);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -89,9 +88,8 @@ TEST(Cli, TokenizePrintsIds) {
 }
 
 TEST(Cli, ConvertThenRunGivesTheReference) {
-    REQUIRE_SHARED_MODELS();
     const std::string out = test::scratch_dir("cli_convert") + "/s.gguf";
-    auto r = run_process(cmd({"convert", test::shared_models() + "/stories260K.bin", test::shared_models() + "/tok512.bin",
+    auto r = run_process(cmd({"convert", test::data_dir() + "/models/stories260K.bin", test::data_dir() + "/models/tok512.bin",
                               "-o", out}),
                          30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -110,15 +108,14 @@ TEST(Cli, ConvertThenRunGivesTheReference) {
 // (BOS and EOS ids 1 and 2 written regardless) that run then refused, and
 // that a legacy header's vocab size of INT32_MIN was undefined behaviour.
 TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("cli_convert_vocab");
-    std::ifstream in(test::shared_models() + "/stories260K.bin", std::ios::binary);
+    std::ifstream in(test::data_dir() + "/models/stories260K.bin", std::ios::binary);
     std::vector<char> header(28);
     in.read(header.data(), 28);
     for (const int32_t vocab : {2, 1, -2, INT32_MIN}) {
         std::memcpy(header.data() + 20, &vocab, 4);
         std::ofstream(dir + "/tiny.bin", std::ios::binary).write(header.data(), 28);
-        const auto r = run_process(cmd({"convert", dir + "/tiny.bin", test::shared_models() + "/tok512.bin", "-o",
+        const auto r = run_process(cmd({"convert", dir + "/tiny.bin", test::data_dir() + "/models/tok512.bin", "-o",
                                         dir + "/tiny.gguf"}),
                                    30);
         EXPECT_EQ(r.exit_code, 1) << vocab;
@@ -146,8 +143,7 @@ TEST(Cli, GenModelIsDeterministic) {
 // Corrupt files through the real binary: exit code 1, one "error:" line that
 // names the file, within a second.
 TEST(Cli, CorruptModelsFailCleanlyAndFast) {
-    REQUIRE_SHARED_MODELS();
-    const std::vector<uint8_t> bytes = read_bytes(test::shared_models() + "/stories260K.gguf");
+    const std::vector<uint8_t> bytes = read_bytes(test::stories260k());
     const std::string path = test::scratch_dir("cli_corrupt") + "/c.gguf";
     auto check = [&](const std::vector<uint8_t>& content, size_t n, const std::string& label) {
         std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(content.data()), static_cast<std::streamsize>(n));

@@ -13,13 +13,12 @@
 namespace tessera {
 
 TEST(Heavy, TinyLlamaShapeQ4_0LoadsAndGenerates) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("heavy_tinyllama");
     const std::string model = dir + "/tinyllama-shape-q4_0.gguf";
     const std::string bin = test::tessera_binary();
     auto r = test::run_process({bin, "gen-model", "--dim", "2048", "--layers", "22", "--heads", "32", "--kv-heads", "4",
                                 "--ffn", "5632", "--vocab-from",
-                                test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf", "--type", "Q4_0",
+                                test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "--type", "Q4_0",
                                 "-q", "-o", model},
                                300);
     ASSERT_EQ(r.exit_code, 0) << r.err;

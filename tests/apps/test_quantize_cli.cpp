@@ -20,7 +20,7 @@ using test::run_process;
 
 const auto& cmd = test::tessera_cmd;
 
-std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
+std::string stories260k() { return test::stories260k(); }
 std::string story_text() { return test::source_dir() + "/tests/data/little_stories.txt"; }
 
 double final_ppl(const std::string& out) {
@@ -38,7 +38,6 @@ double stat(const std::string& out, const std::string& label) {
 }  // namespace
 
 TEST(QuantizeCli, ConvertsAndReportsEveryTensor) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("cli_quantize");
     const auto r = run_process(cmd({"quantize", stories260k(), dir + "/q8.gguf", "q8_0", "-t", "2"}), 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -59,7 +58,6 @@ TEST(QuantizeCli, ConvertsAndReportsEveryTensor) {
 // per-tensor lines; the fallbacks are still listed after it, and -v brings
 // the lines back.
 TEST(QuantizeCli, ABarOnATerminal) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::test_dir("quantize_terminal");
     const std::string q = test::tessera_binary() + " quantize " + stories260k() + " " + dir + "/q.gguf Q4_0";
     auto r = run_process({"/usr/bin/script", "-qec", q, "/dev/null"}, 60);
@@ -82,7 +80,6 @@ TEST(QuantizeCli, RefusesBadInput) {
     r = run_process(cmd({"quantize", dir + "/missing.gguf", dir + "/o.gguf", "Q3_K"}), 10);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("'Q3_K' is not a quantization type (use one of F32, F16, Q8_0, Q4_0"), std::string::npos) << r.err;
-    if (!test::have_shared_models()) return;
     r = run_process(cmd({"quantize", stories260k(), dir + "/q8.gguf", "Q8_0"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = run_process(cmd({"quantize", dir + "/q8.gguf", dir + "/q4.gguf", "Q4_0"}), 30);
@@ -92,7 +89,6 @@ TEST(QuantizeCli, RefusesBadInput) {
 }
 
 TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
-    REQUIRE_SHARED_MODELS();
     const auto r = run_process(cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "-t", "2"}), 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("[1]", 0), 0u) << r.out;
@@ -113,7 +109,6 @@ TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
 }
 
 TEST(PerplexityCli, KlDivergenceAgainstItselfAndItsQ8_0) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("cli_kl");
     const std::string base = dir + "/base.kld";
     auto r = run_process(cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "--chunks", "8",
@@ -146,7 +141,6 @@ TEST(PerplexityCli, KlDivergenceAgainstItselfAndItsQ8_0) {
 }
 
 TEST(PerplexityCli, RefusesAMismatchedBaseFileAndShortTexts) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("cli_kl_refuse");
     const std::string base = dir + "/base.kld";
     ASSERT_EQ(run_process(cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "64", "--chunks", "2",

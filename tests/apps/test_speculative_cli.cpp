@@ -29,9 +29,8 @@ nlohmann::json run_json(const std::string& model, std::vector<std::string> extra
 }  // namespace
 
 TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::test_dir("speculative_cli");
-    const std::string model = test::shared_models() + "/stories260K.gguf";
+    const std::string model = test::stories260k();
     const std::string good = dir + "/good-q8_0.gguf", bad = dir + "/bad.gguf";
     ASSERT_EQ(run_process(tessera_cmd({"quantize", model, good, "Q8_0"}), 60).exit_code, 0);
     ASSERT_EQ(run_process(tessera_cmd({"gen-model", "--vocab-from", model, "--dim", "64", "--layers", "2", "--heads", "4",
@@ -71,7 +70,6 @@ TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
 }
 
 TEST(SpeculativeCli, ADraftWithAnotherVocabularyIsRefused) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::test_dir("speculative_cli_vocab");
     const std::string other = dir + "/other.gguf";
     ASSERT_EQ(run_process(tessera_cmd({"gen-model", "--vocab", "300", "--dim", "64", "--layers", "1", "--heads", "4",
@@ -79,13 +77,13 @@ TEST(SpeculativeCli, ADraftWithAnotherVocabularyIsRefused) {
                           60)
                   .exit_code,
               0);
-    const auto r = run_process(tessera_cmd({"run", "-m", test::shared_models() + "/stories260K.gguf", "-p", "Once", "-n",
+    const auto r = run_process(tessera_cmd({"run", "-m", test::stories260k(), "-p", "Once", "-n",
                                             "4", "--draft-model", other}),
                                60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("another vocabulary"), std::string::npos) << r.err;
     // Wrong draft flags are clear errors too.
-    const std::string model = test::shared_models() + "/stories260K.gguf";
+    const std::string model = test::stories260k();
     for (const auto& [flags, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
              {{"--draft", "ngram", "--draft-model", other}, "either --draft-model or --draft"},
              {{"--draft", "ngram", "--draft-min", "5", "--draft-max", "3"}, "--draft-min 5 is above --draft-max 3"},

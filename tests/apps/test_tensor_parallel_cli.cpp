@@ -111,7 +111,7 @@ TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
     const std::string wide = dir + "/wide-Q4_K.gguf";
     const auto g = run_process(cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
                                     "--ffn", "512", "--vocab-from",
-                                    test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf", "--type",
+                                    test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "--type",
                                     "Q4_K", "-q", "-o", wide}),
                                60);
     ASSERT_EQ(g.exit_code, 0) << g.err;

@@ -102,8 +102,7 @@ static std::string gqa_model() {
 }
 
 TEST(Pipeline, StagesEqualSingleNodeOnStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
     for (int stages : {2, 3}) expect_pipeline_equals_single(path, prompt, 32, stages);
 }
@@ -117,8 +116,7 @@ TEST(Pipeline, StagesEqualSingleNodeOnAGeneratedGqaModel) {
 // Hybrid plans: a stage is a tensor-parallel group (DESIGN.md: "every
 // deployment is a plan of slices").
 TEST(Pipeline, HybridPlansEqualSingleNodeOnStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
     expect_hybrid_equals_single(path, prompt, 24, {1, 0});     // root + 1 rank, then 1 stage
     expect_hybrid_equals_single(path, prompt, 24, {0, 1});     // root, then a group of 2
@@ -133,8 +131,7 @@ TEST(Pipeline, HybridPlanEqualsSingleNodeOnAGeneratedGqaModel) {
 }
 
 TEST(Pipeline, AStageWithTooFewLayersOrALayerCountThatDoesNotAddUpIsRefused) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const LlamaModel model(path);
     PipelineConfig config;
     config.forward.n_ctx = 64;
@@ -149,8 +146,7 @@ TEST(Pipeline, AStageWithTooFewLayersOrALayerCountThatDoesNotAddUpIsRefused) {
 }
 
 TEST(Pipeline, EvalAllMatchesASingleNode) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const LlamaModel model(path);
     ForwardConfig forward;
     forward.n_ctx = 64;

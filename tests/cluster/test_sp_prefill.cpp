@@ -204,8 +204,7 @@ TEST(PromptChunks, ChunksBalanceTheCostOfAttentionNotThePositionCount) {
 }
 
 TEST(SequenceParallelPrefill, TwoAndThreeNodesGiveSingleNodeBitsOnStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;
@@ -218,7 +217,7 @@ namespace {
 // The bundled model's prompts of the plain test, dense then sparse (whose
 // landmarks are rebuilt in the new caches), handed over after the first.
 void expect_handoff_keeps_single_node_bits(HandOff hand_off) {
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;
@@ -233,18 +232,15 @@ void expect_handoff_keeps_single_node_bits(HandOff hand_off) {
 }  // namespace
 
 TEST(SequenceParallelPrefill, GenerationHandedToATensorParallelGroupKeepsSingleNodeBits) {
-    REQUIRE_SHARED_MODELS();
     expect_handoff_keeps_single_node_bits(HandOff::kGroup);
 }
 
 TEST(SequenceParallelPrefill, GenerationHandedToAPipelineKeepsSingleNodeBits) {
-    REQUIRE_SHARED_MODELS();
     expect_handoff_keeps_single_node_bits(HandOff::kPipeline);
 }
 
 TEST(SequenceParallelPrefill, SparseAttentionLandmarksTravelWithTheRows) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     ForwardConfig forward;
     forward.n_ctx = 512;
     forward.n_batch = 32;

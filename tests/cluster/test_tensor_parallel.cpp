@@ -82,8 +82,7 @@ std::string gqa_model(QuantType type = QuantType::Q8_0) {
 }  // namespace
 
 TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};  // BOS "Once upon a time"
     const std::vector<int32_t> want = local_greedy(path, prompt, 40);
     for (int ranks : {2, 3, 4}) EXPECT_EQ(tp_greedy(path, prompt, 40, ranks), want) << ranks << " ranks";
@@ -322,10 +321,9 @@ TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
 }
 
 TEST(TensorParallel, WorkerWithAnotherModelIsRefused) {
-    REQUIRE_SHARED_MODELS();
     const std::string other = gqa_model();
     TestWorker worker(other);
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     TpConfig config;
     config.workers = {worker.address()};
     config.forward.n_ctx = 64;

@@ -17,7 +17,7 @@ namespace tessera {
 namespace {
 
 struct Fixture {
-    LlamaModel model{test::shared_models() + "/stories260K.gguf"};
+    LlamaModel model{test::stories260k()};
     std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     std::unique_ptr<LocalDecoder> decoder;
@@ -37,7 +37,6 @@ GenerationParams greedy(int n) {
 }  // namespace
 
 TEST(ChatSession, LaterTurnsReuseTheCacheAndAnswerAsAFreshSession) {
-    REQUIRE_SHARED_MODELS();
     Fixture f;
     ChatSession chat(*f.decoder, *f.tokenizer, ChatTemplate(chatml_template()), "You tell stories.");
     const ChatTurn first = chat.reply("Once upon a time", greedy(12));
@@ -62,7 +61,6 @@ TEST(ChatSession, LaterTurnsReuseTheCacheAndAnswerAsAFreshSession) {
 }
 
 TEST(ChatSession, FullContextIsAClearErrorOrShiftsOutTheOldestTurns) {
-    REQUIRE_SHARED_MODELS();
     const std::string long_text(400, 'a');
     {
         Fixture f(128);
@@ -82,7 +80,6 @@ TEST(ChatSession, FullContextIsAClearErrorOrShiftsOutTheOldestTurns) {
 }
 
 TEST(ChatSession, RejectsMalformedConversations) {
-    REQUIRE_SHARED_MODELS();
     Fixture f;
     ChatSession chat(*f.decoder, *f.tokenizer, ChatTemplate(chatml_template()));
     EXPECT_NE(test::error_of([&] { chat.set_messages(nlohmann::json::object()); }).find("JSON array"),

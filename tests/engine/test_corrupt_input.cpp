@@ -56,9 +56,8 @@ Outcome load_and_run(const std::string& path) {
 }  // namespace
 
 TEST(CorruptInput, TruncatedFilesAreRefused) {
-    REQUIRE_SHARED_MODELS();
-    const std::vector<uint8_t> bytes = read_bytes(test::shared_models() + "/stories260K.gguf");
-    const GgufFile original(test::shared_models() + "/stories260K.gguf");
+    const std::vector<uint8_t> bytes = read_bytes(test::stories260k());
+    const GgufFile original(test::stories260k());
     const std::string path = test::scratch_dir("corrupt_truncated") + "/t.gguf";
     std::vector<size_t> cuts;
     for (size_t n = 0; n < 64; ++n) cuts.push_back(n);
@@ -82,9 +81,8 @@ TEST(CorruptInput, TruncatedFilesAreRefused) {
 }
 
 TEST(CorruptInput, FlippedBytesEndInAnErrorOrAValidRun) {
-    REQUIRE_SHARED_MODELS();
-    const std::vector<uint8_t> bytes = read_bytes(test::shared_models() + "/stories260K.gguf");
-    const GgufFile original(test::shared_models() + "/stories260K.gguf");
+    const std::vector<uint8_t> bytes = read_bytes(test::stories260k());
+    const GgufFile original(test::stories260k());
     const std::string path = test::scratch_dir("corrupt_flipped") + "/f.gguf";
     int errors = 0, runs = 0;
     // Every byte of the fixed header, then a stride through metadata and the

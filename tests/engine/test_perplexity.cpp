@@ -42,7 +42,7 @@ std::string story_text() {
     return s.str();
 }
 
-std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
+std::string stories260k() { return test::stories260k(); }
 
 struct Loaded {
     explicit Loaded(const std::string& path, int n_ctx = 64, int n_batch = 512)
@@ -172,7 +172,6 @@ TEST(Perplexity, NllStatsMatchLlamaCppFormulas) {
 // The PPL of two chunks equals one written out here from logits computed one
 // token at a time on a fresh decoder per chunk.
 TEST(Perplexity, MatchesATokenByTokenComputation) {
-    REQUIRE_SHARED_MODELS();
     Loaded m(stories260k());
     const std::vector<int32_t> tokens = m.tokenizer->encode(story_text(), true);
     PerplexityParams params;
@@ -209,7 +208,6 @@ TEST(Perplexity, MatchesATokenByTokenComputation) {
 // Evaluating a chunk from position 0 on a decoder that ran other chunks gives
 // the logits of a fresh decoder: no context leaks between chunks.
 TEST(Perplexity, ReusedDecoderEqualsAFreshOne) {
-    REQUIRE_SHARED_MODELS();
     Loaded reused(stories260k());
     Loaded fresh(stories260k());
     const std::vector<int32_t> tokens = reused.tokenizer->encode(story_text(), true);
@@ -228,7 +226,6 @@ TEST(Perplexity, ReusedDecoderEqualsAFreshOne) {
 
 // A chunk evaluated in several batches (-b smaller than -c) scores the same.
 TEST(Perplexity, BatchSizeDoesNotChangeTheResult) {
-    REQUIRE_SHARED_MODELS();
     Loaded whole(stories260k(), 64);
     Loaded batched(stories260k(), 64, 10);
     const std::vector<int32_t> tokens = whole.tokenizer->encode(story_text(), true);
@@ -464,7 +461,6 @@ TEST(KlBase, RefusesBadFilesWithClearErrors) {
 }
 
 TEST(KlDivergence, OfAModelAgainstItselfIsZero) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("kl_self");
     Loaded m(stories260k());
     const std::vector<int32_t> tokens = m.tokenizer->encode(story_text(), true);
@@ -507,7 +503,6 @@ TEST(KlDivergence, OfAModelAgainstItselfIsZero) {
 }
 
 TEST(KlDivergence, OfQ8_0FromF32IsSmallButNotZero) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("kl_q8");
     QuantizeParams qp;
     qp.target = *parse_quantize_target("Q8_0");

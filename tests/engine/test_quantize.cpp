@@ -35,7 +35,7 @@ const std::vector<int32_t> kReferenceIds = {
     408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
     426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
 
-std::string stories260k() { return test::shared_models() + "/stories260K.gguf"; }
+std::string stories260k() { return test::stories260k(); }
 
 QuantizeParams params_for(const std::string& target, int threads = 2) {
     QuantizeParams p;
@@ -107,7 +107,6 @@ TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
 }
 
 TEST(Quantize, Stories260KToQ8_0LoadsAndGivesTheReferenceStory) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("quantize_q8");
     const QuantizeSummary s = quantize_model(stories260k(), dir + "/q8.gguf", params_for("Q8_0", 3));
     EXPECT_LT(s.file_bytes_out, s.file_bytes_in / 2);
@@ -157,7 +156,6 @@ TEST(Quantize, Stories260KToQ8_0LoadsAndGivesTheReferenceStory) {
 }
 
 TEST(Quantize, Stories260KToQ4_0AndF16Generate) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("quantize_q4");
     quantize_model(stories260k(), dir + "/q4.gguf", params_for("Q4_0"));
     const GgufFile q4(dir + "/q4.gguf");
@@ -189,7 +187,6 @@ TEST(Quantize, Stories260KToQ4_0AndF16Generate) {
 }
 
 TEST(Quantize, RequantizingNeedsToBeAskedFor) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("quantize_requant");
     quantize_model(stories260k(), dir + "/q8.gguf", params_for("Q8_0"));
     const std::string err = error_of([&] { quantize_model(dir + "/q8.gguf", dir + "/q4.gguf", params_for("Q4_0")); });
@@ -218,7 +215,7 @@ TEST(Quantize, ClearErrors) {
     const std::string dir = test::scratch_dir("quantize_errors");
     const std::string missing = error_of([&] { quantize_model(dir + "/nope.gguf", dir + "/o.gguf", params_for("Q8_0")); });
     EXPECT_NE(missing.find("nope.gguf"), std::string::npos) << missing;
-    if (test::have_shared_models()) {
+    {
         const std::string same = error_of([&] { quantize_model(stories260k(), stories260k(), params_for("Q8_0")); });
         EXPECT_NE(same.find("overwrite the input"), std::string::npos) << same;
     }
@@ -309,7 +306,6 @@ TEST(Quantize, Q4_K_MMixAsLlamaCpp) {
 // stories260K's rows (64, 172) are not multiples of 256: a K-quant falls back
 // to a type of at least its quality whose block fits.
 TEST(Quantize, KQuantsFallBackOnStories260K) {
-    REQUIRE_SHARED_MODELS();
     if (!can_write(QuantType::Q4_K) || !can_write(QuantType::Q6_K)) {
         GTEST_SKIP() << "this build has no Q4_K/Q6_K quantizer yet";
     }

@@ -1,5 +1,5 @@
 // Golden outputs: stories260K reproduces the reference greedy story of
-// ../shared/models/SOURCES.md token for token, from the GGUF and from the
+// tests/data/SOURCES.md token for token, from the GGUF and from the
 // llama2.c checkpoint converted here.
 #include "engine/generation.h"
 #include "model/llama2c_import.h"
@@ -53,17 +53,15 @@ std::vector<int32_t> all_ids(const GenerationResult& r) {
 }  // namespace
 
 TEST(ReferenceGeneration, Stories260KFromBos) {
-    REQUIRE_SHARED_MODELS();
-    const GenerationResult r = greedy(test::shared_models() + "/stories260K.gguf", "", 64, 1);
+    const GenerationResult r = greedy(test::stories260k(), "", 64, 1);
     EXPECT_EQ(all_ids(r), kReferenceIds);
     EXPECT_EQ(r.text, kReferenceText);
 }
 
 TEST(ReferenceGeneration, Stories260KOnceUponATime) {
-    REQUIRE_SHARED_MODELS();
     for (int threads : {1, 2}) {
         for (QuantType kv : {QuantType::F32, QuantType::F16}) {
-            const GenerationResult r = greedy(test::shared_models() + "/stories260K.gguf", "Once upon a time", 64, threads, kv);
+            const GenerationResult r = greedy(test::stories260k(), "Once upon a time", 64, threads, kv);
             ASSERT_EQ(r.prompt_tokens, std::vector<int32_t>(kReferenceIds.begin(), kReferenceIds.begin() + 5));
             ASSERT_EQ(r.tokens.size(), 64u);
             // The reference holds 60 tokens after this prompt; all of them must match.
@@ -76,12 +74,11 @@ TEST(ReferenceGeneration, Stories260KOnceUponATime) {
 }
 
 TEST(ReferenceGeneration, ConvertedCheckpointGivesTheSameTokens) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("reference_converted");
-    import_llama2c({test::shared_models() + "/stories260K.bin", test::shared_models() + "/tok512.bin"},
+    import_llama2c({test::data_dir() + "/models/stories260K.bin", test::data_dir() + "/models/tok512.bin"},
                    dir + "/stories260K.gguf");
     const GenerationResult from_bin = greedy(dir + "/stories260K.gguf", "Once upon a time", 64, 1);
-    const GenerationResult from_gguf = greedy(test::shared_models() + "/stories260K.gguf", "Once upon a time", 64, 1);
+    const GenerationResult from_gguf = greedy(test::stories260k(), "Once upon a time", 64, 1);
     EXPECT_EQ(from_bin.prompt_tokens, from_gguf.prompt_tokens);
     EXPECT_EQ(from_bin.tokens, from_gguf.tokens);
     EXPECT_EQ(from_bin.text, from_gguf.text);
@@ -110,8 +107,7 @@ TEST(ReferenceGeneration, RandomGqaModelsGenerateVariedTokens) {
 }
 
 TEST(Generation, PromptLongerThanContextIsAClearError) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     const auto tokenizer = make_tokenizer(load_vocab(model.file()));
     try {
         tokenize_prompt(*tokenizer, "Once upon a time there was a very long prompt", 8);
@@ -129,8 +125,7 @@ namespace tessera {
 // prompt are in the KV cache from before) and gives the same tokens as
 // evaluating the whole prompt afresh; a cancel flag stops after one token.
 TEST(Generation, CachedPrefixGivesTheSameTokensAndCancelStops) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     const auto tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 256;

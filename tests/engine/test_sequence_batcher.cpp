@@ -37,8 +37,7 @@ GenerationParams greedy(int n) {
 }  // namespace
 
 TEST(SequenceBatcher, ConcurrentGenerationsEqualEachAloneAndShareBatches) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 256;
@@ -79,8 +78,7 @@ TEST(SequenceBatcher, ConcurrentGenerationsEqualEachAloneAndShareBatches) {
 // verifications are eval_all runs beside the others' steps and prompts; each
 // one's greedy tokens are those it gets alone without a draft.
 TEST(SequenceBatcher, SpeculativeGenerationsShareBatches) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 256;
@@ -142,8 +140,7 @@ private:
 }  // namespace
 
 TEST(SequenceBatcher, ADecoderErrorReachesEveryWaitingGeneration) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 128;

@@ -46,8 +46,7 @@ std::string fit_books(const LlamaModel& model, const std::string& path, int grou
 }  // namespace
 
 TEST(SequenceParallelPrefill, CodebookIndicesCompressTheRowsAndStayClose) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     const LlamaModel model(path);
     const std::string books = fit_books(model, test::scratch_dir("sp_prefill_vq") + "/books.gguf", 4);
     ForwardConfig forward;
@@ -78,8 +77,7 @@ TEST(SequenceParallelPrefill, CodebookIndicesCompressTheRowsAndStayClose) {
 }
 
 TEST(SequenceParallelPrefill, CodebooksOfAnotherModelOrNoneAreRefused) {
-    REQUIRE_SHARED_MODELS();
-    const std::string stories = test::shared_models() + "/stories260K.gguf";
+    const std::string stories = test::stories260k();
     const std::string gqa = gqa_model();
     const std::string dir = test::scratch_dir("sp_prefill_refuse");
     const LlamaModel model(stories);

@@ -21,7 +21,7 @@ namespace tessera {
 
 namespace {
 
-std::string stories() { return test::shared_models() + "/stories260K.gguf"; }
+std::string stories() { return test::stories260k(); }
 
 std::string quantized_stories() {
     const std::string path = test::scratch_dir("speculative") + "/stories260K-q8_0.gguf";
@@ -68,7 +68,6 @@ GenerationResult run(const LlamaModel& model, Drafter* drafter, const std::strin
 }  // namespace
 
 TEST(Speculative, GreedyOutputEqualsPlainWithEveryDraft) {
-    REQUIRE_SHARED_MODELS();
     const LlamaModel target(stories());
     const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
     const GenerationResult plain = run(target, nullptr, prompt, 120);
@@ -95,7 +94,6 @@ TEST(Speculative, GreedyOutputEqualsPlainWithEveryDraft) {
 }
 
 TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
-    REQUIRE_SHARED_MODELS();
     const LlamaModel target(stories());
     const std::string path = test::scratch_dir("speculative") + "/other-vocab.gguf";
     RandomModelSpec spec;
@@ -121,7 +119,6 @@ TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
 // the threshold is the 0.999 quantile, so a correct sampler fails 1 run in
 // 1000 (and the seeds are fixed: this test is deterministic).
 TEST(Speculative, SampledOutputFollowsTheTargetDistribution) {
-    REQUIRE_SHARED_MODELS();
     const LlamaModel target(stories());
     // The good draft proposes what the target finds likely (the acceptance
     // rule matters most there); the bad one what it does not.

@@ -21,7 +21,6 @@ MemoryFile::MemoryFile(const uint8_t* data, size_t size) {
 
 MemoryFile::~MemoryFile() { ::close(fd_); }
 
-std::string shared_models() { return std::string(TESSERA_SOURCE_DIR) + "/../shared/models"; }
 std::string test_data() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data"; }
 
 }  // namespace tessera::fuzz

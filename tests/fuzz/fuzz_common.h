@@ -22,9 +22,7 @@ private:
     std::string path_;
 };
 
-// ../shared/models beside the repository (vocabularies for the tokenizer harness).
-std::string shared_models();
-// tests/data in the repository (llama.cpp's other vocabularies).
+// tests/data in the repository (llama.cpp's vocabularies).
 std::string test_data();
 
 }  // namespace tessera::fuzz

@@ -22,8 +22,8 @@ std::unique_ptr<tessera::Tokenizer> load(const std::string& path) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace tessera;
-    static const std::unique_ptr<Tokenizer> spm = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
-    static const std::unique_ptr<Tokenizer> bpe = load(fuzz::shared_models() + "/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
+    static const std::unique_ptr<Tokenizer> spm = load(fuzz::test_data() + "/vocab/ggml-vocab-llama-spm.gguf");
+    static const std::unique_ptr<Tokenizer> bpe = load(fuzz::test_data() + "/vocab/ggml-vocab-gpt-2.gguf");
     static const std::unique_ptr<Tokenizer> deepseek = load(fuzz::test_data() + "/vocab/ggml-vocab-deepseek-coder.gguf");
     static const std::unique_ptr<Tokenizer> mpt = load(fuzz::test_data() + "/vocab/ggml-vocab-mpt.gguf");
     if (size < 1) return 0;

@@ -67,8 +67,7 @@ void expect_batched_equals_one_by_one(const std::string& path, int n_batch, int 
 }  // namespace
 
 TEST(BatchedForward, Stories260KBatchesEqualOneByOne) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     for (int n_batch : {45, 16, 7}) expect_batched_equals_one_by_one(path, n_batch, 2, 1e-4);
     expect_batched_equals_one_by_one(path, 64, 1, 1e-4);
 }

@@ -69,8 +69,7 @@ void expect_first_layer_matches_fresh(const std::string& path, KvCacheTypes type
 }  // namespace
 
 TEST(ContextShift, Stories260KFirstLayerEqualsAFreshEvaluation) {
-    REQUIRE_SHARED_MODELS();
-    const std::string path = test::shared_models() + "/stories260K.gguf";
+    const std::string path = test::stories260k();
     expect_first_layer_matches_fresh(path, QuantType::F32, 1e-5);
     expect_first_layer_matches_fresh(path, QuantType::F16, 2e-3);
 }

@@ -22,8 +22,7 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }  // namespace
 
 TEST(GgufFile, ReadsStories260K) {
-    REQUIRE_SHARED_MODELS();
-    const GgufFile f(test::shared_models() + "/stories260K.gguf");
+    const GgufFile f(test::stories260k());
     EXPECT_EQ(f.version(), 3u);
     EXPECT_EQ(f.tensors().size(), 48u);
     EXPECT_EQ(f.metadata().size(), 19u);
@@ -50,7 +49,7 @@ TEST(GgufFile, ReadsStories260K) {
     EXPECT_EQ(hp.head_dim, 8);
     EXPECT_EQ(hp.n_rot, 8);
     // The fingerprint is a pure function of the file's description.
-    EXPECT_EQ(f.fingerprint(), GgufFile(test::shared_models() + "/stories260K.gguf").fingerprint());
+    EXPECT_EQ(f.fingerprint(), GgufFile(test::stories260k()).fingerprint());
     EXPECT_EQ(f.fingerprint_hex().size(), 16u);
 }
 

@@ -114,8 +114,8 @@ TEST(KvCodebooks, FilesRoundTripAndAnotherModelIsRefused) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream(dir + "/cut.gguf", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
     EXPECT_NE(test::error_of([&] { KvCodebooks::load(dir + "/cut.gguf"); }).find("cut.gguf"), std::string::npos);
-    if (test::have_shared_models()) {
-        const std::string model = test::shared_models() + "/stories260K.gguf";
+    {
+        const std::string model = test::stories260k();
         EXPECT_NE(test::error_of([&] { KvCodebooks::load(model); }).find("not a codebook file"), std::string::npos);
     }
 }

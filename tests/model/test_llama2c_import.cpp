@@ -79,9 +79,8 @@ void expect_same_tensors(const GgufFile& converted, const GgufFile& reference) {
 // The converted stories260K.bin holds exactly the reference GGUF's tensors
 // and vocabulary (token strings, scores and types).
 TEST(Llama2cImport, LegacyCheckpointMatchesReferenceGguf) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("llama2c_legacy");
-    const std::string models = test::shared_models();
+    const std::string models = test::data_dir() + "/models";
     import_llama2c({models + "/stories260K.bin", models + "/tok512.bin"}, dir + "/s.gguf");
     const GgufFile converted(dir + "/s.gguf");
     const GgufFile reference(models + "/stories260K.gguf");
@@ -109,9 +108,8 @@ TEST(Llama2cImport, LegacyCheckpointMatchesReferenceGguf) {
 // with a separate classifier (negative vocab size), both built here from
 // stories260K's arrays, convert to the same tensors.
 TEST(Llama2cImport, Version1AndSeparateClassifier) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("llama2c_v1");
-    const std::string models = test::shared_models();
+    const std::string models = test::data_dir() + "/models";
     const Legacy l = read_legacy(models + "/stories260K.bin");
     const size_t layers = l.cfg[2];
     const size_t dim = l.cfg[0];
@@ -151,9 +149,8 @@ TEST(Llama2cImport, Version1AndSeparateClassifier) {
 }
 
 TEST(Llama2cImport, RejectsBrokenInputs) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("llama2c_bad");
-    const std::string models = test::shared_models();
+    const std::string models = test::data_dir() + "/models";
     std::vector<uint8_t> bin = read_bytes(models + "/stories260K.bin");
     auto expect_error = [&](const std::string& checkpoint, const std::string& tokenizer, const std::string& fragment) {
         try {

@@ -52,7 +52,6 @@ TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
 }
 
 TEST(RandomModel, CopiesTheVocabulary) {
-    REQUIRE_SHARED_MODELS();
     const std::string dir = test::scratch_dir("random_model_vocab");
     RandomModelSpec spec;
     spec.n_embd = 64;
@@ -61,7 +60,7 @@ TEST(RandomModel, CopiesTheVocabulary) {
     spec.n_ff = 64;
     spec.n_layer = 1;
     spec.type = QuantType::Q8_0;
-    spec.vocab_from = test::shared_models() + "/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+    spec.vocab_from = test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf";
     write_random_model(spec, dir + "/m.gguf");
     const GgufFile f(dir + "/m.gguf");
     EXPECT_EQ(f.find_array("tokenizer.ggml.tokens", GgufValueType::String)->count, 32000u);

