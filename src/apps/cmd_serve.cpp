@@ -12,7 +12,7 @@
 // next token.
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
-#include "apps/openai_api.h"
+#include "serve/openai_api.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
 #include "apps/web_page.h"

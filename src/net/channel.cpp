@@ -21,12 +21,15 @@ std::unique_ptr<FrameCodec> make_plain_codec() { return std::make_unique<PlainCo
 
 FrameChannel::FrameChannel(TcpStream stream, ChannelLimits limits, std::unique_ptr<FrameCodec> codec)
     : stream_(std::move(stream)), limits_(limits), codec_(std::move(codec)) {
+    authenticated_ = codec_->flags() != 0;
     stream_.set_spin_before_sleep(limits.spin_us);
 }
 
 void FrameChannel::use_shared_memory(std::unique_ptr<ShmLink> link) {
     link->set_spin_before_sleep(limits_.spin_us);
+    const std::lock_guard<std::mutex> lock(*send_mutex_);  // a heartbeat may be sending
     shm_ = std::move(link);
+    codec_ = make_plain_codec();
 }
 
 bool FrameChannel::poll(int timeout_ms) {

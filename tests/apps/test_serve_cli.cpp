@@ -41,7 +41,7 @@ void run_client(const std::string& base_url, const std::string& script_name = "o
                 const std::string& extra = "") {
     const std::string script = test::source_dir() + "/tests/clients/" + script_name;
     ASSERT_TRUE(std::ifstream(test::source_dir() + "/tests/clients/node_modules/openai/package.json"))
-        << "the openai npm package is missing: run scripts/setup (it installs tests/clients)";
+        << "the openai npm package is missing: run scripts/test (it installs tests/clients)";
     std::vector<std::string> argv = {"/usr/bin/env", "node", script, base_url, "test-key"};
     if (!extra.empty()) argv.push_back(extra);
     const auto r = test::run_process(argv, 300);
@@ -158,7 +158,7 @@ TEST(ServeCli, IgnoreEosGeneratesToMaxTokens) {
 // stopped, tok/s, the conversation kept over a reload; the screenshot is kept
 // in the test's folder (build/test-tmp/serve_web/...).
 TEST(ServeCli, WebPageInHeadlessChromium) {
-    ASSERT_TRUE(std::ifstream("/usr/bin/chromium")) << "chromium is missing: run scripts/setup (Debian's chromium)";
+    ASSERT_TRUE(std::ifstream("/usr/bin/chromium")) << "chromium is missing: run scripts/test (it installs Debian's chromium)";
     const std::string dir = test::test_dir("serve_web");
     const std::string model = test::write_slow_model(dir);
     std::unique_ptr<BackgroundProcess> server;

@@ -83,7 +83,7 @@ TEST(Llama2cImport, LegacyCheckpointMatchesReferenceGguf) {
     const std::string models = test::data_dir() + "/models";
     import_llama2c({models + "/stories260K.bin", models + "/tok512.bin"}, dir + "/s.gguf");
     const GgufFile converted(dir + "/s.gguf");
-    const GgufFile reference(models + "/stories260K.gguf");
+    const GgufFile reference(test::stories260k());
     expect_same_tensors(converted, reference);
     EXPECT_EQ(converted.find_tensor("output.weight"), nullptr);  // shared classifier -> tied
     for (const char* key : {"llama.embedding_length", "llama.block_count", "llama.attention.head_count",
@@ -129,7 +129,7 @@ TEST(Llama2cImport, Version1AndSeparateClassifier) {
     append(v1, l.get("emb"));  // the classifier, stored separately
     write_bytes(dir + "/v1.bin", v1);
     import_llama2c({dir + "/v1.bin", models + "/tok512.bin"}, dir + "/v1.gguf");
-    const GgufFile reference(models + "/stories260K.gguf");
+    const GgufFile reference(test::stories260k());
     const GgufFile from_v1(dir + "/v1.gguf");
     expect_same_tensors(from_v1, reference);
     EXPECT_NE(from_v1.find_tensor("output.weight"), nullptr);

@@ -4,6 +4,8 @@
 // the timeout (reading and writing); a segment with another nonce or a
 // foreign name is refused; nothing is left in /dev/shm.
 #include "net/channel.h"
+#include "net/handshake.h"
+#include "net/wire_key.h"
 #include "net/shm_link.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -49,6 +51,42 @@ std::vector<uint8_t> random_bytes(Rng& rng, size_t n) {
 }
 
 }  // namespace
+
+// Peers that proved the key seal every TCP frame; once on their shared
+// memory (the segment only they can open) frames are not sealed again, and
+// both sides still count as authenticated.
+TEST(ShmLink, AuthenticatedPeersStopSealingOnlyOnSharedMemory) {
+    const WireKey key = random_key();
+    TcpListener listener(parse_host_port("127.0.0.1:0"));
+    FrameChannel a(TcpStream::connect({"127.0.0.1", listener.port()}, 2000), {});
+    FrameChannel b(listener.accept(2000), {});
+    std::thread server([&] { authenticate_as_server(b, &key, 2000, 1 << 20); });
+    authenticate_as_client(a, &key, 2000);
+    server.join();
+    ASSERT_TRUE(a.sealed() && a.frames_sealed() && b.sealed() && b.frames_sealed());
+    const std::vector<uint8_t> hello = {1, 2, 3};
+    Frame f;
+    a.send(7, hello);
+    b.recv(f);
+    EXPECT_EQ(f.payload, hello);
+    std::unique_ptr<ShmLink> created = ShmLink::create(4096);
+    std::unique_ptr<ShmLink> opened = ShmLink::open(created->name(), created->nonce_hex());
+    created->unlink();
+    a.use_shared_memory(std::move(opened));
+    b.use_shared_memory(std::move(created));
+    EXPECT_TRUE(a.sealed() && b.sealed());
+    EXPECT_FALSE(a.frames_sealed() || b.frames_sealed());
+    for (uint16_t type = 0; type < 50; ++type) {
+        const std::vector<uint8_t> payload(type * 40u, static_cast<uint8_t>(type));  // within one ring: one thread sends and receives
+        a.send(type, payload);
+        b.recv(f);
+        EXPECT_EQ(f.type, type);
+        EXPECT_EQ(f.payload, payload);
+        b.send(type, payload);
+        a.recv(f);
+        EXPECT_EQ(f.payload, payload);
+    }
+}
 
 TEST(ShmLink, RandomFramesCrossBothWaysUnchanged) {
     LinkedPair p = linked_pair(4096);

@@ -1,4 +1,4 @@
-#include "apps/openai_api.h"
+#include "serve/openai_api.h"
 
 #include "model/tokenizer.h"
 
@@ -30,7 +30,9 @@ std::string content_text(const json& content, size_t index) {
     if (content.is_array()) {
         std::string text;
         for (const json& part : content) {
-            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+            const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" &&
+                                   part.contains("text") && part["text"].is_string();
+            if (!text_part) {
                 throw bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
             }
             text += part["text"].get<std::string>();
@@ -141,8 +143,15 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         if (!r.logprobs) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
         r.top_logprobs = static_cast<int>(top.get<int64_t>());
     }
-    if (body.contains("stream_options") && body["stream_options"].is_object()) {
-        r.include_usage = body["stream_options"].value("include_usage", false);
+    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+        const json& options = body["stream_options"];
+        if (!options.is_object()) throw bad("stream_options", "'stream_options' must be an object");
+        if (options.contains("include_usage") && !options["include_usage"].is_null()) {
+            if (!options["include_usage"].is_boolean()) {
+                throw bad("stream_options", "'stream_options.include_usage' must be a boolean");
+            }
+            r.include_usage = options["include_usage"].get<bool>();
+        }
     }
     return r;
 }

@@ -1,0 +1,25 @@
+// A request body is whatever a client sends: any bytes, parsed as a chat and
+// as a completions request, end in a CompletionRequest or an ApiError with a
+// status and the field it names; never a crash, a hang or another exception.
+// What a parsed request holds serializes back (usage, a response, a chunk).
+#include "serve/openai_api.h"
+
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::string body(reinterpret_cast<const char*>(data), size);
+    for (const bool chat : {true, false}) {
+        try {
+            const tessera::CompletionRequest r = tessera::parse_completion_request(body, chat);
+            tessera::CompletionResult result;
+            result.text = r.chat ? r.messages.dump() : r.prompt;
+            result.finish_reason = "stop";
+            (void)tessera::dump_json(tessera::completion_json(r, result, "id", "model", 0));
+            (void)tessera::dump_json(tessera::chunk_json(r, "id", "model", 0, result.text, "", true));
+        } catch (const tessera::ApiError& e) {
+            if (e.status < 400 || e.status > 599) __builtin_trap();
+            (void)e.body().dump();
+        }
+    }
+    return 0;
+}
