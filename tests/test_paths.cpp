@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <map>
 
 namespace tessera::test {
@@ -40,5 +43,11 @@ std::string relay_binary() {
 }
 
 std::string source_dir() { return TESSERA_SOURCE_DIR; }
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
 
 }  // namespace tessera::test

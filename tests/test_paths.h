@@ -18,5 +18,7 @@ std::string test_dir(const std::string& name);
 std::string tessera_binary();
 std::string relay_binary();  // tessera-relay, beside the tessera binary
 std::string source_dir();
+// A whole file's bytes; throws std::runtime_error naming a file it cannot open.
+std::string read_text(const std::string& path);
 
 }  // namespace tessera::test

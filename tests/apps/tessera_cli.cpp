@@ -1,5 +1,6 @@
 #include "tessera_cli.h"
 
+#include "npm_vocab.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,18 @@ std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::
     const std::string prefix = "listening on port ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
     return "127.0.0.1:" + line.substr(prefix.size());
+}
+
+std::string qwen3_vocab_model(const std::string& dir) {
+    const std::string vocab = converted_vocab("tokenizer-qwen3");
+    if (vocab.empty()) return "";
+    const std::string model = dir + "/qwen3.gguf";
+    const auto gen = run_process(tessera_cmd({"gen-model", "--arch", "qwen3", "--dim", "64", "--layers", "1", "--heads", "2",
+                                              "--kv-heads", "1", "--ffn", "128", "--vocab-from", vocab, "--type", "F32",
+                                              "-q", "-o", model}),
+                                 120);
+    EXPECT_EQ(gen.exit_code, 0) << gen.err;
+    return gen.exit_code == 0 ? model : "";
 }
 
 }  // namespace tessera::test

