@@ -12,13 +12,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         try {
             const tessera::CompletionRequest r = tessera::parse_completion_request(body, chat);
             tessera::CompletionResult result;
-            result.text = r.chat ? r.messages.dump() : r.prompt;
+            result.text = r.chat ? tessera::dump_json(r.messages) : r.prompt;
             result.finish_reason = "stop";
             (void)tessera::dump_json(tessera::completion_json(r, result, "id", "model", 0));
             (void)tessera::dump_json(tessera::chunk_json(r, "id", "model", 0, result.text, "", true));
         } catch (const tessera::ApiError& e) {
             if (e.status < 400 || e.status > 599) __builtin_trap();
-            (void)e.body().dump();
+            (void)tessera::dump_json(e.body());  // as serve writes it: broken UTF-8 in an echoed field becomes U+FFFD
         }
     }
     return 0;
