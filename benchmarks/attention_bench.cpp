@@ -12,7 +12,7 @@
 // Prints, per depth and cache type: microseconds per token (all layers) and
 // the pairs one query head reads, dense and sparse, and their ratios. Not a
 // test: the figures depend on the machine; ratios are measured in the same run.
-#include "attn/dense_attention.h"
+#include "attn/attention.h"
 #include "attn/sparse_pattern.h"
 #include "util/rng.h"
 #include "util/thread_pool.h"
@@ -34,7 +34,7 @@ struct Shape {
 
 // Microseconds of one token's attention over `depth` cached positions, every
 // layer: the best of `reps` runs (a shared machine's noise only adds time).
-double time_token(const Shape& s, KvCache& cache, DenseAttention& attention, ThreadPool& pool, int depth,
+double time_token(const Shape& s, KvCache& cache, Attention& attention, ThreadPool& pool, int depth,
                   const AttentionOptions& options, int reps, std::vector<float>& q, std::vector<float>& out) {
     const int nq = s.kv_heads * s.q_per_kv;
     double best = 1e30;
@@ -90,7 +90,7 @@ int run(int argc, char** argv) {
                     cache.store(layer, p, k.data(), v.data());
                 }
             }
-            DenseAttention attention(depth + 1, s.head_dim, s.kv_heads, pool.size());
+            Attention attention(depth + 1, s.head_dim, s.kv_heads, pool.size());
             AttentionOptions dense_options, sparse_options;
             sparse_options.sparse = sparse;
             const double dense_us = time_token(s, cache, attention, pool, depth, dense_options, reps, q, out);

@@ -6,7 +6,7 @@
 bench_binaries() {
   bin=$(realpath build/tessera)
   relay=$(realpath build/tessera-relay)
-  [ -x "$bin" ] && [ -x "$relay" ] || { echo "build first: scripts/setup" >&2; exit 1; }
+  [ -x "$bin" ] && [ -x "$relay" ] || { echo "build first: scripts/test, or cmake --build build --target tessera tessera-relay" >&2; exit 1; }
 }
 
 # bench_model TYPE [DIR]: sets $model to a TinyLlama-1.1B-shaped model of TYPE

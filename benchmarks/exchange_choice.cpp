@@ -5,7 +5,7 @@
 // model and a held text:
 //
 //   - codebooks for both, fitted on a calibration text by the same k-means
-//     (engine/vq_fit.h): K/V codebooks of G groups each for K and V, hidden
+//     (eval/vq_fit.h): K/V codebooks of G groups each for K and V, hidden
 //     codebooks of 2G groups of the layer's normed attention input, so both
 //     send 2G indices a position and layer;
 //   - a 2-node sequence-parallel prompt simulated in one process exactly as
@@ -15,12 +15,12 @@
 //     then the root's cache holds its own chunk exactly and the second
 //     chunk's rows rebuilt, and generates; the logits of the positions after
 //     the prompt (teacher-forced with a single node's greedy picks) against a
-//     single node: KL and top-1 (engine/logit_agreement.h);
+//     single node: KL and top-1 (eval/logit_agreement.h);
 //   - exact bytes beside them: F16 K/V rows against F16 hidden states.
 //
 //   make exchange_choice && ./exchange_choice --calibration FILE --held FILE [-m MODEL] [--groups 1,4,16]
-#include "engine/logit_agreement.h"
-#include "engine/vq_fit.h"
+#include "eval/logit_agreement.h"
+#include "eval/vq_fit.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/tokenizer.h"

@@ -1,13 +1,13 @@
 // tessera bench: prompt and generation speed of one model, as llama-bench's
 // pp and tg tests, plus how close generation comes to the memory bandwidth.
 // With a draft (--draft-model, --draft ngram): plain against speculative
-// greedy generation from a real prompt instead (engine/speculative_bench.h).
+// greedy generation from a real prompt instead (eval/speculative_bench.h).
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
-#include "engine/bench.h"
-#include "engine/speculative_bench.h"
+#include "eval/bench.h"
+#include "eval/speculative_bench.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 #include "ops/cpu_target.h"

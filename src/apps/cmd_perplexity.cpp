@@ -2,7 +2,7 @@
 //   -m MODEL -f TEXT                              PPL of MODEL over TEXT
 //   -m BASE -f TEXT --kl-divergence-base FILE     the same, and saves BASE's
 //                                                 distributions to FILE (llama.cpp's
-//                                                 format: engine/kl_divergence.h)
+//                                                 format: eval/kl_divergence.h)
 //   -m MODEL --kl-divergence --kl-divergence-base FILE
 //                                                 KL divergence of MODEL from them
 // Progress and the results go to stdout in llama.cpp's format; details to stderr.
@@ -10,8 +10,8 @@
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/text_input.h"
-#include "engine/kl_divergence.h"
-#include "engine/perplexity.h"
+#include "eval/kl_divergence.h"
+#include "eval/perplexity.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/tokenizer.h"

@@ -1,15 +1,15 @@
 // tessera vq-fit: codebooks of a model's K/V rows for the compressed exchange
-// of sequence-parallel prefill (engine/vq_fit.h).
+// of sequence-parallel prefill (eval/vq_fit.h).
 // tessera vq-eval: how much that exchange costs in quality: a held text's
 // prompt through sequence-parallel prefill exactly and with the codebooks,
 // then the positions after it (teacher-forced with a single node's greedy
-// picks), compared against a single node (engine/logit_agreement.h).
+// picks), compared against a single node (eval/logit_agreement.h).
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/text_input.h"
 #include "engine/decoder_setup.h"
-#include "engine/logit_agreement.h"
-#include "engine/vq_fit.h"
+#include "eval/logit_agreement.h"
+#include "eval/vq_fit.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/tokenizer.h"

@@ -1,4 +1,5 @@
 #include "cluster/pipeline_decoder.h"
+#include "cluster/root_links.h"
 
 #include "cluster/json_messages.h"
 #include "cluster/planner.h"
@@ -17,7 +18,6 @@ namespace tessera {
 
 namespace {
 
-constexpr int kHandshakeTimeoutMs = 60000;
 constexpr int kStallCheckMs = 250;
 
 std::string stage_name(const std::string& address, size_t stage) {
@@ -64,24 +64,18 @@ std::vector<HelloReply> PipelineDecoder::connect_stages(const LlamaModel& model)
     stages_.resize(n_stages);
     stages_[0].address = "root";
     const std::string fingerprint = model.file().fingerprint_hex();
-    for (size_t i = 0; i < config.stages.size(); ++i) {
-        const std::string who = stage_name(config.stages[i].str(), i + 1);
+    const auto name = [&](size_t i) { return stage_name(config.stages[i].str(), i + 1); };
+    std::vector<RootLink> nodes = connect_nodes(config.stages, {config.connect_timeout_ms, config.limits, config.key.get()},
+                                                fingerprint, name, [](size_t, const FrameChannel&, json&) {});
+    for (size_t i = 0; i < nodes.size(); ++i) {
         stages_[i + 1].address = config.stages[i].str();
-        try {
-            channels_.push_back(std::make_unique<FrameChannel>(
-                TcpStream::connect(config.stages[i], config.connect_timeout_ms), config.limits));
-            stages_[i + 1].round_trip_ms =
-                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
-            send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
-        } catch (const Error& e) {
-            throw make_error("{}: {}", who, e.what());
-        }
+        stages_[i + 1].round_trip_ms = nodes[i].round_trip_ms;
+        channels_.push_back(std::move(nodes[i].channel));
     }
     std::vector<HelloReply> hellos;
     for (size_t i = 0; i < channels_.size(); ++i) {
-        const std::string who = stage_name(stages_[i + 1].address, i + 1);
-        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
-        const HelloReply f = parse_hello_reply(reply, who);
+        const std::string who = name(i);
+        const HelloReply& f = nodes[i].hello;
         if (!f.ok && f.busy) throw NodeBusy(fmt::format("{} is busy serving another root", who));
         if (!f.ok && f.fingerprint.empty()) throw make_error("{} refused the session: {}", who, f.error);
         if (!f.ok || !f.has_model) {
@@ -186,7 +180,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = stage_name(stages_[i + 1].address, i + 1);
-        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kSetupReplyTimeoutMs);
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
     }

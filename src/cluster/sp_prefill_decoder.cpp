@@ -1,4 +1,5 @@
 #include "cluster/sp_prefill_decoder.h"
+#include "cluster/root_links.h"
 
 #include "cluster/json_messages.h"
 #include "cluster/kv_handoff.h"
@@ -18,7 +19,6 @@ namespace tessera {
 
 namespace {
 
-constexpr int kHandshakeTimeoutMs = 60000;
 
 std::string node_name(const std::string& address, size_t node) { return fmt::format("node {} ({})", node, address); }
 
@@ -50,25 +50,20 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
     nodes_[0].address = "root";
     for (size_t i = 0; i < n_nodes; ++i) nodes_[i].weight = config.weights.empty() ? 1.0 : config.weights[i];
     const std::string fingerprint = model.file().fingerprint_hex();
-    for (size_t i = 0; i < config.workers.size(); ++i) {
-        const std::string who = node_name(config.workers[i].str(), i + 1);
+    const auto name = [&](size_t i) { return node_name(config.workers[i].str(), i + 1); };
+    std::vector<RootLink> links = connect_nodes(config.workers, {config.connect_timeout_ms, config.limits, config.key.get()},
+                                                fingerprint, name, [](size_t, const FrameChannel&, json&) {});
+    for (size_t i = 0; i < links.size(); ++i) {
         nodes_[i + 1].address = config.workers[i].str();
-        try {
-            channels_.push_back(std::make_unique<FrameChannel>(
-                TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
-            nodes_[i + 1].round_trip_ms =
-                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
-            send_json(*channels_.back(), TpMessage::kHello, {{"fingerprint", fingerprint}, {"rank", i + 1}});
-        } catch (const Error& e) {
-            throw make_error("{}: {}", who, e.what());
-        }
+        nodes_[i + 1].round_trip_ms = links[i].round_trip_ms;
+        channels_.push_back(std::move(links[i].channel));
     }
     // Every node holds the whole model and a whole cache.
     const Slice whole = full_slice(hp);
     const SliceFootprint need = slice_footprint(model, whole, config.forward.n_ctx, config.forward.kv_types);
     for (size_t i = 0; i < channels_.size(); ++i) {
-        const std::string who = node_name(nodes_[i + 1].address, i + 1);
-        const HelloReply f = parse_hello_reply(recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs), who);
+        const std::string who = name(i);
+        const HelloReply& f = links[i].hello;
         require_hello_ok(f, who, fingerprint, model.path());
         if (!f.has_model) throw make_error("{} has no model file: sequence-parallel prefill needs the whole model on every node", who);
         hellos_.push_back(f);
@@ -94,7 +89,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = node_name(nodes_[i + 1].address, i + 1);
-        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        const json ready = recv_json(*channels_[i], TpMessage::kReady, who, kSetupReplyTimeoutMs);
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its role: {}", who, r.string("error", 4096, "?"));
     }

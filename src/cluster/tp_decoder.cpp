@@ -2,6 +2,7 @@
 
 #include "cluster/json_messages.h"
 #include "cluster/planner.h"
+#include "cluster/root_links.h"
 #include "cluster/session_messages.h"
 #include "cluster/speed_probe.h"
 #include "cluster/tp_layers.h"
@@ -24,7 +25,6 @@ namespace tessera {
 namespace {
 
 // A worker probes its speed and maps its slice during the handshake.
-constexpr int kHandshakeTimeoutMs = 60000;
 
 std::string worker_name(const std::string& address, size_t rank) { return fmt::format("worker {} (rank {})", address, rank); }
 
@@ -79,30 +79,25 @@ void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector
 
     // Connect and check that every worker holds this very model.
     const std::string fingerprint = model.file().fingerprint_hex();
-    for (size_t i = 0; i < config.workers.size(); ++i) {
+    const auto name = [&](size_t i) { return worker_name(config.workers[i].str(), i + 1); };
+    const auto hello = [&](size_t, const FrameChannel& channel, json& message) {
+        message["n_ranks"] = n_ranks;
+        // Shared memory only with a worker that proved the key.
+        message["shm"] = config.shared_memory && channel.sealed() && channel.peer_is_loopback();
+    };
+    std::vector<RootLink> nodes =
+        connect_nodes(config.workers, {config.connect_timeout_ms, config.limits, config.key.get()}, fingerprint, name, hello);
+    for (size_t i = 0; i < nodes.size(); ++i) {
         const size_t rank = i + 1;
-        const std::string who = worker_name(config.workers[i].str(), rank);
-        try {
-            const double connecting = now_seconds();
-            channels_.push_back(std::make_unique<FrameChannel>(
-                TcpStream::connect(config.workers[i], config.connect_timeout_ms), config.limits));
-            ranks_[rank].round_trip_ms =
-                1e3 * authenticate_as_client(*channels_.back(), config.key.get(), config.limits.io_timeout_ms);
-            ranks_[rank].handshake_ms = 1e3 * (now_seconds() - connecting);
-            ranks_[rank].sealed = channels_.back()->sealed();
-            // Shared memory only with a worker that proved the key.
-            const bool shm = config.shared_memory && channels_.back()->sealed() && channels_.back()->peer_is_loopback();
-            send_json(*channels_.back(), TpMessage::kHello,
-                      {{"fingerprint", fingerprint}, {"rank", rank}, {"n_ranks", n_ranks}, {"shm", shm}});
-        } catch (const Error& e) {
-            throw make_error("{}: {}", who, e.what());
-        }
         ranks_[rank].address = config.workers[i].str();
+        ranks_[rank].round_trip_ms = nodes[i].round_trip_ms;
+        ranks_[rank].handshake_ms = nodes[i].handshake_ms;
+        ranks_[rank].sealed = nodes[i].channel->sealed();
+        channels_.push_back(std::move(nodes[i].channel));
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        const json reply = recv_json(*channels_[i], TpMessage::kHelloReply, who, kHandshakeTimeoutMs);
-        const HelloReply f = parse_hello_reply(reply, who);
+        const HelloReply& f = nodes[i].hello;
         require_hello_ok(f, who, fingerprint, model.path());
         // A worker without the model file cannot time it: it counts as fast
         // as the root (negative: filled in once the root has probed itself).
@@ -223,11 +218,11 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     }
     for (size_t i = 0; i < channels_.size(); ++i) {
         const std::string who = worker_name(ranks_[i + 1].address, i + 1);
-        json ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+        json ready = recv_json(*channels_[i], TpMessage::kReady, who, kSetupReplyTimeoutMs);
         if (!JsonFields(ready, who, "ready").boolean("ok", false) &&
             JsonFields(ready, who, "ready").boolean("need_slice", false)) {
             send_slice(model, i, plan[i + 1]);
-            ready = recv_json(*channels_[i], TpMessage::kReady, who, kHandshakeTimeoutMs);
+            ready = recv_json(*channels_[i], TpMessage::kReady, who, kSetupReplyTimeoutMs);
         }
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its slice: {}", who, r.string("error", 4096, "?"));

@@ -6,7 +6,7 @@
 // end-of-generation token. Used by `tessera chat` (and by serve's slots).
 #pragma once
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "engine/generation.h"
 #include "engine/prefix_cache.h"
 #include "model/decoder.h"

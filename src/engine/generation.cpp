@@ -1,9 +1,12 @@
 #include "engine/generation.h"
 
+#include "engine/speculative_decoding.h"
+
 #include "util/error.h"
 #include "util/timer.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 
 namespace tessera {
@@ -104,8 +107,8 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         result.stop_reason = "cancelled";
         return true;
     };
-    std::vector<int32_t> context, draft, batch;
-    if (params.drafter != nullptr) context = prompt_tokens;
+    std::optional<SpeculativeDecoding> speculative;
+    if (params.drafter != nullptr) speculative.emplace(*params.drafter, params.draft_min, params.draft_max, prompt_tokens);
     // Before a token is evaluated at `pos`: true when the context is full and
     // generation stops; with kShift, makes room instead.
     const bool has_bos = prompt_tokens[0] == vocab.bos_id;
@@ -118,7 +121,8 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         const int keep = std::clamp(params.n_keep + (has_bos ? 1 : 0), 0, pos - 2);
         const std::vector<int> kept = positions_kept(decoder, params, keep, pos);
         decoder.compact_context(0, kept, pos);
-        if (!context.empty()) {
+        if (speculative) {
+            std::vector<int32_t>& context = speculative->context();
             std::vector<int32_t> moved;
             for (int p : kept) moved.push_back(context[static_cast<size_t>(p)]);
             moved.insert(moved.end(), context.begin() + pos, context.end());
@@ -128,67 +132,16 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         ++result.shifts;
         return false;
     };
-    int draft_len = std::max(1, params.draft_max);
+    const auto stop_now = [&] { return context_full() || cancelled(); };
+    const SpeculativeDecoding::Loop loop{take, stop_now, n_ctx, params.n_predict};
     for (;;) {
         if (cancelled()) break;
         int32_t token = sampler.sample(logits, n_vocab);
         if (!take(token, logits)) break;
         if (context_full()) break;
-        // Speculative steps: the token just taken and a draft after it, in
-        // one traversal; rejected positions are overwritten later.
-        bool stopped = false;
-        while (params.drafter != nullptr) {
-            context.push_back(token);
-            int room = std::min(draft_len, n_ctx - pos - 1);
-            if (params.n_predict >= 0) room = std::min(room, params.n_predict - static_cast<int>(result.tokens.size()));
-            draft.clear();
-            if (room >= std::max(1, params.draft_min)) {
-                const double d0 = now_seconds();
-                params.drafter->propose(context, room, draft);
-                result.draft_seconds += now_seconds() - d0;
-            }
-            if (draft.empty() || static_cast<int>(draft.size()) < params.draft_min) break;
-            batch.assign(1, token);
-            batch.insert(batch.end(), draft.begin(), draft.end());
-            const float* rows = decoder.eval_all(batch, pos);
-            ++result.traversals;
-            result.drafted += static_cast<int>(draft.size());
-            size_t ok = 0;
-            bool accepted = true;
-            for (; ok < draft.size(); ++ok) {
-                token = sampler.verify(rows + ok * n_vocab, n_vocab, draft[ok], &accepted);
-                if (!take(token, rows + ok * n_vocab)) {
-                    stopped = true;
-                    break;
-                }
-                if (!accepted) break;
-                context.push_back(token);
-                ++result.accepted;
-            }
-            if (stopped) break;
-            // In the cache now: the step's token and the accepted drafts.
-            pos += 1 + static_cast<int>(ok);
-            if (accepted) {
-                // Every draft stood: the last row gives one more token.
-                draft_len = std::min(params.draft_max, draft_len + 2);
-                token = sampler.sample(rows + draft.size() * n_vocab, n_vocab);
-                if (!take(token, rows + draft.size() * n_vocab)) {
-                    stopped = true;
-                    break;
-                }
-            } else {
-                draft_len = std::max(std::max(1, params.draft_min), draft_len - 1);
-            }
-            if (context_full()) {
-                stopped = true;
-                break;
-            }
-            if (cancelled()) {
-                stopped = true;
-                break;
-            }
-        }
-        if (stopped) break;
+        // Speculative steps (engine/speculative_decoding.h) until a draft
+        // comes up short; then a plain step.
+        if (speculative && !speculative->run(decoder, sampler, token, pos, result, loop)) break;
         // A plain step: the pending token alone.
         const int32_t next[1] = {token};
         logits = decoder.eval(next, pos);

@@ -4,7 +4,7 @@
 // row of all KV heads, kv_dim values each, are cut into `groups` groups of
 // kv_dim / groups values; each group travels as the index of its nearest
 // codeword among `codes` (ceil(log2(codes)) bits). Fitted offline on the
-// model's own rows (engine/vq_fit.h) and stored in a small GGUF that names
+// model's own rows (eval/vq_fit.h) and stored in a small GGUF that names
 // the model's fingerprint, so codebooks of another model are refused.
 #pragma once
 

@@ -10,7 +10,7 @@
 // partial (n_embd, this slice's share of wo·attn or w_down·ffn).
 #pragma once
 
-#include "attn/dense_attention.h"
+#include "attn/attention.h"
 #include "attn/kv_cache.h"
 #include "model/layer_block.h"
 #include "model/llama_model.h"
@@ -213,7 +213,7 @@ private:
     std::vector<std::unique_ptr<AttentionMass>> masses_;  // one per sequence, with track_attention
     // The attention options of a layer for one sequence's rows.
     AttentionOptions attention_options(int layer, int seq) const;
-    DenseAttention attention_;
+    Attention attention_;
     // One table per distinct (base, scale) among the slice's layers (Gemma 3's
     // local layers have their own), and each layer's.
     std::vector<RopeTable> ropes_;

@@ -3,6 +3,7 @@
 #include "model/tokenizer_bpe.h"
 #include "model/tokenizer_spm.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 #include <algorithm>
 
@@ -11,43 +12,6 @@ namespace tessera {
 namespace {
 
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
-
-// What the bytes at the start of `s` hold: a whole character, the valid
-// beginning of one that more bytes may complete, or an ill-formed sequence.
-// `length` is the bytes taken; for Invalid it is the maximal ill-formed
-// subpart, which becomes one U+FFFD (Unicode's recommended practice).
-struct Utf8Step {
-    enum Kind { Complete, Incomplete, Invalid } kind;
-    size_t length;
-};
-
-Utf8Step next_utf8(std::string_view s) {
-    const auto lead = static_cast<uint8_t>(s[0]);
-    if (lead < 0x80) return {Utf8Step::Complete, 1};
-    size_t need = 0;
-    // The second byte's range is narrower after some leads: that is what
-    // rules out overlong forms, surrogates and code points above U+10FFFF.
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-        need = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-        need = 3;
-        if (lead == 0xE0) lo = 0xA0;
-        if (lead == 0xED) hi = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-        need = 4;
-        if (lead == 0xF0) lo = 0x90;
-        if (lead == 0xF4) hi = 0x8F;
-    } else {
-        return {Utf8Step::Invalid, 1};
-    }
-    for (size_t k = 1; k < need; ++k) {
-        if (k >= s.size()) return {Utf8Step::Incomplete, k};
-        const auto c = static_cast<uint8_t>(s[k]);
-        if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return {Utf8Step::Invalid, k};
-    }
-    return {Utf8Step::Complete, need};
-}
 
 // Moves the valid prefix of `pending` to the result, ill-formed bytes as
 // U+FFFD. An incomplete character at the end stays in `pending`, unless

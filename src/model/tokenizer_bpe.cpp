@@ -3,6 +3,7 @@
 #include "model/pair_merge.h"
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -87,27 +88,6 @@ const PreTokenizer& find_pre_tokenizer(const std::string& name) {
         if (!p.name.empty()) known += (known.empty() ? "" : ", ") + std::string(p.name);
     }
     throw make_error("BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: {}", name, known);
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
-// Bytes in the UTF-8 character that starts with `lead`, from the lead byte
-// alone (a stray byte counts as one), clamped to what is left.
-size_t char_length(std::string_view s, size_t at) {
-    const auto lead = static_cast<uint8_t>(s[at]);
-    const size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-    return std::min(n, s.size() - at);
 }
 
 // The code point of a well-formed 2- or 3-byte UTF-8 character, or -1: only
@@ -249,7 +229,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& ids)
         if (rank < 0) return std::nullopt;
         return -static_cast<double>(rank);  // lower rank merges first
     };
-    for (const std::string_view p : merge_pairs(std::string_view(mapped), char_length, priority)) {
+    for (const std::string_view p : merge_pairs(std::string_view(mapped), utf8_char_bytes, priority)) {
         const auto it = vocab_.token_to_id.find(std::string(p));
         if (it != vocab_.token_to_id.end()) {
             ids.push_back(it->second);
@@ -258,7 +238,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& ids)
         // A symbol the merges built but the vocabulary lacks (a broken
         // vocabulary): fall back to its characters, or <unk>.
         for (size_t at = 0; at < p.size();) {
-            const size_t n = char_length(p, at);
+            const size_t n = utf8_char_bytes(p, at);
             const auto one = vocab_.token_to_id.find(std::string(p.substr(at, n)));
             if (one != vocab_.token_to_id.end()) {
                 ids.push_back(one->second);
@@ -288,7 +268,7 @@ std::string BpeTokenizer::token_to_piece(int32_t id) const {
     std::string out;
     out.reserve(text.size());
     for (size_t at = 0; at < text.size();) {
-        const size_t n = char_length(text, at);
+        const size_t n = utf8_char_bytes(text, at);
         const std::string_view c = std::string_view(text).substr(at, n);
         const int32_t cp = small_code_point(c);
         if (cp >= 0 && static_cast<size_t>(cp) < symbol_byte_.size() && symbol_byte_[static_cast<size_t>(cp)] >= 0) {

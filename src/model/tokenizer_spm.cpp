@@ -3,6 +3,7 @@
 #include "model/pair_merge.h"
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 #include <fmt/format.h>
 
@@ -19,16 +20,6 @@ namespace {
 
 // U+2581 LOWER ONE EIGHTH BLOCK: SentencePiece's stand-in for a space.
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
-
-// Bytes in the UTF-8 character that starts with `lead`, judged from the lead
-// byte alone. A stray continuation byte counts as a character of its own, so
-// invalid input still splits into symbols instead of failing.
-size_t utf8_length(uint8_t lead) {
-    if (lead < 0xC0) return 1;
-    if (lead < 0xE0) return 2;
-    if (lead < 0xF0) return 3;
-    return 4;
-}
 
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
     std::string out;
@@ -56,9 +47,6 @@ public:
     // Splits into characters and merges until no adjacent pair is a token.
     // Returns the final pieces, left to right.
     std::vector<std::string_view> run() {
-        const auto char_length = [](std::string_view text, size_t at) {
-            return std::min(utf8_length(static_cast<uint8_t>(text[at])), text.size() - at);
-        };
         const auto priority = [this](std::string_view left, std::string_view right) -> std::optional<double> {
             std::string merged(left);
             merged += right;
@@ -67,7 +55,7 @@ public:
             split_[std::move(merged)] = left.size();
             return score_of_(id);
         };
-        return merge_pairs(text_, char_length, priority);
+        return merge_pairs(text_, utf8_char_bytes, priority);
     }
 
     // Where `piece` was split when it was merged, or 0 if it never was.

@@ -1,4 +1,4 @@
-#include "attn/dense_attention.h"
+#include "attn/attention.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -13,7 +13,7 @@ namespace tessera {
 // place) equals the textbook formula, for F32 and (within half precision) F16
 // caches; head sizes off the vector width, and more query heads per KV head
 // than one block of scores holds (multi-query attention).
-TEST(DenseAttention, MatchesNaiveGqa) {
+TEST(Attention, MatchesNaiveGqa) {
     struct Shape {
         int n_kv, q_per_kv, hd;
     };
@@ -35,7 +35,7 @@ TEST(DenseAttention, MatchesNaiveGqa) {
             std::vector<float> q(n_kv * q_per_kv * hd), out(q.size());
             for (auto& x : q) x = rng.next_normal();
             ThreadPool pool(2);
-            DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+            Attention attention(n_ctx, hd, n_kv, pool.size());
             const int nq = n_kv * q_per_kv;
             attention.attend(cache, layer, n_pos - 1, 1, q.data(), nq * hd, nq, q_per_kv, out.data(), nq * hd, pool);
             const double tol = type == QuantType::F32 ? 1e-5 : 5e-3;
@@ -64,7 +64,7 @@ TEST(DenseAttention, MatchesNaiveGqa) {
 // A batch of positions attends causally: query t of a batch starting at pos0
 // reads positions [0, pos0 + t], and equals attending one position at a time.
 // Batches longer than one block of scores, odd sizes, 1 and 3 threads.
-TEST(DenseAttention, BatchIsCausalAndEqualsOneByOne) {
+TEST(Attention, BatchIsCausalAndEqualsOneByOne) {
     const int n_kv = 2, q_per_kv = 2, hd = 12, n_ctx = 80, layer = 0;
     const int nq = n_kv * q_per_kv, width = nq * hd;
     for (int threads : {1, 3}) {
@@ -81,7 +81,7 @@ TEST(DenseAttention, BatchIsCausalAndEqualsOneByOne) {
             std::vector<float> q(static_cast<size_t>(n_tok) * width), batch(q.size()), single(width);
             for (auto& x : q) x = rng.next_normal();
             ThreadPool pool(threads);
-            DenseAttention attention(n_ctx, hd, n_kv, threads);
+            Attention attention(n_ctx, hd, n_kv, threads);
             attention.attend(cache, layer, pos0, n_tok, q.data(), width, nq, q_per_kv, batch.data(), width, pool);
             for (int t = 0; t < n_tok; ++t) {
                 attention.attend(cache, layer, pos0 + t, 1, q.data() + t * width, width, nq, q_per_kv,
@@ -98,7 +98,7 @@ TEST(DenseAttention, BatchIsCausalAndEqualsOneByOne) {
 // One position head by head (what a caller's own region over KV heads runs,
 // in any order and with any scratch slot) equals attend for that position bit
 // for bit, and a head stored alone equals the head stored by store.
-TEST(DenseAttention, OneHeadAtATimeEqualsAttend) {
+TEST(Attention, OneHeadAtATimeEqualsAttend) {
     const int n_kv = 3, q_per_kv = 4, hd = 20, n_ctx = 50, layer = 1, pos = 33;
     const int nq = n_kv * q_per_kv, width = nq * hd;
     for (QuantType type : {QuantType::F32, QuantType::F16}) {
@@ -123,7 +123,7 @@ TEST(DenseAttention, OneHeadAtATimeEqualsAttend) {
         std::vector<float> q(width), want(width), got(width, -1.0f);
         for (auto& x : q) x = rng.next_normal();
         ThreadPool pool(2);
-        DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+        Attention attention(n_ctx, hd, n_kv, pool.size());
         attention.attend(whole, layer, pos, 1, q.data(), width, nq, q_per_kv, want.data(), width, pool);
         for (const int h : {2, 0, 1}) attention.attend_one_head(by_head, layer, pos, q.data(), h, q_per_kv, got.data(), h % 2);
         ASSERT_EQ(got, want) << quant_type_name(type);
@@ -151,7 +151,7 @@ namespace tessera {
 // Scale, soft cap and sliding window against the textbook formula, one
 // position at a time (the cache read in place) and as a batch (the history
 // converted), at positions inside and beyond the window.
-TEST(DenseAttention, OptionsMatchNaiveFormulaOneByOneAndBatched) {
+TEST(Attention, OptionsMatchNaiveFormulaOneByOneAndBatched) {
     const int n_kv = 2, q_per_kv = 2, hd = 16, n_ctx = 64, layer = 0, n_pos = 50;
     const int nq = n_kv * q_per_kv, width = nq * hd;
     KvCache cache(1, n_kv, hd, n_ctx, QuantType::F32);
@@ -162,7 +162,7 @@ TEST(DenseAttention, OptionsMatchNaiveFormulaOneByOneAndBatched) {
     for (auto& x : qs) x = rng.next_normal() * 3.0f;
     for (int p = 0; p < n_pos; ++p) cache.store(layer, p, ks.data() + p * n_kv * hd, vs.data() + p * n_kv * hd);
     ThreadPool pool(2);
-    DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+    Attention attention(n_ctx, hd, n_kv, pool.size());
     for (const AttentionOptions options : {AttentionOptions{0.1f, 0.0f, 0}, AttentionOptions{0.0f, 5.0f, 0},
                                            AttentionOptions{0.0f, 0.0f, 7}, AttentionOptions{0.2f, 4.0f, 16}}) {
         std::vector<float> batched(n_pos * width);

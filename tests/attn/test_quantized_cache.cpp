@@ -4,7 +4,7 @@
 // cache read in place) or exact (a batch, the history converted); and the
 // whole result stays near attention over the unrounded values, nearer for
 // Q8_0 than Q4_0. Head widths of one and several blocks; multi-query shapes.
-#include "attn/dense_attention.h"
+#include "attn/attention.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -76,7 +76,7 @@ TEST(QuantizedKvCache, AttentionEqualsTheFormulaOverWhatTheCacheHolds) {
             std::vector<float> q(static_cast<size_t>(n_pos) * width);
             for (float& x : q) x = rng.next_normal();
             ThreadPool pool(2);
-            DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+            Attention attention(n_ctx, hd, n_kv, pool.size());
             // The last 3 positions one at a time, then the whole prompt as a batch.
             std::vector<float> one(width), batch(q.size());
             attention.attend(cache, layer, 0, n_pos, q.data(), width, nq, q_per_kv, batch.data(), width, pool);

@@ -4,7 +4,7 @@
 // multi-query shapes, F32 and quantized caches; a batch equals its positions
 // one at a time bit for bit; a window that reaches position 0 gives dense's
 // bits; a rewritten block's landmark follows its new rows.
-#include "attn/dense_attention.h"
+#include "attn/attention.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -117,7 +117,7 @@ TEST(SparseAttention, EqualsTheFormulaOverItsCandidates) {
         const int lm = c.o.landmarks == LandmarkMode::kOff ? 0 : c.o.block;
         Filled f = fill(c.n_kv, c.q_per_kv, c.hd, n_ctx, n_pos, QuantType::F32, lm, 3);
         ThreadPool pool(2);
-        DenseAttention attention(n_ctx, c.hd, c.n_kv, pool.size());
+        Attention attention(n_ctx, c.hd, c.n_kv, pool.size());
         AttentionOptions options;
         options.sparse = c.o;
         std::vector<float> batch(f.q.size()), one(width);
@@ -150,7 +150,7 @@ TEST(SparseAttention, QuantizedCachesReadTheirOwnRowsAndMeans) {
     for (const KvCacheTypes types : {KvCacheTypes(QuantType::Q8_0), KvCacheTypes(QuantType::F16, QuantType::Q4_0)}) {
         Filled f = fill(n_kv, q_per_kv, hd, n_ctx, n_pos, types, o.block, 8);
         ThreadPool pool(1);
-        DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+        Attention attention(n_ctx, hd, n_kv, pool.size());
         AttentionOptions options;
         options.sparse = o;
         std::vector<float> one(width);
@@ -169,7 +169,7 @@ TEST(SparseAttention, AWindowThatReachesTheStartGivesDenseBits) {
     const int n_kv = 2, q_per_kv = 2, hd = 16, nq = 4, width = nq * hd, n_ctx = 80, n_pos = 70;
     Filled f = fill(n_kv, q_per_kv, hd, n_ctx, n_pos, QuantType::F16, 8, 11);
     ThreadPool pool(2);
-    DenseAttention attention(n_ctx, hd, n_kv, pool.size());
+    Attention attention(n_ctx, hd, n_kv, pool.size());
     AttentionOptions sparse;
     sparse.sparse.enabled = true;
     sparse.sparse.window = n_pos - 1;

@@ -5,10 +5,10 @@
 // lie inside the prompt's input spans, the template's own never do), and on
 // the real Qwen 3 and Llama 3 vocabularies with every control token they have.
 #include "engine/chat_session.h"
-#include "engine/chat_template.h"
-#include "engine/jinja_lexer.h"
-#include "engine/jinja_parser.h"
-#include "engine/jinja_render.h"
+#include "chat/chat_template.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_parser.h"
+#include "chat/jinja_render.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer.h"
 #include "model/vocab.h"

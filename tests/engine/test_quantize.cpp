@@ -3,8 +3,8 @@
 // that quantized models still load and generate (stories260K's Q8_0 gives
 // the reference greedy story token for token).
 #include "engine/generation.h"
-#include "engine/kl_divergence.h"
-#include "engine/perplexity.h"
+#include "eval/kl_divergence.h"
+#include "eval/perplexity.h"
 #include "model/gguf_file.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"

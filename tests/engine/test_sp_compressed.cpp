@@ -4,8 +4,8 @@
 // codebooks of another model, or a worker without them, are refused.
 #include "cluster/sp_prefill_decoder.h"
 #include "cluster/test_worker.h"
-#include "engine/logit_agreement.h"
-#include "engine/vq_fit.h"
+#include "eval/logit_agreement.h"
+#include "eval/vq_fit.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_errors.h"

@@ -2,7 +2,7 @@
 // bytes, parsed and rendered over a fixed conversation, end in text or a
 // tessera::Error (a raise_exception included), within the interpreter's
 // step and output bounds; never a crash or a hang.
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>

@@ -6,8 +6,8 @@
 // here with an error naming them and their line, before anything renders.
 #pragma once
 
-#include "engine/jinja_lexer.h"
-#include "engine/jinja_value.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_value.h"
 
 #include <memory>
 #include <string>

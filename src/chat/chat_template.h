@@ -6,8 +6,8 @@
 // built here is byte for byte the one Python would build.
 #pragma once
 
-#include "engine/jinja_parser.h"
-#include "engine/jinja_render.h"
+#include "chat/jinja_parser.h"
+#include "chat/jinja_render.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,8 @@
-#include "engine/jinja_render.h"
+#include "chat/jinja_render.h"
 
-#include "engine/jinja_builtins.h"
-#include "engine/jinja_marked.h"
-#include "engine/jinja_text.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_marked.h"
+#include "chat/jinja_text.h"
 
 #include <chrono>
 #include <cmath>

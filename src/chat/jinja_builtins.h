@@ -4,7 +4,7 @@
 // the line of the expression that called them.
 #pragma once
 
-#include "engine/jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <string>
 

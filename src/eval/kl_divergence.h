@@ -39,7 +39,7 @@
 // are the remaining guard.
 #pragma once
 
-#include "engine/perplexity.h"
+#include "eval/perplexity.h"
 #include "util/mapped_file.h"
 
 #include <cstdint>

@@ -4,7 +4,8 @@
 // writes it (Hugging Face's tojson: ensure_ascii=False, insertion order).
 #pragma once
 
-#include "engine/jinja_value.h"
+#include "chat/jinja_value.h"
+#include "util/utf8.h"
 
 #include <optional>
 #include <string>
@@ -12,9 +13,9 @@
 
 namespace tessera::jinja {
 
-// Byte offsets of each code point's start, plus the text's size at the end.
-std::vector<size_t> utf8_offsets(const std::string& s);
-size_t utf8_length(const std::string& s);
+// Byte offsets of each code point's start and code point counts: util/utf8.h.
+using tessera::utf8_length;
+using tessera::utf8_offsets;
 
 // str.strip/lstrip/rstrip; `chars` absent means whitespace.
 std::string py_strip(const std::string& s, const std::optional<std::string>& chars, bool left, bool right);

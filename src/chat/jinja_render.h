@@ -7,9 +7,9 @@
 // evaluation steps, output size, and macro recursion depth.
 #pragma once
 
-#include "engine/jinja_marked.h"
-#include "engine/jinja_parser.h"
-#include "engine/jinja_value.h"
+#include "chat/jinja_marked.h"
+#include "chat/jinja_parser.h"
+#include "chat/jinja_value.h"
 #include "util/error.h"
 
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "engine/bench.h"
+#include "eval/bench.h"
 
 #include "model/llama_model.h"
 #include "ops/group_prefetch.h"

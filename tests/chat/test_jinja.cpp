@@ -1,9 +1,9 @@
 // The Jinja2 interpreter, construct by construct. Expected outputs of the
 // table below were produced by Python's jinja2 3.1.6 in Hugging Face's
 // configuration (trim_blocks, lstrip_blocks, loopcontrols, json.dumps tojson).
-#include "engine/jinja_lexer.h"
-#include "engine/jinja_parser.h"
-#include "engine/jinja_render.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_parser.h"
+#include "chat/jinja_render.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

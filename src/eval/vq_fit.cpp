@@ -1,4 +1,4 @@
-#include "engine/vq_fit.h"
+#include "eval/vq_fit.h"
 
 #include "model/local_decoder.h"
 #include "util/error.h"

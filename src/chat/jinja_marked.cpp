@@ -1,4 +1,4 @@
-#include "engine/jinja_marked.h"
+#include "chat/jinja_marked.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
-#include "engine/jinja_builtins.h"
+#include "chat/jinja_builtins.h"
 
-#include "engine/jinja_marked.h"
-#include "engine/jinja_text.h"
+#include "chat/jinja_marked.h"
+#include "chat/jinja_text.h"
 #include "util/error.h"
 
 #include <algorithm>

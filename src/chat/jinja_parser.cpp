@@ -1,4 +1,4 @@
-#include "engine/jinja_parser.h"
+#include "chat/jinja_parser.h"
 
 #include "util/error.h"
 

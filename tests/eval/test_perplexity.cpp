@@ -1,11 +1,11 @@
-// Perplexity and KL divergence (engine/perplexity.h, engine/kl_divergence.h):
+// Perplexity and KL divergence (eval/perplexity.h, eval/kl_divergence.h):
 // chunking as llama.cpp does it, the PPL against a computation written out
 // here from token-by-token logits, decoder reuse across chunks, the base file
 // in llama.cpp's format (rows encoded as documented, a file built byte by byte
 // read back, bad files refused), the KL statistics against values worked out
 // here, and KL of a model against itself and against its Q8_0.
-#include "engine/kl_divergence.h"
-#include "engine/perplexity.h"
+#include "eval/kl_divergence.h"
+#include "eval/perplexity.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/quantize_model.h"

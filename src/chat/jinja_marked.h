@@ -5,7 +5,7 @@
 // text keeps its mark however the template cuts and joins it.
 #pragma once
 
-#include "engine/jinja_value.h"
+#include "chat/jinja_value.h"
 #include "util/text_spans.h"
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "engine/kl_divergence.h"
+#include "eval/kl_divergence.h"
 
 #include "util/checked.h"
 #include "util/error.h"

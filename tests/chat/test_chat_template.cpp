@@ -2,7 +2,7 @@
 // Hugging Face configures it): tests/data/templates/render_reference.py wrote
 // the expected bytes and cases.json; every template x conversation must
 // match exactly, and where jinja2 refused a conversation we must refuse too.
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 
 #include "test_paths.h"
 

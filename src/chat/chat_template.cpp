@@ -1,6 +1,6 @@
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 
-#include "engine/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 #include "util/error.h"
 
 #include <fstream>

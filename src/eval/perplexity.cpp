@@ -1,4 +1,4 @@
-#include "engine/perplexity.h"
+#include "eval/perplexity.h"
 
 #include "util/error.h"
 #include "util/timer.h"

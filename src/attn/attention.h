@@ -1,4 +1,5 @@
-// Dense causal attention of a batch of consecutive positions over the cache:
+// Causal attention of a batch of consecutive positions over the cache, dense
+// (here) or sparse (sparse_attention.cpp, for long contexts):
 // the query at position p reads cached positions [0, p] (or its sliding
 // window); for each query head, softmax(q . K * scale) . V (scores soft-capped
 // first where the model asks), with query head j reading KV head
@@ -45,9 +46,9 @@ struct AttentionOptions {
     AttentionMass* mass = nullptr;
 };
 
-class DenseAttention {
+class Attention {
 public:
-    DenseAttention(int n_ctx, int head_dim, int n_kv_heads, int n_threads);
+    Attention(int n_ctx, int head_dim, int n_kv_heads, int n_threads);
 
     // Queries of the n_tok positions pos0 .. pos0 + n_tok - 1, whose K/V are
     // already stored: row t of q (at q + t * q_stride) holds n_q_heads heads of
@@ -65,11 +66,14 @@ public:
                          float* out, int thread, const AttentionOptions& options = {});
 
 private:
+    // Positions (or query heads) whose scores one thread holds at a time.
+    static constexpr int kTokenBlock = 32;
+
     void attend_one(const KvCache& cache, int layer, int pos, const float* q, int n_q_heads, int q_per_kv,
                     float* out, ThreadPool& pool, const AttentionOptions& options);
-    // One position's sparse attention for one KV head: scores over the
-    // window's rows in place, the scattered rows and landmark rows gathered,
-    // one softmax over them all, the values summed likewise.
+    // One position's sparse attention for one KV head (attn/sparse_attention.cpp):
+    // scores over the window's rows in place, the scattered rows and landmark
+    // rows gathered, one softmax over them all, the values summed likewise.
     void attend_sparse_head(const KvCache& cache, int layer, int pos, const float* q, int kv_head, int q_per_kv,
                             float* out, int thread, const AttentionOptions& options);
     // `heads` query heads (head_dim floats each) as the keys' dot product

@@ -1,4 +1,4 @@
-#include "engine/jinja_text.h"
+#include "chat/jinja_text.h"
 
 #include "util/error.h"
 
@@ -7,22 +7,6 @@
 #include <cstdio>
 
 namespace tessera::jinja {
-
-std::vector<size_t> utf8_offsets(const std::string& s) {
-    std::vector<size_t> offsets;
-    offsets.reserve(s.size() + 1);
-    for (size_t i = 0; i < s.size(); ++i) {
-        if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) offsets.push_back(i);
-    }
-    offsets.push_back(s.size());
-    return offsets;
-}
-
-size_t utf8_length(const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-    return n;
-}
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "engine/jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <charconv>
 #include <cmath>

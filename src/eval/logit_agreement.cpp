@@ -1,4 +1,4 @@
-#include "engine/logit_agreement.h"
+#include "eval/logit_agreement.h"
 
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "engine/speculative_bench.h"
+#include "eval/speculative_bench.h"
 
 #include "util/error.h"
 
