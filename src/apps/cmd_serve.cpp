@@ -3,8 +3,10 @@
 //   events or not), GET /v1/models, /health, /metrics (Prometheus text),
 //   POST /tokenize, /detokenize; GET / (the chat page), /props (model,
 //   context and plan, for the page).
-// --parallel N slots, each a sequence with its own KV cache: running requests'
-// tokens go through the model together (engine/sequence_batcher.h), up to
+// --parallel N slots (serve/slot_pool.h), each a sequence with its own KV
+// cache: running requests' tokens go through the model together
+// (engine/sequence_batcher.h); the request parser and response objects are
+// serve/openai_api.h, /metrics serve/metrics.h. Up to
 // --queue more wait their turn in arrival order (more get 503). A request
 // takes the free slot whose cached tokens its prompt shares most of, so a
 // conversation's next turn (its history resent) prefills only its new
@@ -12,7 +14,6 @@
 // next token.
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
-#include "serve/openai_api.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
 #include "apps/web_page.h"
@@ -22,6 +23,9 @@
 #include "engine/stop_strings.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
+#include "serve/metrics.h"
+#include "serve/openai_api.h"
+#include "serve/slot_pool.h"
 #include "util/error.h"
 #include "util/timer.h"
 
@@ -60,137 +64,6 @@ struct ServeOptions {
     bool ignore_eos = false;
     ParallelOptions parallel;
     AttentionFlags attention;
-};
-
-// A Prometheus histogram of seconds.
-class Histogram {
-public:
-    void observe(double seconds) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        size_t b = 0;
-        while (b < std::size(kBuckets) && seconds > kBuckets[b]) ++b;
-        ++counts_[b];
-        sum_ += seconds;
-    }
-    void write(std::ostream& o, const char* name) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        o << "# TYPE " << name << " histogram\n";
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < std::size(kBuckets); ++b) {
-            cumulative += counts_[b];
-            o << name << "_bucket{le=\"" << kBuckets[b] << "\"} " << cumulative << "\n";
-        }
-        cumulative += counts_[std::size(kBuckets)];
-        o << name << "_bucket{le=\"+Inf\"} " << cumulative << "\n";
-        o << name << "_sum " << sum_ << "\n" << name << "_count " << cumulative << "\n";
-    }
-
-private:
-    static constexpr double kBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-    std::mutex mutex_;
-    uint64_t counts_[std::size(kBuckets) + 1] = {};
-    double sum_ = 0.0;
-};
-
-// Request counts, tokens and latencies for /metrics.
-struct Metrics {
-    std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, generated_tokens{0}, cached_tokens{0};
-    Histogram latency;  // request received -> answer complete
-    Histogram ttft;     // request received -> first text (queueing included)
-
-    std::string text(const BatcherStats& b) {
-        std::ostringstream o;
-        o << "# TYPE tessera_batches_total counter\ntessera_batches_total " << b.batches << "\n";
-        o << "# TYPE tessera_batch_rows_total counter\ntessera_batch_rows_total " << b.rows << "\n";
-        o << "# TYPE tessera_batch_sequences_total counter\ntessera_batch_sequences_total " << b.sequences << "\n";
-        o << "# TYPE tessera_batch_seconds_total counter\ntessera_batch_seconds_total " << b.seconds << "\n";
-        o << "# TYPE tessera_batch_last_seconds gauge\ntessera_batch_last_seconds " << b.last_seconds << "\n";
-        // Per node of the plan: its sync steps (tensor parallel: the root's
-        // own partials, a worker's from broadcast to partial) or batches
-        // (pipeline: the root's layers; the last stage: rows out to logits in).
-        o << "# TYPE tessera_node_steps_total counter\n";
-        for (const NodeStepTime& n : b.nodes) {
-            o << "tessera_node_steps_total{node=\"" << n.node << "\",role=\"" << n.role << "\"} " << n.steps << "\n";
-        }
-        o << "# TYPE tessera_node_step_seconds_total counter\n";
-        for (const NodeStepTime& n : b.nodes) {
-            o << "tessera_node_step_seconds_total{node=\"" << n.node << "\",role=\"" << n.role << "\"} " << n.seconds
-              << "\n";
-        }
-        o << "# TYPE tessera_requests_total counter\ntessera_requests_total " << requests << "\n";
-        o << "# TYPE tessera_request_errors_total counter\ntessera_request_errors_total " << errors << "\n";
-        o << "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total " << prompt_tokens << "\n";
-        o << "# TYPE tessera_prompt_tokens_cached_total counter\ntessera_prompt_tokens_cached_total " << cached_tokens
-          << "\n";
-        o << "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total " << generated_tokens << "\n";
-        latency.write(o, "tessera_request_seconds");
-        ttft.write(o, "tessera_time_to_first_token_seconds");
-        return o.str();
-    }
-};
-
-// A request's place in the queue: counted while any copy lives.
-struct QueueTicket {
-    std::atomic<int>& count;
-    explicit QueueTicket(std::atomic<int>& c) : count(c) { ++count; }
-    ~QueueTicket() { --count; }
-    QueueTicket(const QueueTicket&) = delete;
-    QueueTicket& operator=(const QueueTicket&) = delete;
-};
-
-// The slots: a request waits its turn (first come, first served) for a free
-// slot, and takes the one whose cached tokens its prompt shares most of.
-class SlotPool {
-public:
-    explicit SlotPool(int n) : caches_(static_cast<size_t>(n)), busy_(static_cast<size_t>(n), false),
-                               last_used_(static_cast<size_t>(n), 0) {}
-
-    int acquire(const std::vector<int32_t>& prompt) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        const uint64_t ticket = next_ticket_++;
-        queue_.push_back(ticket);
-        changed_.wait(lock, [&] {
-            return queue_.front() == ticket && std::find(busy_.begin(), busy_.end(), false) != busy_.end();
-        });
-        queue_.pop_front();
-        int best = -1;
-        size_t best_common = 0;
-        for (size_t s = 0; s < caches_.size(); ++s) {
-            if (busy_[s]) continue;
-            const std::vector<int32_t>& held = caches_[s].tokens();
-            size_t common = 0;
-            while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
-            // The longest shared prefix; among equals, the slot unused longest.
-            if (best < 0 || common > best_common ||
-                (common == best_common && last_used_[s] < last_used_[static_cast<size_t>(best)])) {
-                best = static_cast<int>(s);
-                best_common = common;
-            }
-        }
-        busy_[static_cast<size_t>(best)] = true;
-        last_used_[static_cast<size_t>(best)] = ++clock_;
-        changed_.notify_all();  // the next in line may take another free slot
-        return best;
-    }
-    void release(int slot) {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            busy_[static_cast<size_t>(slot)] = false;
-        }
-        changed_.notify_all();
-    }
-    // A busy slot's cache belongs to the request holding it.
-    PrefixCache& cache(int slot) { return caches_[static_cast<size_t>(slot)]; }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::vector<PrefixCache> caches_;
-    std::vector<bool> busy_;
-    std::vector<uint64_t> last_used_;
-    uint64_t clock_ = 0;
-    uint64_t next_ticket_ = 0;
-    std::deque<uint64_t> queue_;
 };
 
 class Server {
