@@ -13,7 +13,7 @@
 // each rank sent per sync. Partials are random values of a real residual
 // update's size (|v| ~ 0.05) on the fixed-point grid. Not a test: times
 // depend on the machine.
-#include "cluster/partial_exchange.h"
+#include "cluster/tensor_parallel/partial_exchange.h"
 #include "model/llama_model.h"
 #include "model/slice_forward.h"
 #include "net/seal.h"

@@ -5,10 +5,10 @@
 #include "apps/attention_flags.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
-#include "cluster/planner.h"
-#include "cluster/sp_chunks.h"
+#include "cluster/planner/planner.h"
+#include "cluster/sequence_parallel/sp_chunks.h"
 #include "model/kv_codebooks.h"
-#include "engine/auto_plan.h"
+#include "cluster/planner/auto_plan.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -43,7 +43,7 @@ struct PlannedNode {
 };
 
 // --prefill sp: each node's chunk of a prompt and the bytes it sends and
-// receives (cluster/sp_chunks.h), every node holding the whole model.
+// receives (cluster/sequence_parallel/sp_chunks.h), every node holding the whole model.
 void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n_ctx, KvCacheTypes kv_types) {
     const ModelHParams& hp = model.hparams();
     std::vector<std::string> names = {"root"};

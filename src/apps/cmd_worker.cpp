@@ -1,6 +1,6 @@
 // tessera worker: serve a slice of a model to a tensor-parallel root.
 #include "apps/commands.h"
-#include "cluster/tp_worker.h"
+#include "cluster/session/worker.h"
 #include "net/wire_key.h"
 #include "util/error.h"
 
@@ -92,7 +92,7 @@ void worker_main(const WorkerCliOptions& o) {
         std::fflush(stdout);
     };
     options.log = [](const std::string& line) { std::fprintf(stderr, "worker: %s\n", line.c_str()); };
-    run_tp_worker(options);
+    run_worker(options);
 }
 
 }  // namespace

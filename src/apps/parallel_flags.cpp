@@ -1,6 +1,6 @@
 #include "apps/parallel_flags.h"
 
-#include "cluster/session_messages.h"
+#include "cluster/session/session_messages.h"
 
 #include <cstdio>
 

@@ -1,6 +1,6 @@
 #include "apps/plan_decoder.h"
 
-#include "engine/auto_plan.h"
+#include "cluster/planner/auto_plan.h"
 
 #include "net/tcp.h"
 #include "util/error.h"

@@ -1,7 +1,7 @@
 #include "engine/decoder_setup.h"
 
-#include "cluster/planner.h"
-#include "engine/auto_plan.h"
+#include "cluster/planner/planner.h"
+#include "cluster/planner/auto_plan.h"
 #include "model/local_decoder.h"
 #include "net/wire_key.h"
 #include "util/system_memory.h"

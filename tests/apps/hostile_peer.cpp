@@ -103,20 +103,20 @@ FakeWorker::FakeWorker(const WireKey* key, StepHandler on_step, json hello_reply
         try {
             FrameChannel channel(listener_->accept(30000), ChannelLimits{64u << 20, 30000, 0});
             authenticate_as_server(channel, key, 5000, 64u << 20);
-            recv_json(channel, TpMessage::kHello, "root", 5000);
-            send_json(channel, TpMessage::kHelloReply, hello_reply);
+            recv_json(channel, SessionMessage::kHello, "root", 5000);
+            send_json(channel, SessionMessage::kHelloReply, hello_reply);
             if (hello_reply["ok"] != true) return;
-            const json assign = recv_json(channel, TpMessage::kAssign, "root", 30000);
+            const json assign = recv_json(channel, SessionMessage::kAssign, "root", 30000);
             if (link_ && assign.value("shm", false)) channel.use_shared_memory(std::move(link_));
-            send_json(channel, TpMessage::kReady, {{"ok", true}});
+            send_json(channel, SessionMessage::kReady, {{"ok", true}});
             Frame frame;
             for (;;) {
                 channel.recv(frame, 30000);
-                if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return;
+                if (frame.type == static_cast<uint16_t>(SessionMessage::kShutdown)) return;
                 // A batch's runs and residual rows need no answer: the root's
                 // partials and head steps do.
-                if (frame.type == static_cast<uint16_t>(TpMessage::kSeqRuns) ||
-                    frame.type == static_cast<uint16_t>(TpMessage::kResidual)) {
+                if (frame.type == static_cast<uint16_t>(SessionMessage::kSeqRuns) ||
+                    frame.type == static_cast<uint16_t>(SessionMessage::kResidual)) {
                     continue;
                 }
                 on_step(channel, frame);
@@ -143,7 +143,7 @@ void answer_with_zeros(FrameChannel& channel, const Frame& step) {
     std::vector<double> partial(static_cast<size_t>(h.width) * h.n_tok, 0.0);
     std::vector<uint8_t> out;
     encode_exact_step(h, partial.data(), out);
-    channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+    channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
 }
 
 FakeWorker::~FakeWorker() { thread_.join(); }

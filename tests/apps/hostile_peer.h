@@ -4,7 +4,7 @@
 // `tessera worker` and `tessera run` processes are on the other end.
 #pragma once
 
-#include "cluster/json_messages.h"
+#include "cluster/session/json_messages.h"
 #include "net/channel.h"
 #include "net/shm_link.h"
 #include "net/tcp.h"

@@ -53,11 +53,11 @@ std::string session_error(const HostPort& address, const WireKey* key, const jso
 std::string session_error_once(const HostPort& address, const WireKey* key, const json& hello, const json& assign) {
     try {
         auto channel = connect_as_root(address, key);
-        send_json(*channel, TpMessage::kHello, hello);
-        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, SessionMessage::kHello, hello);
+        const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
         if (!reply.value("ok", false)) return reply.dump();
-        send_json(*channel, TpMessage::kAssign, assign);
-        const json ready = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        send_json(*channel, SessionMessage::kAssign, assign);
+        const json ready = recv_json(*channel, SessionMessage::kReady, "worker", 5000);
         return ready.dump();
     } catch (const Error& e) {
         return e.what();
@@ -80,8 +80,8 @@ std::string session_error(const HostPort& address, const WireKey* key, const jso
 std::unique_ptr<FrameChannel> greet_when_free(const HostPort& address) {
     for (int attempt = 0;; ++attempt) {
         auto channel = connect_as_root(address, nullptr);
-        send_json(*channel, TpMessage::kHello, good_hello());
-        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, SessionMessage::kHello, good_hello());
+        const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
         if (reply.value("ok", false)) return channel;
         if (!reply.value("busy", false) || attempt == 50) throw Error("hello refused: " + reply.dump());
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -102,7 +102,7 @@ void expect_logged_soon(const WorkerProcess& worker, const std::string& want) {
 // 300 ms, for 6 s), never answering.
 void beat_without_answering(FrameChannel& channel) {
     for (int i = 0; i < 20; ++i) {
-        channel.send(static_cast<uint16_t>(TpMessage::kHeartbeat), std::span<const uint8_t>());
+        channel.send(static_cast<uint16_t>(SessionMessage::kHeartbeat), std::span<const uint8_t>());
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
 }
@@ -208,18 +208,18 @@ TEST(HostilePeers, StepWhoseSizeWrapsIsRefusedAndTheWorkerGoesOn) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/wrap.log");
     {
         auto channel = connect_as_root(worker.address(), nullptr);
-        send_json(*channel, TpMessage::kHello, good_hello());
-        recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
-        send_json(*channel, TpMessage::kAssign, good_assign());
-        recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        send_json(*channel, SessionMessage::kHello, good_hello());
+        recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, SessionMessage::kAssign, good_assign());
+        recv_json(*channel, SessionMessage::kReady, "worker", 5000);
         std::vector<uint8_t> step(kStepHeaderBytes, 0);
         const uint32_t big = 1u << 31;
         std::memcpy(step.data() + 8, &big, 4);   // n_tok
         std::memcpy(step.data() + 12, &big, 4);  // width
-        channel->send(static_cast<uint16_t>(TpMessage::kResidual), step);
+        channel->send(static_cast<uint16_t>(SessionMessage::kResidual), step);
         Frame reply;
         channel->recv(reply, 5000);
-        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        const std::string e = test::error_of([&] { parse_json_message(reply, SessionMessage::kPartial, "worker"); });
         EXPECT_NE(e.find("impossibly large"), std::string::npos) << e;
     }
     expect_root_succeeds(worker);
@@ -255,8 +255,8 @@ TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
     const auto open_session = [&]() {
         for (int attempt = 0;; ++attempt) {
             auto channel = connect_as_root(worker.address(), nullptr);
-            send_json(*channel, TpMessage::kHello, good_hello());
-            const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+            send_json(*channel, SessionMessage::kHello, good_hello());
+            const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
             if (!reply.value("ok", false) && reply.value("busy", false) && attempt < 50) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
                 continue;
@@ -264,8 +264,8 @@ TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
             json assign = good_assign();
             assign["n_seq"] = 2;
             assign["n_ctx"] = 256;
-            send_json(*channel, TpMessage::kAssign, assign);
-            recv_json(*channel, TpMessage::kReady, "worker", 5000);
+            send_json(*channel, SessionMessage::kAssign, assign);
+            recv_json(*channel, SessionMessage::kReady, "worker", 5000);
             return channel;
         }
     };
@@ -274,26 +274,26 @@ TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
         if (!c.runs.empty()) {
             std::vector<uint8_t> table;
             encode_seq_runs(c.runs, table);
-            channel->send(static_cast<uint16_t>(TpMessage::kSeqRuns), table);
+            channel->send(static_cast<uint16_t>(SessionMessage::kSeqRuns), table);
         }
-        channel->send(static_cast<uint16_t>(TpMessage::kResidual), residual_rows(c.n_tok));
+        channel->send(static_cast<uint16_t>(SessionMessage::kResidual), residual_rows(c.n_tok));
         Frame reply;
         do {
             channel->recv(reply, 5000);
-        } while (reply.type == static_cast<uint16_t>(TpMessage::kHeartbeat));
-        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        } while (reply.type == static_cast<uint16_t>(SessionMessage::kHeartbeat));
+        const std::string e = test::error_of([&] { parse_json_message(reply, SessionMessage::kPartial, "worker"); });
         EXPECT_NE(e.find(c.want), std::string::npos) << e;
     }
     {
         // A table that is not one: refused as soon as it arrives.
         auto channel = open_session();
         const std::vector<uint8_t> junk = {0xff, 0xff, 0xff, 0xff, 1, 2, 3};
-        channel->send(static_cast<uint16_t>(TpMessage::kSeqRuns), junk);
+        channel->send(static_cast<uint16_t>(SessionMessage::kSeqRuns), junk);
         Frame reply;
         do {
             channel->recv(reply, 5000);
-        } while (reply.type == static_cast<uint16_t>(TpMessage::kHeartbeat));
-        const std::string e = test::error_of([&] { parse_json_message(reply, TpMessage::kPartial, "worker"); });
+        } while (reply.type == static_cast<uint16_t>(SessionMessage::kHeartbeat));
+        const std::string e = test::error_of([&] { parse_json_message(reply, SessionMessage::kPartial, "worker"); });
         EXPECT_NE(e.find("runs in one batch"), std::string::npos) << e;
     }
     // Too many sequences for the assign's bounds: refused before allocating.
@@ -328,14 +328,14 @@ TEST(HostilePeers, DeeplyNestedHelloIsRefusedCheaply) {
     {
         auto channel = connect_as_root(worker.address(), nullptr);
         const std::vector<uint8_t> nested(32u << 20, '[');
-        channel->send(static_cast<uint16_t>(TpMessage::kHello), nested);
+        channel->send(static_cast<uint16_t>(SessionMessage::kHello), nested);
         Frame reply;
         EXPECT_NE(test::error_of([&] { channel->recv(reply, 5000); }), test::kNoError);
     }
     std::vector<uint8_t> deep(1000, '[');
     {
         auto channel = connect_as_root(worker.address(), nullptr);
-        channel->send(static_cast<uint16_t>(TpMessage::kHello), deep);
+        channel->send(static_cast<uint16_t>(SessionMessage::kHello), deep);
         Frame reply;
         EXPECT_NE(test::error_of([&] { channel->recv(reply, 5000); }), test::kNoError);
     }
@@ -355,8 +355,8 @@ TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
         auto channel = connect_as_root(worker.address(), &key);
         json hello = good_hello();
         hello["shm"] = true;
-        send_json(*channel, TpMessage::kHello, hello);
-        const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+        send_json(*channel, SessionMessage::kHello, hello);
+        const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
         ASSERT_TRUE(reply.contains("shm_name")) << reply.dump();
         // Map the worker's segment as the peer would, and forge the tail of
         // the ring the worker writes (ring 1 of the creator; control block
@@ -372,7 +372,7 @@ TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
         tail->store(1ull << 62);
         json assign = good_assign();
         assign["shm"] = true;
-        send_json(*channel, TpMessage::kAssign, assign);
+        send_json(*channel, SessionMessage::kAssign, assign);
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         ::munmap(base, static_cast<size_t>(st.st_size));
     }
@@ -383,8 +383,8 @@ TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
     auto channel = connect_as_root(plain.address(), nullptr);
     json hello = good_hello();
     hello["shm"] = true;
-    send_json(*channel, TpMessage::kHello, hello);
-    EXPECT_FALSE(recv_json(*channel, TpMessage::kHelloReply, "worker", 5000).contains("shm_name"));
+    send_json(*channel, SessionMessage::kHello, hello);
+    EXPECT_FALSE(recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000).contains("shm_name"));
 }
 
 // The root's side of the same finding: a fake worker forging the tail of the
@@ -442,16 +442,16 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
     // then one that stops half way: nothing is left behind.
     for (uint64_t announced : {uint64_t{64} << 20, uint64_t{4096}}) {
         auto channel = greet_when_free(worker.address());
-        send_json(*channel, TpMessage::kAssign, good_assign());
-        const json ready = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+        send_json(*channel, SessionMessage::kAssign, good_assign());
+        const json ready = recv_json(*channel, SessionMessage::kReady, "worker", 5000);
         ASSERT_TRUE(ready.value("need_slice", false)) << ready.dump();
-        send_json(*channel, TpMessage::kSliceBegin, {{"bytes", announced}});
+        send_json(*channel, SessionMessage::kSliceBegin, {{"bytes", announced}});
         if (announced < 1000000) {
             const std::vector<uint8_t> half(announced / 2, 7);
-            channel->send(static_cast<uint16_t>(TpMessage::kSliceData), half);
+            channel->send(static_cast<uint16_t>(SessionMessage::kSliceData), half);
             channel->close();
         } else {
-            const json refused = recv_json(*channel, TpMessage::kReady, "worker", 5000);
+            const json refused = recv_json(*channel, SessionMessage::kReady, "worker", 5000);
             EXPECT_NE(refused.value("error", std::string()).find("--cache-max"), std::string::npos) << refused.dump();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -519,10 +519,10 @@ TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
         json assign = good_assign();
         assign["rank"] = 2;
         assign["mesh"] = {"127.0.0.1:9", worker.address_text()};
-        send_json(*root, TpMessage::kAssign, assign);
+        send_json(*root, SessionMessage::kAssign, assign);
         auto peer = connect_as_root(worker.address(), nullptr);
-        send_json(*peer, TpMessage::kMeshHello, impostor);
-        const json ready = recv_json(*root, TpMessage::kReady, "worker", 5000);
+        send_json(*peer, SessionMessage::kMeshHello, impostor);
+        const json ready = recv_json(*root, SessionMessage::kReady, "worker", 5000);
         EXPECT_EQ(ready.value("ok", true), false);
         const std::string e = ready.value("error", "");
         EXPECT_TRUE(e.find("a mesh peer of another session") != std::string::npos ||
@@ -540,8 +540,8 @@ TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
     auto channel = connect_as_root(worker.address(), nullptr);
     json hello = good_hello();
     hello["fingerprint"] = "0123456789abcdef";
-    send_json(*channel, TpMessage::kHello, hello);
-    const json reply = recv_json(*channel, TpMessage::kHelloReply, "worker", 5000);
+    send_json(*channel, SessionMessage::kHello, hello);
+    const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
     EXPECT_EQ(reply.value("ok", true), false);
     for (const auto& [key, value] : reply.items()) {
         EXPECT_TRUE(key == "ok" || key == "error" || key == "fingerprint") << "revealed " << key << ": " << reply.dump();
@@ -584,8 +584,8 @@ TEST(HostilePeers, IdleTricklingAndBusyPeersDoNotHoldTheWorker) {
     // A root that holds the session idle: the next root hears "busy" at once
     // (and asks again for as long as --recover-ms allows, here 1 s).
     auto holder = connect_as_root(worker.address(), &key);
-    send_json(*holder, TpMessage::kHello, good_hello());
-    recv_json(*holder, TpMessage::kHelloReply, "worker", 5000);
+    send_json(*holder, SessionMessage::kHello, good_hello());
+    recv_json(*holder, SessionMessage::kHelloReply, "worker", 5000);
     const auto busy_start = std::chrono::steady_clock::now();
     const test::ProcessResult busy = run_root(worker.address_text(), key_file, {"--recover-ms", "1000"});
     EXPECT_EQ(busy.exit_code, 1);
@@ -617,7 +617,7 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
             std::vector<uint8_t> body;
             encode_exact_step(h, partial.data(), body);
             FrameHeader fh;
-            fh.type = static_cast<uint16_t>(TpMessage::kPartial);
+            fh.type = static_cast<uint16_t>(SessionMessage::kPartial);
             fh.sequence = 3;
             fh.length = static_cast<uint32_t>(body.size());
             const FrameHeaderBytes hb = encode_frame_header(fh);
@@ -637,13 +637,13 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
         // Exact partials are integers now (NaN cannot be said in them): the
         // layers get zeros, the head's logits NaN.
         FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame& step) {
-            if (step.type != static_cast<uint16_t>(TpMessage::kHead)) return test::answer_with_zeros(channel, step);
+            if (step.type != static_cast<uint16_t>(SessionMessage::kHead)) return test::answer_with_zeros(channel, step);
             StepHeader h = test::step_header(step);
             h.width = 512 - 256;  // the fake's vocab rows: half of stories260K's 512 at weights 1,1
             std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, std::nanf(""));
             std::vector<uint8_t> out;
             encode_step(h, logits.data(), out);
-            channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+            channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
         });
         const test::ProcessResult r = run_root(fake.address_text(), "", {"--recover-ms", "0", "--weights", "1,1"});
         EXPECT_EQ(r.exit_code, 1);
@@ -659,7 +659,7 @@ TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
     using Bands = std::vector<std::pair<uint32_t, uint32_t>>;  // (first column, width) of each band
     const auto answer_in = [](Bands bands) {
         return [bands](FrameChannel& channel, const Frame& step) {
-            if (step.type == static_cast<uint16_t>(TpMessage::kHead)) {
+            if (step.type == static_cast<uint16_t>(SessionMessage::kHead)) {
                 // The fake's vocab rows: half of stories260K's 512 at weights 1,1.
                 StepHeader h = test::step_header(step);
                 h.width = 512 - 256;
@@ -667,7 +667,7 @@ TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
                 std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, 0.0f);
                 std::vector<uint8_t> out;
                 encode_step(h, logits.data(), out);
-                return channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+                return channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
             }
             const StepHeader whole = test::step_header(step);
             for (auto [c0, w] : bands) {
@@ -678,7 +678,7 @@ TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
                 std::vector<double> zeros(static_cast<size_t>(h.width) * h.n_tok, 0.0);
                 std::vector<uint8_t> out;
                 encode_exact_step(h, zeros.data(), out);
-                channel.send(static_cast<uint16_t>(TpMessage::kPartial), out);
+                channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
             }
         };
     };
@@ -777,7 +777,7 @@ namespace tessera {
 // serves the next root.
 TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/probes.log");
-    const auto probe = static_cast<uint16_t>(TpMessage::kLinkProbe);
+    const auto probe = static_cast<uint16_t>(SessionMessage::kLinkProbe);
     struct Case {
         std::vector<uint8_t> payload;
         int repeats;
@@ -822,26 +822,26 @@ namespace tessera {
 TEST(HostilePeers, ForgedCompactionsAndAttentionRequestsEndTheSessionAndTheWorkerGoesOn) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/shift.log");
     struct Case {
-        TpMessage type;
+        SessionMessage type;
         std::vector<uint32_t> values;
         const char* want;
     };
     const Case cases[] = {
-        {TpMessage::kShift, {0, 1}, "shift message of 8 bytes is truncated"},
-        {TpMessage::kShift, {0, 0x80000000u, 0}, "keeping 0 of 2147483648 positions is out of range"},
-        {TpMessage::kShift, {0, 10, 3, 1}, "shift message keeping 3 positions has 16 bytes"},
-        {TpMessage::kShift, {0, 10, 1, 10}, "shift keeps position 10 of 10"},
-        {TpMessage::kShift, {3, 10, 1, 0}, "cannot compact sequence 3"},
-        {TpMessage::kShift, {0, 65, 1, 0}, "cannot compact sequence 0: 1 of 65 positions kept (context 64"},
-        {TpMessage::kShift, {0, 10, 2, 5, 5}, "kept position 5 at 1 is not after 5"},
-        {TpMessage::kMass, {0, 100000}, "attention of 100000 positions asked (context 64)"},
-        {TpMessage::kMass, {0, 10, 7}, "attention request of 10 positions has 12 bytes"},
-        {TpMessage::kMass, {0, 10}, "attention is not tracked"},
+        {SessionMessage::kShift, {0, 1}, "shift message of 8 bytes is truncated"},
+        {SessionMessage::kShift, {0, 0x80000000u, 0}, "keeping 0 of 2147483648 positions is out of range"},
+        {SessionMessage::kShift, {0, 10, 3, 1}, "shift message keeping 3 positions has 16 bytes"},
+        {SessionMessage::kShift, {0, 10, 1, 10}, "shift keeps position 10 of 10"},
+        {SessionMessage::kShift, {3, 10, 1, 0}, "cannot compact sequence 3"},
+        {SessionMessage::kShift, {0, 65, 1, 0}, "cannot compact sequence 0: 1 of 65 positions kept (context 64"},
+        {SessionMessage::kShift, {0, 10, 2, 5, 5}, "kept position 5 at 1 is not after 5"},
+        {SessionMessage::kMass, {0, 100000}, "attention of 100000 positions asked (context 64)"},
+        {SessionMessage::kMass, {0, 10, 7}, "attention request of 10 positions has 12 bytes"},
+        {SessionMessage::kMass, {0, 10}, "attention is not tracked"},
     };
     for (const Case& c : cases) {
         auto root = greet_when_free(worker.address());
-        send_json(*root, TpMessage::kAssign, good_assign());
-        ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
+        send_json(*root, SessionMessage::kAssign, good_assign());
+        ASSERT_TRUE(recv_json(*root, SessionMessage::kReady, "worker", 5000).value("ok", false));
         std::vector<uint8_t> payload(c.values.size() * 4);
         std::memcpy(payload.data(), c.values.data(), payload.size());
         root->send(static_cast<uint16_t>(c.type), payload);
@@ -862,7 +862,7 @@ namespace tessera {
 TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/sp.log");
     struct Message {
-        TpMessage type;
+        SessionMessage type;
         std::vector<uint32_t> values;
     };
     struct Case {
@@ -871,26 +871,26 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
     };
     // The default model keeps 4 heads of 8 F32 values: 256 bytes of K and V
     // rows a position.
-    const Message chunk_at_10 = {TpMessage::kSpChunk, {10, 0, 2, 1, 2}};
+    const Message chunk_at_10 = {SessionMessage::kSpChunk, {10, 0, 2, 1, 2}};
     const Case cases[] = {
-        {{{TpMessage::kSpChunk, {0, 0, 0}}}, "prompt chunk of 0 tokens at 0 (flags 0) is out of range"},
-        {{{TpMessage::kSpChunk, {0, 2, 1, 5}}}, "(flags 2) is out of range"},
-        {{{TpMessage::kSpChunk, {0, 0, 3, 1, 2}}}, "prompt chunk of 3 tokens has 20 bytes"},
-        {{{TpMessage::kSpChunk, {60, 0, 10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}}}, "a prompt chunk of 10 tokens at 60 exceeds the context of 64"},
-        {{{TpMessage::kSpChunk, {0, 0, 1, 99999}}}, "token id 99999 is outside the vocabulary"},
-        {{{TpMessage::kSpRows, {0, 0, 1}}}, "unexpected sp-rows message"},
-        {{chunk_at_10, {TpMessage::kSpRows, {0, 0}}}, "KV rows message of 8 bytes is truncated"},
-        {{chunk_at_10, {TpMessage::kSpRows, {0, 5, 5}}}, "KV rows of layer 0 at 5..10 where layer 0's rows from 0 up to 10 were due"},
-        {{chunk_at_10, {TpMessage::kSpRows, {7, 0, 1}}}, "KV rows of layer 7 at 0..1"},
-        {{chunk_at_10, {TpMessage::kSpRows, {0, 0, 0x40000001u}}}, "are out of range"},
-        {{chunk_at_10, {TpMessage::kSpRows, {0, 0, 4, 1, 2, 3}}}, "12 bytes of exact KV rows for 4 positions, 1024 expected"},
+        {{{SessionMessage::kSpChunk, {0, 0, 0}}}, "prompt chunk of 0 tokens at 0 (flags 0) is out of range"},
+        {{{SessionMessage::kSpChunk, {0, 2, 1, 5}}}, "(flags 2) is out of range"},
+        {{{SessionMessage::kSpChunk, {0, 0, 3, 1, 2}}}, "prompt chunk of 3 tokens has 20 bytes"},
+        {{{SessionMessage::kSpChunk, {60, 0, 10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}}}, "a prompt chunk of 10 tokens at 60 exceeds the context of 64"},
+        {{{SessionMessage::kSpChunk, {0, 0, 1, 99999}}}, "token id 99999 is outside the vocabulary"},
+        {{{SessionMessage::kSpRows, {0, 0, 1}}}, "unexpected sp-rows message"},
+        {{chunk_at_10, {SessionMessage::kSpRows, {0, 0}}}, "KV rows message of 8 bytes is truncated"},
+        {{chunk_at_10, {SessionMessage::kSpRows, {0, 5, 5}}}, "KV rows of layer 0 at 5..10 where layer 0's rows from 0 up to 10 were due"},
+        {{chunk_at_10, {SessionMessage::kSpRows, {7, 0, 1}}}, "KV rows of layer 7 at 0..1"},
+        {{chunk_at_10, {SessionMessage::kSpRows, {0, 0, 0x40000001u}}}, "are out of range"},
+        {{chunk_at_10, {SessionMessage::kSpRows, {0, 0, 4, 1, 2, 3}}}, "12 bytes of exact KV rows for 4 positions, 1024 expected"},
     };
     json assign = good_assign();
     assign["role"] = "sequence";
     for (const Case& c : cases) {
         auto root = greet_when_free(worker.address());
-        send_json(*root, TpMessage::kAssign, assign);
-        ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
+        send_json(*root, SessionMessage::kAssign, assign);
+        ASSERT_TRUE(recv_json(*root, SessionMessage::kReady, "worker", 5000).value("ok", false));
         for (const Message& m : c.messages) {
             std::vector<uint8_t> payload(m.values.size() * 4);
             std::memcpy(payload.data(), m.values.data(), payload.size());
@@ -904,8 +904,8 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
             } catch (const Error&) {
                 break;
             }
-            if (answer.type != static_cast<uint16_t>(TpMessage::kHeartbeat) &&
-                answer.type != static_cast<uint16_t>(TpMessage::kError)) {
+            if (answer.type != static_cast<uint16_t>(SessionMessage::kHeartbeat) &&
+                answer.type != static_cast<uint16_t>(SessionMessage::kError)) {
                 ADD_FAILURE() << c.want << ": " << tp_message_name(answer.type);
                 break;
             }
@@ -937,11 +937,11 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
             {from_zero, "KV rows of layer 0 at 5..6 where layer 0's rows from 0 up to 20 were due"}};
         for (const auto& [message, want] : handoffs) {
             auto root = greet_when_free(worker.address());
-            send_json(*root, TpMessage::kAssign, assign);
-            ASSERT_TRUE(recv_json(*root, TpMessage::kReady, "worker", 5000).value("ok", false));
-            send_json(*root, TpMessage::kAssign, message);
+            send_json(*root, SessionMessage::kAssign, assign);
+            ASSERT_TRUE(recv_json(*root, SessionMessage::kReady, "worker", 5000).value("ok", false));
+            send_json(*root, SessionMessage::kAssign, message);
             const uint32_t rows_skipping_ahead[] = {0, 5, 1};
-            root->send(static_cast<uint16_t>(TpMessage::kSpRows),
+            root->send(static_cast<uint16_t>(SessionMessage::kSpRows),
                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rows_skipping_ahead),
                                                 sizeof rows_skipping_ahead));
             Frame answer;
@@ -958,8 +958,8 @@ TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
         auto root = greet_when_free(worker.address());
         json a = assign;
         a["codebooks"] = digest;
-        send_json(*root, TpMessage::kAssign, a);
-        const json ready = recv_json(*root, TpMessage::kReady, "worker", 5000);
+        send_json(*root, SessionMessage::kAssign, a);
+        const json ready = recv_json(*root, SessionMessage::kReady, "worker", 5000);
         EXPECT_FALSE(ready.value("ok", true));
         EXPECT_NE(ready.value("error", std::string()).find(want), std::string::npos) << ready.dump();
     }

@@ -1,7 +1,7 @@
 // Plans a person writes: --stages strings and TOML cluster files, and the
 // clear errors for malformed ones.
-#include "cluster/cluster_spec.h"
-#include "cluster/planner.h"
+#include "cluster/planner/cluster_spec.h"
+#include "cluster/planner/planner.h"
 #include "test_paths.h"
 #include "util/error.h"
 

@@ -1,9 +1,9 @@
-// Exact partials as packed integers (cluster/fixed_rows.h): random grid
+// Exact partials as packed integers (cluster/tensor_parallel/fixed_rows.h): random grid
 // values of every magnitude round-trip bit for bit, each block takes the
 // width a plain reference computes for it (so the bytes are exactly those),
 // and a hostile peer's widths, truncations, trailing bytes and out-of-range
 // values are refused naming it.
-#include "cluster/fixed_rows.h"
+#include "cluster/tensor_parallel/fixed_rows.h"
 #include "ops/fixed_sum.h"
 #include "util/rng.h"
 

@@ -2,8 +2,8 @@
 // stage to stage directly, the last stage answering the root) give greedy
 // output equal to a single node's, on stories260K and a generated GQA model,
 // with micro-batched prompts; eval_all (perplexity) too.
-#include "cluster/pipeline_decoder.h"
-#include "cluster/tp_worker.h"
+#include "cluster/pipeline/pipeline_decoder.h"
+#include "cluster/session/worker.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"

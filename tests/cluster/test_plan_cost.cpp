@@ -3,10 +3,10 @@
 // worker refuses probes that would make it work for a peer, and the cost
 // model picks tensor parallel over fast links, one node over slow ones, and
 // never a plan whose nodes lack the memory.
-#include "cluster/link_probe.h"
-#include "cluster/plan_cost.h"
-#include "cluster/planner.h"
-#include "cluster/tp_messages.h"
+#include "cluster/planner/link_probe.h"
+#include "cluster/planner/plan_cost.h"
+#include "cluster/planner/planner.h"
+#include "cluster/session/messages.h"
 #include "model/random_model.h"
 #include "net/tcp.h"
 #include "test_paths.h"
@@ -42,18 +42,18 @@ std::thread answer_probes(FrameChannel& channel, int delay_ms) {
         int answered = 0;
         for (;;) {
             channel.recv(frame, 5000);
-            if (frame.type == static_cast<uint16_t>(TpMessage::kShutdown)) return;
+            if (frame.type == static_cast<uint16_t>(SessionMessage::kShutdown)) return;
             std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
             answer_link_probe(channel, frame, answered, "root");
         }
     });
 }
 
-void shut(FrameChannel& channel) { channel.send(static_cast<uint16_t>(TpMessage::kShutdown), std::span<const uint8_t>()); }
+void shut(FrameChannel& channel) { channel.send(static_cast<uint16_t>(SessionMessage::kShutdown), std::span<const uint8_t>()); }
 
 Frame probe_frame(std::vector<uint8_t> payload) {
     Frame f;
-    f.type = static_cast<uint16_t>(TpMessage::kLinkProbe);
+    f.type = static_cast<uint16_t>(SessionMessage::kLinkProbe);
     f.payload = std::move(payload);
     return f;
 }
@@ -132,7 +132,7 @@ TEST(LinkProbe, AWrongOrSilentAnswerIsAnErrorNamingTheWorker) {
     expect_error([](FrameChannel& c) {
         Frame f;
         c.recv(f, 2000);
-        c.send(static_cast<uint16_t>(TpMessage::kHeartbeat), f.payload);
+        c.send(static_cast<uint16_t>(SessionMessage::kHeartbeat), f.payload);
     }, "worker 10.0.0.2:9999: answered a link probe with a heartbeat frame");
     expect_error([](FrameChannel& c) {
         Frame f;

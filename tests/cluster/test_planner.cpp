@@ -1,8 +1,8 @@
 // The tensor-parallel planner: any node count, uneven weights, every KV head,
 // FFN channel and row of the output head owned by exactly one rank, granules never split, and the
 // ranks' footprints adding up to the model.
-#include "cluster/planner.h"
-#include "cluster/speed_probe.h"
+#include "cluster/planner/planner.h"
+#include "cluster/planner/speed_probe.h"
 #include "model/random_model.h"
 #include "test_paths.h"
 #include "util/error.h"

@@ -5,7 +5,7 @@
 // or a number out of range is an Error, never an exception of another kind;
 // the assign's handoff positions (a rank taking over from sequence-parallel
 // prefill) stay inside the context.
-#include "cluster/session_messages.h"
+#include "cluster/session/session_messages.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>

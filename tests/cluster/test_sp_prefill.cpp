@@ -5,8 +5,8 @@
 // history, with dense and sparse attention and quantized KV rows; and so
 // does generation handed to a tensor-parallel group or a pipeline of the
 // same nodes after the first prompt.
-#include "cluster/sp_chunks.h"
-#include "cluster/sp_prefill_decoder.h"
+#include "cluster/sequence_parallel/sp_chunks.h"
+#include "cluster/sequence_parallel/sp_prefill_decoder.h"
 #include "model/architecture.h"
 #include "model/hparams.h"
 #include "model/local_decoder.h"

@@ -3,8 +3,8 @@
 // output equals a single node's for 2, 3 and 4 ranks and uneven weights, on
 // stories260K and on a generated GQA model; a worker holding another model is
 // refused with both fingerprints; a worker that dies is reported in seconds.
-#include "cluster/tp_decoder.h"
-#include "cluster/tp_worker.h"
+#include "cluster/tensor_parallel/tp_decoder.h"
+#include "cluster/session/worker.h"
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_errors.h"

@@ -2,7 +2,7 @@
 // packed exact partials, within the format's rounding for F16 and Q8_0); a payload whose size
 // does not match its header, an empty step, or one whose size wraps 64 bits
 // is refused naming the peer; non-finite rows are found wherever they sit.
-#include "cluster/tp_messages.h"
+#include "cluster/session/messages.h"
 #include "util/rng.h"
 
 #include "test_errors.h"

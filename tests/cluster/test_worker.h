@@ -3,7 +3,7 @@
 // greedy decoding that can keep every step's logits.
 #pragma once
 
-#include "cluster/tp_worker.h"
+#include "cluster/session/worker.h"
 #include "model/decoder.h"
 #include "model/random_model.h"
 #include "util/error.h"
@@ -38,7 +38,7 @@ public:
             o.limits.io_timeout_ms = 3000;
             o.on_listening = [&p](uint16_t bound) { p.set_value(bound); };
             try {
-                run_tp_worker(o);
+                run_worker(o);
             } catch (const Error& e) {
                 error_ = e.what();
             }

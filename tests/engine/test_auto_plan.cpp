@@ -1,7 +1,7 @@
 // --auto's last step: the options a run gets from the chosen plan carry the
 // exchange the costing chose, its bands included, unless the user asked for
 // an exchange or bands; the survey's table names them.
-#include "engine/auto_plan.h"
+#include "cluster/planner/auto_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // TCP: rows travel as codebook indices (fewer bytes), the prompt cache is
 // rebuilt from them and the next positions stay close to a single node's;
 // codebooks of another model, or a worker without them, are refused.
-#include "cluster/sp_prefill_decoder.h"
+#include "cluster/sequence_parallel/sp_prefill_decoder.h"
 #include "cluster/test_worker.h"
 #include "eval/logit_agreement.h"
 #include "eval/vq_fit.h"
@@ -104,7 +104,7 @@ TEST(SequenceParallelPrefill, CodebooksOfAnotherModelOrNoneAreRefused) {
         o.model_path = stories;
         o.codebooks_path = other_books;
         o.once = true;
-        const std::string e = test::error_of([&] { run_tp_worker(o); });
+        const std::string e = test::error_of([&] { run_worker(o); });
         EXPECT_NE(e.find("fitted on another model"), std::string::npos) << e;
     }
 }

@@ -1,5 +1,5 @@
 // Plans a person writes: --stages strings and cluster files (TOML).
-#include "cluster/cluster_spec.h"
+#include "cluster/planner/cluster_spec.h"
 #include "util/error.h"
 
 #include <string>

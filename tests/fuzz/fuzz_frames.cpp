@@ -1,6 +1,6 @@
 // The frame decoder: a 24-byte header, then a step payload (header + rows in
 // F32/F16/Q8_0 and packed exact partials) and the same bytes opened as a sealed frame.
-#include "cluster/tp_messages.h"
+#include "cluster/session/messages.h"
 #include "model/kv_codebooks.h"
 #include "net/frame.h"
 #include "net/seal.h"

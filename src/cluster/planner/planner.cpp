@@ -1,0 +1,208 @@
+#include "cluster/planner/planner.h"
+
+#include "util/checked.h"
+
+#include "ops/quant_traits.h"
+#include "util/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tessera {
+
+std::vector<int> apportion(int n_units, std::span<const double> weights) {
+    if (weights.empty()) throw make_error("a plan needs at least one node");
+    double total = 0.0;
+    for (double w : weights) {
+        if (!(w > 0.0) || !std::isfinite(w)) throw make_error("node weight {} is not a positive number", w);
+        total += w;
+    }
+    std::vector<int> shares(weights.size());
+    std::vector<std::pair<double, size_t>> remainders;
+    int given = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const double exact = n_units * weights[i] / total;
+        shares[i] = static_cast<int>(std::floor(exact));
+        given += shares[i];
+        remainders.emplace_back(exact - shares[i], i);
+    }
+    // Largest remainders first; ties go to the lower rank, so plans are deterministic.
+    std::stable_sort(remainders.begin(), remainders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t k = 0; given < n_units; ++k, ++given) shares[remainders[k % remainders.size()].second]++;
+    return shares;
+}
+
+std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights,
+                                        const ReductionUnits& units) {
+    const int granule = units.ffn_channels;
+    const int head_unit = units.kv_heads;
+    if (granule < 1 || head_unit < 1) throw make_error("internal: reduction units {} / {}", head_unit, granule);
+    const int n_granules = (hp.n_ff + granule - 1) / granule;
+    const std::vector<int> heads = apportion((hp.n_head_kv + head_unit - 1) / head_unit, weights);
+    const std::vector<int> granules = apportion(n_granules, weights);
+    const std::vector<int> vocab = apportion((hp.n_vocab + kVocabGranule - 1) / kVocabGranule, weights);
+    std::vector<Slice> slices(weights.size());
+    int head = 0;
+    int g = 0;
+    int v = 0;
+    for (size_t r = 0; r < weights.size(); ++r) {
+        Slice& s = slices[r];
+        s.layer_begin = 0;
+        s.layer_end = hp.n_layer;
+        s.kv_head_begin = std::min(head * head_unit, hp.n_head_kv);
+        head += heads[r];
+        s.kv_head_end = std::min(head * head_unit, hp.n_head_kv);
+        s.ffn_begin = std::min(g * granule, hp.n_ff);
+        g += granules[r];
+        s.ffn_end = std::min(g * granule, hp.n_ff);
+        s.vocab_begin = std::min(v * kVocabGranule, hp.n_vocab);
+        v += vocab[r];
+        s.vocab_end = std::min(v * kVocabGranule, hp.n_vocab);
+        s.embeds = r == 0;
+        s.outputs = r == 0;
+    }
+    return slices;
+}
+
+std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const double> weights,
+                                                   std::span<const int> counts) {
+    if (weights.empty() && counts.empty()) throw make_error("a pipeline needs at least one stage");
+    const size_t n_stages = counts.empty() ? weights.size() : counts.size();
+    if (static_cast<int>(n_stages) > n_layer) {
+        throw make_error("{} stages for a model of {} layers: at most one stage per layer", n_stages, n_layer);
+    }
+    std::vector<int> layers;
+    if (!counts.empty()) {
+        if (!weights.empty() && weights.size() != counts.size()) {
+            throw make_error("{} layer counts given for {} stages", counts.size(), weights.size());
+        }
+        int total = 0;
+        for (int c : counts) {
+            if (c < 1) throw make_error("every stage needs at least one layer, got {}", c);
+            total += c;
+        }
+        if (total != n_layer) throw make_error("the stages' layers add up to {}, the model has {}", total, n_layer);
+        layers.assign(counts.begin(), counts.end());
+    } else {
+        layers = apportion(n_layer, weights);
+        // Every stage holds at least one layer: take from the largest blocks.
+        for (int& n : layers) {
+            if (n == 0) {
+                (*std::max_element(layers.begin(), layers.end()))--;
+                n = 1;
+            }
+        }
+    }
+    std::vector<std::pair<int, int>> blocks;
+    int layer = 0;
+    for (int n : layers) {
+        blocks.emplace_back(layer, layer + n);
+        layer += n;
+    }
+    return blocks;
+}
+
+std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
+                                    std::span<const double> group_weights, const ReductionUnits& units, bool first,
+                                    bool last) {
+    std::vector<Slice> slices = plan_tensor_parallel(hp, group_weights, units);
+    for (Slice& s : slices) {
+        s.layer_begin = layers.first;
+        s.layer_end = layers.second;
+        s.embeds = s.embeds && first;
+        s.outputs = s.outputs && last;
+        s.vocab_begin = 0;
+        s.vocab_end = s.outputs ? hp.n_vocab : 0;
+    }
+    return slices;
+}
+
+SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types) {
+    const ModelHParams& hp = model.hparams();
+    const SliceWeights w = load_slice_weights(model, slice);
+    const int64_t hd = hp.head_dim;
+    const int64_t kv_rows = slice.n_kv_heads() * hd;
+    const int64_t q_rows = kv_rows * hp.q_per_kv();
+    SliceFootprint f;
+    // wo and w_down are packed into private memory where the slice holds only
+    // some of their columns (ColumnSlices::kPack): those never stream.
+    const bool all_q = q_rows == static_cast<int64_t>(hp.n_head) * hd, all_ffn = slice.n_ffn() == hp.n_ff;
+    for (const LayerWeights& l : w.layers) {
+        const uint64_t rows_split = static_cast<uint64_t>(q_rows) * l.wq.row_bytes +
+                                    static_cast<uint64_t>(kv_rows) * (l.wk.row_bytes + l.wv.row_bytes) +
+                                    static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
+        const uint64_t wo = static_cast<uint64_t>(l.wo.rows) * quant_row_bytes(l.wo.type, q_rows);
+        const uint64_t down = static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
+        f.weight_bytes += rows_split + wo + down;
+        const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down : 0);
+        f.streamable_bytes += streamable;
+        f.largest_layer_bytes = std::max(f.largest_layer_bytes, streamable);
+    }
+    const uint64_t head_bytes = static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
+    f.step_bytes = f.weight_bytes + head_bytes;
+    if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
+    // A tied head is the embedding matrix: counted once where both live.
+    if (slice.n_vocab_rows() > 0 && (w.output.data != w.token_embd.data || !slice.embeds)) {
+        f.weight_bytes += head_bytes;
+    }
+    f.kv_bytes = static_cast<uint64_t>(slice.n_layers()) * static_cast<uint64_t>(n_ctx) *
+                 kv_position_bytes(kv_types, slice.n_kv_heads(), hd);
+    return f;
+}
+
+uint64_t slice_scratch_bytes(const ModelHParams& hp, const Slice& slice, int64_t n_batch, int64_t n_ctx,
+                             int64_t n_threads) {
+    const char* what = "a slice's working buffers";
+    const uint64_t kv_rows = static_cast<uint64_t>(slice.n_kv_heads()) * hp.head_dim;
+    const uint64_t q_rows = kv_rows * hp.q_per_kv();
+    // Per position: q and attention output, k and v, gate and up, norm, h,
+    // partial (f32), the step loop's rows and f64 partials, its vocab rows.
+    const uint64_t per_position = 2 * q_rows + 2 * kv_rows + 2 * static_cast<uint64_t>(slice.n_ffn()) +
+                                  3 * static_cast<uint64_t>(hp.n_embd) + 3 * static_cast<uint64_t>(hp.n_embd) +
+                                  static_cast<uint64_t>(slice.n_vocab_rows());
+    const uint64_t batch = checked_mul(checked_mul(per_position, static_cast<uint64_t>(n_batch), what), 4, what);
+    // One KV head's history as F32 keys and values, per thread.
+    const uint64_t history = checked_mul(checked_mul(static_cast<uint64_t>(n_ctx), 8ull * hp.head_dim, what),
+                                         static_cast<uint64_t>(std::max<int64_t>(1, n_threads)), what);
+    return checked_add(batch, history, what);
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+uint64_t headroom_margin(uint64_t have) { return (4ull << 20) + have / 64; }
+
+MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
+    MemoryFit fit;
+    const uint64_t fixed = f.total() - f.streamable_bytes + extra;  // what cannot stream
+    fit.floor = fixed + 2 * f.largest_layer_bytes + headroom_margin(have);
+    if (f.total() + extra + headroom_margin(have) <= have) {
+        fit.fits = true;
+        return fit;
+    }
+    if (!offload || have < fit.floor) return fit;
+    fit.fits = true;
+    fit.streamed = true;
+    const uint64_t usable = have - headroom_margin(have);
+    fit.weight_budget = usable - f.kv_bytes - extra;
+    fit.streamed_bytes = std::min(f.streamable_bytes, f.total() + extra - usable + 2 * f.largest_layer_bytes);
+    return fit;
+}
+
+std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
+    std::string text = fmt::format("needs {} bytes ({} of weights, {} of KV cache{}) but has {} available",
+                                   f.total() + extra, f.weight_bytes, f.kv_bytes,
+                                   extra > 0 ? fmt::format(", {} of working buffers", extra) : std::string(), have);
+    const MemoryFit fit = memory_fit(f, extra, have, true);
+    if (offload) {
+        text += fmt::format(" (streaming its layers from disk, it would still need {})", fit.floor);
+    } else if (fit.fits) {
+        text += " (--no-offload: it could run streaming its later layers from disk)";
+    }
+    return text;
+}
+
+}  // namespace tessera
