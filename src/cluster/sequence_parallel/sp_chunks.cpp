@@ -109,7 +109,7 @@ std::vector<PromptChunk> plan_prompt_chunks(int pos0, int n_tok, int n_batch, st
 std::vector<ChunkTraffic> prompt_chunk_traffic(std::span<const PromptChunk> chunks, int history, int n_layer,
                                                uint64_t position_bits, int n_batch) {
     // Rows go in messages of at most n_batch positions, each with a 12-byte
-    // header (tp_messages.h kSpRowsHeaderBytes) and the frame's 16 bytes.
+    // header (cluster/session/messages.h kSpRowsHeaderBytes) and the frame's 16 bytes.
     constexpr uint64_t kMessageBytes = 12;
     const auto bytes_of = [&](int64_t positions) {
         if (positions <= 0) return uint64_t{0};
