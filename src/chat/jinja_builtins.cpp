@@ -59,9 +59,13 @@ Value split_value(const Value& v, const std::optional<std::string>& sep, int64_t
             continue;
         }
         const size_t found = s.find(part, at);
-        const size_t pos = found == std::string::npos ? at : found;
-        out.push_back(substring(v, pos, part.size()));
-        at = pos + part.size();
+        if (found == std::string::npos) {
+            // Not a piece of `s` as it stands (py_split never makes one): the caller's, whole.
+            out.push_back(Value::input_text(std::move(part)));
+            continue;
+        }
+        out.push_back(substring(v, found, part.size()));
+        at = found + part.size();
     }
     return Value::list(std::move(out));
 }

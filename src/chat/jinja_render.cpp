@@ -38,6 +38,8 @@ ValueDict mapping_of(const CallArgs& a, const char* fn) {
     for (const auto& v : a.positional) {
         if (!v.is_dict()) throw make_error("{}() takes a mapping or keyword arguments", fn);
         for (const auto& [k, x] : v.as_dict().items()) d.set(k, x);
+        // Keys copied from the caller's data stay the caller's.
+        if (v.as_dict().keys_are_input()) d.mark_keys_as_input();
     }
     for (const auto& [k, v] : a.keywords) d.set(k, v);
     return d;

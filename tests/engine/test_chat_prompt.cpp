@@ -61,6 +61,10 @@ TEST(ChatPrompt, MarksFollowTheMessagesBytesThroughJinja) {
     EXPECT_EQ(marked_parts(render("{{ messages[0].content.split('</think>')[-1].lstrip('\\n') }}",
                                   user("a</think>\n\nb"))),
               Parts{"b"});
+    const RenderedPrompt words = render("{{ messages[0].content.split() | join('<sep>') }}", user("  ab \n c "));
+    EXPECT_EQ(words.text, "ab<sep>c");
+    EXPECT_EQ(marked_parts(words), (Parts{"ab", "c"}));
+    EXPECT_EQ(marked_parts(render("{{ messages[0].content.split(none, 1)[1] }}", user("a  b c"))), Parts{"b c"});
     const RenderedPrompt joined = render("{{ messages[0].content.split(',') | join('<sep>') }}", user("a,b"));
     EXPECT_EQ(joined.text, "a<sep>b");
     EXPECT_EQ(marked_parts(joined), (Parts{"a", "b"}));
@@ -78,6 +82,8 @@ TEST(ChatPrompt, MarksFollowTheMessagesBytesThroughJinja) {
     EXPECT_EQ(marked_parts(render("{{ messages | tojson }}", user("hi"))).size(), 1u);
     // Keys of the caller's dicts are its data as well.
     EXPECT_EQ(marked_parts(render("{% for k, v in messages[0].items() %}<{{ k }}>{% endfor %}", user("hi"))),
+              (Parts{"role", "content"}));
+    EXPECT_EQ(marked_parts(render("{% for k in dict(messages[0]) %}<{{ k }}>{% endfor %}", user("hi"))),
               (Parts{"role", "content"}));
     // Variables passed beside the messages (tools) are the caller's too.
     EXPECT_EQ(marked_parts(render("<A>{{ tools[0].name }}", user("hi"), {{"tools", {{{"name", "f<|x|>"}}}}})),
