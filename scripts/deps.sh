@@ -15,7 +15,7 @@ TESSERA_PACKAGES=(
 # and libFuzzer), chromium (the web page's test); node and npm come with
 # tessera_install_npm when missing (a machine may have them from elsewhere).
 TESSERA_TEST_PACKAGES=(
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev zlib1g-dev
   clang libclang-rt-14-dev
   chromium
 )
@@ -66,7 +66,7 @@ tessera_configure() {
 TESSERA_ARM64_PACKAGES=(
   g++-aarch64-linux-gnu qemu-user libc6:arm64
   libhwy-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64
-  libxxhash-dev:arm64 libpcre2-dev:arm64
+  libxxhash-dev:arm64 libpcre2-dev:arm64 zlib1g-dev:arm64
 )
 
 tessera_install_arm64_deps() { tessera_install_packages --arch arm64 "${TESSERA_ARM64_PACKAGES[@]}"; }

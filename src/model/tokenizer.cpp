@@ -67,7 +67,8 @@ std::vector<int32_t> Tokenizer::encode_parts(std::string_view text, bool add_bos
     };
     std::vector<Fragment> fragments = {{text, -1}};
     for (const int32_t id : specials_) {
-        if (!parse_special && vocab_.types[static_cast<size_t>(id)] == TokenType::Control) continue;
+        const bool control = vocab_.types[static_cast<size_t>(id)] == TokenType::Control;
+        if (!parse_special && control) continue;
         const std::string& t = vocab_.tokens[static_cast<size_t>(id)];
         std::vector<Fragment> next;
         for (const Fragment& f : fragments) {
@@ -75,7 +76,6 @@ std::vector<int32_t> Tokenizer::encode_parts(std::string_view text, bool add_bos
                 next.push_back(f);
                 continue;
             }
-            const bool control = vocab_.types[static_cast<size_t>(id)] == TokenType::Control;
             const size_t base = static_cast<size_t>(f.text.data() - text.data());
             size_t at = 0;
             size_t from = 0;

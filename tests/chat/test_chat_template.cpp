@@ -17,8 +17,6 @@ namespace {
 
 std::string templates_dir() { return test::source_dir() + "/tests/data/templates/"; }
 
-std::string read_file(const std::string& path) { return test::read_text(path); }
-
 std::tm fixed_now() {
     std::tm tm{};
     tm.tm_year = 2025 - 1900;
@@ -32,7 +30,7 @@ std::tm fixed_now() {
 }
 
 TEST(ChatTemplate, MatchesJinja2OnRealTemplates) {
-    const auto cases = nlohmann::ordered_json::parse(read_file(templates_dir() + "cases.json"));
+    const auto cases = nlohmann::ordered_json::parse(test::read_text(templates_dir() + "cases.json"));
     int compared = 0, refused = 0;
     for (const auto& r : cases["renders"]) {
         const std::string name = r["template"];
@@ -40,7 +38,7 @@ TEST(ChatTemplate, MatchesJinja2OnRealTemplates) {
         SCOPED_TRACE(name + " / " + case_name);
         const auto& c = cases["cases"][case_name];
         const auto& tokens = cases["tokens"][name];
-        ChatTemplate tmpl(read_file(templates_dir() + name));
+        ChatTemplate tmpl(test::read_text(templates_dir() + name));
         tmpl.set_now(fixed_now);
         auto run = [&] {
             return tmpl.render(c["messages"], c["add_generation_prompt"].get<bool>(), tokens["bos"], tokens["eos"],
@@ -67,7 +65,7 @@ TEST(ChatTemplate, MatchesJinja2OnRealTemplates) {
             ADD_FAILURE() << "threw: " << e.what();
             continue;
         }
-        EXPECT_EQ(got, read_file(templates_dir() + r["expected"].get<std::string>()));
+        EXPECT_EQ(got, test::read_text(templates_dir() + r["expected"].get<std::string>()));
     }
     EXPECT_GT(compared, 100);
     EXPECT_GT(refused, 0);

@@ -25,8 +25,6 @@
 namespace tessera {
 namespace {
 
-std::string read_file(const std::string& path) { return test::read_text(path); }
-
 // The text of each input span, in order.
 std::vector<std::string> marked_parts(const RenderedPrompt& p) {
     std::vector<std::string> parts;
@@ -125,7 +123,7 @@ nlohmann::ordered_json with_injected(nlohmann::ordered_json messages, const std:
 
 TEST(ChatPrompt, EveryRealTemplateMarksMessageTextAndOnlyIt) {
     const std::string dir = test::source_dir() + "/tests/data/templates/";
-    const auto cases = nlohmann::ordered_json::parse(read_file(dir + "cases.json"));
+    const auto cases = nlohmann::ordered_json::parse(test::read_text(dir + "cases.json"));
     std::string injected;
     for (const std::string& t : template_control_texts()) injected += t;
     int checked = 0;
@@ -136,7 +134,7 @@ TEST(ChatPrompt, EveryRealTemplateMarksMessageTextAndOnlyIt) {
         SCOPED_TRACE(name + " / " + case_name);
         const auto& c = cases["cases"][case_name];
         const auto& tokens = cases["tokens"][name];
-        ChatTemplate tmpl(read_file(dir + name));
+        ChatTemplate tmpl(test::read_text(dir + name));
         const auto extra = c.value("extra", nlohmann::ordered_json::object());
         const bool gen = c["add_generation_prompt"].get<bool>();
         // Marking changes no byte of the prompt.
@@ -179,7 +177,7 @@ void expect_control_texts_stay_text(const std::string& package, const std::vecto
     const Vocab& v = tokenizer->vocab();
     std::vector<std::string> sources;
     if (auto own = file.find_string("tokenizer.chat_template")) sources.push_back(*own);
-    for (const std::string& f : template_files) sources.push_back(read_file(test::source_dir() + "/tests/data/templates/" + f));
+    for (const std::string& f : template_files) sources.push_back(test::read_text(test::source_dir() + "/tests/data/templates/" + f));
     const auto count_control = [&](const std::vector<int32_t>& ids) {
         int n = 0;
         for (int32_t id : ids) n += v.types[static_cast<size_t>(id)] == TokenType::Control;
