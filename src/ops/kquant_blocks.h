@@ -31,6 +31,51 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
 
+// Q5_K: Q4_K's scales and mins; a 5-bit code's low 4 bits as Q4_K's nibbles,
+// bit 4 of element 64g + l (l < 32) in bit 2g of qh[l], of 64g + 32 + l in
+// bit 2g + 1.
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[kQK_K / 8];
+    uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes");
+
+// Q2_K: 16 sub-blocks of 16, value = d * (scales[j] & 15) * q - dmin *
+// (scales[j] >> 4), q a 2-bit code: element 128h + 32k + l (l < 32) in bits
+// 2k, 2k + 1 of qs[32h + l].
+struct BlockQ2_K {
+    uint8_t scales[kQK_K / 16];
+    uint8_t qs[kQK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84, "Q2_K block must be 84 bytes");
+
+// Q3_K: 16 sub-blocks of 16, value = d * (s_j - 32) * (q - 4), s_j a 6-bit
+// scale (q3_k_scale), q a 3-bit code: its low 2 bits as Q2_K's, its high bit
+// (element i) in bit i / 32 of hmask[i % 32].
+struct BlockQ3_K {
+    uint8_t hmask[kQK_K / 8];
+    uint8_t qs[kQK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block must be 110 bytes");
+
+// IQ4_XS: 8 sub-blocks of 32, value = d * (s_j - 32) * kIq4nlValues[q], s_j
+// a 6-bit scale (iq4_xs_scale), q a 4-bit index laid out per sub-block as
+// IQ4_NL's (16 bytes each).
+struct BlockIQ4_XS {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[kQK_K / 64];
+    uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block must be 136 bytes");
+
 // Q8_K: the activation type K-quant weights are multiplied with. value =
 // d * qs[i]; bsums[k] = sum of qs[16k .. 16k+15], so the constant parts of
 // a weight block (Q4_K's mins, Q6_K's -32 offset) cost one product per 16.
@@ -54,6 +99,20 @@ inline void q4_k_scale_min(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m
         *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
         *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
     }
+}
+
+// The 6-bit scale (0..63, the value's factor is that - 32) of sub-block j
+// of a Q3_K block: low 4 bits in the low (j < 8) or high nibble of
+// scales[j % 8], high 2 bits at bit 2 (j / 4) of scales[8 + j % 4].
+inline int q3_k_scale(int j, const uint8_t* scales) {
+    const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+    const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return low | (high << 4);
+}
+
+// The 6-bit scale (0..63) of sub-block j of an IQ4_XS block.
+inline int iq4_xs_scale(int j, uint8_t scales_l_byte, uint16_t scales_h) {
+    return ((scales_l_byte >> (4 * (j % 2))) & 0xF) | (((scales_h >> (2 * j)) & 3) << 4);
 }
 
 }  // namespace tessera

@@ -5,7 +5,9 @@
 // without an importance matrix.
 #include "ops/kquant_scalar.h"
 
+#include "ops/block_io.h"
 #include "ops/kquant_blocks.h"
+#include "ops/quant_search.h"
 #include "util/fp16.h"
 
 #include <algorithm>
@@ -16,144 +18,10 @@ namespace tessera {
 
 namespace {
 
-// Blocks live at any byte offset (a row in a mapped file), so they are copied
-// in and out, never dereferenced in place.
-template <typename Block>
-Block load_block(const void* base, int64_t index) {
-    Block block;
-    std::memcpy(&block, static_cast<const uint8_t*>(base) + index * static_cast<int64_t>(sizeof(Block)), sizeof block);
-    return block;
-}
-
-template <typename Block>
-void store_block(void* base, int64_t index, const Block& block) {
-    std::memcpy(static_cast<uint8_t*>(base) + index * static_cast<int64_t>(sizeof(Block)), &block, sizeof block);
-}
-
-// Round to nearest, ties to even: what llama.cpp's nearest_int (the
-// 1.5 * 2^23 addition trick) computes for the magnitudes met here.
-int nearest_int(float x) { return static_cast<int>(std::nearbyint(x)); }
-
-// Below this, a group of weights is all zero (llama.cpp's GROUP_MAX_EPS).
-constexpr float kGroupMaxEps = 1e-15f;
-
-// llama.cpp's make_qkx2_quants: codes L in [0, nmax] and (scale, min) such
-// that x ~ scale * L - min, minimizing the weighted squared error. Starts
-// from the range mapped onto [0, nmax], then tries nstep + 1 slightly
-// different inverse scales, each followed by a weighted least-squares fit of
-// scale and min to its codes, and keeps the best. Returns the scale and
-// stores min (>= 0, since the fitted offset is clamped to <= 0) in *the_min.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0];
-    float max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        min = std::min(min, x[i]);
-        max = std::max(max, x[i]);
-        sum_w += weights[i];
-        sum_x += weights[i] * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        std::fill(L, L + n, uint8_t{0});
-        *the_min = -min;
-        return 0.0f;
-    }
-    float iscale = static_cast<float>(nmax) / (max - min);
-    float scale = 1.0f / iscale;
-    float best_error = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
-        const float diff = scale * L[i] + min - x[i];
-        best_error += weights[i] * diff * diff;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-        for (int i = 0; i < n; ++i) {
-            const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-            Laux[i] = static_cast<uint8_t>(l);
-            const float w = weights[i];
-            sum_l += w * static_cast<float>(l);
-            sum_l2 += w * static_cast<float>(l * l);
-            sum_xl += w * static_cast<float>(l) * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {  // the offset must not be positive: refit the scale alone
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float error = 0.0f;
-            for (int i = 0; i < n; ++i) {
-                const float diff = this_scale * Laux[i] + this_min - x[i];
-                error += weights[i] * diff * diff;
-            }
-            if (error < best_error) {
-                std::copy(Laux, Laux + n, L);
-                best_error = error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
-// llama.cpp's make_qx_quants with rmse_type 1 (weights x^2): symmetric codes
-// L - nmax in [-nmax, nmax - 1] (L stored biased, in [0, 2 nmax - 1]) and
-// the scale minimizing sum x^2 (x - scale * l)^2, searched over 19 inverse
-// scales around -nmax / max, where max is the element of largest magnitude
-// with its sign (so it lands on -nmax, the side with one more code).
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-    float max = 0.0f;
-    float amax = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            max = x[i];
-        }
-    }
-    if (amax < kGroupMaxEps) {
-        std::fill(L, L + n, int8_t{0});
-        return 0.0f;
-    }
-    const auto code = [nmax](float scaled) { return std::clamp(nearest_int(scaled), -nmax, nmax - 1); };
-    float iscale = -static_cast<float>(nmax) / max;
-    float sumlx = 0.0f, suml2 = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        const int l = code(iscale * x[i]);
-        L[i] = static_cast<int8_t>(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * static_cast<float>(l);
-        suml2 += w * static_cast<float>(l * l);
-    }
-    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-        sumlx = suml2 = 0.0f;
-        for (int i = 0; i < n; ++i) {
-            const int l = code(iscale * x[i]);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * static_cast<float>(l);
-            suml2 += w * static_cast<float>(l * l);
-        }
-        // sumlx^2 / suml2 is the error reduction of the fitted scale; larger is better.
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + code(iscale * x[i]));
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
-}
+using quant_search::make_qkx2_quants;
+using quant_search::make_qx_quants;
+using quant_search::nearest_int;
+using quant_search::kGroupMaxEps;
 
 }  // namespace
 
@@ -200,7 +68,7 @@ void q4_k_from_float(const float* src, void* dst, int64_t n) {
             for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
             const float av_x = std::sqrt(sum_x2 / kSub);
             for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] = make_qkx2_quants(kSub, 15, xs, weights, L + kSub * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+            scales[j] = make_qkx2_quants(kSub, 15, xs, weights, L + kSub * j, &mins[j], Laux, -1.0f, 0.1f, 20, false);
             max_scale = std::max(max_scale, scales[j]);
             max_min = std::max(max_min, mins[j]);
         }

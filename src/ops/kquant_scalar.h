@@ -1,5 +1,5 @@
-// Scalar reference kernels for the K-quant types: Q4_K and Q6_K weights, Q8_K
-// activations. Quantizers follow llama.cpp's reference ones (scale searches
+// Scalar reference kernels for the K-quant types: Q2_K, Q3_K, Q4_K, Q5_K and
+// Q6_K weights, Q8_K activations. Quantizers follow llama.cpp's reference ones (scale searches
 // included), so a tensor quantized here decodes like one from llama-quantize.
 // They are registered in scalar_traits (quant_scalar.cpp); SIMD kernels are
 // tested against them. n is always a multiple of 256; buffers may be unaligned.
@@ -18,6 +18,19 @@ void q6_k_to_float(const void* src, float* dst, int64_t n);
 void q6_k_from_float(const float* src, void* dst, int64_t n);
 // Q6_K row . Q8_K row.
 float q6_k_vec_dot(int64_t n, const void* w, const void* x);
+
+// Q5_K, Q2_K and Q3_K (kquant_low_scalar.cpp), against Q8_K rows.
+void q5_k_to_float(const void* src, float* dst, int64_t n);
+void q5_k_from_float(const float* src, void* dst, int64_t n);
+float q5_k_vec_dot(int64_t n, const void* w, const void* x);
+
+void q2_k_to_float(const void* src, float* dst, int64_t n);
+void q2_k_from_float(const float* src, void* dst, int64_t n);
+float q2_k_vec_dot(int64_t n, const void* w, const void* x);
+
+void q3_k_to_float(const void* src, float* dst, int64_t n);
+void q3_k_from_float(const float* src, void* dst, int64_t n);
+float q3_k_vec_dot(int64_t n, const void* w, const void* x);
 
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 void q8_k_from_float(const float* src, void* dst, int64_t n);

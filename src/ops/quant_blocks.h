@@ -1,5 +1,6 @@
 // Block structs of the quantized formats, byte-for-byte as llama.cpp lays them
-// out in GGUF files. Each block starts with an fp16 scale `d`.
+// out in GGUF files: 32 elements a block, an fp16 scale `d` first (MXFP4's
+// is a power of two in one byte).
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,55 @@ struct BlockQ4_0 {
     uint8_t qs[kQ4_0Block / 2];
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes");
+
+// Q5_0: value = d * (q - 16), q a 5-bit code: its low 4 bits as Q4_0's
+// nibbles (element i < 16 low, i + 16 high nibble of qs[i]), bit 4 of
+// element i in bit i of qh (little-endian).
+struct BlockQ5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
+
+// Q5_1: value = d * q + m, q a 5-bit code laid out as Q5_0's.
+struct BlockQ5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes");
+
+// IQ4_NL: value = d * kIq4nlValues[q], q a 4-bit index in Q4_0's nibble order.
+struct BlockIQ4_NL {
+    uint16_t d;
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18, "IQ4_NL block must be 18 bytes");
+
+// The non-linear 4-bit grid of IQ4_NL and IQ4_XS (llama.cpp's kvalues_iq4nl).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4 (OCP microscaling FP4): value = kMxfp4Values[q] * 2^(e - 128), q a
+// 4-bit E2M1 code in Q4_0's nibble order. The table holds twice E2M1's
+// values (so they are integers), hence e - 128 rather than e - 127.
+struct BlockMXFP4 {
+    uint8_t e;
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block must be 17 bytes");
+
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as a float, subnormal for e < 2 (llama.cpp's
+// ggml_e8m0_to_fp32_half, bit for bit).
+inline float e8m0_half_to_float(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
 
 }  // namespace tessera

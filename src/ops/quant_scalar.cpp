@@ -1,7 +1,9 @@
 // Scalar reference kernels for F32, F16, Q8_0 and Q4_0. Rounding follows
 // llama.cpp's reference quantizers so a tensor quantized here has the same
-// bytes as one quantized by llama.cpp. The K-quants' (Q4_K, Q6_K, Q8_K) are
-// in kquant_scalar.cpp and listed in the same table.
+// bytes as one quantized by llama.cpp. The other types' are in kquant_scalar,
+// kquant_low_scalar, block32_scalar and iq4_scalar, listed in the same table.
+#include "ops/block32_scalar.h"
+#include "ops/iq4_scalar.h"
 #include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
@@ -147,7 +149,17 @@ constexpr QuantTraits kScalarTraits[] = {
     // K-quants (kquant_scalar.cpp). Q8_K is only ever an activation: no vec_dot of its own.
     {QuantType::Q4_K, QuantType::Q8_K, q4_k_to_float, q4_k_from_float, q4_k_vec_dot, vec_dot_tile_by_dots<q4_k_vec_dot>, nullptr},
     {QuantType::Q6_K, QuantType::Q8_K, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, vec_dot_tile_by_dots<q6_k_vec_dot>, nullptr},
+    {QuantType::Q5_K, QuantType::Q8_K, q5_k_to_float, q5_k_from_float, q5_k_vec_dot, vec_dot_tile_by_dots<q5_k_vec_dot>, nullptr},
+    {QuantType::Q3_K, QuantType::Q8_K, q3_k_to_float, q3_k_from_float, q3_k_vec_dot, vec_dot_tile_by_dots<q3_k_vec_dot>, nullptr},
+    {QuantType::Q2_K, QuantType::Q8_K, q2_k_to_float, q2_k_from_float, q2_k_vec_dot, vec_dot_tile_by_dots<q2_k_vec_dot>, nullptr},
     {QuantType::Q8_K, QuantType::Q8_K, q8_k_to_float, q8_k_from_float, nullptr, nullptr, nullptr},
+    // The other 32-element blocks (block32_scalar.cpp) and the non-linear 4-bit types (iq4_scalar.cpp).
+    {QuantType::Q5_0, QuantType::Q8_0, q5_0_to_float, q5_0_from_float, q5_0_vec_dot, vec_dot_tile_by_dots<q5_0_vec_dot>, nullptr},
+    {QuantType::Q5_1, QuantType::Q8_0, q5_1_to_float, q5_1_from_float, q5_1_vec_dot, vec_dot_tile_by_dots<q5_1_vec_dot>, nullptr},
+    {QuantType::IQ4_NL, QuantType::Q8_0, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, vec_dot_tile_by_dots<iq4_nl_vec_dot>, nullptr},
+    {QuantType::MXFP4, QuantType::Q8_0, mxfp4_to_float, mxfp4_from_float, mxfp4_vec_dot, vec_dot_tile_by_dots<mxfp4_vec_dot>, nullptr},
+    {QuantType::IQ4_XS, QuantType::Q8_K, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, vec_dot_tile_by_dots<iq4_xs_vec_dot>, nullptr},
+    {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},
 };
 
 }  // namespace

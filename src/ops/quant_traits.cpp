@@ -19,8 +19,8 @@ const QuantTraits* compute_traits(QuantType type) {
 const QuantTraits& require_compute_traits(QuantType type, const char* what) {
     const QuantTraits* traits = compute_traits(type);
     if (traits == nullptr) {
-        throw make_error("{}: tensor type {} is not supported (supported: F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)", what,
-                         quant_type_name(type));
+        throw make_error("{}: tensor type {} is not supported (supported: {})", what, quant_type_name(type),
+                         supported_weight_types());
     }
     return *traits;
 }
@@ -28,11 +28,23 @@ const QuantTraits& require_compute_traits(QuantType type, const char* what) {
 const QuantTraits& require_weight_traits(QuantType type, const char* what) {
     const QuantTraits& traits = require_compute_traits(type, what);
     if (traits.vec_dot == nullptr) {
-        throw make_error("{}: tensor type {} holds activations only, not weights (supported: F32, F16, Q8_0, Q4_0, "
-                         "Q4_K, Q6_K)",
-                         what, quant_type_name(type));
+        throw make_error("{}: tensor type {} holds activations only, not weights (supported: {})", what,
+                         quant_type_name(type), supported_weight_types());
     }
     return traits;
+}
+
+std::string supported_weight_types() {
+    std::string names;
+    for (uint32_t id = 0; id < 64; ++id) {
+        const auto layout = quant_layout(id);
+        if (!layout) continue;
+        const QuantTraits* traits = scalar_traits(layout->type);
+        if (traits == nullptr || traits->vec_dot == nullptr) continue;
+        names += names.empty() ? "" : ", ";
+        names += layout->name;
+    }
+    return names;
 }
 
 uint64_t quant_row_bytes(QuantType type, int64_t n) {

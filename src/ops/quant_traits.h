@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tessera {
 
@@ -81,6 +82,9 @@ const QuantTraits& require_compute_traits(QuantType type, const char* what);
 // Like require_compute_traits, for a matrix of weights: the type must also
 // have a dot product (Q8_K, an activation-only type, has none).
 const QuantTraits& require_weight_traits(QuantType type, const char* what);
+
+// The weight types the engine computes with, by type id ("F32, F16, ...").
+std::string supported_weight_types();
 
 // Bytes taken by n elements of `type` (n a multiple of its block size).
 uint64_t quant_row_bytes(QuantType type, int64_t n);

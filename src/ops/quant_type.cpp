@@ -12,7 +12,7 @@ namespace {
 
 // Block layouts as llama.cpp defines them (ggml.c type_traits), so files people
 // already have are sized correctly.
-constexpr std::array<QuantLayout, 20> kLayouts{{
+constexpr std::array<QuantLayout, 33> kLayouts{{
     {QuantType::F32, "F32", 1, 4},
     {QuantType::F16, "F16", 1, 2},
     {QuantType::Q4_0, "Q4_0", 32, 18},
@@ -27,12 +27,25 @@ constexpr std::array<QuantLayout, 20> kLayouts{{
     {QuantType::Q5_K, "Q5_K", 256, 176},
     {QuantType::Q6_K, "Q6_K", 256, 210},
     {QuantType::Q8_K, "Q8_K", 256, 292},
+    {QuantType::IQ2_XXS, "IQ2_XXS", 256, 66},
+    {QuantType::IQ2_XS, "IQ2_XS", 256, 74},
+    {QuantType::IQ3_XXS, "IQ3_XXS", 256, 98},
+    {QuantType::IQ1_S, "IQ1_S", 256, 50},
+    {QuantType::IQ4_NL, "IQ4_NL", 32, 18},
+    {QuantType::IQ3_S, "IQ3_S", 256, 110},
+    {QuantType::IQ2_S, "IQ2_S", 256, 82},
+    {QuantType::IQ4_XS, "IQ4_XS", 256, 136},
     {QuantType::I8, "I8", 1, 1},
     {QuantType::I16, "I16", 1, 2},
     {QuantType::I32, "I32", 1, 4},
     {QuantType::I64, "I64", 1, 8},
     {QuantType::F64, "F64", 1, 8},
+    {QuantType::IQ1_M, "IQ1_M", 256, 56},
     {QuantType::BF16, "BF16", 1, 2},
+    {QuantType::TQ1_0, "TQ1_0", 256, 54},
+    {QuantType::TQ2_0, "TQ2_0", 256, 66},
+    {QuantType::MXFP4, "MXFP4", 32, 17},
+    {QuantType::NVFP4, "NVFP4", 64, 36},
 }};
 
 }  // namespace

@@ -1,0 +1,223 @@
+// Scalar references of Q5_0, Q5_1, MXFP4 and BF16 (block32_scalar.h).
+#include "ops/block32_scalar.h"
+
+#include "ops/block_io.h"
+#include "ops/float_canonical.h"
+#include "ops/quant_blocks.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace tessera {
+
+namespace {
+
+constexpr int kBlock = 32;
+
+// The 5-bit code of element i of a Q5_0 / Q5_1 block.
+int q5_code(const uint8_t* qs, const uint8_t* qh, int i) {
+    uint32_t high;
+    std::memcpy(&high, qh, 4);
+    const int low = i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4;
+    return low | static_cast<int>(((high >> i) & 1) << 4);
+}
+
+// Packs 32 5-bit codes into nibbles and the high-bit word.
+void pack_q5(const uint8_t* L, uint8_t* qs, uint8_t* qh) {
+    uint32_t high = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = static_cast<uint8_t>((L[j] & 0xF) | ((L[j + 16] & 0xF) << 4));
+        high |= static_cast<uint32_t>((L[j] >> 4) & 1) << j;
+        high |= static_cast<uint32_t>((L[j + 16] >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(qh, &high, 4);
+}
+
+// A 4-bit index of a Q4_0-ordered block (IQ4_NL, MXFP4).
+int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
+
+}  // namespace
+
+// --- Q5_0 -------------------------------------------------------------------
+
+void q5_0_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto block = load_block<BlockQ5_0>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(q5_code(block.qs, block.qh, i) - 16) * d;
+    }
+}
+
+void q5_0_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* x = src + b * kBlock;
+        // As Q4_0: the element of largest magnitude, with its sign, maps to -16.
+        float amax = 0.0f, max = 0.0f;
+        for (int i = 0; i < kBlock; ++i) {
+            if (amax < std::fabs(x[i])) {
+                amax = std::fabs(x[i]);
+                max = x[i];
+            }
+        }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ5_0 block{};
+        block.d = fp32_to_fp16(d);
+        uint8_t L[kBlock];
+        // llama.cpp truncates through int8_t before clamping; x * id + 16.5 lies
+        // in [0.5, 32.5], so the truncation is the floor.
+        for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>(std::min(31, static_cast<int>(static_cast<int8_t>(x[i] * id + 16.5f))));
+        pack_q5(L, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+float q5_0_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto wb = load_block<BlockQ5_0>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
+        int32_t s = 0;
+        for (int i = 0; i < kBlock; ++i) s += (q5_code(wb.qs, wb.qh, i) - 16) * int32_t{xb.qs[i]};
+        acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+    }
+    return acc;
+}
+
+// --- Q5_1 -------------------------------------------------------------------
+
+void q5_1_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto block = load_block<BlockQ5_1>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        const float m = fp16_to_fp32(block.m);
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(q5_code(block.qs, block.qh, i)) * d + m;
+    }
+}
+
+void q5_1_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* x = src + b * kBlock;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int i = 0; i < kBlock; ++i) {
+            min = std::min(min, x[i]);
+            max = std::max(max, x[i]);
+        }
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ5_1 block{};
+        block.d = fp32_to_fp16(d);
+        block.m = fp32_to_fp16(min);
+        uint8_t L[kBlock];
+        // (x - min) * id + 0.5 lies in [0.5, 31.5]: truncation is the floor.
+        for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>((x[i] - min) * id + 0.5f);
+        pack_q5(L, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+float q5_1_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto wb = load_block<BlockQ5_1>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
+        int32_t s = 0, t = 0;
+        for (int i = 0; i < kBlock; ++i) {
+            s += q5_code(wb.qs, wb.qh, i) * int32_t{xb.qs[i]};
+            t += xb.qs[i];
+        }
+        const float block = std::fma(fp16_to_fp32(wb.m), static_cast<float>(t), fp16_to_fp32(wb.d) * static_cast<float>(s));
+        acc = std::fma(fp16_to_fp32(xb.d), block, acc);
+    }
+    return acc;
+}
+
+// --- MXFP4 ------------------------------------------------------------------
+
+void mxfp4_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto block = load_block<BlockMXFP4>(src, b);
+        const float d = e8m0_half_to_float(block.e);
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(kMxfp4Values[nibble(block.qs, i)]) * d;
+    }
+}
+
+void mxfp4_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* x = src + b * kBlock;
+        float amax = 0.0f;
+        for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+        // The shared exponent puts the largest magnitude within E2M1's top
+        // binade (values up to 6 = 12 halves).
+        BlockMXFP4 block{};
+        // (Clamped: below 2^-125 llama.cpp's conversion of a negative exponent
+        // is undefined; such a block's codes are all 0 either way.)
+        block.e = amax > 0.0f ? static_cast<uint8_t>(std::clamp(std::floor(std::log2(amax)) - 2 + 127, 0.0f, 255.0f)) : 0;
+        const float d = e8m0_half_to_float(block.e);
+        uint8_t L[kBlock];
+        for (int i = 0; i < kBlock; ++i) {
+            // The nearest grid value, the first of equals (llama.cpp's best_index_mxfp4).
+            int best = 0;
+            float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x[i]);
+            for (int k = 1; k < 16; ++k) {
+                const float err = std::fabs(static_cast<float>(kMxfp4Values[k]) * d - x[i]);
+                if (err < best_err) {
+                    best = k;
+                    best_err = err;
+                }
+            }
+            L[i] = static_cast<uint8_t>(best);
+        }
+        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+        store_block(dst, b, block);
+    }
+}
+
+float mxfp4_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto wb = load_block<BlockMXFP4>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
+        int32_t s = 0;
+        for (int i = 0; i < kBlock; ++i) s += int32_t{kMxfp4Values[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+        acc = std::fma(static_cast<float>(s), e8m0_half_to_float(wb.e) * fp16_to_fp32(xb.d), acc);
+    }
+    return acc;
+}
+
+// --- BF16 -------------------------------------------------------------------
+
+void bf16_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, static_cast<const uint8_t*>(src) + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(dst + i, &bits, 4);
+    }
+}
+
+void bf16_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, src + i, 4);
+        uint16_t h;
+        if ((bits & 0x7fffffffu) > 0x7f800000u) {
+            h = static_cast<uint16_t>((bits >> 16) | 64);  // NaN: keep it quiet
+        } else {
+            h = static_cast<uint16_t>((bits + (0x7fffu + ((bits >> 16) & 1))) >> 16);
+        }
+        std::memcpy(static_cast<uint8_t*>(dst) + 2 * i, &h, 2);
+    }
+}
+
+float bf16_vec_dot(int64_t n, const void* w, const void* x) {
+    std::vector<float> row(static_cast<size_t>(n));
+    bf16_to_float(w, row.data(), n);
+    return f32_dot_canonical(n, row.data(), static_cast<const float*>(x));
+}
+
+}  // namespace tessera

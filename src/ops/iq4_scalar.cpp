@@ -1,0 +1,188 @@
+// Scalar references of IQ4_NL and IQ4_XS (iq4_scalar.h).
+#include "ops/iq4_scalar.h"
+
+#include "ops/block_io.h"
+#include "ops/kquant_blocks.h"
+#include "ops/quant_blocks.h"
+#include "ops/quant_search.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+using quant_search::best_index_int8;
+using quant_search::kGroupMaxEps;
+using quant_search::nearest_int;
+
+constexpr int kSub = 32;
+constexpr int kTries = 7;
+
+// llama.cpp's quantize_row_iq4_nl_impl for one block (n = 32: IQ4_NL) or
+// super-block (n = 256: IQ4_XS, with scales_l / scales_h), no importance
+// matrix. Each sub-block of 32: the scale mapping its largest element onto
+// the grid's end, then 2 * 7 + 1 inverse scales each refitted by weighted
+// least squares (weights x^2), the best kept. IQ4_XS then rounds each scale
+// to a 6-bit multiple of one fp16 d and requantizes against it.
+void iq4_quantize(const float* x, int n, uint16_t* dh, uint8_t* q4, uint16_t* scales_h, uint8_t* scales_l) {
+    const int8_t* values = kIq4nlValues;
+    uint8_t L[kQK_K];
+    float scales[kQK_K / kSub];
+    float weight[kSub];
+    std::memset(q4, 0, static_cast<size_t>(n / 2));
+    *dh = fp32_to_fp16(0.0f);
+    float max_scale = 0.0f, amax_scale = 0.0f;
+    for (int ib = 0; ib < n / kSub; ++ib) {
+        const float* xb = x + ib * kSub;
+        uint8_t* Lb = L + ib * kSub;
+        for (int j = 0; j < kSub; ++j) weight[j] = xb[j] * xb[j];
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < kSub; ++j) {
+            if (std::fabs(xb[j]) > amax) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
+            }
+        }
+        if (amax < kGroupMaxEps) {
+            scales[ib] = 0.0f;
+            continue;
+        }
+        float d = -max / static_cast<float>(values[0]);
+        float id = 1.0f / d;
+        float sumqx = 0.0f, sumq2 = 0.0f;
+        for (int j = 0; j < kSub; ++j) {
+            const int l = best_index_int8(16, values, id * xb[j]);
+            Lb[j] = static_cast<uint8_t>(l);
+            const float q = values[l];
+            sumqx += weight[j] * q * xb[j];
+            sumq2 += weight[j] * q * q;
+        }
+        d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+        float best = d * sumqx;
+        for (int itry = -kTries; itry <= kTries; ++itry) {
+            id = static_cast<float>(itry + values[0]) / max;
+            sumqx = sumq2 = 0.0f;
+            for (int j = 0; j < kSub; ++j) {
+                const float q = values[best_index_int8(16, values, id * xb[j])];
+                sumqx += weight[j] * q * xb[j];
+                sumq2 += weight[j] * q * q;
+            }
+            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        scales[ib] = d;
+        if (std::fabs(d) > amax_scale) {
+            amax_scale = std::fabs(d);
+            max_scale = d;
+        }
+    }
+    if (n > kSub) {
+        *scales_h = 0;
+        const float d = -max_scale / 32.0f;
+        *dh = fp32_to_fp16(d);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int ib = 0; ib < n / kSub; ++ib) {
+            int l = std::clamp(nearest_int(id * scales[ib]), -32, 31);
+            const float dl = d * static_cast<float>(l);
+            const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+            for (int j = 0; j < kSub; ++j) L[ib * kSub + j] = static_cast<uint8_t>(best_index_int8(16, values, idl * x[ib * kSub + j]));
+            l += 32;
+            const auto low = static_cast<uint8_t>(l & 0xF);
+            if (ib % 2 == 0) {
+                scales_l[ib / 2] = low;
+            } else {
+                scales_l[ib / 2] |= static_cast<uint8_t>(low << 4);
+            }
+            *scales_h = static_cast<uint16_t>(*scales_h | ((l >> 4) << (2 * (ib % 8))));
+        }
+    } else {
+        *dh = fp32_to_fp16(scales[0]);
+        const float id = scales[0] != 0.0f ? 1.0f / scales[0] : 0.0f;
+        for (int j = 0; j < n; ++j) L[j] = static_cast<uint8_t>(best_index_int8(16, values, id * x[j]));
+    }
+    for (int i = 0; i < n / 32; ++i) {
+        for (int j = 0; j < 16; ++j) q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+    }
+}
+
+// Element i (< 32) of a sub-block's 16 bytes of indices.
+int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
+
+}  // namespace
+
+// --- IQ4_NL -----------------------------------------------------------------
+
+void iq4_nl_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kSub; ++b) {
+        const auto block = load_block<BlockIQ4_NL>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < kSub; ++i) dst[b * kSub + i] = d * static_cast<float>(kIq4nlValues[nibble(block.qs, i)]);
+    }
+}
+
+void iq4_nl_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kSub; ++b) {
+        BlockIQ4_NL block{};
+        iq4_quantize(src + b * kSub, kSub, &block.d, block.qs, nullptr, nullptr);
+        store_block(dst, b, block);
+    }
+}
+
+float iq4_nl_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kSub; ++b) {
+        const auto wb = load_block<BlockIQ4_NL>(w, b);
+        const auto xb = load_block<BlockQ8_0>(x, b);
+        int32_t s = 0;
+        for (int i = 0; i < kSub; ++i) s += int32_t{kIq4nlValues[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+        acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+    }
+    return acc;
+}
+
+// --- IQ4_XS -----------------------------------------------------------------
+
+void iq4_xs_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockIQ4_XS>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int j = 0; j < kQK_K / kSub; ++j) {
+            const float dl = d * static_cast<float>(iq4_xs_scale(j, block.scales_l[j / 2], block.scales_h) - 32);
+            for (int i = 0; i < kSub; ++i) {
+                dst[b * kQK_K + kSub * j + i] = dl * static_cast<float>(kIq4nlValues[nibble(block.qs + 16 * j, i)]);
+            }
+        }
+    }
+}
+
+void iq4_xs_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        BlockIQ4_XS block{};
+        iq4_quantize(src + b * kQK_K, kQK_K, &block.d, block.qs, &block.scales_h, block.scales_l);
+        store_block(dst, b, block);
+    }
+}
+
+float iq4_xs_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockIQ4_XS>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        int32_t s = 0;
+        for (int j = 0; j < kQK_K / kSub; ++j) {
+            int32_t sub = 0;
+            for (int i = 0; i < kSub; ++i) sub += int32_t{kIq4nlValues[nibble(wb.qs + 16 * j, i)]} * int32_t{xb.qs[kSub * j + i]};
+            s += (iq4_xs_scale(j, wb.scales_l[j / 2], wb.scales_h) - 32) * sub;
+        }
+        acc = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(s), acc);
+    }
+    return acc;
+}
+
+}  // namespace tessera

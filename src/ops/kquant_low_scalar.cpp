@@ -1,0 +1,312 @@
+// Scalar references of Q2_K, Q3_K and Q5_K (kquant_scalar.h): llama.cpp's
+// reference quantizers (quantize_row_q2_K_ref / q3_K_ref / q5_K_ref), and
+// dot products with Q8_K activations in the canonical order
+// (ops/row_groups.h).
+#include "ops/block_io.h"
+#include "ops/kquant_blocks.h"
+#include "ops/kquant_scalar.h"
+#include "ops/quant_search.h"
+#include "util/fp16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+using quant_search::nearest_int;
+
+// The 2-bit code of element i of a Q2_K / Q3_K block's qs (see BlockQ2_K).
+int low2_code(const uint8_t* qs, int i) {
+    const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+    return (qs[32 * h + l] >> (2 * k)) & 3;
+}
+
+void pack_low2(const uint8_t* L, uint8_t* qs) {
+    for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t* Lh = L + 128 * h;
+            qs[32 * h + l] = static_cast<uint8_t>(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+        }
+    }
+}
+
+// The signed 3-bit code (-4..3) of element i of a Q3_K block.
+int q3_code(const BlockQ3_K& block, int i) {
+    const bool high = (block.hmask[i % 32] >> (i / 32)) & 1;
+    return low2_code(block.qs, i) - (high ? 0 : 4);
+}
+
+// The 5-bit code of element i of a Q5_K block.
+int q5_k_code(const BlockQ5_K& block, int i) {
+    const int g = i / 64, half = (i % 64) / 32, l = i % 32;
+    const int low = (block.qs[32 * g + l] >> (4 * half)) & 0xF;
+    const int high = (block.qh[l] >> (2 * g + half)) & 1;
+    return low | (high << 4);
+}
+
+}  // namespace
+
+// --- Q2_K -------------------------------------------------------------------
+
+void q2_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ2_K>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        const float dmin = fp16_to_fp32(block.dmin);
+        for (int i = 0; i < kQK_K; ++i) {
+            const uint8_t sc = block.scales[i / 16];
+            const float dl = d * static_cast<float>(sc & 0xF);
+            const float ml = dmin * static_cast<float>(sc >> 4);
+            dst[b * kQK_K + i] = dl * static_cast<float>(low2_code(block.qs, i)) - ml;
+        }
+    }
+}
+
+void q2_k_from_float(const float* src, void* dst, int64_t n) {
+    constexpr int kSubs = kQK_K / 16;
+    constexpr float kScaleMax = 15.0f;  // scales and mins are 4-bit multiples of d and dmin
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        uint8_t L[kQK_K];
+        uint8_t Laux[16];
+        float weights[16];
+        float scales[kSubs], mins[kSubs];
+        float max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+            scales[j] = quant_search::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
+                                                       0.1f, 15, true);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        BlockQ2_K block{};
+        if (max_scale > 0) {
+            const float iscale = kScaleMax / max_scale;
+            for (int j = 0; j < kSubs; ++j) block.scales[j] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * scales[j]), 0, 15));
+            block.d = fp32_to_fp16(max_scale / kScaleMax);
+        } else {
+            block.d = fp32_to_fp16(0.0f);
+        }
+        if (max_min > 0) {
+            const float iscale = kScaleMax / max_min;
+            for (int j = 0; j < kSubs; ++j) block.scales[j] |= static_cast<uint8_t>(std::clamp(nearest_int(iscale * mins[j]), 0, 15) << 4);
+            block.dmin = fp32_to_fp16(max_min / kScaleMax);
+        } else {
+            block.dmin = fp32_to_fp16(0.0f);
+        }
+        // Requantize against the scales as stored.
+        for (int j = 0; j < kSubs; ++j) {
+            const float d = fp16_to_fp32(block.d) * static_cast<float>(block.scales[j] & 0xF);
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_fp32(block.dmin) * static_cast<float>(block.scales[j] >> 4);
+            for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[16 * j + l] + dm) / d), 0, 3));
+        }
+        pack_low2(L, block.qs);
+        store_block(dst, b, block);
+    }
+}
+
+float q2_k_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockQ2_K>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        int32_t scaled = 0, mins = 0;
+        for (int j = 0; j < kQK_K / 16; ++j) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; ++l) s += low2_code(wb.qs, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
+            scaled += (wb.scales[j] & 0xF) * s;
+            mins += (wb.scales[j] >> 4) * int32_t{xb.bsums[j]};
+        }
+        const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
+                                     fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+        acc = std::fma(xb.d, block, acc);
+    }
+    return acc;
+}
+
+// --- Q3_K -------------------------------------------------------------------
+
+void q3_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ3_K>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        for (int i = 0; i < kQK_K; ++i) {
+            const float dl = d * static_cast<float>(q3_k_scale(i / 16, block.scales) - 32);
+            dst[b * kQK_K + i] = dl * static_cast<float>(q3_code(block, i));
+        }
+    }
+}
+
+void q3_k_from_float(const float* src, void* dst, int64_t n) {
+    constexpr int kSubs = kQK_K / 16;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        int8_t L[kQK_K];
+        float scales[kSubs];
+        float max_scale = 0.0f, amax = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            scales[j] = quant_search::make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+            if (std::fabs(scales[j]) > amax) {
+                amax = std::fabs(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        BlockQ3_K block{};
+        if (max_scale != 0.0f) {
+            // 6-bit signed scales: the largest maps to -32.
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < kSubs; ++j) {
+                const int l = std::clamp(nearest_int(iscale * scales[j]), -32, 31) + 32;
+                if (j < 8) {
+                    block.scales[j] = static_cast<uint8_t>(l & 0xF);
+                } else {
+                    block.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+                }
+                block.scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+            }
+            block.d = fp32_to_fp16(1.0f / iscale);
+        } else {
+            block.d = fp32_to_fp16(0.0f);
+        }
+        for (int j = 0; j < kSubs; ++j) {
+            const float d = fp16_to_fp32(block.d) * static_cast<float>(q3_k_scale(j, block.scales) - 32);
+            if (d == 0.0f) continue;
+            for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+        }
+        uint8_t codes[kQK_K];
+        for (int i = 0; i < kQK_K; ++i) {
+            int l = L[i];
+            if (l > 3) {
+                block.hmask[i % 32] |= static_cast<uint8_t>(1 << (i / 32));
+                l -= 4;
+            }
+            codes[i] = static_cast<uint8_t>(l);
+        }
+        pack_low2(codes, block.qs);
+        store_block(dst, b, block);
+    }
+}
+
+float q3_k_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockQ3_K>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        int32_t total = 0;
+        for (int j = 0; j < kQK_K / 16; ++j) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; ++l) s += q3_code(wb, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
+            total += (q3_k_scale(j, wb.scales) - 32) * s;
+        }
+        acc = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(total), acc);
+    }
+    return acc;
+}
+
+// --- Q5_K -------------------------------------------------------------------
+
+void q5_k_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto block = load_block<BlockQ5_K>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        const float dmin = fp16_to_fp32(block.dmin);
+        for (int i = 0; i < kQK_K; ++i) {
+            uint8_t sc, m;
+            q4_k_scale_min(i / 32, block.scales, &sc, &m);
+            const float dl = d * static_cast<float>(sc);
+            const float ml = dmin * static_cast<float>(m);
+            dst[b * kQK_K + i] = dl * static_cast<float>(q5_k_code(block, i)) - ml;
+        }
+    }
+}
+
+void q5_k_from_float(const float* src, void* dst, int64_t n) {
+    constexpr int kSub = 32;
+    constexpr int kSubs = kQK_K / kSub;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        uint8_t L[kQK_K];
+        uint8_t Laux[kSub];
+        float weights[kSub];
+        float scales[kSubs], mins[kSubs];
+        float max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            const float* xs = x + kSub * j;
+            float sum_x2 = 0.0f;
+            for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
+            const float av_x = std::sqrt(sum_x2 / kSub);
+            for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
+            scales[j] = quant_search::make_qkx2_quants(kSub, 31, xs, weights, L + kSub * j, &mins[j], Laux, -0.5f, 0.1f,
+                                                       15, false);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        BlockQ5_K block{};
+        for (int j = 0; j < kSubs; ++j) {
+            const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * scales[j]), 0, 63));
+            const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
+            if (j < 4) {
+                block.scales[j] = ls;
+                block.scales[j + 4] = lm;
+            } else {
+                block.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+                block.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+                block.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+            }
+        }
+        block.d = fp32_to_fp16(max_scale / 63.0f);
+        block.dmin = fp32_to_fp16(max_min / 63.0f);
+        for (int j = 0; j < kSubs; ++j) {
+            uint8_t sc, m;
+            q4_k_scale_min(j, block.scales, &sc, &m);
+            const float d = fp16_to_fp32(block.d) * sc;
+            if (d == 0.0f) continue;
+            const float dm = fp16_to_fp32(block.dmin) * m;
+            for (int l = 0; l < kSub; ++l) L[kSub * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[kSub * j + l] + dm) / d), 0, 31));
+        }
+        for (int g = 0; g < 4; ++g) {
+            for (int l = 0; l < 32; ++l) {
+                int l1 = L[64 * g + l], l2 = L[64 * g + 32 + l];
+                if (l1 > 15) {
+                    l1 -= 16;
+                    block.qh[l] |= static_cast<uint8_t>(1 << (2 * g));
+                }
+                if (l2 > 15) {
+                    l2 -= 16;
+                    block.qh[l] |= static_cast<uint8_t>(2 << (2 * g));
+                }
+                block.qs[32 * g + l] = static_cast<uint8_t>(l1 | (l2 << 4));
+            }
+        }
+        store_block(dst, b, block);
+    }
+}
+
+float q5_k_vec_dot(int64_t n, const void* w, const void* x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const auto wb = load_block<BlockQ5_K>(w, b);
+        const auto xb = load_block<BlockQ8_K>(x, b);
+        int32_t scaled = 0, mins = 0;
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            q4_k_scale_min(j, wb.scales, &sc, &m);
+            int32_t s = 0;
+            for (int l = 0; l < 32; ++l) s += q5_k_code(wb, 32 * j + l) * int32_t{xb.qs[32 * j + l]};
+            scaled += int32_t{sc} * s;
+            mins += int32_t{m} * (int32_t{xb.bsums[2 * j]} + int32_t{xb.bsums[2 * j + 1]});
+        }
+        const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
+                                     fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+        acc = std::fma(xb.d, block, acc);
+    }
+    return acc;
+}
+
+}  // namespace tessera
