@@ -17,30 +17,8 @@ namespace tessera {
 
 namespace {
 
-// llama.cpp's LLAMA_FTYPE numbers (llama.h), written to general.file_type.
-constexpr uint32_t kFtypeAllF32 = 0;
-constexpr uint32_t kFtypeF16 = 1;
-constexpr uint32_t kFtypeQ4_0 = 2;
-constexpr uint32_t kFtypeQ8_0 = 7;
-constexpr uint32_t kFtypeQ4_K_S = 14;
-constexpr uint32_t kFtypeQ4_K_M = 15;
-constexpr uint32_t kFtypeQ6_K = 18;
-
 // ggml's GGML_QNT_VERSION: the block layouts this file's quantized tensors use.
 constexpr uint32_t kQuantizationVersion = 2;
-
-const std::array<QuantizeTarget, 8> kTargets{{
-    {"F32", QuantType::F32, kFtypeAllF32},
-    {"F16", QuantType::F16, kFtypeF16},
-    {"Q8_0", QuantType::Q8_0, kFtypeQ8_0},
-    {"Q4_0", QuantType::Q4_0, kFtypeQ4_0},
-    // llama.cpp has no file type for "all Q4_K"; it writes Q4_K_M's for a
-    // --pure Q4_K_M, and so does this.
-    {"Q4_K", QuantType::Q4_K, kFtypeQ4_K_M},
-    {"Q4_K_M", QuantType::Q4_K, kFtypeQ4_K_M, QuantizeTarget::Mix::Q4_K_M},
-    {"Q4_K_S", QuantType::Q4_K, kFtypeQ4_K_S, QuantizeTarget::Mix::Q4_K_S},
-    {"Q6_K", QuantType::Q6_K, kFtypeQ6_K},
-}};
 
 bool is_block_quantized(QuantType type) { return layout_of(type).block_size > 1; }
 
@@ -55,13 +33,16 @@ bool can_read(QuantType type) {
     return t != nullptr && t->to_float != nullptr;
 }
 
-// Types of at least the same quality to try, in order, when rows do not split
-// into `type`'s blocks (llama.cpp's choices: Q4_K -> Q5_0, Q6_K -> Q8_0, and
-// F16 when nothing block-quantized fits).
+// The type to write instead when rows do not split into `type`'s blocks
+// (llama.cpp's tensor_type_fallback: a 32-element type of about the same
+// quality; F16 when even that does not fit).
 std::vector<QuantType> fallbacks_of(QuantType type) {
     switch (type) {
-        case QuantType::Q4_K: return {QuantType::Q5_0, QuantType::Q8_0, QuantType::F16};
-        case QuantType::Q5_K: return {QuantType::Q5_1, QuantType::Q8_0, QuantType::F16};
+        case QuantType::IQ4_XS: return {QuantType::IQ4_NL, QuantType::F16};
+        case QuantType::Q2_K:
+        case QuantType::Q3_K: return {QuantType::Q4_0, QuantType::F16};
+        case QuantType::Q4_K: return {QuantType::Q5_0, QuantType::F16};
+        case QuantType::Q5_K: return {QuantType::Q5_1, QuantType::F16};
         case QuantType::Q6_K: return {QuantType::Q8_0, QuantType::F16};
         default: return {QuantType::F16};
     }
@@ -71,46 +52,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// "blk.12.ffn_down.weight" -> 12; -1 for tensors outside the blocks.
-int layer_of(const std::string& name) {
-    if (name.rfind("blk.", 0) != 0) return -1;
-    int layer = 0;
-    size_t i = 4;
-    if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-    for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) layer = layer * 10 + (name[i] - '0');
-    return layer;
-}
-
-// llama.cpp's use_more_bits: the first and last eighth of the layers, and
-// every third layer in between, get the larger type in the _M mixes.
-bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
-struct MixContext {
-    bool has_output = false;
-    int n_attn_v = 0;
-    int n_ffn_down = 0;
-};
-
-// The type llama.cpp's mix gives a weight matrix (before any fallback).
-QuantType mixed_type(const QuantizeTarget& target, const std::string& name, const MixContext& ctx) {
-    const QuantType base = target.type;
-    // llama.cpp keeps the output projection (or the tied embedding used in
-    // its place) at Q6_K for every quantized type but Q8_0: the logits are
-    // the most sensitive product of the model.
-    if (name == "output.weight" || (!ctx.has_output && name == "token_embd.weight")) {
-        return is_block_quantized(base) && base != QuantType::Q8_0 ? QuantType::Q6_K : base;
+// What llama.cpp's mixes look at: the architecture's hyper-parameters and
+// which matrices the file has.
+MixModel mix_model_of(const GgufFile& in) {
+    MixModel model;
+    model.arch = in.find_string("general.architecture").value_or("");
+    const auto count = [&](const char* key) {
+        return static_cast<int>(in.find_int(model.arch + "." + key).value_or(0));
+    };
+    model.n_layer = count("block_count");
+    model.n_head = count("attention.head_count");
+    model.n_head_kv = count("attention.head_count_kv");
+    if (model.n_head_kv == 0) model.n_head_kv = model.n_head;
+    model.n_expert = count("expert_count");
+    for (const auto& t : in.tensors()) {
+        if (t.name == "output.weight") model.has_output = true;
+        if (t.name.find("attn_v.weight") != std::string::npos) ++model.n_attn_v;
     }
-    const int layer = layer_of(name);
-    if (layer < 0) return base;
-    if (ends_with(name, ".attn_v.weight")) {
-        if (target.mix == QuantizeTarget::Mix::Q4_K_M && use_more_bits(layer, ctx.n_attn_v)) return QuantType::Q6_K;
-        if (target.mix == QuantizeTarget::Mix::Q4_K_S && layer < 4) return QuantType::Q5_K;
-    }
-    if (ends_with(name, ".ffn_down.weight")) {
-        if (target.mix == QuantizeTarget::Mix::Q4_K_M && use_more_bits(layer, ctx.n_ffn_down)) return QuantType::Q6_K;
-        if (target.mix == QuantizeTarget::Mix::Q4_K_S && layer < ctx.n_ffn_down / 8) return QuantType::Q5_K;
-    }
-    return base;
+    return model;
 }
 
 bool is_weight_matrix(const GgufTensorInfo& t) { return t.n_dims == 2 && ends_with(t.name, "weight"); }
@@ -135,38 +94,15 @@ void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_
 
 }  // namespace
 
-std::optional<QuantizeTarget> parse_quantize_target(const std::string& name) {
-    std::string upper = name;
-    std::transform(upper.begin(), upper.end(), upper.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    for (const auto& t : kTargets) {
-        if (t.name == upper) return t;
-    }
-    return std::nullopt;
-}
-
-std::string quantize_target_names() {
-    std::string names;
-    for (const auto& t : kTargets) {
-        if (!names.empty()) names += ", ";
-        names += t.name;
-    }
-    return names;
-}
-
 std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeParams& params) {
     const QuantizeTarget& target = params.target;
     if (!can_write(target.type)) {
         throw make_error("{}: this build cannot write {} tensors (no quantizer for the type yet)", target.name,
                          quant_type_name(target.type));
     }
-    MixContext ctx;
-    for (const auto& t : in.tensors()) {
-        if (t.name == "output.weight") ctx.has_output = true;
-        if (ends_with(t.name, ".attn_v.weight")) ++ctx.n_attn_v;
-        if (ends_with(t.name, ".ffn_down.weight")) ++ctx.n_ffn_down;
-    }
+    const MixModel model = mix_model_of(in);
     const bool mix = !params.pure && is_block_quantized(target.type);
+    int i_attn_v = 0;
 
     std::vector<TensorQuantPlan> plans;
     plans.reserve(in.tensors().size());
@@ -183,7 +119,8 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
             plans.push_back(std::move(p));
             continue;
         }
-        p.mixed = mix ? mixed_type(target, t.name, ctx) : target.type;
+        p.mixed = mix ? mixed_type(target, t.name, t.ne[0], i_attn_v, model) : target.type;
+        if (t.name.find("attn_v.weight") != std::string::npos) ++i_attn_v;
         p.wanted = can_write(p.mixed) ? p.mixed : target.type;
         const int64_t cols = t.ne[0];
         p.to = p.wanted;

@@ -7,18 +7,19 @@
 // Which type each matrix gets is decided first, for the whole file, by
 // plan_quantization (a pure function of the file and the target, so it is
 // testable and printable before any byte is written):
-//   - the target's type, or llama.cpp's mix for the target: output.weight
-//     gets Q6_K for every quantized target but Q8_0, and Q4_K_M / Q4_K_S
-//     give more bits to some attn_v / ffn_down layers (--pure turns mixes off).
+//   - the target's type, or llama.cpp's mix for the target (quant_mix.h:
+//     output.weight at Q6_K for every quantized target but Q8_0, more bits
+//     for some attn_v / ffn_down / attn_output layers; --pure turns mixes off).
 //     A type of the mix this build cannot write is replaced by the target's
 //     type, and the plan says so;
 //   - a fallback when the row length is not a multiple of that type's block
 //     (a K-quant needs rows of 256): the next type of at least the same
-//     quality whose block fits (Q4_K -> Q5_0 -> Q8_0 -> F16, Q6_K -> Q8_0 ->
-//     F16, Q4_0 / Q8_0 -> F16), skipping types this build cannot write.
+//     quality whose block fits, as llama.cpp's (Q4_K -> Q5_0, Q5_K -> Q5_1,
+//     Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0, IQ4_XS -> IQ4_NL; else F16).
 #pragma once
 
 #include "model/gguf_file.h"
+#include "model/quant_mix.h"
 #include "ops/quant_type.h"
 
 #include <cstdint>
@@ -28,21 +29,6 @@
 #include <vector>
 
 namespace tessera {
-
-// A target as llama-quantize names it.
-struct QuantizeTarget {
-    std::string name;        // "Q4_K_M"
-    QuantType type;          // the type of most weight matrices
-    uint32_t file_type;      // llama.cpp's LLAMA_FTYPE_* for general.file_type
-    enum class Mix { None, Q4_K_M, Q4_K_S } mix = Mix::None;
-};
-
-// "f32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q4_K_M", "Q4_K_S", "Q6_K" (any case);
-// nothing if unknown. Q4_K alone is Q4_K with only the output.weight rule
-// that every quantized target has (llama-quantize takes Q4_K for Q4_K_M).
-std::optional<QuantizeTarget> parse_quantize_target(const std::string& name);
-// The accepted names, for help and error messages.
-std::string quantize_target_names();
 
 struct QuantizeParams {
     QuantizeTarget target;
