@@ -31,7 +31,7 @@ enum Ftype : uint32_t {
     kMXFP4_MOE = 38,
 };
 
-const std::array<QuantizeTarget, 22> kTargets{{
+const std::array<QuantizeTarget, 23> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -58,6 +58,8 @@ const std::array<QuantizeTarget, 22> kTargets{{
     {"Q4_K", QuantType::Q4_K, kQ4_K_M, false},
     {"Q5_K", QuantType::Q5_K, kQ5_K_M, false},
     {"Q3_K", QuantType::Q3_K, kQ3_K_M, false},
+    // Every matrix MXFP4 but output.weight (Q8_0), the file type gpt-oss's.
+    {"MXFP4", QuantType::MXFP4, kMXFP4_MOE, false},
 }};
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
@@ -111,8 +113,8 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         if (ftype == kMXFP4_MOE || falcon || cols % layout_of(base).block_size != 0) return QuantType::Q8_0;
         return base != QuantType::Q8_0 ? QuantType::Q6_K : base;
     }
-    if (ftype == kMXFP4_MOE) return QuantType::Q8_0;  // experts (3-D) are mixed_expert_type's
     if (!target.mix) return base;
+    if (ftype == kMXFP4_MOE) return QuantType::Q8_0;  // (its experts, 3-D tensors, are MXFP4)
     const int n_layer = model.n_layer;
     const int layer = std::max(0, layer_of(name));
     QuantType type = base;

@@ -231,7 +231,8 @@ float q6_k_vec_dot(int64_t n, const void* w, const void* x) {
             }
             isum += int32_t{wb.scales[j]} * sub;
         }
-        sum += fp16_to_fp32(wb.d) * xb.d * static_cast<float>(isum);
+        // The canonical order (row_groups.h), which every target's kernel reproduces.
+        sum = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(isum), sum);
     }
     return sum;
 }

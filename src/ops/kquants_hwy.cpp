@@ -179,6 +179,14 @@ HWY_INLINE float half_at(const uint8_t* p) {
 HWY_INLINE __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 HWY_INLINE __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
+// The sum of 8 int32 lanes (exact).
+HWY_INLINE int32_t hsum256_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
 HWY_INLINE float hsum256(__m256 v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -285,9 +293,7 @@ void q6k_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, si
     const __m512i scale_index[4] = {spread_index(0, 8), spread_index(4, 8), spread_index(8, 8), spread_index(12, 8)};
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
-    __m512 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    float acc[R][C] = {};
     for (int64_t b = 0; b < n / kBlock; ++b) {
         const uint8_t* xb[C];
         float dx[C];
@@ -324,12 +330,13 @@ void q6k_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, si
                 // The codes are q + 32: subtract 32 * sum_k scale_k * bsum_k.
                 const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(s16, bsums[c]), 5);
                 const __m512i total = _mm512_sub_epi32(isum[c], _mm512_zextsi256_si512(offset));
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(d * dx[c]), acc[r][c]);
+                // The canonical order (row_groups.h): the block's exact integer sum, then one fused step.
+                acc[r][c] = std::fma(dx[c], d * static_cast<float>(_mm512_reduce_add_epi32(total)), acc[r][c]);
             }
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) y[c * y_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = acc[r][c];
 }
 
 #elif HWY_TARGET == HWY_AVX2
@@ -402,9 +409,7 @@ template <int R, int C>
 void q6k_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
               size_t y_stride) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    float acc[R][C] = {};
     for (int64_t b = 0; b < n / kBlock; ++b) {
         const uint8_t* xb[C];
         float dx[C];
@@ -447,13 +452,14 @@ void q6k_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, si
             }
             for (int c = 0; c < C; ++c) {
                 const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(s16, bsums[c]), 5);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[c], offset)),
-                                            _mm256_set1_ps(d * dx[c]), acc[r][c]);
+                // The canonical order (row_groups.h): the block's exact integer sum, then one fused step.
+                const int32_t total = hsum256_epi32(_mm256_sub_epi32(isum[c], offset));
+                acc[r][c] = std::fma(dx[c], d * static_cast<float>(total), acc[r][c]);
             }
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) y[c * y_stride + r] = hsum256(acc[r][c]);
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = acc[r][c];
 }
 
 #else
@@ -608,7 +614,8 @@ void portable_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* 
                 int32_t constant = 0;
                 if constexpr (kQ6) {
                     for (int k = 0; k < 16; ++k) constant += block.scales[k] * bsum_at(xb, k);
-                    acc[r][c] += block.d * dx * static_cast<float>(dot - 32 * constant);
+                    // The canonical order (row_groups.h): exact integers, then one fused step.
+                    acc[r][c] = std::fma(dx, block.d * static_cast<float>(dot - 32 * constant), acc[r][c]);
                 } else {
                     for (int j = 0; j < 8; ++j) constant += block.mins[j] * (bsum_at(xb, 2 * j) + bsum_at(xb, 2 * j + 1));
                     acc[r][c] += dx * (block.d * static_cast<float>(dot) - block.dmin * static_cast<float>(constant));
