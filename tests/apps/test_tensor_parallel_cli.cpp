@@ -94,7 +94,8 @@ TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
 // same KL-divergence base file as the single node on its best target, byte
 // for byte: F32 weights (attention, float dots, softmax, SiLU), Q4_0 and
 // Q8_0 (grouped kernels; stories260K's narrow matrices stay F32), and Q4_K
-// on a generated model wide enough for its super-blocks.
+// on a generated model wide enough for its super-blocks, and that model's
+// Q4_K_M, Q5_K_M and IQ4_XS mixes.
 TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
     const std::string dir = test::scratch_dir("tp_cli_targets");
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
@@ -116,6 +117,19 @@ TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
                                60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     models.emplace_back("Q4_K", wide);
+    // llama.cpp's mixes (Q6_K's rows beside Q4_K's groups, Q5_K, IQ4_XS) of the same shape.
+    const std::string wide_f32 = dir + "/wide-F32.gguf";
+    const auto f = run_process(cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                                    "--ffn", "512", "--vocab-from",
+                                    test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", wide_f32}),
+                               60);
+    ASSERT_EQ(f.exit_code, 0) << f.err;
+    for (const char* mix : {"Q4_K_M", "Q5_K_M", "IQ4_XS"}) {
+        const std::string out = dir + "/wide-" + mix + ".gguf";
+        const auto q = run_process(cmd({"quantize", wide_f32, out, mix}), 60);
+        ASSERT_EQ(q.exit_code, 0) << q.err;
+        models.emplace_back(mix, out);
+    }
     for (const auto& [type, model] : models) {
         const std::string model_path = model;
         const auto base = [&](const std::string& name, std::vector<std::string> pre, std::vector<std::string> extra) {
