@@ -129,7 +129,15 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 //               acc    = fma(d_x, block, acc)
 // and y = acc. Integer sums are exact whatever their order, so the only
 // choices are the order of blocks and where the float roundings fall: those
-// are fixed here.
+// are fixed here. The other weight types' dot products (row layout so far)
+// follow the same rule, per block in order:
+//   Q5_0, IQ4_NL, MXFP4 (Q8_0 activations): acc = fma(float(s), d_w * d_x, acc)
+//   Q5_1:  acc = fma(d_x, fma(m_w, float(sum x), d_w * float(s)), acc)
+//   Q5_K, Q2_K: as Q4_K (scales and mins per sub-block)
+//   Q6_K, Q3_K, IQ4_XS: s = sum_j s_j (v . y)_j (exact, the codes' offsets
+//       included), acc = fma(d_x, d_w * float(s), acc)
+// (ops/block32_scalar.h, iq4_scalar.h, kquant_scalar.h define them; Q6_K's
+// SIMD row kernels reproduce them on every target.)
 void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
                               int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);
