@@ -76,6 +76,25 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block must be 136 bytes");
 
+// The 6-bit code (0..63; the value is code - 32) of element i of a Q6_K
+// block. Each half of 128 elements uses 64 bytes of ql and 32 of qh; within
+// it, quarter k (32 elements) takes ql's low (k = 0, 1) or high (k = 2, 3)
+// nibbles of bytes [32 (k % 2), +32) and bits 2k, 2k+1 of qh.
+inline int q6_k_code(const BlockQ6_K& block, int i) {
+    const int half = i / 128, k = (i % 128) / 32, l = i % 32;
+    const uint8_t ql = block.ql[64 * half + 32 * (k % 2) + l];
+    const uint8_t qh = block.qh[32 * half + l];
+    const int low = k < 2 ? (ql & 0xF) : (ql >> 4);
+    return low | (((qh >> (2 * k)) & 3) << 4);
+}
+
+// Sets element i's code (the block's ql/qh bits of it must be zero).
+inline void q6_k_set_code(BlockQ6_K& block, int i, int code) {
+    const int half = i / 128, k = (i % 128) / 32, l = i % 32;
+    block.ql[64 * half + 32 * (k % 2) + l] |= static_cast<uint8_t>((code & 0xF) << (k < 2 ? 0 : 4));
+    block.qh[32 * half + l] |= static_cast<uint8_t>((code >> 4) << (2 * k));
+}
+
 // Q8_K: the activation type K-quant weights are multiplied with. value =
 // d * qs[i]; bsums[k] = sum of qs[16k .. 16k+15], so the constant parts of
 // a weight block (Q4_K's mins, Q6_K's -32 offset) cost one product per 16.

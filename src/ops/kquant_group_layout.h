@@ -13,3 +13,11 @@ inline constexpr int64_t kBlockBytes = 2368, kDmin = 32, kScales = 64, kMins = 1
 inline constexpr int64_t kQ8KBytes = 292, kQ8KQs = 4, kQ8KBsums = 260;
 
 }  // namespace tessera::q4k_group
+
+// A group's Q6_K super-block (ops/row_groups.h): fp16 d, int8 scales, then 4
+// chunks of 64 elements, each 8 vectors of low nibbles and 4 of high bits.
+namespace tessera::q6k_group {
+
+inline constexpr int64_t kBlockBytes = 3360, kScales = 32, kQs = 288, kChunkBytes = 768, kHighs = 512;
+
+}  // namespace tessera::q6k_group

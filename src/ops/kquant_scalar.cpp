@@ -140,25 +140,6 @@ float q4_k_vec_dot(int64_t n, const void* w, const void* x) {
 
 // --- Q6_K -------------------------------------------------------------------
 
-namespace {
-
-// The 6-bit code (0..63) of element i of a Q6_K block.
-int q6_k_code(const BlockQ6_K& block, int i) {
-    // Each half of 128 elements uses 64 bytes of ql and 32 of qh; within it,
-    // quarter k (32 elements) takes ql's low (k = 0, 1) or high (k = 2, 3)
-    // nibbles of bytes [32 (k % 2), +32) and bits 2k, 2k+1 of qh.
-    const int half = i / 128;
-    const int k = (i % 128) / 32;
-    const int l = i % 32;
-    const uint8_t ql = block.ql[64 * half + 32 * (k % 2) + l];
-    const uint8_t qh = block.qh[32 * half + l];
-    const int low = k < 2 ? (ql & 0xF) : (ql >> 4);
-    const int high = (qh >> (2 * k)) & 3;
-    return low | (high << 4);
-}
-
-}  // namespace
-
 void q6_k_to_float(const void* src, float* dst, int64_t n) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const auto block = load_block<BlockQ6_K>(src, b);
@@ -217,23 +198,23 @@ void q6_k_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q6_k_block_step(const BlockQ6_K& wb, const BlockQ8_K& xb, float acc) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+        int32_t sub = 0;
+        for (int l = 0; l < 16; ++l) {
+            const int i = 16 * j + l;
+            sub += (q6_k_code(wb, i) - 32) * int32_t{xb.qs[i]};
+        }
+        isum += int32_t{wb.scales[j]} * sub;
+    }
+    // The canonical order (row_groups.h), which every target's kernel reproduces.
+    return std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(isum), acc);
+}
+
 float q6_k_vec_dot(int64_t n, const void* w, const void* x) {
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const auto wb = load_block<BlockQ6_K>(w, b);
-        const auto xb = load_block<BlockQ8_K>(x, b);
-        int32_t isum = 0;
-        for (int j = 0; j < kQK_K / 16; ++j) {
-            int32_t sub = 0;
-            for (int l = 0; l < 16; ++l) {
-                const int i = 16 * j + l;
-                sub += (q6_k_code(wb, i) - 32) * int32_t{xb.qs[i]};
-            }
-            isum += int32_t{wb.scales[j]} * sub;
-        }
-        // The canonical order (row_groups.h), which every target's kernel reproduces.
-        sum = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(isum), sum);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) sum = q6_k_block_step(load_block<BlockQ6_K>(w, b), load_block<BlockQ8_K>(x, b), sum);
     return sum;
 }
 

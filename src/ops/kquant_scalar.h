@@ -18,6 +18,10 @@ void q6_k_to_float(const void* src, float* dst, int64_t n);
 void q6_k_from_float(const float* src, void* dst, int64_t n);
 // Q6_K row . Q8_K row.
 float q6_k_vec_dot(int64_t n, const void* w, const void* x);
+// One super-block of it in the canonical order: acc + its contribution.
+struct BlockQ6_K;
+struct BlockQ8_K;
+float q6_k_block_step(const BlockQ6_K& w, const BlockQ8_K& x, float acc);
 
 // Q5_K, Q2_K and Q3_K (kquant_low_scalar.cpp), against Q8_K rows.
 void q5_k_to_float(const void* src, float* dst, int64_t n);

@@ -44,6 +44,8 @@
 #include "ops/kquant_groups_hwy-inl.h"
 #include "ops/kquant_groups_neon_dotprod-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
+#include "ops/q6k_groups_hwy-inl.h"
+#include "ops/q6k_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
 #include "util/fp16.h"
 
@@ -716,6 +718,12 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::Q6_K);
                 t.vec_dot = kquant_vec_dot<true>;
                 t.vec_dot_tile = kquant_vec_dot_tile<true>;
+                // Grouped: AVX-512 VNNI's kernel, or portable Highway ops (canonical bits either way).
+#if HWY_TARGET == HWY_AVX3_DL
+                t.vec_dot_groups = q6k_vnni::q6_k_vec_dot_groups;
+#else
+                t.vec_dot_groups = portable_q6k::q6_k_vec_dot_groups;
+#endif
                 return t;
             }();
             return &q6_k;

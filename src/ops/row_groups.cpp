@@ -1,6 +1,8 @@
 #include "ops/row_groups.h"
 
 #include "ops/kquant_blocks.h"
+#include "ops/kquant_group_layout.h"
+#include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -34,6 +36,7 @@ GroupShape shape_of(QuantType type) {
         case QuantType::Q4_0: return {kQ4_0Block, kQ4_0GroupBlock};
         case QuantType::Q8_0: return {kQ8_0Block, kQ8_0GroupBlock};
         case QuantType::Q4_K: return {kQK_K, kQ4_KGroupBlock};
+        case QuantType::Q6_K: return {kQK_K, static_cast<size_t>(q6k_group::kBlockBytes)};
         default: throw make_error("internal: {} has no group layout", quant_type_name(type));
     }
 }
@@ -106,10 +109,49 @@ void get_q4_k(const uint8_t* g, int r, BlockQ4_K& block) {
     }
 }
 
+// Where element e's low nibble (in byte *shift's nibble) and its top two
+// bits (at bit *high_shift of the byte at *high) sit in a Q6_K group block,
+// for row r.
+void q6_k_slots(int e, int r, size_t* low, int* shift, size_t* high, int* high_shift) {
+    using namespace q6k_group;
+    const int h = e / 64, t = e % 64;
+    const int upper = t >= 32 ? 1 : 0;
+    const int k = (t % 32) / 4, i = t % 4;
+    *low = static_cast<size_t>(kQs + kChunkBytes * h + 64 * k + 4 * r + i);
+    *shift = 4 * upper;
+    *high = static_cast<size_t>(kQs + kChunkBytes * h + kHighs + 64 * (k / 2) + 4 * r + i);
+    *high_shift = 4 * (k % 2) + 2 * upper;
+}
+
+void put_q6_k(const BlockQ6_K& block, int r, uint8_t* g) {
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int j = 0; j < 16; ++j) g[q6k_group::kScales + 16 * j + r] = static_cast<uint8_t>(block.scales[j]);
+    for (int e = 0; e < kQK_K; ++e) {
+        size_t low, high;
+        int shift, high_shift;
+        q6_k_slots(e, r, &low, &shift, &high, &high_shift);
+        const int code = q6_k_code(block, e);
+        g[low] = static_cast<uint8_t>(g[low] | ((code & 0xF) << shift));
+        g[high] = static_cast<uint8_t>(g[high] | ((code >> 4) << high_shift));
+    }
+}
+
+void get_q6_k(const uint8_t* g, int r, BlockQ6_K& block) {
+    block = BlockQ6_K{};
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int j = 0; j < 16; ++j) block.scales[j] = static_cast<int8_t>(g[q6k_group::kScales + 16 * j + r]);
+    for (int e = 0; e < kQK_K; ++e) {
+        size_t low, high;
+        int shift, high_shift;
+        q6_k_slots(e, r, &low, &shift, &high, &high_shift);
+        q6_k_set_code(block, e, ((g[low] >> shift) & 0xF) | (((g[high] >> high_shift) & 3) << 4));
+    }
+}
+
 }  // namespace
 
 bool has_group_layout(QuantType type) {
-    return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K;
+    return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K || type == QuantType::Q6_K;
 }
 
 uint64_t group_bytes(QuantType type, int64_t n) {
@@ -173,10 +215,14 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
                 BlockQ8_0 block;
                 std::memcpy(&block, row + b * sizeof(BlockQ8_0), sizeof(block));
                 put_q8_0(block, r, g);
-            } else {
+            } else if (type == QuantType::Q4_K) {
                 BlockQ4_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ4_K), sizeof(block));
                 put_q4_k(block, r, g);
+            } else {
+                BlockQ6_K block;
+                std::memcpy(&block, row + b * sizeof(BlockQ6_K), sizeof(block));
+                put_q6_k(block, r, g);
             }
         }
     }
@@ -210,10 +256,14 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
             BlockQ8_0 block;
             get_q8_0(g, r, block);
             std::memcpy(row + b * sizeof(BlockQ8_0), &block, sizeof(block));
-        } else {
+        } else if (type == QuantType::Q4_K) {
             BlockQ4_K block;
             get_q4_k(g, r, block);
             std::memcpy(row + b * sizeof(BlockQ4_K), &block, sizeof(block));
+        } else {
+            BlockQ6_K block;
+            get_q6_k(g, r, block);
+            std::memcpy(row + b * sizeof(BlockQ6_K), &block, sizeof(block));
         }
     }
 }
@@ -308,7 +358,13 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                     float acc = accumulate ? out : 0.0f;
                     for (int64_t b = u0; b < std::min(nb, u0 + unit_nb); ++b) {
                         const uint8_t* gb = group + static_cast<size_t>(b) * shape.block_bytes;
-                        if (type == QuantType::Q4_K) {
+                        if (type == QuantType::Q6_K) {
+                            BlockQ8_K xb;
+                            std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
+                            BlockQ6_K wb;
+                            get_q6_k(gb, r, wb);
+                            acc = q6_k_block_step(wb, xb, acc);
+                        } else if (type == QuantType::Q4_K) {
                             BlockQ8_K xb;
                             std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
                             acc = q4_k_canonical_step(gb, r, xb, acc);

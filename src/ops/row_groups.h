@@ -28,6 +28,16 @@
 //   bytes [320, 2368)   64-element chunk j (j < 4) at 320 + 512j: row r's
 //                       qs[32j + 4k .. 32j + 4k + 3] at 320 + 512j + 64k + 4r
 //                       (low nibbles: sub-block 2j, high: sub-block 2j + 1)
+// Q6_K group, per super-block b (3360 bytes, the same as its 16 rows' blocks):
+//   bytes [0, 32)       fp16 d, row r at 2r
+//   bytes [32, 288)     sub-block j's int8 scale of row r at 32 + 16j + r
+//   bytes [288, 3360)   64-element chunk h (h < 4) at 288 + 768h:
+//     [+64k, k < 8)     row r's 4 bytes at 4r: low 4 bits of the codes of
+//                       elements 64h + 4k + i (low nibble of byte i) and
+//                       64h + 32 + 4k + i (high nibble)
+//     [+512 + 64m, m < 4) row r's byte i at 4r: the codes' top 2 bits, of
+//                       vector 2m's low, its high, vector 2m + 1's low, its
+//                       high nibble's element at bits 0, 2, 4, 6 (as qh packs them)
 // A matrix's last group is padded with zero rows (scales 0), so that every
 // row is computed by the same kernel wherever a slice starts: results do not
 // depend on how a model is split (the exact distributed modes rely on it).
@@ -57,7 +67,7 @@ namespace tessera {
 
 inline constexpr int kGroupRows = 16;
 
-// Whether `type` has a group layout (Q4_0, Q8_0, Q4_K).
+// Whether `type` has a group layout (Q4_0, Q8_0, Q4_K, Q6_K).
 bool has_group_layout(QuantType type);
 
 // The most bytes of one group's row of blocks in a panel (see above).
@@ -127,6 +137,7 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 //                     (exact integers over the 8 sub-blocks j)
 //               block  = fma(-dmin, float(mins), d * float(scaled))
 //               acc    = fma(d_x, block, acc)
+//   Q6_K:       s = sum_j sc_j ((q - 32) . y)_j (exact), acc = fma(d_x, d * float(s), acc)
 // and y = acc. Integer sums are exact whatever their order, so the only
 // choices are the order of blocks and where the float roundings fall: those
 // are fixed here. The other weight types' dot products (row layout so far)

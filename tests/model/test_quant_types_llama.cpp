@@ -111,7 +111,9 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
             const float ours = ref.vec_dot(n, w, xq.data());
             EXPECT_NEAR(ours, exact, tolerance);
             EXPECT_NEAR(fast.vec_dot(n, w, xq.data()), exact, tolerance);
-            if (same_activations) EXPECT_NEAR(ours, dots[c * rows + r], tolerance);
+            if (same_activations) {
+                EXPECT_NEAR(ours, dots[c * rows + r], tolerance);
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-// Weights in groups of 16 rows (ops/row_groups.h), Q4_0, Q8_0 and Q4_K: grouping
+// Weights in groups of 16 rows (ops/row_groups.h), Q4_0, Q8_0, Q4_K and Q6_K: grouping
 // keeps every row's bytes, the grouped kernels of every target that has one
 // match the scalar reference on random data (odd block counts, any number of
 // columns, unaligned activations), and matmul over a grouped matrix gives what
@@ -33,9 +33,11 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K};
+constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K};
 
-int block_of(QuantType type) { return type == QuantType::Q4_K ? 256 : 32; }
+bool is_kquant(QuantType type) { return type == QuantType::Q4_K || type == QuantType::Q6_K; }
+
+int block_of(QuantType type) { return is_kquant(type) ? 256 : 32; }
 
 // rows x n random weights of `type` in row layout (quantized Gaussians; Q8_0
 // with some codes at the extremes, -128 included).
@@ -72,11 +74,11 @@ std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, i
 // The traits of the forced target: Q4_0's and Q8_0's from dot_hwy.cpp, Q4_K's from
 // kquants_hwy.cpp.
 const QuantTraits& simd_traits(QuantType type) {
-    return type == QuantType::Q4_K ? *kquants_simd_traits(type) : *simd_block_traits(type);
+    return is_kquant(type) ? *kquants_simd_traits(type) : *simd_block_traits(type);
 }
 
 std::vector<int64_t> targets_of(QuantType type) {
-    return type == QuantType::Q4_K ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();
+    return is_kquant(type) ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();
 }
 
 }  // namespace
@@ -151,7 +153,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             names += std::string(" ") + hwy::TargetName(target) + (with_dot ? "+dot" : "");
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
-                if (type == QuantType::Q4_K && blocks > 8) continue;  // 8 super-blocks is 2048 elements
+                if (is_kquant(type) && blocks > 8) continue;  // 8 super-blocks is 2048 elements
                 const int64_t n = blocks * block_of(type);
                 for (int n_groups : {1, 3}) {
                     const auto plain = random_rows(type, n_groups * kGroupRows, n, rng);
