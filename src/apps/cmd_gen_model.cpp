@@ -2,6 +2,7 @@
 // seeded random weights and llama.cpp's tensor names and keys.
 #include "apps/commands.h"
 #include "model/random_model.h"
+#include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -23,7 +24,7 @@ struct GenModelOptions {
 
 void gen_model(GenModelOptions& o) {
     const auto type = parse_quant_type(o.type);
-    if (!type) throw make_error("--type '{}' is not a known type (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K)", o.type);
+    if (!type) throw make_error("--type '{}' is not a known type (one of {})", o.type, supported_weight_types());
     o.spec.type = *type;
     // The preset first; options given on the command line win over it.
     RandomModelSpec spec = o.spec;
@@ -59,7 +60,7 @@ void add_gen_model_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--head-dim", s.head_dim, "Width of a head (written as attention.key_length; default dim / heads)");
     cmd->add_option("--sliding-window", s.sliding_window, "Sliding-window length written to the metadata (0: none)");
-    cmd->add_option("--type", o->type, "Weight type: F32, F16, Q8_0, Q4_0, Q4_K, Q6_K (K-quants need --dim and --ffn multiples of 256)")->capture_default_str();
+    cmd->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (the 256-element types need --dim and --ffn multiples of 256)")->capture_default_str();
     cmd->add_option("--seed", s.seed, "Random seed (same arguments, same bytes)")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "Output GGUF file")->required();
     cmd->add_flag("-q,--quiet", o->quiet, "No progress output");

@@ -1,4 +1,5 @@
 #include "model/random_model.h"
+#include "ops/quant_traits.h"
 
 #include "model/architecture.h"
 #include "model/gguf_file.h"
@@ -25,9 +26,18 @@ uint32_t file_type_of(QuantType type) {
         // llama.cpp has no file type for "all Q4_K"; a --pure Q4_K_M is written as Q4_K_M.
         case QuantType::Q4_K: return 15;
         case QuantType::Q6_K: return 18;
+        case QuantType::Q5_0: return 8;
+        case QuantType::Q5_1: return 9;
+        case QuantType::Q2_K: return 10;
+        case QuantType::Q3_K: return 12;  // (as a --pure Q3_K_M)
+        case QuantType::Q5_K: return 17;  // (as a --pure Q5_K_M)
+        case QuantType::IQ4_NL: return 25;
+        case QuantType::IQ4_XS: return 30;
+        case QuantType::BF16: return 32;
+        case QuantType::MXFP4: return 38;
         default:
-            throw make_error("gen-model cannot write {} weights (use F32, F16, Q8_0, Q4_0, Q4_K or Q6_K)",
-                             quant_type_name(type));
+            throw make_error("gen-model cannot write {} weights (use one of {})", quant_type_name(type),
+                             supported_weight_types());
     }
 }
 
@@ -158,7 +168,25 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
         }
         case QuantType::Q4_K: fill_random_q4_k(stddev, rng, dst, n_bytes); break;
         case QuantType::Q6_K: fill_random_q6_k(stddev, rng, dst, n_bytes); break;
-        default: throw make_error("gen-model cannot write {} weights", quant_type_name(type));
+        default: {
+            // Every other type: Gaussian weights through the type's own
+            // quantizer (slower than random codes, but each type's scales and
+            // grids come out as real files have them).
+            const QuantTraits* traits = scalar_traits(type);
+            if (traits == nullptr || traits->from_float == nullptr) {
+                throw make_error("gen-model cannot write {} weights", quant_type_name(type));
+            }
+            const QuantLayout& layout = layout_of(type);
+            const int64_t n = static_cast<int64_t>(n_bytes / layout.block_bytes) * layout.block_size;
+            constexpr int64_t kChunk = 64 * 256;
+            std::vector<float> values(static_cast<size_t>(std::min(n, kChunk)));
+            for (int64_t i = 0; i < n; i += kChunk) {
+                const int64_t count = std::min(kChunk, n - i);
+                for (int64_t k = 0; k < count; ++k) values[static_cast<size_t>(k)] = stddev * rng.next_normal();
+                traits->from_float(values.data(), dst + quant_row_bytes(type, i), count);
+            }
+            break;
+        }
     }
 }
 
