@@ -95,6 +95,20 @@ inline void q6_k_set_code(BlockQ6_K& block, int i, int code) {
     block.qh[32 * half + l] |= static_cast<uint8_t>((code >> 4) << (2 * k));
 }
 
+// The 5-bit code of element i of a Q5_K block, and its setter (the block's
+// bits of it must be zero).
+inline int q5_k_code(const BlockQ5_K& block, int i) {
+    const int g = i / 64, half = (i % 64) / 32, l = i % 32;
+    const int low = (block.qs[32 * g + l] >> (4 * half)) & 0xF;
+    return low | (((block.qh[l] >> (2 * g + half)) & 1) << 4);
+}
+
+inline void q5_k_set_code(BlockQ5_K& block, int i, int code) {
+    const int g = i / 64, half = (i % 64) / 32, l = i % 32;
+    block.qs[32 * g + l] |= static_cast<uint8_t>((code & 0xF) << (4 * half));
+    block.qh[l] |= static_cast<uint8_t>(((code >> 4) & 1) << (2 * g + half));
+}
+
 // Q8_K: the activation type K-quant weights are multiplied with. value =
 // d * qs[i]; bsums[k] = sum of qs[16k .. 16k+15], so the constant parts of
 // a weight block (Q4_K's mins, Q6_K's -32 offset) cost one product per 16.

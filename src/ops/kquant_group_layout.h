@@ -21,3 +21,13 @@ namespace tessera::q6k_group {
 inline constexpr int64_t kBlockBytes = 3360, kScales = 32, kQs = 288, kChunkBytes = 768, kHighs = 512;
 
 }  // namespace tessera::q6k_group
+
+// A group's Q5_K super-block: Q4_K's (fp16 d, fp16 dmin, unpacked scales and
+// mins), then 4 chunks of 64 elements, each Q4_K's 8 vectors of nibbles and
+// 2 vectors of fifth bits.
+namespace tessera::q5k_group {
+
+inline constexpr int64_t kBlockBytes = 2880, kDmin = 32, kScales = 64, kMins = 192, kQs = 320, kChunkBytes = 640,
+                         kHighs = 512;
+
+}  // namespace tessera::q5k_group

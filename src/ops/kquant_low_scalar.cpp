@@ -39,14 +39,6 @@ int q3_code(const BlockQ3_K& block, int i) {
     return low2_code(block.qs, i) - (high ? 0 : 4);
 }
 
-// The 5-bit code of element i of a Q5_K block.
-int q5_k_code(const BlockQ5_K& block, int i) {
-    const int g = i / 64, half = (i % 64) / 32, l = i % 32;
-    const int low = (block.qs[32 * g + l] >> (4 * half)) & 0xF;
-    const int high = (block.qh[l] >> (2 * g + half)) & 1;
-    return low | (high << 4);
-}
-
 }  // namespace
 
 // --- Q2_K -------------------------------------------------------------------
@@ -288,24 +280,23 @@ void q5_k_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q5_k_block_step(const BlockQ5_K& wb, const BlockQ8_K& xb, float acc) {
+    int32_t scaled = 0, mins = 0;
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        q4_k_scale_min(j, wb.scales, &sc, &m);
+        int32_t s = 0;
+        for (int l = 0; l < 32; ++l) s += q5_k_code(wb, 32 * j + l) * int32_t{xb.qs[32 * j + l]};
+        scaled += int32_t{sc} * s;
+        mins += int32_t{m} * (int32_t{xb.bsums[2 * j]} + int32_t{xb.bsums[2 * j + 1]});
+    }
+    const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins), fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+    return std::fma(xb.d, block, acc);
+}
+
 float q5_k_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const auto wb = load_block<BlockQ5_K>(w, b);
-        const auto xb = load_block<BlockQ8_K>(x, b);
-        int32_t scaled = 0, mins = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            q4_k_scale_min(j, wb.scales, &sc, &m);
-            int32_t s = 0;
-            for (int l = 0; l < 32; ++l) s += q5_k_code(wb, 32 * j + l) * int32_t{xb.qs[32 * j + l]};
-            scaled += int32_t{sc} * s;
-            mins += int32_t{m} * (int32_t{xb.bsums[2 * j]} + int32_t{xb.bsums[2 * j + 1]});
-        }
-        const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
-                                     fp16_to_fp32(wb.d) * static_cast<float>(scaled));
-        acc = std::fma(xb.d, block, acc);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q5_k_block_step(load_block<BlockQ5_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
     return acc;
 }
 

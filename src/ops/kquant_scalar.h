@@ -27,6 +27,8 @@ float q6_k_block_step(const BlockQ6_K& w, const BlockQ8_K& x, float acc);
 void q5_k_to_float(const void* src, float* dst, int64_t n);
 void q5_k_from_float(const float* src, void* dst, int64_t n);
 float q5_k_vec_dot(int64_t n, const void* w, const void* x);
+struct BlockQ5_K;
+float q5_k_block_step(const BlockQ5_K& w, const BlockQ8_K& x, float acc);
 
 void q2_k_to_float(const void* src, float* dst, int64_t n);
 void q2_k_from_float(const float* src, void* dst, int64_t n);

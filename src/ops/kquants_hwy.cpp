@@ -44,6 +44,8 @@
 #include "ops/kquant_groups_hwy-inl.h"
 #include "ops/kquant_groups_neon_dotprod-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
+#include "ops/q5k_groups_hwy-inl.h"
+#include "ops/q5k_groups_vnni-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
 #include "ops/q6k_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
@@ -728,6 +730,20 @@ const QuantTraits* KQuantsTraits(QuantType type) {
             }();
             return &q6_k;
         }
+        case QuantType::Q5_K: {
+            static const QuantTraits q5_k = [] {
+                // Rows compute with the scalar reference (the same code on every target); grouped rows with
+                // AVX-512 VNNI's kernel or portable Highway ops (canonical bits either way).
+                QuantTraits t = *scalar_traits(QuantType::Q5_K);
+#if HWY_TARGET == HWY_AVX3_DL
+                t.vec_dot_groups = q5k_vnni::q5_k_vec_dot_groups;
+#else
+                t.vec_dot_groups = portable_q5k::q5_k_vec_dot_groups;
+#endif
+                return t;
+            }();
+            return &q5_k;
+        }
         case QuantType::Q8_K: {
             static const QuantTraits q8_k = [] {
                 QuantTraits t = *scalar_traits(QuantType::Q8_K);
@@ -752,7 +768,9 @@ namespace tessera {
 HWY_EXPORT(KQuantsTraits);
 
 const QuantTraits* kquants_simd_traits(QuantType type) {
-    if (type != QuantType::Q4_K && type != QuantType::Q6_K && type != QuantType::Q8_K) return nullptr;
+    if (type != QuantType::Q4_K && type != QuantType::Q5_K && type != QuantType::Q6_K && type != QuantType::Q8_K) {
+        return nullptr;
+    }
     return HWY_DYNAMIC_DISPATCH(KQuantsTraits)(type);
 }
 }  // namespace tessera

@@ -37,6 +37,7 @@ GroupShape shape_of(QuantType type) {
         case QuantType::Q8_0: return {kQ8_0Block, kQ8_0GroupBlock};
         case QuantType::Q4_K: return {kQK_K, kQ4_KGroupBlock};
         case QuantType::Q6_K: return {kQK_K, static_cast<size_t>(q6k_group::kBlockBytes)};
+        case QuantType::Q5_K: return {kQK_K, static_cast<size_t>(q5k_group::kBlockBytes)};
         default: throw make_error("internal: {} has no group layout", quant_type_name(type));
     }
 }
@@ -148,10 +149,45 @@ void get_q6_k(const uint8_t* g, int r, BlockQ6_K& block) {
     }
 }
 
+void put_q5_k(const BlockQ5_K& block, int r, uint8_t* g) {
+    using namespace q5k_group;
+    std::memcpy(g + 2 * r, &block.d, 2);
+    std::memcpy(g + kDmin + 2 * r, &block.dmin, 2);
+    for (int j = 0; j < 8; ++j) q4_k_scale_min(j, block.scales, g + kScales + 16 * j + r, g + kMins + 16 * j + r);
+    for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 64, upper = (e % 64) / 32, k = (e % 32) / 4, i = e % 4;
+        const int code = q5_k_code(block, e);
+        uint8_t* chunk = g + kQs + kChunkBytes * h;
+        chunk[64 * k + 4 * r + i] |= static_cast<uint8_t>((code & 0xF) << (4 * upper));
+        chunk[kHighs + 64 * (k / 4) + 4 * r + i] |= static_cast<uint8_t>((code >> 4) << (2 * (k % 4) + upper));
+    }
+}
+
+void get_q5_k(const uint8_t* g, int r, BlockQ5_K& block) {
+    using namespace q5k_group;
+    block = BlockQ5_K{};
+    std::memcpy(&block.d, g + 2 * r, 2);
+    std::memcpy(&block.dmin, g + kDmin + 2 * r, 2);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = g[kScales + 16 * j + r];
+        m[j] = g[kMins + 16 * j + r];
+    }
+    pack_q4_k_scales(sc, m, block.scales);
+    for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 64, upper = (e % 64) / 32, k = (e % 32) / 4, i = e % 4;
+        const uint8_t* chunk = g + kQs + kChunkBytes * h;
+        const int low = (chunk[64 * k + 4 * r + i] >> (4 * upper)) & 0xF;
+        const int high = (chunk[kHighs + 64 * (k / 4) + 4 * r + i] >> (2 * (k % 4) + upper)) & 1;
+        q5_k_set_code(block, e, low | (high << 4));
+    }
+}
+
 }  // namespace
 
 bool has_group_layout(QuantType type) {
-    return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K || type == QuantType::Q6_K;
+    return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K || type == QuantType::Q6_K ||
+           type == QuantType::Q5_K;
 }
 
 uint64_t group_bytes(QuantType type, int64_t n) {
@@ -219,6 +255,10 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
                 BlockQ4_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ4_K), sizeof(block));
                 put_q4_k(block, r, g);
+            } else if (type == QuantType::Q5_K) {
+                BlockQ5_K block;
+                std::memcpy(&block, row + b * sizeof(BlockQ5_K), sizeof(block));
+                put_q5_k(block, r, g);
             } else {
                 BlockQ6_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ6_K), sizeof(block));
@@ -260,6 +300,10 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
             BlockQ4_K block;
             get_q4_k(g, r, block);
             std::memcpy(row + b * sizeof(BlockQ4_K), &block, sizeof(block));
+        } else if (type == QuantType::Q5_K) {
+            BlockQ5_K block;
+            get_q5_k(g, r, block);
+            std::memcpy(row + b * sizeof(BlockQ5_K), &block, sizeof(block));
         } else {
             BlockQ6_K block;
             get_q6_k(g, r, block);
@@ -358,7 +402,13 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                     float acc = accumulate ? out : 0.0f;
                     for (int64_t b = u0; b < std::min(nb, u0 + unit_nb); ++b) {
                         const uint8_t* gb = group + static_cast<size_t>(b) * shape.block_bytes;
-                        if (type == QuantType::Q6_K) {
+                        if (type == QuantType::Q5_K) {
+                            BlockQ8_K xb;
+                            std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
+                            BlockQ5_K wb;
+                            get_q5_k(gb, r, wb);
+                            acc = q5_k_block_step(wb, xb, acc);
+                        } else if (type == QuantType::Q6_K) {
                             BlockQ8_K xb;
                             std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
                             BlockQ6_K wb;

@@ -33,9 +33,9 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K};
+constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K};
 
-bool is_kquant(QuantType type) { return type == QuantType::Q4_K || type == QuantType::Q6_K; }
+bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
 int block_of(QuantType type) { return is_kquant(type) ? 256 : 32; }
 
