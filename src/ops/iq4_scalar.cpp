@@ -169,19 +169,19 @@ void iq4_xs_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float iq4_xs_block_step(const BlockIQ4_XS& wb, const BlockQ8_K& xb, float acc) {
+    int32_t s = 0;
+    for (int j = 0; j < kQK_K / kSub; ++j) {
+        int32_t sub = 0;
+        for (int i = 0; i < kSub; ++i) sub += int32_t{kIq4nlValues[nibble(wb.qs + 16 * j, i)]} * int32_t{xb.qs[kSub * j + i]};
+        s += (iq4_xs_scale(j, wb.scales_l[j / 2], wb.scales_h) - 32) * sub;
+    }
+    return std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(s), acc);
+}
+
 float iq4_xs_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const auto wb = load_block<BlockIQ4_XS>(w, b);
-        const auto xb = load_block<BlockQ8_K>(x, b);
-        int32_t s = 0;
-        for (int j = 0; j < kQK_K / kSub; ++j) {
-            int32_t sub = 0;
-            for (int i = 0; i < kSub; ++i) sub += int32_t{kIq4nlValues[nibble(wb.qs + 16 * j, i)]} * int32_t{xb.qs[kSub * j + i]};
-            s += (iq4_xs_scale(j, wb.scales_l[j / 2], wb.scales_h) - 32) * sub;
-        }
-        acc = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(s), acc);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) acc = iq4_xs_block_step(load_block<BlockIQ4_XS>(w, b), load_block<BlockQ8_K>(x, b), acc);
     return acc;
 }
 

@@ -20,5 +20,9 @@ float iq4_nl_vec_dot(int64_t n, const void* w, const void* x);
 void iq4_xs_to_float(const void* src, float* dst, int64_t n);
 void iq4_xs_from_float(const float* src, void* dst, int64_t n);
 float iq4_xs_vec_dot(int64_t n, const void* w, const void* x);
+// One super-block of it in the canonical order: acc + its contribution.
+struct BlockIQ4_XS;
+struct BlockQ8_K;
+float iq4_xs_block_step(const BlockIQ4_XS& w, const BlockQ8_K& x, float acc);
 
 }  // namespace tessera

@@ -31,3 +31,16 @@ inline constexpr int64_t kBlockBytes = 2880, kDmin = 32, kScales = 64, kMins = 1
                          kHighs = 512;
 
 }  // namespace tessera::q5k_group
+
+// A group's IQ4_XS super-block: fp16 d, 6-bit sub-block scales s (the
+// factor is s - 32; a zero padding row stays zero bytes) a byte each, and
+// Q4_K's 4 chunks of 8 vectors of 4-bit grid indices.
+namespace tessera::iq4xs_group {
+
+inline constexpr int64_t kBlockBytes = 2208, kScales = 32, kQs = 160;
+
+// kIq4nlValues + 128: the grid as the unsigned operand of a byte dot product.
+alignas(16) inline constexpr uint8_t kIq4GridPlus128[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                            129, 141, 153, 166, 181, 197, 217, 241};
+
+}  // namespace tessera::iq4xs_group

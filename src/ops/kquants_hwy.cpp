@@ -44,6 +44,8 @@
 #include "ops/kquant_groups_hwy-inl.h"
 #include "ops/kquant_groups_neon_dotprod-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
+#include "ops/iq4xs_groups_hwy-inl.h"
+#include "ops/iq4xs_groups_vnni-inl.h"
 #include "ops/q5k_groups_hwy-inl.h"
 #include "ops/q5k_groups_vnni-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
@@ -744,6 +746,20 @@ const QuantTraits* KQuantsTraits(QuantType type) {
             }();
             return &q5_k;
         }
+        case QuantType::IQ4_XS: {
+            static const QuantTraits iq4_xs = [] {
+                // Rows compute with the scalar reference; grouped rows with AVX-512 VNNI's kernel or portable
+                // Highway ops (canonical bits either way).
+                QuantTraits t = *scalar_traits(QuantType::IQ4_XS);
+#if HWY_TARGET == HWY_AVX3_DL
+                t.vec_dot_groups = iq4xs_vnni::iq4_xs_vec_dot_groups;
+#else
+                t.vec_dot_groups = portable_iq4xs::iq4_xs_vec_dot_groups;
+#endif
+                return t;
+            }();
+            return &iq4_xs;
+        }
         case QuantType::Q8_K: {
             static const QuantTraits q8_k = [] {
                 QuantTraits t = *scalar_traits(QuantType::Q8_K);
@@ -768,7 +784,8 @@ namespace tessera {
 HWY_EXPORT(KQuantsTraits);
 
 const QuantTraits* kquants_simd_traits(QuantType type) {
-    if (type != QuantType::Q4_K && type != QuantType::Q5_K && type != QuantType::Q6_K && type != QuantType::Q8_K) {
+    if (type != QuantType::Q4_K && type != QuantType::Q5_K && type != QuantType::Q6_K && type != QuantType::Q8_K &&
+        type != QuantType::IQ4_XS) {
         return nullptr;
     }
     return HWY_DYNAMIC_DISPATCH(KQuantsTraits)(type);

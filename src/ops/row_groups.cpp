@@ -2,6 +2,7 @@
 
 #include "ops/kquant_blocks.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/iq4_scalar.h"
 #include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
@@ -38,6 +39,7 @@ GroupShape shape_of(QuantType type) {
         case QuantType::Q4_K: return {kQK_K, kQ4_KGroupBlock};
         case QuantType::Q6_K: return {kQK_K, static_cast<size_t>(q6k_group::kBlockBytes)};
         case QuantType::Q5_K: return {kQK_K, static_cast<size_t>(q5k_group::kBlockBytes)};
+        case QuantType::IQ4_XS: return {kQK_K, static_cast<size_t>(iq4xs_group::kBlockBytes)};
         default: throw make_error("internal: {} has no group layout", quant_type_name(type));
     }
 }
@@ -183,11 +185,53 @@ void get_q5_k(const uint8_t* g, int r, BlockQ5_K& block) {
     }
 }
 
+// IQ4_XS: the 6-bit sub-block scales one byte each, the indices in Q4_K's
+// chunk order (sub-block j's 16 bytes hold elements 32j + l (low nibble) and
+// 32j + 16 + l (high): remapped to Q4_K's low = element 64h + l, high =
+// 64h + 32 + l).
+int iq4_xs_index(const BlockIQ4_XS& block, int e) {
+    const int j = e / 32, l = e % 32;
+    return l < 16 ? block.qs[16 * j + l] & 0xF : block.qs[16 * j + l - 16] >> 4;
+}
+
+void put_iq4_xs(const BlockIQ4_XS& block, int r, uint8_t* g) {
+    using namespace iq4xs_group;
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int j = 0; j < 8; ++j) {
+        g[kScales + 16 * j + r] = static_cast<uint8_t>(iq4_xs_scale(j, block.scales_l[j / 2], block.scales_h));
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 64, upper = (e % 64) / 32, k = (e % 32) / 4, i = e % 4;
+        g[kQs + 512 * h + 64 * k + 4 * r + i] |= static_cast<uint8_t>(iq4_xs_index(block, e) << (4 * upper));
+    }
+}
+
+void get_iq4_xs(const uint8_t* g, int r, BlockIQ4_XS& block) {
+    using namespace iq4xs_group;
+    block = BlockIQ4_XS{};
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int j = 0; j < 8; ++j) {
+        const int ls = g[kScales + 16 * j + r];
+        block.scales_l[j / 2] = static_cast<uint8_t>(block.scales_l[j / 2] | ((ls & 0xF) << (4 * (j % 2))));
+        block.scales_h = static_cast<uint16_t>(block.scales_h | ((ls >> 4) << (2 * j)));
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+        const int h = e / 64, upper = (e % 64) / 32, k = (e % 32) / 4, i = e % 4;
+        const int index = (g[kQs + 512 * h + 64 * k + 4 * r + i] >> (4 * upper)) & 0xF;
+        const int j = e / 32, l = e % 32;
+        if (l < 16) {
+            block.qs[16 * j + l] = static_cast<uint8_t>(block.qs[16 * j + l] | index);
+        } else {
+            block.qs[16 * j + l - 16] = static_cast<uint8_t>(block.qs[16 * j + l - 16] | (index << 4));
+        }
+    }
+}
+
 }  // namespace
 
 bool has_group_layout(QuantType type) {
     return type == QuantType::Q4_0 || type == QuantType::Q8_0 || type == QuantType::Q4_K || type == QuantType::Q6_K ||
-           type == QuantType::Q5_K;
+           type == QuantType::Q5_K || type == QuantType::IQ4_XS;
 }
 
 uint64_t group_bytes(QuantType type, int64_t n) {
@@ -259,6 +303,10 @@ void group_rows(QuantType type, const uint8_t* rows, size_t row_stride, int n_ro
                 BlockQ5_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ5_K), sizeof(block));
                 put_q5_k(block, r, g);
+            } else if (type == QuantType::IQ4_XS) {
+                BlockIQ4_XS block;
+                std::memcpy(&block, row + b * sizeof(BlockIQ4_XS), sizeof(block));
+                put_iq4_xs(block, r, g);
             } else {
                 BlockQ6_K block;
                 std::memcpy(&block, row + b * sizeof(BlockQ6_K), sizeof(block));
@@ -304,6 +352,10 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
             BlockQ5_K block;
             get_q5_k(g, r, block);
             std::memcpy(row + b * sizeof(BlockQ5_K), &block, sizeof(block));
+        } else if (type == QuantType::IQ4_XS) {
+            BlockIQ4_XS block;
+            get_iq4_xs(g, r, block);
+            std::memcpy(row + b * sizeof(BlockIQ4_XS), &block, sizeof(block));
         } else {
             BlockQ6_K block;
             get_q6_k(g, r, block);
@@ -402,7 +454,13 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                     float acc = accumulate ? out : 0.0f;
                     for (int64_t b = u0; b < std::min(nb, u0 + unit_nb); ++b) {
                         const uint8_t* gb = group + static_cast<size_t>(b) * shape.block_bytes;
-                        if (type == QuantType::Q5_K) {
+                        if (type == QuantType::IQ4_XS) {
+                            BlockQ8_K xb;
+                            std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
+                            BlockIQ4_XS wb;
+                            get_iq4_xs(gb, r, wb);
+                            acc = iq4_xs_block_step(wb, xb, acc);
+                        } else if (type == QuantType::Q5_K) {
                             BlockQ8_K xb;
                             std::memcpy(&xb, xc + b * sizeof(BlockQ8_K), sizeof(xb));
                             BlockQ5_K wb;

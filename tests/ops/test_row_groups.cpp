@@ -33,7 +33,7 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K};
+constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
