@@ -76,15 +76,15 @@ void q5_0_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q5_0_block_step(const BlockQ5_0& wb, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0;
+    for (int i = 0; i < kBlock; ++i) s += (q5_code(wb.qs, wb.qh, i) - 16) * int32_t{xb.qs[i]};
+    return std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+}
+
 float q5_0_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto wb = load_block<BlockQ5_0>(w, b);
-        const auto xb = load_block<BlockQ8_0>(x, b);
-        int32_t s = 0;
-        for (int i = 0; i < kBlock; ++i) s += (q5_code(wb.qs, wb.qh, i) - 16) * int32_t{xb.qs[i]};
-        acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
-    }
+    for (int64_t b = 0; b < n / kBlock; ++b) acc = q5_0_block_step(load_block<BlockQ5_0>(w, b), load_block<BlockQ8_0>(x, b), acc);
     return acc;
 }
 
@@ -120,19 +120,19 @@ void q5_1_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q5_1_block_step(const BlockQ5_1& wb, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0, t = 0;
+    for (int i = 0; i < kBlock; ++i) {
+        s += q5_code(wb.qs, wb.qh, i) * int32_t{xb.qs[i]};
+        t += xb.qs[i];
+    }
+    const float block = std::fma(fp16_to_fp32(wb.m), static_cast<float>(t), fp16_to_fp32(wb.d) * static_cast<float>(s));
+    return std::fma(fp16_to_fp32(xb.d), block, acc);
+}
+
 float q5_1_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto wb = load_block<BlockQ5_1>(w, b);
-        const auto xb = load_block<BlockQ8_0>(x, b);
-        int32_t s = 0, t = 0;
-        for (int i = 0; i < kBlock; ++i) {
-            s += q5_code(wb.qs, wb.qh, i) * int32_t{xb.qs[i]};
-            t += xb.qs[i];
-        }
-        const float block = std::fma(fp16_to_fp32(wb.m), static_cast<float>(t), fp16_to_fp32(wb.d) * static_cast<float>(s));
-        acc = std::fma(fp16_to_fp32(xb.d), block, acc);
-    }
+    for (int64_t b = 0; b < n / kBlock; ++b) acc = q5_1_block_step(load_block<BlockQ5_1>(w, b), load_block<BlockQ8_0>(x, b), acc);
     return acc;
 }
 
@@ -177,15 +177,15 @@ void mxfp4_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float mxfp4_block_step(const BlockMXFP4& wb, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0;
+    for (int i = 0; i < kBlock; ++i) s += int32_t{kMxfp4Values[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+    return std::fma(static_cast<float>(s), e8m0_half_to_float(wb.e) * fp16_to_fp32(xb.d), acc);
+}
+
 float mxfp4_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto wb = load_block<BlockMXFP4>(w, b);
-        const auto xb = load_block<BlockQ8_0>(x, b);
-        int32_t s = 0;
-        for (int i = 0; i < kBlock; ++i) s += int32_t{kMxfp4Values[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
-        acc = std::fma(static_cast<float>(s), e8m0_half_to_float(wb.e) * fp16_to_fp32(xb.d), acc);
-    }
+    for (int64_t b = 0; b < n / kBlock; ++b) acc = mxfp4_block_step(load_block<BlockMXFP4>(w, b), load_block<BlockQ8_0>(x, b), acc);
     return acc;
 }
 

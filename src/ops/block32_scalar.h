@@ -28,6 +28,15 @@ void mxfp4_to_float(const void* src, float* dst, int64_t n);
 void mxfp4_from_float(const float* src, void* dst, int64_t n);
 float mxfp4_vec_dot(int64_t n, const void* w, const void* x);
 
+// One block of each in the canonical order: acc + its contribution.
+struct BlockQ5_0;
+struct BlockQ5_1;
+struct BlockMXFP4;
+struct BlockQ8_0;
+float q5_0_block_step(const BlockQ5_0& w, const BlockQ8_0& x, float acc);
+float q5_1_block_step(const BlockQ5_1& w, const BlockQ8_0& x, float acc);
+float mxfp4_block_step(const BlockMXFP4& w, const BlockQ8_0& x, float acc);
+
 void bf16_to_float(const void* src, float* dst, int64_t n);
 // Round to nearest even, NaNs kept quiet (llama.cpp's ggml_fp32_to_bf16).
 void bf16_from_float(const float* src, void* dst, int64_t n);

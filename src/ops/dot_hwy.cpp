@@ -13,6 +13,8 @@
 
 #include <hwy/highway.h>
 
+#include "ops/block32_groups_hwy-inl.h"
+#include "ops/block32_groups_vnni-inl.h"
 #include "ops/canonical_math-inl.h"
 #include "ops/group_tiles.h"
 #include "ops/dot_int8_groups_avx2-inl.h"
@@ -22,6 +24,7 @@
 #include "ops/dot_int8_hwy-inl.h"
 #include "ops/dot_int8_x86-inl.h"
 #include "ops/dot_kernels.h"
+#include "ops/block32_scalar.h"
 #include "ops/float_canonical.h"
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
@@ -39,22 +42,37 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 
 // Loads lanes of a weight row as float: F32 directly, F16 promoted.
-template <bool kHalf, class D>
+// Weight formats of the float kernels: F32, F16, BF16 (the top half of an F32).
+enum WeightFormat : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+template <int kHalf, class D>
 HWY_INLINE hn::Vec<D> load_weights(D d, const uint8_t* w, int64_t i) {
-    if constexpr (kHalf) {
+    if constexpr (kHalf == kF16) {
         const hn::Rebind<hwy::float16_t, D> dh;
         return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w) + i));
+    } else if constexpr (kHalf == kBF16) {
+        const hn::RebindToUnsigned<D> du;
+        const hn::Rebind<uint16_t, D> d16;
+        const auto wide = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(w) + i));
+        return hn::BitCast(d, hn::ShiftLeft<16>(wide));
     } else {
         return hn::LoadU(d, reinterpret_cast<const float*>(w) + i);
     }
 }
 
-template <bool kHalf>
+template <int kHalf>
 HWY_INLINE float weight_scalar(const uint8_t* w, int64_t i) {
-    if constexpr (kHalf) {
+    if constexpr (kHalf == kF16) {
         uint16_t h;
         std::memcpy(&h, w + 2 * i, 2);
         return fp16_to_fp32(h);
+    } else if constexpr (kHalf == kBF16) {
+        uint16_t h;
+        std::memcpy(&h, w + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
     } else {
         float f;
         std::memcpy(&f, w + 4 * i, 4);
@@ -77,7 +95,7 @@ HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
 using DC = hn::CappedTag<float, 16>;
 
 // R weight rows x C activation rows, in registers.
-template <bool kHalf, int R, int C>
+template <int kHalf, int R, int C>
 void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
                 size_t y_stride) {
     const DC d;
@@ -112,7 +130,7 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     }
 }
 
-template <bool kHalf>
+template <int kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
     float y;
     float_tile<kHalf, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
@@ -120,14 +138,15 @@ float float_dot(int64_t n, const void* w, const void* x) {
 }
 #else
 // Scalable vectors cannot be class members: the scalar definition.
-template <bool kHalf>
+template <int kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
-    return kHalf ? f16_dot_canonical(n, w, static_cast<const float*>(x))
-                 : f32_dot_canonical(n, static_cast<const float*>(w), static_cast<const float*>(x));
+    if constexpr (kHalf == kBF16) return bf16_vec_dot(n, w, x);
+    return kHalf == kF16 ? f16_dot_canonical(n, w, static_cast<const float*>(x))
+                         : f32_dot_canonical(n, static_cast<const float*>(w), static_cast<const float*>(x));
 }
 #endif  // !HWY_HAVE_SCALABLE
 
-template <bool kHalf>
+template <int kHalf>
 void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
                         int n_cols, float* y, size_t y_stride) {
 #if HWY_HAVE_SCALABLE
@@ -160,7 +179,7 @@ void f16_to_float_simd(const void* src, float* dst, int64_t n) {
     const auto* h = static_cast<const hwy::float16_t*>(src);
     int64_t i = 0;
     for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + i)), d, dst + i);
-    for (; i < n; ++i) dst[i] = weight_scalar<true>(static_cast<const uint8_t*>(src), i);
+    for (; i < n; ++i) dst[i] = weight_scalar<kF16>(static_cast<const uint8_t*>(src), i);
 }
 
 // ---- Q8_0 activation quantizer (portable Highway) ----
@@ -239,15 +258,15 @@ namespace groups = portable_groups;
 const QuantTraits* BlockTraits(QuantType type) {
     static const QuantTraits f32 = [] {
         QuantTraits t = *scalar_traits(QuantType::F32);
-        t.vec_dot = float_dot<false>;
-        t.vec_dot_tile = float_vec_dot_tile<false>;
+        t.vec_dot = float_dot<kF32>;
+        t.vec_dot_tile = float_vec_dot_tile<kF32>;
         return t;
     }();
     static const QuantTraits f16 = [] {
         QuantTraits t = *scalar_traits(QuantType::F16);
         t.to_float = f16_to_float_simd;
-        t.vec_dot = float_dot<true>;
-        t.vec_dot_tile = float_vec_dot_tile<true>;
+        t.vec_dot = float_dot<kF16>;
+        t.vec_dot_tile = float_vec_dot_tile<kF16>;
         return t;
     }();
     static const QuantTraits q8_0 = [] {
@@ -265,8 +284,40 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.vec_dot_groups = groups::int8_vec_dot_groups<true>;
         return t;
     }();
+    static const QuantTraits bf16 = [] {
+        QuantTraits t = *scalar_traits(QuantType::BF16);
+        t.vec_dot = float_dot<kBF16>;
+        t.vec_dot_tile = float_vec_dot_tile<kBF16>;
+        return t;
+    }();
+    // The other 32-element types: rows by the scalar reference (the same code
+    // on every target), grouped rows by AVX-512 VNNI's kernel or portable
+    // Highway ops (canonical bits either way).
+#if HWY_TARGET == HWY_AVX3_DL
+#define TESSERA_BLOCK32_GROUPS(T) block32_vnni::block32_vec_dot_groups<T>
+#else
+#define TESSERA_BLOCK32_GROUPS(T) portable_block32::block32_vec_dot_groups<T>
+#endif
+    static const auto block32 = [](QuantType t) {
+        QuantTraits traits = *scalar_traits(t);
+        switch (t) {
+            case QuantType::Q5_0: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::Q5_0); break;
+            case QuantType::Q5_1: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::Q5_1); break;
+            case QuantType::IQ4_NL: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::IQ4_NL); break;
+            default: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::MXFP4); break;
+        }
+        return traits;
+    };
+#undef TESSERA_BLOCK32_GROUPS
+    static const QuantTraits q5_0 = block32(QuantType::Q5_0), q5_1 = block32(QuantType::Q5_1),
+                             iq4_nl = block32(QuantType::IQ4_NL), mxfp4 = block32(QuantType::MXFP4);
     switch (type) {
+        case QuantType::Q5_0: return &q5_0;
+        case QuantType::Q5_1: return &q5_1;
+        case QuantType::IQ4_NL: return &iq4_nl;
+        case QuantType::MXFP4: return &mxfp4;
         case QuantType::F32: return &f32;
+        case QuantType::BF16: return &bf16;
         case QuantType::F16: return &f16;
         case QuantType::Q8_0: return &q8_0;
         case QuantType::Q4_0: return &q4_0;

@@ -134,15 +134,15 @@ void iq4_nl_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float iq4_nl_block_step(const BlockIQ4_NL& wb, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0;
+    for (int i = 0; i < kSub; ++i) s += int32_t{kIq4nlValues[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+    return std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+}
+
 float iq4_nl_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kSub; ++b) {
-        const auto wb = load_block<BlockIQ4_NL>(w, b);
-        const auto xb = load_block<BlockQ8_0>(x, b);
-        int32_t s = 0;
-        for (int i = 0; i < kSub; ++i) s += int32_t{kIq4nlValues[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
-        acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
-    }
+    for (int64_t b = 0; b < n / kSub; ++b) acc = iq4_nl_block_step(load_block<BlockIQ4_NL>(w, b), load_block<BlockQ8_0>(x, b), acc);
     return acc;
 }
 

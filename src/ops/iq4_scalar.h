@@ -16,6 +16,9 @@ namespace tessera {
 void iq4_nl_to_float(const void* src, float* dst, int64_t n);
 void iq4_nl_from_float(const float* src, void* dst, int64_t n);
 float iq4_nl_vec_dot(int64_t n, const void* w, const void* x);
+struct BlockIQ4_NL;
+struct BlockQ8_0;
+float iq4_nl_block_step(const BlockIQ4_NL& w, const BlockQ8_0& x, float acc);
 
 void iq4_xs_to_float(const void* src, float* dst, int64_t n);
 void iq4_xs_from_float(const float* src, void* dst, int64_t n);

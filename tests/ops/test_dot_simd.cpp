@@ -182,13 +182,13 @@ TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
 // The activation quantizer must give the scalar reference's bytes exactly
 // (results may not depend on the CPU), including values on rounding ties,
 // all-zero blocks, tiny and huge magnitudes.
-// F32 and F16 dot products (attention's scores, float weights) follow the
+// F32, F16 and BF16 dot products (attention's scores, float weights) follow the
 // canonical order of ops/float_canonical.h on every target, single and in
 // tiles of every shape: the same bits whatever the node's CPU.
 TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
     for_each_target([](const char* target) {
         Rng rng(21);
-        for (QuantType type : {QuantType::F32, QuantType::F16}) {
+        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16}) {
             const QuantTraits& simd = *simd_block_traits(type);
             for (int64_t n : {1, 5, 15, 16, 17, 33, 64, 100, 1000}) {
                 constexpr int kRows = 3, kCols = 5;
@@ -205,7 +205,7 @@ TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
                     const float* xc = x.data() + c * (n + 1);
                     if (type == QuantType::F16) return f16_dot_canonical(n, wr, xc);
                     std::vector<float> wf(static_cast<size_t>(n));
-                    std::memcpy(wf.data(), wr, wf.size() * sizeof(float));
+                    scalar_traits(type)->to_float(wr, wf.data(), n);
                     return f32_dot_canonical(n, wf.data(), xc);
                 };
                 for (int r = 0; r < kRows; ++r) {
