@@ -298,6 +298,94 @@ void get_nl(const uint8_t* g, int r, uint8_t* bytes) {
     std::memcpy(bytes, &block, sizeof block);
 }
 
+// --- Q2_K and Q3_K (kquant_group_layout.h) ---
+
+// Element e's 2-bit code of a Q2_K / Q3_K block's qs (see BlockQ2_K).
+int low2_of(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+void set_low2(uint8_t* qs, int e, int v) {
+    qs[32 * (e / 128) + e % 32] = static_cast<uint8_t>(qs[32 * (e / 128) + e % 32] | (v << (2 * ((e % 128) / 32))));
+}
+
+// Element e's slot in a group chunk: vector m, bit pair t, byte i.
+void low2_slot(int e, int* h, int* m, int* t, int* i) {
+    *h = e / 64;
+    *t = (e % 64) / 16;
+    *m = (e % 16) / 4;
+    *i = e % 4;
+}
+
+void put_q2_k(const uint8_t* bytes, int r, uint8_t* g) {
+    using namespace q2k_group;
+    BlockQ2_K block;
+    std::memcpy(&block, bytes, sizeof block);
+    std::memcpy(g + 2 * r, &block.d, 2);
+    std::memcpy(g + kDmin + 2 * r, &block.dmin, 2);
+    for (int j = 0; j < 16; ++j) g[kScales + 16 * j + r] = block.scales[j];
+    for (int e = 0; e < kQK_K; ++e) {
+        int h, m, t, i;
+        low2_slot(e, &h, &m, &t, &i);
+        uint8_t& byte = g[kQs + kChunkBytes * h + 64 * m + 4 * r + i];
+        byte = static_cast<uint8_t>(byte | (low2_of(block.qs, e) << (2 * t)));
+    }
+}
+
+void get_q2_k(const uint8_t* g, int r, uint8_t* bytes) {
+    using namespace q2k_group;
+    BlockQ2_K block{};
+    std::memcpy(&block.d, g + 2 * r, 2);
+    std::memcpy(&block.dmin, g + kDmin + 2 * r, 2);
+    for (int j = 0; j < 16; ++j) block.scales[j] = g[kScales + 16 * j + r];
+    for (int e = 0; e < kQK_K; ++e) {
+        int h, m, t, i;
+        low2_slot(e, &h, &m, &t, &i);
+        set_low2(block.qs, e, (g[kQs + kChunkBytes * h + 64 * m + 4 * r + i] >> (2 * t)) & 3);
+    }
+    std::memcpy(bytes, &block, sizeof block);
+}
+
+void put_q3_k(const uint8_t* bytes, int r, uint8_t* g) {
+    using namespace q3k_group;
+    BlockQ3_K block;
+    std::memcpy(&block, bytes, sizeof block);
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int j = 0; j < 16; ++j) g[kScales + 16 * j + r] = static_cast<uint8_t>(q3_k_scale(j, block.scales));
+    for (int e = 0; e < kQK_K; ++e) {
+        int h, m, t, i;
+        low2_slot(e, &h, &m, &t, &i);
+        uint8_t* chunk = g + kQs + kChunkBytes * h;
+        chunk[64 * m + 4 * r + i] = static_cast<uint8_t>(chunk[64 * m + 4 * r + i] | (low2_of(block.qs, e) << (2 * t)));
+        const int step = 4 * m + t;
+        const int high = (block.hmask[e % 32] >> (e / 32)) & 1;
+        uint8_t& hb = chunk[kHighs + 64 * (step / 8) + 4 * r + i];
+        hb = static_cast<uint8_t>(hb | (high << (step % 8)));
+    }
+}
+
+void get_q3_k(const uint8_t* g, int r, uint8_t* bytes) {
+    using namespace q3k_group;
+    BlockQ3_K block{};
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int j = 0; j < 16; ++j) {
+        const int l = g[kScales + 16 * j + r];
+        if (j < 8) {
+            block.scales[j] = static_cast<uint8_t>(block.scales[j] | (l & 0xF));
+        } else {
+            block.scales[j - 8] = static_cast<uint8_t>(block.scales[j - 8] | ((l & 0xF) << 4));
+        }
+        block.scales[8 + j % 4] = static_cast<uint8_t>(block.scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+        int h, m, t, i;
+        low2_slot(e, &h, &m, &t, &i);
+        const uint8_t* chunk = g + kQs + kChunkBytes * h;
+        set_low2(block.qs, e, (chunk[64 * m + 4 * r + i] >> (2 * t)) & 3);
+        const int step = 4 * m + t;
+        const int high = (chunk[kHighs + 64 * (step / 8) + 4 * r + i] >> (step % 8)) & 1;
+        block.hmask[e % 32] = static_cast<uint8_t>(block.hmask[e % 32] | (high << (e / 32)));
+    }
+    std::memcpy(bytes, &block, sizeof block);
+}
+
 // --- canonical steps ---
 
 // Row r's sum over one Q4_K super-block of a group against a Q8_K block, in
@@ -407,6 +495,10 @@ const GroupCodec kCodecs[] = {
     {QuantType::IQ4_XS, kQK_K, sizeof(BlockIQ4_XS), static_cast<size_t>(iq4xs_group::kBlockBytes), 0, 0,
      put_bytes<BlockIQ4_XS, put_iq4_xs>, get_bytes<BlockIQ4_XS, get_iq4_xs>,
      step_via<BlockIQ4_XS, BlockQ8_K, get_bytes<BlockIQ4_XS, get_iq4_xs>, iq4_xs_block_step>},
+    {QuantType::Q2_K, kQK_K, sizeof(BlockQ2_K), static_cast<size_t>(q2k_group::kBlockBytes), 0, 0, put_q2_k, get_q2_k,
+     step_via<BlockQ2_K, BlockQ8_K, get_q2_k, q2_k_block_step>},
+    {QuantType::Q3_K, kQK_K, sizeof(BlockQ3_K), static_cast<size_t>(q3k_group::kBlockBytes), 0, 0, put_q3_k, get_q3_k,
+     step_via<BlockQ3_K, BlockQ8_K, get_q3_k, q3_k_block_step>},
     {QuantType::Q5_0, 32, sizeof(BlockQ5_0), static_cast<size_t>(block32_group::kQ5_0.bytes), 0, 0,
      put_q5<QuantType::Q5_0, BlockQ5_0>, get_q5<QuantType::Q5_0, BlockQ5_0>,
      step_via<BlockQ5_0, BlockQ8_0, get_q5<QuantType::Q5_0, BlockQ5_0>, q5_0_block_step>},

@@ -44,3 +44,24 @@ alignas(16) inline constexpr uint8_t kIq4GridPlus128[16] = {1,   24,  45,  63,  
                                                             129, 141, 153, 166, 181, 197, 217, 241};
 
 }  // namespace tessera::iq4xs_group
+
+// A group's Q2_K and Q3_K super-blocks: 4 chunks of 64 elements (sub-blocks
+// 4h .. 4h + 3 of 16); vector m (m < 4) of chunk h holds row r's 4 bytes at
+// 4r, bits 2t, 2t + 1 of byte i the low 2 bits of element 64h + 16t + 4m + i.
+//   Q2_K: fp16 d, fp16 dmin, byte (scale | min << 4) of sub-block j of row r
+//         at kScales + 16j + r, chunks of 256 bytes at kQs.
+//   Q3_K: fp16 d, 6-bit scale s (the factor is s - 32) of sub-block j of row
+//         r at kScales + 16j + r, chunks of 384 bytes at kQs: the 4 vectors,
+//         then 2 vectors of third bits (vector n's byte i at 4r, bit b: that
+//         of step m = (8n + b) / 4, t = (8n + b) % 4).
+namespace tessera::q2k_group {
+
+inline constexpr int64_t kBlockBytes = 1344, kDmin = 32, kScales = 64, kQs = 320, kChunkBytes = 256;
+
+}  // namespace tessera::q2k_group
+
+namespace tessera::q3k_group {
+
+inline constexpr int64_t kBlockBytes = 1824, kScales = 32, kQs = 288, kChunkBytes = 384, kHighs = 256;
+
+}  // namespace tessera::q3k_group

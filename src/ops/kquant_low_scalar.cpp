@@ -101,22 +101,21 @@ void q2_k_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q2_k_block_step(const BlockQ2_K& wb, const BlockQ8_K& xb, float acc) {
+    int32_t scaled = 0, mins = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; ++l) s += low2_code(wb.qs, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
+        scaled += (wb.scales[j] & 0xF) * s;
+        mins += (wb.scales[j] >> 4) * int32_t{xb.bsums[j]};
+    }
+    const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins), fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+    return std::fma(xb.d, block, acc);
+}
+
 float q2_k_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const auto wb = load_block<BlockQ2_K>(w, b);
-        const auto xb = load_block<BlockQ8_K>(x, b);
-        int32_t scaled = 0, mins = 0;
-        for (int j = 0; j < kQK_K / 16; ++j) {
-            int32_t s = 0;
-            for (int l = 0; l < 16; ++l) s += low2_code(wb.qs, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
-            scaled += (wb.scales[j] & 0xF) * s;
-            mins += (wb.scales[j] >> 4) * int32_t{xb.bsums[j]};
-        }
-        const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
-                                     fp16_to_fp32(wb.d) * static_cast<float>(scaled));
-        acc = std::fma(xb.d, block, acc);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q2_k_block_step(load_block<BlockQ2_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
     return acc;
 }
 
@@ -183,19 +182,19 @@ void q3_k_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
+float q3_k_block_step(const BlockQ3_K& wb, const BlockQ8_K& xb, float acc) {
+    int32_t total = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; ++l) s += q3_code(wb, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
+        total += (q3_k_scale(j, wb.scales) - 32) * s;
+    }
+    return std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(total), acc);
+}
+
 float q3_k_vec_dot(int64_t n, const void* w, const void* x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const auto wb = load_block<BlockQ3_K>(w, b);
-        const auto xb = load_block<BlockQ8_K>(x, b);
-        int32_t total = 0;
-        for (int j = 0; j < kQK_K / 16; ++j) {
-            int32_t s = 0;
-            for (int l = 0; l < 16; ++l) s += q3_code(wb, 16 * j + l) * int32_t{xb.qs[16 * j + l]};
-            total += (q3_k_scale(j, wb.scales) - 32) * s;
-        }
-        acc = std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(total), acc);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q3_k_block_step(load_block<BlockQ3_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
     return acc;
 }
 

@@ -33,10 +33,14 @@ float q5_k_block_step(const BlockQ5_K& w, const BlockQ8_K& x, float acc);
 void q2_k_to_float(const void* src, float* dst, int64_t n);
 void q2_k_from_float(const float* src, void* dst, int64_t n);
 float q2_k_vec_dot(int64_t n, const void* w, const void* x);
+struct BlockQ2_K;
+float q2_k_block_step(const BlockQ2_K& w, const BlockQ8_K& x, float acc);
 
 void q3_k_to_float(const void* src, float* dst, int64_t n);
 void q3_k_from_float(const float* src, void* dst, int64_t n);
 float q3_k_vec_dot(int64_t n, const void* w, const void* x);
+struct BlockQ3_K;
+float q3_k_block_step(const BlockQ3_K& w, const BlockQ8_K& x, float acc);
 
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 void q8_k_from_float(const float* src, void* dst, int64_t n);

@@ -46,6 +46,8 @@
 #include "ops/kquant_groups_vnni-inl.h"
 #include "ops/iq4xs_groups_hwy-inl.h"
 #include "ops/iq4xs_groups_vnni-inl.h"
+#include "ops/lowbit_groups_hwy-inl.h"
+#include "ops/lowbit_groups_vnni-inl.h"
 #include "ops/q5k_groups_hwy-inl.h"
 #include "ops/q5k_groups_vnni-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
@@ -746,6 +748,27 @@ const QuantTraits* KQuantsTraits(QuantType type) {
             }();
             return &q5_k;
         }
+        case QuantType::Q2_K:
+        case QuantType::Q3_K: {
+            // Rows by the scalar reference; grouped rows by AVX-512 VNNI's kernel or portable Highway ops.
+#if HWY_TARGET == HWY_AVX3_DL
+#define TESSERA_LOWBIT_GROUPS(Q3) lowbit_vnni::lowbit_vec_dot_groups<Q3>
+#else
+#define TESSERA_LOWBIT_GROUPS(Q3) portable_lowbit::lowbit_vec_dot_groups<Q3>
+#endif
+            static const QuantTraits q2_k = [] {
+                QuantTraits t = *scalar_traits(QuantType::Q2_K);
+                t.vec_dot_groups = TESSERA_LOWBIT_GROUPS(false);
+                return t;
+            }();
+            static const QuantTraits q3_k = [] {
+                QuantTraits t = *scalar_traits(QuantType::Q3_K);
+                t.vec_dot_groups = TESSERA_LOWBIT_GROUPS(true);
+                return t;
+            }();
+#undef TESSERA_LOWBIT_GROUPS
+            return type == QuantType::Q2_K ? &q2_k : &q3_k;
+        }
         case QuantType::IQ4_XS: {
             static const QuantTraits iq4_xs = [] {
                 // Rows compute with the scalar reference; grouped rows with AVX-512 VNNI's kernel or portable
@@ -785,7 +808,7 @@ HWY_EXPORT(KQuantsTraits);
 
 const QuantTraits* kquants_simd_traits(QuantType type) {
     if (type != QuantType::Q4_K && type != QuantType::Q5_K && type != QuantType::Q6_K && type != QuantType::Q8_K &&
-        type != QuantType::IQ4_XS) {
+        type != QuantType::IQ4_XS && type != QuantType::Q2_K && type != QuantType::Q3_K) {
         return nullptr;
     }
     return HWY_DYNAMIC_DISPATCH(KQuantsTraits)(type);

@@ -34,7 +34,8 @@ namespace tessera {
 namespace {
 
 constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
-                                 QuantType::IQ4_XS, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4};
+                                 QuantType::IQ4_XS, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
+                                 QuantType::Q2_K,   QuantType::Q3_K};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
