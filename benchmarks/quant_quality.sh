@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Quantization quality against llama.cpp, per llama-quantize target: one
+# generated F32 model (dim 512, 4 layers, 8 heads (4 KV), FFN 1536, random
+# weights; llama.cpp's F32 logits over a text are the base), quantized by
+# llama-quantize and by `tessera quantize` to each target. Per target:
+#   - llama.cpp's own KL divergence from its F32 base for its file, and
+#     tessera's KL computing the same file (its kernels' quality: the target
+#     is within 5% of llama.cpp's), each PPL;
+#   - llama.cpp's KL for tessera's file (tessera's quantizer: within 5% of
+#     llama-quantize's), and whether the two files' tensors are the same bytes.
+#
+#   benchmarks/quant_quality.sh LLAMA_CPP_DIR [--targets "Q4_K_M Q5_K_M ..."] [--ctx 128] [--keep DIR]
+#
+# LLAMA_CPP_DIR: a llama.cpp checkout built outside this repository, with
+# llama-perplexity and llama-quantize in DIR/build/bin (see oracle.sh).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+llama_dir=${1:-}
+[ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+shift
+targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_0 IQ4_NL IQ4_XS Q3_K_L Q3_K_M Q3_K_S Q2_K BF16"
+ctx=128
+keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --targets) targets=$2; shift 2 ;;
+    --ctx) ctx=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    *) echo "quant_quality.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bin=$llama_dir/build/bin
+for tool in llama-perplexity llama-quantize; do
+  [ -x "$bin/$tool" ] || { echo "quant_quality.sh: $bin/$tool not found (build it: see oracle.sh)"; exit 1; }
+done
+tessera=$repo/build/tessera
+[ -x "$tessera" ] || { echo "quant_quality.sh: build tessera first (scripts/setup)"; exit 1; }
+work=${keep:-$(mktemp -d)}
+mkdir -p "$work"
+[ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
+text=$work/text.txt
+cat "$repo/tests/data/little_stories.txt" "$repo/tests/data/little_stories.txt" "$repo/tests/data/tokenizer/mixed.txt" > "$text"
+threads=$(nproc)
+echo "llama.cpp: $bin ($(cd "$llama_dir" && git rev-parse --short HEAD 2>/dev/null || echo '?')); tessera $(cd "$repo" && git rev-parse --short HEAD)"
+
+f32=$work/f32.gguf
+"$tessera" gen-model --dim 512 --layers 4 --heads 8 --kv-heads 4 --ffn 1536 \
+  --vocab-from "$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf" -q -o "$f32"
+"$bin/llama-perplexity" -m "$f32" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" \
+  --kl-divergence-base "$work/base.kld" > "$work/base.out" 2>&1 || { tail -5 "$work/base.out"; exit 1; }
+
+# Whether two GGUF files hold the same tensors (names, types, shapes, bytes).
+same_tensors() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    pos = 4
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", data, pos); pos += 20
+    def string(p):
+        (n,) = struct.unpack_from("<Q", data, p)
+        return data[p + 8:p + 8 + n].decode(errors="replace"), p + 8 + n
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    alignment = 32
+    def value(t, p):
+        if t == 8: return string(p)
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, p); p += 12
+            for _ in range(n): _, p = value(et, p)
+            return None, p
+        fmt = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}[t]
+        return struct.unpack_from(fmt, data, p)[0], p + sizes[t]
+    for _ in range(n_kv):
+        key, pos = string(pos)
+        (t,) = struct.unpack_from("<I", data, pos); pos += 4
+        v, pos = value(t, pos)
+        if key == "general.alignment": alignment = v
+    infos = []
+    for _ in range(n_tensors):
+        name, pos = string(pos)
+        (nd,) = struct.unpack_from("<I", data, pos); pos += 4
+        dims = struct.unpack_from("<" + "Q" * nd, data, pos); pos += 8 * nd
+        typ, off = struct.unpack_from("<IQ", data, pos); pos += 12
+        infos.append((name, dims, typ, off))
+    start = (pos + alignment - 1) // alignment * alignment
+    offsets = sorted(i[3] for i in infos) + [len(data) - start]
+    out = {}
+    for name, dims, typ, off in infos:
+        end = min(o for o in offsets if o > off)
+        out[name] = (dims, typ, data[start + off:start + end])
+    return out
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+same = a.keys() == b.keys() and all(a[k][0] == b[k][0] and a[k][1] == b[k][1] and a[k][2].rstrip(b"\0") == b[k][2].rstrip(b"\0") for k in a)
+print("yes" if same else "no")
+PY
+}
+
+kl_of() { grep -oE "Mean +KLD: +-?[0-9.e+-]+" "$1" | awk '{print $3}'; }
+ppl_of() { grep -oE "Final estimate: PPL = [0-9.]+" "$1" | awk '{print $5}'; }
+
+rows=$work/rows.txt
+: > "$rows"
+for t in $targets; do
+  l=$work/llama-$t.gguf
+  m=$work/tessera-$t.gguf
+  "$bin/llama-quantize" "$f32" "$l" "$t" "$threads" > "$work/lq.out" 2>&1 || { echo "llama-quantize $t failed"; tail -3 "$work/lq.out"; continue; }
+  "$tessera" quantize "$f32" "$m" "$t" -t "$threads" > "$work/tq.out" 2>&1 || { echo "tessera quantize $t failed"; tail -3 "$work/tq.out"; continue; }
+  "$bin/llama-perplexity" -m "$l" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" --kl-divergence \
+    --kl-divergence-base "$work/base.kld" > "$work/ll.out" 2>&1 || { echo "llama.cpp $t failed"; continue; }
+  "$tessera" perplexity -m "$l" -f "$text" -c "$ctx" -t "$threads" --kl-divergence \
+    --kl-divergence-base "$work/base.kld" > "$work/tl.out" 2>&1 || { echo "tessera $t failed"; continue; }
+  "$bin/llama-perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" --kl-divergence \
+    --kl-divergence-base "$work/base.kld" > "$work/lt.out" 2>&1 || { echo "llama.cpp on tessera's $t failed"; continue; }
+  bpw=$(python3 -c "import os; print(f'{os.path.getsize(\"$l\") * 8 / os.path.getsize(\"$f32\") * 32:.2f}')")
+  same=$(same_tensors "$l" "$m")
+  printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$t" "$bpw" "$(ppl_of "$work/ll.out")" "$(ppl_of "$work/tl.out")" \
+    "$(kl_of "$work/ll.out")" "$(kl_of "$work/tl.out")" "$(kl_of "$work/lt.out")" "$same" >> "$rows"
+  rm -f "$l" "$m"
+done
+python3 - "$rows" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+header = ["target", "bpw (file)", "PPL llama.cpp", "PPL tessera", "KL llama.cpp", "KL tessera", "ratio", "KL of tessera's file",
+          "ratio", "same bytes"]
+out = []
+for t, bpw, pl, pt, kl, kt, klt, same in rows:
+    r1 = float(kt) / float(kl) if float(kl) > 0 else float("nan")
+    r2 = float(klt) / float(kl) if float(kl) > 0 else float("nan")
+    out.append([t, bpw, pl, pt, kl, kt, f"{r1:.4f}", klt, f"{r2:.4f}", same])
+w = [max(len(x[i]) for x in [header] + out) for i in range(len(header))]
+print()
+print("KL: mean KL divergence from llama.cpp's F32 logits of the same model; 'KL tessera': tessera computing llama-quantize's")
+print("file; 'KL of tessera's file': llama.cpp computing the file `tessera quantize` wrote (targets: ratios <= 1.05)")
+print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
+print("-+-".join("-" * x for x in w))
+for r in out:
+    print(" | ".join(c.ljust(w[i]) for i, c in enumerate(r)))
+PY
