@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <string>
 
 namespace tessera {
 
@@ -93,6 +95,32 @@ void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n
                     fmt::format("{}..{}", chunks[i].pos0, chunks[i].pos0 + chunks[i].n_tok).c_str(), chunks[i].n_tok,
                     traffic[i].sent / 1048576.0, traffic[i].received / 1048576.0, f.total() / 1048576.0,
                     i == 0 ? "  (relays, generates)" : "");
+    }
+}
+
+
+// A tensor-parallel group's FFN channels and KV heads move in whole units
+// (model/reduction_units.h: ffn_down's and wo's blocks, e.g. 256 columns of
+// a K-quant). Says so, with the shares, where the units are coarser than a
+// 32-channel block and the shares came out uneven.
+void print_unit_rounding(const LlamaModel& model, const ReductionUnits& units, const std::vector<PlannedNode>& nodes) {
+    const ModelHParams& hp = model.hparams();
+    std::map<size_t, std::vector<const PlannedNode*>> stages;
+    for (const PlannedNode& n : nodes) stages[n.stage].push_back(&n);
+    for (const auto& [stage, members] : stages) {
+        if (members.size() < 2 || units.ffn_channels <= 32) continue;
+        std::string shares;
+        int smallest = hp.n_ff, largest = 0;
+        for (const PlannedNode* n : members) {
+            const int share = n->slice.ffn_end - n->slice.ffn_begin;
+            shares += (shares.empty() ? "" : ", ") + std::to_string(share);
+            smallest = std::min(smallest, share);
+            largest = std::max(largest, share);
+        }
+        const GgufTensorInfo* down = model.file().find_tensor(fmt::format("blk.{}.ffn_down.weight", members[0]->slice.layer_begin));
+        std::printf("stage %zu: FFN channels move in units of %d (ffn_down is %s), KV heads in units of %d; FFN shares %s%s\n",
+                    stage, units.ffn_channels, down != nullptr ? quant_type_name(down->type) : "?", units.kv_heads,
+                    shares.c_str(), largest - smallest >= units.ffn_channels ? " (rounded to whole units)" : "");
     }
 }
 
@@ -225,6 +253,7 @@ void plan(const PlanOptions& o) {
                                                           : "");
         }
     }
+    if (!o.json) print_unit_rounding(model, units, nodes);
     // Only this machine's memory is known without contacting the nodes; a run
     // checks every node's.
     const bool offload = !o.parallel.no_offload;

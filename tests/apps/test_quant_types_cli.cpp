@@ -72,6 +72,23 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
         << target << ": 2-stage pipeline";
 }
 
+// A tensor-parallel plan of a K-quant file moves FFN channels in units of
+// ffn_down's 256-element blocks: `plan` says so, with the shares it rounded.
+TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
+    const std::string dir = test::scratch_dir("quant_types_plan");
+    const std::string model = dir + "/q4k.gguf";
+    const auto g = run_process(cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                                    "--ffn", "512", "--type", "Q4_K", "-q", "-o", model}),
+                               60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    const auto plan = run_process(cmd({"plan", "-m", model, "--local", "3"}), 30);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_NE(plan.out.find("stage 0: FFN channels move in units of 256 (ffn_down is Q4_K), KV heads in units of 1; "
+                            "FFN shares 256, 256, 0 (rounded to whole units)"),
+              std::string::npos)
+        << plan.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, QuantTypesCli,
                          ::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "Q5_0", "Q5_1", "IQ4_NL",
                                            "MXFP4", "BF16"),
