@@ -73,7 +73,8 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
 }
 
 // A tensor-parallel plan of a K-quant file moves FFN channels in units of
-// ffn_down's 256-element blocks: `plan` says so, with the shares it rounded.
+// ffn_down's 256-element blocks (and KV heads in pairs: wo's rows of 128): `plan` says
+// so, with the shares it rounded.
 TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
     const std::string dir = test::scratch_dir("quant_types_plan");
     const std::string model = dir + "/q4k.gguf";
@@ -83,7 +84,7 @@ TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const auto plan = run_process(cmd({"plan", "-m", model, "--local", "3"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;
-    EXPECT_NE(plan.out.find("stage 0: FFN channels move in units of 256 (ffn_down is Q4_K), KV heads in units of 1; "
+    EXPECT_NE(plan.out.find("stage 0: FFN channels move in units of 256 (ffn_down is Q4_K), KV heads in units of 2; "
                             "FFN shares 256, 256, 0 (rounded to whole units)"),
               std::string::npos)
         << plan.out;
