@@ -96,7 +96,7 @@ PY
 }
 
 kl_of() { grep -oE "Mean +KLD: +-?[0-9.e+-]+" "$1" | awk '{print $3}'; }
-ppl_of() { grep -oE "Final estimate: PPL = [0-9.]+" "$1" | awk '{print $5}'; }
+ppl_of() { grep -oE "Mean PPL\(Q\) +: +[0-9.]+" "$1" | awk '{print $NF}'; }
 
 rows=$work/rows.txt
 : > "$rows"
@@ -111,7 +111,7 @@ for t in $targets; do
     --kl-divergence-base "$work/base.kld" > "$work/tl.out" 2>&1 || { echo "tessera $t failed"; continue; }
   "$bin/llama-perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" --kl-divergence \
     --kl-divergence-base "$work/base.kld" > "$work/lt.out" 2>&1 || { echo "llama.cpp on tessera's $t failed"; continue; }
-  bpw=$(python3 -c "import os; print(f'{os.path.getsize(\"$l\") * 8 / os.path.getsize(\"$f32\") * 32:.2f}')")
+  bpw=$(python3 -c "import os; print(f'{os.path.getsize(\"$l\") / os.path.getsize(\"$f32\") * 32:.2f}')")
   same=$(same_tensors "$l" "$m")
   printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$t" "$bpw" "$(ppl_of "$work/ll.out")" "$(ppl_of "$work/tl.out")" \
     "$(kl_of "$work/ll.out")" "$(kl_of "$work/tl.out")" "$(kl_of "$work/lt.out")" "$same" >> "$rows"
@@ -120,17 +120,24 @@ done
 python3 - "$rows" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-header = ["target", "bpw (file)", "PPL llama.cpp", "PPL tessera", "KL llama.cpp", "KL tessera", "ratio", "KL of tessera's file",
-          "ratio", "same bytes"]
+header = ["target", "bpw (file)", "PPL llama.cpp", "PPL tessera", "ratio", "KL llama.cpp", "KL tessera", "ratio",
+          "KL of tessera's file", "ratio", "same bytes"]
 out = []
+def num(v):
+    try:
+        return float(v)
+    except ValueError:
+        return float("nan")  # a figure the run did not print (shown as nan)
 for t, bpw, pl, pt, kl, kt, klt, same in rows:
-    r1 = float(kt) / float(kl) if float(kl) > 0 else float("nan")
-    r2 = float(klt) / float(kl) if float(kl) > 0 else float("nan")
-    out.append([t, bpw, pl, pt, kl, kt, f"{r1:.4f}", klt, f"{r2:.4f}", same])
+    r1 = num(kt) / num(kl) if num(kl) > 0 else float("nan")
+    r2 = num(klt) / num(kl) if num(kl) > 0 else float("nan")
+    rp = num(pt) / num(pl) if num(pl) > 0 else float("nan")
+    out.append([t, bpw, pl, pt, f"{rp:.5f}", kl, kt, f"{r1:.4f}", klt, f"{r2:.4f}", same])
 w = [max(len(x[i]) for x in [header] + out) for i in range(len(header))]
 print()
 print("KL: mean KL divergence from llama.cpp's F32 logits of the same model; 'KL tessera': tessera computing llama-quantize's")
-print("file; 'KL of tessera's file': llama.cpp computing the file `tessera quantize` wrote (targets: ratios <= 1.05)")
+print("file; 'KL of tessera's file': llama.cpp computing the file `tessera quantize` wrote (targets: KL ratios <= 1.05,")
+print("PPL within 0.5%; the random model's PPL is in the tens of thousands)")
 print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
 print("-+-".join("-" * x for x in w))
 for r in out:

@@ -73,7 +73,7 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
 }
 
 // A tensor-parallel plan of a K-quant file moves FFN channels in units of
-// ffn_down's 256-element blocks (and KV heads in pairs: wo's rows of 128): `plan` says
+// ffn_down's 256-element blocks (and KV heads in pairs: wo's 128 columns a head): `plan` says
 // so, with the shares it rounded.
 TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
     const std::string dir = test::scratch_dir("quant_types_plan");
