@@ -3,7 +3,9 @@
 // are the same code on every CPU) writes the same KL-divergence base file on
 // a single node, on three tensor-parallel ranks in exact mode and on a
 // 2-stage pipeline, byte for byte; computed from the mapped file (--mmap) it
-// gives the same distributions.
+// gives the same distributions; greedy generation is the same with
+// sequence-parallel prefill and with speculative decoding on a draft of
+// another type.
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -70,6 +72,24 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     std::unique_ptr<test::BackgroundProcess> worker;
     EXPECT_TRUE(base("pipeline.kld", {"--stages", "root/" + test::start_worker(worker, model)}) == single)
         << target << ": 2-stage pipeline";
+
+    // Generation: greedy tokens of one process equal sequence-parallel
+    // prefill's (2 processes) and speculative decoding's with a Q8_0 draft of
+    // the same model (another type; greedy verification keeps the target's tokens).
+    const std::string draft = dir + "/draft-Q8_0.gguf";
+    ASSERT_EQ(run_process(cmd({"quantize", f32, draft, "Q8_0", "-t", "2"}), 120).exit_code, 0);
+    const auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea",
+                                             "-n", "24", "--temp", "0", "--json"});
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = run_process(args, 120);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return test::tokens_of(r);
+    };
+    const std::vector<int> want = run({});
+    ASSERT_EQ(want.size(), 24u);
+    EXPECT_EQ(run({"--local", "2", "--prefill", "sp"}), want) << target << ": sequence-parallel prefill";
+    EXPECT_EQ(run({"--draft-model", draft}), want) << target << ": speculative decoding with a Q8_0 draft";
 }
 
 // A tensor-parallel plan of a K-quant file moves FFN channels in units of
