@@ -156,6 +156,10 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
                 if (is_kquant(type) && blocks > 8) continue;  // 8 super-blocks is 2048 elements
+                // Long rows once per kernel family (Q4_0's and Q8_0's stand for the other 32-element types,
+                // whose kernels loop over blocks the same way): the sanitizer build runs this too.
+                const bool family_leader = type == QuantType::Q4_0 || type == QuantType::Q8_0;
+                if (!family_leader && !is_kquant(type) && blocks > 8) continue;
                 const int64_t n = blocks * block_of(type);
                 for (int n_groups : {1, 3}) {
                     const auto plain = random_rows(type, n_groups * kGroupRows, n, rng);
