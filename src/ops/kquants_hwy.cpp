@@ -44,10 +44,12 @@
 #include "ops/kquant_groups_hwy-inl.h"
 #include "ops/kquant_groups_neon_dotprod-inl.h"
 #include "ops/kquant_groups_vnni-inl.h"
+#include "ops/iq4xs_groups_avx2-inl.h"
 #include "ops/iq4xs_groups_hwy-inl.h"
 #include "ops/iq4xs_groups_vnni-inl.h"
 #include "ops/lowbit_groups_hwy-inl.h"
 #include "ops/lowbit_groups_vnni-inl.h"
+#include "ops/q5k_groups_avx2-inl.h"
 #include "ops/q5k_groups_hwy-inl.h"
 #include "ops/q5k_groups_vnni-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
@@ -741,6 +743,8 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::Q5_K);
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = q5k_vnni::q5_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = q5k_avx2::q5_k_vec_dot_groups;
 #else
                 t.vec_dot_groups = portable_q5k::q5_k_vec_dot_groups;
 #endif
@@ -776,6 +780,8 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::IQ4_XS);
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = iq4xs_vnni::iq4_xs_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = iq4xs_avx2::iq4_xs_vec_dot_groups;
 #else
                 t.vec_dot_groups = portable_iq4xs::iq4_xs_vec_dot_groups;
 #endif
