@@ -52,6 +52,7 @@
 #include "ops/q5k_groups_avx2-inl.h"
 #include "ops/q5k_groups_hwy-inl.h"
 #include "ops/q5k_groups_vnni-inl.h"
+#include "ops/q6k_groups_avx2-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
 #include "ops/q6k_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
@@ -729,6 +730,8 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 // Grouped: AVX-512 VNNI's kernel, or portable Highway ops (canonical bits either way).
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = q6k_vnni::q6_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = q6k_avx2::q6_k_vec_dot_groups;
 #else
                 t.vec_dot_groups = portable_q6k::q6_k_vec_dot_groups;
 #endif
