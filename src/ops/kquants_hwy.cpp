@@ -47,6 +47,7 @@
 #include "ops/iq4xs_groups_avx2-inl.h"
 #include "ops/iq4xs_groups_hwy-inl.h"
 #include "ops/iq4xs_groups_vnni-inl.h"
+#include "ops/lowbit_groups_avx2-inl.h"
 #include "ops/lowbit_groups_hwy-inl.h"
 #include "ops/lowbit_groups_vnni-inl.h"
 #include "ops/q5k_groups_avx2-inl.h"
@@ -760,6 +761,8 @@ const QuantTraits* KQuantsTraits(QuantType type) {
             // Rows by the scalar reference; grouped rows by AVX-512 VNNI's kernel or portable Highway ops.
 #if HWY_TARGET == HWY_AVX3_DL
 #define TESSERA_LOWBIT_GROUPS(Q3) lowbit_vnni::lowbit_vec_dot_groups<Q3>
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#define TESSERA_LOWBIT_GROUPS(Q3) lowbit_avx2::lowbit_vec_dot_groups<Q3>
 #else
 #define TESSERA_LOWBIT_GROUPS(Q3) portable_lowbit::lowbit_vec_dot_groups<Q3>
 #endif
