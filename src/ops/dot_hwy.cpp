@@ -13,6 +13,7 @@
 
 #include <hwy/highway.h>
 
+#include "ops/block32_groups_avx2-inl.h"
 #include "ops/block32_groups_hwy-inl.h"
 #include "ops/block32_groups_vnni-inl.h"
 #include "ops/canonical_math-inl.h"
@@ -322,6 +323,8 @@ const QuantTraits* BlockTraits(QuantType type) {
     // Highway ops (canonical bits either way).
 #if HWY_TARGET == HWY_AVX3_DL
 #define TESSERA_BLOCK32_GROUPS(T) block32_vnni::block32_vec_dot_groups<T>
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#define TESSERA_BLOCK32_GROUPS(T) block32_avx2::block32_vec_dot_groups<T>
 #else
 #define TESSERA_BLOCK32_GROUPS(T) portable_block32::block32_vec_dot_groups<T>
 #endif
