@@ -17,8 +17,9 @@
 
 #include <hwy/highway.h>
 
-// Outside the target test: a toggling header must be seen on every pass.
+// Outside the target test: toggling headers must be seen on every pass.
 #include "ops/canonical_math-inl.h"
+#include "ops/portable_group_loop-inl.h"
 
 #if HWY_TARGET != HWY_AVX3_DL
 
@@ -107,52 +108,32 @@ void block32_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n
     const DI di;
     const hn::Rebind<hwy::float16_t, DF> dh;
     const int lanes = static_cast<int>(hn::Lanes(df));
-    const int64_t nb = n / 32;
-    const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / 32;
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xb = static_cast<const uint8_t*>(x);
-    for (int g = 0; g < n_groups; ++g) {
-        const uint8_t* group = wb + g * group_stride;
-        for (int c = 0; c < n_cols; ++c) {
-            const uint8_t* xc = xb + c * x_stride;
-            const int32_t* sums = x_sums + c * sums_stride;
-            for (int r0 = 0; r0 < kGroupRows; r0 += lanes) {
-                float* yr = y + c * y_stride + g * kGroupRows + r0;
-                for (int64_t u0 = 0, u = 0; u0 < nb; u0 += unit_nb, ++u) {
-                    float* out = yr + u * unit_stride;
-                    auto acc = accumulate ? hn::LoadU(df, out) : hn::Zero(df);
-                    const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
-                    for (int64_t b = u0; b < u1; ++b) {
-                        const uint8_t* p = group + b * L.bytes;
-                        const uint8_t* xblock = xc + b * 34;
-                        const auto* xq = reinterpret_cast<const int8_t*>(xblock + 2);
-                        const auto s = hn::Sub(block_sum<kType>(p, r0, xq), hn::Set(di, kOffset * sums[b]));
-                        uint16_t h;
-                        std::memcpy(&h, xblock, 2);
-                        const float dx = fp16_to_fp32(h);
-                        hn::Vec<DF> dw;
-                        if constexpr (kType == QuantType::MXFP4) {
-                            HWY_ALIGN float scales[kGroupRows];
-                            for (int r = 0; r < lanes; ++r) scales[r] = e8m0_half_to_float(p[r0 + r]);
-                            dw = hn::Load(df, scales);
-                        } else {
-                            dw = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
-                        }
-                        if constexpr (kType == QuantType::Q5_1) {
-                            const auto m =
-                                hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + L.m) + r0));
-                            const auto block = canonical::fused_mul_add(df, m, hn::Set(df, static_cast<float>(sums[b])),
-                                                                        hn::Mul(dw, hn::ConvertTo(df, s)));
-                            acc = canonical::fused_mul_add(df, hn::Set(df, dx), block, acc);
-                        } else {
-                            acc = canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(dw, hn::Set(df, dx)), acc);
-                        }
-                    }
-                    hn::StoreU(acc, df, out);
-                }
+    portable_loop::run<32, L.bytes, 34>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t* xblock, int c, int64_t b, hn::Vec<DF> acc) {
+            const int32_t ysum = x_sums[c * sums_stride + b];
+            const auto* xq = reinterpret_cast<const int8_t*>(xblock + 2);
+            const auto s = hn::Sub(block_sum<kType>(p, r0, xq), hn::Set(di, kOffset * ysum));
+            uint16_t h;
+            std::memcpy(&h, xblock, 2);
+            const float dx = fp16_to_fp32(h);
+            hn::Vec<DF> dw;
+            if constexpr (kType == QuantType::MXFP4) {
+                HWY_ALIGN float scales[kGroupRows];
+                for (int r = 0; r < lanes; ++r) scales[r] = e8m0_half_to_float(p[r0 + r]);
+                dw = hn::Load(df, scales);
+            } else {
+                dw = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
             }
-        }
-    }
+            if constexpr (kType == QuantType::Q5_1) {
+                const auto m = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + L.m) + r0));
+                const auto block = canonical::fused_mul_add(df, m, hn::Set(df, static_cast<float>(ysum)),
+                                                            hn::Mul(dw, hn::ConvertTo(df, s)));
+                return canonical::fused_mul_add(df, hn::Set(df, dx), block, acc);
+            } else {
+                return canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(dw, hn::Set(df, dx)), acc);
+            }
+        });
 }
 
 }  // namespace portable_block32

@@ -14,8 +14,9 @@
 
 #include <hwy/highway.h>
 
-// Outside the target test: a toggling header must be seen on every pass.
+// Outside the target test: toggling headers must be seen on every pass.
 #include "ops/canonical_math-inl.h"
+#include "ops/portable_group_loop-inl.h"
 
 #if HWY_TARGET != HWY_AVX3_DL
 
@@ -109,46 +110,21 @@ HWY_INLINE void super_block_sums(const uint8_t* p, int r0, const uint8_t* xb, hn
 inline void q5_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    using namespace q5k_group;
-    using q4k_group::kQ8KBsums;
-    using q4k_group::kQ8KBytes;
-    using q4k_group::kQ8KQs;
     const DF df;
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const int lanes = static_cast<int>(hn::Lanes(df));
-    const int64_t nb = n / 256;
-    const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / 256;
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xb = static_cast<const uint8_t*>(x);
-    for (int g = 0; g < n_groups; ++g) {
-        const uint8_t* group = wb + g * group_stride;
-        for (int c = 0; c < n_cols; ++c) {
-            const uint8_t* xc = xb + c * x_stride;
-            for (int r0 = 0; r0 < kGroupRows; r0 += lanes) {
-                float* yr = y + c * y_stride + g * kGroupRows + r0;
-                for (int64_t u0 = 0, u = 0; u0 < nb; u0 += unit_nb, ++u) {
-                    float* out = yr + u * unit_stride;
-                    auto acc = accumulate ? hn::LoadU(df, out) : hn::Zero(df);
-                    const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
-                    for (int64_t b = u0; b < u1; ++b) {
-                        const uint8_t* p = group + b * kBlockBytes;
-                        const uint8_t* xblock = xc + b * kQ8KBytes;
-                        hn::Vec<DI> scaled, mins;
-                        super_block_sums(p, r0, xblock, scaled, mins);
-                        const auto d = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
-                        const auto dmin =
-                            hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + kDmin) + r0));
-                        float dx;
-                        std::memcpy(&dx, xblock, 4);
-                        const auto block = canonical::fused_mul_add(df, hn::Neg(dmin), hn::ConvertTo(df, mins),
-                                                                    hn::Mul(d, hn::ConvertTo(df, scaled)));
-                        acc = canonical::fused_mul_add(df, hn::Set(df, dx), block, acc);
-                    }
-                    hn::StoreU(acc, df, out);
-                }
-            }
-        }
-    }
+    portable_loop::run<256, q5k_group::kBlockBytes, q4k_group::kQ8KBytes>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t* xblock, int, int64_t, hn::Vec<DF> acc) {
+            hn::Vec<DI> scaled, mins;
+            super_block_sums(p, r0, xblock, scaled, mins);
+            const auto d = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
+            const auto dmin = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + q5k_group::kDmin) + r0));
+            float dx;
+            std::memcpy(&dx, xblock, 4);
+            const auto block = canonical::fused_mul_add(df, hn::Neg(dmin), hn::ConvertTo(df, mins),
+                                                        hn::Mul(d, hn::ConvertTo(df, scaled)));
+            return canonical::fused_mul_add(df, hn::Set(df, dx), block, acc);
+        });
 }
 
 }  // namespace portable_q5k

@@ -18,8 +18,9 @@
 
 #include <hwy/highway.h>
 
-// Outside the target test: a toggling header must be seen on every pass.
+// Outside the target test: toggling headers must be seen on every pass.
 #include "ops/canonical_math-inl.h"
+#include "ops/portable_group_loop-inl.h"
 
 #if HWY_TARGET != HWY_AVX3_DL
 
@@ -112,39 +113,17 @@ HWY_INLINE hn::Vec<DI> super_block_sum(const uint8_t* p, int r0, const uint8_t* 
 inline void q6_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    using namespace q6k_group;
-    using q4k_group::kQ8KBytes;
     const DF df;
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const int lanes = static_cast<int>(hn::Lanes(df));
-    const int64_t nb = n / 256;
-    const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / 256;
-    const auto* wb = static_cast<const uint8_t*>(w);
-    const auto* xb = static_cast<const uint8_t*>(x);
-    for (int g = 0; g < n_groups; ++g) {
-        const uint8_t* group = wb + g * group_stride;
-        for (int c = 0; c < n_cols; ++c) {
-            const uint8_t* xc = xb + c * x_stride;
-            for (int r0 = 0; r0 < kGroupRows; r0 += lanes) {
-                float* yr = y + c * y_stride + g * kGroupRows + r0;
-                for (int64_t u0 = 0, u = 0; u0 < nb; u0 += unit_nb, ++u) {
-                    float* out = yr + u * unit_stride;
-                    auto acc = accumulate ? hn::LoadU(df, out) : hn::Zero(df);
-                    const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
-                    for (int64_t b = u0; b < u1; ++b) {
-                        const uint8_t* p = group + b * kBlockBytes;
-                        const uint8_t* xblock = xc + b * kQ8KBytes;
-                        const auto sum = super_block_sum(p, r0, xblock);
-                        const auto d = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
-                        float dx;
-                        std::memcpy(&dx, xblock, 4);
-                        acc = canonical::fused_mul_add(df, hn::Set(df, dx), hn::Mul(d, hn::ConvertTo(df, sum)), acc);
-                    }
-                    hn::StoreU(acc, df, out);
-                }
-            }
-        }
-    }
+    portable_loop::run<256, q6k_group::kBlockBytes, q4k_group::kQ8KBytes>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t* xblock, int, int64_t, hn::Vec<DF> acc) {
+            const auto sum = super_block_sum(p, r0, xblock);
+            const auto d = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
+            float dx;
+            std::memcpy(&dx, xblock, 4);
+            return canonical::fused_mul_add(df, hn::Set(df, dx), hn::Mul(d, hn::ConvertTo(df, sum)), acc);
+        });
 }
 
 }  // namespace portable_q6k
