@@ -216,51 +216,11 @@ void q5_k_to_float(const void* src, float* dst, int64_t n) {
 }
 
 void q5_k_from_float(const float* src, void* dst, int64_t n) {
-    constexpr int kSub = 32;
-    constexpr int kSubs = kQK_K / kSub;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         uint8_t L[kQK_K];
-        uint8_t Laux[kSub];
-        float weights[kSub];
-        float scales[kSubs], mins[kSubs];
-        float max_scale = 0.0f, max_min = 0.0f;
-        for (int j = 0; j < kSubs; ++j) {
-            const float* xs = x + kSub * j;
-            float sum_x2 = 0.0f;
-            for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
-            const float av_x = std::sqrt(sum_x2 / kSub);
-            for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] = quant_search::make_qkx2_quants(kSub, 31, xs, weights, L + kSub * j, &mins[j], Laux, -0.5f, 0.1f,
-                                                       15, false);
-            max_scale = std::max(max_scale, scales[j]);
-            max_min = std::max(max_min, mins[j]);
-        }
-        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         BlockQ5_K block{};
-        for (int j = 0; j < kSubs; ++j) {
-            const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * scales[j]), 0, 63));
-            const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
-            if (j < 4) {
-                block.scales[j] = ls;
-                block.scales[j + 4] = lm;
-            } else {
-                block.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-                block.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-                block.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-            }
-        }
-        block.d = fp32_to_fp16(max_scale / 63.0f);
-        block.dmin = fp32_to_fp16(max_min / 63.0f);
-        for (int j = 0; j < kSubs; ++j) {
-            uint8_t sc, m;
-            q4_k_scale_min(j, block.scales, &sc, &m);
-            const float d = fp16_to_fp32(block.d) * sc;
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_fp32(block.dmin) * m;
-            for (int l = 0; l < kSub; ++l) L[kSub * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[kSub * j + l] + dm) / d), 0, 31));
-        }
+        k_scale_min_quants(x, 31, -0.5f, 15, block.scales, &block.d, &block.dmin, L);
         for (int g = 0; g < 4; ++g) {
             for (int l = 0; l < 32; ++l) {
                 int l1 = L[64 * g + l], l2 = L[64 * g + 32 + l];

@@ -48,61 +48,67 @@ void q4_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void q4_k_from_float(const float* src, void* dst, int64_t n) {
+void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, uint8_t* scales, uint16_t* d_out,
+                        uint16_t* dmin_out, uint8_t* L) {
     constexpr int kSub = 32;
     constexpr int kSubs = kQK_K / kSub;
+    uint8_t Laux[kSub];
+    float weights[kSub];
+    float sub_scales[kSubs];
+    float mins[kSubs];
+    float max_scale = 0.0f;  // the min is subtracted, so scales are never negative
+    float max_min = 0.0f;
+    for (int j = 0; j < kSubs; ++j) {
+        const float* xs = x + kSub * j;
+        // Weight each element by the sub-block's RMS plus its own magnitude:
+        // large elements matter more, but small ones are not ignored.
+        float sum_x2 = 0.0f;
+        for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
+        const float av_x = std::sqrt(sum_x2 / kSub);
+        for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
+        sub_scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        max_scale = std::max(max_scale, sub_scales[j]);
+        max_min = std::max(max_min, mins[j]);
+    }
+    // The sub-block scales and mins become 6-bit multiples of d and dmin.
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    std::fill(scales, scales + 12, uint8_t{0});
+    for (int j = 0; j < kSubs; ++j) {
+        // (A fitted scale is practically never negative; clamp so one cannot
+        // spill into the neighbouring packed bits.)
+        const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * sub_scales[j]), 0, 63));
+        const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+            scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+            scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+        }
+    }
+    *d_out = fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = fp32_to_fp16(max_min / 63.0f);
+    // Requantize against the scales as stored (rounded to 6 bits and fp16).
+    for (int j = 0; j < kSubs; ++j) {
+        uint8_t sc, m;
+        q4_k_scale_min(j, scales, &sc, &m);
+        const float d = fp16_to_fp32(*d_out) * sc;
+        if (d == 0.0f) continue;
+        const float dm = fp16_to_fp32(*dmin_out) * m;
+        for (int l = 0; l < kSub; ++l) {
+            L[kSub * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[kSub * j + l] + dm) / d), 0, nmax));
+        }
+    }
+}
+
+void q4_k_from_float(const float* src, void* dst, int64_t n) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         uint8_t L[kQK_K];
-        uint8_t Laux[kSub];
-        float weights[kSub];
-        float scales[kSubs];
-        float mins[kSubs];
-        float max_scale = 0.0f;  // the min is subtracted, so scales are never negative
-        float max_min = 0.0f;
-        for (int j = 0; j < kSubs; ++j) {
-            const float* xs = x + kSub * j;
-            // Weight each element by the sub-block's RMS plus its own magnitude:
-            // large elements matter more, but small ones are not ignored.
-            float sum_x2 = 0.0f;
-            for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
-            const float av_x = std::sqrt(sum_x2 / kSub);
-            for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-            scales[j] = make_qkx2_quants(kSub, 15, xs, weights, L + kSub * j, &mins[j], Laux, -1.0f, 0.1f, 20, false);
-            max_scale = std::max(max_scale, scales[j]);
-            max_min = std::max(max_min, mins[j]);
-        }
-        // The sub-block scales and mins become 6-bit multiples of d and dmin.
-        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         BlockQ4_K block{};
-        for (int j = 0; j < kSubs; ++j) {
-            // (A fitted scale is practically never negative; clamp so one cannot
-            // spill into the neighbouring packed bits.)
-            const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * scales[j]), 0, 63));
-            const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
-            if (j < 4) {
-                block.scales[j] = ls;
-                block.scales[j + 4] = lm;
-            } else {
-                block.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-                block.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-                block.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-            }
-        }
-        block.d = fp32_to_fp16(max_scale / 63.0f);
-        block.dmin = fp32_to_fp16(max_min / 63.0f);
-        // Requantize against the scales as stored (rounded to 6 bits and fp16).
-        for (int j = 0; j < kSubs; ++j) {
-            uint8_t sc, m;
-            q4_k_scale_min(j, block.scales, &sc, &m);
-            const float d = fp16_to_fp32(block.d) * sc;
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_fp32(block.dmin) * m;
-            for (int l = 0; l < kSub; ++l) {
-                L[kSub * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[kSub * j + l] + dm) / d), 0, 15));
-            }
-        }
+        k_scale_min_quants(x, 15, -1.0f, 20, block.scales, &block.d, &block.dmin, L);
         for (int g = 0; g < 4; ++g) {
             for (int l = 0; l < 32; ++l) {
                 block.qs[32 * g + l] = static_cast<uint8_t>(L[64 * g + l] | (L[64 * g + 32 + l] << 4));

@@ -42,6 +42,14 @@ float q3_k_vec_dot(int64_t n, const void* w, const void* x);
 struct BlockQ3_K;
 float q3_k_block_step(const BlockQ3_K& w, const BlockQ8_K& x, float acc);
 
+// The scale search Q4_K's and Q5_K's quantizers share (llama.cpp's
+// reference): per sub-block of 32, codes L in [0, nmax] and a scale and min
+// (make_qkx2_quants from rmin over nstep + 1 tries), the 8 scales and mins
+// packed as 6-bit multiples of fp16 d and dmin into `scales` (12 bytes), and
+// L requantized against them as stored.
+void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, uint8_t* scales, uint16_t* d,
+                        uint16_t* dmin, uint8_t* L);
+
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 void q8_k_from_float(const float* src, void* dst, int64_t n);
 
