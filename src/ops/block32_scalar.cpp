@@ -83,9 +83,7 @@ float q5_0_block_step(const BlockQ5_0& wb, const BlockQ8_0& xb, float acc) {
 }
 
 float q5_0_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) acc = q5_0_block_step(load_block<BlockQ5_0>(w, b), load_block<BlockQ8_0>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockQ5_0, BlockQ8_0, q5_0_block_step>(n, kBlock, w, x);
 }
 
 // --- Q5_1 -------------------------------------------------------------------
@@ -131,9 +129,7 @@ float q5_1_block_step(const BlockQ5_1& wb, const BlockQ8_0& xb, float acc) {
 }
 
 float q5_1_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) acc = q5_1_block_step(load_block<BlockQ5_1>(w, b), load_block<BlockQ8_0>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockQ5_1, BlockQ8_0, q5_1_block_step>(n, kBlock, w, x);
 }
 
 // --- MXFP4 ------------------------------------------------------------------
@@ -184,9 +180,7 @@ float mxfp4_block_step(const BlockMXFP4& wb, const BlockQ8_0& xb, float acc) {
 }
 
 float mxfp4_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kBlock; ++b) acc = mxfp4_block_step(load_block<BlockMXFP4>(w, b), load_block<BlockQ8_0>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockMXFP4, BlockQ8_0, mxfp4_block_step>(n, kBlock, w, x);
 }
 
 // --- BF16 -------------------------------------------------------------------

@@ -141,9 +141,7 @@ float iq4_nl_block_step(const BlockIQ4_NL& wb, const BlockQ8_0& xb, float acc) {
 }
 
 float iq4_nl_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kSub; ++b) acc = iq4_nl_block_step(load_block<BlockIQ4_NL>(w, b), load_block<BlockQ8_0>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockIQ4_NL, BlockQ8_0, iq4_nl_block_step>(n, kSub, w, x);
 }
 
 // --- IQ4_XS -----------------------------------------------------------------
@@ -180,9 +178,7 @@ float iq4_xs_block_step(const BlockIQ4_XS& wb, const BlockQ8_K& xb, float acc) {
 }
 
 float iq4_xs_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) acc = iq4_xs_block_step(load_block<BlockIQ4_XS>(w, b), load_block<BlockQ8_K>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockIQ4_XS, BlockQ8_K, iq4_xs_block_step>(n, kQK_K, w, x);
 }
 
 }  // namespace tessera

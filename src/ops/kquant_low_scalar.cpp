@@ -114,9 +114,7 @@ float q2_k_block_step(const BlockQ2_K& wb, const BlockQ8_K& xb, float acc) {
 }
 
 float q2_k_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q2_k_block_step(load_block<BlockQ2_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockQ2_K, BlockQ8_K, q2_k_block_step>(n, kQK_K, w, x);
 }
 
 // --- Q3_K -------------------------------------------------------------------
@@ -193,9 +191,7 @@ float q3_k_block_step(const BlockQ3_K& wb, const BlockQ8_K& xb, float acc) {
 }
 
 float q3_k_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q3_k_block_step(load_block<BlockQ3_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockQ3_K, BlockQ8_K, q3_k_block_step>(n, kQK_K, w, x);
 }
 
 // --- Q5_K -------------------------------------------------------------------
@@ -254,9 +250,7 @@ float q5_k_block_step(const BlockQ5_K& wb, const BlockQ8_K& xb, float acc) {
 }
 
 float q5_k_vec_dot(int64_t n, const void* w, const void* x) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) acc = q5_k_block_step(load_block<BlockQ5_K>(w, b), load_block<BlockQ8_K>(x, b), acc);
-    return acc;
+    return dot_by_block_steps<BlockQ5_K, BlockQ8_K, q5_k_block_step>(n, kQK_K, w, x);
 }
 
 }  // namespace tessera

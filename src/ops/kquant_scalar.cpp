@@ -219,9 +219,7 @@ float q6_k_block_step(const BlockQ6_K& wb, const BlockQ8_K& xb, float acc) {
 }
 
 float q6_k_vec_dot(int64_t n, const void* w, const void* x) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / kQK_K; ++b) sum = q6_k_block_step(load_block<BlockQ6_K>(w, b), load_block<BlockQ8_K>(x, b), sum);
-    return sum;
+    return dot_by_block_steps<BlockQ6_K, BlockQ8_K, q6_k_block_step>(n, kQK_K, w, x);
 }
 
 // --- Q8_K -------------------------------------------------------------------
