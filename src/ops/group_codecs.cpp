@@ -3,6 +3,8 @@
 #include "ops/block32_group_layout.h"
 #include "ops/block32_scalar.h"
 #include "ops/iq4_scalar.h"
+#include "ops/iq_grid_blocks.h"
+#include "ops/iq_grid_scalar.h"
 #include "ops/kquant_blocks.h"
 #include "ops/kquant_group_layout.h"
 #include "ops/kquant_scalar.h"
@@ -477,7 +479,25 @@ float q4_k_step(const uint8_t* g, int r, const uint8_t* x_block, float acc) {
     return q4_k_canonical_step(g, r, x, acc);
 }
 
+// The grid I-quants' group block is the 16 rows' blocks back to back, as
+// GGUF holds them: their kernels are bound by point lookups, not by loads,
+// so they gain nothing from splitting fields across rows; the group still
+// lets them read each activation block once for 16 rows.
+template <typename Block>
+void put_interleaved(const uint8_t* bytes, int r, uint8_t* g) {
+    std::memcpy(g + sizeof(Block) * static_cast<size_t>(r), bytes, sizeof(Block));
+}
+
+template <typename Block>
+void get_interleaved(const uint8_t* g, int r, uint8_t* bytes) {
+    std::memcpy(bytes, g + sizeof(Block) * static_cast<size_t>(r), sizeof(Block));
+}
+
 constexpr size_t kRows = kGroupRows;
+
+#define TESSERA_GRID_CODEC(TYPE, Block, step)                                                                    \
+    {QuantType::TYPE, kQK_K, sizeof(Block), kRows * sizeof(Block), 0, 0, put_interleaved<Block>,             \
+     get_interleaved<Block>, step_via<Block, BlockQ8_K, get_interleaved<Block>, step>}
 
 const GroupCodec kCodecs[] = {
     {QuantType::Q4_0, 32, sizeof(BlockQ4_0), kRows * sizeof(BlockQ4_0), 0, 0, put_bytes<BlockQ4_0, put_q4_0>,
@@ -511,7 +531,13 @@ const GroupCodec kCodecs[] = {
     {QuantType::MXFP4, 32, sizeof(BlockMXFP4), static_cast<size_t>(block32_group::kMXFP4.bytes), 0, 0,
      put_nl<QuantType::MXFP4, BlockMXFP4>, get_nl<QuantType::MXFP4, BlockMXFP4>,
      step_via<BlockMXFP4, BlockQ8_0, get_nl<QuantType::MXFP4, BlockMXFP4>, mxfp4_block_step>},
+    TESSERA_GRID_CODEC(IQ2_XXS, BlockIQ2_XXS, iq2_xxs_block_step),
+    TESSERA_GRID_CODEC(IQ2_XS, BlockIQ2_XS, iq2_xs_block_step),
+    TESSERA_GRID_CODEC(IQ2_S, BlockIQ2_S, iq2_s_block_step),
+    TESSERA_GRID_CODEC(IQ3_XXS, BlockIQ3_XXS, iq3_xxs_block_step),
+    TESSERA_GRID_CODEC(IQ3_S, BlockIQ3_S, iq3_s_block_step),
 };
+#undef TESSERA_GRID_CODEC
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 // kquant_low_scalar, block32_scalar and iq4_scalar, listed in the same table.
 #include "ops/block32_scalar.h"
 #include "ops/iq4_scalar.h"
+#include "ops/iq_grid_scalar.h"
 #include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
@@ -159,6 +160,12 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::IQ4_NL, QuantType::Q8_0, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, vec_dot_tile_by_dots<iq4_nl_vec_dot>, nullptr},
     {QuantType::MXFP4, QuantType::Q8_0, mxfp4_to_float, mxfp4_from_float, mxfp4_vec_dot, vec_dot_tile_by_dots<mxfp4_vec_dot>, nullptr},
     {QuantType::IQ4_XS, QuantType::Q8_K, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, vec_dot_tile_by_dots<iq4_xs_vec_dot>, nullptr},
+    // The grid I-quants (iq_grid_scalar.cpp).
+    {QuantType::IQ2_XXS, QuantType::Q8_K, iq2_xxs_to_float, iq2_xxs_from_float, iq2_xxs_vec_dot, vec_dot_tile_by_dots<iq2_xxs_vec_dot>, nullptr},
+    {QuantType::IQ2_XS, QuantType::Q8_K, iq2_xs_to_float, iq2_xs_from_float, iq2_xs_vec_dot, vec_dot_tile_by_dots<iq2_xs_vec_dot>, nullptr},
+    {QuantType::IQ2_S, QuantType::Q8_K, iq2_s_to_float, iq2_s_from_float, iq2_s_vec_dot, vec_dot_tile_by_dots<iq2_s_vec_dot>, nullptr},
+    {QuantType::IQ3_XXS, QuantType::Q8_K, iq3_xxs_to_float, iq3_xxs_from_float, iq3_xxs_vec_dot, vec_dot_tile_by_dots<iq3_xxs_vec_dot>, nullptr},
+    {QuantType::IQ3_S, QuantType::Q8_K, iq3_s_to_float, iq3_s_from_float, iq3_s_vec_dot, vec_dot_tile_by_dots<iq3_s_vec_dot>, nullptr},
     {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},
 };
 

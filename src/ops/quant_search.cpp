@@ -181,3 +181,69 @@ int best_index_int8(int n, const int8_t* values, float x) {
 }
 
 }  // namespace tessera::quant_search
+
+namespace tessera::quant_search {
+
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w) {
+    float max = 0.0f;
+    for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+    if (max < kGroupMaxEps) {
+        std::fill(L, L + n, uint8_t{0});
+        return 0.0f;
+    }
+    float iscale = static_cast<float>(nmax) / max;
+    for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+    const float scale = 1.0f / iscale;
+    float best_mse = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * static_cast<float>(L[i]);
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+        const float scale_is = 1.0f / iscale_is;
+        float mse = 0.0f;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * static_cast<float>(l);
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::min(nmax, nearest_int(iscale * x[i]));
+        L[i] = static_cast<uint8_t>(l);
+        sumlx += w[i] * x[i] * static_cast<float>(l);
+        suml2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float li = static_cast<float>(L[i]);
+            float slx = sumlx - w[i] * x[i] * li;
+            float sl2 = suml2 - w[i] * li * li;
+            if (slx > 0 && sl2 > 0) {
+                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+                if (new_l != L[i]) {
+                    slx += w[i] * x[i] * static_cast<float>(new_l);
+                    sl2 += w[i] * static_cast<float>(new_l) * static_cast<float>(new_l);
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = static_cast<uint8_t>(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+}  // namespace tessera::quant_search

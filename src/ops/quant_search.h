@@ -31,6 +31,12 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
 // up to 5 passes moving one code at a time; returns the scale.
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L);
 
+// make_qp_quants: non-negative codes L in [0, nmax] (kept in bytes, as
+// llama.cpp keeps them: a negative rounding wraps) with x ~ scale * L under
+// weights w, 8 nearby inverse scales tried, then up to 5 passes moving one
+// code at a time; returns the scale.
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w);
+
 // The index of the value of `values` (n ascending int8 values) nearest to x
 // (best_index_int8: ties go up).
 int best_index_int8(int n, const int8_t* values, float x);

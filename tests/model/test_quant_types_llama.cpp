@@ -69,7 +69,8 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
     for (int64_t r = 0; r < rows; ++r) {
         SCOPED_TRACE("row " + std::to_string(r));
         const uint8_t* theirs = dump.quantized.data + r * row_bytes;
-        // The same bytes as ggml's quantizer (without an importance matrix).
+        // The same bytes as ggml's quantizer (without an importance matrix; IQ2_XXS and IQ2_XS, which ggml
+        // makes only with one, with all ones, as our quantizer weighs without one).
         std::vector<uint8_t> ours(row_bytes);
         ref.from_float(input.data() + r * n, ours.data(), n);
         int64_t differing = 0;
@@ -120,7 +121,8 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
 
 INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantized,
                          ::testing::Values("Q4_0", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
-                                           "IQ4_NL", "IQ4_XS", "MXFP4", "BF16"),
+                                           "IQ4_NL", "IQ4_XS", "MXFP4", "BF16", "IQ2_XXS", "IQ2_XS", "IQ2_S",
+                                           "IQ3_XXS", "IQ3_S"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Types with a block layout but no kernels yet: the file reads, and a weight
@@ -142,7 +144,7 @@ TEST_P(LlamaQuantizedUnsupported, RefusedByName) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantizedUnsupported,
-                         ::testing::Values("Q4_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"),
+                         ::testing::Values("Q4_1"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

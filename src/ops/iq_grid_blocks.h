@@ -1,0 +1,65 @@
+// Block structs of the grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ3_S), byte for byte as ggml lays them out in GGUF files. Each group of 8
+// (IQ2) or 4 (IQ3) weights is one point of a fixed set (ops/iq_grids.h) with
+// a sign per weight; sub-blocks of 16 or 32 share a 4-bit scale s, the
+// super-block an fp16 d. Kernels read them through memcpy, never a cast.
+#pragma once
+
+#include "ops/kquant_blocks.h"
+
+#include <cstdint>
+
+namespace tessera {
+
+// IQ2_XXS (2.06 bpw): per 32 weights two uint32: the first holds 4 point
+// indices (a byte each, 256 points), the second 4 x 7 sign bits (the 8th of
+// each 8 is their parity) and the 4-bit scale in its top bits.
+// value = d * (0.5 + s) / 4 * point * sign.
+struct BlockIQ2_XXS {
+    uint16_t d;
+    uint16_t qs[kQK_K / 8];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66, "IQ2_XXS block must be 66 bytes");
+
+// IQ2_XS (2.31 bpw): per 8 weights a uint16 of a 9-bit point index (512
+// points) and 7 sign bits above it; a 4-bit scale per 16 weights.
+struct BlockIQ2_XS {
+    uint16_t d;
+    uint16_t qs[kQK_K / 8];
+    uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74, "IQ2_XS block must be 74 bytes");
+
+// IQ2_S (2.56 bpw): per 8 weights the low 8 bits of a 10-bit point index in
+// qs[0, 32) (1024 points), its top 2 bits in qh, a full sign byte in
+// qs[32, 64); a 4-bit scale per 16 weights.
+struct BlockIQ2_S {
+    uint16_t d;
+    uint8_t qs[kQK_K / 4];
+    uint8_t qh[kQK_K / 32];
+    uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_S) == 82, "IQ2_S block must be 82 bytes");
+
+// IQ3_XXS (3.06 bpw): per 4 weights a byte point index (256 points) in
+// qs[0, 64); per 32 weights a uint32 at qs[64 + 4 j] of 4 x 7 sign bits and
+// the 4-bit scale on top. value = d * (0.5 + s) / 2 * point * sign.
+struct BlockIQ3_XXS {
+    uint16_t d;
+    uint8_t qs[3 * kQK_K / 8];
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98, "IQ3_XXS block must be 98 bytes");
+
+// IQ3_S (3.44 bpw): per 4 weights the low 8 bits of a 9-bit point index
+// (512 points), the 9th bit in qh; full sign bytes; a 4-bit scale per 32
+// weights (two a byte). value = d * (1 + 2 s) * point * sign.
+struct BlockIQ3_S {
+    uint16_t d;
+    uint8_t qs[kQK_K / 4];
+    uint8_t qh[kQK_K / 32];
+    uint8_t signs[kQK_K / 8];
+    uint8_t scales[kQK_K / 64];
+};
+static_assert(sizeof(BlockIQ3_S) == 110, "IQ3_S block must be 110 bytes");
+
+}  // namespace tessera

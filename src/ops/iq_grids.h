@@ -1,0 +1,45 @@
+// The point sets of the grid I-quants and what their quantizers search.
+//
+// A point is 8 (IQ2) or 4 (IQ3) levels; ggml stores each as bytes (the value
+// a weight's code stands for, before its sign and scale): IQ2's levels are
+// 8, 25, 43; IQ3_XXS's 4, 12, ..., 52, 62; IQ3_S's 1, 3, ..., 15. The sets
+// are llama.cpp's (ops/iq_grid_tables.inc, generated with its source named).
+#pragma once
+
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera {
+
+// The byte values of point i: 8 of them for IQ2_XXS / IQ2_XS / IQ2_S, 4 for
+// IQ3_XXS / IQ3_S. Tables of 8- or 4-byte entries, little-endian.
+const uint64_t* iq2_points(QuantType type);  // 256, 512 or 1024 entries
+const uint32_t* iq3_points(QuantType type);  // 256 or 512 entries
+
+// A 7-bit sign pattern completed with its parity bit (an even number of
+// minus signs): ggml's ksigns_iq2xs.
+uint8_t iq_signs_from7(int bits7);
+// A sign byte as 8 bytes of 0xFF (minus) or 0 (plus), little-endian: what
+// SIMD kernels negate activations with.
+uint64_t iq_sign_mask(uint8_t signs);
+
+// What a quantizer searches (llama.cpp's iq2xs_init_impl / iq3xs_init_impl):
+// the points as odd levels 2 l + 1, a map from a point's packed levels (2 or
+// 3 bits each) to its index, and for every packed level vector that is not
+// a point, its nearest points: those at the `n_want` smallest distinct
+// squared distances, in order of (distance, index).
+struct IqGridSearch {
+    int levels_per_point = 0;    // 8 or 4
+    int bits_per_level = 0;      // 2 or 3
+    std::vector<uint64_t> odd;   // point i's levels 2 l + 1 as bytes
+    std::vector<int32_t> map;    // packed levels -> index, or -(offset + 1) into neighbours
+    std::vector<uint16_t> neighbours;  // at an offset: count, then that many indices
+};
+
+// Built once per type on first use (thread-safe), for IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ3_XXS and IQ3_S.
+const IqGridSearch& iq_grid_search(QuantType type);
+
+}  // namespace tessera
