@@ -35,6 +35,11 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::IQ4_XS: return 30;
         case QuantType::BF16: return 32;
         case QuantType::MXFP4: return 38;
+        case QuantType::IQ2_XXS: return 19;
+        case QuantType::IQ2_XS: return 20;
+        case QuantType::IQ3_XXS: return 23;
+        case QuantType::IQ3_S: return 26;
+        case QuantType::IQ2_S: return 28;
         default:
             throw make_error("gen-model cannot write {} weights (use one of {})", quant_type_name(type),
                              supported_weight_types());
@@ -115,6 +120,27 @@ void fill_random_q6_k(float stddev, Rng& rng, uint8_t* dst, uint64_t n_bytes) {
     }
 }
 
+// The grid I-quants: any bytes are a valid block (point indices, signs and
+// scales all take every value), so uniform bytes with one fp16 d for all
+// blocks, d set from the standard deviation the first blocks decode to.
+// (Their quantizers search a point set per 8 weights: too slow for a
+// 1B-parameter file.)
+void fill_random_grid(QuantType type, float stddev, Rng& rng, uint8_t* dst, uint64_t n_bytes) {
+    const QuantLayout& layout = layout_of(type);
+    const uint64_t blocks = n_bytes / layout.block_bytes;
+    random_bytes(rng, dst, n_bytes);
+    const uint16_t one = fp32_to_fp16(1.0f);
+    for (uint64_t b = 0; b < blocks; ++b) std::memcpy(dst + b * layout.block_bytes, &one, 2);
+    const uint64_t sample = std::min<uint64_t>(blocks, 64);
+    std::vector<float> values(static_cast<size_t>(sample * layout.block_size));
+    scalar_traits(type)->to_float(dst, values.data(), static_cast<int64_t>(values.size()));
+    double sum2 = 0.0;
+    for (float v : values) sum2 += static_cast<double>(v) * v;
+    const double rms = values.empty() ? 1.0 : std::sqrt(sum2 / static_cast<double>(values.size()));
+    const uint16_t d = fp32_to_fp16(static_cast<float>(stddev / rms));
+    for (uint64_t b = 0; b < blocks; ++b) std::memcpy(dst + b * layout.block_bytes, &d, 2);
+}
+
 // Fills n_bytes of `type` with values of standard deviation `stddev`, drawing
 // quantized codes directly (uniform codes, a fixed block scale) instead of
 // quantizing floats: a 1B-parameter file is then written in seconds.
@@ -168,6 +194,11 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
         }
         case QuantType::Q4_K: fill_random_q4_k(stddev, rng, dst, n_bytes); break;
         case QuantType::Q6_K: fill_random_q6_k(stddev, rng, dst, n_bytes); break;
+        case QuantType::IQ2_XXS:
+        case QuantType::IQ2_XS:
+        case QuantType::IQ2_S:
+        case QuantType::IQ3_XXS:
+        case QuantType::IQ3_S: fill_random_grid(type, stddev, rng, dst, n_bytes); break;
         default: {
             // Every other type: Gaussian weights through the type's own
             // quantizer (slower than random codes, but each type's scales and

@@ -26,13 +26,6 @@ void iq2_s_to_float(const void* src, float* dst, int64_t n);
 void iq3_xxs_to_float(const void* src, float* dst, int64_t n);
 void iq3_s_to_float(const void* src, float* dst, int64_t n);
 
-// S of one super-block against y's 256 codes (the integer half of the step).
-int32_t iq2_xxs_block_sum(const BlockIQ2_XXS& w, const int8_t* y);
-int32_t iq2_xs_block_sum(const BlockIQ2_XS& w, const int8_t* y);
-int32_t iq2_s_block_sum(const BlockIQ2_S& w, const int8_t* y);
-int32_t iq3_xxs_block_sum(const BlockIQ3_XXS& w, const int8_t* y);
-int32_t iq3_s_block_sum(const BlockIQ3_S& w, const int8_t* y);
-
 float iq2_xxs_block_step(const BlockIQ2_XXS& w, const BlockQ8_K& x, float acc);
 float iq2_xs_block_step(const BlockIQ2_XS& w, const BlockQ8_K& x, float acc);
 float iq2_s_block_step(const BlockIQ2_S& w, const BlockQ8_K& x, float acc);

@@ -50,6 +50,12 @@ const std::array<uint64_t, 256> kSignMasks = [] {
     return masks;
 }();
 
+const std::array<uint64_t, 128> kEvenSignMasks = [] {
+    std::array<uint64_t, 128> masks{};
+    for (int s = 0; s < 128; ++s) masks[s] = kSignMasks[iq_signs_from7(s)];
+    return masks;
+}();
+
 // llama.cpp's neighbour lists: for each packed level vector not in the set,
 // the points at the n_want smallest distinct squared distances (levels as
 // odd numbers 2 l + 1), by distance then index.
@@ -129,7 +135,8 @@ uint8_t iq_signs_from7(int bits7) {
     return static_cast<uint8_t>(b | ((__builtin_popcount(static_cast<unsigned>(b)) & 1) << 7));
 }
 
-uint64_t iq_sign_mask(uint8_t signs) { return kSignMasks[signs]; }
+const uint64_t* iq_sign_masks() { return kSignMasks.data(); }
+const uint64_t* iq_sign_masks_even() { return kEvenSignMasks.data(); }
 
 const IqGridSearch& iq_grid_search(QuantType type) {
     // 43692 packed 2-bit vectors cover every level vector IQ2's search can

@@ -22,8 +22,10 @@ const uint32_t* iq3_points(QuantType type);  // 256 or 512 entries
 // minus signs): ggml's ksigns_iq2xs.
 uint8_t iq_signs_from7(int bits7);
 // A sign byte as 8 bytes of 0xFF (minus) or 0 (plus), little-endian: what
-// SIMD kernels negate activations with.
-uint64_t iq_sign_mask(uint8_t signs);
+// kernels negate activations with. Indexed by the byte (256 entries), and by
+// 7 bits completed with their parity (128 entries).
+const uint64_t* iq_sign_masks();
+const uint64_t* iq_sign_masks_even();
 
 // What a quantizer searches (llama.cpp's iq2xs_init_impl / iq3xs_init_impl):
 // the points as odd levels 2 l + 1, a map from a point's packed levels (2 or

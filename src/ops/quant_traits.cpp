@@ -1,6 +1,7 @@
 #include "ops/quant_traits.h"
 
 #include "ops/dot_kernels.h"
+#include "ops/iq_grids_hwy.h"
 #include "ops/kquants_hwy.h"
 
 #include "util/checked.h"
@@ -13,6 +14,7 @@ const QuantTraits* compute_traits(QuantType type) {
     // force another), falling back to the scalar references.
     if (const QuantTraits* simd = simd_block_traits(type)) return simd;
     if (const QuantTraits* simd = kquants_simd_traits(type)) return simd;
+    if (const QuantTraits* simd = iq_grid_simd_traits(type)) return simd;
     return scalar_traits(type);
 }
 

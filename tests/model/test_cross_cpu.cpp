@@ -70,7 +70,8 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
     const std::vector<int64_t> targets = simd_block_targets();
     ASSERT_FALSE(targets.empty());
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K,
-                           QuantType::Q6_K, QuantType::Q5_K, QuantType::IQ4_XS, QuantType::MXFP4}) {
+                           QuantType::Q6_K, QuantType::Q5_K, QuantType::IQ4_XS, QuantType::MXFP4, QuantType::IQ2_XXS,
+                           QuantType::IQ3_S}) {
         RandomModelSpec spec;
         spec.n_embd = 256;
         spec.n_layer = 2;

@@ -35,7 +35,8 @@ namespace {
 
 constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
                                  QuantType::IQ4_XS, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
-                                 QuantType::Q2_K,   QuantType::Q3_K};
+                                 QuantType::Q2_K,   QuantType::Q3_K,   QuantType::IQ2_XXS, QuantType::IQ2_XS,
+                                 QuantType::IQ2_S,  QuantType::IQ3_XXS, QuantType::IQ3_S};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
@@ -73,11 +74,9 @@ std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, i
     return out;
 }
 
-// The traits of the forced target: Q4_0's and Q8_0's from dot_hwy.cpp, Q4_K's from
-// kquants_hwy.cpp.
-const QuantTraits& simd_traits(QuantType type) {
-    return is_kquant(type) ? *kquants_simd_traits(type) : *simd_block_traits(type);
-}
+// The traits of the forced target (dot_hwy.cpp's, kquants_hwy.cpp's or
+// iq_grids_hwy.cpp's, as the engine picks them).
+const QuantTraits& simd_traits(QuantType type) { return *compute_traits(type); }
 
 std::vector<int64_t> targets_of(QuantType type) {
     return is_kquant(type) ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();

@@ -1,0 +1,135 @@
+// One 32-weight sub-block of a grid I-quant block as every kernel reads it:
+// the point bytes of its 32 weights (4 words of 8), their signs as byte
+// masks (0xFF: minus) and the odd scale factor 2 s + 1 of its first and
+// second 16 weights. The scalar reference and the SIMD kernels all decode
+// through these, so they read the same fields the same way.
+#pragma once
+
+#include "ops/iq_grid_blocks.h"
+#include "ops/iq_grids.h"
+#include "ops/quant_type.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace tessera {
+
+struct IqTables {
+    const uint64_t* points8;  // IQ2: 8 bytes a point
+    const uint32_t* points4;  // IQ3: 4 bytes a point
+    const uint64_t* signs;    // sign byte -> mask
+    const uint64_t* signs7;   // 7 sign bits -> mask with the parity sign
+};
+
+inline IqTables iq_tables(QuantType type) {
+    const bool iq3 = type == QuantType::IQ3_XXS || type == QuantType::IQ3_S;
+    return {iq3 ? nullptr : iq2_points(type), iq3 ? iq3_points(type) : nullptr, iq_sign_masks(), iq_sign_masks_even()};
+}
+
+struct IqSub32 {
+    uint64_t points[4];
+    uint64_t signs[4];
+    int scale_lo, scale_hi;  // 2 s + 1 of weights [0, 16) and [16, 32)
+};
+
+namespace iq_decode {
+
+inline uint32_t u32_at(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+inline uint16_t u16_at(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+inline uint64_t pair(const IqTables& t, int i0, int i1) {
+    return t.points4[i0] | static_cast<uint64_t>(t.points4[i1]) << 32;
+}
+inline int odd(int s) { return 2 * s + 1; }
+
+}  // namespace iq_decode
+
+// Sub-block j (0..7) of the block at `block` (its GGUF bytes).
+template <QuantType kType>
+inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
+    using namespace iq_decode;
+    IqSub32 s;
+    if constexpr (kType == QuantType::IQ2_XXS) {
+        const uint8_t* q = block + offsetof(BlockIQ2_XXS, qs) + 8 * j;
+        const uint32_t signs = u32_at(q + 4);
+        for (int l = 0; l < 4; ++l) {
+            s.points[l] = t.points8[q[l]];
+            s.signs[l] = t.signs7[(signs >> (7 * l)) & 127];
+        }
+        s.scale_lo = s.scale_hi = odd(static_cast<int>(signs >> 28));
+    } else if constexpr (kType == QuantType::IQ2_XS) {
+        const uint8_t* q = block + offsetof(BlockIQ2_XS, qs) + 8 * j;
+        for (int l = 0; l < 4; ++l) {
+            const uint16_t v = u16_at(q + 2 * l);
+            s.points[l] = t.points8[v & 511];
+            s.signs[l] = t.signs7[v >> 9];
+        }
+        const uint8_t sc = block[offsetof(BlockIQ2_XS, scales) + j];
+        s.scale_lo = odd(sc & 15);
+        s.scale_hi = odd(sc >> 4);
+    } else if constexpr (kType == QuantType::IQ2_S) {
+        const uint8_t* qs = block + offsetof(BlockIQ2_S, qs);
+        const int qh = block[offsetof(BlockIQ2_S, qh) + j];
+        for (int l = 0; l < 4; ++l) {
+            s.points[l] = t.points8[qs[4 * j + l] | ((qh << (8 - 2 * l)) & 0x300)];
+            s.signs[l] = t.signs[qs[kQK_K / 8 + 4 * j + l]];
+        }
+        const uint8_t sc = block[offsetof(BlockIQ2_S, scales) + j];
+        s.scale_lo = odd(sc & 15);
+        s.scale_hi = odd(sc >> 4);
+    } else if constexpr (kType == QuantType::IQ3_XXS) {
+        const uint8_t* q = block + offsetof(BlockIQ3_XXS, qs) + 8 * j;
+        const uint32_t signs = u32_at(block + offsetof(BlockIQ3_XXS, qs) + kQK_K / 4 + 4 * j);
+        for (int l = 0; l < 4; ++l) {
+            s.points[l] = pair(t, q[2 * l], q[2 * l + 1]);
+            s.signs[l] = t.signs7[(signs >> (7 * l)) & 127];
+        }
+        s.scale_lo = s.scale_hi = odd(static_cast<int>(signs >> 28));
+    } else {
+        static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
+        const uint8_t* q = block + offsetof(BlockIQ3_S, qs) + 8 * j;
+        const int qh = block[offsetof(BlockIQ3_S, qh) + j];
+        const uint8_t* sg = block + offsetof(BlockIQ3_S, signs) + 4 * j;
+        for (int l = 0; l < 4; ++l) {
+            s.points[l] = pair(t, q[2 * l] | ((qh << (8 - 2 * l)) & 256), q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256));
+            s.signs[l] = t.signs[sg[l]];
+        }
+        s.scale_lo = s.scale_hi = odd((block[offsetof(BlockIQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 15);
+    }
+    return s;
+}
+
+// The fp16 d of a block (first in every grid type's block).
+inline uint16_t iq_block_d(const uint8_t* block) { return iq_decode::u16_at(block); }
+
+// k of the canonical step (iq_grid_scalar.h).
+template <QuantType kType>
+inline constexpr float kIqStepFactor = kType == QuantType::IQ3_XXS ? 0.25f : kType == QuantType::IQ3_S ? 1.0f : 0.125f;
+
+// S of one block against 256 activation codes, through the decoder.
+template <QuantType kType>
+inline int32_t iq_block_sum(const uint8_t* block, const int8_t* y, const IqTables& t) {
+    int32_t total = 0;
+    for (int j = 0; j < 8; ++j) {
+        const IqSub32 s = iq_decode32<kType>(block, j, t);
+        for (int l = 0; l < 4; ++l) {
+            int32_t part = 0;
+            for (int i = 0; i < 8; ++i) {
+                const int v = static_cast<int>((s.points[l] >> (8 * i)) & 0xFF);
+                const int sign = (s.signs[l] >> (8 * i)) & 1 ? -1 : 1;
+                part += sign * v * y[32 * j + 8 * l + i];
+            }
+            total += (l < 2 ? s.scale_lo : s.scale_hi) * part;
+        }
+    }
+    return total;
+}
+
+}  // namespace tessera

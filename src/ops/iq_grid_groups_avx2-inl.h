@@ -1,0 +1,137 @@
+// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in the group
+// layout (16 rows' GGUF blocks back to back, ops/group_codecs.cpp) against
+// Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 with or without
+// VNNI: lookups bound these kernels, not multiplies). Per row and 32 weights:
+// the 4 point words and sign masks by table lookups (ops/iq_grid_decode.h),
+// maddubs of the unsigned point bytes with the activations negated where
+// the signs say (|y| <= 127: no saturation), madd with the sub-blocks' odd
+// scales; per block and row S exactly, then the canonical step
+// acc = fma(d_x, d_w * (k * float(S)), acc) for 8 rows a vector. Included by
+// iq_grids_hwy.cpp once per target (hence the toggling include guard).
+
+#if defined(TESSERA_OPS_IQ_GRID_GROUPS_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSERA_OPS_IQ_GRID_GROUPS_AVX2_INL_H_
+#undef TESSERA_OPS_IQ_GRID_GROUPS_AVX2_INL_H_
+#else
+#define TESSERA_OPS_IQ_GRID_GROUPS_AVX2_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+
+#include <immintrin.h>
+
+#include "ops/group_tiles.h"
+#include "ops/iq_grid_decode.h"
+#include "ops/kquant_group_layout.h"
+#include "ops/row_groups.h"
+
+#include <cstdint>
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace iq_grid_avx2 {
+
+constexpr int kMaxCols = 4;
+
+// sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
+// for C columns at once.
+template <QuantType kType, int C>
+HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const IqTables& t, int32_t* out) {
+    const __m256i plus = _mm256_set1_epi8(1);
+    __m256i sum[C];
+    for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+        const IqSub32 s = iq_decode32<kType>(block, j, t);
+        const __m256i points = _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
+                                                 static_cast<int64_t>(s.points[1]), static_cast<int64_t>(s.points[0]));
+        // 0xFF | 1 = -1 where the weight is negative, 1 elsewhere.
+        const __m256i signs = _mm256_or_si256(
+            _mm256_set_epi64x(static_cast<int64_t>(s.signs[3]), static_cast<int64_t>(s.signs[2]),
+                              static_cast<int64_t>(s.signs[1]), static_cast<int64_t>(s.signs[0])),
+            plus);
+        const __m256i scales =
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale_hi)), _mm_set1_epi16(static_cast<int16_t>(s.scale_lo)));
+        for (int c = 0; c < C; ++c) {
+            const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + 32 * j));
+            const __m256i products = _mm256_maddubs_epi16(points, _mm256_sign_epi8(y, signs));
+            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(products, scales));
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum[c]), _mm256_extracti128_si256(sum[c], 1));
+        const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        out[c] = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+    }
+}
+
+// 16 rows x C columns over all nb blocks of one group, in units of unit_nb
+// blocks; y[u * unit_stride + c * y_stride + r].
+template <QuantType kType, size_t kBlockBytes, int C>
+void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                  const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
+                  bool accumulate) {
+    using q4k_group::kQ8KBytes;
+    using q4k_group::kQ8KQs;
+    const IqTables t = iq_tables(kType);
+    const __m256 k = _mm256_set1_ps(kIqStepFactor<kType>);
+    for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
+        const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+        __m256 acc[C][2];
+        for (int c = 0; c < C; ++c) {
+            for (int h = 0; h < 2; ++h) acc[c][h] = accumulate ? _mm256_loadu_ps(y + c * y_stride + 8 * h) : _mm256_setzero_ps();
+        }
+        for (int64_t b = u0; b < u1; ++b) {
+            const uint8_t* p = g + b * kGroupRows * kBlockBytes;
+            const uint8_t* xq[C];
+            float dx[C];
+            for (int c = 0; c < C; ++c) {
+                const uint8_t* xb = x + c * x_stride + b * kQ8KBytes;
+                xq[c] = xb + kQ8KQs;
+                std::memcpy(&dx[c], xb, 4);
+            }
+            alignas(32) int32_t s[C][kGroupRows];
+            alignas(16) uint16_t d[kGroupRows];
+            for (int r = 0; r < kGroupRows; ++r) {
+                int32_t row[C];
+                row_sums<kType, C>(p + r * kBlockBytes, xq, t, row);
+                for (int c = 0; c < C; ++c) s[c][r] = row[c];
+                d[r] = iq_block_d(p + r * kBlockBytes);
+            }
+            for (int h = 0; h < 2; ++h) {
+                const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d + 8 * h)));
+                for (int c = 0; c < C; ++c) {
+                    const __m256 sf = _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s[c] + 8 * h)));
+                    acc[c][h] = _mm256_fmadd_ps(_mm256_set1_ps(dx[c]), _mm256_mul_ps(dw, _mm256_mul_ps(k, sf)), acc[c][h]);
+                }
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + c * y_stride + 8 * h, acc[c][h]);
+        }
+    }
+}
+
+// QuantTraits::vec_dot_groups of a grid type (x_sums unused).
+template <QuantType kType, size_t kBlockBytes>
+void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                    const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                    int64_t unit_n, size_t unit_stride, bool accumulate) {
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {
+        group_kernel<kType, kBlockBytes, 1>, group_kernel<kType, kBlockBytes, 2>, group_kernel<kType, kBlockBytes, 3>,
+        group_kernel<kType, kBlockBytes, 4>};
+    static constexpr int32_t kNoSums = 0;
+    run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
+                                        y_stride, unit_n, unit_stride, accumulate);
+}
+
+}  // namespace iq_grid_avx2
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+
+#endif  // x86 with AVX2
+#endif  // include guard

@@ -1,0 +1,60 @@
+// The grid I-quants' traits on the dispatched CPU target (iq_grids_hwy.h):
+// the scalar references for rows, the grouped kernels of
+// iq_grid_groups_avx2-inl.h (x86 with AVX2 and up) or
+// iq_grid_groups_hwy-inl.h (every other target). Same targets as
+// kquants_hwy.cpp.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+#define HWY_WANT_AVX3_DL
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/iq_grids_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "ops/iq_grid_blocks.h"
+#include "ops/iq_grid_groups_avx2-inl.h"
+#include "ops/iq_grid_groups_hwy-inl.h"
+#include "ops/iq_grids_hwy.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+
+template <QuantType kType, size_t kBlockBytes>
+const QuantTraits* grid_traits() {
+    static const QuantTraits traits = [] {
+        QuantTraits t = *scalar_traits(kType);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+        t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
+#else
+        t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
+#endif
+        return t;
+    }();
+    return &traits;
+}
+
+const QuantTraits* IqGridTraits(QuantType type) {
+    switch (type) {
+        case QuantType::IQ2_XXS: return grid_traits<QuantType::IQ2_XXS, sizeof(BlockIQ2_XXS)>();
+        case QuantType::IQ2_XS: return grid_traits<QuantType::IQ2_XS, sizeof(BlockIQ2_XS)>();
+        case QuantType::IQ2_S: return grid_traits<QuantType::IQ2_S, sizeof(BlockIQ2_S)>();
+        case QuantType::IQ3_XXS: return grid_traits<QuantType::IQ3_XXS, sizeof(BlockIQ3_XXS)>();
+        case QuantType::IQ3_S: return grid_traits<QuantType::IQ3_S, sizeof(BlockIQ3_S)>();
+        default: return nullptr;
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tessera {
+HWY_EXPORT(IqGridTraits);
+
+const QuantTraits* iq_grid_simd_traits(QuantType type) { return HWY_DYNAMIC_DISPATCH(IqGridTraits)(type); }
+}  // namespace tessera
+#endif
