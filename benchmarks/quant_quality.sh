@@ -18,7 +18,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=${1:-}
 [ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
-targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_0 IQ4_NL IQ4_XS Q3_K_L Q3_K_M Q3_K_S Q2_K BF16"
+targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S Q3_K_L Q3_K_M Q3_K_S Q2_K BF16"
 ctx=128
 keep=""
 while [ $# -gt 0 ]; do

@@ -25,13 +25,22 @@ enum Ftype : uint32_t {
     kQ5_K_S = 16,
     kQ5_K_M = 17,
     kQ6_K = 18,
+    kIQ2_XXS = 19,
+    kIQ2_XS = 20,
+    kQ2_K_S = 21,
+    kIQ3_XS = 22,
+    kIQ3_XXS = 23,
     kIQ4_NL = 25,
+    kIQ3_S = 26,
+    kIQ3_M = 27,
+    kIQ2_S = 28,
+    kIQ2_M = 29,
     kIQ4_XS = 30,
     kBF16 = 32,
     kMXFP4_MOE = 38,
 };
 
-const std::array<QuantizeTarget, 23> kTargets{{
+const std::array<QuantizeTarget, 32> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -50,6 +59,17 @@ const std::array<QuantizeTarget, 23> kTargets{{
     {"Q3_K_M", QuantType::Q3_K, kQ3_K_M},
     {"Q3_K_S", QuantType::Q3_K, kQ3_K_S},
     {"Q2_K", QuantType::Q2_K, kQ2_K},
+    // The I-quant mixes. llama.cpp's names are not their main types: IQ2_S's
+    // matrices are mostly IQ2_XS, IQ2_M's IQ2_S, IQ3_XS's and IQ3_M's IQ3_S.
+    {"IQ3_M", QuantType::IQ3_S, kIQ3_M},
+    {"IQ3_S", QuantType::IQ3_S, kIQ3_S},
+    {"IQ3_XS", QuantType::IQ3_S, kIQ3_XS},
+    {"IQ3_XXS", QuantType::IQ3_XXS, kIQ3_XXS},
+    {"IQ2_M", QuantType::IQ2_S, kIQ2_M},
+    {"IQ2_S", QuantType::IQ2_XS, kIQ2_S},
+    {"IQ2_XS", QuantType::IQ2_XS, kIQ2_XS},
+    {"IQ2_XXS", QuantType::IQ2_XXS, kIQ2_XXS},
+    {"Q2_K_S", QuantType::Q2_K, kQ2_K_S},
     // gpt-oss's: expert matrices (3-D) MXFP4, everything else Q8_0.
     {"MXFP4_MOE", QuantType::MXFP4, kMXFP4_MOE},
     // Bare K-quant types, which llama-quantize does not name: --pure's files
@@ -107,24 +127,56 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
     if (!is_block_quantized(base)) return base;  // F32, F16, BF16: no mix
     const uint32_t ftype = target.file_type;
     const bool falcon = model.arch == "falcon";
+    const bool has_imatrix = model.has_imatrix;
     // The output projection (or the tied embedding in its place) stays at
     // Q6_K: the logits are the model's most sensitive product.
     if (name == "output.weight" || (!model.has_output && name == "token_embd.weight")) {
         if (ftype == kMXFP4_MOE || falcon || cols % layout_of(base).block_size != 0) return QuantType::Q8_0;
+        if (ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ3_XXS || ftype == kIQ2_S || ftype == kIQ2_M) {
+            return QuantType::Q5_K;
+        }
         return base != QuantType::Q8_0 ? QuantType::Q6_K : base;
     }
     if (!target.mix) return base;
     if (ftype == kMXFP4_MOE) return QuantType::Q8_0;  // (its experts, 3-D tensors, are MXFP4)
+    const bool iq2_mix = ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ2_S || ftype == kIQ2_M;
+    const bool iq2_s_mix = ftype == kIQ2_S || ftype == kIQ2_M;
+    if (name == "token_embd.weight") {
+        if (ftype == kIQ2_XXS || ftype == kIQ2_XS) return QuantType::Q2_K;
+        if (iq2_s_mix || ftype == kIQ3_XXS) return QuantType::IQ3_S;
+        return base;
+    }
     const int n_layer = model.n_layer;
     const int layer = std::max(0, layer_of(name));
     QuantType type = base;
+    if (iq2_mix) {
+        // The 2-bit I-quant mixes have rules of their own for these four.
+        if (contains(name, "attn_v.weight")) {
+            if (model.n_gqa() >= 4 || model.n_expert >= 4) return QuantType::Q4_K;
+            return iq2_s_mix ? QuantType::IQ3_S : QuantType::Q2_K;
+        }
+        if (model.n_expert == 8 && contains(name, "attn_k.weight")) return QuantType::Q4_K;
+        if (contains(name, "ffn_down")) {
+            if (layer < n_layer / 8) return iq2_s_mix ? QuantType::IQ3_S : QuantType::Q2_K;
+            return base;
+        }
+        if (contains(name, "attn_output.weight")) {
+            if (model.n_expert == 8) return QuantType::Q5_K;
+            return iq2_s_mix ? QuantType::IQ3_S : base;
+        }
+        return base;
+    }
     if (contains(name, "attn_qkv.weight")) {
-        if (ftype == kQ3_K_M || ftype == kQ3_K_L) type = QuantType::Q4_K;
+        if (ftype == kQ3_K_M || ftype == kQ3_K_L || ftype == kIQ3_M) type = QuantType::Q4_K;
         else if (ftype == kQ4_K_M) type = QuantType::Q5_K;
         else if (ftype == kQ5_K_M) type = QuantType::Q6_K;
     } else if (contains(name, "attn_v.weight")) {
         const int gqa = model.n_gqa();
         if (ftype == kQ2_K) type = gqa >= 4 ? QuantType::Q4_K : QuantType::Q3_K;
+        else if (ftype == kQ2_K_S && gqa >= 4) type = QuantType::Q4_K;
+        else if (ftype == kIQ3_XXS) type = gqa >= 4 ? QuantType::Q4_K : !has_imatrix ? QuantType::IQ3_S : QuantType::IQ3_XXS;
+        else if ((ftype == kIQ3_XS || ftype == kIQ3_S) && gqa >= 4) type = QuantType::Q4_K;
+        else if (ftype == kIQ3_M) type = QuantType::Q4_K;
         else if (ftype == kQ3_K_M) type = i_attn_v < 2 ? QuantType::Q5_K : QuantType::Q4_K;
         else if (ftype == kQ3_K_L) type = QuantType::Q5_K;
         else if ((ftype == kIQ4_NL || ftype == kIQ4_XS) && gqa >= 4) type = QuantType::Q5_K;
@@ -135,16 +187,24 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         if (model.n_expert == 8) type = QuantType::Q8_0;
     } else if (contains(name, "attn_k.weight")) {
         if (model.n_expert == 8) type = QuantType::Q8_0;
+        else if (ftype == kIQ3_XS) type = QuantType::IQ3_XXS;
+        else if (ftype == kIQ3_XXS) type = QuantType::IQ2_S;
+    } else if (contains(name, "attn_q.weight")) {
+        if (ftype == kIQ3_XS) type = QuantType::IQ3_XXS;
+        else if (ftype == kIQ3_XXS) type = QuantType::IQ2_S;
     } else if (contains(name, "attn_output.weight")) {
         if (!falcon) {
             if (model.n_expert == 8) {
-                if (ftype == kQ2_K || ftype == kQ3_K_S || ftype == kQ3_K_M || ftype == kIQ4_NL || ftype == kQ4_K_S ||
-                    ftype == kQ4_K_M || ftype == kIQ4_XS) {
+                if (ftype == kQ2_K || ftype == kIQ3_XS || ftype == kIQ3_XXS || ftype == kQ3_K_S || ftype == kQ3_K_M ||
+                    ftype == kIQ4_NL || ftype == kQ4_K_S || ftype == kQ4_K_M || ftype == kIQ3_S || ftype == kIQ3_M ||
+                    ftype == kIQ4_XS) {
                     type = QuantType::Q5_K;
                 }
             } else if (ftype == kQ2_K) {
                 type = QuantType::Q3_K;
-            } else if (ftype == kQ3_K_M) {
+            } else if (ftype == kIQ3_XXS) {
+                type = QuantType::IQ3_S;
+            } else if (ftype == kQ3_K_M || ftype == kIQ3_M) {
                 type = QuantType::Q4_K;
             } else if (ftype == kQ3_K_L) {
                 type = QuantType::Q5_K;
@@ -153,14 +213,20 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
             type = QuantType::Q4_K;
         }
     } else if (contains(name, "ffn_up") || contains(name, "ffn_gate")) {
-        // (Only IQ3_XS's mix, which needs the grid types, changes these.)
+        if (ftype == kIQ3_XS && layer >= n_layer / 8 && layer < 7 * n_layer / 8) type = QuantType::IQ3_XXS;
     } else if (contains(name, "ffn_down")) {
         if (ftype == kQ2_K) {
             type = QuantType::Q3_K;
+        } else if (ftype == kQ2_K_S) {
+            if (layer < n_layer / 8) type = QuantType::Q4_K;
+        } else if (ftype == kIQ3_XXS && !has_imatrix) {
+            type = layer < n_layer / 8 ? QuantType::Q4_K : QuantType::Q3_K;
         } else if (ftype == kQ3_K_M) {
             type = layer < n_layer / 16                             ? QuantType::Q5_K
                    : !falcon || use_more_bits(layer, n_layer)       ? QuantType::Q4_K
                                                                     : QuantType::Q3_K;
+        } else if (ftype == kIQ3_M && (layer < n_layer / 8 || (model.n_expert == 8 && use_more_bits(layer, n_layer)))) {
+            type = QuantType::Q4_K;
         } else if (ftype == kQ3_K_L) {
             type = falcon ? QuantType::Q4_K : QuantType::Q5_K;
         } else if (ftype == kQ4_K_M) {
@@ -169,8 +235,8 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
             } else if (use_more_bits(layer, n_layer)) {
                 type = QuantType::Q6_K;
             }
-        } else if (layer < n_layer / 8 && (ftype == kIQ4_NL || ftype == kIQ4_XS)) {
-            type = QuantType::Q5_K;  // (llama.cpp: without an importance matrix)
+        } else if (layer < n_layer / 8 && (ftype == kIQ4_NL || ftype == kIQ4_XS) && !has_imatrix) {
+            type = QuantType::Q5_K;
         } else if (ftype == kQ5_K_M && use_more_bits(layer, n_layer)) {
             type = QuantType::Q6_K;
         } else if (ftype == kQ4_K_S && !falcon && layer < n_layer / 8) {
@@ -178,6 +244,20 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         }
     }
     return type;
+}
+
+bool requires_importance(const QuantizeTarget& target, const std::string& name, QuantType type) {
+    if (name == "token_embd.weight" || name == "output.weight") return false;
+    switch (type) {
+        case QuantType::IQ3_XXS:
+        case QuantType::IQ2_XXS:
+        case QuantType::IQ2_XS:
+        case QuantType::IQ2_S:
+        case QuantType::IQ1_M:
+        case QuantType::IQ1_S: return true;
+        case QuantType::Q2_K: return target.file_type == kQ2_K_S;
+        default: return false;
+    }
 }
 
 }  // namespace tessera

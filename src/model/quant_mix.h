@@ -25,6 +25,11 @@ struct QuantizeTarget {
     bool mix = true;
 };
 
+// Whether a matrix of `type` needs an importance matrix under `target`, as
+// llama-quantize refuses it without one (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ1_*; Q2_K in a Q2_K_S file); never token_embd or output.weight.
+bool requires_importance(const QuantizeTarget& target, const std::string& name, QuantType type);
+
 // A target by name, any case (e.g. "q4_k_m", "IQ4_XS", "F16"); nothing if unknown.
 std::optional<QuantizeTarget> parse_quantize_target(const std::string& name);
 // The accepted names, for help and error messages.
@@ -39,6 +44,7 @@ struct MixModel {
     int n_expert = 0;
     bool has_output = false;  // an output.weight of its own (else token_embd is the output)
     int n_attn_v = 0;         // attn_v matrices in the file
+    bool has_imatrix = false; // quantized with an importance matrix (some rules differ)
 
     int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 1; }
 };
@@ -46,6 +52,8 @@ struct MixModel {
 // The type `target`'s mix gives the weight matrix `name` with ne[0] = cols;
 // i_attn_v counts the attn_v matrices before it in the file (llama.cpp
 // counts them in file order). The target's type where no rule applies.
+// (llama.cpp's Q4_0/Q5_0 with an importance matrix take Q4_1/Q5_1 for the
+// first ffn_down matrices; Q4_1 has no kernels here, so that rule is not.)
 QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int i_attn_v,
                      const MixModel& model);
 

@@ -38,7 +38,12 @@ bool can_read(QuantType type) {
 // quality; F16 when even that does not fit).
 std::vector<QuantType> fallbacks_of(QuantType type) {
     switch (type) {
-        case QuantType::IQ4_XS: return {QuantType::IQ4_NL, QuantType::F16};
+        case QuantType::IQ4_XS:
+        case QuantType::IQ2_XXS:
+        case QuantType::IQ2_XS:
+        case QuantType::IQ2_S:
+        case QuantType::IQ3_XXS:
+        case QuantType::IQ3_S: return {QuantType::IQ4_NL, QuantType::F16};
         case QuantType::Q2_K:
         case QuantType::Q3_K: return {QuantType::Q4_0, QuantType::F16};
         case QuantType::Q4_K: return {QuantType::Q5_0, QuantType::F16};
@@ -132,6 +137,13 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
                     break;
                 }
             }
+        }
+        if (p.to != p.from && requires_importance(target, t.name, p.to)) {
+            // llama-quantize refuses these too: without one the result is garbage.
+            throw make_error("{}: tensor '{}' would be {}, which needs an importance matrix (llama-quantize's "
+                             "--imatrix); tessera quantize does not read importance matrices yet. Targets that "
+                             "need none: IQ3_S, IQ3_M, IQ4_XS, IQ4_NL and the K-quant mixes",
+                             target.name, t.name, quant_type_name(p.to));
         }
         if (p.to != p.from) {
             if (!can_read(p.from)) {

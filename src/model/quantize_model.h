@@ -15,7 +15,7 @@
 //   - a fallback when the row length is not a multiple of that type's block
 //     (a K-quant needs rows of 256): the next type of at least the same
 //     quality whose block fits, as llama.cpp's (Q4_K -> Q5_0, Q5_K -> Q5_1,
-//     Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0, IQ4_XS -> IQ4_NL; else F16).
+//     Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0, IQ4_XS and the grid I-quants -> IQ4_NL; else F16).
 #pragma once
 
 #include "model/gguf_file.h"

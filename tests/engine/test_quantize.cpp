@@ -111,7 +111,14 @@ TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
     EXPECT_EQ(parse_quantize_target("IQ4_NL")->file_type, 25u);
     EXPECT_EQ(parse_quantize_target("BF16")->file_type, 32u);
     EXPECT_EQ(parse_quantize_target("MXFP4_MOE")->file_type, 38u);
-    EXPECT_FALSE(parse_quantize_target("IQ2_XXS").has_value());  // a grid type: not yet
+    // The I-quant mixes, whose names are not their main types.
+    EXPECT_EQ(parse_quantize_target("IQ2_XXS")->file_type, 19u);
+    EXPECT_EQ(parse_quantize_target("IQ2_S")->type, QuantType::IQ2_XS);
+    EXPECT_EQ(parse_quantize_target("IQ2_M")->type, QuantType::IQ2_S);
+    EXPECT_EQ(parse_quantize_target("IQ3_XS")->file_type, 22u);
+    EXPECT_EQ(parse_quantize_target("IQ3_M")->type, QuantType::IQ3_S);
+    EXPECT_EQ(parse_quantize_target("Q2_K_S")->file_type, 21u);
+    EXPECT_FALSE(parse_quantize_target("IQ1_S").has_value());
     EXPECT_FALSE(parse_quantize_target("Q8").has_value());
 }
 
@@ -347,7 +354,8 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
     std::map<std::string, std::map<std::string, std::string>> exceptions;  // "g4 Q4_K_M" -> tensor -> type
     // The targets llama-quantize was run with (Q6_K's and Q8_0's files had no exceptions).
     const std::set<std::string> targets = {"Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
-                                           "Q6_K",   "IQ4_NL", "IQ4_XS", "Q5_0",   "Q5_1",   "Q8_0",   "Q4_0"};
+                                           "Q6_K",   "IQ4_NL", "IQ4_XS", "Q5_0",   "Q5_1",   "Q8_0",   "Q4_0",
+                                           "IQ3_S",  "IQ3_M"};
     {
         std::istringstream in(test::read_text(test::data_dir() + "/quant/mixes.txt"));
         std::string line;
@@ -359,7 +367,7 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
             exceptions[model + " " + target][tensor] = type;
         }
     }
-    ASSERT_EQ(exceptions.size(), 2u * 13u);
+    ASSERT_EQ(exceptions.size(), 2u * 15u);
     const std::string dir = test::scratch_dir("quantize_every_mix");
     for (const auto& [model, kv_heads] : {std::pair<std::string, int>{"g4", 2}, {"g1", 8}}) {
         RandomModelSpec spec;
