@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 
 namespace tessera {
@@ -27,6 +28,7 @@ struct QuantizeOptions {
     bool pure = false;
     bool allow_requantize = false;
     bool verbose = false;
+    std::string imatrix;
 };
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -45,6 +47,14 @@ void quantize_main(const QuantizeOptions& o) {
     params.n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     params.pure = o.pure;
     params.allow_requantize = o.allow_requantize;
+    std::optional<ImportanceMatrix> importance;
+    if (!o.imatrix.empty()) {
+        importance = read_importance_matrix(o.imatrix);
+        params.importance = &*importance;
+        std::fprintf(stderr, "quantize: importance matrix %s: %zu entries, %d chunks%s%s\n", o.imatrix.c_str(),
+                     importance->entries.size(), importance->chunk_count,
+                     importance->datasets.empty() ? "" : " of ", importance->datasets.empty() ? "" : importance->datasets.front().c_str());
+    }
 
     std::fprintf(stderr, "quantize: %s -> %s as %s (general.file_type %u), %d threads\n", o.input.c_str(),
                  o.output.c_str(), target->name.c_str(), target->file_type, params.n_threads);
@@ -94,6 +104,9 @@ void add_quantize_command(CLI::App& app) {
     cmd->add_option("-t,--threads", o->n_threads, "Threads converting rows (0: one per CPU)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
+    cmd->add_option("--imatrix", o->imatrix,
+                    "llama-imatrix's importance matrix (GGUF or legacy .dat): importance-weighted quantizers, as "
+                    "llama-quantize --imatrix; needed by the IQ2_* and IQ3_XXS targets");
     cmd->add_flag("--pure", o->pure, "Every weight matrix in the target type: no llama.cpp mix (output.weight Q6_K, ...)");
     cmd->add_flag("--allow-requantize", o->allow_requantize,
                   "Accept a source whose matrices are already quantized (the rounding errors add up)");

@@ -1,6 +1,7 @@
 #include "model/quantize_model.h"
 
 #include "model/gguf_writer.h"
+#include "ops/quant_importance.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -92,7 +93,11 @@ void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = begin; r < end; ++r) {
             from.to_float(src.data + r * src_row, row.data(), cols);
-            to.from_float(row.data(), dst + r * dst_row, cols);
+            if (plan.importance != nullptr) {
+                quantize_row_with_importance(plan.to, row.data(), dst + r * dst_row, cols, plan.importance->data());
+            } else {
+                to.from_float(row.data(), dst + r * dst_row, cols);
+            }
         }
     });
 }
@@ -105,7 +110,8 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
         throw make_error("{}: this build cannot write {} tensors (no quantizer for the type yet)", target.name,
                          quant_type_name(target.type));
     }
-    const MixModel model = mix_model_of(in);
+    MixModel model = mix_model_of(in);
+    model.has_imatrix = params.importance != nullptr;
     const bool mix = !params.pure && is_block_quantized(target.type);
     int i_attn_v = 0;
 
@@ -138,11 +144,29 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
                 }
             }
         }
-        if (p.to != p.from && requires_importance(target, t.name, p.to)) {
+        if (params.importance != nullptr && p.to != p.from) {
+            p.importance = params.importance->find(t.name);
+            if (p.importance != nullptr && p.importance->size() != static_cast<size_t>(cols)) {
+                // llama-quantize: an importance matrix of another model. (The
+                // embedding, a lookup, never gets one that fits: ignored.)
+                if (t.name != "token_embd.weight") {
+                    throw make_error("{}: importance of '{}' has {} values, the matrix {} columns (an importance "
+                                     "matrix of another model?)",
+                                     params.importance->path, t.name, p.importance->size(), cols);
+                }
+                p.importance = nullptr;
+            }
+        }
+        if (p.to != p.from && p.importance == nullptr && requires_importance(target, t.name, p.to)) {
             // llama-quantize refuses these too: without one the result is garbage.
-            throw make_error("{}: tensor '{}' would be {}, which needs an importance matrix (llama-quantize's "
-                             "--imatrix); tessera quantize does not read importance matrices yet. Targets that "
-                             "need none: IQ3_S, IQ3_M, IQ4_XS, IQ4_NL and the K-quant mixes",
+            if (params.importance != nullptr) {
+                throw make_error("{}: tensor '{}' would be {}, which needs an importance matrix, and {} has none "
+                                 "for it",
+                                 target.name, t.name, quant_type_name(p.to), params.importance->path);
+            }
+            throw make_error("{}: tensor '{}' would be {}, which needs an importance matrix: pass llama-imatrix's "
+                             "output with --imatrix FILE (targets that need none: IQ3_S, IQ3_M, IQ4_XS, IQ4_NL and "
+                             "the K-quant mixes)",
                              target.name, t.name, quant_type_name(p.to));
         }
         if (p.to != p.from) {
@@ -188,6 +212,14 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
         }
     }
     if (!wrote_file_type) writer.set_u32("general.file_type", params.target.file_type);
+    if (params.importance != nullptr) {
+        // What llama-quantize records of the importance matrix it used.
+        const ImportanceMatrix& m = *params.importance;
+        writer.set_string("quantize.imatrix.file", m.path);
+        if (!m.datasets.empty()) writer.set_string("quantize.imatrix.dataset", m.datasets.front());
+        writer.set_i32("quantize.imatrix.entries_count", static_cast<int32_t>(m.entries.size()));
+        if (m.chunk_count > 0) writer.set_i32("quantize.imatrix.chunks_count", m.chunk_count);
+    }
     if (any_quantized) writer.set_u32("general.quantization_version", kQuantizationVersion);
 
     ThreadPool pool(std::max(1, params.n_threads));

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "model/gguf_file.h"
+#include "model/importance_matrix.h"
 #include "model/quant_mix.h"
 #include "ops/quant_type.h"
 
@@ -35,6 +36,11 @@ struct QuantizeParams {
     int n_threads = 1;
     bool pure = false;              // no llama.cpp mix: every matrix gets target.type
     bool allow_requantize = false;  // accept already-quantized source matrices
+    // llama-quantize's --imatrix (caller-owned; nullptr: none): matrices it
+    // names quantize with llama.cpp's importance-weighted quantizers, the
+    // mixes take their importance-matrix rules, and the targets that need
+    // one (IQ2_*, IQ3_XXS, Q2_K_S) become possible.
+    const ImportanceMatrix* importance = nullptr;
 };
 
 // What happens to one tensor.
@@ -46,6 +52,7 @@ struct TensorQuantPlan {
     QuantType wanted;          // mixed, or the target's type if this build cannot write mixed
     QuantType to;              // type written (wanted, or its fallback)
     bool converted = false;    // false: bytes copied unchanged
+    const std::vector<float>* importance = nullptr;  // its importance-matrix values (ne[0] of them), if any
     uint64_t bytes_in = 0;
     uint64_t bytes_out = 0;
     bool fell_back() const { return to != wanted; }
@@ -53,8 +60,10 @@ struct TensorQuantPlan {
 };
 
 // Decides every tensor's type; throws an Error (naming the tensor) when a
-// source type cannot be converted or requantizing was not allowed, and when
-// the target type cannot be written by this build.
+// source type cannot be converted or requantizing was not allowed, when the
+// target type cannot be written by this build, when a matrix's type needs an
+// importance matrix that does not cover it, and when the importance matrix's
+// size for a matrix is not its column count (a matrix of another model).
 std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeParams& params);
 
 struct QuantizeSummary {

@@ -3,7 +3,9 @@
 
 #include "ops/block_io.h"
 #include "ops/float_canonical.h"
+#include "ops/quant_search.h"
 #include "ops/quant_blocks.h"
+#include "util/error.h"
 #include "util/fp16.h"
 
 #include <algorithm>
@@ -72,6 +74,75 @@ void q5_0_from_float(const float* src, void* dst, int64_t n) {
         // in [0.5, 32.5], so the truncation is the floor.
         for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>(std::min(31, static_cast<int>(static_cast<int8_t>(x[i] * id + 16.5f))));
         pack_q5(L, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+namespace {
+
+// llama.cpp's weights of a 32-block under an importance matrix: the
+// importance times sqrt(sigma2 + x^2), sigma2 the row's mean square.
+float row_sigma2(const float* x, int64_t n) {
+    float sum_x2 = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / static_cast<float>(n);
+}
+
+void block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
+    for (int j = 0; j < kBlock; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+}
+
+}  // namespace
+
+void q5_0_quantize(const float* src, void* dst, int64_t n, const float* importance) {
+    if (importance == nullptr) return q5_0_from_float(src, dst, n);
+    // quantize_row_q5_0_impl: a weighted symmetric fit per block.
+    const float sigma2 = row_sigma2(src, n);
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* xb = src + b * kBlock;
+        float weight[kBlock];
+        block_weights(xb, importance + b * kBlock, sigma2, weight);
+        int8_t L[kBlock];
+        BlockQ5_0 block{};
+        block.d = fp32_to_fp16(quant_search::make_qx_quants(kBlock, 16, xb, L, weight));
+        uint8_t codes[kBlock];
+        for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(L[i]);
+        pack_q5(codes, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+void q5_1_quantize(const float* src, void* dst, int64_t n, const float* importance) {
+    if (importance == nullptr) return q5_1_from_float(src, dst, n);
+    // quantize_row_q5_1_impl: a weighted fit of scale and min per block.
+    const float sigma2 = row_sigma2(src, n);
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* xb = src + b * kBlock;
+        float weight[kBlock];
+        block_weights(xb, importance + b * kBlock, sigma2, weight);
+        uint8_t L[kBlock], Laux[kBlock];
+        float min = 0.0f;
+        BlockQ5_1 block{};
+        block.d = fp32_to_fp16(quant_search::make_qkx2_quants(kBlock, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false));
+        block.m = fp32_to_fp16(-min);
+        pack_q5(L, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+void q4_0_quantize(const float* src, void* dst, int64_t n, const float* importance) {
+    // (Without one, Q4_0's quantizer is its traits' from_float: quant_scalar.cpp.)
+    if (importance == nullptr) throw make_error("internal: Q4_0's importance quantizer without an importance matrix");
+    // quantize_row_q4_0_impl: a weighted symmetric fit per block.
+    const float sigma2 = row_sigma2(src, n);
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* xb = src + b * kBlock;
+        float weight[kBlock];
+        block_weights(xb, importance + b * kBlock, sigma2, weight);
+        int8_t L[kBlock];
+        BlockQ4_0 block{};
+        block.d = fp32_to_fp16(quant_search::make_qx_quants(kBlock, 8, xb, L, weight));
+        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
         store_block(dst, b, block);
     }
 }

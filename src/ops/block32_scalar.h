@@ -22,6 +22,12 @@ float q5_0_vec_dot(int64_t n, const void* w, const void* x);
 
 void q5_1_to_float(const void* src, float* dst, int64_t n);
 void q5_1_from_float(const float* src, void* dst, int64_t n);
+// With an importance matrix (n values, one per column, for a whole row of n:
+// llama.cpp weighs by the row's mean square; nullptr: as from_float, but
+// Q4_0's must have one), as llama.cpp's quantize_q4_0 / q5_0 / q5_1 given one.
+void q4_0_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q5_0_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q5_1_quantize(const float* src, void* dst, int64_t n, const float* importance);
 float q5_1_vec_dot(int64_t n, const void* w, const void* x);
 
 void mxfp4_to_float(const void* src, float* dst, int64_t n);

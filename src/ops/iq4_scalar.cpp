@@ -23,12 +23,17 @@ constexpr int kSub = 32;
 constexpr int kTries = 7;
 
 // llama.cpp's quantize_row_iq4_nl_impl for one block (n = 32: IQ4_NL) or
-// super-block (n = 256: IQ4_XS, with scales_l / scales_h), no importance
-// matrix. Each sub-block of 32: the scale mapping its largest element onto
-// the grid's end, then 2 * 7 + 1 inverse scales each refitted by weighted
-// least squares (weights x^2), the best kept. IQ4_XS then rounds each scale
-// to a 6-bit multiple of one fp16 d and requantizes against it.
-void iq4_quantize(const float* x, int n, uint16_t* dh, uint8_t* q4, uint16_t* scales_h, uint8_t* scales_l) {
+// super-block (n = 256: IQ4_XS, with scales_l / scales_h). Each sub-block of
+// 32: the scale mapping its largest element onto the grid's end, then 2 * 7
+// + 1 inverse scales each refitted by weighted least squares (weights x^2,
+// or with an importance matrix its n values times sqrt(sigma2 + x^2)), the
+// best kept. IQ4_XS then rounds each scale to a 6-bit multiple of one fp16
+// d and requantizes against it.
+void iq4_quantize(const float* x, int n, const float* importance, uint16_t* dh, uint8_t* q4, uint16_t* scales_h,
+                  uint8_t* scales_l) {
+    float sigma2 = 0.0f;
+    for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.0f / static_cast<float>(n);
     const int8_t* values = kIq4nlValues;
     uint8_t L[kQK_K];
     float scales[kQK_K / kSub];
@@ -39,7 +44,9 @@ void iq4_quantize(const float* x, int n, uint16_t* dh, uint8_t* q4, uint16_t* sc
     for (int ib = 0; ib < n / kSub; ++ib) {
         const float* xb = x + ib * kSub;
         uint8_t* Lb = L + ib * kSub;
-        for (int j = 0; j < kSub; ++j) weight[j] = xb[j] * xb[j];
+        for (int j = 0; j < kSub; ++j) {
+            weight[j] = importance != nullptr ? importance[ib * kSub + j] * std::sqrt(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
+        }
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < kSub; ++j) {
             if (std::fabs(xb[j]) > amax) {
@@ -126,10 +133,13 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void iq4_nl_from_float(const float* src, void* dst, int64_t n) {
+void iq4_nl_from_float(const float* src, void* dst, int64_t n) { iq4_nl_quantize(src, dst, n, nullptr); }
+
+void iq4_nl_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     for (int64_t b = 0; b < n / kSub; ++b) {
         BlockIQ4_NL block{};
-        iq4_quantize(src + b * kSub, kSub, &block.d, block.qs, nullptr, nullptr);
+        iq4_quantize(src + b * kSub, kSub, importance != nullptr ? importance + b * kSub : nullptr, &block.d, block.qs,
+                     nullptr, nullptr);
         store_block(dst, b, block);
     }
 }
@@ -159,10 +169,13 @@ void iq4_xs_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void iq4_xs_from_float(const float* src, void* dst, int64_t n) {
+void iq4_xs_from_float(const float* src, void* dst, int64_t n) { iq4_xs_quantize(src, dst, n, nullptr); }
+
+void iq4_xs_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         BlockIQ4_XS block{};
-        iq4_quantize(src + b * kQK_K, kQK_K, &block.d, block.qs, &block.scales_h, block.scales_l);
+        iq4_quantize(src + b * kQK_K, kQK_K, importance != nullptr ? importance + b * kQK_K : nullptr, &block.d, block.qs,
+                     &block.scales_h, block.scales_l);
         store_block(dst, b, block);
     }
 }

@@ -28,4 +28,9 @@ struct BlockIQ4_XS;
 struct BlockQ8_K;
 float iq4_xs_block_step(const BlockIQ4_XS& w, const BlockQ8_K& x, float acc);
 
+// With an importance matrix (n values, one per column; nullptr: as
+// from_float): llama.cpp's quantize_iq4_nl / quantize_iq4_xs given one.
+void iq4_nl_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void iq4_xs_quantize(const float* src, void* dst, int64_t n, const float* importance);
+
 }  // namespace tessera

@@ -57,7 +57,7 @@ void q2_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void q2_k_from_float(const float* src, void* dst, int64_t n) {
+void q2_k_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     constexpr int kSubs = kQK_K / 16;
     constexpr float kScaleMax = 15.0f;  // scales and mins are 4-bit multiples of d and dmin
     for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -66,28 +66,50 @@ void q2_k_from_float(const float* src, void* dst, int64_t n) {
         uint8_t Laux[16];
         float weights[16];
         float scales[kSubs], mins[kSubs];
-        float max_scale = 0.0f, max_min = 0.0f;
-        for (int j = 0; j < kSubs; ++j) {
-            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-            scales[j] = quant_search::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
-                                                       0.1f, 15, true);
-            max_scale = std::max(max_scale, scales[j]);
-            max_min = std::max(max_min, mins[j]);
-        }
         BlockQ2_K block{};
-        if (max_scale > 0) {
-            const float iscale = kScaleMax / max_scale;
-            for (int j = 0; j < kSubs; ++j) block.scales[j] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * scales[j]), 0, 15));
-            block.d = fp32_to_fp16(max_scale / kScaleMax);
+        if (importance != nullptr) {
+            // quantize_row_q2_K_impl: weights from the importance and the
+            // block's spread, then the 4-bit scales and mins fitted by
+            // weighted least squares (make_qp_quants) rather than scaled to
+            // the largest.
+            const float* qw_block = importance + b * kQK_K;
+            float sumx2 = 0.0f;
+            for (int i = 0; i < kQK_K; ++i) sumx2 += x[i] * x[i];
+            const float sigma2 = sumx2 / kQK_K;
+            float sw[kSubs] = {};
+            for (int j = 0; j < kSubs; ++j) {
+                for (int l = 0; l < 16; ++l) weights[l] = qw_block[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+                for (int l = 0; l < 16; ++l) sw[j] += weights[l];
+                scales[j] = quant_search::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.9f,
+                                                           0.05f, 36, false);
+            }
+            uint8_t Ls[kSubs], Lm[kSubs];
+            block.d = fp32_to_fp16(quant_search::make_qp_quants(kSubs, 15, scales, Ls, sw));
+            block.dmin = fp32_to_fp16(quant_search::make_qp_quants(kSubs, 15, mins, Lm, sw));
+            for (int j = 0; j < kSubs; ++j) block.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
         } else {
-            block.d = fp32_to_fp16(0.0f);
-        }
-        if (max_min > 0) {
-            const float iscale = kScaleMax / max_min;
-            for (int j = 0; j < kSubs; ++j) block.scales[j] |= static_cast<uint8_t>(std::clamp(nearest_int(iscale * mins[j]), 0, 15) << 4);
-            block.dmin = fp32_to_fp16(max_min / kScaleMax);
-        } else {
-            block.dmin = fp32_to_fp16(0.0f);
+            float max_scale = 0.0f, max_min = 0.0f;
+            for (int j = 0; j < kSubs; ++j) {
+                for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+                scales[j] = quant_search::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
+                                                           0.1f, 15, true);
+                max_scale = std::max(max_scale, scales[j]);
+                max_min = std::max(max_min, mins[j]);
+            }
+            if (max_scale > 0) {
+                const float iscale = kScaleMax / max_scale;
+                for (int j = 0; j < kSubs; ++j) block.scales[j] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * scales[j]), 0, 15));
+                block.d = fp32_to_fp16(max_scale / kScaleMax);
+            } else {
+                block.d = fp32_to_fp16(0.0f);
+            }
+            if (max_min > 0) {
+                const float iscale = kScaleMax / max_min;
+                for (int j = 0; j < kSubs; ++j) block.scales[j] |= static_cast<uint8_t>(std::clamp(nearest_int(iscale * mins[j]), 0, 15) << 4);
+                block.dmin = fp32_to_fp16(max_min / kScaleMax);
+            } else {
+                block.dmin = fp32_to_fp16(0.0f);
+            }
         }
         // Requantize against the scales as stored.
         for (int j = 0; j < kSubs; ++j) {
@@ -100,6 +122,8 @@ void q2_k_from_float(const float* src, void* dst, int64_t n) {
         store_block(dst, b, block);
     }
 }
+
+void q2_k_from_float(const float* src, void* dst, int64_t n) { q2_k_quantize(src, dst, n, nullptr); }
 
 float q2_k_block_step(const BlockQ2_K& wb, const BlockQ8_K& xb, float acc) {
     int32_t scaled = 0, mins = 0;
@@ -130,36 +154,59 @@ void q3_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void q3_k_from_float(const float* src, void* dst, int64_t n) {
+void q3_k_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     constexpr int kSubs = kQK_K / 16;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         int8_t L[kQK_K];
         float scales[kSubs];
-        float max_scale = 0.0f, amax = 0.0f;
-        for (int j = 0; j < kSubs; ++j) {
-            scales[j] = quant_search::make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            if (std::fabs(scales[j]) > amax) {
-                amax = std::fabs(scales[j]);
-                max_scale = scales[j];
+        BlockQ3_K block{};
+        // The 6-bit scale codes (the value is code - 32), one per sub-block.
+        int codes6[kSubs] = {};
+        if (importance != nullptr) {
+            // quantize_row_q3_K_impl: weighted fits of the sub-blocks, then of
+            // their scales (weighted by each sub-block's total weight).
+            const float* qw_block = importance + b * kQK_K;
+            float sumx2 = 0.0f;
+            for (int i = 0; i < kQK_K; ++i) sumx2 += x[i] * x[i];
+            const float sigma2 = 2 * sumx2 / kQK_K;
+            float weights[16], sw[kSubs];
+            for (int j = 0; j < kSubs; ++j) {
+                for (int l = 0; l < 16; ++l) weights[l] = qw_block[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+                float sumw = 0.0f;
+                for (int l = 0; l < 16; ++l) sumw += weights[l];
+                sw[j] = sumw;
+                scales[j] = quant_search::make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weights);
+            }
+            int8_t Ls[kSubs];
+            block.d = fp32_to_fp16(quant_search::make_qx_quants(kSubs, 32, scales, Ls, sw));
+            for (int j = 0; j < kSubs; ++j) codes6[j] = Ls[j];
+        } else {
+            float max_scale = 0.0f, amax = 0.0f;
+            for (int j = 0; j < kSubs; ++j) {
+                scales[j] = quant_search::make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+                if (std::fabs(scales[j]) > amax) {
+                    amax = std::fabs(scales[j]);
+                    max_scale = scales[j];
+                }
+            }
+            if (max_scale != 0.0f) {
+                // 6-bit signed scales: the largest maps to -32.
+                const float iscale = -32.0f / max_scale;
+                for (int j = 0; j < kSubs; ++j) codes6[j] = std::clamp(nearest_int(iscale * scales[j]), -32, 31) + 32;
+                block.d = fp32_to_fp16(1.0f / iscale);
+            } else {
+                block.d = fp32_to_fp16(0.0f);
             }
         }
-        BlockQ3_K block{};
-        if (max_scale != 0.0f) {
-            // 6-bit signed scales: the largest maps to -32.
-            const float iscale = -32.0f / max_scale;
-            for (int j = 0; j < kSubs; ++j) {
-                const int l = std::clamp(nearest_int(iscale * scales[j]), -32, 31) + 32;
-                if (j < 8) {
-                    block.scales[j] = static_cast<uint8_t>(l & 0xF);
-                } else {
-                    block.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
-                }
-                block.scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+        for (int j = 0; j < kSubs; ++j) {
+            const int l = codes6[j];
+            if (j < 8) {
+                block.scales[j] = static_cast<uint8_t>(l & 0xF);
+            } else {
+                block.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
             }
-            block.d = fp32_to_fp16(1.0f / iscale);
-        } else {
-            block.d = fp32_to_fp16(0.0f);
+            block.scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
         }
         for (int j = 0; j < kSubs; ++j) {
             const float d = fp16_to_fp32(block.d) * static_cast<float>(q3_k_scale(j, block.scales) - 32);
@@ -179,6 +226,8 @@ void q3_k_from_float(const float* src, void* dst, int64_t n) {
         store_block(dst, b, block);
     }
 }
+
+void q3_k_from_float(const float* src, void* dst, int64_t n) { q3_k_quantize(src, dst, n, nullptr); }
 
 float q3_k_block_step(const BlockQ3_K& wb, const BlockQ8_K& xb, float acc) {
     int32_t total = 0;
@@ -211,12 +260,15 @@ void q5_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void q5_k_from_float(const float* src, void* dst, int64_t n) {
+void q5_k_from_float(const float* src, void* dst, int64_t n) { q5_k_quantize(src, dst, n, nullptr); }
+
+void q5_k_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         uint8_t L[kQK_K];
         BlockQ5_K block{};
-        k_scale_min_quants(x, 31, -0.5f, 15, block.scales, &block.d, &block.dmin, L);
+        k_scale_min_quants(x, 31, -0.5f, 15, importance != nullptr ? importance + b * kQK_K : nullptr, block.scales,
+                           &block.d, &block.dmin, L);
         for (int g = 0; g < 4; ++g) {
             for (int l = 0; l < 32; ++l) {
                 int l1 = L[64 * g + l], l2 = L[64 * g + 32 + l];

@@ -48,48 +48,71 @@ void q4_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, uint8_t* scales, uint16_t* d_out,
-                        uint16_t* dmin_out, uint8_t* L) {
+void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, const float* importance, uint8_t* scales,
+                        uint16_t* d_out, uint16_t* dmin_out, uint8_t* L) {
     constexpr int kSub = 32;
     constexpr int kSubs = kQK_K / kSub;
     uint8_t Laux[kSub];
     float weights[kSub];
     float sub_scales[kSubs];
     float mins[kSubs];
-    float max_scale = 0.0f;  // the min is subtracted, so scales are never negative
-    float max_min = 0.0f;
-    for (int j = 0; j < kSubs; ++j) {
-        const float* xs = x + kSub * j;
-        // Weight each element by the sub-block's RMS plus its own magnitude:
-        // large elements matter more, but small ones are not ignored.
+    uint8_t ls[kSubs], lm[kSubs];
+    if (importance != nullptr) {
+        // quantize_row_q4_K_impl / q5_K_impl: weights from the importance and
+        // the super-block's spread; the 6-bit scales and mins fitted by
+        // weighted least squares (make_qp_quants).
         float sum_x2 = 0.0f;
-        for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
-        const float av_x = std::sqrt(sum_x2 / kSub);
-        for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-        sub_scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
-        max_scale = std::max(max_scale, sub_scales[j]);
-        max_min = std::max(max_min, mins[j]);
+        for (int l = 0; l < kQK_K; ++l) sum_x2 += x[l] * x[l];
+        const float sigma2 = 2 * sum_x2 / kQK_K;
+        float sw[kSubs];
+        for (int j = 0; j < kSubs; ++j) {
+            const float* xs = x + kSub * j;
+            for (int l = 0; l < kSub; ++l) weights[l] = importance[kSub * j + l] * std::sqrt(sigma2 + xs[l] * xs[l]);
+            float sumw = 0.0f;
+            for (int l = 0; l < kSub; ++l) sumw += weights[l];
+            sw[j] = sumw;
+            sub_scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        *d_out = fp32_to_fp16(quant_search::make_qp_quants(kSubs, 63, sub_scales, ls, sw));
+        *dmin_out = fp32_to_fp16(quant_search::make_qp_quants(kSubs, 63, mins, lm, sw));
+    } else {
+        float max_scale = 0.0f;  // the min is subtracted, so scales are never negative
+        float max_min = 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            const float* xs = x + kSub * j;
+            // Weight each element by the sub-block's RMS plus its own magnitude:
+            // large elements matter more, but small ones are not ignored.
+            float sum_x2 = 0.0f;
+            for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
+            const float av_x = std::sqrt(sum_x2 / kSub);
+            for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
+            sub_scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+            max_scale = std::max(max_scale, sub_scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        // The sub-block scales and mins become 6-bit multiples of d and dmin.
+        const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+        const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+        for (int j = 0; j < kSubs; ++j) {
+            // (A fitted scale is practically never negative; clamp so one cannot
+            // spill into the neighbouring packed bits.)
+            ls[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * sub_scales[j]), 0, 63));
+            lm[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
+        }
+        *d_out = fp32_to_fp16(max_scale / 63.0f);
+        *dmin_out = fp32_to_fp16(max_min / 63.0f);
     }
-    // The sub-block scales and mins become 6-bit multiples of d and dmin.
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     std::fill(scales, scales + 12, uint8_t{0});
     for (int j = 0; j < kSubs; ++j) {
-        // (A fitted scale is practically never negative; clamp so one cannot
-        // spill into the neighbouring packed bits.)
-        const auto ls = static_cast<uint8_t>(std::clamp(nearest_int(inv_scale * sub_scales[j]), 0, 63));
-        const auto lm = static_cast<uint8_t>(std::clamp(nearest_int(inv_min * mins[j]), 0, 63));
         if (j < 4) {
-            scales[j] = ls;
-            scales[j + 4] = lm;
+            scales[j] = ls[j];
+            scales[j + 4] = lm[j];
         } else {
-            scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-            scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-            scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+            scales[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+            scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+            scales[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
         }
     }
-    *d_out = fp32_to_fp16(max_scale / 63.0f);
-    *dmin_out = fp32_to_fp16(max_min / 63.0f);
     // Requantize against the scales as stored (rounded to 6 bits and fp16).
     for (int j = 0; j < kSubs; ++j) {
         uint8_t sc, m;
@@ -103,12 +126,15 @@ void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, uint8_t
     }
 }
 
-void q4_k_from_float(const float* src, void* dst, int64_t n) {
+void q4_k_from_float(const float* src, void* dst, int64_t n) { q4_k_quantize(src, dst, n, nullptr); }
+
+void q4_k_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float* x = src + b * kQK_K;
         uint8_t L[kQK_K];
         BlockQ4_K block{};
-        k_scale_min_quants(x, 15, -1.0f, 20, block.scales, &block.d, &block.dmin, L);
+        k_scale_min_quants(x, 15, -1.0f, 20, importance != nullptr ? importance + b * kQK_K : nullptr, block.scales,
+                           &block.d, &block.dmin, L);
         for (int g = 0; g < 4; ++g) {
             for (int l = 0; l < 32; ++l) {
                 block.qs[32 * g + l] = static_cast<uint8_t>(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
@@ -156,7 +182,9 @@ void q6_k_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
-void q6_k_from_float(const float* src, void* dst, int64_t n) {
+void q6_k_from_float(const float* src, void* dst, int64_t n) { q6_k_quantize(src, dst, n, nullptr); }
+
+void q6_k_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     constexpr int kSub = 16;
     constexpr int kSubs = kQK_K / kSub;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -166,7 +194,9 @@ void q6_k_from_float(const float* src, void* dst, int64_t n) {
         float max_scale = 0.0f;  // the sub-block scale of largest magnitude, with its sign
         float max_abs_scale = 0.0f;
         for (int j = 0; j < kSubs; ++j) {
-            scales[j] = make_qx_quants(kSub, 32, x + kSub * j, L + kSub * j);
+            // (llama.cpp's quantize_row_q6_K_impl weighs by the importance alone.)
+            const float* qw = importance != nullptr ? importance + b * kQK_K + kSub * j : nullptr;
+            scales[j] = make_qx_quants(kSub, 32, x + kSub * j, L + kSub * j, qw);
             if (std::fabs(scales[j]) > max_abs_scale) {
                 max_abs_scale = std::fabs(scales[j]);
                 max_scale = scales[j];

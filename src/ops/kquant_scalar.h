@@ -46,9 +46,19 @@ float q3_k_block_step(const BlockQ3_K& w, const BlockQ8_K& x, float acc);
 // reference): per sub-block of 32, codes L in [0, nmax] and a scale and min
 // (make_qkx2_quants from rmin over nstep + 1 tries), the 8 scales and mins
 // packed as 6-bit multiples of fp16 d and dmin into `scales` (12 bytes), and
-// L requantized against them as stored.
-void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, uint8_t* scales, uint16_t* d,
-                        uint16_t* dmin, uint8_t* L);
+// L requantized against them as stored. With `importance` (this
+// super-block's 256 values of llama.cpp's importance matrix) the weighted
+// search of quantize_row_q4_K_impl / q5_K_impl instead.
+void k_scale_min_quants(const float* x, int nmax, float rmin, int nstep, const float* importance, uint8_t* scales,
+                        uint16_t* d, uint16_t* dmin, uint8_t* L);
+
+// The quantizers with an importance matrix (one value per column of the row
+// of n; nullptr: as from_float), as llama.cpp's quantize_q*_K.
+void q2_k_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q3_k_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q4_k_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q5_k_quantize(const float* src, void* dst, int64_t n, const float* importance);
+void q6_k_quantize(const float* src, void* dst, int64_t n, const float* importance);
 
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 void q8_k_from_float(const float* src, void* dst, int64_t n);

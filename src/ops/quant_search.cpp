@@ -82,7 +82,7 @@ void signed_max(int n, const float* x, float* max, float* amax) {
 
 }  // namespace
 
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw) {
     float max, amax;
     signed_max(n, x, &max, &amax);
     if (amax < kGroupMaxEps) {
@@ -96,7 +96,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
     for (int i = 0; i < n; ++i) {
         const int l = code(iscale * x[i]);
         L[i] = static_cast<int8_t>(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw != nullptr ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * static_cast<float>(l);
         suml2 += w * static_cast<float>(l) * static_cast<float>(l);
     }
@@ -108,7 +108,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
         sumlx = suml2 = 0.0f;
         for (int i = 0; i < n; ++i) {
             const int l = code(iscale * x[i]);
-            const float w = x[i] * x[i];
+            const float w = qw != nullptr ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * static_cast<float>(l);
             suml2 += w * static_cast<float>(l) * static_cast<float>(l);
         }

@@ -16,16 +16,17 @@ inline constexpr float kGroupMaxEps = 1e-15f;
 // 1.5 * 2^23 addition trick) computes for the magnitudes met here.
 int nearest_int(float x);
 
-// make_qkx2_quants: codes L in [0, nmax] and (scale, min) with
+// make_qkx2_quants (and llama.cpp's make_qkx3_quants, the same search when
+// given weights, as its importance-matrix quantizers do): codes L in [0, nmax] and (scale, min) with
 // x ~ scale * L - min, minimizing the weighted squared (or, use_mad,
 // absolute) error over nstep + 1 inverse scales, each followed by a
 // least-squares fit. Returns the scale; *the_min >= 0.
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
                        uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
 
-// make_qx_quants with rmse_type 1 (weights x^2): codes L in [0, 2 nmax) for
-// l + nmax, l in [-nmax, nmax - 1]; returns the scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
+// make_qx_quants with rmse_type 1: codes L in [0, 2 nmax) for l + nmax, l
+// in [-nmax, nmax - 1], under weights qw (nullptr: x^2); returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr);
 
 // make_q3_quants with do_rmse: symmetric codes as make_qx_quants, refined by
 // up to 5 passes moving one code at a time; returns the scale.
