@@ -13,6 +13,7 @@ enum Ftype : uint32_t {
     kAllF32 = 0,
     kF16 = 1,
     kQ4_0 = 2,
+    kQ4_1 = 3,
     kQ8_0 = 7,
     kQ5_0 = 8,
     kQ5_1 = 9,
@@ -40,7 +41,7 @@ enum Ftype : uint32_t {
     kMXFP4_MOE = 38,
 };
 
-const std::array<QuantizeTarget, 32> kTargets{{
+const std::array<QuantizeTarget, 33> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -52,6 +53,7 @@ const std::array<QuantizeTarget, 32> kTargets{{
     {"Q5_0", QuantType::Q5_0, kQ5_0},
     {"Q4_K_M", QuantType::Q4_K, kQ4_K_M},
     {"Q4_K_S", QuantType::Q4_K, kQ4_K_S},
+    {"Q4_1", QuantType::Q4_1, kQ4_1},
     {"Q4_0", QuantType::Q4_0, kQ4_0},
     {"IQ4_NL", QuantType::IQ4_NL, kIQ4_NL},
     {"IQ4_XS", QuantType::IQ4_XS, kIQ4_XS},
@@ -241,6 +243,10 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
             type = QuantType::Q6_K;
         } else if (ftype == kQ4_K_S && !falcon && layer < n_layer / 8) {
             type = QuantType::Q5_K;
+        } else if ((ftype == kQ4_0 || ftype == kQ5_0) && has_imatrix && layer < n_layer / 8) {
+            // llama.cpp: even with an importance matrix the first ffn_down
+            // layers can go wrong at Q4_0 / Q5_0; their min makes Q4_1 / Q5_1 safe.
+            type = ftype == kQ4_0 ? QuantType::Q4_1 : QuantType::Q5_1;
         }
     }
     return type;

@@ -52,8 +52,6 @@ struct MixModel {
 // The type `target`'s mix gives the weight matrix `name` with ne[0] = cols;
 // i_attn_v counts the attn_v matrices before it in the file (llama.cpp
 // counts them in file order). The target's type where no rule applies.
-// (llama.cpp's Q4_0/Q5_0 with an importance matrix take Q4_1/Q5_1 for the
-// first ffn_down matrices; Q4_1 has no kernels here, so that rule is not.)
 QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int i_attn_v,
                      const MixModel& model);
 

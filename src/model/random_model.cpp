@@ -22,6 +22,7 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::F32: return 0;
         case QuantType::F16: return 1;
         case QuantType::Q4_0: return 2;
+        case QuantType::Q4_1: return 3;
         case QuantType::Q8_0: return 7;
         // llama.cpp has no file type for "all Q4_K"; a --pure Q4_K_M is written as Q4_K_M.
         case QuantType::Q4_K: return 15;

@@ -6,6 +6,7 @@
 // 2k + 1 that of 16 + 4k + i); IQ4_NL / MXFP4 codes are grid indices.
 //   Q5_0   fp16 d at 0, codes at 32, fifth bits at 288           (352 bytes)
 //   Q5_1   fp16 d at 0, fp16 m at 32, codes at 64, bits at 320  (384 bytes)
+//   Q4_1   fp16 d at 0, fp16 m at 32, codes at 64                (320 bytes)
 //   IQ4_NL fp16 d at 0, codes at 32                              (288 bytes)
 //   MXFP4  the exponent byte e at r, codes at 16                 (272 bytes)
 #pragma once
@@ -25,6 +26,7 @@ struct Layout {
 
 inline constexpr Layout kQ5_0{352, 32, 288, 0};
 inline constexpr Layout kQ5_1{384, 64, 320, 32};
+inline constexpr Layout kQ4_1{320, 64, 0, 32};
 inline constexpr Layout kIQ4_NL{288, 32, 0, 0};
 inline constexpr Layout kMXFP4{272, 16, 0, 0};
 

@@ -1,4 +1,4 @@
-// Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
+// Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
 // (ops/block32_group_layout.h) against Q8_0 activations on 256-bit x86
 // vectors (targets AVX2 and AVX-512 without VNNI): the AVX-512 VNNI kernel's
 // arithmetic (block32_groups_vnni-inl.h) on 8 rows a vector, a group in two
@@ -55,7 +55,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                           const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride,
                           bool accumulate) {
     using namespace block32_group;
-    static constexpr Layout L = kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1
+    static constexpr Layout L = kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1 : kType == QuantType::Q4_1 ? kQ4_1
                               : kType == QuantType::IQ4_NL ? kIQ4_NL : kMXFP4;
     constexpr bool kSigned = kType == QuantType::IQ4_NL;
     constexpr int32_t kOffset = kType == QuantType::Q5_0 ? 16 : kType == QuantType::MXFP4 ? 12 : 0;
@@ -89,6 +89,9 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                     if constexpr (L.highs != 0) {
                         w[k] = _mm256_or_si256(lo, _mm256_and_si256(fifth_bits(hv, 2 * k), bit4));
                         w[k + 4] = _mm256_or_si256(hi, _mm256_and_si256(fifth_bits(hv, 2 * k + 1), bit4));
+                    } else if constexpr (kType == QuantType::Q4_1) {
+                        w[k] = lo;
+                        w[k + 4] = hi;
                     } else {
                         w[k] = _mm256_shuffle_epi8(grid, lo);
                         w[k + 4] = _mm256_shuffle_epi8(grid, hi);
@@ -120,7 +123,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                     uint16_t h;
                     std::memcpy(&h, xb, 2);
                     const float dx = _cvtsh_ss(h);
-                    if constexpr (kType == QuantType::Q5_1) {
+                    if constexpr (L.m != 0) {  // Q5_1, Q4_1: the min times the activations' sum
                         const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + L.m + 16 * h8)));
                         const __m256 block = _mm256_fmadd_ps(m, _mm256_set1_ps(static_cast<float>(ysum)),
                                                              _mm256_mul_ps(dw, _mm256_cvtepi32_ps(s)));

@@ -1,4 +1,4 @@
-// Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
+// Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
 // (ops/block32_group_layout.h) against Q8_0 activations in portable Highway
 // ops, for every target but AVX-512 VNNI: a vector of int32 lanes holds
 // consecutive rows, so vector k's 4 bytes of a row are one lane; code i is a
@@ -61,7 +61,7 @@ HWY_INLINE hn::Vec<DU> lookup(hn::Vec<DU> v, const uint8_t* table) {
 template <QuantType kType>
 constexpr block32_group::Layout layout_of() {
     using namespace block32_group;
-    return kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1 : kType == QuantType::IQ4_NL ? kIQ4_NL : kMXFP4;
+    return kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1 : kType == QuantType::Q4_1 ? kQ4_1 : kType == QuantType::IQ4_NL ? kIQ4_NL : kMXFP4;
 }
 
 // Rows [r0, r0 + lanes) of block p against one Q8_0 block's codes: the
@@ -82,6 +82,10 @@ HWY_INLINE hn::Vec<DI> block_sum(const uint8_t* p, int r0, const int8_t* xq) {
             const auto nib = hn::Set(du, 0x0F0F0F0Fu), bit = hn::Set(du, 0x01010101u);
             lo = hn::Or(hn::And(v, nib), hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(hv, 2 * k), bit)));
             hi = hn::Or(hn::And(hn::ShiftRight<4>(v), nib), hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(hv, 2 * k + 1), bit)));
+        } else if constexpr (kType == QuantType::Q4_1) {
+            const auto nib = hn::Set(du, 0x0F0F0F0Fu);
+            lo = hn::And(v, nib);
+            hi = hn::And(hn::ShiftRight<4>(v), nib);
         } else {
             lo = lookup<0>(v, table);
             hi = lookup<4>(v, table);
@@ -125,7 +129,7 @@ void block32_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n
             } else {
                 dw = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
             }
-            if constexpr (kType == QuantType::Q5_1) {
+            if constexpr (L.m != 0) {  // Q5_1, Q4_1: the min times the activations' sum
                 const auto m = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + L.m) + r0));
                 const auto block = canonical::fused_mul_add(df, m, hn::Set(df, static_cast<float>(ysum)),
                                                             hn::Mul(dw, hn::ConvertTo(df, s)));

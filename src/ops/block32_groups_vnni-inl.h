@@ -1,4 +1,4 @@
-// Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
+// Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights in the group layout
 // (ops/block32_group_layout.h) against Q8_0 activations with AVX-512 VNNI
 // (target AVX3_DL): Q4_0's kernel (dot_int8_vnni-inl.h) with each code's
 // fifth bit from the block's high-bit vector (Q5_0, Q5_1) or its index looked
@@ -53,7 +53,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                           const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride,
                           bool accumulate) {
     using namespace block32_group;
-    static constexpr Layout L = kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1
+    static constexpr Layout L = kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1 : kType == QuantType::Q4_1 ? kQ4_1
                               : kType == QuantType::IQ4_NL ? kIQ4_NL : kMXFP4;
     constexpr int32_t kOffset = kType == QuantType::Q5_0 ? 16 : kType == QuantType::IQ4_NL ? 128
                               : kType == QuantType::MXFP4 ? 12 : 0;
@@ -87,6 +87,9 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                     }
                     w[k] = _mm512_or_si512(lo, _mm512_and_si512(lo_top, bit4));
                     w[k + 4] = _mm512_or_si512(hi, _mm512_and_si512(hi_top, bit4));
+                } else if constexpr (kType == QuantType::Q4_1) {
+                    w[k] = lo;
+                    w[k + 4] = hi;
                 } else {
                     w[k] = _mm512_shuffle_epi8(grid, lo);
                     w[k + 4] = _mm512_shuffle_epi8(grid, hi);
@@ -118,7 +121,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                 uint16_t h;
                 std::memcpy(&h, xb, 2);
                 const float dx = _cvtsh_ss(h);
-                if constexpr (kType == QuantType::Q5_1) {
+                if constexpr (L.m != 0) {  // Q5_1, Q4_1: the min times the activations' sum
                     const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.m)));
                     const __m512 block = _mm512_fmadd_ps(m, _mm512_set1_ps(static_cast<float>(ysum)),
                                                          _mm512_mul_ps(dw, _mm512_cvtepi32_ps(s)));

@@ -1,4 +1,4 @@
-// Scalar references of Q5_0, Q5_1, MXFP4 and BF16 (block32_scalar.h).
+// Scalar references of Q4_1, Q5_0, Q5_1, MXFP4 and BF16 (block32_scalar.h).
 #include "ops/block32_scalar.h"
 
 #include "ops/block_io.h"
@@ -43,6 +43,54 @@ void pack_q5(const uint8_t* L, uint8_t* qs, uint8_t* qh) {
 int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
 
 }  // namespace
+
+// --- Q4_1 -------------------------------------------------------------------
+
+void q4_1_to_float(const void* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const auto block = load_block<BlockQ4_1>(src, b);
+        const float d = fp16_to_fp32(block.d);
+        const float m = fp16_to_fp32(block.m);
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(nibble(block.qs, i)) * d + m;
+    }
+}
+
+void q4_1_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* x = src + b * kBlock;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int i = 0; i < kBlock; ++i) {
+            min = std::min(min, x[i]);
+            max = std::max(max, x[i]);
+        }
+        const float d = (max - min) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        BlockQ4_1 block{};
+        block.d = fp32_to_fp16(d);
+        block.m = fp32_to_fp16(min);
+        // (x - min) * id + 0.5 lies in [0.5, 15.5]: truncation is the floor.
+        for (int j = 0; j < 16; ++j) {
+            const int lo = std::min(15, static_cast<int>((x[j] - min) * id + 0.5f));
+            const int hi = std::min(15, static_cast<int>((x[j + 16] - min) * id + 0.5f));
+            block.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+        store_block(dst, b, block);
+    }
+}
+
+float q4_1_block_step(const BlockQ4_1& wb, const BlockQ8_0& xb, float acc) {
+    int32_t s = 0, t = 0;
+    for (int i = 0; i < kBlock; ++i) {
+        s += nibble(wb.qs, i) * int32_t{xb.qs[i]};
+        t += xb.qs[i];
+    }
+    const float block = std::fma(fp16_to_fp32(wb.m), static_cast<float>(t), fp16_to_fp32(wb.d) * static_cast<float>(s));
+    return std::fma(fp16_to_fp32(xb.d), block, acc);
+}
+
+float q4_1_vec_dot(int64_t n, const void* w, const void* x) {
+    return dot_by_block_steps<BlockQ4_1, BlockQ8_0, q4_1_block_step>(n, kBlock, w, x);
+}
 
 // --- Q5_0 -------------------------------------------------------------------
 
@@ -126,6 +174,24 @@ void q5_1_quantize(const float* src, void* dst, int64_t n, const float* importan
         block.d = fp32_to_fp16(quant_search::make_qkx2_quants(kBlock, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false));
         block.m = fp32_to_fp16(-min);
         pack_q5(L, block.qs, block.qh);
+        store_block(dst, b, block);
+    }
+}
+
+void q4_1_quantize(const float* src, void* dst, int64_t n, const float* importance) {
+    if (importance == nullptr) return q4_1_from_float(src, dst, n);
+    // quantize_row_q4_1_impl: a weighted fit of scale and min per block.
+    const float sigma2 = row_sigma2(src, n);
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* xb = src + b * kBlock;
+        float weight[kBlock];
+        block_weights(xb, importance + b * kBlock, sigma2, weight);
+        uint8_t L[kBlock], Laux[kBlock];
+        float min = 0.0f;
+        BlockQ4_1 block{};
+        block.d = fp32_to_fp16(quant_search::make_qkx2_quants(kBlock, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false));
+        block.m = fp32_to_fp16(-min);
+        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
         store_block(dst, b, block);
     }
 }

@@ -333,17 +333,20 @@ const QuantTraits* BlockTraits(QuantType type) {
         switch (t) {
             case QuantType::Q5_0: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::Q5_0); break;
             case QuantType::Q5_1: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::Q5_1); break;
+            case QuantType::Q4_1: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::Q4_1); break;
             case QuantType::IQ4_NL: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::IQ4_NL); break;
             default: traits.vec_dot_groups = TESSERA_BLOCK32_GROUPS(QuantType::MXFP4); break;
         }
         return traits;
     };
 #undef TESSERA_BLOCK32_GROUPS
+    static const QuantTraits q4_1 = block32(QuantType::Q4_1);
     static const QuantTraits q5_0 = block32(QuantType::Q5_0), q5_1 = block32(QuantType::Q5_1),
                              iq4_nl = block32(QuantType::IQ4_NL), mxfp4 = block32(QuantType::MXFP4);
     switch (type) {
         case QuantType::Q5_0: return &q5_0;
         case QuantType::Q5_1: return &q5_1;
+        case QuantType::Q4_1: return &q4_1;
         case QuantType::IQ4_NL: return &iq4_nl;
         case QuantType::MXFP4: return &mxfp4;
         case QuantType::F32: return &f32;

@@ -222,26 +222,27 @@ constexpr const block32_group::Layout& layout32() {
     using namespace block32_group;
     if constexpr (kType == QuantType::Q5_0) return kQ5_0;
     else if constexpr (kType == QuantType::Q5_1) return kQ5_1;
+    else if constexpr (kType == QuantType::Q4_1) return kQ4_1;
     else if constexpr (kType == QuantType::IQ4_NL) return kIQ4_NL;
     else return kMXFP4;
 }
 
-// Q5_0 / Q5_1: the scale (and min) and the 5-bit codes.
+// Q5_0 / Q5_1 / Q4_1: the scale (and min) and the 5-bit (4-bit) codes.
 template <QuantType kType, typename Block>
 void put_q5(const uint8_t* bytes, int r, uint8_t* g) {
     constexpr const block32_group::Layout& L = layout32<kType>();
     Block block;
     std::memcpy(&block, bytes, sizeof block);
     std::memcpy(g + 2 * r, &block.d, 2);
-    if constexpr (kType == QuantType::Q5_1) std::memcpy(g + L.m + 2 * r, &block.m, 2);
-    uint32_t qh;
-    std::memcpy(&qh, block.qh, 4);
+    if constexpr (L.m != 0) std::memcpy(g + L.m + 2 * r, &block.m, 2);
+    uint32_t qh = 0;
+    if constexpr (L.highs != 0) std::memcpy(&qh, block.qh, 4);
     for (int e = 0; e < 32; ++e) {
         size_t low, high;
         int shift, high_bit;
         block32_slots(L, e, r, &low, &shift, &high, &high_bit);
         g[low] = static_cast<uint8_t>(g[low] | (nibble_of(block.qs, e) << shift));
-        g[high] = static_cast<uint8_t>(g[high] | (((qh >> e) & 1) << high_bit));
+        if constexpr (L.highs != 0) g[high] = static_cast<uint8_t>(g[high] | (((qh >> e) & 1) << high_bit));
     }
 }
 
@@ -250,16 +251,16 @@ void get_q5(const uint8_t* g, int r, uint8_t* bytes) {
     constexpr const block32_group::Layout& L = layout32<kType>();
     Block block{};
     std::memcpy(&block.d, g + 2 * r, 2);
-    if constexpr (kType == QuantType::Q5_1) std::memcpy(&block.m, g + L.m + 2 * r, 2);
+    if constexpr (L.m != 0) std::memcpy(&block.m, g + L.m + 2 * r, 2);
     uint32_t qh = 0;
     for (int e = 0; e < 32; ++e) {
         size_t low, high;
         int shift, high_bit;
         block32_slots(L, e, r, &low, &shift, &high, &high_bit);
         set_nibble(block.qs, e, (g[low] >> shift) & 0xF);
-        qh |= static_cast<uint32_t>((g[high] >> high_bit) & 1) << e;
+        if constexpr (L.highs != 0) qh |= static_cast<uint32_t>((g[high] >> high_bit) & 1) << e;
     }
-    std::memcpy(block.qh, &qh, 4);
+    if constexpr (L.highs != 0) std::memcpy(block.qh, &qh, 4);
     std::memcpy(bytes, &block, sizeof block);
 }
 
@@ -522,6 +523,9 @@ const GroupCodec kCodecs[] = {
     {QuantType::Q5_0, 32, sizeof(BlockQ5_0), static_cast<size_t>(block32_group::kQ5_0.bytes), 0, 0,
      put_q5<QuantType::Q5_0, BlockQ5_0>, get_q5<QuantType::Q5_0, BlockQ5_0>,
      step_via<BlockQ5_0, BlockQ8_0, get_q5<QuantType::Q5_0, BlockQ5_0>, q5_0_block_step>},
+    {QuantType::Q4_1, 32, sizeof(BlockQ4_1), static_cast<size_t>(block32_group::kQ4_1.bytes), 0, 0,
+     put_q5<QuantType::Q4_1, BlockQ4_1>, get_q5<QuantType::Q4_1, BlockQ4_1>,
+     step_via<BlockQ4_1, BlockQ8_0, get_q5<QuantType::Q4_1, BlockQ4_1>, q4_1_block_step>},
     {QuantType::Q5_1, 32, sizeof(BlockQ5_1), static_cast<size_t>(block32_group::kQ5_1.bytes), 0, 0,
      put_q5<QuantType::Q5_1, BlockQ5_1>, get_q5<QuantType::Q5_1, BlockQ5_1>,
      step_via<BlockQ5_1, BlockQ8_0, get_q5<QuantType::Q5_1, BlockQ5_1>, q5_1_block_step>},

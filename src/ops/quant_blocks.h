@@ -34,6 +34,14 @@ struct BlockQ5_0 {
 };
 static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
 
+// Q4_1: value = d * q + m, q a 4-bit code in Q4_0's nibble order.
+struct BlockQ4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes");
+
 // Q5_1: value = d * q + m, q a 5-bit code laid out as Q5_0's.
 struct BlockQ5_1 {
     uint16_t d;

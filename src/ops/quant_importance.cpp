@@ -15,6 +15,7 @@ void quantize_row_with_importance(QuantType type, const float* src, void* dst, i
     Weighted weighted = nullptr;
     switch (type) {
         case QuantType::Q4_0: weighted = q4_0_quantize; break;
+        case QuantType::Q4_1: weighted = q4_1_quantize; break;
         case QuantType::Q5_0: weighted = q5_0_quantize; break;
         case QuantType::Q5_1: weighted = q5_1_quantize; break;
         case QuantType::Q2_K: weighted = q2_k_quantize; break;

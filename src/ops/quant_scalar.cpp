@@ -155,6 +155,7 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::Q2_K, QuantType::Q8_K, q2_k_to_float, q2_k_from_float, q2_k_vec_dot, vec_dot_tile_by_dots<q2_k_vec_dot>, nullptr},
     {QuantType::Q8_K, QuantType::Q8_K, q8_k_to_float, q8_k_from_float, nullptr, nullptr, nullptr},
     // The other 32-element blocks (block32_scalar.cpp) and the non-linear 4-bit types (iq4_scalar.cpp).
+    {QuantType::Q4_1, QuantType::Q8_0, q4_1_to_float, q4_1_from_float, q4_1_vec_dot, vec_dot_tile_by_dots<q4_1_vec_dot>, nullptr},
     {QuantType::Q5_0, QuantType::Q8_0, q5_0_to_float, q5_0_from_float, q5_0_vec_dot, vec_dot_tile_by_dots<q5_0_vec_dot>, nullptr},
     {QuantType::Q5_1, QuantType::Q8_0, q5_1_to_float, q5_1_from_float, q5_1_vec_dot, vec_dot_tile_by_dots<q5_1_vec_dot>, nullptr},
     {QuantType::IQ4_NL, QuantType::Q8_0, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, vec_dot_tile_by_dots<iq4_nl_vec_dot>, nullptr},

@@ -6,6 +6,7 @@
 #include "eval/kl_divergence.h"
 #include "eval/perplexity.h"
 #include "model/gguf_file.h"
+#include "model/importance_matrix.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/quantize_model.h"
@@ -352,10 +353,13 @@ namespace tessera {
 // grouped-query factor 4 and 1).
 TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
     std::map<std::string, std::map<std::string, std::string>> exceptions;  // "g4 Q4_K_M" -> tensor -> type
-    // The targets llama-quantize was run with (Q6_K's and Q8_0's files had no exceptions).
+    // The targets llama-quantize was run with (Q6_K's and Q8_0's files had no exceptions), and with an
+    // importance matrix (models g4i, g1i: the mixes' rules for one differ, and some targets need one).
     const std::set<std::string> targets = {"Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
                                            "Q6_K",   "IQ4_NL", "IQ4_XS", "Q5_0",   "Q5_1",   "Q8_0",   "Q4_0",
                                            "IQ3_S",  "IQ3_M"};
+    const std::set<std::string> importance_targets = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M",  "IQ3_XXS", "IQ3_XS",
+                                                      "Q2_K_S",  "Q4_0",   "Q5_0",  "IQ4_XS", "IQ4_NL"};
     {
         std::istringstream in(test::read_text(test::data_dir() + "/quant/mixes.txt"));
         std::string line;
@@ -367,7 +371,7 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
             exceptions[model + " " + target][tensor] = type;
         }
     }
-    ASSERT_EQ(exceptions.size(), 2u * 15u);
+    ASSERT_EQ(exceptions.size(), 2u * 15u + 2u * 11u);
     const std::string dir = test::scratch_dir("quantize_every_mix");
     for (const auto& [model, kv_heads] : {std::pair<std::string, int>{"g4", 2}, {"g1", 8}}) {
         RandomModelSpec spec;
@@ -380,19 +384,29 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
         spec.type = QuantType::Q8_0;  // (the plan reads names and shapes only: a smaller file)
         write_random_model(spec, dir + "/" + model + ".gguf");
         const GgufFile file(dir + "/" + model + ".gguf");
-        for (const std::string& target : targets) {
-            QuantizeParams params = params_for(target);
-            params.allow_requantize = true;
-            const auto& expected_exceptions = exceptions[model + " " + target];
-            int matrices = 0;
-            for (const auto& p : plan_quantization(file, params)) {
-                if (p.ne.size() != 2) continue;
-                ++matrices;
-                const auto it = expected_exceptions.find(p.name);
-                const std::string expected = it != expected_exceptions.end() ? it->second : quant_type_name(params.target.type);
-                EXPECT_EQ(quant_type_name(p.to), expected) << model << " " << target << " " << p.name;
+        // The plan needs an importance matrix's presence and sizes: one of ones.
+        ImportanceMatrix ones;
+        ones.path = "ones";
+        for (const GgufTensorInfo& t : file.tensors()) {
+            if (t.n_dims == 2) ones.entries[t.name].assign(static_cast<size_t>(t.ne[0]), 1.0f);
+        }
+        for (const bool with_importance : {false, true}) {
+            const std::string name = model + (with_importance ? "i" : "");
+            for (const std::string& target : with_importance ? importance_targets : targets) {
+                QuantizeParams params = params_for(target);
+                params.allow_requantize = true;
+                if (with_importance) params.importance = &ones;
+                const auto& expected_exceptions = exceptions[name + " " + target];
+                int matrices = 0;
+                for (const auto& p : plan_quantization(file, params)) {
+                    if (p.ne.size() != 2) continue;
+                    ++matrices;
+                    const auto it = expected_exceptions.find(p.name);
+                    const std::string expected = it != expected_exceptions.end() ? it->second : quant_type_name(params.target.type);
+                    EXPECT_EQ(quant_type_name(p.to), expected) << name << " " << target << " " << p.name;
+                }
+                EXPECT_EQ(matrices, 2 + 16 * 7);
             }
-            EXPECT_EQ(matrices, 2 + 16 * 7);
         }
     }
 }
