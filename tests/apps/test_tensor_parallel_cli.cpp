@@ -95,7 +95,7 @@ TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
 // for byte: F32 weights (attention, float dots, softmax, SiLU), Q4_0 and
 // Q8_0 (grouped kernels; stories260K's narrow matrices stay F32), and Q4_K
 // on a generated model wide enough for its super-blocks, and that model's
-// Q4_K_M, Q5_K_M and IQ4_XS mixes.
+// Q4_K_M, Q5_K_M, IQ4_XS, IQ3_M and IQ2_M mixes.
 TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
     const std::string dir = test::scratch_dir("tp_cli_targets");
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
@@ -124,9 +124,16 @@ TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
                                     test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", wide_f32}),
                                60);
     ASSERT_EQ(f.exit_code, 0) << f.err;
-    for (const char* mix : {"Q4_K_M", "Q5_K_M", "IQ4_XS"}) {
+    // And the grid I-quants: IQ3_M's mix (IQ3_S, Q4_K) and, with the kept
+    // importance matrix of a model of these matrix shapes, IQ2_M's (IQ2_S, IQ3_S).
+    for (const char* mix : {"Q4_K_M", "Q5_K_M", "IQ4_XS", "IQ3_M", "IQ2_M"}) {
         const std::string out = dir + "/wide-" + mix + ".gguf";
-        const auto q = run_process(cmd({"quantize", wide_f32, out, mix}), 60);
+        std::vector<std::string> args = cmd({"quantize", wide_f32, out, mix});
+        if (std::string(mix) == "IQ2_M") {
+            args.push_back("--imatrix");
+            args.push_back(test::data_dir() + "/quant/imatrix-g4s.gguf");
+        }
+        const auto q = run_process(args, 60);
         ASSERT_EQ(q.exit_code, 0) << q.err;
         models.emplace_back(mix, out);
     }
