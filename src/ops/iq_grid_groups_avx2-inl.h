@@ -1,7 +1,7 @@
 // The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in the group
 // layout (16 rows' GGUF blocks back to back, ops/group_codecs.cpp) against
-// Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 with or without
-// VNNI: lookups bound these kernels, not multiplies). Per row and 32 weights:
+// Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 without VNNI;
+// with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
 // the 4 point words and sign masks by table lookups (ops/iq_grid_decode.h),
 // maddubs of the unsigned point bytes with the activations negated where
 // the signs say (|y| <= 127: no saturation), madd with the sub-blocks' odd
@@ -18,7 +18,7 @@
 
 #include <hwy/highway.h>
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
 
@@ -133,5 +133,5 @@ void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups,
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
 
-#endif  // x86 with AVX2
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #endif  // include guard

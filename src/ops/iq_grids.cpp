@@ -130,6 +130,17 @@ const uint32_t* iq3_points(QuantType type) {
     }
 }
 
+const uint16_t* iq_point_codes(QuantType type, int* count) {
+    switch (type) {
+        case QuantType::IQ2_XXS: *count = 256; return kIq2xxsPoints;
+        case QuantType::IQ2_XS: *count = 512; return kIq2xsPoints;
+        case QuantType::IQ2_S: *count = 1024; return kIq2sPoints;
+        case QuantType::IQ3_XXS: *count = 256; return kIq3xxsPoints;
+        case QuantType::IQ3_S: *count = 512; return kIq3sPoints;
+        default: throw make_error("{} is not a grid I-quant", quant_type_name(type));
+    }
+}
+
 uint8_t iq_signs_from7(int bits7) {
     const int b = bits7 & 127;
     return static_cast<uint8_t>(b | ((__builtin_popcount(static_cast<unsigned>(b)) & 1) << 7));

@@ -17,6 +17,10 @@ namespace tessera {
 // IQ3_XXS / IQ3_S. Tables of 8- or 4-byte entries, little-endian.
 const uint64_t* iq2_points(QuantType type);  // 256, 512 or 1024 entries
 const uint32_t* iq3_points(QuantType type);  // 256 or 512 entries
+// The same points as their packed levels (llama.cpp's kgrid: 2 bits a level
+// for IQ2, 3 for IQ3, level i at bit bits * i), and how many: what kernels
+// that look points up in registers hold.
+const uint16_t* iq_point_codes(QuantType type, int* count);
 
 // A 7-bit sign pattern completed with its parity bit (an even number of
 // minus signs): ggml's ksigns_iq2xs.

@@ -1,6 +1,7 @@
 // The grid I-quants' traits on the dispatched CPU target (iq_grids_hwy.h):
 // the scalar references for rows, the grouped kernels of
-// iq_grid_groups_avx2-inl.h (x86 with AVX2 and up) or
+// iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: gathers),
+// iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI) or
 // iq_grid_groups_hwy-inl.h (every other target). Same targets as
 // kquants_hwy.cpp.
 #ifndef HWY_DISABLED_TARGETS
@@ -16,6 +17,7 @@
 #include "ops/iq_grid_blocks.h"
 #include "ops/iq_grid_groups_avx2-inl.h"
 #include "ops/iq_grid_groups_hwy-inl.h"
+#include "ops/iq_grid_groups_vnni-inl.h"
 #include "ops/iq_grids_hwy.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -26,7 +28,9 @@ template <QuantType kType, size_t kBlockBytes>
 const QuantTraits* grid_traits() {
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(kType);
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL
+        t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
         t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
 #else
         t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;

@@ -1,0 +1,306 @@
+// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in the group
+// layout (16 rows' GGUF blocks back to back) against Q8_K activations with
+// AVX-512 (target AVX3_DL: VNNI, VBMI, VPOPCNTDQ). The point set lives in
+// registers as packed level codes (16 bits a point: llama.cpp's kgrid), a
+// super-block's 32 or 64 indices looked up at once by two-register word
+// permutes (no gathers: they bound the first version), each code spread to
+// its level bytes by a multishift and a byte shuffle. The 32 groups of 8
+// weights then go 8 at a time, one per sub-block of 32 (group l of every
+// sub-block in one vector), the 8 sign bytes (their parity bit computed
+// where the format keeps 7) as one 64-bit mask that negates the
+// activations, dpbusd of the unsigned level bytes with them, the odd
+// sub-block scales multiplied per lane. The activations are rearranged
+// once per block and column into the same order (word 4 j + l to lane j of
+// vector l). Exact integers per row, then the canonical step
+// acc = fma(d_x, d_w * (k * float(S)), acc) for 16 rows a vector.
+// Included by iq_grids_hwy.cpp once per target (hence the toggling guard).
+
+#if defined(TESSERA_OPS_IQ_GRID_GROUPS_VNNI_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSERA_OPS_IQ_GRID_GROUPS_VNNI_INL_H_
+#undef TESSERA_OPS_IQ_GRID_GROUPS_VNNI_INL_H_
+#else
+#define TESSERA_OPS_IQ_GRID_GROUPS_VNNI_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#if HWY_TARGET == HWY_AVX3_DL
+
+#include <immintrin.h>
+
+#include "ops/group_tiles.h"
+#include "ops/iq_grid_blocks.h"
+#include "ops/iq_grid_decode.h"
+#include "ops/kquant_group_layout.h"
+#include "ops/row_groups.h"
+#include "ops/vnni_target.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+TESSERA_VNNI_PUSH
+HWY_BEFORE_NAMESPACE();
+TESSERA_VNNI_BEGIN
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace iq_grid_vnni {
+
+constexpr int kMaxCols = 4;
+
+// One row's super-block as the kernel reads it: for each l (0..3) the point
+// bytes of group l of every sub-block (lane j: sub-block j), the signs as a
+// byte mask (bit 8 j + i: weight 32 j + 8 l + i is negative), and the odd
+// scales of weights [0, 16) and [16, 32) of each sub-block (both dwords of
+// lane j).
+struct Decoded {
+    __m512i points[4];
+    __mmask64 signs[4];
+    __m512i scale_lo, scale_hi;
+};
+
+HWY_INLINE __m512i lanes_u32(const uint8_t* p) {  // 8 uint32 -> 8 uint64 lanes
+    return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE __m512i lanes_u8(const uint8_t* p) {  // 8 bytes -> 8 uint64 lanes
+    return _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE __m512i low_bits(__m512i v, int shift, int64_t mask) {
+    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set1_epi64(shift)), _mm512_set1_epi64(mask));
+}
+// 8 sign bytes (one per lane, in its low byte) as a byte mask.
+HWY_INLINE __mmask64 sign_mask(__m512i bytes) {
+    return _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(bytes))));
+}
+// 7 sign bits per lane completed with their parity (an even number of minus signs).
+HWY_INLINE __mmask64 even_sign_mask(__m512i bits7) {
+    const __m512i parity = _mm512_and_si512(_mm512_popcnt_epi64(bits7), _mm512_set1_epi64(1));
+    return sign_mask(_mm512_or_si512(bits7, _mm512_slli_epi64(parity, 7)));
+}
+// 2 s + 1 in both dwords of each lane.
+HWY_INLINE __m512i odd_scales(__m512i s) {
+    const __m512i odd = _mm512_add_epi64(_mm512_slli_epi64(s, 1), _mm512_set1_epi64(1));
+    return _mm512_or_si512(odd, _mm512_slli_epi64(odd, 32));
+}
+// A point set held in registers as its packed level codes (32 a vector):
+// 32 indices looked up at once, 64 entries per two-register permute.
+template <int kEntries>
+struct CodeTable {
+    __m512i t[kEntries / 32];
+    explicit CodeTable(const uint16_t* codes) {
+        for (int i = 0; i < kEntries / 32; ++i) t[i] = _mm512_loadu_si512(codes + 32 * i);
+    }
+    HWY_INLINE __m512i lookup(__m512i idx) const {
+        __m512i r = _mm512_permutex2var_epi16(t[0], idx, t[1]);
+        const __m512i chunk = _mm512_srli_epi16(idx, 6);
+        for (int c = 1; c < kEntries / 64; ++c) {
+            const __mmask32 m = _mm512_cmpeq_epi16_mask(chunk, _mm512_set1_epi16(static_cast<int16_t>(c)));
+            r = _mm512_mask_mov_epi16(r, m, _mm512_permutex2var_epi16(t[2 * c], idx, t[2 * c + 1]));
+        }
+        return r;
+    }
+};
+
+template <QuantType kType>
+inline constexpr int kPointCount = kType == QuantType::IQ2_S ? 1024
+                                 : kType == QuantType::IQ2_XS || kType == QuantType::IQ3_S ? 512 : 256;
+
+// 8 lanes of codes (one IQ2 point of 8 x 2 bits, or two IQ3 points of
+// 4 x 3 bits at bits 0 and 16) as 8 level bytes each, through the type's
+// level -> byte table.
+template <QuantType kType>
+HWY_INLINE __m512i level_bytes(__m512i lanes) {
+    constexpr bool kIq3 = kType == QuantType::IQ3_XXS || kType == QuantType::IQ3_S;
+    // Each byte's bit offset in its lane: IQ3 levels at 0, 3, 6, 9 and 16, 19, 22, 25; IQ2 every 2 bits.
+    const __m512i offsets = _mm512_set1_epi64(kIq3 ? 0x1916131009060300LL : 0x0E0C0A0806040200LL);
+    const __m512i fields = _mm512_and_si512(_mm512_multishift_epi64_epi8(offsets, lanes), _mm512_set1_epi8(kIq3 ? 7 : 3));
+    const __m128i lut = kType == QuantType::IQ3_XXS ? _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0)
+                      : kType == QuantType::IQ3_S   ? _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0)
+                                                    : _mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lut), fields);
+}
+
+// IQ2: 32 codes in l-major order (16-bit lane 8 l + j) to the 4 vectors of
+// Decoded.points.
+template <QuantType kType>
+HWY_INLINE void iq2_points_from(__m512i codes, __m512i* points) {
+    points[0] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_castsi512_si128(codes)));
+    points[1] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 1)));
+    points[2] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 2)));
+    points[3] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 3)));
+}
+
+// IQ3: the codes of points 0..31 (a) and 32..63 (b) in their order (point
+// 8 j + 2 l + e) to the 4 vectors of Decoded.points: lane j of vector l
+// holds points 8 j + 2 l and 8 j + 2 l + 1, dword 4 j + l of a:b.
+template <QuantType kType>
+HWY_INLINE void iq3_points_from(__m512i a, __m512i b, __m512i* points) {
+    for (int l = 0; l < 4; ++l) {
+        const __m512i idx = _mm512_setr_epi32(l, 4 + l, 8 + l, 12 + l, 16 + l, 20 + l, 24 + l, 28 + l, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i pairs = _mm512_permutex2var_epi32(a, idx, b);
+        points[l] = level_bytes<kType>(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(pairs)));
+    }
+}
+
+// Byte 8 j + l (or 4 j + l) of a vector to 16-bit lane 8 l + j (the
+// index of group l of sub-block j in l-major order; high bytes zero).
+alignas(64) inline constexpr uint8_t kStride8ToLMajor[64] = {
+    0, 0, 8, 0, 16, 0, 24, 0, 32, 0, 40, 0, 48, 0, 56, 0, 1, 0, 9, 0, 17, 0, 25, 0, 33, 0, 41, 0, 49, 0, 57, 0,
+    2, 0, 10, 0, 18, 0, 26, 0, 34, 0, 42, 0, 50, 0, 58, 0, 3, 0, 11, 0, 19, 0, 27, 0, 35, 0, 43, 0, 51, 0, 59, 0};
+alignas(64) inline constexpr uint8_t kStride4ToLMajor[64] = {
+    0, 0, 4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24, 0, 28, 0, 1, 0, 5, 0, 9, 0, 13, 0, 17, 0, 21, 0, 25, 0, 29, 0,
+    2, 0, 6, 0, 10, 0, 14, 0, 18, 0, 22, 0, 26, 0, 30, 0, 3, 0, 7, 0, 11, 0, 15, 0, 19, 0, 23, 0, 27, 0, 31, 0};
+// 16-bit lane 8 l + j <- 16-bit lane 4 j + l.
+alignas(64) inline constexpr uint16_t kWordsToLMajor[32] = {0, 4, 8,  12, 16, 20, 24, 28, 1, 5, 9,  13, 17, 21, 25, 29,
+                                                            2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
+// The low byte of every 16-bit lane.
+constexpr uint64_t kLowBytes = 0x5555555555555555ULL;
+
+template <QuantType kType, typename Table>
+HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
+    Decoded d;
+    if constexpr (kType == QuantType::IQ2_XXS) {
+        // Lane j: sub-block j's 4 index bytes, then its 4 x 7 sign bits and scale.
+        const __m512i v = _mm512_loadu_si512(block + offsetof(BlockIQ2_XXS, qs));
+        const __m512i idx = _mm512_maskz_permutexvar_epi8(kLowBytes, _mm512_load_si512(kStride8ToLMajor), v);
+        iq2_points_from<kType>(table.lookup(idx), d.points);
+        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(v, 32 + 7 * l, 127));
+        d.scale_lo = d.scale_hi = odd_scales(_mm512_srli_epi64(v, 60));
+    } else if constexpr (kType == QuantType::IQ2_XS) {
+        // Lane j: sub-block j's 4 uint16 (9-bit index, 7 sign bits).
+        const __m512i v = _mm512_loadu_si512(block + offsetof(BlockIQ2_XS, qs));
+        const __m512i idx = _mm512_and_si512(_mm512_permutexvar_epi16(_mm512_load_si512(kWordsToLMajor), v),
+                                             _mm512_set1_epi16(511));
+        iq2_points_from<kType>(table.lookup(idx), d.points);
+        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(v, 16 * l + 9, 127));
+        const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_XS, scales));
+        d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
+        d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
+    } else if constexpr (kType == QuantType::IQ2_S) {
+        // Index of group l of sub-block j: qs[4 j + l] and bits 2 l, 2 l + 1 of qh[j] above it.
+        const __m512i qs = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs))));
+        const __m512i low = _mm512_maskz_permutexvar_epi8(kLowBytes, _mm512_load_si512(kStride4ToLMajor), qs);
+        alignas(64) uint16_t high[32];
+        const uint8_t* qhb = block + offsetof(BlockIQ2_S, qh);
+        for (int q = 0; q < 32; ++q) high[q] = static_cast<uint16_t>(((qhb[q % 8] >> (2 * (q / 8))) & 3) << 8);
+        iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, _mm512_load_si512(high))), d.points);
+        const __m512i sg = lanes_u32(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8);
+        for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
+        const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_S, scales));
+        d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
+        d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
+    } else if constexpr (kType == QuantType::IQ3_XXS) {
+        const uint8_t* qs = block + offsetof(BlockIQ3_XXS, qs);
+        const __m512i a = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+        const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32)));
+        iq3_points_from<kType>(table.lookup(a), table.lookup(b), d.points);
+        const __m512i aux = lanes_u32(qs + kQK_K / 4);
+        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(aux, 7 * l, 127));
+        d.scale_lo = d.scale_hi = odd_scales(_mm512_srli_epi64(aux, 28));
+    } else {
+        static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
+        // Point p's index: qs[p] and bit p % 8 of qh[p / 8] above it.
+        const uint8_t* qs = block + offsetof(BlockIQ3_S, qs);
+        const uint8_t* qhb = block + offsetof(BlockIQ3_S, qh);
+        alignas(64) uint16_t high[64];
+        for (int p = 0; p < 64; ++p) high[p] = static_cast<uint16_t>(((qhb[p / 8] >> (p % 8)) & 1) << 8);
+        const __m512i a = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs))),
+                                          _mm512_load_si512(high));
+        const __m512i b = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))),
+                                          _mm512_load_si512(high + 32));
+        iq3_points_from<kType>(table.lookup(a), table.lookup(b), d.points);
+        const __m512i sg = lanes_u32(block + offsetof(BlockIQ3_S, signs));
+        for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
+        uint8_t sc[8];
+        const uint8_t* scales = block + offsetof(BlockIQ3_S, scales);
+        for (int j = 0; j < 8; ++j) sc[j] = static_cast<uint8_t>((scales[j / 2] >> (4 * (j % 2))) & 15);
+        d.scale_lo = d.scale_hi = odd_scales(lanes_u8(sc));
+    }
+    return d;
+}
+
+// An activation block's 256 codes as 4 vectors: lane j of vector l holds
+// codes 32 j + 8 l .. + 7 (the order of Decoded).
+HWY_INLINE void arrange(const uint8_t* qs, __m512i* y) {
+    const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+    const __m512i q2 = _mm512_loadu_si512(qs + 128), q3 = _mm512_loadu_si512(qs + 192);
+    for (int l = 0; l < 4; ++l) {
+        const __m512i idx = _mm512_setr_epi64(l, 4 + l, 8 + l, 12 + l, l, 4 + l, 8 + l, 12 + l);
+        const __m512i low = _mm512_permutex2var_epi64(q0, idx, q1);   // sub-blocks 0..3
+        const __m512i high = _mm512_permutex2var_epi64(q2, idx, q3);  // sub-blocks 4..7
+        y[l] = _mm512_mask_blend_epi64(0xF0, low, high);
+    }
+}
+
+template <QuantType kType, size_t kBlockBytes, int C>
+void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                  const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
+                  bool accumulate) {
+    using q4k_group::kQ8KBytes;
+    using q4k_group::kQ8KQs;
+    int n_codes = 0;
+    const CodeTable<kPointCount<kType>> table(iq_point_codes(kType, &n_codes));
+    const __m512 k = _mm512_set1_ps(kIqStepFactor<kType>);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
+        const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+        __m512 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = accumulate ? _mm512_loadu_ps(y + c * y_stride) : _mm512_setzero_ps();
+        for (int64_t b = u0; b < u1; ++b) {
+            const uint8_t* p = g + b * kGroupRows * kBlockBytes;
+            __m512i ys[C][4];
+            float dx[C];
+            for (int c = 0; c < C; ++c) {
+                const uint8_t* xb = x + c * x_stride + b * kQ8KBytes;
+                arrange(xb + kQ8KQs, ys[c]);
+                std::memcpy(&dx[c], xb, 4);
+            }
+            alignas(64) int32_t s[C][kGroupRows];
+            alignas(32) uint16_t d[kGroupRows];
+            for (int r = 0; r < kGroupRows; ++r) {
+                const uint8_t* block = p + r * kBlockBytes;
+                const Decoded w = decode<kType>(block, table);
+                for (int c = 0; c < C; ++c) {
+                    __m512i lo = zero, hi = zero;
+                    for (int l = 0; l < 2; ++l) {
+                        lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                    }
+                    for (int l = 2; l < 4; ++l) {
+                        hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                    }
+                    s[c][r] = _mm512_reduce_add_epi32(
+                        _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi)));
+                }
+                d[r] = iq_block_d(block);
+            }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
+            for (int c = 0; c < C; ++c) {
+                const __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512(s[c]));
+                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx[c]), _mm512_mul_ps(dw, _mm512_mul_ps(k, sf)), acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * y_stride, acc[c]);
+    }
+}
+
+// QuantTraits::vec_dot_groups of a grid type (x_sums unused).
+template <QuantType kType, size_t kBlockBytes>
+void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                    const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                    int64_t unit_n, size_t unit_stride, bool accumulate) {
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {
+        group_kernel<kType, kBlockBytes, 1>, group_kernel<kType, kBlockBytes, 2>, group_kernel<kType, kBlockBytes, 3>,
+        group_kernel<kType, kBlockBytes, 4>};
+    static constexpr int32_t kNoSums = 0;
+    run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
+                                        y_stride, unit_n, unit_stride, accumulate);
+}
+
+}  // namespace iq_grid_vnni
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_VNNI_POP
+
+#endif  // HWY_TARGET == HWY_AVX3_DL
+#endif  // include guard
