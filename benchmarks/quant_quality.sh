@@ -8,6 +8,9 @@
 #     is within 5% of llama.cpp's), each PPL;
 #   - llama.cpp's KL for tessera's file (tessera's quantizer: within 5% of
 #     llama-quantize's), and whether the two files' tensors are the same bytes.
+# The targets llama-quantize makes only with an importance matrix (IQ2_*,
+# IQ3_XXS, IQ3_XS, Q2_K_S; marked * in the table) get llama-imatrix's of the
+# model over the same text, given to both quantizers (--imatrix).
 #
 #   benchmarks/quant_quality.sh LLAMA_CPP_DIR [--targets "Q4_K_M Q5_K_M ..."] [--ctx 128] [--keep DIR]
 #
@@ -18,7 +21,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=${1:-}
 [ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
-targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S Q3_K_L Q3_K_M Q3_K_S Q2_K BF16"
+targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS BF16"
 ctx=128
 keep=""
 while [ $# -gt 0 ]; do
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 bin=$llama_dir/build/bin
-for tool in llama-perplexity llama-quantize; do
+for tool in llama-perplexity llama-quantize llama-imatrix; do
   [ -x "$bin/$tool" ] || { echo "quant_quality.sh: $bin/$tool not found (build it: see oracle.sh)"; exit 1; }
 done
 tessera=$repo/build/tessera
@@ -98,13 +101,20 @@ PY
 kl_of() { grep -oE "Mean +KLD: +-?[0-9.e+-]+" "$1" | awk '{print $3}'; }
 ppl_of() { grep -oE "Mean PPL\(Q\) +: +[0-9.]+" "$1" | awk '{print $NF}'; }
 
+"$bin/llama-imatrix" -m "$f32" -f "$text" -c "$ctx" -o "$work/imatrix.gguf" > "$work/imatrix.out" 2>&1 \
+  || { tail -5 "$work/imatrix.out"; exit 1; }
+
 rows=$work/rows.txt
 : > "$rows"
 for t in $targets; do
   l=$work/llama-$t.gguf
   m=$work/tessera-$t.gguf
-  "$bin/llama-quantize" "$f32" "$l" "$t" "$threads" > "$work/lq.out" 2>&1 || { echo "llama-quantize $t failed"; tail -3 "$work/lq.out"; continue; }
-  "$tessera" quantize "$f32" "$m" "$t" -t "$threads" > "$work/tq.out" 2>&1 || { echo "tessera quantize $t failed"; tail -3 "$work/tq.out"; continue; }
+  lq=() tq=() label=$t
+  case $t in
+    IQ2_*|IQ3_XXS|IQ3_XS|Q2_K_S) lq=(--imatrix "$work/imatrix.gguf"); tq=(--imatrix "$work/imatrix.gguf"); label="$t*" ;;
+  esac
+  "$bin/llama-quantize" "${lq[@]}" "$f32" "$l" "$t" "$threads" > "$work/lq.out" 2>&1 || { echo "llama-quantize $t failed"; tail -3 "$work/lq.out"; continue; }
+  "$tessera" quantize "${tq[@]}" "$f32" "$m" "$t" -t "$threads" > "$work/tq.out" 2>&1 || { echo "tessera quantize $t failed"; tail -3 "$work/tq.out"; continue; }
   "$bin/llama-perplexity" -m "$l" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" --kl-divergence \
     --kl-divergence-base "$work/base.kld" > "$work/ll.out" 2>&1 || { echo "llama.cpp $t failed"; continue; }
   "$tessera" perplexity -m "$l" -f "$text" -c "$ctx" -t "$threads" --kl-divergence \
@@ -113,7 +123,7 @@ for t in $targets; do
     --kl-divergence-base "$work/base.kld" > "$work/lt.out" 2>&1 || { echo "llama.cpp on tessera's $t failed"; continue; }
   bpw=$(python3 -c "import os; print(f'{os.path.getsize(\"$l\") / os.path.getsize(\"$f32\") * 32:.2f}')")
   same=$(same_tensors "$l" "$m")
-  printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$t" "$bpw" "$(ppl_of "$work/ll.out")" "$(ppl_of "$work/tl.out")" \
+  printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$label" "$bpw" "$(ppl_of "$work/ll.out")" "$(ppl_of "$work/tl.out")" \
     "$(kl_of "$work/ll.out")" "$(kl_of "$work/tl.out")" "$(kl_of "$work/lt.out")" "$same" >> "$rows"
   rm -f "$l" "$m"
 done
@@ -137,7 +147,8 @@ w = [max(len(x[i]) for x in [header] + out) for i in range(len(header))]
 print()
 print("KL: mean KL divergence from llama.cpp's F32 logits of the same model; 'KL tessera': tessera computing llama-quantize's")
 print("file; 'KL of tessera's file': llama.cpp computing the file `tessera quantize` wrote (targets: KL ratios <= 1.05,")
-print("PPL within 0.5%; the random model's PPL is in the tens of thousands)")
+print("PPL within 0.5%; the random model's PPL is in the tens of thousands); *: both quantized with llama-imatrix's")
+print("importance matrix of the model over the same text")
 print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
 print("-+-".join("-" * x for x in w))
 for r in out:

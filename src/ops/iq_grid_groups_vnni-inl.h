@@ -155,6 +155,21 @@ alignas(64) inline constexpr uint16_t kWordsToLMajor[32] = {0, 4, 8,  12, 16, 20
                                                             2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
 // The low byte of every 16-bit lane.
 constexpr uint64_t kLowBytes = 0x5555555555555555ULL;
+// IQ2_S: byte j = q % 8 (qh of the sub-block) to the high byte of lane q, and 2 l = 2 (q / 8) per lane.
+alignas(64) inline constexpr uint8_t kHighByteOfSubBlock[64] = {
+    0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7,
+    0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7};
+alignas(64) inline constexpr uint16_t kTwoL[32] = {0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,
+                                                   4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6};
+// IQ3_S: byte p / 8 (qh of point p's sub-block) to the high byte of lane p
+// (points 0..31, then 32..63), and p % 8 per lane.
+alignas(64) inline constexpr uint8_t kHighByteOfPoint[128] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+    0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3,
+    0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5,
+    0, 6, 0, 6, 0, 6, 0, 6, 0, 6, 0, 6, 0, 6, 0, 6, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7};
+alignas(64) inline constexpr uint16_t kPointBit[32] = {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,
+                                                       0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7};
 
 template <QuantType kType, typename Table>
 HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
@@ -180,10 +195,11 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         // Index of group l of sub-block j: qs[4 j + l] and bits 2 l, 2 l + 1 of qh[j] above it.
         const __m512i qs = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs))));
         const __m512i low = _mm512_maskz_permutexvar_epi8(kLowBytes, _mm512_load_si512(kStride4ToLMajor), qs);
-        alignas(64) uint16_t high[32];
-        const uint8_t* qhb = block + offsetof(BlockIQ2_S, qh);
-        for (int q = 0; q < 32; ++q) high[q] = static_cast<uint16_t>(((qhb[q % 8] >> (2 * (q / 8))) & 3) << 8);
-        iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, _mm512_load_si512(high))), d.points);
+        // qh[j] to the high byte of lane 8 l + j, shifted right by 2 l: its bits 2 l, 2 l + 1 at bits 8, 9.
+        const __m512i qh = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + offsetof(BlockIQ2_S, qh))));
+        const __m512i qh_high = _mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfSubBlock), qh);
+        const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh_high, _mm512_load_si512(kTwoL)), _mm512_set1_epi16(0x300));
+        iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, high)), d.points);
         const __m512i sg = lanes_u32(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8);
         for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
         const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_S, scales));
@@ -201,20 +217,25 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
         // Point p's index: qs[p] and bit p % 8 of qh[p / 8] above it.
         const uint8_t* qs = block + offsetof(BlockIQ3_S, qs);
-        const uint8_t* qhb = block + offsetof(BlockIQ3_S, qh);
-        alignas(64) uint16_t high[64];
-        for (int p = 0; p < 64; ++p) high[p] = static_cast<uint16_t>(((qhb[p / 8] >> (p % 8)) & 1) << 8);
-        const __m512i a = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs))),
-                                          _mm512_load_si512(high));
-        const __m512i b = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))),
-                                          _mm512_load_si512(high + 32));
+        // qh[p / 8] to the high byte of lane p, shifted right by p % 8: bit p % 8 at bit 8.
+        const __m512i qh = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + offsetof(BlockIQ3_S, qh))));
+        const __m512i shifts = _mm512_load_si512(kPointBit);
+        const __m512i bit8 = _mm512_set1_epi16(0x100);
+        const __m512i high_a = _mm512_and_si512(
+            _mm512_srlv_epi16(_mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfPoint), qh), shifts), bit8);
+        const __m512i high_b = _mm512_and_si512(
+            _mm512_srlv_epi16(_mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfPoint + 64), qh), shifts), bit8);
+        const __m512i a = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs))), high_a);
+        const __m512i b = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))), high_b);
         iq3_points_from<kType>(table.lookup(a), table.lookup(b), d.points);
         const __m512i sg = lanes_u32(block + offsetof(BlockIQ3_S, signs));
         for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
-        uint8_t sc[8];
-        const uint8_t* scales = block + offsetof(BlockIQ3_S, scales);
-        for (int j = 0; j < 8; ++j) sc[j] = static_cast<uint8_t>((scales[j / 2] >> (4 * (j % 2))) & 15);
-        d.scale_lo = d.scale_hi = odd_scales(lanes_u8(sc));
+        // Nibble j % 2 of scales[j / 2] to lane j.
+        int32_t scales;
+        std::memcpy(&scales, block + offsetof(BlockIQ3_S, scales), 4);
+        const __m128i pairs = _mm_shuffle_epi8(_mm_cvtsi32_si128(scales), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1));
+        const __m512i nibbles = _mm512_srlv_epi64(_mm512_cvtepu8_epi64(pairs), _mm512_setr_epi64(0, 4, 0, 4, 0, 4, 0, 4));
+        d.scale_lo = d.scale_hi = odd_scales(_mm512_and_si512(nibbles, _mm512_set1_epi64(15)));
     }
     return d;
 }
