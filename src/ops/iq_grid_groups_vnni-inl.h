@@ -90,14 +90,17 @@ struct CodeTable {
     explicit CodeTable(const uint16_t* codes) {
         for (int i = 0; i < kEntries / 32; ++i) t[i] = _mm512_loadu_si512(codes + 32 * i);
     }
+    // Each 64-entry chunk's permute, then a tree of blends on the index's
+    // bits 6, 7, ... (one mask per bit, not one compare per chunk).
     HWY_INLINE __m512i lookup(__m512i idx) const {
-        __m512i r = _mm512_permutex2var_epi16(t[0], idx, t[1]);
-        const __m512i chunk = _mm512_srli_epi16(idx, 6);
-        for (int c = 1; c < kEntries / 64; ++c) {
-            const __mmask32 m = _mm512_cmpeq_epi16_mask(chunk, _mm512_set1_epi16(static_cast<int16_t>(c)));
-            r = _mm512_mask_mov_epi16(r, m, _mm512_permutex2var_epi16(t[2 * c], idx, t[2 * c + 1]));
+        constexpr int kChunks = kEntries / 64;
+        __m512i r[kChunks];
+        for (int c = 0; c < kChunks; ++c) r[c] = _mm512_permutex2var_epi16(t[2 * c], idx, t[2 * c + 1]);
+        for (int bit = 0, n = kChunks; n > 1; ++bit, n /= 2) {
+            const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(static_cast<int16_t>(64 << bit)));
+            for (int c = 0; c < n / 2; ++c) r[c] = _mm512_mask_mov_epi16(r[2 * c], m, r[2 * c + 1]);
         }
-        return r;
+        return r[0];
     }
 };
 
