@@ -34,7 +34,8 @@ std::vector<float> f32_values(const GgufFile& file, const GgufTensorInfo& t) {
                          quant_type_name(t.type));
     }
     std::vector<float> v(static_cast<size_t>(t.n_elements()));
-    std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+    // (A tensor of no elements has no data to copy: memcpy from null is undefined.)
+    if (!v.empty()) std::memcpy(v.data(), t.data, v.size() * sizeof(float));
     return v;
 }
 
