@@ -140,77 +140,82 @@ void block_weights(const float* xb, const float* qw, float sigma2, float* weight
     for (int j = 0; j < kBlock; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
 }
 
+
+// Every weighted 32-block quantizer (llama.cpp's quantize_row_q*_impl): the
+// row's weights per block, then the type's fit of the block, fit(x, w, block).
+template <typename Block, typename Fit>
+void quantize_weighted_blocks(const float* src, void* dst, int64_t n, const float* importance, const Fit& fit) {
+    const float sigma2 = row_sigma2(src, n);
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+        const float* xb = src + b * kBlock;
+        float weight[kBlock];
+        block_weights(xb, importance + b * kBlock, sigma2, weight);
+        Block block{};
+        fit(xb, weight, block);
+        store_block(dst, b, block);
+    }
+}
+
+// 32 codes (0..15) in Q4_0's nibble order.
+void pack_nibbles(const uint8_t* L, uint8_t* qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+// The weighted symmetric fit (Q4_0, Q5_0: codes l + nmax) and the weighted
+// fit of scale and min (Q4_1, Q5_1), each returning the codes.
+float symmetric_fit(const float* xb, const float* weight, int nmax, uint8_t* codes) {
+    int8_t L[kBlock];
+    const float d = quant_search::make_qx_quants(kBlock, nmax, xb, L, weight);
+    for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(L[i]);
+    return d;
+}
+
+float scale_min_fit(const float* xb, const float* weight, int nmax, uint8_t* codes, float* min) {
+    uint8_t Laux[kBlock];
+    return quant_search::make_qkx2_quants(kBlock, nmax, xb, weight, codes, min, Laux, -0.9f, 0.05f, 36, false);
+}
+
 }  // namespace
 
 void q5_0_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     if (importance == nullptr) return q5_0_from_float(src, dst, n);
-    // quantize_row_q5_0_impl: a weighted symmetric fit per block.
-    const float sigma2 = row_sigma2(src, n);
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* xb = src + b * kBlock;
-        float weight[kBlock];
-        block_weights(xb, importance + b * kBlock, sigma2, weight);
-        int8_t L[kBlock];
-        BlockQ5_0 block{};
-        block.d = fp32_to_fp16(quant_search::make_qx_quants(kBlock, 16, xb, L, weight));
+    quantize_weighted_blocks<BlockQ5_0>(src, dst, n, importance, [](const float* xb, const float* w, BlockQ5_0& block) {
         uint8_t codes[kBlock];
-        for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(L[i]);
+        block.d = fp32_to_fp16(symmetric_fit(xb, w, 16, codes));
         pack_q5(codes, block.qs, block.qh);
-        store_block(dst, b, block);
-    }
+    });
 }
 
 void q5_1_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     if (importance == nullptr) return q5_1_from_float(src, dst, n);
-    // quantize_row_q5_1_impl: a weighted fit of scale and min per block.
-    const float sigma2 = row_sigma2(src, n);
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* xb = src + b * kBlock;
-        float weight[kBlock];
-        block_weights(xb, importance + b * kBlock, sigma2, weight);
-        uint8_t L[kBlock], Laux[kBlock];
+    quantize_weighted_blocks<BlockQ5_1>(src, dst, n, importance, [](const float* xb, const float* w, BlockQ5_1& block) {
+        uint8_t codes[kBlock];
         float min = 0.0f;
-        BlockQ5_1 block{};
-        block.d = fp32_to_fp16(quant_search::make_qkx2_quants(kBlock, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false));
+        block.d = fp32_to_fp16(scale_min_fit(xb, w, 31, codes, &min));
         block.m = fp32_to_fp16(-min);
-        pack_q5(L, block.qs, block.qh);
-        store_block(dst, b, block);
-    }
+        pack_q5(codes, block.qs, block.qh);
+    });
 }
 
 void q4_1_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     if (importance == nullptr) return q4_1_from_float(src, dst, n);
-    // quantize_row_q4_1_impl: a weighted fit of scale and min per block.
-    const float sigma2 = row_sigma2(src, n);
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* xb = src + b * kBlock;
-        float weight[kBlock];
-        block_weights(xb, importance + b * kBlock, sigma2, weight);
-        uint8_t L[kBlock], Laux[kBlock];
+    quantize_weighted_blocks<BlockQ4_1>(src, dst, n, importance, [](const float* xb, const float* w, BlockQ4_1& block) {
+        uint8_t codes[kBlock];
         float min = 0.0f;
-        BlockQ4_1 block{};
-        block.d = fp32_to_fp16(quant_search::make_qkx2_quants(kBlock, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false));
+        block.d = fp32_to_fp16(scale_min_fit(xb, w, 15, codes, &min));
         block.m = fp32_to_fp16(-min);
-        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-        store_block(dst, b, block);
-    }
+        pack_nibbles(codes, block.qs);
+    });
 }
 
 void q4_0_quantize(const float* src, void* dst, int64_t n, const float* importance) {
     // (Without one, Q4_0's quantizer is its traits' from_float: quant_scalar.cpp.)
     if (importance == nullptr) throw make_error("internal: Q4_0's importance quantizer without an importance matrix");
-    // quantize_row_q4_0_impl: a weighted symmetric fit per block.
-    const float sigma2 = row_sigma2(src, n);
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* xb = src + b * kBlock;
-        float weight[kBlock];
-        block_weights(xb, importance + b * kBlock, sigma2, weight);
-        int8_t L[kBlock];
-        BlockQ4_0 block{};
-        block.d = fp32_to_fp16(quant_search::make_qx_quants(kBlock, 8, xb, L, weight));
-        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-        store_block(dst, b, block);
-    }
+    quantize_weighted_blocks<BlockQ4_0>(src, dst, n, importance, [](const float* xb, const float* w, BlockQ4_0& block) {
+        uint8_t codes[kBlock];
+        block.d = fp32_to_fp16(symmetric_fit(xb, w, 8, codes));
+        pack_nibbles(codes, block.qs);
+    });
 }
 
 float q5_0_block_step(const BlockQ5_0& wb, const BlockQ8_0& xb, float acc) {

@@ -56,6 +56,19 @@ void int8_group_entry(int64_t n, const void* w, size_t group_stride, int n_group
                                                                          y_stride, unit_n, unit_stride, accumulate);
 }
 
+// The same for kernels against Q8_K activations, which carry their own
+// block sums: no Q8_0 sums are read (the activation has none to point at).
+template <Int8GroupKernel... kKernels>
+void q8k_group_entry(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                     const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                     int64_t unit_n, size_t unit_stride, bool accumulate) {
+    static constexpr Int8GroupKernel kernels[sizeof...(kKernels)] = {kKernels...};
+    static constexpr int32_t kNoSums = 0;
+    run_int8_group_tiles<static_cast<int>(sizeof...(kKernels)), 256>(kernels, n, w, group_stride, n_groups, x, x_stride,
+                                                                      &kNoSums, 0, n_cols, y, y_stride, unit_n,
+                                                                      unit_stride, accumulate);
+}
+
 // kExtended where the CPU's int8 dot extension is enabled (AVX2 with
 // AVX-VNNI, NEON with the dot product: ops/int8_dot_extension.h), kBase
 // otherwise; checked on every product, so a test or --cpu-target can switch.

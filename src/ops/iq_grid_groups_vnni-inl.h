@@ -46,8 +46,6 @@ namespace tessera {
 namespace HWY_NAMESPACE {
 namespace iq_grid_vnni {
 
-constexpr int kMaxCols = 4;
-
 // One row's super-block as the kernel reads it: for each l (0..3) the point
 // bytes of group l of every sub-block (lane j: sub-block j), the signs as a
 // byte mask (bit 8 j + i: weight 32 j + 8 l + i is negative), and the odd
@@ -307,18 +305,11 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
     }
 }
 
-// QuantTraits::vec_dot_groups of a grid type (x_sums unused).
+// QuantTraits::vec_dot_groups of a grid type.
 template <QuantType kType, size_t kBlockBytes>
-void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
-                    const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
-                    int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {
-        group_kernel<kType, kBlockBytes, 1>, group_kernel<kType, kBlockBytes, 2>, group_kernel<kType, kBlockBytes, 3>,
-        group_kernel<kType, kBlockBytes, 4>};
-    static constexpr int32_t kNoSums = 0;
-    run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
-                                        y_stride, unit_n, unit_stride, accumulate);
-}
+inline constexpr VecDotGroupsFn vec_dot_groups =
+    q8k_group_entry<group_kernel<kType, kBlockBytes, 1>, group_kernel<kType, kBlockBytes, 2>,
+                    group_kernel<kType, kBlockBytes, 3>, group_kernel<kType, kBlockBytes, 4>>;
 
 }  // namespace iq_grid_vnni
 }  // namespace HWY_NAMESPACE
