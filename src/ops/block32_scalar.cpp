@@ -39,6 +39,23 @@ void pack_q5(const uint8_t* L, uint8_t* qs, uint8_t* qh) {
     std::memcpy(qh, &high, 4);
 }
 
+// llama.cpp's reference quantizer of Q4_1 / Q5_1 (nmax 15 / 31) for one
+// block: min and scale (max - min) / nmax as fp16, codes (x - min) / scale
+// rounded half up ((x - min) * id + 0.5 lies in [0.5, nmax + 0.5]: the
+// truncation is the floor).
+void min_scale_codes(const float* x, int nmax, uint16_t* d_out, uint16_t* m_out, uint8_t* L) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int i = 0; i < kBlock; ++i) {
+        min = std::min(min, x[i]);
+        max = std::max(max, x[i]);
+    }
+    const float d = (max - min) / static_cast<float>(nmax);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = fp32_to_fp16(d);
+    *m_out = fp32_to_fp16(min);
+    for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>(std::min(nmax, static_cast<int>((x[i] - min) * id + 0.5f)));
+}
+
 // A 4-bit index of a Q4_0-ordered block (IQ4_NL, MXFP4).
 int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
 
@@ -57,23 +74,10 @@ void q4_1_to_float(const void* src, float* dst, int64_t n) {
 
 void q4_1_from_float(const float* src, void* dst, int64_t n) {
     for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* x = src + b * kBlock;
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int i = 0; i < kBlock; ++i) {
-            min = std::min(min, x[i]);
-            max = std::max(max, x[i]);
-        }
-        const float d = (max - min) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         BlockQ4_1 block{};
-        block.d = fp32_to_fp16(d);
-        block.m = fp32_to_fp16(min);
-        // (x - min) * id + 0.5 lies in [0.5, 15.5]: truncation is the floor.
-        for (int j = 0; j < 16; ++j) {
-            const int lo = std::min(15, static_cast<int>((x[j] - min) * id + 0.5f));
-            const int hi = std::min(15, static_cast<int>((x[j + 16] - min) * id + 0.5f));
-            block.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-        }
+        uint8_t L[kBlock];
+        min_scale_codes(src + b * kBlock, 15, &block.d, &block.m, L);
+        for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
         store_block(dst, b, block);
     }
 }
@@ -241,20 +245,9 @@ void q5_1_to_float(const void* src, float* dst, int64_t n) {
 
 void q5_1_from_float(const float* src, void* dst, int64_t n) {
     for (int64_t b = 0; b < n / kBlock; ++b) {
-        const float* x = src + b * kBlock;
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int i = 0; i < kBlock; ++i) {
-            min = std::min(min, x[i]);
-            max = std::max(max, x[i]);
-        }
-        const float d = (max - min) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         BlockQ5_1 block{};
-        block.d = fp32_to_fp16(d);
-        block.m = fp32_to_fp16(min);
         uint8_t L[kBlock];
-        // (x - min) * id + 0.5 lies in [0.5, 31.5]: truncation is the floor.
-        for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>((x[i] - min) * id + 0.5f);
+        min_scale_codes(src + b * kBlock, 31, &block.d, &block.m, L);
         pack_q5(L, block.qs, block.qh);
         store_block(dst, b, block);
     }
