@@ -2,7 +2,8 @@
 // (ops/block32_group_layout.h) against Q8_0 activations on 256-bit x86
 // vectors (targets AVX2 and AVX-512 without VNNI): the AVX-512 VNNI kernel's
 // arithmetic (block32_groups_vnni-inl.h) on 8 rows a vector, a group in two
-// halves, maddubs's int16 pair sums widened per vector. IQ4_NL's grid goes
+// halves, products by maddubs (int16 pair sums widened per vector) or, with
+// AVX-VNNI, vpdpbusd (ops/avx2_products-inl.h). IQ4_NL's grid goes
 // in signed (|v| against y * sign(v)): grid + 128 would saturate maddubs.
 // Canonical bits: exact integers, the same float steps. Included by
 // dot_hwy.cpp once per target (hence the toggling include guard).
@@ -15,6 +16,9 @@
 #endif
 
 #include <hwy/highway.h>
+
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
@@ -50,7 +54,7 @@ HWY_INLINE __m256i fifth_bits(__m256i hv, int from) {
     }
 }
 
-template <QuantType kType, int C>
+template <QuantType kType, class Products, int C>
 void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                           const int32_t* sums, size_t sums_stride, float* y, size_t y_stride, size_t unit_stride,
                           bool accumulate) {
@@ -62,7 +66,6 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     constexpr int64_t kActBlockBytes = 34;
     const __m256i low = _mm256_set1_epi8(0x0F);
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
         kType == QuantType::MXFP4 ? kMxfp4Plus12 : reinterpret_cast<const uint8_t*>(kIq4nlValues))));
     const bool near = near_prefetch();
@@ -116,9 +119,8 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                         int32_t y4;
                         std::memcpy(&y4, xb + 2 + (j < 4 ? 4 * j : 16 + 4 * (j - 4)), 4);
                         const __m256i yv = _mm256_set1_epi32(y4);
-                        const __m256i prod = kSigned ? _mm256_maddubs_epi16(_mm256_sign_epi8(w[j], w[j]), _mm256_sign_epi8(yv, w[j]))
-                                                     : _mm256_maddubs_epi16(w[j], yv);
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(prod, ones));
+                        s = kSigned ? Products::add32(s, _mm256_sign_epi8(w[j], w[j]), _mm256_sign_epi8(yv, w[j]))
+                                    : Products::add32(s, w[j], yv);
                     }
                     uint16_t h;
                     std::memcpy(&h, xb, 2);
@@ -140,14 +142,15 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     }
 }
 
-// QuantTraits::vec_dot_groups for the type.
-template <QuantType kType>
+// QuantTraits::vec_dot_groups for the type, with products formed by
+// Products (avx2_products-inl.h).
+template <QuantType kType, class Products = avx2_products::Maddubs>
 void block32_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                             size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
                             size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     static constexpr Int8GroupKernel kernels[kMaxCols] = {
-        block32_group_kernel<kType, 1>, block32_group_kernel<kType, 2>, block32_group_kernel<kType, 3>,
-        block32_group_kernel<kType, 4>};
+        block32_group_kernel<kType, Products, 1>, block32_group_kernel<kType, Products, 2>,
+        block32_group_kernel<kType, Products, 3>, block32_group_kernel<kType, Products, 4>};
     run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
                          y_stride, unit_n, unit_stride, accumulate);
 }

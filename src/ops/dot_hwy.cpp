@@ -15,6 +15,7 @@
 
 #include "ops/block32_groups_avx2-inl.h"
 #include "ops/block32_groups_hwy-inl.h"
+#include "ops/block32_groups_neon_dotprod-inl.h"
 #include "ops/block32_groups_vnni-inl.h"
 #include "ops/canonical_math-inl.h"
 #include "ops/group_tiles.h"
@@ -323,8 +324,17 @@ const QuantTraits* BlockTraits(QuantType type) {
     // Highway ops (canonical bits either way).
 #if HWY_TARGET == HWY_AVX3_DL
 #define TESSERA_BLOCK32_GROUPS(T) block32_vnni::block32_vec_dot_groups<T>
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#elif HWY_TARGET == HWY_AVX2
+    // With AVX-VNNI where the CPU has it and it is allowed.
+#define TESSERA_BLOCK32_GROUPS(T)                                                                 \
+    with_int8_dot_extension<block32_avx2::block32_vec_dot_groups<T, avx2_products::AvxVnni>, \
+                            block32_avx2::block32_vec_dot_groups<T>>
+#elif HWY_TARGET == HWY_AVX3
 #define TESSERA_BLOCK32_GROUPS(T) block32_avx2::block32_vec_dot_groups<T>
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+    // With the dot-product extension where the CPU has it and it is allowed.
+#define TESSERA_BLOCK32_GROUPS(T) \
+    with_int8_dot_extension<dotprod_block32::block32_vec_dot_groups<T>, portable_block32::block32_vec_dot_groups<T>>
 #else
 #define TESSERA_BLOCK32_GROUPS(T) portable_block32::block32_vec_dot_groups<T>
 #endif

@@ -4,8 +4,9 @@
 //   AVX-512). On a CPU with AVX2 and AVX-VNNI but no AVX-512, Highway's best
 //   target is AVX2, whose grouped kernels then use vpdpbusd instead of maddubs.
 // - ARM's dot-product extension (sdot, vdotq_s32; Armv8.2-A, e.g. the
-//   Cortex-A76 of a Raspberry Pi 5): Highway's NEON target then uses it for
-//   the grouped Q4_0/Q8_0 kernels instead of widening multiplies.
+//   Cortex-A76 of a Raspberry Pi 5): Highway's NEON target then uses it in
+//   every grouped kernel (*_groups_neon_dotprod-inl.h) instead of widening
+//   multiplies.
 // Either forms the same integers as the kernels without it: the same bits.
 //
 // cpu_target.h names the pairings "AVX2_VNNI" and "NEON_DOTPROD"; asking for

@@ -16,6 +16,9 @@
 
 #include <hwy/highway.h>
 
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
+
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
@@ -39,7 +42,7 @@ constexpr int kMaxCols = 4;
 
 // 16 rows x C columns over all nb super-blocks of one group, in units of
 // unit_nb super-blocks; y[u * unit_stride + c * y_stride + r].
-template <int C>
+template <class Products, int C>
 void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                        const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
                        bool accumulate) {
@@ -48,7 +51,6 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     using q4k_group::kQ8KQs;
     // The grid itself (signed): |w| <= 127 and |y| <= 127, so maddubs(|w|, y * sign(w)) never saturates.
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i low = _mm256_set1_epi8(0x0F);
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
@@ -80,10 +82,8 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                             int32_t y4[2];
                             std::memcpy(&y4[0], xq, 4);
                             std::memcpy(&y4[1], xq + 32, 4);
-                            const __m256i p_lo = _mm256_maddubs_epi16(a_lo, _mm256_sign_epi8(_mm256_set1_epi32(y4[0]), v_lo));
-                            const __m256i p_hi = _mm256_maddubs_epi16(a_hi, _mm256_sign_epi8(_mm256_set1_epi32(y4[1]), v_hi));
-                            s_lo[c] = _mm256_add_epi32(s_lo[c], _mm256_madd_epi16(p_lo, ones));
-                            s_hi[c] = _mm256_add_epi32(s_hi[c], _mm256_madd_epi16(p_hi, ones));
+                            s_lo[c] = Products::add32(s_lo[c], a_lo, _mm256_sign_epi8(_mm256_set1_epi32(y4[0]), v_lo));
+                            s_hi[c] = Products::add32(s_hi[c], a_hi, _mm256_sign_epi8(_mm256_set1_epi32(y4[1]), v_hi));
                         }
                     }
                     const __m256i sc_lo = _mm256_sub_epi32(
@@ -111,12 +111,14 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     }
 }
 
-// QuantTraits::vec_dot_groups for IQ4_XS (x_sums unused: Q8_K has its bsums).
-inline void iq4_xs_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+// QuantTraits::vec_dot_groups for IQ4_XS (x_sums unused: Q8_K has its bsums),
+// products by Products (avx2_products-inl.h).
+template <class Products = avx2_products::Maddubs>
+void iq4_xs_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {iq4_xs_group_kernel<1>, iq4_xs_group_kernel<2>,
-                                                          iq4_xs_group_kernel<3>, iq4_xs_group_kernel<4>};
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {iq4_xs_group_kernel<Products, 1>, iq4_xs_group_kernel<Products, 2>,
+                                                          iq4_xs_group_kernel<Products, 3>, iq4_xs_group_kernel<Products, 4>};
     static constexpr int32_t kNoSums = 0;  // the kernels read Q8_K's bsums instead
     run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
                                         y_stride, unit_n, unit_stride, accumulate);

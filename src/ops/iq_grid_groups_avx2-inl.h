@@ -5,7 +5,7 @@
 // the 4 point words and sign masks by table lookups (ops/iq_grid_decode.h),
 // maddubs of the unsigned point bytes with the activations negated where
 // the signs say (|y| <= 127: no saturation), madd with the sub-blocks' odd
-// scales; per block and row S exactly, then the canonical step
+// scales (vpdpwssd with AVX-VNNI); per block and row S exactly, then the canonical step
 // acc = fma(d_x, d_w * (k * float(S)), acc) for 8 rows a vector. Included by
 // iq_grids_hwy.cpp once per target (hence the toggling include guard).
 
@@ -17,6 +17,9 @@
 #endif
 
 #include <hwy/highway.h>
+
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
@@ -37,7 +40,7 @@ namespace iq_grid_avx2 {
 
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
 // for C columns at once.
-template <QuantType kType, int C>
+template <QuantType kType, class Products, int C>
 HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const IqTables& t, int32_t* out) {
     const __m256i plus = _mm256_set1_epi8(1);
     __m256i sum[C];
@@ -56,7 +59,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
         for (int c = 0; c < C; ++c) {
             const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + 32 * j));
             const __m256i products = _mm256_maddubs_epi16(points, _mm256_sign_epi8(y, signs));
-            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(products, scales));
+            sum[c] = Products::add_pairs(sum[c], products, scales);
         }
     }
     for (int c = 0; c < C; ++c) {
@@ -68,7 +71,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
 
 // 16 rows x C columns over all nb blocks of one group, in units of unit_nb
 // blocks; y[u * unit_stride + c * y_stride + r].
-template <QuantType kType, size_t kBlockBytes, int C>
+template <QuantType kType, size_t kBlockBytes, class Products, int C>
 void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                   const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
                   bool accumulate) {
@@ -95,7 +98,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
             alignas(16) uint16_t d[kGroupRows];
             for (int r = 0; r < kGroupRows; ++r) {
                 int32_t row[C];
-                row_sums<kType, C>(p + r * kBlockBytes, xq, t, row);
+                row_sums<kType, Products, C>(p + r * kBlockBytes, xq, t, row);
                 for (int c = 0; c < C; ++c) s[c][r] = row[c];
                 d[r] = iq_block_d(p + r * kBlockBytes);
             }
@@ -113,11 +116,12 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
     }
 }
 
-// QuantTraits::vec_dot_groups of a grid type.
-template <QuantType kType, size_t kBlockBytes>
+// QuantTraits::vec_dot_groups of a grid type, the scales applied by
+// Products (avx2_products-inl.h; with AVX-VNNI one vpdpwssd).
+template <QuantType kType, size_t kBlockBytes, class Products = avx2_products::Maddubs>
 inline constexpr VecDotGroupsFn vec_dot_groups =
-    q8k_group_entry<group_kernel<kType, kBlockBytes, 1>, group_kernel<kType, kBlockBytes, 2>,
-                    group_kernel<kType, kBlockBytes, 3>, group_kernel<kType, kBlockBytes, 4>>;
+    q8k_group_entry<group_kernel<kType, kBlockBytes, Products, 1>, group_kernel<kType, kBlockBytes, Products, 2>,
+                    group_kernel<kType, kBlockBytes, Products, 3>, group_kernel<kType, kBlockBytes, Products, 4>>;
 
 }  // namespace iq_grid_avx2
 }  // namespace HWY_NAMESPACE

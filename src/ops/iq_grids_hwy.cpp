@@ -1,7 +1,8 @@
 // The grid I-quants' traits on the dispatched CPU target (iq_grids_hwy.h):
 // the scalar references for rows, the grouped kernels of
 // iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: gathers),
-// iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI) or
+// iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI),
+// iq_grid_groups_neon_dotprod-inl.h (64-bit NEON with the dot product) or
 // iq_grid_groups_hwy-inl.h (every other target). Same targets as
 // kquants_hwy.cpp.
 #ifndef HWY_DISABLED_TARGETS
@@ -17,6 +18,7 @@
 #include "ops/iq_grid_blocks.h"
 #include "ops/iq_grid_groups_avx2-inl.h"
 #include "ops/iq_grid_groups_hwy-inl.h"
+#include "ops/iq_grid_groups_neon_dotprod-inl.h"
 #include "ops/iq_grid_groups_vnni-inl.h"
 #include "ops/iq_grids_hwy.h"
 
@@ -30,8 +32,16 @@ const QuantTraits* grid_traits() {
         QuantTraits t = *scalar_traits(kType);
 #if HWY_TARGET == HWY_AVX3_DL
         t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#elif HWY_TARGET == HWY_AVX2
+        // With AVX-VNNI where the CPU has it and it is allowed.
+        t.vec_dot_groups = with_int8_dot_extension<iq_grid_avx2::vec_dot_groups<kType, kBlockBytes, avx2_products::AvxVnni>,
+                                                   iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>>;
+#elif HWY_TARGET == HWY_AVX3
         t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+        // With the dot-product extension where the CPU has it and it is allowed.
+        t.vec_dot_groups = with_int8_dot_extension<dotprod_iq_grid::vec_dot_groups<kType, kBlockBytes>,
+                                                   portable_iq_grid::vec_dot_groups<kType, kBlockBytes>>;
 #else
         t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
 #endif

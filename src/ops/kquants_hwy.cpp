@@ -46,15 +46,19 @@
 #include "ops/kquant_groups_vnni-inl.h"
 #include "ops/iq4xs_groups_avx2-inl.h"
 #include "ops/iq4xs_groups_hwy-inl.h"
+#include "ops/iq4xs_groups_neon_dotprod-inl.h"
 #include "ops/iq4xs_groups_vnni-inl.h"
 #include "ops/lowbit_groups_avx2-inl.h"
 #include "ops/lowbit_groups_hwy-inl.h"
+#include "ops/lowbit_groups_neon_dotprod-inl.h"
 #include "ops/lowbit_groups_vnni-inl.h"
 #include "ops/q5k_groups_avx2-inl.h"
 #include "ops/q5k_groups_hwy-inl.h"
+#include "ops/q5k_groups_neon_dotprod-inl.h"
 #include "ops/q5k_groups_vnni-inl.h"
 #include "ops/q6k_groups_avx2-inl.h"
 #include "ops/q6k_groups_hwy-inl.h"
+#include "ops/q6k_groups_neon_dotprod-inl.h"
 #include "ops/q6k_groups_vnni-inl.h"
 #include "ops/kquants_hwy.h"
 #include "util/fp16.h"
@@ -731,8 +735,16 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 // Grouped: AVX-512 VNNI's kernel, or portable Highway ops (canonical bits either way).
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = q6k_vnni::q6_k_vec_dot_groups;
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-                t.vec_dot_groups = q6k_avx2::q6_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2
+                // With AVX-VNNI where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<q6k_avx2::q6_k_vec_dot_groups<avx2_products::AvxVnni>,
+                                                           q6k_avx2::q6_k_vec_dot_groups<>>;
+#elif HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = q6k_avx2::q6_k_vec_dot_groups<>;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+                // With the dot-product extension where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<dotprod_q6k::q6_k_vec_dot_groups,
+                                                           portable_q6k::q6_k_vec_dot_groups>;
 #else
                 t.vec_dot_groups = portable_q6k::q6_k_vec_dot_groups;
 #endif
@@ -747,8 +759,16 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::Q5_K);
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = q5k_vnni::q5_k_vec_dot_groups;
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-                t.vec_dot_groups = q5k_avx2::q5_k_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2
+                // With AVX-VNNI where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<q5k_avx2::q5_k_vec_dot_groups<avx2_products::AvxVnni>,
+                                                           q5k_avx2::q5_k_vec_dot_groups<>>;
+#elif HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = q5k_avx2::q5_k_vec_dot_groups<>;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+                // With the dot-product extension where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<dotprod_q5k::q5_k_vec_dot_groups,
+                                                           portable_q5k::q5_k_vec_dot_groups>;
 #else
                 t.vec_dot_groups = portable_q5k::q5_k_vec_dot_groups;
 #endif
@@ -761,8 +781,17 @@ const QuantTraits* KQuantsTraits(QuantType type) {
             // Rows by the scalar reference; grouped rows by AVX-512 VNNI's kernel or portable Highway ops.
 #if HWY_TARGET == HWY_AVX3_DL
 #define TESSERA_LOWBIT_GROUPS(Q3) lowbit_vnni::lowbit_vec_dot_groups<Q3>
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#elif HWY_TARGET == HWY_AVX2
+            // With AVX-VNNI where the CPU has it and it is allowed.
+#define TESSERA_LOWBIT_GROUPS(Q3)                                                               \
+    with_int8_dot_extension<lowbit_avx2::lowbit_vec_dot_groups<Q3, avx2_products::AvxVnni>, \
+                            lowbit_avx2::lowbit_vec_dot_groups<Q3>>
+#elif HWY_TARGET == HWY_AVX3
 #define TESSERA_LOWBIT_GROUPS(Q3) lowbit_avx2::lowbit_vec_dot_groups<Q3>
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+            // With the dot-product extension where the CPU has it and it is allowed.
+#define TESSERA_LOWBIT_GROUPS(Q3) \
+    with_int8_dot_extension<dotprod_lowbit::lowbit_vec_dot_groups<Q3>, portable_lowbit::lowbit_vec_dot_groups<Q3>>
 #else
 #define TESSERA_LOWBIT_GROUPS(Q3) portable_lowbit::lowbit_vec_dot_groups<Q3>
 #endif
@@ -786,8 +815,16 @@ const QuantTraits* KQuantsTraits(QuantType type) {
                 QuantTraits t = *scalar_traits(QuantType::IQ4_XS);
 #if HWY_TARGET == HWY_AVX3_DL
                 t.vec_dot_groups = iq4xs_vnni::iq4_xs_vec_dot_groups;
-#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-                t.vec_dot_groups = iq4xs_avx2::iq4_xs_vec_dot_groups;
+#elif HWY_TARGET == HWY_AVX2
+                // With AVX-VNNI where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<iq4xs_avx2::iq4_xs_vec_dot_groups<avx2_products::AvxVnni>,
+                                                           iq4xs_avx2::iq4_xs_vec_dot_groups<>>;
+#elif HWY_TARGET == HWY_AVX3
+                t.vec_dot_groups = iq4xs_avx2::iq4_xs_vec_dot_groups<>;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+                // With the dot-product extension where the CPU has it and it is allowed.
+                t.vec_dot_groups = with_int8_dot_extension<dotprod_iq4xs::iq4_xs_vec_dot_groups,
+                                                           portable_iq4xs::iq4_xs_vec_dot_groups>;
 #else
                 t.vec_dot_groups = portable_iq4xs::iq4_xs_vec_dot_groups;
 #endif

@@ -16,6 +16,9 @@
 
 #include <hwy/highway.h>
 
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
+
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
@@ -59,7 +62,7 @@ HWY_INLINE __m256i low_pair(__m256i q, int t) {
     }
 }
 
-template <bool kQ3, int C>
+template <bool kQ3, class Products, int C>
 void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                          const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
                          bool accumulate) {
@@ -72,7 +75,6 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     constexpr int64_t kChunkBytes = kQ3 ? q3k_group::kChunkBytes : q2k_group::kChunkBytes;
     const __m256i two_bits = _mm256_set1_epi8(0x03);
     const __m256i bit2 = _mm256_set1_epi8(0x04);
-    const __m256i ones = _mm256_set1_epi16(1);
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
@@ -99,7 +101,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                     for (int c = 0; c < C; ++c) {
                         int32_t bsum_pair;
                         std::memcpy(&bsum_pair, x + c * x_stride + b * kQ8KBytes + kQ8KBsums + 4 * n, 4);
-                        constant[c] = _mm256_add_epi32(constant[c], _mm256_madd_epi16(factors, _mm256_set1_epi32(bsum_pair)));
+                        constant[c] = Products::add_pairs(constant[c], factors, _mm256_set1_epi32(bsum_pair));
                     }
                 }
                 for (int h = 0; h < 4; ++h) {
@@ -124,8 +126,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                             for (int c = 0; c < C; ++c) {
                                 int32_t y4;
                                 std::memcpy(&y4, x + c * x_stride + b * kQ8KBytes + kQ8KQs + 64 * h + 16 * t + 4 * m, 4);
-                                s[t][c] = _mm256_add_epi32(
-                                    s[t][c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_set1_epi32(y4)), ones));
+                                s[t][c] = Products::add32(s[t][c], u, _mm256_set1_epi32(y4));
                             }
                         }
                     }
@@ -160,13 +161,15 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     }
 }
 
-// QuantTraits::vec_dot_groups for Q3_K (kQ3) and Q2_K (x_sums unused: Q8_K has its bsums).
-template <bool kQ3>
+// QuantTraits::vec_dot_groups for Q3_K (kQ3) and Q2_K (x_sums unused: Q8_K has its bsums),
+// products by Products (avx2_products-inl.h).
+template <bool kQ3, class Products = avx2_products::Maddubs>
 void lowbit_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                            size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y,
                            size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {lowbit_group_kernel<kQ3, 1>, lowbit_group_kernel<kQ3, 2>,
-                                                          lowbit_group_kernel<kQ3, 3>, lowbit_group_kernel<kQ3, 4>};
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {
+        lowbit_group_kernel<kQ3, Products, 1>, lowbit_group_kernel<kQ3, Products, 2>,
+        lowbit_group_kernel<kQ3, Products, 3>, lowbit_group_kernel<kQ3, Products, 4>};
     static constexpr int32_t kNoSums = 0;
     run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
                                         y_stride, unit_n, unit_stride, accumulate);

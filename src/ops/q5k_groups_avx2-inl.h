@@ -15,6 +15,9 @@
 
 #include <hwy/highway.h>
 
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
+
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
@@ -37,7 +40,7 @@ constexpr int kMaxCols = 4;
 
 // 16 rows x C columns over all nb super-blocks of one group, in units of
 // unit_nb super-blocks; y[u * unit_stride + c * y_stride + r].
-template <int C>
+template <class Products, int C>
 void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                        const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
                        bool accumulate) {
@@ -46,7 +49,6 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     using q4k_group::kQ8KBytes;
     using q4k_group::kQ8KQs;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i low = _mm256_set1_epi8(0x0F);
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
@@ -82,7 +84,7 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kMins + 16 * (2 * h + 1) + 8 * h8));
                     const __m256i min_pair = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m0, m1));
                     for (int c = 0; c < C; ++c) {
-                        mins[c] = _mm256_add_epi32(mins[c], _mm256_madd_epi16(min_pair, _mm256_set1_epi32(sum_pairs[c][h])));
+                        mins[c] = Products::add_pairs(mins[c], min_pair, _mm256_set1_epi32(sum_pairs[c][h]));
                     }
                 }
                 for (int h = 0; h < 4; ++h) {
@@ -110,11 +112,11 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                             int32_t y4[2];
                             std::memcpy(&y4[0], xq, 4);
                             std::memcpy(&y4[1], xq + 32, 4);
-                            t_lo[c] = _mm256_add_epi16(t_lo[c], _mm256_maddubs_epi16(w_lo, _mm256_set1_epi32(y4[0])));
-                            t_hi[c] = _mm256_add_epi16(t_hi[c], _mm256_maddubs_epi16(w_hi, _mm256_set1_epi32(y4[1])));
+                            t_lo[c] = Products::add(t_lo[c], w_lo, _mm256_set1_epi32(y4[0]));
+                            t_hi[c] = Products::add(t_hi[c], w_hi, _mm256_set1_epi32(y4[1]));
                             if (k % 4 == 3) {
-                                s_lo[c] = _mm256_add_epi32(s_lo[c], _mm256_madd_epi16(t_lo[c], ones));
-                                s_hi[c] = _mm256_add_epi32(s_hi[c], _mm256_madd_epi16(t_hi[c], ones));
+                                s_lo[c] = _mm256_add_epi32(s_lo[c], Products::widen(t_lo[c]));
+                                s_hi[c] = _mm256_add_epi32(s_hi[c], Products::widen(t_hi[c]));
                                 t_lo[c] = t_hi[c] = _mm256_setzero_si256();
                             }
                         }
@@ -146,12 +148,14 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     }
 }
 
-// QuantTraits::vec_dot_groups for Q5_K (x_sums unused: Q8_K has its bsums).
-inline void q5_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+// QuantTraits::vec_dot_groups for Q5_K (x_sums unused: Q8_K has its bsums),
+// products by Products (avx2_products-inl.h).
+template <class Products = avx2_products::Maddubs>
+void q5_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {q5_k_group_kernel<1>, q5_k_group_kernel<2>,
-                                                          q5_k_group_kernel<3>, q5_k_group_kernel<4>};
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {q5_k_group_kernel<Products, 1>, q5_k_group_kernel<Products, 2>,
+                                                          q5_k_group_kernel<Products, 3>, q5_k_group_kernel<Products, 4>};
     static constexpr int32_t kNoSums = 0;  // the kernels read Q8_K's bsums instead
     run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
                                         y_stride, unit_n, unit_stride, accumulate);

@@ -17,6 +17,9 @@
 
 #include <hwy/highway.h>
 
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
+
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
@@ -36,7 +39,7 @@ namespace q6k_avx2 {
 
 constexpr int kMaxCols = 4;
 
-template <int C>
+template <class Products, int C>
 void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                        const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride, size_t unit_stride,
                        bool accumulate) {
@@ -46,7 +49,6 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     using q4k_group::kQ8KQs;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i top2 = _mm256_set1_epi8(0x30);
-    const __m256i ones = _mm256_set1_epi16(1);
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
@@ -71,7 +73,7 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                     for (int c = 0; c < C; ++c) {
                         int32_t bsum_pair;
                         std::memcpy(&bsum_pair, x + c * x_stride + b * kQ8KBytes + kQ8KBsums + 4 * n, 4);
-                        offset[c] = _mm256_add_epi32(offset[c], _mm256_madd_epi16(pairs, _mm256_set1_epi32(bsum_pair)));
+                        offset[c] = Products::add_pairs(offset[c], pairs, _mm256_set1_epi32(bsum_pair));
                     }
                 }
                 for (int h = 0; h < 4; ++h) {
@@ -93,10 +95,8 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                             int32_t y4[2];
                             std::memcpy(&y4[0], xq, 4);
                             std::memcpy(&y4[1], xq + 32, 4);
-                            const __m256i p_lo = _mm256_maddubs_epi16(w_lo, _mm256_set1_epi32(y4[0]));
-                            const __m256i p_hi = _mm256_maddubs_epi16(w_hi, _mm256_set1_epi32(y4[1]));
-                            s[k / 4][c] = _mm256_add_epi32(s[k / 4][c], _mm256_madd_epi16(p_lo, ones));
-                            s[2 + k / 4][c] = _mm256_add_epi32(s[2 + k / 4][c], _mm256_madd_epi16(p_hi, ones));
+                            s[k / 4][c] = Products::add32(s[k / 4][c], w_lo, _mm256_set1_epi32(y4[0]));
+                            s[2 + k / 4][c] = Products::add32(s[2 + k / 4][c], w_hi, _mm256_set1_epi32(y4[1]));
                         }
                     }
                     for (int j = 0; j < 4; ++j) {
@@ -120,12 +120,14 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     }
 }
 
-// QuantTraits::vec_dot_groups for Q6_K (x_sums unused: Q8_K has its bsums).
-inline void q6_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+// QuantTraits::vec_dot_groups for Q6_K (x_sums unused: Q8_K has its bsums),
+// products by Products (avx2_products-inl.h).
+template <class Products = avx2_products::Maddubs>
+void q6_k_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                 size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {q6_k_group_kernel<1>, q6_k_group_kernel<2>,
-                                                          q6_k_group_kernel<3>, q6_k_group_kernel<4>};
+    static constexpr Int8GroupKernel kernels[kMaxCols] = {q6_k_group_kernel<Products, 1>, q6_k_group_kernel<Products, 2>,
+                                                          q6_k_group_kernel<Products, 3>, q6_k_group_kernel<Products, 4>};
     static constexpr int32_t kNoSums = 0;
     run_int8_group_tiles<kMaxCols, 256>(kernels, n, w, group_stride, n_groups, x, x_stride, &kNoSums, 0, n_cols, y,
                                         y_stride, unit_n, unit_stride, accumulate);

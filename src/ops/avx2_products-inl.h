@@ -1,0 +1,76 @@
+// How the 256-bit grouped kernels form their int8 products: unsigned weight
+// bytes times signed activation bytes, 4 products per 32-bit lane.
+// - Maddubs (AVX2): maddubs adds the products in pairs into int16 (a caller
+//   keeps a pair sum below 2^15 and widens in time), madd with ones widens.
+// - AvxVnni (AVX2 on a CPU with AVX-VNNI, ops/int8_dot_extension.h): one
+//   vpdpbusd adds the 4 products straight into the int32 lane (and vpdpwssd
+//   adds int16 pair products into int32 as madd and an add would).
+// Both give the same exact integers, so a kernel written once for either
+// (a template on the policy) gives the same bits with both.
+//
+// The VNNI instructions are written as asm in its VEX form: a template's instantiations
+// share its function's target attributes, and the AVX2 target must not be
+// compiled for AVX-VNNI as a whole (its other code would then be free to use
+// it on CPUs without it). Callers pick AvxVnni only where
+// int8_dot_extension_enabled(). Included once per target (hence the
+// toggling include guard), outside any namespace.
+
+#if defined(TESSERA_OPS_AVX2_PRODUCTS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSERA_OPS_AVX2_PRODUCTS_INL_H_
+#undef TESSERA_OPS_AVX2_PRODUCTS_INL_H_
+#else
+#define TESSERA_OPS_AVX2_PRODUCTS_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+
+#include <immintrin.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace avx2_products {
+
+struct Maddubs {
+    // s (int16 pair sums) plus w's bytes times y's, pairwise.
+    static HWY_INLINE __m256i add(__m256i s, __m256i w, __m256i y) {
+        return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, y));
+    }
+    // add's sums as int32 lanes (4 products each).
+    static HWY_INLINE __m256i widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+    // s (int32 lanes) plus the 4 products of each lane.
+    static HWY_INLINE __m256i add32(__m256i s, __m256i w, __m256i y) {
+        return _mm256_add_epi32(s, widen(_mm256_maddubs_epi16(w, y)));
+    }
+    // s (int32 lanes) plus a's int16 pairs times b's, each lane's pair added.
+    static HWY_INLINE __m256i add_pairs(__m256i s, __m256i a, __m256i b) {
+        return _mm256_add_epi32(s, _mm256_madd_epi16(a, b));
+    }
+};
+
+#if HWY_TARGET == HWY_AVX2
+struct AvxVnni {
+    static HWY_INLINE __m256i add32(__m256i s, __m256i w, __m256i y) {
+        asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(s) : "x"(w), "x"(y));
+        return s;
+    }
+    // vpdpwssd: madd and the add in one.
+    static HWY_INLINE __m256i add_pairs(__m256i s, __m256i a, __m256i b) {
+        asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(s) : "x"(a), "x"(b));
+        return s;
+    }
+    // Already int32: add is add32, widen the identity.
+    static HWY_INLINE __m256i add(__m256i s, __m256i w, __m256i y) { return add32(s, w, y); }
+    static HWY_INLINE __m256i widen(__m256i s) { return s; }
+};
+#endif
+
+}  // namespace avx2_products
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // include guard
