@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tessera against llama.cpp's llama-bench on one machine: the same GGUF file
 # (a TinyLlama-1.1B-shaped model written by `tessera gen-model`, of each
-# family in --archs: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3), the same
+# family in --archs: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3; or
+# qwen3moe: the Qwen3-30B-A3B shape, 128 experts of 768 channels, 8 used, with
+# --moe-layers of its 48 layers, for its bandwidth per token), the same
 # tests (pp512: one 512-token prompt; tg128: 128 generated tokens), the same
 # thread counts, each after one warm-up run. Min and median over the
 # repetitions, the ratio of medians (tessera / llama.cpp, above 1 = tessera
@@ -10,7 +12,7 @@
 #
 #   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"] [--archs "llama"]
 #                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
-#                             [--tessera BIN] [--vocab GGUF] [--raw DIR] [--target NAME]
+#                             [--tessera BIN] [--vocab GGUF] [--raw DIR] [--target NAME] [--moe-layers 48]
 #
 # --llama-cpp: a llama.cpp checkout (its llama-bench at DIR/build/bin) or the
 #   directory holding llama-bench itself; default /tmp/llama.cpp. Without it
@@ -18,6 +20,8 @@
 # --models: where the generated models live; missing ones are generated there
 #   (default /tmp/bench-models; Q4_0/Q4_K ~590 MiB each, Q8_0 ~1.1 GiB).
 # --raw: keep both tools' JSON output in DIR.
+# --moe-layers: how many of Qwen3-30B-A3B's 48 layers the qwen3moe model has
+#   (all of them: ~17 GiB in Q4_K; fewer for a machine that must hold it twice).
 # --target: tessera's kernels on this SIMD target or a lesser one (avx2, sse4,
 #   ...: TESSERA_CPU_TARGET); compare with a llama.cpp built for the same
 #   (e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF for avx2).
@@ -39,8 +43,9 @@ tessera=$repo/build/tessera
 vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 raw=""
 target=""
+moe_layers=48
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 
@@ -58,6 +63,7 @@ while [ $# -gt 0 ]; do
     --vocab) need_value "$@"; vocab=$2; shift 2 ;;
     --raw) need_value "$@"; raw=$2; shift 2 ;;
     --target) need_value "$@"; target=$2; shift 2 ;;
+    --moe-layers) need_value "$@"; moe_layers=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -178,12 +184,18 @@ for q in $types; do
   # needs a vocabulary with its special tokens for llama.cpp to load it.
   model=$models/tinyllama-shape-$q.gguf
   [ "$arch" = llama ] || model=$models/$arch-1b-shape-$q.gguf
+  shape=(--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632)
+  if [ "$arch" = qwen3moe ]; then
+    model=$models/qwen3moe-30b-a3b-shape-${moe_layers}l-$q.gguf
+    shape=(--dim 2048 --layers "$moe_layers" --heads 32 --kv-heads 4 --head-dim 128 --ffn 768 --experts 128
+           --experts-used 8)
+  fi
   arch_vocab=$vocab
   [ "$arch" = phi3 ] && arch_vocab=$llama_dir/models/ggml-vocab-phi-3.gguf
   if [ ! -f "$model" ]; then
     [ -f "$arch_vocab" ] || die "vocabulary $arch_vocab not found (needed to generate $model); pass --vocab GGUF"
     echo "generating $model"
-    "$tessera" gen-model --arch "$arch" --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 \
+    "$tessera" gen-model --arch "$arch" "${shape[@]}" \
       --vocab-from "$arch_vocab" --type "$q" -q -o "$model.part" || die "gen-model failed for $arch $q"
     mv "$model.part" "$model"
   fi

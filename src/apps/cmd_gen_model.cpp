@@ -51,7 +51,9 @@ void add_gen_model_command(CLI::App& app) {
     cmd->add_option("--layers", s.n_layer, "Transformer blocks")->capture_default_str();
     cmd->add_option("--heads", s.n_head, "Query heads")->capture_default_str();
     cmd->add_option("--kv-heads", s.n_head_kv, "Key/value heads")->capture_default_str();
-    cmd->add_option("--ffn", s.n_ff, "FFN hidden width")->capture_default_str();
+    cmd->add_option("--ffn", s.n_ff, "FFN hidden width (with experts: each expert's)")->capture_default_str();
+    cmd->add_option("--experts", s.n_expert, "Experts per layer (a mixture of experts; 0: a dense FFN)");
+    cmd->add_option("--experts-used", s.n_expert_used, "Experts chosen per token");
     cmd->add_option("--ctx", s.n_ctx, "Training context length written to the metadata")->capture_default_str();
     cmd->add_option("--vocab", s.n_vocab, "Size of a synthetic vocabulary (without --vocab-from)")->capture_default_str();
     cmd->add_option("--vocab-from", s.vocab_from, "Copy the tokenizer from this GGUF (e.g. a llama.cpp vocab file)");

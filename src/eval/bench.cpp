@@ -61,10 +61,16 @@ namespace {
 
 uint64_t matrix_bytes(const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
 
-uint64_t layer_bytes(const SliceWeights& w) {
+// What a token reads of the layers: every matrix, but of a mixture of
+// experts the router and k of the n experts (experts_used of router.rows).
+uint64_t layer_bytes(const SliceWeights& w, int experts_used) {
     uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
         for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix_bytes(*m);
+        if (l.router.rows > 0) {
+            const uint64_t experts = matrix_bytes(l.gate_exps) + matrix_bytes(l.up_exps) + matrix_bytes(l.down_exps);
+            bytes += matrix_bytes(l.router) + experts / static_cast<uint64_t>(l.router.rows) * static_cast<uint64_t>(experts_used);
+        }
     }
     return bytes;
 }
@@ -80,8 +86,8 @@ uint64_t sync_product_bytes(const SliceWeights& w, bool ffn) {
 
 // What one generated token reads: every layer matrix and the output head in
 // full, but only one row of the token embedding.
-uint64_t weight_bytes_per_token(const SliceWeights& w) {
-    return w.token_embd.row_bytes + matrix_bytes(w.output) + layer_bytes(w);
+uint64_t weight_bytes_per_token(const SliceWeights& w, int experts_used) {
+    return w.token_embd.row_bytes + matrix_bytes(w.output) + layer_bytes(w, experts_used);
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
@@ -112,8 +118,8 @@ BenchResult run_bench(const BenchParams& params) {
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     result.model_type = most == bytes_by_type.end() ? "?" : quant_type_name(most->first);
     const SliceWeights all = load_slice_weights(model, full_slice(hp));
-    result.weight_bytes_per_token = weight_bytes_per_token(all);
-    result.layer_weight_bytes_per_token = layer_bytes(all);
+    result.weight_bytes_per_token = weight_bytes_per_token(all, hp.n_expert_used);
+    result.layer_weight_bytes_per_token = layer_bytes(all, hp.n_expert_used);
     result.wo_bytes_per_token = sync_product_bytes(all, false);
     result.w_down_bytes_per_token = sync_product_bytes(all, true);
 

@@ -7,15 +7,20 @@ namespace tessera {
 namespace {
 
 // What each family's llama.cpp graph does (llama.cpp src/models/<name>.cpp).
-const std::array<Architecture, 6> kArchitectures = {{
+const std::array<Architecture, 7> kArchitectures = {{
     // Llama 1/2/3.x, Mistral, TinyLlama, llama2.c stories, DeepSeek-R1 Llama
     // distills: the reference. RoPE pairs are adjacent (the converter permutes
-    // wq/wk); a window only where the file sets one.
+    // wq/wk); a window only where the file sets one. Mixtral is a llama with
+    // experts (softmax, top 2, normalized: as Qwen3-MoE).
     {.name = "llama", .sliding = SlidingLayers::kAll},
     // Qwen 2 / 2.5 (and its R1 distills): biases on Q, K and V.
     {.name = "qwen2", .rope = RopeLayout::kHalves, .writes_qkv_bias = true},
     // Qwen 3: RMSNorm of each Q and K head; head_dim set by key_length.
     {.name = "qwen3", .rope = RopeLayout::kHalves, .writes_qk_norm = true},
+    // Qwen3-MoE (30B-A3B, 235B-A22B): Qwen 3's attention, every layer's FFN a
+    // mixture of experts: softmax over all of them, the top k, their weights
+    // normalized to sum to 1.
+    {.name = "qwen3moe", .rope = RopeLayout::kHalves, .writes_qk_norm = true, .writes_experts = true},
     // Gemma 2: GELU gate, scaled embeddings, post-norms, soft caps 50 / 30,
     // every other layer (from the first) a 4096-token window.
     {.name = "gemma2",

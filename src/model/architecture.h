@@ -15,6 +15,11 @@
 //   blk.N.ffn_up.weight of 2 n_ff rows without ffn_gate: gate rows, then up (Phi-3)
 //   rope_freqs.weight            per-pair RoPE frequency divisors (Llama 3.1+)
 //   output.bias                  a bias on the logits
+// A mixture of experts ("<arch>.expert_count" > 0: Qwen3-MoE, Mixtral as
+// llama) replaces the FFN's three matrices by a router and the experts':
+//   blk.N.ffn_gate_inp.weight    [n_embd, n_expert]: the router's logits
+//   blk.N.ffn_{gate,up}_exps.weight  [n_embd, n_ff_exp, n_expert]
+//   blk.N.ffn_down_exps.weight   [n_ff_exp, n_embd, n_expert]
 #pragma once
 
 #include "ops/activation.h"
@@ -27,6 +32,12 @@
 namespace tessera {
 
 // Which layers attend through a sliding window ("<arch>.attention.sliding_window").
+// How a mixture of experts' router turns its logits into the chosen experts
+// and their weights (llama.cpp's llama_expert_gating_func_type).
+enum class ExpertGating : uint8_t {
+    kSoftmax,  // softmax over every expert, the top k of it (Qwen3-MoE, Mixtral)
+};
+
 enum class SlidingLayers : uint8_t {
     kNone,     // none, whatever the file says (llama.cpp ignores Phi-3's window; so do we)
     kAll,      // every layer, when the file sets a window (Mistral)
@@ -56,11 +67,16 @@ struct Architecture {
     // no linear scaling (Gemma 3's local layers); otherwise they use the
     // global base and scale like every layer.
     bool own_swa_rope = false;
+    // Mixtures of experts: the router's gating and whether the chosen
+    // experts' weights are divided by their sum (llama.cpp's norm_w).
+    ExpertGating gating = ExpertGating::kSoftmax;
+    bool normalize_expert_weights = true;
     // Tensors gen-model writes for this family (and that a file may hold).
     bool writes_qkv_bias = false;
     bool writes_qk_norm = false;
     bool writes_post_norms = false;
     bool writes_fused = false;  // attn_qkv and a fused gate/up
+    bool writes_experts = false;  // a router and experts instead of the FFN (qwen3moe)
 };
 
 // The architecture named `name`, or nullptr.

@@ -14,6 +14,7 @@ constexpr int64_t kMaxWidth = 1 << 18;
 constexpr int64_t kMaxLayers = 1 << 12;
 constexpr int64_t kMaxHeads = 1 << 12;
 constexpr int64_t kMaxContext = 1 << 24;
+constexpr int64_t kMaxExperts = 1 << 10;
 
 int32_t read_bounded(const GgufFile& file, const std::string& key, int64_t lo, int64_t hi) {
     const int64_t v = file.get_int(key);
@@ -40,6 +41,20 @@ ModelHParams read_hparams(const GgufFile& file) {
                                                                  : hp.n_head;
     hp.n_ff = read_bounded(file, p + "feed_forward_length", 1, kMaxWidth * 8);
     hp.n_ctx_train = read_bounded(file, p + "context_length", 1, kMaxContext);
+    // Experts: each as wide as expert_feed_forward_length where the file says
+    // (Qwen3-MoE), else as the FFN (Mixtral); every layer has them.
+    if (file.find_int(p + "expert_count") && *file.find_int(p + "expert_count") > 0) {
+        hp.n_expert = read_bounded(file, p + "expert_count", 1, kMaxExperts);
+        hp.n_expert_used = read_bounded(file, p + "expert_used_count", 1, hp.n_expert);
+        if (file.find_int(p + "expert_feed_forward_length")) {
+            hp.n_ff = read_bounded(file, p + "expert_feed_forward_length", 1, kMaxWidth * 8);
+        }
+        if (file.find_int(p + "expert_shared_count") && *file.find_int(p + "expert_shared_count") > 0) {
+            throw make_error("{}: shared experts (expert_shared_count) are not supported", file.path());
+        }
+    } else if (family.writes_experts) {
+        throw make_error("{}: metadata '{}expert_count' is missing ({} is a mixture of experts)", file.path(), p, hp.arch);
+    }
     if (hp.n_head % hp.n_head_kv != 0) {
         throw make_error("{}: head count {} is not a multiple of the KV head count {}", file.path(), hp.n_head, hp.n_head_kv);
     }

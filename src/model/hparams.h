@@ -19,7 +19,11 @@ struct ModelHParams {
     int32_t n_layer = 0;
     int32_t n_head = 0;     // query heads
     int32_t n_head_kv = 0;  // key/value heads (GQA when < n_head)
-    int32_t n_ff = 0;       // FFN hidden width
+    int32_t n_ff = 0;       // FFN hidden width; with experts, each expert's
+    // Mixture of experts (model/architecture.h): experts per layer and chosen
+    // per token; 0 for a dense model.
+    int32_t n_expert = 0;
+    int32_t n_expert_used = 0;
     int32_t n_ctx_train = 0;
     int32_t head_dim = 0;   // attention.key_length, else n_embd / n_head
     int32_t n_rot = 0;      // leading elements of a head that RoPE rotates
@@ -38,6 +42,7 @@ struct ModelHParams {
     float rope_freq_base_swa = 10000.0f;  // sliding layers' RoPE when family->own_swa_rope
     float rope_freq_scale_swa = 1.0f;
 
+    bool has_experts() const { return n_expert > 0; }
     int32_t q_per_kv() const { return n_head / n_head_kv; }
     int32_t kv_dim() const { return n_head_kv * head_dim; }
     int64_t q_dim() const { return static_cast<int64_t>(n_head) * head_dim; }

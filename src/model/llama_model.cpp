@@ -59,6 +59,25 @@ Matrix row_band(const Matrix& m, int64_t r0, int64_t rows) {
     return band;
 }
 
+// A mixture of experts' stacked matrices: a 3-D tensor [cols, rows, n_expert]
+// as one matrix of n_expert * rows rows (expert e's rows at e * rows).
+Matrix experts_view(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows, int64_t n_expert) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    if (t == nullptr) throw make_error("{}: tensor '{}' is missing", file.path(), name);
+    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert) {
+        throw make_error("{}: tensor '{}' has shape [{}, {}, {}], expected [{}, {}, {}]", file.path(), name, t->ne[0],
+                         t->ne[1], t->ne[2], cols, rows, n_expert);
+    }
+    require_weight_traits(t->type, name.c_str());
+    Matrix m;
+    m.type = t->type;
+    m.cols = cols;
+    m.rows = rows * n_expert;
+    m.row_bytes = quant_row_bytes(t->type, cols);
+    m.data = t->data;
+    return m;
+}
+
 // An optional vector of n elements (empty when the file has none).
 std::vector<float> optional_vector(const GgufFile& file, const std::string& name, int64_t n) {
     return file.find_tensor(name) != nullptr ? vector_copy(file, name, n) : std::vector<float>{};
@@ -136,6 +155,24 @@ Matrix pack_columns(const Matrix& m, int64_t begin, int64_t end, std::vector<std
     return packed;
 }
 
+// Of each of n_experts stacked experts, rows [begin, end): a private matrix of
+// n_experts * (end - begin) rows, expert e's at e * (end - begin).
+Matrix pack_expert_rows(const Matrix& m, int64_t n_experts, int64_t begin, int64_t end,
+                        std::vector<std::unique_ptr<uint8_t[]>>& storage) {
+    const int64_t per_expert = m.rows / n_experts, rows = end - begin;
+    storage.push_back(std::make_unique<uint8_t[]>(m.row_bytes * static_cast<uint64_t>(n_experts * rows)));
+    uint8_t* dst = storage.back().get();
+    for (int64_t e = 0; e < n_experts; ++e) {
+        std::memcpy(dst + static_cast<uint64_t>(e * rows) * m.row_bytes, m.row(m.row_begin + e * per_expert + begin),
+                    m.row_bytes * static_cast<uint64_t>(rows));
+    }
+    release_pages(m.data, m.row_bytes * static_cast<uint64_t>(m.rows));
+    Matrix packed = m;
+    packed.rows = n_experts * rows;
+    packed.data = dst;
+    return packed;
+}
+
 }  // namespace
 
 ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int layer, Projection which) {
@@ -204,6 +241,9 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end ||
         slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
+    }
+    if (hp.has_experts()) {
+        throw make_error("{}: slice files of mixture-of-experts models are not supported yet", file.path());
     }
     SliceWeights w;
     w.slice = slice;
@@ -283,16 +323,34 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
         lw.wk = projection_view(file, hp, l, Projection::kK);
         lw.wv = projection_view(file, hp, l, Projection::kV);
         lw.wo = matrix_view(file, p + "attn_output.weight", q_dim, hp.n_embd);
-        lw.w_gate = projection_view(file, hp, l, Projection::kGate);
-        lw.w_up = projection_view(file, hp, l, Projection::kUp);
-        lw.w_down = matrix_view(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
         const int64_t q_begin = static_cast<int64_t>(slice.kv_head_begin) * hp.q_per_kv() * hp.head_dim;
         const int64_t q_end = static_cast<int64_t>(slice.kv_head_end) * hp.q_per_kv() * hp.head_dim;
         check_column_range(lw.wo, p + "attn_output.weight", q_begin, q_end);
-        check_column_range(lw.w_down, p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end);
-        if (columns == ColumnSlices::kPack) {
-            if (q_end - q_begin < lw.wo.cols) lw.wo = pack_columns(lw.wo, q_begin, q_end, w.packed);
-            if (slice.n_ffn() < lw.w_down.cols) lw.w_down = pack_columns(lw.w_down, slice.ffn_begin, slice.ffn_end, w.packed);
+        if (columns == ColumnSlices::kPack && q_end - q_begin < lw.wo.cols) {
+            lw.wo = pack_columns(lw.wo, q_begin, q_end, w.packed);
+        }
+        if (hp.has_experts()) {
+            lw.router = matrix_view(file, p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
+            lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, hp.n_ff, hp.n_expert);
+            lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, hp.n_ff, hp.n_expert);
+            lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", hp.n_ff, hp.n_embd, hp.n_expert);
+            check_column_range(lw.down_exps, p + "ffn_down_exps.weight", slice.ffn_begin, slice.ffn_end);
+            // A rank's share of every expert (tensor parallel): its channels'
+            // rows of each expert's gate and up, its columns of down, in
+            // memory of its own.
+            if (columns == ColumnSlices::kPack && slice.n_ffn() > 0 && slice.n_ffn() < hp.n_ff) {
+                lw.gate_exps = pack_expert_rows(lw.gate_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
+                lw.up_exps = pack_expert_rows(lw.up_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
+                lw.down_exps = pack_columns(lw.down_exps, slice.ffn_begin, slice.ffn_end, w.packed);
+            }
+        } else {
+            lw.w_gate = projection_view(file, hp, l, Projection::kGate);
+            lw.w_up = projection_view(file, hp, l, Projection::kUp);
+            lw.w_down = matrix_view(file, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+            check_column_range(lw.w_down, p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end);
+            if (columns == ColumnSlices::kPack && slice.n_ffn() < lw.w_down.cols) {
+                lw.w_down = pack_columns(lw.w_down, slice.ffn_begin, slice.ffn_end, w.packed);
+            }
         }
         w.layers.push_back(std::move(lw));
     }
@@ -324,14 +382,15 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
     const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
     std::vector<Part> parts;
     int layer_of_part = -1;
-    const auto add = [&](Matrix& m, int64_t begin, int64_t end, int64_t unit_cols = 0) {
+    const auto add = [&](Matrix& m, int64_t begin, int64_t end, int64_t unit_cols = 0, bool may_group = true) {
         begin = std::max(begin, m.row_begin);
         end = std::min(end, m.row_end());
         // A rank may hold none of a matrix: no heads of its own, or no channels.
         if (m.data == nullptr || begin >= end || m.cols == 0) return;
         // Grouped only where this CPU has a kernel that reads the groups.
         const QuantTraits* traits = compute_traits(m.type);
-        const bool grouped = has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
+        const bool grouped =
+            may_group && has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
         parts.push_back({&m, begin, end, grouped, unit_cols, layer_of_part, packed_buffer(m) != nullptr});
     };
     for (LayerWeights& lw : w.layers) {
@@ -343,6 +402,15 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         add(lw.w_gate, s.ffn_begin, s.ffn_end);
         add(lw.w_up, s.ffn_begin, s.ffn_end);
         add(lw.w_down, lw.w_down.row_begin, lw.w_down.row_end(), down_unit_cols);
+        if (hp.has_experts() && s.n_ffn() > 0) {
+            // Every expert's rows the slice holds (all, or a rank's packed
+            // share): grouped where each expert's rows start a group.
+            const bool aligned = (lw.gate_exps.rows / hp.n_expert) % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
+            add(lw.router, 0, lw.router.rows);
+            add(lw.gate_exps, 0, lw.gate_exps.rows, 0, aligned);
+            add(lw.up_exps, 0, lw.up_exps.rows, 0, aligned);
+            add(lw.down_exps, 0, lw.down_exps.rows, down_unit_cols, aligned);
+        }
     }
     // A tied head is the token embeddings' matrix: its rows are copied and
     // the embeddings' view stays on the mapped file.

@@ -31,6 +31,16 @@ struct LayerWeights {
     Matrix w_gate;  // [n_ff rows, n_embd cols]
     Matrix w_up;    // [n_ff rows, n_embd cols]
     Matrix w_down;  // [n_embd rows, n_ff cols]
+    // A mixture of experts instead of w_gate/w_up/w_down (hp.has_experts()):
+    // the router and every expert's matrices stacked, expert e's rows at
+    // [e * n_ff, (e + 1) * n_ff) of gate_exps and up_exps and at
+    // [e * n_embd, (e + 1) * n_embd) of down_exps. A slice of some channels
+    // loaded with ColumnSlices::kPack holds only its own (n_ff below: the
+    // slice's n_ffn), down_exps' columns packed as w_down's are.
+    Matrix router;     // [n_expert rows, n_embd cols]
+    Matrix gate_exps;  // [n_expert * n_ff rows, n_embd cols]
+    Matrix up_exps;    // [n_expert * n_ff rows, n_embd cols]
+    Matrix down_exps;  // [n_expert * n_embd rows, n_ff cols]
 };
 
 // Views of the tensors one slice uses, indexed by the slice's own layers

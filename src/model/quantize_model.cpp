@@ -78,7 +78,13 @@ MixModel mix_model_of(const GgufFile& in) {
     return model;
 }
 
-bool is_weight_matrix(const GgufTensorInfo& t) { return t.n_dims == 2 && ends_with(t.name, "weight"); }
+// Matrices and a mixture of experts' stacked ones (3-D: each expert's rows in
+// turn), but never a router (ffn_gate_inp): as llama-quantize, which keeps it
+// as it is, the experts' choice depending on it.
+bool is_weight_matrix(const GgufTensorInfo& t) {
+    return (t.n_dims == 2 || t.n_dims == 3) && ends_with(t.name, "weight") &&
+           t.name.find("ffn_gate_inp.weight") == std::string::npos;
+}
 
 // Converts `rows` rows of `cols` elements from one type to another, the rows
 // split over the pool.
@@ -94,7 +100,11 @@ void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_
         for (int64_t r = begin; r < end; ++r) {
             from.to_float(src.data + r * src_row, row.data(), cols);
             if (plan.importance != nullptr) {
-                quantize_row_with_importance(plan.to, row.data(), dst + r * dst_row, cols, plan.importance->data());
+                // A 3-D tensor's importance is per expert (llama-imatrix): rows
+                // of expert e take values [e * cols, (e + 1) * cols).
+                const int64_t expert = plan.importance->size() > static_cast<size_t>(cols) ? r / plan.ne[1] : 0;
+                quantize_row_with_importance(plan.to, row.data(), dst + r * dst_row, cols,
+                                             plan.importance->data() + expert * cols);
             } else {
                 to.from_float(row.data(), dst + r * dst_row, cols);
             }
@@ -146,7 +156,9 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
         }
         if (params.importance != nullptr && p.to != p.from) {
             p.importance = params.importance->find(t.name);
-            if (p.importance != nullptr && p.importance->size() != static_cast<size_t>(cols)) {
+            const int64_t experts = t.n_dims == 3 ? t.ne[2] : 1;
+            if (p.importance != nullptr && p.importance->size() != static_cast<size_t>(cols) &&
+                p.importance->size() != static_cast<size_t>(cols * experts)) {
                 // llama-quantize: an importance matrix of another model. (The
                 // embedding, a lookup, never gets one that fits: ignored.)
                 if (t.name != "token_embd.weight") {

@@ -52,7 +52,7 @@ struct TensorQuantPlan {
     QuantType wanted;          // mixed, or the target's type if this build cannot write mixed
     QuantType to;              // type written (wanted, or its fallback)
     bool converted = false;    // false: bytes copied unchanged
-    const std::vector<float>* importance = nullptr;  // its importance-matrix values (ne[0] of them), if any
+    const std::vector<float>* importance = nullptr;  // its importance-matrix values (ne[0], or ne[0] per expert), if any
     uint64_t bytes_in = 0;
     uint64_t bytes_out = 0;
     bool fell_back() const { return to != wanted; }

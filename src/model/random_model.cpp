@@ -261,6 +261,16 @@ void apply_model_preset(RandomModelSpec& spec, const std::string& name) {
     } else if (name == "mistral") {
         spec.arch = "llama";
         spec.sliding_window = 24;
+    } else if (name == "mixtral") {
+        spec.arch = "llama";
+        spec.rope_freq_base = 1000000.0f;
+        if (spec.n_expert == 0) spec.n_expert = 8;
+        if (spec.n_expert_used == 0) spec.n_expert_used = 2;
+    } else if (name == "qwen3moe") {
+        spec.head_dim = 2 * spec.n_embd / spec.n_head;
+        spec.rope_freq_base = 1000000.0f;
+        if (spec.n_expert == 0) spec.n_expert = 8;
+        if (spec.n_expert_used == 0) spec.n_expert_used = 2;
     } else if (name == "qwen2") {
         spec.rope_freq_base = 1000000.0f;
     } else if (name == "qwen3") {
@@ -280,7 +290,7 @@ void apply_model_preset(RandomModelSpec& spec, const std::string& name) {
     }
 }
 
-std::string model_preset_names() { return "llama, llama3, mistral, qwen2, qwen3, gemma2, gemma3, phi3"; }
+std::string model_preset_names() { return "llama, llama3, mistral, mixtral, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3"; }
 
 void write_random_model(const RandomModelSpec& spec, const std::string& path,
                         const std::function<void(size_t, size_t)>& progress) {
@@ -296,6 +306,12 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
     }
     if (spec.n_head % spec.n_head_kv != 0) {
         throw make_error("gen-model: --heads {} is not a multiple of --kv-heads {}", spec.n_head, spec.n_head_kv);
+    }
+    if (family->writes_experts && spec.n_expert == 0) {
+        throw make_error("gen-model: {} is a mixture of experts: --experts must be positive", spec.arch);
+    }
+    if (spec.n_expert < 0 || spec.n_expert_used < 0 || (spec.n_expert > 0 && (spec.n_expert_used < 1 || spec.n_expert_used > spec.n_expert))) {
+        throw make_error("gen-model: --experts-used must be in [1, --experts] ({} of {})", spec.n_expert_used, spec.n_expert);
     }
     const int32_t head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
     const int64_t block = layout_of(spec.type).block_size;
@@ -330,6 +346,11 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
         writer.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
     }
     if (spec.rope_freq_base_swa > 0.0f) writer.set_f32(a + "rope.freq_base_swa", spec.rope_freq_base_swa);
+    if (spec.n_expert > 0) {
+        writer.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_expert));
+        writer.set_u32(a + "expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
+        if (family->writes_experts) writer.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+    }
     if (family->reads_attn_soft_cap) writer.set_f32(a + "attn_logit_softcapping", family->default_attn_soft_cap);
     if (family->reads_final_soft_cap && family->default_final_soft_cap > 0.0f) {
         writer.set_f32(a + "final_logit_softcapping", family->default_final_soft_cap);
@@ -401,6 +422,28 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
         add_matrix(p + "attn_output.weight", q_dim, d);
         if (family->writes_post_norms) add_norm(p + "post_attention_norm.weight", d);
         add_norm(p + "ffn_norm.weight", d);
+        if (spec.n_expert > 0) {
+            // The router stays F32 (llama-quantize never quantizes it); each
+            // expert's matrices as a dense FFN's, stacked in a 3-D tensor.
+            const int64_t ne = spec.n_expert, ff = spec.n_ff;
+            const uint64_t router_seed = ++tensor_seed;
+            const float router_stddev = 1.0f / std::sqrt(static_cast<float>(d));
+            writer.add_tensor(p + "ffn_gate_inp.weight", QuantType::F32, {d, ne}, [=](uint8_t* dst, uint64_t n) {
+                fill_random(QuantType::F32, router_stddev, router_seed, dst, n);
+            });
+            const auto add_experts = [&](const std::string& name, int64_t cols, int64_t rows) {
+                const uint64_t seed = ++tensor_seed;
+                const float stddev = 1.0f / std::sqrt(static_cast<float>(cols));
+                const QuantType type = spec.type;
+                writer.add_tensor(name, type, {cols, rows, ne},
+                                  [type, stddev, seed](uint8_t* dst, uint64_t n) { fill_random(type, stddev, seed, dst, n); });
+            };
+            add_experts(p + "ffn_gate_exps.weight", d, ff);
+            add_experts(p + "ffn_up_exps.weight", d, ff);
+            add_experts(p + "ffn_down_exps.weight", ff, d);
+            if (family->writes_post_norms) add_norm(p + "post_ffw_norm.weight", d);
+            continue;
+        }
         if (family->writes_fused) {
             add_matrix(p + "ffn_up.weight", d, 2 * static_cast<int64_t>(spec.n_ff));
         } else {

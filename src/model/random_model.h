@@ -37,12 +37,18 @@ struct RandomModelSpec {
     float rope_scale_factor = 0.0f; // written as linear rope scaling when > 0
     float rope_freq_base_swa = 0.0f;  // written as rope.freq_base_swa when > 0
     bool random_norms = false;      // norm weights near 1 rather than 1, biases random
+    // A mixture of experts (n_expert > 0): every layer's FFN is a router and
+    // n_expert experts of n_ff channels, n_expert_used chosen per token.
+    int32_t n_expert = 0;
+    int32_t n_expert_used = 0;
 };
 
 // Presets named like the models they imitate: a family name (llama, qwen2,
-// qwen3, gemma2, gemma3, phi3) or llama3 (rope_freqs, tied head, base 500000)
-// and mistral (a sliding window), each with the options its real files have
-// and windows short enough to matter in a test. Throws on an unknown name.
+// qwen3, qwen3moe, gemma2, gemma3, phi3) or llama3 (rope_freqs, tied head,
+// base 500000), mistral (a sliding window) and mixtral (llama with 8 experts,
+// 2 used), each with the options its real files have and windows short enough
+// to matter in a test; a mixture of experts' preset sets n_expert and
+// n_expert_used only where they are 0. Throws on an unknown name.
 void apply_model_preset(RandomModelSpec& spec, const std::string& name);
 // The preset names, for help text.
 std::string model_preset_names();

@@ -31,8 +31,10 @@ ReductionUnits reduction_units(const LlamaModel& model) {
         if (const GgufTensorInfo* t = model.file().find_tensor(fmt::format("blk.{}.attn_output.weight", l))) {
             wo_align = std::lcm(wo_align, column_alignment(t->type));
         }
-        if (const GgufTensorInfo* t = model.file().find_tensor(fmt::format("blk.{}.ffn_down.weight", l))) {
-            down_align = std::lcm(down_align, column_alignment(t->type));
+        for (const char* down : {"ffn_down", "ffn_down_exps"}) {
+            if (const GgufTensorInfo* t = model.file().find_tensor(fmt::format("blk.{}.{}.weight", l, down))) {
+                down_align = std::lcm(down_align, column_alignment(t->type));
+            }
         }
     }
     ReductionUnits units;

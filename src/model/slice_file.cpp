@@ -72,6 +72,9 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
     const ModelHParams& hp = model.hparams();
     validate_slice(slice, hp);
     if (stored_slice(file)) throw make_error("{} is already a slice file", file.path());
+    if (hp.has_experts()) {
+        throw make_error("{}: slice files of mixture-of-experts models are not supported yet", file.path());
+    }
     GgufWriter w;
     for (const GgufKv& kv : file.metadata()) {
         if (kv.key.rfind("tessera.slice.", 0) != 0) w.set_value(kv.key, kv.value);

@@ -622,6 +622,10 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* par
         std::fill(partial, partial + n_tok * n_embd, 0.0);
         return;
     }
+    if (hparams_.has_experts()) {
+        moe_ffn_partial(layer, h, n_tok, partial);
+        return;
+    }
     new_activations();
     const MatmulJob gate_up[] = {{&w.w_gate, {s.ffn_begin, s.ffn_end, 0, n_embd}, gate_.data(), n_ffn},
                                  {&w.w_up, {s.ffn_begin, s.ffn_end, 0, n_embd}, up_.data(), n_ffn}};
@@ -633,26 +637,12 @@ void SliceForward::ffn_partial(int layer, const float* h, int n_tok, double* par
 
 const QuantizedActivation& SliceForward::gated_activation(const Matrix& down, int64_t n_ffn, int n_tok) {
     // gate = swiglu(gate, up) and its conversion for w_down in one pass per
-    // chunk of channels, chunks spread over the pool. For one position this
-    // is no faster than one thread (~6 us per layer of a 1.1B model either
-    // way: cold rows); a prompt's rows (n_tok x n_ffn values) no longer leave
-    // the other threads waiting. Chunks are whole blocks of every activation
-    // type (32 and 256 values), so the result is the same as converting the
-    // rows whole.
-    constexpr int64_t kChunk = 512;
+    // chunk of channels, chunks spread over the pool (gate_rows). For one
+    // position this is no faster than one thread (~6 us per layer of a 1.1B
+    // model either way: cold rows); a prompt's rows (n_tok x n_ffn values) no
+    // longer leave the other threads waiting.
     ConvertedActivation& slot = slot_for(down);
-    slot.act.prepare(n_ffn, require_compute_traits(down.type, "matrix").vec_dot_type, n_tok);
-    const int64_t per_row = (n_ffn + kChunk - 1) / kChunk;
-    pool_.parallel_for(per_row * n_tok, [&](int64_t begin, int64_t end) {
-        for (int64_t c = begin; c < end; ++c) {
-            const int64_t t = c / per_row;
-            const int64_t i0 = c % per_row * kChunk;
-            const int64_t i1 = std::min(n_ffn, i0 + kChunk);
-            float* g = gate_.data() + t * n_ffn;
-            gated(hparams_.family->activation, g + i0, up_.data() + t * n_ffn + i0, i1 - i0);
-            slot.act.quantize_span(g, t, i0, i1);
-        }
-    });
+    gate_rows(down, gate_.data(), up_.data(), n_ffn, n_tok, nullptr, slot.act);
     slot.source = gate_.data();
     slot.n_tok = n_tok;
     return slot.act;

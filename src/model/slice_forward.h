@@ -14,6 +14,7 @@
 #include "attn/kv_cache.h"
 #include "model/layer_block.h"
 #include "model/llama_model.h"
+#include "model/moe_router.h"
 #include "model/reduction_units.h"
 #include "ops/matmul.h"
 #include "ops/matvec.h"
@@ -205,6 +206,25 @@ private:
     void add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok);
     // The gate of the gate_/up_ rows into gate_, converted for w_down on the way.
     const QuantizedActivation& gated_activation(const Matrix& down, int64_t n_ffn, int n_tok);
+    // The same for any rows: gate[t] = act(gate[t]) * up[t] (times row_scale[t]
+    // where given), converted into `act` for `down`.
+    void gate_rows(const Matrix& down, float* gate, const float* up, int64_t n_ffn, int n_tok, const float* row_scale,
+                   QuantizedActivation& act);
+    // A mixture of experts' FFN partial (slice_forward_moe.cpp): the router,
+    // then each chosen expert's product over the slice's channels, weighted.
+    void moe_ffn_partial(int layer, const float* h, int n_tok, double* partial);
+    // The experts' scratch: router logits and choices per row, rows gathered
+    // per expert, their gate/up/down results and converted activations.
+    struct MoeScratch {
+        std::vector<float> logits, h, gate, up, scale;
+        std::vector<double> y;
+        std::vector<ExpertChoice> choices;  // k per row
+        std::vector<int32_t> rows;          // rows of the batch by expert
+        std::vector<int32_t> first, fill;   // each expert's first (and next) entry in rows
+        std::vector<MatmulJob> jobs;
+        std::vector<QuantizedActivation> acts;
+    };
+    MoeScratch moe_;
 
     ModelHParams hparams_;
     SliceWeights weights_;

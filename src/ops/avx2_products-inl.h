@@ -44,6 +44,9 @@ struct Maddubs {
     static HWY_INLINE __m256i add32(__m256i s, __m256i w, __m256i y) {
         return _mm256_add_epi32(s, widen(_mm256_maddubs_epi16(w, y)));
     }
+    // The 4 products of each lane alone: for sums whose every term would
+    // otherwise wait on the one before (vpdpbusd's latency, AvxVnni).
+    static HWY_INLINE __m256i dot4(__m256i w, __m256i y) { return widen(_mm256_maddubs_epi16(w, y)); }
     // s (int32 lanes) plus a's int16 pairs times b's, each lane's pair added.
     static HWY_INLINE __m256i add_pairs(__m256i s, __m256i a, __m256i b) {
         return _mm256_add_epi32(s, _mm256_madd_epi16(a, b));
@@ -56,6 +59,7 @@ struct AvxVnni {
         asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(s) : "x"(w), "x"(y));
         return s;
     }
+    static HWY_INLINE __m256i dot4(__m256i w, __m256i y) { return add32(_mm256_setzero_si256(), w, y); }
     // vpdpwssd: madd and the add in one.
     static HWY_INLINE __m256i add_pairs(__m256i s, __m256i a, __m256i b) {
         asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(s) : "x"(a), "x"(b));

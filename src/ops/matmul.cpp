@@ -16,7 +16,7 @@ namespace {
 // positions; a block of positions' activations (a few KiB each) stays in L2.
 constexpr int64_t kRowBlock = 16;
 constexpr int64_t kTokenBlock = 64;
-constexpr size_t kMaxJobs = 8;
+constexpr size_t kMaxJobs = kMatmulManyMaxJobs;
 
 // What dot_tile needs to know of a matrix and its activation, worked out once
 // per product rather than once per tile (a token makes tens of thousands).

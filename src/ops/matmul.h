@@ -28,6 +28,9 @@ void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
 // parallel loop: one wake-up of the pool instead of one per matrix, which
 // matters at a few hundred products per generated token. Every job's matrix
 // must take x's type as its vec_dot type.
+// At most kMatmulManyMaxJobs jobs: a mixture of experts' gate and up of its
+// chosen experts (2 x 8 for Qwen3-MoE, 2 x 16 at most of the families read).
+constexpr size_t kMatmulManyMaxJobs = 32;
 void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, ThreadPool& pool);
 
 // Column-split products summed exactly (ops/fixed_sum.h): the rect's columns

@@ -95,8 +95,11 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                             int32_t y4[2];
                             std::memcpy(&y4[0], xq, 4);
                             std::memcpy(&y4[1], xq + 32, 4);
-                            s[k / 4][c] = Products::add32(s[k / 4][c], w_lo, _mm256_set1_epi32(y4[0]));
-                            s[2 + k / 4][c] = Products::add32(s[2 + k / 4][c], w_hi, _mm256_set1_epi32(y4[1]));
+                            // Each product alone, then added: one generated token's
+                            // sums would otherwise be chains of vpdpbusd latencies.
+                            s[k / 4][c] = _mm256_add_epi32(s[k / 4][c], Products::dot4(w_lo, _mm256_set1_epi32(y4[0])));
+                            s[2 + k / 4][c] =
+                                _mm256_add_epi32(s[2 + k / 4][c], Products::dot4(w_hi, _mm256_set1_epi32(y4[1])));
                         }
                     }
                     for (int j = 0; j < 4; ++j) {

@@ -129,19 +129,32 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
     // wo and w_down are packed into private memory where the slice holds only
     // some of their columns (ColumnSlices::kPack): those never stream.
     const bool all_q = q_rows == static_cast<int64_t>(hp.n_head) * hd, all_ffn = slice.n_ffn() == hp.n_ff;
+    uint64_t step_bytes = 0;  // what one token reads of the layers
     for (const LayerWeights& l : w.layers) {
         const uint64_t rows_split = static_cast<uint64_t>(q_rows) * l.wq.row_bytes +
                                     static_cast<uint64_t>(kv_rows) * (l.wk.row_bytes + l.wv.row_bytes) +
                                     static_cast<uint64_t>(slice.n_ffn()) * (l.w_gate.row_bytes + l.w_up.row_bytes);
         const uint64_t wo = static_cast<uint64_t>(l.wo.rows) * quant_row_bytes(l.wo.type, q_rows);
         const uint64_t down = static_cast<uint64_t>(l.w_down.rows) * quant_row_bytes(l.w_down.type, slice.n_ffn());
-        f.weight_bytes += rows_split + wo + down;
-        const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down : 0);
+        // A mixture of experts holds every expert (and the router), of which a
+        // token reads k.
+        uint64_t experts = 0, experts_read = 0;
+        if (hp.has_experts() && slice.n_ffn() > 0) {
+            const uint64_t per_expert =
+                static_cast<uint64_t>(slice.n_ffn()) * (l.gate_exps.row_bytes + l.up_exps.row_bytes) +
+                static_cast<uint64_t>(hp.n_embd) * quant_row_bytes(l.down_exps.type, slice.n_ffn());
+            const uint64_t router = static_cast<uint64_t>(l.router.rows) * l.router.row_bytes;
+            experts = router + per_expert * static_cast<uint64_t>(hp.n_expert);
+            experts_read = router + per_expert * static_cast<uint64_t>(hp.n_expert_used);
+        }
+        f.weight_bytes += rows_split + wo + down + experts;
+        step_bytes += rows_split + wo + down + experts_read;
+        const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down + experts : 0);
         f.streamable_bytes += streamable;
         f.largest_layer_bytes = std::max(f.largest_layer_bytes, streamable);
     }
     const uint64_t head_bytes = static_cast<uint64_t>(slice.n_vocab_rows()) * w.output.row_bytes;
-    f.step_bytes = f.weight_bytes + head_bytes;
+    f.step_bytes = step_bytes + head_bytes;
     if (slice.embeds) f.weight_bytes += static_cast<uint64_t>(w.token_embd.rows) * w.token_embd.row_bytes;
     // A tied head is the embedding matrix: counted once where both live.
     if (slice.n_vocab_rows() > 0 && (w.output.data != w.token_embd.data || !slice.embeds)) {

@@ -18,6 +18,26 @@ namespace {
 // ran 1.8x faster than its tokens).
 constexpr uint64_t kProbeBytes = 64ull << 20;
 
+// What a token's FFN reads of gate and up in one layer: the whole matrices,
+// or, in a mixture of experts, its k experts' rows (the first k, stacked).
+struct ProbeMatrix {
+    const Matrix* m;
+    int64_t rows;
+};
+std::vector<ProbeMatrix> probe_matrices(const LayerWeights& l, const ModelHParams& hp) {
+    if (hp.has_experts()) {
+        const int64_t rows = static_cast<int64_t>(hp.n_expert_used) * hp.n_ff;
+        return {{&l.gate_exps, rows}, {&l.up_exps, rows}};
+    }
+    return {{&l.w_gate, l.w_gate.rows}, {&l.w_up, l.w_up.rows}};
+}
+
+uint64_t probe_layer_bytes(const LayerWeights& l, const ModelHParams& hp) {
+    uint64_t bytes = 0;
+    for (const ProbeMatrix& p : probe_matrices(l, hp)) bytes += p.m->row_bytes * static_cast<uint64_t>(p.rows);
+    return bytes;
+}
+
 // Layers [0, n) whose gate and up matrices the probe multiplies.
 Slice probe_slice(const LlamaModel& model) {
     const ModelHParams& hp = model.hparams();
@@ -29,8 +49,7 @@ Slice probe_slice(const LlamaModel& model) {
     const SliceWeights one = load_slice_weights(model, s);
     if (one.layers.empty()) return s;
     const LayerWeights& l = one.layers[0];
-    const uint64_t per_layer = l.w_gate.row_bytes * static_cast<uint64_t>(l.w_gate.rows) +
-                               l.w_up.row_bytes * static_cast<uint64_t>(l.w_up.rows);
+    const uint64_t per_layer = probe_layer_bytes(l, hp);
     s.layer_end = static_cast<int32_t>(
         std::clamp<uint64_t>((kProbeBytes + per_layer - 1) / std::max<uint64_t>(per_layer, 1), 1, hp.n_layer));
     return s;
@@ -42,9 +61,11 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     const ModelHParams& hp = model.hparams();
     const SliceWeights w = load_slice_weights(model, probe_slice(model));
     if (w.layers.empty()) return 1.0;
-    std::vector<float> x(static_cast<size_t>(hp.n_embd), 0.5f), y(2 * static_cast<size_t>(hp.n_ff));
+    const int64_t max_rows = static_cast<int64_t>(std::max(hp.n_expert_used, 1)) * hp.n_ff;
+    std::vector<float> x(static_cast<size_t>(hp.n_embd), 0.5f), y(2 * static_cast<size_t>(max_rows));
     QuantizedActivation xq;
-    xq.quantize(x.data(), hp.n_embd, require_compute_traits(w.layers[0].w_gate.type, "probe").vec_dot_type);
+    xq.quantize(x.data(), hp.n_embd,
+                require_compute_traits(probe_matrices(w.layers[0], hp)[0].m->type, "probe").vec_dot_type);
     double best = 1e30;
     // Best of several sweeps over at least 50 ms: the first ones fault pages
     // in, and a freshly started process may share its cores for a moment.
@@ -52,14 +73,19 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
     for (int rep = 0; rep < 3 || (now_seconds() < until && rep < 1000); ++rep) {
         const double start = now_seconds();
         for (const LayerWeights& l : w.layers) {
-            matmul(l.w_gate, {0, l.w_gate.rows, 0, l.w_gate.cols}, xq, y.data(), hp.n_ff, pool);
-            matmul(l.w_up, {0, l.w_up.rows, 0, l.w_up.cols}, xq, y.data() + hp.n_ff, hp.n_ff, pool);
+            int64_t at = 0;
+            for (const ProbeMatrix& p : probe_matrices(l, hp)) {
+                matmul(*p.m, {0, p.rows, 0, p.m->cols}, xq, y.data() + at, p.rows, pool);
+                at += p.rows;
+            }
         }
         best = std::min(best, now_seconds() - start);
     }
     // The probe is not this node's share: give back what it read.
     for (const LayerWeights& l : w.layers) {
-        for (const Matrix* m : {&l.w_gate, &l.w_up}) release_pages(m->data, m->row_bytes * static_cast<uint64_t>(m->rows));
+        for (const ProbeMatrix& p : probe_matrices(l, hp)) {
+            release_pages(p.m->data, p.m->row_bytes * static_cast<uint64_t>(p.rows));
+        }
     }
     // Per layer, as the step budgets built on it expect.
     return std::max(best / static_cast<double>(w.layers.size()), 1e-9);
@@ -68,9 +94,7 @@ double probe_seconds(const LlamaModel& model, ThreadPool& pool) {
 uint64_t probe_bytes(const LlamaModel& model) {
     const SliceWeights w = load_slice_weights(model, probe_slice(model));
     uint64_t bytes = 0;
-    for (const LayerWeights& l : w.layers) {
-        bytes += l.w_gate.row_bytes * static_cast<uint64_t>(l.w_gate.rows) + l.w_up.row_bytes * static_cast<uint64_t>(l.w_up.rows);
-    }
+    for (const LayerWeights& l : w.layers) bytes += probe_layer_bytes(l, model.hparams());
     return std::max<uint64_t>(bytes / std::max<size_t>(w.layers.size(), 1), 1);
 }
 

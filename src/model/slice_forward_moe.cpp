@@ -1,0 +1,147 @@
+// A mixture of experts' FFN (model/architecture.h) in the slice forward pass.
+//
+// Each row's router logits (ffn_gate_inp · h) pick its experts and their
+// weights (model/moe_router.h). An expert's gate/up rows are a band of the
+// stacked matrices, its down product a band of down_exps' rows over the
+// slice's channel units. The weight multiplies the expert's gated activation
+// before its conversion for down (a linear product: the same as weighting its
+// output), so each expert's product is a column-split product like a dense
+// w_down's (ops/matmul.h matmul_units): its units' grid sums add into the
+// partial exactly, in any order and over any split of the units.
+//
+// One position (generation) reads only its k experts' rows, their gate and up
+// products in one pool dispatch. A batch (prefill) takes each expert in turn
+// with every row routed to it, so each expert's weights are read once per
+// batch, and a row's bits are the same in any batch (every product is per row).
+#include "model/moe_router.h"
+#include "model/slice_forward.h"
+#include "ops/quant_traits.h"
+
+#include <algorithm>
+
+namespace tessera {
+
+void SliceForward::gate_rows(const Matrix& down, float* gate, const float* up, int64_t n_ffn, int n_tok,
+                             const float* row_scale, QuantizedActivation& act) {
+    // Chunks are whole blocks of every activation type (32 and 256 values),
+    // so the result is the same as converting the rows whole.
+    constexpr int64_t kChunk = 512;
+    act.prepare(n_ffn, require_compute_traits(down.type, "matrix").vec_dot_type, n_tok);
+    const int64_t per_row = (n_ffn + kChunk - 1) / kChunk;
+    pool_.parallel_for(per_row * n_tok, [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin; c < end; ++c) {
+            const int64_t t = c / per_row;
+            const int64_t i0 = c % per_row * kChunk;
+            const int64_t i1 = std::min(n_ffn, i0 + kChunk);
+            float* g = gate + t * n_ffn;
+            gated(hparams_.family->activation, g + i0, up + t * n_ffn + i0, i1 - i0);
+            if (row_scale != nullptr) {
+                const float s = row_scale[t];
+                for (int64_t i = i0; i < i1; ++i) g[i] *= s;
+            }
+            act.quantize_span(g, t, i0, i1);
+        }
+    });
+}
+
+void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double* partial) {
+    const LayerWeights& w = layer_weights(layer);
+    const Slice& s = weights_.slice;
+    const int64_t n_embd = hparams_.n_embd, n_ff = hparams_.n_ff, n_ffn = s.n_ffn();
+    const int n_expert = hparams_.n_expert, k = hparams_.n_expert_used;
+    const auto rows_of = [](int64_t n) { return static_cast<size_t>(n); };
+    MoeScratch& m = moe_;
+    m.logits.resize(rows_of(n_tok) * rows_of(n_expert));
+    std::fill(partial, partial + n_tok * n_embd, 0.0);
+
+    // The router: every row's choices.
+    new_activations();
+    matmul(w.router, {0, n_expert, 0, n_embd}, activation_for(w.router, h, n_embd, n_tok), m.logits.data(), n_expert,
+           pool_);
+    std::vector<ExpertChoice>& choices = m.choices;
+    choices.resize(rows_of(n_tok) * rows_of(k));
+    for (int t = 0; t < n_tok; ++t) {
+        route_token(*hparams_.family, std::span<float>(m.logits.data() + rows_of(t) * rows_of(n_expert), rows_of(n_expert)),
+                    std::span<ExpertChoice>(choices.data() + rows_of(t) * rows_of(k), rows_of(k)));
+    }
+    // The slice's channels of expert e: rows of the whole stacked matrix, or
+    // of a rank's packed share (llama_model.h).
+    const int64_t per_expert = w.gate_exps.rows / n_expert;
+    const int64_t first = per_expert == n_ff ? s.ffn_begin : 0;
+    const auto gate_rect = [&](int e) { return MatRect{e * per_expert + first, e * per_expert + first + n_ffn, 0, n_embd}; };
+    const auto down_rect = [&](int e) { return MatRect{e * n_embd, (e + 1) * n_embd, s.ffn_begin, n_ffn}; };
+    // One expert's down product over rows `count` of acts[a], added into the
+    // partial rows `rows`.
+    const auto down_into_partial = [&](int e, QuantizedActivation& act, std::span<const int32_t> rows) {
+        const auto count = static_cast<int64_t>(rows.size());
+        m.y.resize(rows_of(count) * rows_of(n_embd));
+        matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+        for (int64_t i = 0; i < count; ++i) {
+            double* p = partial + static_cast<int64_t>(rows[rows_of(i)]) * n_embd;
+            const double* y = m.y.data() + i * n_embd;
+            for (int64_t j = 0; j < n_embd; ++j) p[j] += y[j];
+        }
+    };
+    if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
+
+    if (n_tok == 1) {
+        // Generation: the k experts' gate and up products in one dispatch.
+        m.gate.resize(rows_of(k) * rows_of(n_ffn));
+        m.up.resize(m.gate.size());
+        std::vector<MatmulJob>& jobs = m.jobs;
+        jobs.clear();
+        for (int i = 0; i < k; ++i) {
+            const int e = choices[rows_of(i)].expert;
+            jobs.push_back({&w.gate_exps, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn});
+            jobs.push_back({&w.up_exps, gate_rect(e), m.up.data() + i * n_ffn, n_ffn});
+        }
+        new_activations();
+        for (size_t j = 0; j < jobs.size(); j += kMatmulManyMaxJobs) {
+            run_jobs(std::span<const MatmulJob>(jobs).subspan(j, std::min(kMatmulManyMaxJobs, jobs.size() - j)), h, n_embd, 1);
+        }
+        const int32_t row0 = 0;
+        for (int i = 0; i < k; ++i) {
+            const float weight = choices[rows_of(i)].weight;
+            gate_rows(w.down_exps, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, n_ffn, 1, &weight,
+                      m.acts[rows_of(i)]);
+            down_into_partial(choices[rows_of(i)].expert, m.acts[rows_of(i)], std::span<const int32_t>(&row0, 1));
+        }
+        return;
+    }
+
+    // A batch: the rows routed to each expert (counting sort, rows ascending).
+    m.first.assign(rows_of(n_expert) + 1, 0);
+    for (const ExpertChoice& c : choices) ++m.first[rows_of(c.expert) + 1];
+    for (int e = 0; e < n_expert; ++e) m.first[rows_of(e) + 1] += m.first[rows_of(e)];
+    m.rows.resize(choices.size());
+    m.scale.resize(choices.size());
+    m.fill.assign(m.first.begin(), m.first.end() - 1);
+    for (int t = 0; t < n_tok; ++t) {
+        for (int i = 0; i < k; ++i) {
+            const ExpertChoice& c = choices[rows_of(t) * rows_of(k) + rows_of(i)];
+            const int32_t at = m.fill[rows_of(c.expert)]++;
+            m.rows[rows_of(at)] = t;
+            m.scale[rows_of(at)] = c.weight;
+        }
+    }
+    for (int e = 0; e < n_expert; ++e) {
+        const int32_t begin = m.first[rows_of(e)], end = m.first[rows_of(e) + 1];
+        const int count = end - begin;
+        if (count == 0) continue;
+        m.h.resize(rows_of(count) * rows_of(n_embd));
+        for (int i = 0; i < count; ++i) {
+            std::copy_n(h + static_cast<int64_t>(m.rows[rows_of(begin + i)]) * n_embd, n_embd,
+                        m.h.data() + static_cast<int64_t>(i) * n_embd);
+        }
+        m.gate.resize(rows_of(count) * rows_of(n_ffn));
+        m.up.resize(m.gate.size());
+        const MatmulJob jobs[] = {{&w.gate_exps, gate_rect(e), m.gate.data(), n_ffn},
+                                  {&w.up_exps, gate_rect(e), m.up.data(), n_ffn}};
+        new_activations();
+        run_jobs(jobs, m.h.data(), n_embd, count);
+        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, count, m.scale.data() + begin, m.acts[0]);
+        down_into_partial(e, m.acts[0], std::span<const int32_t>(m.rows.data() + begin, rows_of(count)));
+    }
+}
+
+}  // namespace tessera
