@@ -8,8 +8,8 @@
 # top-1 agreement both ways. Target: KL <= 1e-4 and top-1 >= 99.5%.
 #
 #   benchmarks/oracle.sh LLAMA_CPP_DIR [--archs "llama llama3 ..."] [--types "F16 Q8_0"] [--ctx 128] [--keep DIR]
-#   (families: llama llama3 mistral mixtral qwen2 qwen3 qwen3moe gemma2 gemma3 phi3; the default leaves out the
-#   mixtures of experts, mixtral and qwen3moe)
+#   (families: llama llama3 mistral mixtral qwen2 qwen3 qwen3moe gpt-oss gemma2 gemma3 phi3; the default leaves out
+#   the mixtures of experts, mixtral, qwen3moe and gpt-oss)
 #
 # LLAMA_CPP_DIR: a llama.cpp checkout built outside this repository (its
 # llama-perplexity at DIR/build/bin), e.g.
@@ -71,7 +71,7 @@ for arch in $archs; do
   extra=()
   [ "$arch" = mistral ] && extra=(--sliding-window 4096)
   # Mixtures of experts: 8 experts of the FFN's width, 2 chosen per token.
-  case $arch in qwen3moe|mixtral) extra=(--experts 8 --experts-used 2) ;; esac
+  case $arch in qwen3moe|mixtral|gpt-oss) extra=(--experts 8 --experts-used 2) ;; esac
   for type in $types; do
     m=$work/$arch-$type.gguf
     "$tessera" gen-model --arch "$arch" --dim 512 --layers 4 --heads 8 --kv-heads 4 --ffn 1536 \

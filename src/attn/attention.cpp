@@ -20,11 +20,21 @@ int first_visible(int pos, const AttentionOptions& options) {
 }
 }  // namespace
 
-void Attention::weigh(float* scores, int n, const AttentionOptions& options) const {
+void Attention::weigh(float* scores, int n, int head, const AttentionOptions& options) const {
     const float scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim_));
     for (int p = 0; p < n; ++p) scores[p] *= scale;
     if (options.soft_cap > 0.0f) soft_cap(scores, n, options.soft_cap);
-    softmax(scores, n);
+    if (options.sinks == nullptr) {
+        softmax(scores, n);
+        return;
+    }
+    // The sink as one more (unscaled) score, its weight dropped: ggml's
+    // soft_max with sinks. A copy, so the caller's rows keep their stride.
+    thread_local std::vector<float> with_sink;
+    with_sink.assign(scores, scores + n);
+    with_sink.push_back(options.sinks[head]);
+    softmax(with_sink.data(), n + 1);
+    std::copy_n(with_sink.data(), n, scores);
 }
 
 Attention::Attention(int n_ctx, int head_dim, int n_kv_heads, int n_threads)
@@ -107,7 +117,7 @@ void Attention::attend(const KvCache& cache, int layer, int pos0, int n_tok, con
                 float* s = scores + static_cast<size_t>(t) * n_ctx_;
                 const int n_valid = pos0 + t0 + t + 1;
                 const int first = first_visible(n_valid - 1, options);
-                weigh(s + first, n_valid - first, options);
+                weigh(s + first, n_valid - first, h, options);
                 if (options.mass != nullptr) {
                     for (int p = first; p < n_valid; ++p) options.mass->add(thread, p, s[p]);
                 }
@@ -175,7 +185,7 @@ void Attention::attend_one_head(const KvCache& cache, int layer, int pos, const 
         k_traits.vec_dot_tile(hd, k_rows, cache.k_row_bytes(), n_seen, x, q_row, heads, scores, n_ctx_);
         for (int j = 0; j < heads; ++j) {
             float* s = scores + static_cast<size_t>(j) * n_ctx_;
-            weigh(s, n_seen, options);
+            weigh(s, n_seen, kv_head * q_per_kv + j0 + j, options);
             if (options.mass != nullptr) {
                 for (int p = 0; p < n_seen; ++p) options.mass->add(thread, first + p, s[p]);
             }

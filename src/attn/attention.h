@@ -37,6 +37,10 @@ struct AttentionOptions {
     float scale = 0.0f;     // score multiplier; 0 means 1 / sqrt(head_dim)
     float soft_cap = 0.0f;  // when > 0, scores become cap * tanh(scores / cap) (Gemma 2)
     int window = 0;         // when > 0, the query at p sees only positions p - window < q <= p
+    // Attention sinks (gpt-oss): when set, query head h's softmax also counts
+    // a position of logit sinks[h] that has no value (h: the heads the
+    // caller passes, from 0).
+    const float* sinks = nullptr;
     // Sparse attention (sparse_pattern.h) for a layer without a window of
     // its own: a query that reads what dense reads (sparse_is_dense_at), and
     // a batch whose every query does, runs the dense code: dense's bits.
@@ -81,8 +85,9 @@ private:
     // converted to their dot type (Q8_0, as llama.cpp converts the query for
     // its K·Q product) into the thread's scratch. Sets *row_bytes.
     const void* query_for_keys(const QuantTraits& k_traits, const float* q, int heads, int thread, size_t* row_bytes);
-    // Scales (and soft-caps) n scores, then turns them into softmax weights.
-    void weigh(float* scores, int n, const AttentionOptions& options) const;
+    // Scales (and soft-caps) n scores of query head `head`, then turns them
+    // into softmax weights (with the head's sink where there are sinks).
+    void weigh(float* scores, int n, int head, const AttentionOptions& options) const;
 
     int n_ctx_;
     int head_dim_;

@@ -82,7 +82,7 @@ void Attention::attend_sparse_head(const KvCache& cache, int layer, int pos, con
         }
         for (int j = 0; j < heads; ++j) {
             float* sj = scores + static_cast<size_t>(j) * n_all;
-            weigh(sj, n_all, options);
+            weigh(sj, n_all, kv_head * q_per_kv + j0 + j, options);
             if (options.mass != nullptr) {
                 for (int p = 0; p < n_w; ++p) options.mass->add(thread, w0 + p, sj[p]);
                 for (int i = 0; i < n_t; ++i) options.mass->add(thread, s.candidates.tokens[static_cast<size_t>(i)], sj[n_w + i]);

@@ -7,7 +7,7 @@ namespace tessera {
 namespace {
 
 // What each family's llama.cpp graph does (llama.cpp src/models/<name>.cpp).
-const std::array<Architecture, 7> kArchitectures = {{
+const std::array<Architecture, 8> kArchitectures = {{
     // Llama 1/2/3.x, Mistral, TinyLlama, llama2.c stories, DeepSeek-R1 Llama
     // distills: the reference. RoPE pairs are adjacent (the converter permutes
     // wq/wk); a window only where the file sets one. Mixtral is a llama with
@@ -50,6 +50,22 @@ const std::array<Architecture, 7> kArchitectures = {{
      .own_swa_rope = true,
      .writes_qk_norm = true,
      .writes_post_norms = true},
+    // gpt-oss (20b, 120b): biased Q/K/V and output, attention sinks, a
+    // 128-token window on every other layer (from the first), YaRN, the FFN's
+    // norm under post_attention_norm, experts with biases chosen by the top k
+    // router logits and weighted by a softmax of those, the clamped SwiGLU.
+    {.name = "gpt-oss",
+     .rope = RopeLayout::kHalves,
+     .activation = FfnActivation::kSwigluOai,
+     .sliding = SlidingLayers::kPattern,
+     .default_window = 128,
+     .default_window_period = 2,
+     .gating = ExpertGating::kSoftmaxWeight,
+     .normalize_expert_weights = false,
+     .ffn_norm = "post_attention_norm",
+     .writes_qkv_bias = true,
+     .writes_experts = true,
+     .writes_oai_extras = true},
     // Phi-3: fused QKV and gate/up; its sliding window is ignored as
     // llama.cpp does (its converters do not describe it correctly).
     {.name = "phi3", .rope = RopeLayout::kHalves, .writes_fused = true},

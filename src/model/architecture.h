@@ -20,6 +20,12 @@
 //   blk.N.ffn_gate_inp.weight    [n_embd, n_expert]: the router's logits
 //   blk.N.ffn_{gate,up}_exps.weight  [n_embd, n_ff_exp, n_expert]
 //   blk.N.ffn_down_exps.weight   [n_ff_exp, n_embd, n_expert]
+//   blk.N.ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias   biases of the
+//                                router and of each expert's products (gpt-oss)
+// and gpt-oss adds:
+//   blk.N.attn_output.bias       a bias on the attention output
+//   blk.N.attn_sinks.weight      a logit per query head that joins each
+//                                softmax's denominator (attention sinks)
 #pragma once
 
 #include "ops/activation.h"
@@ -35,7 +41,8 @@ namespace tessera {
 // How a mixture of experts' router turns its logits into the chosen experts
 // and their weights (llama.cpp's llama_expert_gating_func_type).
 enum class ExpertGating : uint8_t {
-    kSoftmax,  // softmax over every expert, the top k of it (Qwen3-MoE, Mixtral)
+    kSoftmax,        // softmax over every expert, the top k of it (Qwen3-MoE, Mixtral)
+    kSoftmaxWeight,  // the top k logits, a softmax over those k (gpt-oss)
 };
 
 enum class SlidingLayers : uint8_t {
@@ -71,12 +78,16 @@ struct Architecture {
     // experts' weights are divided by their sum (llama.cpp's norm_w).
     ExpertGating gating = ExpertGating::kSoftmax;
     bool normalize_expert_weights = true;
+    // The FFN's input norm: "ffn_norm", or gpt-oss's "post_attention_norm"
+    // (blk.N.<name>.weight).
+    std::string_view ffn_norm = "ffn_norm";
     // Tensors gen-model writes for this family (and that a file may hold).
     bool writes_qkv_bias = false;
     bool writes_qk_norm = false;
     bool writes_post_norms = false;
     bool writes_fused = false;  // attn_qkv and a fused gate/up
     bool writes_experts = false;  // a router and experts instead of the FFN (qwen3moe)
+    bool writes_oai_extras = false;  // gpt-oss: attention sinks, output and expert biases
 };
 
 // The architecture named `name`, or nullptr.

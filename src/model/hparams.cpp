@@ -87,13 +87,27 @@ ModelHParams read_hparams(const GgufFile& file) {
         return v;
     };
     const std::string scaling = file.find_string(p + "rope.scaling.type").value_or("linear");
-    if (scaling != "linear" && scaling != "none") {
-        throw make_error("{}: rope scaling '{}' is not supported (supported: none, linear; Llama 3.1's scaling comes as "
-                         "rope_freqs)", file.path(), scaling);
+    if (scaling != "linear" && scaling != "none" && scaling != "yarn") {
+        throw make_error("{}: rope scaling '{}' is not supported (supported: none, linear, yarn; Llama 3.1's scaling "
+                         "comes as rope_freqs)", file.path(), scaling);
     }
-    if (scaling == "linear") {
+    if (scaling == "linear" || scaling == "yarn") {
         const float factor = positive_float(p + "rope.scaling.factor", 0.0f);
         hp.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    }
+    if (scaling == "yarn" && hp.rope_freq_scale < 1.0f) {
+        // YaRN as llama.cpp runs it (llama-context.cpp: its attention factor
+        // cancels out, leaving ggml's 1 + 0.1 ln(factor) times attn_factor).
+        if (positive_float(p + "rope.scaling.yarn_log_multiplier", 0.0f) != 0.0f) {
+            throw make_error("{}: YaRN with a log multiplier (DeepSeek's) is not supported", file.path());
+        }
+        hp.yarn.orig_ctx = file.find_int(p + "rope.scaling.original_context_length")
+                               ? read_bounded(file, p + "rope.scaling.original_context_length", 1, kMaxContext)
+                               : hp.n_ctx_train;
+        hp.yarn.ext_factor = positive_float(p + "rope.scaling.yarn_ext_factor", 1.0f);
+        hp.yarn.attn_factor = positive_float(p + "rope.scaling.attn_factor", 1.0f);
+        hp.yarn.beta_fast = positive_float(p + "rope.scaling.yarn_beta_fast", 32.0f);
+        hp.yarn.beta_slow = positive_float(p + "rope.scaling.yarn_beta_slow", 1.0f);
     }
     hp.rope_freq_base_swa = hp.rope_freq_base;
     hp.rope_freq_scale_swa = hp.rope_freq_scale;

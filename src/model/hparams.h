@@ -28,7 +28,8 @@ struct ModelHParams {
     int32_t head_dim = 0;   // attention.key_length, else n_embd / n_head
     int32_t n_rot = 0;      // leading elements of a head that RoPE rotates
     float rope_freq_base = 10000.0f;
-    float rope_freq_scale = 1.0f;  // linear rope scaling: 1 / rope.scaling.factor
+    float rope_freq_scale = 1.0f;  // linear or YaRN rope scaling: 1 / rope.scaling.factor
+    RopeYarn yarn;                 // YaRN's parameters (orig_ctx 0: no YaRN)
     float rms_eps = 1e-5f;
 
     // What the family does beyond Llama (model/architecture.h), resolved

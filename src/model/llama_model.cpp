@@ -83,6 +83,17 @@ std::vector<float> optional_vector(const GgufFile& file, const std::string& name
     return file.find_tensor(name) != nullptr ? vector_copy(file, name, n) : std::vector<float>{};
 }
 
+// An optional 2-D tensor [ne0, ne1] of floats (a bias per expert), whole;
+// empty when the file has none.
+std::vector<float> optional_matrix_copy(const GgufFile& file, const std::string& name, int64_t ne0, int64_t ne1) {
+    if (file.find_tensor(name) == nullptr) return {};
+    const GgufTensorInfo& t = require_tensor(file, name, ne0, ne1);
+    const QuantTraits& traits = require_compute_traits(t.type, name.c_str());
+    std::vector<float> v(static_cast<size_t>(ne0 * ne1));
+    traits.to_float(t.data, v.data(), ne0 * ne1);
+    return v;
+}
+
 // Elements [first, first + n) of a 1-D tensor as floats.
 std::vector<float> vector_band(const GgufTensorInfo& t, int64_t first, int64_t n, const std::string& path) {
     if (t.n_dims != 1 || first < 0 || first + n > t.ne[0]) {
@@ -102,7 +113,22 @@ void load_layer_extras(const GgufFile& file, const ModelHParams& hp, int layer, 
     const std::string p = fmt::format("blk.{}.", layer);
     lw.q_norm = optional_vector(file, p + "attn_q_norm.weight", hp.head_dim);
     lw.k_norm = optional_vector(file, p + "attn_k_norm.weight", hp.head_dim);
-    lw.post_attn_norm = optional_vector(file, p + "post_attention_norm.weight", hp.n_embd);
+    // (gpt-oss's post_attention_norm is its FFN's input norm, not a post-norm.)
+    if (hp.family->ffn_norm != "post_attention_norm") {
+        lw.post_attn_norm = optional_vector(file, p + "post_attention_norm.weight", hp.n_embd);
+    }
+    lw.wo_bias = optional_vector(file, p + "attn_output.bias", hp.n_embd);
+    lw.attn_sinks = optional_vector(file, p + "attn_sinks.weight", hp.n_head);
+    if (hp.has_experts()) {
+        lw.router_bias = optional_vector(file, p + "ffn_gate_inp.bias", hp.n_expert);
+        lw.gate_exps_bias = optional_matrix_copy(file, p + "ffn_gate_exps.bias", hp.n_ff, hp.n_expert);
+        lw.up_exps_bias = optional_matrix_copy(file, p + "ffn_up_exps.bias", hp.n_ff, hp.n_expert);
+        lw.down_exps_bias = optional_matrix_copy(file, p + "ffn_down_exps.bias", hp.n_embd, hp.n_expert);
+    }
+    if (hp.family->writes_oai_extras && (lw.attn_sinks.empty() || lw.wo_bias.empty())) {
+        throw make_error("{}: tensor '{}attn_sinks.weight' or '{}attn_output.bias' is missing ({} needs both)",
+                         file.path(), p, p, hp.arch);
+    }
     lw.post_ffn_norm = optional_vector(file, p + "post_ffw_norm.weight", hp.n_embd);
     if (hp.family->writes_qk_norm && (lw.q_norm.empty() || lw.k_norm.empty())) {
         throw make_error("{}: tensor '{}attn_q_norm.weight' or '{}attn_k_norm.weight' is missing ({} needs both)",
@@ -268,7 +294,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         const std::string p = fmt::format("blk.{}.", l);
         LayerWeights lw;
         lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
-        lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
+        lw.ffn_norm = vector_copy(file, p + std::string(hp.family->ffn_norm) + ".weight", hp.n_embd);
         // A slice file stores Q, K, V, gate and up under their own names,
         // fused or not in the model, and biases whole.
         load_layer_extras(file, hp, l, lw, true);
@@ -317,7 +343,7 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
         const std::string p = fmt::format("blk.{}.", l);
         LayerWeights lw;
         lw.attn_norm = vector_copy(file, p + "attn_norm.weight", hp.n_embd);
-        lw.ffn_norm = vector_copy(file, p + "ffn_norm.weight", hp.n_embd);
+        lw.ffn_norm = vector_copy(file, p + std::string(hp.family->ffn_norm) + ".weight", hp.n_embd);
         load_layer_extras(file, hp, l, lw, false);
         lw.wq = projection_view(file, hp, l, Projection::kQ);
         lw.wk = projection_view(file, hp, l, Projection::kK);

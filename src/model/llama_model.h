@@ -24,6 +24,8 @@ struct LayerWeights {
     std::vector<float> q_bias, k_bias, v_bias;
     std::vector<float> q_norm, k_norm;                 // head_dim each, shared by every head
     std::vector<float> post_attn_norm, post_ffn_norm;  // n_embd each
+    std::vector<float> wo_bias;     // n_embd (gpt-oss)
+    std::vector<float> attn_sinks;  // n_head: each query head's sink logit (gpt-oss)
     Matrix wq;      // [n_head * head_dim rows, n_embd cols]
     Matrix wk;      // [n_head_kv * head_dim rows, n_embd cols]
     Matrix wv;      // [n_head_kv * head_dim rows, n_embd cols]
@@ -41,6 +43,10 @@ struct LayerWeights {
     Matrix gate_exps;  // [n_expert * n_ff rows, n_embd cols]
     Matrix up_exps;    // [n_expert * n_ff rows, n_embd cols]
     Matrix down_exps;  // [n_expert * n_embd rows, n_ff cols]
+    // Their biases where the file has them (gpt-oss), whole (every channel of
+    // every expert, whatever the slice): n_expert; n_expert * n_ff (expert
+    // e's at e * n_ff); n_expert * n_embd.
+    std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
 };
 
 // Views of the tensors one slice uses, indexed by the slice's own layers

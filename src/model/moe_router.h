@@ -17,7 +17,8 @@ struct ExpertChoice {
     float weight = 0.0f;
 };
 
-// Chooses k = out.size() experts among logits.size(): by probability, the
+// Chooses k = out.size() experts among logits.size() (the router's output,
+// its bias added): by probability (kSoftmax) or logit (kSoftmaxWeight), the
 // higher first, a tie going to the lower expert index (llama.cpp leaves ties'
 // order to its sort; a fixed rule keeps every node's choice the same).
 // logits is overwritten (with the probabilities).

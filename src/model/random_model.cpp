@@ -266,6 +266,17 @@ void apply_model_preset(RandomModelSpec& spec, const std::string& name) {
         spec.rope_freq_base = 1000000.0f;
         if (spec.n_expert == 0) spec.n_expert = 8;
         if (spec.n_expert_used == 0) spec.n_expert_used = 2;
+    } else if (name == "gpt-oss") {
+        // gpt-oss-20b's heads (64 wide, whatever the width), YaRN over a
+        // 4096-token training context, 32 experts of which 4 are used; a
+        // window short enough to matter in a test (the real one is 128).
+        if (spec.head_dim == 0) spec.head_dim = 64;
+        spec.rope_freq_base = 150000.0f;
+        spec.sliding_window = 24;
+        spec.yarn_factor = 32.0f;
+        spec.yarn_orig_ctx = 4096;
+        if (spec.n_expert == 0) spec.n_expert = 8;
+        if (spec.n_expert_used == 0) spec.n_expert_used = 2;
     } else if (name == "qwen3moe") {
         spec.head_dim = 2 * spec.n_embd / spec.n_head;
         spec.rope_freq_base = 1000000.0f;
@@ -290,7 +301,9 @@ void apply_model_preset(RandomModelSpec& spec, const std::string& name) {
     }
 }
 
-std::string model_preset_names() { return "llama, llama3, mistral, mixtral, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3"; }
+std::string model_preset_names() {
+    return "llama, llama3, mistral, mixtral, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, phi3";
+}
 
 void write_random_model(const RandomModelSpec& spec, const std::string& path,
                         const std::function<void(size_t, size_t)>& progress) {
@@ -344,6 +357,11 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
     if (spec.rope_scale_factor > 0.0f) {
         writer.set_string(a + "rope.scaling.type", "linear");
         writer.set_f32(a + "rope.scaling.factor", spec.rope_scale_factor);
+    }
+    if (spec.yarn_factor > 0.0f) {
+        writer.set_string(a + "rope.scaling.type", "yarn");
+        writer.set_f32(a + "rope.scaling.factor", spec.yarn_factor);
+        writer.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.yarn_orig_ctx));
     }
     if (spec.rope_freq_base_swa > 0.0f) writer.set_f32(a + "rope.freq_base_swa", spec.rope_freq_base_swa);
     if (spec.n_expert > 0) {
@@ -420,8 +438,12 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
             add_norm(p + "attn_k_norm.weight", head_dim);
         }
         add_matrix(p + "attn_output.weight", q_dim, d);
+        if (family->writes_oai_extras) {
+            add_vector(p + "attn_output.bias", d, 0.0f, 0.5f);
+            add_vector(p + "attn_sinks.weight", spec.n_head, 0.0f, 1.0f);
+        }
         if (family->writes_post_norms) add_norm(p + "post_attention_norm.weight", d);
-        add_norm(p + "ffn_norm.weight", d);
+        add_norm(p + std::string(family->ffn_norm) + ".weight", d);
         if (spec.n_expert > 0) {
             // The router stays F32 (llama-quantize never quantizes it); each
             // expert's matrices as a dense FFN's, stacked in a 3-D tensor.
@@ -441,6 +463,21 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
             add_experts(p + "ffn_gate_exps.weight", d, ff);
             add_experts(p + "ffn_up_exps.weight", d, ff);
             add_experts(p + "ffn_down_exps.weight", ff, d);
+            if (family->writes_oai_extras) {
+                // Biases of the router and of every expert's products, F32.
+                add_vector(p + "ffn_gate_inp.bias", ne, 0.0f, 0.5f);
+                const auto add_biases = [&](const std::string& name, int64_t n) {
+                    const uint64_t seed = ++tensor_seed;
+                    writer.add_tensor(name, QuantType::F32, {n, ne}, [seed](uint8_t* dst, uint64_t bytes) {
+                        float* f = reinterpret_cast<float*>(dst);
+                        Rng rng(seed);
+                        for (uint64_t i = 0; i < bytes / 4; ++i) f[i] = 0.2f * rng.next_normal();
+                    });
+                };
+                add_biases(p + "ffn_gate_exps.bias", ff);
+                add_biases(p + "ffn_up_exps.bias", ff);
+                add_biases(p + "ffn_down_exps.bias", d);
+            }
             if (family->writes_post_norms) add_norm(p + "post_ffw_norm.weight", d);
             continue;
         }

@@ -36,6 +36,8 @@ struct RandomModelSpec {
     int32_t sliding_window = 0;     // written as attention.sliding_window when > 0
     float rope_scale_factor = 0.0f; // written as linear rope scaling when > 0
     float rope_freq_base_swa = 0.0f;  // written as rope.freq_base_swa when > 0
+    float yarn_factor = 0.0f;       // written as YaRN rope scaling when > 0,
+    int32_t yarn_orig_ctx = 0;      // over this training context
     bool random_norms = false;      // norm weights near 1 rather than 1, biases random
     // A mixture of experts (n_expert > 0): every layer's FFN is a router and
     // n_expert experts of n_ff channels, n_expert_used chosen per token.
@@ -44,7 +46,7 @@ struct RandomModelSpec {
 };
 
 // Presets named like the models they imitate: a family name (llama, qwen2,
-// qwen3, qwen3moe, gemma2, gemma3, phi3) or llama3 (rope_freqs, tied head,
+// qwen3, qwen3moe, gpt-oss, gemma2, gemma3, phi3) or llama3 (rope_freqs, tied head,
 // base 500000), mistral (a sliding window) and mixtral (llama with 8 experts,
 // 2 used), each with the options its real files have and windows short enough
 // to matter in a test; a mixture of experts' preset sets n_expert and

@@ -56,7 +56,7 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
         size_t i = 0;
         while (i < ropes_.size() && !(rope_keys_[i].first == base && rope_keys_[i].second == scale)) ++i;
         if (i == ropes_.size()) {
-            ropes_.emplace_back(hparams_.n_rot, base, weights_.rope_freqs, hparams_.family->rope, scale);
+            ropes_.emplace_back(hparams_.n_rot, base, weights_.rope_freqs, hparams_.family->rope, scale, hparams_.yarn);
             rope_keys_.emplace_back(base, scale);
         }
         rope_of_layer_.push_back(static_cast<int>(i));
@@ -139,6 +139,9 @@ AttentionOptions SliceForward::attention_options(int layer) const {
     o.soft_cap = hparams_.attn_soft_cap;
     o.window = hparams_.is_sliding(layer) ? hparams_.sliding_window : 0;
     o.sparse = sparse_;
+    // Sinks of this slice's query heads.
+    const std::vector<float>& sinks = layer_weights(layer).attn_sinks;
+    if (!sinks.empty()) o.sinks = sinks.data() + static_cast<int64_t>(weights_.slice.kv_head_begin) * hparams_.q_per_kv();
     return o;
 }
 
@@ -191,6 +194,16 @@ void SliceForward::add_output(const std::vector<float>& post_norm, const float* 
 void SliceForward::add_attention_output(int layer, const double* partial, float* x, int n_tok) {
     const LayerWeights& w = layer_weights(layer);
     const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    if (!w.wo_bias.empty()) {
+        // The output's bias joins the whole sum (after every rank's partial),
+        // so every plan adds it alike.
+        const int64_t d = hparams_.n_embd;
+        for (int64_t j = 0; j < n; ++j) {
+            output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]) + w.wo_bias[static_cast<size_t>(j % d)];
+        }
+        add_output(w.post_attn_norm, output_.data(), x, n_tok);
+        return;
+    }
     if (w.post_attn_norm.empty()) {
         for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
         return;
@@ -211,7 +224,14 @@ void SliceForward::add_ffn_output(int layer, const double* partial, float* x, in
 }
 
 void SliceForward::add_attention_output(int layer, const float* sum, float* x, int n_tok) {
-    add_output(layer_weights(layer).post_attn_norm, sum, x, n_tok);
+    const LayerWeights& w = layer_weights(layer);
+    if (!w.wo_bias.empty()) {
+        const int64_t d = hparams_.n_embd, n = static_cast<int64_t>(n_tok) * d;
+        for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = sum[j] + w.wo_bias[static_cast<size_t>(j % d)];
+        add_output(w.post_attn_norm, output_.data(), x, n_tok);
+        return;
+    }
+    add_output(w.post_attn_norm, sum, x, n_tok);
 }
 
 void SliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_tok) {

@@ -15,6 +15,7 @@
 // batch, and a row's bits are the same in any batch (every product is per row).
 #include "model/moe_router.h"
 #include "model/slice_forward.h"
+#include "ops/fixed_sum.h"
 #include "ops/quant_traits.h"
 
 #include <algorithm>
@@ -61,6 +62,10 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     std::vector<ExpertChoice>& choices = m.choices;
     choices.resize(rows_of(n_tok) * rows_of(k));
     for (int t = 0; t < n_tok; ++t) {
+        if (!w.router_bias.empty()) {
+            float* l = m.logits.data() + rows_of(t) * rows_of(n_expert);
+            for (int e = 0; e < n_expert; ++e) l[e] += w.router_bias[rows_of(e)];
+        }
         route_token(*hparams_.family, std::span<float>(m.logits.data() + rows_of(t) * rows_of(n_expert), rows_of(n_expert)),
                     std::span<ExpertChoice>(choices.data() + rows_of(t) * rows_of(k), rows_of(k)));
     }
@@ -70,16 +75,35 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     const int64_t first = per_expert == n_ff ? s.ffn_begin : 0;
     const auto gate_rect = [&](int e) { return MatRect{e * per_expert + first, e * per_expert + first + n_ffn, 0, n_embd}; };
     const auto down_rect = [&](int e) { return MatRect{e * n_embd, (e + 1) * n_embd, s.ffn_begin, n_ffn}; };
+    // Expert e's gate and up biases (gpt-oss) on `count` rows of the slice's channels.
+    const auto add_gate_up_bias = [&](int e, float* gate, float* up, int64_t count) {
+        if (w.gate_exps_bias.empty() && w.up_exps_bias.empty()) return;
+        const size_t b0 = rows_of(e) * rows_of(n_ff) + rows_of(s.ffn_begin);
+        for (int64_t r = 0; r < count; ++r) {
+            for (int64_t i = 0; i < n_ffn; ++i) {
+                if (!w.gate_exps_bias.empty()) gate[r * n_ffn + i] += w.gate_exps_bias[b0 + rows_of(i)];
+                if (!w.up_exps_bias.empty()) up[r * n_ffn + i] += w.up_exps_bias[b0 + rows_of(i)];
+            }
+        }
+    };
     // One expert's down product over rows `count` of acts[a], added into the
-    // partial rows `rows`.
-    const auto down_into_partial = [&](int e, QuantizedActivation& act, std::span<const int32_t> rows) {
+    // partial rows `rows`, each with its weight times the expert's down bias
+    // (gpt-oss) where the slice holds channel 0: once in any plan, on the
+    // grid (ops/fixed_sum.h), so it adds exactly as the units do.
+    const auto down_into_partial = [&](int e, QuantizedActivation& act, std::span<const int32_t> rows,
+                                       const float* weights) {
         const auto count = static_cast<int64_t>(rows.size());
         m.y.resize(rows_of(count) * rows_of(n_embd));
         matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+        const bool bias = !w.down_exps_bias.empty() && s.ffn_begin == 0;
+        const float* b = bias ? w.down_exps_bias.data() + rows_of(e) * rows_of(n_embd) : nullptr;
         for (int64_t i = 0; i < count; ++i) {
             double* p = partial + static_cast<int64_t>(rows[rows_of(i)]) * n_embd;
             const double* y = m.y.data() + i * n_embd;
             for (int64_t j = 0; j < n_embd; ++j) p[j] += y[j];
+            if (bias) {
+                for (int64_t j = 0; j < n_embd; ++j) p[j] += snap_to_grid(weights[i] * b[j]);
+            }
         }
     };
     if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
@@ -101,10 +125,12 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         }
         const int32_t row0 = 0;
         for (int i = 0; i < k; ++i) {
+            const int e = choices[rows_of(i)].expert;
             const float weight = choices[rows_of(i)].weight;
+            add_gate_up_bias(e, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
             gate_rows(w.down_exps, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, n_ffn, 1, &weight,
                       m.acts[rows_of(i)]);
-            down_into_partial(choices[rows_of(i)].expert, m.acts[rows_of(i)], std::span<const int32_t>(&row0, 1));
+            down_into_partial(e, m.acts[rows_of(i)], std::span<const int32_t>(&row0, 1), &weight);
         }
         return;
     }
@@ -139,8 +165,10 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
                                   {&w.up_exps, gate_rect(e), m.up.data(), n_ffn}};
         new_activations();
         run_jobs(jobs, m.h.data(), n_embd, count);
+        add_gate_up_bias(e, m.gate.data(), m.up.data(), count);
         gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, count, m.scale.data() + begin, m.acts[0]);
-        down_into_partial(e, m.acts[0], std::span<const int32_t>(m.rows.data() + begin, rows_of(count)));
+        down_into_partial(e, m.acts[0], std::span<const int32_t>(m.rows.data() + begin, rows_of(count)),
+                          m.scale.data() + begin);
     }
 }
 

@@ -1,5 +1,6 @@
 #include "ops/activation.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessera {
@@ -22,10 +23,18 @@ void geglu_scalar(float* gate, const float* up, int64_t n) {
 }
 
 void gated(FfnActivation activation, float* gate, const float* up, int64_t n) {
-    if (activation == FfnActivation::kGelu) {
-        geglu(gate, up, n);
-    } else {
-        swiglu(gate, up, n);
+    switch (activation) {
+        case FfnActivation::kGelu: geglu(gate, up, n); break;
+        case FfnActivation::kSwigluOai: swiglu_oai(gate, up, n); break;
+        case FfnActivation::kSilu: swiglu(gate, up, n); break;
+    }
+}
+
+void swiglu_oai_scalar(float* gate, const float* up, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = std::min(gate[i], 7.0f);
+        const float y = std::clamp(up[i], -7.0f, 7.0f);
+        gate[i] = x / (1.0f + std::exp(-1.702f * x)) * (y + 1.0f);
     }
 }
 

@@ -51,6 +51,20 @@ void SwigluImpl(float* gate, const float* up, int64_t n) {
     });
 }
 
+// gpt-oss's: the gate clamped from above, up from both sides, a sigmoid of
+// 1.702 g (canonical::exp: the same bits on every target).
+void SwigluOaiImpl(float* gate, const float* up, int64_t n) {
+    const DC d;
+    const auto one = hn::Set(d, 1.0f);
+    const auto limit = hn::Set(d, 7.0f);
+    const auto alpha = hn::Set(d, 1.702f);
+    elementwise(gate, up, n, [&](hn::Vec<DC> g, hn::Vec<DC> u) {
+        const auto x = hn::Min(g, limit);
+        const auto y = hn::Min(hn::Max(u, hn::Neg(limit)), limit);
+        return hn::Mul(hn::Div(x, hn::Add(one, canonical::exp(d, hn::Neg(hn::Mul(alpha, x))))), hn::Add(y, one));
+    });
+}
+
 // GELU's tanh form and the soft cap take Highway's Tanh: the same bits on
 // targets with FMA (AVX2, AVX-512, NEON); SSE4 and the fallback round it
 // differently (Gemma only).
@@ -81,10 +95,12 @@ HWY_AFTER_NAMESPACE();
 namespace tessera {
 HWY_EXPORT(SwigluImpl);
 HWY_EXPORT(GegluImpl);
+HWY_EXPORT(SwigluOaiImpl);
 HWY_EXPORT(SoftCapImpl);
 
 void swiglu(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluImpl)(gate, up, n); }
 void geglu(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(GegluImpl)(gate, up, n); }
+void swiglu_oai(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluOaiImpl)(gate, up, n); }
 void soft_cap(float* x, int64_t n, float cap) { HWY_DYNAMIC_DISPATCH(SoftCapImpl)(x, n, cap); }
 }  // namespace tessera
 #endif

@@ -16,10 +16,24 @@ namespace tessera {
 
 enum class RopeLayout : uint8_t { kAdjacent, kHalves };
 
+// YaRN's context extension (gpt-oss), as ggml's rope computes it: with
+// freq_scale = 1 / factor, pair i's angle blends the interpolated (scaled)
+// and the original angle by a ramp over the pairs between the correction
+// dims of beta_fast and beta_slow (orig_ctx: the trained context), and every
+// cos/sin is multiplied by attn_factor * (1 + 0.1 ln(factor)). Off when
+// orig_ctx is 0.
+struct RopeYarn {
+    int orig_ctx = 0;
+    float ext_factor = 1.0f;
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+};
+
 class RopeTable {
 public:
     RopeTable(int n_rot, float freq_base, std::vector<float> freq_factors = {},
-              RopeLayout layout = RopeLayout::kAdjacent, float freq_scale = 1.0f);
+              RopeLayout layout = RopeLayout::kAdjacent, float freq_scale = 1.0f, const RopeYarn& yarn = {});
 
     // Fills the cos/sin of every pair for position `pos` (every layer of a
     // token asks for the same one: only a new position computes them).
@@ -35,6 +49,7 @@ private:
     RopeLayout layout_;
     int64_t pos_ = INT64_MIN;  // none yet (every position, negative ones too, is a rotation)
     std::vector<double> inv_freq_;
+    float magnitude_ = 1.0f;  // YaRN's cos/sin factor
     std::vector<float> cos_;
     std::vector<float> sin_;
 };

@@ -61,7 +61,9 @@ std::vector<double> ffn(const LlamaModel& model, int layer, bool batched, uint64
     config.weight_budget = budget;
     config.private_weights = private_weights;
     SliceForward f(model, full_slice(model.hparams()), config, pool);
-    if (budget != UINT64_MAX) EXPECT_TRUE(f.streamed() != nullptr && f.streamed()->streamed_count() > 0);
+    if (budget != UINT64_MAX) {
+        EXPECT_TRUE(f.streamed() != nullptr && f.streamed()->streamed_count() > 0);
+    }
     const int64_t n = model.hparams().n_embd;
     const std::vector<float> h = inputs(n);
     std::vector<double> out(h.size());

@@ -82,6 +82,30 @@ TEST(MoeRouter, TiesGoToTheLowerExpert) {
     EXPECT_EQ(three[2].expert, 0);
 }
 
+// gpt-oss: the top k logits, then a softmax over just those k (no renormalization needed).
+TEST(MoeRouter, SoftmaxWeightTakesTheTopLogitsThenTheirSoftmax) {
+    const Architecture& oss = *find_architecture("gpt-oss");
+    Rng rng(9);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int n = 4 + static_cast<int>(rng.next_u64() % 60);
+        const int k = 1 + static_cast<int>(rng.next_u64() % 4);
+        std::vector<float> logits(static_cast<size_t>(n));
+        for (float& v : logits) v = 2.0f * rng.next_normal();
+        std::vector<int> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+        double sum = 0;
+        for (int i = 0; i < k; ++i) sum += std::exp(static_cast<double>(logits[order[i]] - logits[order[0]]));
+        std::vector<float> work = logits;
+        std::vector<ExpertChoice> got(static_cast<size_t>(k));
+        route_token(oss, work, got);
+        for (int i = 0; i < k; ++i) {
+            ASSERT_EQ(got[i].expert, order[i]) << "trial " << trial;
+            EXPECT_NEAR(got[i].weight, std::exp(static_cast<double>(logits[order[i]] - logits[order[0]])) / sum, 1e-6);
+        }
+    }
+}
+
 TEST(MoeRouter, RefusesMoreChoicesThanExperts) {
     std::vector<float> logits = {1.0f, 2.0f};
     std::vector<ExpertChoice> got(3);

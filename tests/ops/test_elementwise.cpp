@@ -84,6 +84,33 @@ TEST(Elementwise, GegluMatchesScalarOnEveryTarget) {
     EXPECT_NEAR(g[1], -0.045402f, 1e-5f);
 }
 
+TEST(Elementwise, SwigluOaiMatchesScalarOnEveryTarget) {
+    for_each_target([](const char* target) {
+        Rng rng(5);
+        for (int64_t n : lengths()) {
+            for (int offset : {0, 1, 3}) {
+                // Beyond the clamp at 7 on both sides, and the gate's negative tail.
+                std::vector<float> gate(static_cast<size_t>(n + offset)), up(gate.size());
+                for (auto& v : gate) v = rng.next_normal() * 8.0f;
+                for (auto& v : up) v = rng.next_normal() * 8.0f;
+                std::vector<float> want = gate;
+                swiglu_oai_scalar(want.data() + offset, up.data() + offset, n);
+                swiglu_oai(gate.data() + offset, up.data() + offset, n);
+                for (int64_t i = 0; i < n; ++i) {
+                    ASSERT_NEAR(gate[offset + i], want[offset + i], 1e-5f * (1.0f + std::fabs(want[offset + i])))
+                        << target << " n " << n << " i " << i;
+                }
+            }
+        }
+    });
+    // The clamps: min(9, 7) * sigmoid(1.702 * 7) * (clamp(-9) + 1) = 7 * 0.99999... * -6.
+    float g[2] = {9.0f, 1.0f};
+    const float u[2] = {-9.0f, 0.5f};
+    swiglu_oai_scalar(g, u, 2);
+    EXPECT_NEAR(g[0], -42.0f * (1.0f / (1.0f + std::exp(-11.914f))), 1e-4f);
+    EXPECT_NEAR(g[1], 1.5f / (1.0f + std::exp(-1.702f)), 1e-6f);
+}
+
 TEST(Elementwise, SoftCapMatchesScalarOnEveryTarget) {
     for_each_target([](const char* target) {
         Rng rng(6);

@@ -188,6 +188,41 @@ TEST(Ops, RopeHalvesLayoutAndLinearScaling) {
     EXPECT_EQ(x[7], 8.0f);
 }
 
+// YaRN as ggml's rope computes it, pair by pair in float: each pair's angle
+// blends the scaled and the original angle by the ramp between the
+// correction dims; cos and sin grow by 1 + 0.1 ln(factor).
+TEST(Ops, RopeYarnMatchesGgmlsFormula) {
+    const int n_rot = 64, orig_ctx = 4096;
+    const float base = 150000.0f, factor = 32.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+    RopeYarn yarn;
+    yarn.orig_ctx = orig_ctx;
+    RopeTable table(n_rot, base, {}, RopeLayout::kHalves, 1.0f / factor, yarn);
+    const auto corr = [&](float rotations) {
+        return n_rot * std::log(orig_ctx / (rotations * 2 * 3.14159265358979f)) / (2 * std::log(base));
+    };
+    const float low = std::max(0.0f, std::floor(corr(beta_fast)));
+    const float high = std::min(static_cast<float>(n_rot - 1), std::ceil(corr(beta_slow)));
+    ASSERT_LT(low, high);  // some pairs on each side of the ramp, some on it
+    ASSERT_GT(low, 0.0f);
+    ASSERT_LT(high, n_rot / 2 - 1.0f);
+    const float mscale = 1.0f + 0.1f * std::log(factor);
+    for (const int64_t pos : {1, 7, 1000, 100000}) {
+        table.set_position(pos);
+        std::vector<float> x(n_rot, 0.0f);
+        for (int i = 0; i < n_rot / 2; ++i) x[static_cast<size_t>(i)] = 1.0f;  // pair i = (1, 0): gives (cos, sin)
+        table.apply(x.data(), 1, n_rot);
+        for (int i = 0; i < n_rot / 2; ++i) {
+            const double extrap = static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+            const double interp = extrap / factor;
+            const double ramp = 1.0 - std::min(1.0, std::max(0.0, (i - low) / std::max(0.001, static_cast<double>(high - low))));
+            const double theta = interp * (1.0 - ramp) + extrap * ramp;
+            // Float angles of 1e5 radians lose ~1e-3 in ggml's float cache; ours is exact.
+            EXPECT_NEAR(x[static_cast<size_t>(i)], std::cos(theta) * mscale, 1e-4) << pos << " pair " << i;
+            EXPECT_NEAR(x[static_cast<size_t>(i + n_rot / 2)], std::sin(theta) * mscale, 1e-4) << pos << " pair " << i;
+        }
+    }
+}
+
 TEST(Ops, SwigluMatchesDefinition) {
     std::vector<float> g = {-2.0f, 0.0f, 1.5f}, u = {3.0f, 4.0f, -1.0f};
     swiglu(g.data(), u.data(), 3);
