@@ -113,6 +113,21 @@ TEST(ServeCli, EightConcurrentClientsShareBatchesThroughAPipeline) {
                "batched-distributed");
 }
 
+// A mixture of experts (a generated gpt-oss) on 4 slots: every sequence of a
+// shared batch goes to its own experts, and every answer still equals the
+// request served alone.
+TEST(ServeCli, EightConcurrentClientsShareBatchesOnAMixtureOfExperts) {
+    const std::string model = test::scratch_dir("serve_moe") + "/gpt-oss.gguf";
+    const auto g = test::run_process({test::tessera_binary(), "gen-model", "--arch", "gpt-oss", "--dim", "256", "--layers",
+                                      "2", "--heads", "4", "--kv-heads", "2", "--ffn", "256", "--experts", "8",
+                                      "--experts-used", "2", "--type", "Q8_0", "--vocab-from",
+                                      test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", model},
+                                     60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    std::unique_ptr<BackgroundProcess> server;
+    run_client(start_serve(server, model, {"--parallel", "4"}), "concurrent.mjs", "batched");
+}
+
 // Speculative decoding in serve: a server with a draft model and 2 slots
 // answers the openai client's checks, and greedy answers equal a plain
 // server's.
