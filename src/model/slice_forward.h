@@ -222,6 +222,7 @@ private:
         std::vector<int32_t> rows;          // rows of the batch by expert
         std::vector<int32_t> first, fill;   // each expert's first (and next) entry in rows
         std::vector<MatmulJob> jobs;
+        std::vector<UnitsJob> down_jobs;
         std::vector<QuantizedActivation> acts;
     };
     MoeScratch moe_;

@@ -9,8 +9,8 @@
 // w_down's (ops/matmul.h matmul_units): its units' grid sums add into the
 // partial exactly, in any order and over any split of the units.
 //
-// One position (generation) reads only its k experts' rows, their gate and up
-// products in one pool dispatch. A batch (prefill) takes each expert in turn
+// One position (generation) reads only its k experts' rows: their gate and up
+// products in one pool dispatch, their gating in one, their down products in one. A batch (prefill) takes each expert in turn
 // with every row routed to it, so each expert's weights are read once per
 // batch, and a row's bits are the same in any batch (every product is per row).
 #include "model/moe_router.h"
@@ -90,22 +90,31 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     // partial rows `rows`, each with its weight times the expert's down bias
     // (gpt-oss) where the slice holds channel 0: once in any plan, on the
     // grid (ops/fixed_sum.h), so it adds exactly as the units do.
-    const auto down_into_partial = [&](int e, QuantizedActivation& act, std::span<const int32_t> rows,
-                                       const float* weights) {
-        const auto count = static_cast<int64_t>(rows.size());
-        m.y.resize(rows_of(count) * rows_of(n_embd));
-        matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+    // Expert e's down products y (count rows) added into the partial's rows
+    // `rows`, each with its weight times the expert's down bias (gpt-oss)
+    // where the slice holds channel 0: once in any plan, on the grid
+    // (ops/fixed_sum.h), so it adds exactly as the units do.
+    const auto add_expert_rows = [&](int e, const double* y, int64_t count, const int32_t* rows, const float* weights) {
         const bool bias = !w.down_exps_bias.empty() && s.ffn_begin == 0;
         const float* b = bias ? w.down_exps_bias.data() + rows_of(e) * rows_of(n_embd) : nullptr;
         for (int64_t i = 0; i < count; ++i) {
-            double* p = partial + static_cast<int64_t>(rows[rows_of(i)]) * n_embd;
-            const double* y = m.y.data() + i * n_embd;
-            for (int64_t j = 0; j < n_embd; ++j) p[j] += y[j];
+            double* p = partial + static_cast<int64_t>(rows[i]) * n_embd;
+            const double* yi = y + i * n_embd;
+            for (int64_t j = 0; j < n_embd; ++j) p[j] += yi[j];
             if (bias) {
                 for (int64_t j = 0; j < n_embd; ++j) p[j] += snap_to_grid(weights[i] * b[j]);
             }
         }
     };
+    // One expert's down product over the rows of `act`, added as above.
+    const auto down_into_partial = [&](int e, QuantizedActivation& act, std::span<const int32_t> rows,
+                                       const float* weights) {
+        const auto count = static_cast<int64_t>(rows.size());
+        m.y.resize(rows_of(count) * rows_of(n_embd));
+        matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+        add_expert_rows(e, m.y.data(), count, rows.data(), weights);
+    };
+    const int32_t row0 = 0;
     if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
 
     if (n_tok == 1) {
@@ -123,15 +132,26 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         for (size_t j = 0; j < jobs.size(); j += kMatmulManyMaxJobs) {
             run_jobs(std::span<const MatmulJob>(jobs).subspan(j, std::min(kMatmulManyMaxJobs, jobs.size() - j)), h, n_embd, 1);
         }
-        const int32_t row0 = 0;
+        // Then every expert's gating in one dispatch (a row each) and their
+        // down products in another, each row's bits as alone.
+        m.scale.resize(rows_of(k));
         for (int i = 0; i < k; ++i) {
-            const int e = choices[rows_of(i)].expert;
-            const float weight = choices[rows_of(i)].weight;
-            add_gate_up_bias(e, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
-            gate_rows(w.down_exps, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, n_ffn, 1, &weight,
-                      m.acts[rows_of(i)]);
-            down_into_partial(e, m.acts[rows_of(i)], std::span<const int32_t>(&row0, 1), &weight);
+            add_gate_up_bias(choices[rows_of(i)].expert, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
+            m.scale[rows_of(i)] = choices[rows_of(i)].weight;
         }
+        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, k, m.scale.data(), m.acts[0]);
+        m.y.resize(rows_of(k) * rows_of(n_embd));
+        m.down_jobs.clear();
+        for (int i = 0; i < k; ++i) {
+            m.down_jobs.push_back({down_rect(choices[rows_of(i)].expert), i, m.y.data() + i * n_embd});
+        }
+        for (size_t j = 0; j < m.down_jobs.size(); j += kMatmulManyMaxJobs) {
+            matmul_units_many(w.down_exps,
+                              std::span<const UnitsJob>(m.down_jobs).subspan(j, std::min(kMatmulManyMaxJobs, m.down_jobs.size() - j)),
+                              m.acts[0], units_.ffn_channels, pool_);
+        }
+        for (int i = 0; i < k; ++i) add_expert_rows(choices[rows_of(i)].expert, m.y.data() + i * n_embd, 1, &row0,
+                                                    m.scale.data() + i);
         return;
     }
 

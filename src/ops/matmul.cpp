@@ -244,77 +244,126 @@ void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, 
     matmul_many(std::span<const MatmulJob>(&job, 1), x, pool);
 }
 
-void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
-                  int64_t y_stride, ThreadPool& pool) {
+namespace {
+
+// One column-split product prepared: rows `rect` of w against positions
+// [t_begin, t_begin + n_tok) of x, its tiling fixed by the rect and n_tok.
+struct UnitsProduct {
+    const Matrix* w;
+    MatRect rect;
+    TileSource source;
+    int64_t col0, n_rows, n_row_blocks, n_units, unit_cols;
+    int64_t t_begin, n_tok;
+    double* y;
+    int64_t y_stride;
+    int64_t toks_per_call, units_per_call, run_blocks;
+    bool by_panel;
+};
+
+// Every unit's dot products of a run of row blocks and a block of positions
+// are computed in one kernel call (grouped weights hold a group's units side
+// by side, so the call streams them in memory order), then summed per row in
+// unit order. A kernel call per unit and row block cost ~20% of wo's time in
+// generation (4 units x 128 blocks).
+// Tiles keep the shapes matmul uses (kTokenBlock positions; row kernels
+// kRowBlock rows), whatever the split: a rank holding some of the units
+// must compute each one bit for bit as a node holding all of them. A
+// grouped kernel's rows do not depend on how many run at once, so grouped
+// weights take longer runs of rows per call.
+//
+// Grouped weights in panels of whole units (ops/row_groups.h) take one
+// panel at a time over a thread's whole chunk of rows, so each panel
+// streams front to back; otherwise every unit of a run of rows at once.
+constexpr int64_t kDots = 2048;
+
+UnitsProduct prepare_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t t_begin,
+                           int64_t n_tok, int64_t unit_cols, double* y, int64_t y_stride) {
     const QuantTraits& traits = require_weight_traits(w.type, "matmul");
     check_activation(traits, rect, x);
     if (unit_cols < 1 || rect.col_begin % unit_cols != 0) {
         throw make_error("internal: columns from {} are not split in units of {}", rect.col_begin, unit_cols);
     }
+    if (t_begin < 0 || n_tok < 1 || t_begin + n_tok > x.n_rows()) {
+        throw make_error("internal: positions [{}, {}) of an activation of {}", t_begin, t_begin + n_tok, x.n_rows());
+    }
     rect_col_offset(w, rect);  // checks the rect
-    const int64_t col0 = rect.col_begin - w.col_begin;
-    const TileSource source = tile_source(traits, w, x);
-    if (unit_cols % source.w_block != 0 || unit_cols % source.x_block != 0) {
+    UnitsProduct p{&w, rect, tile_source(traits, w, x), rect.col_begin - w.col_begin, rect.row_end - rect.row_begin,
+                   0, 0, unit_cols, t_begin, n_tok, y, y_stride, 0, 0, 0, false};
+    if (unit_cols % p.source.w_block != 0 || unit_cols % p.source.x_block != 0) {
         throw make_error("internal: units of {} columns straddle {} blocks", unit_cols, quant_type_name(w.type));
     }
-    const int64_t n_rows = rect.row_end - rect.row_begin;
-    const int64_t n_tok = x.n_rows();
-    const int64_t n_row_blocks = (n_rows + kRowBlock - 1) / kRowBlock;
-    const int64_t n_units = (rect.n_cols + unit_cols - 1) / unit_cols;
-    // Every unit's dot products of a run of row blocks and a block of
-    // positions, computed in one kernel call (grouped weights hold a group's
-    // units side by side, so the call streams them in memory order); then
-    // summed per row in unit order. A kernel call per unit and row block cost
-    // ~20% of wo's time in generation (4 units x 128 blocks).
-    // Tiles keep the shapes matmul uses (kTokenBlock positions; row kernels
-    // kRowBlock rows), whatever the split: a rank holding some of the units
-    // must compute each one bit for bit as a node holding all of them. A
-    // grouped kernel's rows do not depend on how many run at once, so grouped
-    // weights take longer runs of rows per call.
-    //
-    // Grouped weights in panels of whole units (ops/row_groups.h) take one
-    // panel at a time over a thread's whole chunk of rows, so each panel
-    // streams front to back; otherwise every unit of a run of rows at once.
-    constexpr int64_t kDots = 2048;
-    const int64_t toks_per_call = std::min(kTokenBlock, n_tok);
-    const int64_t panel_cols = source.panels.panel_cols;
-    const bool by_panel = w.grouped && n_tok <= kTokenBlock && panel_cols % unit_cols == 0 &&
-                          col0 % panel_cols == 0 && panel_cols < rect.n_cols;
-    const int64_t units_per_call =
-        std::min(by_panel ? panel_cols / unit_cols : n_units, std::max<int64_t>(1, kDots / (toks_per_call * kRowBlock)));
-    const int64_t run_blocks =
-        w.grouped ? std::max<int64_t>(1, kDots / (units_per_call * toks_per_call * kRowBlock)) : 1;
-    pool.parallel_for(n_row_blocks, [&](int64_t begin, int64_t end) {
-        float dots[kDots];  // [unit][token][row]
-        // Units [u0, u0 + units_per_call) of the rows of blocks [b, b + run_blocks).
-        const auto unit_run = [&](int64_t b, int64_t u0) {
-            const int64_t r0 = b * kRowBlock;
-            const int rows = static_cast<int>(std::min(std::min(end, b + run_blocks) * kRowBlock, n_rows) - r0);
-            const int64_t c = u0 * unit_cols;
-            const int64_t span = std::min(units_per_call * unit_cols, rect.n_cols - c);
-            const int64_t units = (span + unit_cols - 1) / unit_cols;
-            for (int64_t t0 = 0; t0 < n_tok; t0 += toks_per_call) {
-                const int toks = static_cast<int>(std::min(toks_per_call, n_tok - t0));
-                const auto unit_stride = static_cast<size_t>(toks) * rows;
-                dot_tile(source, rect.row_begin + r0, rows, col0 + c, span, x, t0, toks, c, dots,
-                         static_cast<size_t>(rows), unit_cols, unit_stride);
-                for (int t = 0; t < toks; ++t) {
-                    add_unit_sums(dots + static_cast<size_t>(t) * rows, unit_stride, units, rows, u0 == 0,
-                                  y + (t0 + t) * y_stride + r0);
-                }
+    p.n_row_blocks = (p.n_rows + kRowBlock - 1) / kRowBlock;
+    p.n_units = (rect.n_cols + unit_cols - 1) / unit_cols;
+    p.toks_per_call = std::min(kTokenBlock, n_tok);
+    const int64_t panel_cols = p.source.panels.panel_cols;
+    p.by_panel = w.grouped && n_tok <= kTokenBlock && panel_cols % unit_cols == 0 && p.col0 % panel_cols == 0 &&
+                 panel_cols < rect.n_cols;
+    p.units_per_call = std::min(p.by_panel ? panel_cols / unit_cols : p.n_units,
+                                std::max<int64_t>(1, kDots / (p.toks_per_call * kRowBlock)));
+    p.run_blocks = w.grouped ? std::max<int64_t>(1, kDots / (p.units_per_call * p.toks_per_call * kRowBlock)) : 1;
+    return p;
+}
+
+// Row blocks [begin, end) of a prepared product (one thread's chunk).
+void units_chunk(const UnitsProduct& p, const QuantizedActivation& x, int64_t begin, int64_t end) {
+    float dots[kDots];  // [unit][token][row]
+    const int64_t unit_cols = p.unit_cols;
+    // Units [u0, u0 + units_per_call) of the rows of blocks [b, b + run_blocks).
+    const auto unit_run = [&](int64_t b, int64_t u0) {
+        const int64_t r0 = b * kRowBlock;
+        const int rows = static_cast<int>(std::min(std::min(end, b + p.run_blocks) * kRowBlock, p.n_rows) - r0);
+        const int64_t c = u0 * unit_cols;
+        const int64_t span = std::min(p.units_per_call * unit_cols, p.rect.n_cols - c);
+        const int64_t units = (span + unit_cols - 1) / unit_cols;
+        for (int64_t t0 = 0; t0 < p.n_tok; t0 += p.toks_per_call) {
+            const int toks = static_cast<int>(std::min(p.toks_per_call, p.n_tok - t0));
+            const auto unit_stride = static_cast<size_t>(toks) * rows;
+            dot_tile(p.source, p.rect.row_begin + r0, rows, p.col0 + c, span, x, p.t_begin + t0, toks, c, dots,
+                     static_cast<size_t>(rows), unit_cols, unit_stride);
+            for (int t = 0; t < toks; ++t) {
+                add_unit_sums(dots + static_cast<size_t>(t) * rows, unit_stride, units, rows, u0 == 0,
+                              p.y + (t0 + t) * p.y_stride + r0);
             }
-        };
-        const int64_t chunk_rows = std::min(end * kRowBlock, n_rows) - begin * kRowBlock;
-        if (by_panel) {
-            for (int64_t u0 = 0; u0 < n_units; u0 += units_per_call) {
-                prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0 + u0 * unit_cols, chunk_rows);
-                for (int64_t b = begin; b < end; b += run_blocks) unit_run(b, u0);
-            }
-            return;
         }
-        prefetch_chunk(source, rect.row_begin + begin * kRowBlock, col0, chunk_rows);
-        for (int64_t b = begin; b < end; b += run_blocks) {
-            for (int64_t u0 = 0; u0 < n_units; u0 += units_per_call) unit_run(b, u0);
+    };
+    const int64_t chunk_rows = std::min(end * kRowBlock, p.n_rows) - begin * kRowBlock;
+    if (p.by_panel) {
+        for (int64_t u0 = 0; u0 < p.n_units; u0 += p.units_per_call) {
+            prefetch_chunk(p.source, p.rect.row_begin + begin * kRowBlock, p.col0 + u0 * unit_cols, chunk_rows);
+            for (int64_t b = begin; b < end; b += p.run_blocks) unit_run(b, u0);
+        }
+        return;
+    }
+    prefetch_chunk(p.source, p.rect.row_begin + begin * kRowBlock, p.col0, chunk_rows);
+    for (int64_t b = begin; b < end; b += p.run_blocks) {
+        for (int64_t u0 = 0; u0 < p.n_units; u0 += p.units_per_call) unit_run(b, u0);
+    }
+}
+
+}  // namespace
+
+void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
+                  int64_t y_stride, ThreadPool& pool) {
+    const UnitsProduct p = prepare_units(w, rect, x, 0, x.n_rows(), unit_cols, y, y_stride);
+    pool.parallel_for(p.n_row_blocks, [&](int64_t begin, int64_t end) { units_chunk(p, x, begin, end); });
+}
+
+void matmul_units_many(const Matrix& w, std::span<const UnitsJob> jobs, const QuantizedActivation& x,
+                       int64_t unit_cols, ThreadPool& pool) {
+    if (jobs.size() > kMatmulManyMaxJobs) throw make_error("internal: {} products in one matmul_units_many", jobs.size());
+    std::array<UnitsProduct, kMatmulManyMaxJobs> products;
+    std::array<int64_t, kMatmulManyMaxJobs + 1> first{};  // each product's first block in the joint range
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        products[i] = prepare_units(w, jobs[i].rect, x, jobs[i].x_row, 1, unit_cols, jobs[i].y, 0);
+        first[i + 1] = first[i] + products[i].n_row_blocks;
+    }
+    // One parallel loop over every product's row blocks; a thread's chunk
+    // cut where a product ends (a chunk's rows only change how many rows a
+    // kernel call takes, never a row's bits).
+    pool.parallel_for(first[jobs.size()], [&](int64_t begin, int64_t end) {
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            const int64_t b0 = std::max(begin, first[i]), b1 = std::min(end, first[i + 1]);
+            if (b0 < b1) units_chunk(products[i], x, b0 - first[i], b1 - first[i]);
         }
     });
 }

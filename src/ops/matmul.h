@@ -44,4 +44,17 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
 void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
                   int64_t y_stride, ThreadPool& pool);
 
+// Several column-split products of one matrix in one parallel loop (a
+// mixture of experts' chosen experts' down products for one position): job
+// i's rows `rect` against position x_row of x into y (the rect's rows), each
+// row's bits those of matmul_units with x_row alone. At most
+// kMatmulManyMaxJobs jobs.
+struct UnitsJob {
+    MatRect rect;
+    int64_t x_row;
+    double* y;
+};
+void matmul_units_many(const Matrix& w, std::span<const UnitsJob> jobs, const QuantizedActivation& x,
+                       int64_t unit_cols, ThreadPool& pool);
+
 }  // namespace tessera

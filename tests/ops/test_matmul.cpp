@@ -229,4 +229,39 @@ TEST(Matmul, UnitSumsAreSplitInvariant) {
     }
 }
 
+// Several bands of one matrix, each against its own position of a shared
+// activation, in one parallel loop: each row's bits are matmul_units' with
+// that position alone (a mixture of experts' down products for one token).
+TEST(Matmul, UnitProductsOfManyBandsEqualEachAlone) {
+    for (QuantType type : {QuantType::F32, QuantType::Q8_0, QuantType::Q4_K}) {
+        const int64_t rows = 48, cols = 1024;
+        const int64_t unit = type == QuantType::Q4_K ? 256 : 64;
+        const RandomMatrix w = random_matrix(type, rows, cols, 6);
+        const QuantTraits& traits = *compute_traits(type);
+        Rng rng(31);
+        std::vector<float> x(static_cast<size_t>(3 * cols));
+        for (auto& v : x) v = rng.next_normal();
+        const QuantizedActivation all = columns(x, cols, 3, 0, cols, traits.vec_dot_type);
+        const MatRect bands[] = {{0, 16, 0, cols}, {16, 48, 0, cols}, {5, 30, 0, cols}, {0, 48, 0, cols}};
+        const int64_t x_rows[] = {2, 0, 1, 1};
+        for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            std::vector<std::vector<double>> got(4);
+            std::vector<UnitsJob> jobs;
+            for (int i = 0; i < 4; ++i) {
+                got[static_cast<size_t>(i)].assign(static_cast<size_t>(bands[i].row_end - bands[i].row_begin), 0.0);
+                jobs.push_back({bands[i], x_rows[i], got[static_cast<size_t>(i)].data()});
+            }
+            matmul_units_many(w.m, jobs, all, unit, pool);
+            for (int i = 0; i < 4; ++i) {
+                const std::vector<float> row(x.begin() + x_rows[i] * cols, x.begin() + (x_rows[i] + 1) * cols);
+                const QuantizedActivation alone = columns(row, cols, 1, 0, cols, traits.vec_dot_type);
+                std::vector<double> want(got[static_cast<size_t>(i)].size());
+                matmul_units(w.m, bands[i], alone, unit, want.data(), 0, pool);
+                EXPECT_EQ(got[static_cast<size_t>(i)], want) << quant_type_name(type) << " band " << i;
+            }
+        }
+    }
+}
+
 }  // namespace tessera
