@@ -75,6 +75,7 @@ is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
 is_count "$reps" && [ "$reps" -ge 1 ] || die "--reps must be a positive integer, got '$reps'"
 is_count "$n_prompt" && [ "$n_prompt" -ge 1 ] || die "--n-prompt must be a positive integer, got '$n_prompt'"
 is_count "$n_gen" && [ "$n_gen" -ge 1 ] || die "--n-gen must be a positive integer, got '$n_gen'"
+is_count "$moe_layers" && [ "$moe_layers" -ge 1 ] || die "--moe-layers must be a positive integer, got '$moe_layers'"
 for t in $threads; do
   is_count "$t" && [ "$t" -ge 1 ] || die "--threads takes positive integers, got '$t'"
 done

@@ -323,7 +323,11 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
     if (family->writes_experts && spec.n_expert == 0) {
         throw make_error("gen-model: {} is a mixture of experts: --experts must be positive", spec.arch);
     }
-    if (spec.n_expert < 0 || spec.n_expert_used < 0 || (spec.n_expert > 0 && (spec.n_expert_used < 1 || spec.n_expert_used > spec.n_expert))) {
+    // (1024: what a reader accepts, model/hparams.cpp.)
+    if (spec.n_expert < 0 || spec.n_expert > 1024) {
+        throw make_error("gen-model: --experts must be in [0, 1024] (got {})", spec.n_expert);
+    }
+    if (spec.n_expert > 0 && (spec.n_expert_used < 1 || spec.n_expert_used > spec.n_expert)) {
         throw make_error("gen-model: --experts-used must be in [1, --experts] ({} of {})", spec.n_expert_used, spec.n_expert);
     }
     const int32_t head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;

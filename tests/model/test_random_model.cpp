@@ -76,6 +76,27 @@ TEST(RandomModel, RejectsImpossibleShapes) {
     spec.n_ff = 100;
     spec.type = QuantType::Q4_0;
     EXPECT_THROW(write_random_model(spec, "/nonexistent/x.gguf"), Error);
+    // Experts: a count out of range, more used than there are, a mixture
+    // family without experts; each refused by name before any file is made.
+    const std::string ok = test::scratch_dir("random_model_experts") + "/m.gguf";
+    const auto refusal = [&](int32_t n_expert, int32_t used, const char* arch) {
+        RandomModelSpec s;
+        s.arch = arch;
+        s.n_expert = n_expert;
+        s.n_expert_used = used;
+        try {
+            write_random_model(s, ok);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("written");
+    };
+    EXPECT_NE(refusal(-1, 1, "llama").find("--experts must be in [0, 1024]"), std::string::npos);
+    EXPECT_NE(refusal(5000, 2, "llama").find("--experts must be in [0, 1024]"), std::string::npos);
+    EXPECT_NE(refusal(4, 9, "llama").find("--experts-used must be in [1, --experts] (9 of 4)"), std::string::npos);
+    EXPECT_NE(refusal(4, 0, "llama").find("--experts-used must be in [1, --experts]"), std::string::npos);
+    EXPECT_NE(refusal(0, 0, "qwen3moe").find("--experts must be positive"), std::string::npos);
+    EXPECT_EQ(refusal(4, 2, "llama"), "written");
     spec = RandomModelSpec{};
     EXPECT_THROW(write_random_model(spec, "/nonexistent/x.gguf"), Error);  // cannot create the file
 }
