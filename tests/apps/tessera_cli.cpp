@@ -18,6 +18,16 @@ std::vector<int> tokens_of(const ProcessResult& r) {
     return nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>();
 }
 
+std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = tessera_cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea",
+                                                 "-n", "24", "--temp", "0", "--json"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProcessResult r = run_process(args, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) return {};
+    return tokens_of(r);
+}
+
 std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
                          const std::string& cpu_target) {
     std::vector<std::string> cmd = {tessera_binary()};

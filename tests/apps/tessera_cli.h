@@ -17,6 +17,11 @@ std::vector<std::string> tessera_cmd(std::initializer_list<std::string> args);
 // The generated token ids of a `tessera run --json` result.
 std::vector<int> tokens_of(const ProcessResult& r);
 
+// The 24 greedy tokens `tessera run` generates from `model` after "Once upon
+// a time, in a quiet town by the sea", with `extra` flags (a plan, a draft);
+// a failed run is a test failure and gives none.
+std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::string>& extra = {});
+
 // Starts `tessera worker` for one session of `model` on a free loopback
 // port (1 thread); returns "127.0.0.1:PORT". With cpu_target, its kernels
 // run on that SIMD target or a lesser one (tessera --cpu-target).

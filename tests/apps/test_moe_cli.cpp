@@ -76,14 +76,7 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
             << c.arch << " " << c.type << ": hybrid (a tensor-parallel stage, then a pipeline stage)";
     }
 
-    const auto run = [&](std::vector<std::string> extra) {
-        std::vector<std::string> args = cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea",
-                                             "-n", "24", "--temp", "0", "--json"});
-        args.insert(args.end(), extra.begin(), extra.end());
-        const auto r = run_process(args, 120);
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return test::tokens_of(r);
-    };
+    const auto run = [&](const std::vector<std::string>& extra) { return test::greedy_tokens(model, extra); };
     const std::vector<int> want = run({});
     ASSERT_EQ(want.size(), 24u);
     EXPECT_EQ(run({"--local", "2", "--prefill", "sp"}), want) << c.arch << ": sequence-parallel prefill";

@@ -85,14 +85,7 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     // the same model (another type; greedy verification keeps the target's tokens).
     const std::string draft = dir + "/draft-Q8_0.gguf";
     ASSERT_EQ(run_process(cmd({"quantize", f32, draft, "Q8_0", "-t", "2"}), 120).exit_code, 0);
-    const auto run = [&](std::vector<std::string> extra) {
-        std::vector<std::string> args = cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea",
-                                             "-n", "24", "--temp", "0", "--json"});
-        args.insert(args.end(), extra.begin(), extra.end());
-        const auto r = run_process(args, 120);
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return test::tokens_of(r);
-    };
+    const auto run = [&](const std::vector<std::string>& extra) { return test::greedy_tokens(model, extra); };
     const std::vector<int> want = run({});
     ASSERT_EQ(want.size(), 24u);
     EXPECT_EQ(run({"--local", "2", "--prefill", "sp"}), want) << target << ": sequence-parallel prefill";
