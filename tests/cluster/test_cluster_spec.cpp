@@ -89,6 +89,17 @@ TEST(ClusterSpec, ClusterFileErrorsNameTheFileAndTheProblem) {
                                                               "[[stage]]\nnodes = [\"127.0.0.1:1\"]\n"));
               }).find("every stage or for none"),
               std::string::npos);
+    // A float where the layer count goes once overflowed inside toml++'s cast (fuzz finding).
+    EXPECT_NE(error_of([&] {
+                  load_cluster_file(write_file("float.toml", "[[stage]]\nnodes = [\"root\"]\n"
+                                                             "layers = 1177777777777777777777.5\n"));
+              }).find("'layers' must be an integer"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  load_cluster_file(write_file("huge.toml", "[[stage]]\nnodes = [\"root\"]\n"
+                                                            "layers = 9000000000\n"));
+              }).find("'layers' is out of range"),
+              std::string::npos);
     EXPECT_NE(error_of([&] { load_cluster_file("/nonexistent/cluster.toml"); }), test::kNoError);
 }
 

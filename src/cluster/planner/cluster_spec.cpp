@@ -138,8 +138,14 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& path)
             }
             if (*name != "root") add_node(stage, *name, where);
         }
-        if (const auto layers = (*t)["layers"].value<int64_t>()) stage.layers = static_cast<int>(*layers);
-        else if ((*t).contains("layers")) throw make_error("{}: 'layers' must be an integer", where);
+        // value_exact, not value: toml++'s value<int64_t>() casts a float such as 1e22
+        // to an integer, which overflows (undefined behaviour, found by fuzz_cluster_spec).
+        if (const auto layers = (*t)["layers"].value_exact<int64_t>()) {
+            if (*layers < 0 || *layers > 1'000'000) throw make_error("{}: 'layers' is out of range: {}", where, *layers);
+            stage.layers = static_cast<int>(*layers);
+        } else if ((*t).contains("layers")) {
+            throw make_error("{}: 'layers' must be an integer", where);
+        }
         if (const auto weight = (*t)["weight"].value<double>()) stage.weight = *weight;
         else if ((*t).contains("weight")) throw make_error("{}: 'weight' must be a number", where);
         if (const toml::array* weights = (*t)["weights"].as_array()) {
