@@ -1,12 +1,16 @@
 #include "model/hf_tokenizer_import.h"
 
+#include "model/tokenizer_bpe.h"
+
 #include "model/gguf_writer.h"
 #include "model/vocab.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -17,6 +21,7 @@ namespace {
 using nlohmann::json;
 
 json read_json(const std::string& path) {
+    if (std::filesystem::is_directory(path)) throw make_error("{}: is a folder, not a JSON file", path);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw make_error("{}: cannot open", path);
     try {
@@ -25,19 +30,6 @@ json read_json(const std::string& path) {
         throw make_error("{}: not valid JSON: {}", path, e.what());
     }
 }
-
-// The pre-tokenizer regexes of the families llama.cpp supports, by the name
-// its converter writes (tokenizer_bpe.cpp holds the patterns it runs).
-struct KnownPre {
-    const char* name;
-    const char* regex;
-};
-constexpr KnownPre kKnownPres[] = {
-    {"llama-bpe",
-     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
-    {"qwen2",
-     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
-};
 
 // The Split regexes of a pre_tokenizer (alone or in a Sequence), and whether
 // a ByteLevel step splits with GPT-2's own regex (use_regex).
@@ -60,11 +52,10 @@ std::string pre_name(const json& tokenizer, const std::string& path) {
     if (tokenizer.contains("pre_tokenizer")) collect_pre(tokenizer["pre_tokenizer"], regexes, gpt2_regex);
     if (regexes.empty() && gpt2_regex) return "gpt-2";
     if (regexes.size() == 1) {
-        for (const KnownPre& k : kKnownPres) {
-            if (regexes[0] == k.regex) return k.name;
-        }
+        if (const char* name = bpe_pre_tokenizer_of_regex(regexes[0])) return name;
     }
-    throw make_error("{}: its pre-tokenizer ({}) is not one Tessera knows (Llama 3's, Qwen 2's or GPT-2's regex)", path,
+    throw make_error("{}: its pre-tokenizer ({}) is not one Tessera knows (Llama 3's, Qwen 2's, o200k's or GPT-2's regex)",
+                     path,
                      regexes.empty() ? std::string("no Split regex") : regexes[0]);
 }
 
@@ -79,7 +70,20 @@ std::optional<std::string> token_text(const json& config, const char* key) {
 
 }  // namespace
 
-void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path) {
+HfTokenizerFiles hf_tokenizer_files(const std::string& dir) {
+    namespace fs = std::filesystem;
+    HfTokenizerFiles files;
+    files.tokenizer = (fs::path(dir) / "tokenizer.json").string();
+    if (!fs::is_regular_file(files.tokenizer)) throw make_error("{}: a folder without a tokenizer.json", dir);
+    const fs::path config = fs::path(dir) / "tokenizer_config.json";
+    if (fs::is_regular_file(config)) files.config = config.string();
+    const fs::path chat_template = fs::path(dir) / "chat_template.jinja";
+    if (fs::is_regular_file(chat_template)) files.chat_template = chat_template.string();
+    return files;
+}
+
+void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path,
+                          const std::string& chat_template) {
     const json tokenizer = read_json(tokenizer_json);
     const json config = config_json.empty() ? json::object() : read_json(config_json);
     if (!tokenizer.is_object() || !tokenizer.contains("model") || !tokenizer["model"].is_object()) {
@@ -166,7 +170,13 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
                              ? config["add_bos_token"].get<bool>()
                              : (pre == "llama-bpe" && bos.has_value());
     w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
-    if (config.contains("chat_template")) {
+    if (!chat_template.empty()) {
+        std::ifstream in(chat_template, std::ios::binary);
+        if (!in) throw make_error("{}: cannot open", chat_template);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text.empty()) throw make_error("{}: the chat template is empty", chat_template);
+        w.set_string("tokenizer.chat_template", text);
+    } else if (config.contains("chat_template")) {
         const json& t = config["chat_template"];
         if (t.is_string()) {
             w.set_string("tokenizer.chat_template", t.get<std::string>());

@@ -10,9 +10,11 @@
 //                                 others -> user-defined (4); ids nothing
 //                                 names become "[PAD<id>]" (unused, 5)
 //   pre_tokenizer (Split regex)   tokenizer.ggml.pre, named as llama.cpp names
-//                                 it (llama-bpe, qwen2, gpt-2) by its regex
+//                                 it (llama-bpe, qwen2, gpt-4o, gpt-2) by its regex
 //   bos_token, eos_token,         tokenizer.ggml.bos/eos_token_id,
 //   add_bos_token, chat_template  .add_bos_token, tokenizer.chat_template
+//   chat_template.jinja           tokenizer.chat_template, where the config has
+//                                 none (newer checkpoints keep it apart: gpt-oss)
 // A normalizer (Qwen's NFC) is not applied, as llama.cpp does not.
 #pragma once
 
@@ -20,8 +22,17 @@
 
 namespace tessera {
 
-// Writes the vocabulary GGUF; config_json may be empty. Throws an Error naming
-// the file and the field on anything it cannot read or does not support.
-void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path);
+// Writes the vocabulary GGUF; config_json and chat_template may be empty (a
+// template file given replaces the config's). Throws an Error naming the file
+// and the field on anything it cannot read or does not support.
+void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path,
+                          const std::string& chat_template = "");
+
+// The files of a checkpoint folder: DIR/tokenizer.json, and
+// DIR/tokenizer_config.json and DIR/chat_template.jinja where they exist.
+struct HfTokenizerFiles {
+    std::string tokenizer, config, chat_template;
+};
+HfTokenizerFiles hf_tokenizer_files(const std::string& dir);
 
 }  // namespace tessera

@@ -268,9 +268,6 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
     }
-    if (hp.has_experts()) {
-        throw make_error("{}: slice files of mixture-of-experts models are not supported yet", file.path());
-    }
     SliceWeights w;
     w.slice = slice;
     if (file.find_tensor("rope_freqs.weight") != nullptr) {
@@ -304,7 +301,16 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
             lw.wv = rows_view(p + "attn_v.weight", hp.n_embd, k0, k1);
             lw.wo = cols_view(p + "attn_output.weight", q0, q1, hp.n_embd);
         }
-        if (slice.n_ffn() > 0) {
+        if (slice.n_ffn() > 0 && hp.has_experts()) {
+            // Every expert's share of channels, stacked as a rank packs them
+            // (slice_file.cpp): gate and up rows from 0, down's columns from
+            // the slice's first channel.
+            lw.router = matrix_view(file, p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
+            lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, slice.n_ffn(), hp.n_expert);
+            lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, slice.n_ffn(), hp.n_expert);
+            lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", slice.n_ffn(), hp.n_embd, hp.n_expert);
+            lw.down_exps.col_begin = slice.ffn_begin;
+        } else if (slice.n_ffn() > 0) {
             lw.w_gate = rows_view(p + "ffn_gate.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
             lw.w_up = rows_view(p + "ffn_up.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
             lw.w_down = cols_view(p + "ffn_down.weight", slice.ffn_begin, slice.ffn_end, hp.n_embd);

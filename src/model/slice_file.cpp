@@ -65,6 +65,33 @@ void add_whole(GgufWriter& w, const GgufTensorInfo& t) {
     w.add_tensor(t.name, t.type, ne, [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src, n); });
 }
 
+// A mixture of experts' stacked tensor [cols, rows, n_expert], cut the same
+// way in every expert: rows [r0, r1) (gate, up) or columns [c0, c1) (down).
+// The result is stacked again, [cols', rows', n_expert]: each expert's share
+// back to back, as a tensor-parallel rank packs it in memory.
+void add_expert_rows(GgufWriter& w, const GgufTensorInfo& t, int64_t r0, int64_t r1) {
+    const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
+    const int64_t rows = t.ne[1], n_expert = t.ne[2];
+    const uint8_t* src = t.data;
+    w.add_tensor(t.name, t.type, {t.ne[0], r1 - r0, n_expert}, [=](uint8_t* dst, uint64_t) {
+        const uint64_t band = row * static_cast<uint64_t>(r1 - r0);
+        for (int64_t e = 0; e < n_expert; ++e) {
+            std::memcpy(dst + static_cast<uint64_t>(e) * band, src + (static_cast<uint64_t>(e * rows + r0)) * row, band);
+        }
+    });
+}
+
+void add_expert_columns(GgufWriter& w, const GgufTensorInfo& t, int64_t c0, int64_t c1) {
+    const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
+    const uint64_t offset = quant_row_bytes(t.type, c0);
+    const uint64_t bytes = quant_row_bytes(t.type, c1 - c0);
+    const int64_t rows = t.ne[1] * t.ne[2];
+    const uint8_t* src = t.data;
+    w.add_tensor(t.name, t.type, {c1 - c0, t.ne[1], t.ne[2]}, [=](uint8_t* dst, uint64_t) {
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * bytes, src + r * row + offset, bytes);
+    });
+}
+
 }  // namespace
 
 void write_slice_file(const LlamaModel& model, const Slice& slice, const std::string& path) {
@@ -72,9 +99,6 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
     const ModelHParams& hp = model.hparams();
     validate_slice(slice, hp);
     if (stored_slice(file)) throw make_error("{} is already a slice file", file.path());
-    if (hp.has_experts()) {
-        throw make_error("{}: slice files of mixture-of-experts models are not supported yet", file.path());
-    }
     GgufWriter w;
     for (const GgufKv& kv : file.metadata()) {
         if (kv.key.rfind("tessera.slice.", 0) != 0) w.set_value(kv.key, kv.value);
@@ -91,9 +115,13 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
     for (int l = slice.layer_begin; l < slice.layer_end; ++l) {
         const std::string p = fmt::format("blk.{}.", l);
         add_whole(w, tensor(file, p + "attn_norm.weight"));
-        add_whole(w, tensor(file, p + "ffn_norm.weight"));
+        const std::string ffn_norm = std::string(hp.family->ffn_norm) + ".weight";
+        add_whole(w, tensor(file, p + ffn_norm));
+        // The norms, biases and sinks the layer reads whole on every rank
+        // (model/architecture.h).
         for (const char* extra : {"attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
-                                  "post_ffw_norm.weight"}) {
+                                  "post_ffw_norm.weight", "attn_output.bias", "attn_sinks.weight"}) {
+            if (extra == ffn_norm) continue;
             if (const GgufTensorInfo* t = file.find_tensor(p + extra)) add_whole(w, *t);
         }
         const ProjectionRows q = find_projection(file, hp, l, Projection::kQ);
@@ -107,7 +135,17 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
             add_projection_rows(w, v, k0, k1);
             add_columns(w, tensor(file, p + "attn_output.weight"), q0, q1);
         }
-        if (slice.n_ffn() > 0) {
+        if (slice.n_ffn() > 0 && hp.has_experts()) {
+            // The router and the biases whole (each rank routes every token
+            // itself), and this slice's channels of every expert.
+            for (const char* whole : {"ffn_gate_inp.weight", "ffn_gate_inp.bias", "ffn_gate_exps.bias",
+                                      "ffn_up_exps.bias", "ffn_down_exps.bias"}) {
+                if (const GgufTensorInfo* t = file.find_tensor(p + whole)) add_whole(w, *t);
+            }
+            add_expert_rows(w, tensor(file, p + "ffn_gate_exps.weight"), slice.ffn_begin, slice.ffn_end);
+            add_expert_rows(w, tensor(file, p + "ffn_up_exps.weight"), slice.ffn_begin, slice.ffn_end);
+            add_expert_columns(w, tensor(file, p + "ffn_down_exps.weight"), slice.ffn_begin, slice.ffn_end);
+        } else if (slice.n_ffn() > 0) {
             add_projection_rows(w, find_projection(file, hp, l, Projection::kGate), slice.ffn_begin, slice.ffn_end);
             add_projection_rows(w, find_projection(file, hp, l, Projection::kUp), slice.ffn_begin, slice.ffn_end);
             add_columns(w, tensor(file, p + "ffn_down.weight"), slice.ffn_begin, slice.ffn_end);

@@ -28,6 +28,12 @@ constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// OpenAI's o200k (GPT-4o, gpt-oss): letters split at case changes, and
+// contractions kept with their word.
+constexpr const char* kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // GPT-2's without the final \s+ (the text between matches is a piece anyway).
 constexpr const char* kGpt2Words = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
 // DeepSeek LLM's letters: the Latin, Greek, Cyrillic, Armenian, Georgian,
@@ -66,6 +72,9 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
         {"llama-v3", {kLlama3Pattern}, true},
         {"llama-bpe", {kLlama3Pattern}, true},
         {"qwen2", {kQwen2Pattern}, false},
+        // ignore_merges as gpt-oss's tokenizer.json sets it (for a vocabulary
+        // derived from its merges, a whole-word hit equals the merged result).
+        {"gpt-4o", {kGpt4oPattern}, true},
         {"deepseek-r1-qwen", {kQwen2Pattern}, false},
         {"starcoder", {"\\p{N}", kGpt2Words}, false},
         {"refact", {"\\p{N}", kGpt2Words}, false},
@@ -89,6 +98,19 @@ const PreTokenizer& find_pre_tokenizer(const std::string& name) {
     }
     throw make_error("BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: {}", name, known);
 }
+
+}  // namespace
+
+const char* bpe_pre_tokenizer_of_regex(std::string_view regex) {
+    // The names llama.cpp's converter writes for these regexes.
+    for (const char* name : {"llama-bpe", "qwen2", "gpt-4o"}) {
+        const PreTokenizer& pre = find_pre_tokenizer(name);
+        if (pre.patterns.size() == 1 && regex == pre.patterns[0]) return name;
+    }
+    return nullptr;
+}
+
+namespace {
 
 // The code point of a well-formed 2- or 3-byte UTF-8 character, or -1: only
 // those can be GPT-2 byte symbols (all below U+0144).

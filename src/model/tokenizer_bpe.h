@@ -19,6 +19,11 @@ struct pcre2_real_code_8;
 
 namespace tessera {
 
+// The tokenizer.ggml.pre name (as llama.cpp's converter writes it) of a
+// Hugging Face pre-tokenizer's single Split regex, or nullptr when no family
+// this build knows splits with exactly that regex.
+const char* bpe_pre_tokenizer_of_regex(std::string_view regex);
+
 class BpeTokenizer final : public Tokenizer {
 public:
     // Throws an Error if vocab.pre names a pre-tokenizer this build lacks.

@@ -115,11 +115,21 @@ Vocab load_vocab(const GgufFile& file) {
     add_eog(vocab.eos_id);
     add_eog(read_special_id(file, "tokenizer.ggml.eot_token_id", n_vocab, -1));
     add_eog(read_special_id(file, "tokenizer.ggml.eom_token_id", n_vocab, -1));
-    for (const char* text : kEndOfTurn) {
+    const auto control_id = [&](const char* text) {
         const auto it = vocab.token_to_id.find(text);
-        if (it != vocab.token_to_id.end() && vocab.types[static_cast<size_t>(it->second)] == TokenType::Control) {
-            add_eog(it->second);
-        }
+        return it != vocab.token_to_id.end() && vocab.types[static_cast<size_t>(it->second)] == TokenType::Control
+                   ? it->second
+                   : -1;
+    };
+    // Harmony (gpt-oss) ends a turn at <|return|> or at a tool's <|call|>; its
+    // <|end|> only closes one message (the analysis before the final answer).
+    const int32_t harmony_return = control_id("<|return|>"), harmony_call = control_id("<|call|>");
+    const bool harmony = harmony_return >= 0 && harmony_call >= 0;
+    add_eog(harmony_return);
+    add_eog(harmony_call);
+    for (const char* text : kEndOfTurn) {
+        if (harmony && std::string_view(text) == "<|end|>") continue;
+        add_eog(control_id(text));
     }
     return vocab;
 }

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -81,6 +82,23 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     ASSERT_EQ(want.size(), 24u);
     EXPECT_EQ(run({"--local", "2", "--prefill", "sp"}), want) << c.arch << ": sequence-parallel prefill";
     EXPECT_EQ(run({"--local", "2", "--exact"}), want) << c.arch << ": 2 tensor-parallel ranks";
+    {
+        // A worker without the model: the root sends it a slice file holding
+        // its share of every expert (and the router, biases and sinks whole).
+        auto worker = std::make_unique<test::BackgroundProcess>(
+            cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
+        const std::string line = worker->read_line(30);
+        ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
+        EXPECT_EQ(run({"--workers", "127.0.0.1:" + line.substr(18), "--exact"}), want)
+            << c.arch << ": a worker from a slice file";
+        std::error_code ec;
+        bool sliced = false;
+        for (const auto& f : std::filesystem::directory_iterator(dir + "/cache", ec)) {
+            sliced = sliced || (f.path().extension() == ".gguf" &&
+                                f.file_size() < std::filesystem::file_size(model) * 3 / 4);
+        }
+        EXPECT_TRUE(sliced) << c.arch << ": no slice file smaller than the model in the worker's cache";
+    }
     // Speculative decoding with a dense draft of the same vocabulary: greedy
     // verification keeps the target's tokens.
     const std::string draft = dir + "/draft.gguf";

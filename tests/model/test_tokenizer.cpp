@@ -302,6 +302,36 @@ TEST(Tokenizer, Llama3EqualsItsJavascriptTokenizerOnLongTexts) {
 
 TEST(Tokenizer, QwenEqualsItsJavascriptTokenizerOnLongTexts) { expect_same_as_javascript("tokenizer-qwen3", "qwen3"); }
 
+// gpt-oss's o200k vocabulary (llama.cpp names its pre-tokenizer "gpt-4o"):
+// letters split at case changes, contractions kept with their word.
+TEST(Tokenizer, GptOssEqualsItsJavascriptTokenizerOnLongTexts) {
+    const std::string vocab = converted_vocab("tokenizer-gptoss");
+    ASSERT_FALSE(vocab.empty());
+    EXPECT_EQ(load_vocab(GgufFile(vocab)).pre, "gpt-4o");
+    expect_same_as_javascript("tokenizer-gptoss", "gptoss");
+}
+
+// Harmony ends a generation at <|return|> (the answer) or <|call|> (a tool
+// call); <|end|> only closes a message (the analysis before the final
+// channel), so it must not stop generation, as llama.cpp decides too.
+TEST(Tokenizer, HarmonyEndsAtReturnAndCallButNotAtEnd) {
+    const std::string path = converted_vocab("tokenizer-gptoss");
+    ASSERT_FALSE(path.empty());
+    const auto tok = load_tokenizer(path);
+    const Vocab& v = tok->vocab();
+    EXPECT_EQ(v.eos_id, v.token_to_id.at("<|return|>"));
+    EXPECT_TRUE(v.is_eog(v.token_to_id.at("<|return|>")));
+    EXPECT_TRUE(v.is_eog(v.token_to_id.at("<|call|>")));
+    EXPECT_FALSE(v.is_eog(v.token_to_id.at("<|end|>")));
+    EXPECT_FALSE(v.is_eog(v.token_to_id.at("<|start|>")));
+    EXPECT_FALSE(v.add_bos);
+    const std::vector<int32_t> ids =
+        tok->encode("<|start|>assistant<|channel|>final<|message|>Hi<|return|>", false, true);
+    ASSERT_EQ(ids.size(), 7u);
+    EXPECT_EQ(ids.front(), v.token_to_id.at("<|start|>"));
+    EXPECT_EQ(ids.back(), v.token_to_id.at("<|return|>"));
+}
+
 // The other vocabularies of llama.cpp's models/ folder that come with test
 // vectors (tests/data/vocab, copied from there with their vectors): their
 // pre-tokenizers are sequences of regexes, and MPT's runs of spaces are

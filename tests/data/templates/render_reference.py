@@ -39,6 +39,7 @@ TOKENS = {
     "microsoft-Phi-3.5-mini-instruct.jinja": ("<s>", "<|endoftext|>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "openai-gpt-oss-120b.jinja": ("<|startoftext|>", "<|return|>"),
 }
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant.\n"}
@@ -47,6 +48,8 @@ ASSISTANT1 = {"role": "assistant", "content": "2 + 2 = 4."}
 USER2 = {"role": "user", "content": "Thanks. And in French, with \"quotes\" and ünïcödé 世界?"}
 THINKING = {"role": "assistant", "content": "<think>\nThe user asks a sum.\n</think>\n\n2 + 2 = 4."}
 REASONING = {"role": "assistant", "content": "2 + 2 = 4.", "reasoning_content": "Simple arithmetic."}
+# gpt-oss's templates read an assistant's chain of thought from "thinking".
+THINKING_FIELD = {"role": "assistant", "content": "2 + 2 = 4.", "thinking": "Simple arithmetic."}
 TOOL_CALL = {
     "role": "assistant",
     "content": "",
@@ -75,6 +78,9 @@ CASES = {
     "tool_call_round": {"messages": [USER1, TOOL_CALL, TOOL_RESULT], "add_generation_prompt": True,
                         "extra": {"tools": TOOLS}},
     "assistant_first": {"messages": [ASSISTANT1, USER1], "add_generation_prompt": True},
+    "thinking_field": {"messages": [USER1, THINKING_FIELD, USER2], "add_generation_prompt": True},
+    "reasoning_effort": {"messages": [SYSTEM, USER1], "add_generation_prompt": True,
+                         "extra": {"reasoning_effort": "high", "tools": TOOLS}},
 }
 
 
