@@ -12,21 +12,27 @@
 # IQ3_XXS, IQ3_XS, Q2_K_S; marked * in the table) get llama-imatrix's of the
 # model over the same text, given to both quantizers (--imatrix).
 #
-#   benchmarks/quant_quality.sh LLAMA_CPP_DIR [--targets "Q4_K_M Q5_K_M ..."] [--ctx 128] [--keep DIR]
+#   benchmarks/quant_quality.sh LLAMA_CPP_DIR [--targets "Q4_K_M Q5_K_M ..."] [--arch ARCH] [--ctx 128] [--keep DIR]
+#
+# --arch: the family of the generated model (gen-model --arch; default llama);
+# a mixture of experts (qwen3moe, mixtral, gpt-oss) gets 8 experts of the FFN's
+# width, 2 chosen per token, as in oracle.sh (gpt-oss's own mix: MXFP4_MOE).
 #
 # LLAMA_CPP_DIR: a llama.cpp checkout built outside this repository, with
 # llama-perplexity and llama-quantize in DIR/build/bin (see oracle.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=${1:-}
-[ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
 targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS BF16"
 ctx=128
 keep=""
+arch=llama
 while [ $# -gt 0 ]; do
   case $1 in
     --targets) targets=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
     --ctx) ctx=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     *) echo "quant_quality.sh: unknown argument $1" >&2; exit 2 ;;
@@ -47,8 +53,11 @@ threads=$(nproc)
 echo "llama.cpp: $bin ($(cd "$llama_dir" && git rev-parse --short HEAD 2>/dev/null || echo '?')); tessera $(cd "$repo" && git rev-parse --short HEAD)"
 
 f32=$work/f32.gguf
-"$tessera" gen-model --dim 512 --layers 4 --heads 8 --kv-heads 4 --ffn 1536 \
-  --vocab-from "$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf" -q -o "$f32"
+experts=()
+case $arch in qwen3moe|mixtral|gpt-oss) experts=(--experts 8 --experts-used 2) ;; esac
+echo "model: $arch ${experts[*]}, dim 512, 4 layers, 8 heads (4 KV), FFN 1536, F32, random weights"
+"$tessera" gen-model --arch "$arch" --dim 512 --layers 4 --heads 8 --kv-heads 4 --ffn 1536 "${experts[@]}" \
+  --vocab-from "$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf" --type F32 -q -o "$f32"
 "$bin/llama-perplexity" -m "$f32" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" \
   --kl-divergence-base "$work/base.kld" > "$work/base.out" 2>&1 || { tail -5 "$work/base.out"; exit 1; }
 

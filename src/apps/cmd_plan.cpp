@@ -109,6 +109,8 @@ void print_unit_rounding(const LlamaModel& model, const ReductionUnits& units, c
     for (const PlannedNode& n : nodes) stages[n.stage].push_back(&n);
     for (const auto& [stage, members] : stages) {
         if (members.size() < 2 || units.ffn_channels <= 32) continue;
+        // Whole experts (the expert split) move one by one, every channel.
+        if (hp.has_experts() && members[0]->slice.n_experts() < hp.n_expert) continue;
         std::string shares;
         int smallest = hp.n_ff, largest = 0;
         for (const PlannedNode* n : members) {
@@ -117,7 +119,8 @@ void print_unit_rounding(const LlamaModel& model, const ReductionUnits& units, c
             smallest = std::min(smallest, share);
             largest = std::max(largest, share);
         }
-        const GgufTensorInfo* down = model.file().find_tensor(fmt::format("blk.{}.ffn_down.weight", members[0]->slice.layer_begin));
+        const GgufTensorInfo* down = model.file().find_tensor(
+            fmt::format("blk.{}.{}.weight", members[0]->slice.layer_begin, hp.has_experts() ? "ffn_down_exps" : "ffn_down"));
         std::printf("stage %zu: FFN channels move in units of %d (ffn_down is %s), KV heads in units of %d; FFN shares %s%s\n",
                     stage, units.ffn_channels, down != nullptr ? quant_type_name(down->type) : "?", units.kv_heads,
                     shares.c_str(), largest - smallest >= units.ffn_channels ? " (rounded to whole units)" : "");
@@ -207,10 +210,19 @@ void plan(const PlanOptions& o) {
         std::vector<double> weights = stage.weights;
         if (weights.empty()) weights.assign(names.size(), 1.0);
         // As a run plans it: one group alone splits the output head's rows too.
+        const MoeSplit split = parse_moe_split(o.parallel.moe_split).value_or(choose_moe_split(hp, weights, units));
+        if (hp.has_experts() && names.size() > 1 && !o.json) {
+            // The busiest rank's expected expert products per token, in whole
+            // experts on a rank of weight 1 (planner.h), each way.
+            std::printf("stage %zu: experts split by %s (expected load of the busiest rank: %.2f by channels, %.2f by "
+                        "experts; %d of %d experts per token)\n",
+                        s, moe_split_name(split), expected_expert_load(hp, weights, units, MoeSplit::kChannels),
+                        expected_expert_load(hp, weights, units, MoeSplit::kExperts), hp.n_expert_used, hp.n_expert);
+        }
         const std::vector<Slice> slices =
             spec.stages.size() == 1
-                ? plan_tensor_parallel(hp, weights, units)
-                : plan_stage_group(hp, blocks[s], weights, units, s == 0, s + 1 == spec.stages.size());
+                ? plan_tensor_parallel(hp, weights, units, split)
+                : plan_stage_group(hp, blocks[s], weights, units, s == 0, s + 1 == spec.stages.size(), split);
         for (size_t n = 0; n < names.size(); ++n) {
             nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_types)});
         }
@@ -224,6 +236,7 @@ void plan(const PlanOptions& o) {
                          {"layers", {n.slice.layer_begin, n.slice.layer_end}},
                          {"kv_heads", {n.slice.kv_head_begin, n.slice.kv_head_end}},
                          {"ffn", {n.slice.ffn_begin, n.slice.ffn_end}},
+                         {"experts", {n.slice.expert_begin, n.slice.expert_end}},
                          {"vocab", {n.slice.vocab_begin, n.slice.vocab_end}},
                          {"embeds", n.slice.embeds},
                          {"outputs", n.slice.outputs},
@@ -240,8 +253,14 @@ void plan(const PlanOptions& o) {
         for (const PlannedNode& n : nodes) {
             std::printf("%-6zu %-22s %-8s %-9s %-11s %-13s %12.1f %12.1f %12.1f%s\n", n.stage, n.address.c_str(),
                         fmt::format("{}-{}", n.slice.layer_begin, n.slice.layer_end - 1).c_str(),
-                        fmt::format("{}-{}", n.slice.kv_head_begin, n.slice.kv_head_end - 1).c_str(),
-                        fmt::format("{}-{}", n.slice.ffn_begin, n.slice.ffn_end - 1).c_str(),
+                        n.slice.n_kv_heads() > 0
+                            ? fmt::format("{}-{}", n.slice.kv_head_begin, n.slice.kv_head_end - 1).c_str()
+                            : "-",
+                        (n.slice.n_ffn() == 0 ? std::string("-")
+                         : hp.has_experts() && n.slice.n_experts() < hp.n_expert
+                             ? fmt::format("E{}-{}", n.slice.expert_begin, n.slice.expert_end - 1)
+                             : fmt::format("{}-{}", n.slice.ffn_begin, n.slice.ffn_end - 1))
+                            .c_str(),
                         n.slice.n_vocab_rows() > 0
                             ? fmt::format("{}-{}", n.slice.vocab_begin, n.slice.vocab_end - 1).c_str()
                             : "-",

@@ -44,6 +44,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "rank), reduce-scatter (two hops, 2(N-1)/N of a partial per link; exact only) or auto "
                     "(reduce-scatter for exact partials from 4 ranks)")
         ->check(CLI::IsMember({"auto", "all-to-all", "reduce-scatter"}));
+    cmd->add_option("--moe-split", o.moe_split,
+                    "Tensor parallel of a mixture of experts: channels (every rank its share of every expert's "
+                    "channels: each token's work balanced), experts (whole experts per rank, every channel) or auto "
+                    "(the lower expected load on the busiest rank, for these ranks' shares); the same bits either way")
+        ->check(CLI::IsMember({"auto", "channels", "experts"}));
     cmd->add_option("--partial-bands", o.partial_bands,
                     "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "
                     "it, so its transfer overlaps the rest of the product (for slow links; each band costs a frame)")

@@ -164,6 +164,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
             group.step_timeout_ms = options.step_timeout_ms;
             group.partial_bands = options.partial_bands;
             if (options.exchange != "auto") group.topology = parse_partial_topology(options.exchange);
+            group.moe_split = parse_moe_split(options.moe_split);
             group.shared_memory = false;
             // As for a plain group: local processes get equal shares.
             if (options.weights.empty() && setup.local_workers) group.weights.assign(static_cast<size_t>(options.local), 1.0);
@@ -201,6 +202,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     tp.step_timeout_ms = options.step_timeout_ms;
     tp.partial_bands = options.partial_bands;
     if (options.exchange != "auto") tp.topology = parse_partial_topology(options.exchange);
+    tp.moe_split = parse_moe_split(options.moe_split);
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

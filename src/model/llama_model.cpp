@@ -78,6 +78,16 @@ Matrix experts_view(const GgufFile& file, const std::string& name, int64_t cols,
     return m;
 }
 
+// The rows of experts [e0, e1) of a stacked view (every expert's rows),
+// indexed as in the whole: row_begin at expert e0's first row.
+Matrix expert_band(const Matrix& m, int64_t per_expert, int64_t e0, int64_t e1) {
+    Matrix band = m;
+    band.data = m.row(m.row_begin + e0 * per_expert);
+    band.row_begin = m.row_begin + e0 * per_expert;
+    band.rows = (e1 - e0) * per_expert;
+    return band;
+}
+
 // An optional vector of n elements (empty when the file has none).
 std::vector<float> optional_vector(const GgufFile& file, const std::string& name, int64_t n) {
     return file.find_tensor(name) != nullptr ? vector_copy(file, name, n) : std::vector<float>{};
@@ -265,6 +275,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
     if (slice.embeds || slice.outputs || slice.layer_begin != stored.layer_begin || slice.layer_end != stored.layer_end ||
         slice.kv_head_begin != stored.kv_head_begin || slice.kv_head_end != stored.kv_head_end ||
         slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end ||
+        slice.expert_begin != stored.expert_begin || slice.expert_end != stored.expert_end ||
         slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
     }
@@ -302,14 +313,20 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
             lw.wo = cols_view(p + "attn_output.weight", q0, q1, hp.n_embd);
         }
         if (slice.n_ffn() > 0 && hp.has_experts()) {
-            // Every expert's share of channels, stacked as a rank packs them
-            // (slice_file.cpp): gate and up rows from 0, down's columns from
-            // the slice's first channel.
+            // The slice's experts' share of channels, stacked as a rank packs
+            // them (slice_file.cpp): each expert's gate and up rows from 0,
+            // down's columns from the slice's first channel, and row 0 that
+            // of its first expert.
+            const int64_t n_local = slice.n_experts(), n_ffn = slice.n_ffn();
             lw.router = matrix_view(file, p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
-            lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, slice.n_ffn(), hp.n_expert);
-            lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, slice.n_ffn(), hp.n_expert);
-            lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", slice.n_ffn(), hp.n_embd, hp.n_expert);
+            lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, n_ffn, n_local);
+            lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, n_ffn, n_local);
+            lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", n_ffn, hp.n_embd, n_local);
+            lw.gate_exps.row_begin = lw.up_exps.row_begin = slice.expert_begin * n_ffn;
+            lw.down_exps.row_begin = slice.expert_begin * hp.n_embd;
             lw.down_exps.col_begin = slice.ffn_begin;
+            lw.expert_rows = n_ffn;
+            lw.expert_first = 0;
         } else if (slice.n_ffn() > 0) {
             lw.w_gate = rows_view(p + "ffn_gate.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
             lw.w_up = rows_view(p + "ffn_up.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
@@ -367,13 +384,22 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
             lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, hp.n_ff, hp.n_expert);
             lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", hp.n_ff, hp.n_embd, hp.n_expert);
             check_column_range(lw.down_exps, p + "ffn_down_exps.weight", slice.ffn_begin, slice.ffn_end);
-            // A rank's share of every expert (tensor parallel): its channels'
-            // rows of each expert's gate and up, its columns of down, in
-            // memory of its own.
-            if (columns == ColumnSlices::kPack && slice.n_ffn() > 0 && slice.n_ffn() < hp.n_ff) {
+            lw.expert_rows = hp.n_ff;
+            lw.expert_first = slice.ffn_begin;
+            if (slice.n_experts() < hp.n_expert) {
+                // Whole experts (the expert split): only theirs, every channel.
+                lw.gate_exps = expert_band(lw.gate_exps, hp.n_ff, slice.expert_begin, slice.expert_end);
+                lw.up_exps = expert_band(lw.up_exps, hp.n_ff, slice.expert_begin, slice.expert_end);
+                lw.down_exps = expert_band(lw.down_exps, hp.n_embd, slice.expert_begin, slice.expert_end);
+            } else if (columns == ColumnSlices::kPack && slice.n_ffn() > 0 && slice.n_ffn() < hp.n_ff) {
+                // A rank's share of every expert (the channel split): its
+                // channels' rows of each expert's gate and up, its columns of
+                // down, in memory of its own.
                 lw.gate_exps = pack_expert_rows(lw.gate_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
                 lw.up_exps = pack_expert_rows(lw.up_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
                 lw.down_exps = pack_columns(lw.down_exps, slice.ffn_begin, slice.ffn_end, w.packed);
+                lw.expert_rows = slice.n_ffn();
+                lw.expert_first = 0;
             }
         } else {
             lw.w_gate = projection_view(file, hp, l, Projection::kGate);
@@ -437,11 +463,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         if (hp.has_experts() && s.n_ffn() > 0) {
             // Every expert's rows the slice holds (all, or a rank's packed
             // share): grouped where each expert's rows start a group.
-            const bool aligned = (lw.gate_exps.rows / hp.n_expert) % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
+            const bool aligned = lw.expert_rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
             add(lw.router, 0, lw.router.rows);
-            add(lw.gate_exps, 0, lw.gate_exps.rows, 0, aligned);
-            add(lw.up_exps, 0, lw.up_exps.rows, 0, aligned);
-            add(lw.down_exps, 0, lw.down_exps.rows, down_unit_cols, aligned);
+            add(lw.gate_exps, lw.gate_exps.row_begin, lw.gate_exps.row_end(), 0, aligned);
+            add(lw.up_exps, lw.up_exps.row_begin, lw.up_exps.row_end(), 0, aligned);
+            add(lw.down_exps, lw.down_exps.row_begin, lw.down_exps.row_end(), down_unit_cols, aligned);
         }
     }
     // A tied head is the token embeddings' matrix: its rows are copied and

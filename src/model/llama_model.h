@@ -39,6 +39,12 @@ struct LayerWeights {
     // [e * n_embd, (e + 1) * n_embd) of down_exps. A slice of some channels
     // loaded with ColumnSlices::kPack holds only its own (n_ff below: the
     // slice's n_ffn), down_exps' columns packed as w_down's are.
+    // A slice of whole experts (Slice::expert_begin..end, every channel)
+    // views only their rows: row_begin at its first expert's first row.
+    // Where expert e's rows of the slice's channels are in gate_exps/up_exps:
+    // from e * expert_rows + expert_first (n_ff and ffn_begin in a view of
+    // the file; n_ffn and 0 in a packed share or a slice file).
+    int64_t expert_rows = 0, expert_first = 0;
     Matrix router;     // [n_expert rows, n_embd cols]
     Matrix gate_exps;  // [n_expert * n_ff rows, n_embd cols]
     Matrix up_exps;    // [n_expert * n_ff rows, n_embd cols]

@@ -4,6 +4,15 @@
 
 namespace tessera {
 
+const char* moe_split_name(MoeSplit split) { return split == MoeSplit::kExperts ? "experts" : "channels"; }
+
+std::optional<MoeSplit> parse_moe_split(const std::string& text) {
+    if (text == "channels") return MoeSplit::kChannels;
+    if (text == "experts") return MoeSplit::kExperts;
+    if (text.empty() || text == "auto") return std::nullopt;
+    throw make_error("unknown MoE split '{}' (channels, experts or auto)", text);
+}
+
 Slice full_slice(const ModelHParams& hp) {
     Slice s;
     s.layer_begin = 0;
@@ -14,6 +23,8 @@ Slice full_slice(const ModelHParams& hp) {
     s.ffn_end = hp.n_ff;
     s.vocab_begin = 0;
     s.vocab_end = hp.n_vocab;
+    s.expert_begin = 0;
+    s.expert_end = hp.n_expert;
     s.embeds = true;
     s.outputs = true;
     return s;
@@ -23,16 +34,27 @@ void validate_slice(const Slice& s, const ModelHParams& hp) {
     const bool ok = 0 <= s.layer_begin && s.layer_begin <= s.layer_end && s.layer_end <= hp.n_layer &&
                     0 <= s.kv_head_begin && s.kv_head_begin <= s.kv_head_end && s.kv_head_end <= hp.n_head_kv &&
                     0 <= s.ffn_begin && s.ffn_begin <= s.ffn_end && s.ffn_end <= hp.n_ff &&
-                    0 <= s.vocab_begin && s.vocab_begin <= s.vocab_end && s.vocab_end <= hp.n_vocab;
+                    0 <= s.vocab_begin && s.vocab_begin <= s.vocab_end && s.vocab_end <= hp.n_vocab &&
+                    0 <= s.expert_begin && s.expert_begin <= s.expert_end && s.expert_end <= hp.n_expert;
     if (!ok) {
-        throw make_error("slice {} does not fit a model of {} layers, {} KV heads, {} FFN channels, {} vocab rows",
-                         describe_slice(s), hp.n_layer, hp.n_head_kv, hp.n_ff, hp.n_vocab);
+        throw make_error("slice {} does not fit a model of {} layers, {} KV heads, {} FFN channels, {} vocab rows{}",
+                         describe_slice(s), hp.n_layer, hp.n_head_kv, hp.n_ff, hp.n_vocab,
+                         hp.has_experts() ? fmt::format(", {} experts", hp.n_expert) : std::string());
+    }
+    // Some channels of some experts: a split neither plan makes, and one the
+    // expert products could not index (model/llama_model.h).
+    if (s.n_ffn() > 0 && s.n_ffn() < hp.n_ff && s.n_experts() < hp.n_expert) {
+        throw make_error("slice {} splits the experts by experts and by channels at once", describe_slice(s));
+    }
+    if (hp.has_experts() && s.n_ffn() > 0 && s.n_experts() == 0) {
+        throw make_error("slice {} computes FFN channels of no expert", describe_slice(s));
     }
 }
 
 std::string describe_slice(const Slice& s) {
     std::string text = fmt::format("layers [{}, {}), KV heads [{}, {}), FFN channels [{}, {})", s.layer_begin,
                                    s.layer_end, s.kv_head_begin, s.kv_head_end, s.ffn_begin, s.ffn_end);
+    if (s.n_experts() > 0) text += fmt::format(", experts [{}, {})", s.expert_begin, s.expert_end);
     if (s.n_vocab_rows() > 0) text += fmt::format(", vocab rows [{}, {})", s.vocab_begin, s.vocab_end);
     return text;
 }

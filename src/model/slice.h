@@ -9,6 +9,7 @@
 #include "model/hparams.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace tessera {
@@ -23,6 +24,12 @@ struct Slice {
     // Rows of the output head this slice computes (empty: none).
     int32_t vocab_begin = 0;
     int32_t vocab_end = 0;
+    // A mixture of experts: the experts whose channels [ffn_begin, ffn_end)
+    // this slice computes. Every expert with a share of its channels (the
+    // channel split), or whole experts: a range of them with every channel
+    // (the expert split). Both 0 in a dense model.
+    int32_t expert_begin = 0;
+    int32_t expert_end = 0;
     bool embeds = true;
     bool outputs = true;
 
@@ -30,12 +37,28 @@ struct Slice {
     int32_t n_kv_heads() const { return kv_head_end - kv_head_begin; }
     int32_t n_ffn() const { return ffn_end - ffn_begin; }
     int32_t n_vocab_rows() const { return vocab_end - vocab_begin; }
+    int32_t n_experts() const { return expert_end - expert_begin; }
 };
+
+// How a mixture of experts' FFN is split across tensor-parallel ranks:
+//   kChannels: every rank holds its share of every expert's channels, so
+//              every token's work is balanced (as distributed-llama and exo
+//              split), but an expert's width moves in reduction units, which
+//              may not divide evenly (Qwen3-30B-A3B's 768 channels of Q4_K are
+//              three units of 256);
+//   kExperts:  whole experts per rank, every channel; a token's k experts
+//              fall where they fall, so one rank may get more of them.
+// Both sum the same per-unit numbers: --exact gives a single node's bits.
+enum class MoeSplit { kChannels, kExperts };
+const char* moe_split_name(MoeSplit split);
+// "channels" or "experts" as the split; "auto" (or "") as none: the planner chooses.
+std::optional<MoeSplit> parse_moe_split(const std::string& text);
 
 // Everything: a single-node run.
 Slice full_slice(const ModelHParams& hp);
 
-// Throws an Error if the slice does not fit inside the model.
+// Throws an Error if the slice does not fit inside the model (or splits a
+// mixture of experts by experts and channels at once).
 void validate_slice(const Slice& slice, const ModelHParams& hp);
 
 std::string describe_slice(const Slice& slice);

@@ -71,9 +71,11 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     }
     // The slice's channels of expert e: rows of the whole stacked matrix, or
     // of a rank's packed share (llama_model.h).
-    const int64_t per_expert = w.gate_exps.rows / n_expert;
-    const int64_t first = per_expert == n_ff ? s.ffn_begin : 0;
+    const int64_t per_expert = w.expert_rows, first = w.expert_first;
     const auto gate_rect = [&](int e) { return MatRect{e * per_expert + first, e * per_expert + first + n_ffn, 0, n_embd}; };
+    // The experts this slice computes: all (its share of their channels) or
+    // a range of whole ones; another rank adds the rest.
+    const auto local = [&](int e) { return e >= s.expert_begin && e < s.expert_end; };
     const auto down_rect = [&](int e) { return MatRect{e * n_embd, (e + 1) * n_embd, s.ffn_begin, n_ffn}; };
     // Expert e's gate and up biases (gpt-oss) on `count` rows of the slice's channels.
     const auto add_gate_up_bias = [&](int e, float* gate, float* up, int64_t count) {
@@ -86,10 +88,6 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
             }
         }
     };
-    // One expert's down product over rows `count` of acts[a], added into the
-    // partial rows `rows`, each with its weight times the expert's down bias
-    // (gpt-oss) where the slice holds channel 0: once in any plan, on the
-    // grid (ops/fixed_sum.h), so it adds exactly as the units do.
     // Expert e's down products y (count rows) added into the partial's rows
     // `rows`, each with its weight times the expert's down bias (gpt-oss)
     // where the slice holds channel 0: once in any plan, on the grid
@@ -118,12 +116,18 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
 
     if (n_tok == 1) {
-        // Generation: the k experts' gate and up products in one dispatch.
-        m.gate.resize(rows_of(k) * rows_of(n_ffn));
+        // Generation: the k experts' gate and up products in one dispatch
+        // (of the experts this slice holds: n of them).
+        int n = 0;
+        for (int i = 0; i < k; ++i) {
+            if (local(choices[rows_of(i)].expert)) choices[rows_of(n++)] = choices[rows_of(i)];
+        }
+        if (n == 0) return;
+        m.gate.resize(rows_of(n) * rows_of(n_ffn));
         m.up.resize(m.gate.size());
         std::vector<MatmulJob>& jobs = m.jobs;
         jobs.clear();
-        for (int i = 0; i < k; ++i) {
+        for (int i = 0; i < n; ++i) {
             const int e = choices[rows_of(i)].expert;
             jobs.push_back({&w.gate_exps, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn});
             jobs.push_back({&w.up_exps, gate_rect(e), m.up.data() + i * n_ffn, n_ffn});
@@ -134,15 +138,15 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         }
         // Then every expert's gating in one dispatch (a row each) and their
         // down products in another, each row's bits as alone.
-        m.scale.resize(rows_of(k));
-        for (int i = 0; i < k; ++i) {
+        m.scale.resize(rows_of(n));
+        for (int i = 0; i < n; ++i) {
             add_gate_up_bias(choices[rows_of(i)].expert, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
             m.scale[rows_of(i)] = choices[rows_of(i)].weight;
         }
-        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, k, m.scale.data(), m.acts[0]);
-        m.y.resize(rows_of(k) * rows_of(n_embd));
+        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, n, m.scale.data(), m.acts[0]);
+        m.y.resize(rows_of(n) * rows_of(n_embd));
         m.down_jobs.clear();
-        for (int i = 0; i < k; ++i) {
+        for (int i = 0; i < n; ++i) {
             m.down_jobs.push_back({down_rect(choices[rows_of(i)].expert), i, m.y.data() + i * n_embd});
         }
         for (size_t j = 0; j < m.down_jobs.size(); j += kMatmulManyMaxJobs) {
@@ -150,7 +154,7 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
                               std::span<const UnitsJob>(m.down_jobs).subspan(j, std::min(kMatmulManyMaxJobs, m.down_jobs.size() - j)),
                               m.acts[0], units_.ffn_channels, pool_);
         }
-        for (int i = 0; i < k; ++i) add_expert_rows(choices[rows_of(i)].expert, m.y.data() + i * n_embd, 1, &row0,
+        for (int i = 0; i < n; ++i) add_expert_rows(choices[rows_of(i)].expert, m.y.data() + i * n_embd, 1, &row0,
                                                     m.scale.data() + i);
         return;
     }
@@ -170,7 +174,7 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
             m.scale[rows_of(at)] = c.weight;
         }
     }
-    for (int e = 0; e < n_expert; ++e) {
+    for (int e = s.expert_begin; e < s.expert_end; ++e) {
         const int32_t begin = m.first[rows_of(e)], end = m.first[rows_of(e) + 1];
         const int count = end - begin;
         if (count == 0) continue;

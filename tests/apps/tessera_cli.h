@@ -19,7 +19,8 @@ std::vector<int> tokens_of(const ProcessResult& r);
 
 // The 24 greedy tokens `tessera run` generates from `model` after "Once upon
 // a time, in a quiet town by the sea", with `extra` flags (a plan, a draft);
-// a failed run is a test failure and gives none.
+// a failed run is a test failure and gives none, and so is a run that lost
+// a node on the way (it replans around it and gives the same tokens).
 std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::string>& extra = {});
 
 // Starts `tessera worker` for one session of `model` on a free loopback

@@ -107,6 +107,7 @@ TEST_P(ModelFamilies, EveryPlanEqualsOneProcess) {
         const auto r = run_process(tessera(sliced), 60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(test::tokens_of(r), want) << "worker from a slice file";
+        EXPECT_EQ(nlohmann::json::parse(r.out)["ranks"], 2) << "the worker was lost: " << r.err;
     }
 
     const std::string text = write_text(dir);

@@ -3,9 +3,10 @@
 // same bytes whether the prompt goes through in batches of 32 (each expert's
 // rows together) or one position at a time (only the chosen experts' rows
 // read), on one process, three tensor-parallel ranks (each holding its share
-// of every expert), a 2-stage pipeline and a hybrid plan; greedy generation
-// with sequence-parallel prefill, on two ranks and with a dense draft is a
-// single node's. (tests/model/test_moe_forward.cpp checks the FFN against a
+// of every expert, or whole experts), a 2-stage pipeline and a hybrid plan;
+// greedy generation with sequence-parallel prefill, on two ranks, with
+// workers that hold no model (slice files of either split) and with a dense
+// draft is a single node's. (tests/model/test_moe_forward.cpp checks the FFN against a
 // reference, and streamed layers.)
 #include "subprocess.h"
 #include "tessera_cli.h"
@@ -62,9 +63,12 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     ASSERT_GT(single.size(), 10000u);
     // (EXPECT_TRUE: a binary file's bytes make no readable message.)
     EXPECT_TRUE(base("one_by_one.kld", {"-b", "1"}) == single) << c.arch << " " << c.type << ": one position at a time";
-    // Tensor parallel: every rank holds its share of every expert's channels.
-    EXPECT_TRUE(base("tp3.kld", {"-b", "32", "--local", "3", "--exact"}) == single)
-        << c.arch << " " << c.type << ": 3 tensor-parallel ranks";
+    // Tensor parallel: every rank holds its share of every expert's channels,
+    // or whole experts (3, 3 and 2 of the 8).
+    EXPECT_TRUE(base("tp3.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "channels"}) == single)
+        << c.arch << " " << c.type << ": 3 tensor-parallel ranks, each a share of every expert's channels";
+    EXPECT_TRUE(base("tp3_experts.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "experts"}) == single)
+        << c.arch << " " << c.type << ": 3 tensor-parallel ranks, each whole experts";
     {
         std::unique_ptr<test::BackgroundProcess> worker;
         EXPECT_TRUE(base("pipeline.kld", {"-b", "32", "--stages", "root/" + test::start_worker(worker, model)}) == single)
@@ -72,9 +76,10 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     }
     {
         std::vector<std::unique_ptr<test::BackgroundProcess>> workers(2);
-        EXPECT_TRUE(base("hybrid.kld", {"-b", "32", "--stages", "root," + test::start_worker(workers[0], model) + "/" +
-                                                                 test::start_worker(workers[1], model)}) == single)
-            << c.arch << " " << c.type << ": hybrid (a tensor-parallel stage, then a pipeline stage)";
+        EXPECT_TRUE(base("hybrid.kld", {"-b", "32", "--moe-split", "experts", "--stages",
+                                        "root," + test::start_worker(workers[0], model) + "/" +
+                                            test::start_worker(workers[1], model)}) == single)
+            << c.arch << " " << c.type << ": hybrid (a tensor-parallel stage of whole experts, then a pipeline stage)";
     }
 
     const auto run = [&](const std::vector<std::string>& extra) { return test::greedy_tokens(model, extra); };
@@ -82,6 +87,8 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     ASSERT_EQ(want.size(), 24u);
     EXPECT_EQ(run({"--local", "2", "--prefill", "sp"}), want) << c.arch << ": sequence-parallel prefill";
     EXPECT_EQ(run({"--local", "2", "--exact"}), want) << c.arch << ": 2 tensor-parallel ranks";
+    EXPECT_EQ(run({"--local", "2", "--exact", "--moe-split", "experts"}), want)
+        << c.arch << ": 2 tensor-parallel ranks of whole experts";
     {
         // A worker without the model: the root sends it a slice file holding
         // its share of every expert (and the router, biases and sinks whole).
@@ -89,7 +96,7 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
             cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
         const std::string line = worker->read_line(30);
         ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
-        EXPECT_EQ(run({"--workers", "127.0.0.1:" + line.substr(18), "--exact"}), want)
+        EXPECT_EQ(run({"--workers", "127.0.0.1:" + line.substr(18), "--exact", "--moe-split", "channels"}), want)
             << c.arch << ": a worker from a slice file";
         std::error_code ec;
         bool sliced = false;
@@ -98,6 +105,13 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
                                 f.file_size() < std::filesystem::file_size(model) * 3 / 4);
         }
         EXPECT_TRUE(sliced) << c.arch << ": no slice file smaller than the model in the worker's cache";
+        // And of whole experts (its 4 of the 8, every channel).
+        auto again = std::make_unique<test::BackgroundProcess>(
+            cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
+        const std::string port = again->read_line(30);
+        ASSERT_EQ(port.rfind("listening on port ", 0), 0u) << port;
+        EXPECT_EQ(run({"--workers", "127.0.0.1:" + port.substr(18), "--exact", "--moe-split", "experts"}), want)
+            << c.arch << ": a worker from a slice file of whole experts";
     }
     // Speculative decoding with a dense draft of the same vocabulary: greedy
     // verification keeps the target's tokens.

@@ -84,6 +84,90 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
     EXPECT_EQ(plan[1].ffn_begin % 32, 0);
 }
 
+// The expert split: whole experts per rank in proportion to the weights,
+// every channel; a rank without experts computes no FFN. The channel split
+// gives every rank every expert.
+TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
+    ModelHParams hp;
+    hp.n_layer = 2;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.n_ff = 768;
+    hp.head_dim = 128;
+    hp.n_vocab = 1000;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    const ReductionUnits units{1, 256};
+    for (const std::vector<double>& w : {std::vector<double>{1, 1}, {1, 2, 1}, {3, 1, 1, 1}}) {
+        const std::vector<Slice> by_experts = plan_tensor_parallel(hp, w, units, MoeSplit::kExperts);
+        const std::vector<int> shares = apportion(hp.n_expert, w);
+        int expert = 0;
+        for (size_t r = 0; r < w.size(); ++r) {
+            const Slice& s = by_experts[r];
+            EXPECT_EQ(s.expert_begin, expert);
+            EXPECT_EQ(s.n_experts(), shares[r]);
+            EXPECT_EQ(s.ffn_begin, 0);
+            EXPECT_EQ(s.ffn_end, hp.n_ff);
+            EXPECT_NO_THROW(validate_slice(s, hp));
+            expert = s.expert_end;
+        }
+        EXPECT_EQ(expert, hp.n_expert);
+        for (const Slice& s : plan_tensor_parallel(hp, w, units, MoeSplit::kChannels)) {
+            EXPECT_EQ(s.expert_begin, 0);
+            EXPECT_EQ(s.expert_end, hp.n_expert);
+        }
+    }
+    // More ranks than experts: the last ones compute no FFN.
+    hp.n_expert = 2;
+    hp.n_expert_used = 1;
+    const std::vector<Slice> few = plan_tensor_parallel(hp, std::vector<double>{1, 1, 1}, units, MoeSplit::kExperts);
+    EXPECT_EQ(few[2].n_experts(), 0);
+    EXPECT_EQ(few[2].n_ffn(), 0);
+    EXPECT_NO_THROW(validate_slice(few[2], hp));
+    // Some channels of some experts is no plan's slice.
+    Slice both = few[0];
+    both.ffn_end = 256;
+    EXPECT_THROW(validate_slice(both, hp), Error);
+}
+
+// The expected load of the busiest rank: the channel split's is its largest
+// share of k experts' channels; the expert split's the mean of the busiest
+// rank's count of a token's k experts, which for two equal ranks is
+// k/2 + E|X - k/2| with X hypergeometric (n experts, n/2 on rank 0, k drawn):
+// computed exactly here, against the planner's sample of routings.
+TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
+    ModelHParams hp;
+    hp.n_layer = 1;
+    hp.n_head = 4;
+    hp.n_head_kv = 4;
+    hp.head_dim = 64;
+    hp.n_vocab = 100;
+    hp.n_ff = 768;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    const std::vector<double> two = {1, 1};
+    const ReductionUnits units{1, 256};  // 768 channels: 3 units, shares of 512 and 256
+    EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kChannels), 8.0 * 512 / 768, 1e-9);
+    const auto choose = [](int n, int k) {
+        double c = 1.0;
+        for (int i = 1; i <= k; ++i) c = c * (n - k + i) / i;
+        return c;
+    };
+    const int n = hp.n_expert, k = hp.n_expert_used, half = n / 2;
+    double exact = 0.0;
+    for (int x = 0; x <= k; ++x) {
+        exact += std::max(x, k - x) * choose(half, x) * choose(n - half, k - x) / choose(n, k);
+    }
+    EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kExperts), exact, 0.02 * exact);
+    // 5.1 against 5.33: whole experts balance better than 3 units over 2 ranks.
+    EXPECT_EQ(choose_moe_split(hp, two, units), MoeSplit::kExperts);
+    // With 32-channel units (24 of them) the channel split is exact: 4 each.
+    EXPECT_EQ(choose_moe_split(hp, two, ReductionUnits{1, 32}), MoeSplit::kChannels);
+    EXPECT_EQ(choose_moe_split(hp, std::vector<double>{1}, units), MoeSplit::kChannels);
+    hp.n_expert = 0;
+    EXPECT_EQ(expected_expert_load(hp, two, units, MoeSplit::kExperts), 0.0);
+}
+
 TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     const std::string dir = test::scratch_dir("planner");
     RandomModelSpec spec;

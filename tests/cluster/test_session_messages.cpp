@@ -62,6 +62,41 @@ TEST(SessionMessages, AssignOffloadIsABooleanOrAbsent) {
     }
 }
 
+// A slice's experts (the expert split) and a group's split: ranges in order,
+// a split by name; an older root sends neither.
+TEST(SessionMessages, AssignExpertsAndMoeSplit) {
+    const nlohmann::json base = {
+        {"role", "stage"},
+        {"slice", {{"layers", {0, 2}}, {"kv_heads", {0, 4}}, {"ffn", {0, 64}}}},
+        {"n_ctx", 64},
+        {"n_batch", 8},
+        {"kv_type_k", "f16"},
+        {"kv_type_v", "f16"},
+        {"partial_format", 0}};
+    const AssignMessage plain = parse_assign(base, "root");
+    EXPECT_EQ(plain.slice.n_experts(), 0);
+    EXPECT_FALSE(plain.moe_split.has_value());
+    nlohmann::json j = base;
+    j["slice"]["experts"] = {3, 7};
+    j["moe_split"] = "experts";
+    const AssignMessage m = parse_assign(j, "root");
+    EXPECT_EQ(m.slice.expert_begin, 3);
+    EXPECT_EQ(m.slice.expert_end, 7);
+    EXPECT_EQ(m.moe_split, MoeSplit::kExperts);
+    j["moe_split"] = "channels";
+    EXPECT_EQ(parse_assign(j, "root").moe_split, MoeSplit::kChannels);
+    for (const nlohmann::json& bad : {nlohmann::json("auto"), nlohmann::json("rows"), nlohmann::json(1)}) {
+        j["moe_split"] = bad;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
+    }
+    j["moe_split"] = "experts";
+    for (const nlohmann::json& bad : {nlohmann::json({7, 3}), nlohmann::json({-1, 2}), nlohmann::json({0, 1 << 30}),
+                                      nlohmann::json("0-3")}) {
+        j["slice"]["experts"] = bad;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
+    }
+}
+
 TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {
     const nlohmann::json base = {
         {"slice", {{"layers", {0, 2}}, {"kv_heads", {1, 2}}, {"ffn", {0, 64}}}},

@@ -126,7 +126,8 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
                              group_of(s).size() + 1);
         }
         // The leader's slice; each group's root checks its members' slices.
-        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages)[0];
+        const MoeSplit split = config.moe_split.value_or(choose_moe_split(hp, group_weights, units));
+        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages, split)[0];
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
@@ -150,11 +151,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = stages_[i + 1].slice;
         json assign = {{"role", "stage"},
-                       {"slice",
-                        {{"layers", {s.layer_begin, s.layer_end}},
-                         {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-                         {"ffn", {s.ffn_begin, s.ffn_end}},
-                         {"vocab", {s.vocab_begin, s.vocab_end}}}},
+                       {"slice", slice_to_json(s)},
                        {"last", i + 2 == n_stages},
                        {"prev", i > 0},
                        {"n_ctx", config.forward.n_ctx},
@@ -170,6 +167,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         if (!stages_[i + 1].group.empty()) {
             assign["group"] = stages_[i + 1].group;
             if (i + 1 < config.group_weights.size()) assign["group_weights"] = config.group_weights[i + 1];
+            if (config.moe_split) assign["moe_split"] = moe_split_name(*config.moe_split);
         }
         if (adopted != nullptr) {
             assign["handoff_positions"] = adopted->handoff_positions;
@@ -194,6 +192,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         TpConfig tp;
         tp.workers = group_of(0);
         if (!config.group_weights.empty()) tp.weights = config.group_weights[0];
+        tp.moe_split = config.moe_split;
         tp.forward = config.forward;
         tp.n_threads = config.n_threads;
         tp.limits = config.limits;

@@ -35,6 +35,8 @@ struct PipelineConfig {
     // alone. group_weights[s]: their shares, leader first (empty: measured).
     std::vector<std::vector<HostPort>> groups;
     std::vector<std::vector<double>> group_weights;
+    // How the groups split a mixture of experts (none: each group chooses).
+    std::optional<MoeSplit> moe_split;
     ForwardConfig forward;
     int n_threads = 1;
     int micro_batch = 64;  // prompt positions per micro-batch when there are stages

@@ -62,8 +62,9 @@ struct Costing {
         std::vector<double> probes;
         for (size_t i : members) probes.push_back(probe(i));
         const std::vector<double> weights = weights_from_probes(probes);
-        const std::vector<Slice> slices = whole_model ? plan_tensor_parallel(hp, weights, units)
-                                                      : plan_stage_group(hp, layers, weights, units, first, last);
+        const MoeSplit split = choose_moe_split(hp, weights, units);
+        const std::vector<Slice> slices = whole_model ? plan_tensor_parallel(hp, weights, units, split)
+                                                      : plan_stage_group(hp, layers, weights, units, first, last, split);
         double slowest = 0.0;
         for (size_t k = 0; k < members.size(); ++k) {
             const NodeFacts& node = nodes[members[k]];

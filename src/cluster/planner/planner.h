@@ -15,6 +15,7 @@
 #include "model/slice.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,12 +29,24 @@ std::vector<int> apportion(int n_units, std::span<const double> weights);
 
 constexpr int kVocabGranule = 32;
 
+
 // One slice per rank, in rank order. Throws an Error for a weight that is not
 // positive and finite.
 // KV heads and FFN channels move in whole reduction units
 // (model/reduction_units.h), so every plan sums the same numbers.
 std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const double> weights,
-                                        const ReductionUnits& units);
+                                        const ReductionUnits& units, MoeSplit split = MoeSplit::kChannels);
+
+// The expected time of one token's expert products on the slowest rank, in
+// units of one whole expert's products on a rank of weight 1: per rank, the
+// experts' channels it computes divided by its weight; for kExperts the mean
+// over token routings of the busiest rank (routing taken as uniform: k
+// distinct experts of n, every subset alike). Zero for a dense model.
+double expected_expert_load(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
+                            MoeSplit split);
+
+// The split of the lower expected load (kChannels on a tie, and for a dense model).
+MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units);
 
 // Pipeline: contiguous blocks of layers, one per stage, sized in proportion
 // to the stages' weights, every stage at least one layer. `counts` (layers per
@@ -49,7 +62,7 @@ std::vector<std::pair<int, int>> plan_layer_blocks(int n_layer, std::span<const 
 // the logits on in one message).
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
                                     std::span<const double> group_weights, const ReductionUnits& units, bool first,
-                                    bool last);
+                                    bool last, MoeSplit split = MoeSplit::kChannels);
 
 // What a rank keeps in memory for its slice: the bytes of weights it reads
 // (only its rows and columns of each matrix) and its KV cache.

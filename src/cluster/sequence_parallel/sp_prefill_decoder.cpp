@@ -73,11 +73,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
                                           need.kv_bytes, f.free_memory, need.total() - f.free_memory));
         }
         json assign = {{"role", "sequence"},
-                       {"slice",
-                        {{"layers", {whole.layer_begin, whole.layer_end}},
-                         {"kv_heads", {whole.kv_head_begin, whole.kv_head_end}},
-                         {"ffn", {whole.ffn_begin, whole.ffn_end}},
-                         {"vocab", {whole.vocab_begin, whole.vocab_end}}}},
+                       {"slice", slice_to_json(whole)},
                        {"n_ctx", config.forward.n_ctx},
                        {"n_batch", config.forward.n_batch},
                        {"kv_type_k", kv_type_text(config.forward.kv_types.k)},

@@ -21,6 +21,7 @@ Slice parse_slice(const JsonFields& s) {
     std::tie(slice.kv_head_begin, slice.kv_head_end) = s.range("kv_heads", 0, kMaxUnits);
     std::tie(slice.ffn_begin, slice.ffn_end) = s.range("ffn", 0, kMaxUnits);
     if (s.has("vocab")) std::tie(slice.vocab_begin, slice.vocab_end) = s.range("vocab", 0, kMaxUnits);
+    if (s.has("experts")) std::tie(slice.expert_begin, slice.expert_end) = s.range("experts", 0, kMaxUnits);
     slice.embeds = false;
     slice.outputs = false;
     return slice;
@@ -31,6 +32,14 @@ bool is_token(const std::string& s) {
 }
 
 }  // namespace
+
+json slice_to_json(const Slice& s) {
+    return {{"layers", {s.layer_begin, s.layer_end}},
+            {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
+            {"ffn", {s.ffn_begin, s.ffn_end}},
+            {"experts", {s.expert_begin, s.expert_end}},
+            {"vocab", {s.vocab_begin, s.vocab_end}}};
+}
 
 MeshHello parse_mesh_hello(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "mesh-hello");
@@ -127,6 +136,11 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
         }
     }
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
+    if (f.has("moe_split")) {
+        const std::string split = f.string("moe_split", 16);
+        if (split != "channels" && split != "experts") throw make_error("{}: unknown moe_split '{}'", peer, split);
+        m.moe_split = parse_moe_split(split);
+    }
     if (!m.stage && !m.sequence) {
         m.rank = static_cast<int>(f.integer("rank", 1, 256));
         for (const std::string& a : f.strings("mesh", 256, kMaxAddress)) m.mesh.push_back(parse_host_port(a));

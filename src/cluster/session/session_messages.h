@@ -32,6 +32,9 @@ struct HelloMessage {
 
 HelloMessage parse_hello(const json& j, const std::string& peer);
 
+// A slice as an assign message carries it (parse_assign reads it back).
+json slice_to_json(const Slice& s);
+
 struct AssignMessage {
     bool stage = false;  // role "stage" (else "tensor" or "sequence")
     bool sequence = false;  // role "sequence": the whole model, chunks of prompts (sequence-parallel prefill)
@@ -51,6 +54,7 @@ struct AssignMessage {
     bool shm = false;
     std::vector<HostPort> group;       // a stage led as a tensor-parallel group
     std::vector<double> group_weights;
+    std::optional<MoeSplit> moe_split;  // the group's split of a mixture of experts (none: the leader chooses)
     // A tensor-parallel rank: its rank, every worker's address (ranks 1..N-1)
     // and the session's token its mesh peers prove; how long a peer may take
     // per row of a step before it counts as stalled.

@@ -415,6 +415,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             TpConfig tp;
             tp.workers = assign.group;
             tp.weights = assign.group_weights;
+            tp.moe_split = assign.moe_split;
             tp.forward = config;
             tp.n_threads = w.pool.size();
             tp.limits = options.limits;

@@ -145,10 +145,11 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     // a stage of a pipeline keeps its head whole on its root.
     const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
+    moe_split_ = config.moe_split.value_or(choose_moe_split(hp, weights, units));
     const std::vector<Slice> plan = whole_model && config.shard_vocab
-                                        ? plan_tensor_parallel(hp, weights, units)
+                                        ? plan_tensor_parallel(hp, weights, units, moe_split_)
                                         : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
-                                                           config.first, config.last);
+                                                           config.first, config.last, moe_split_);
     uint64_t root_weight_budget = UINT64_MAX;
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
@@ -183,11 +184,7 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     row_budget_ms_ = config.step_timeout_ms > 0 ? 0.0 : 100.0 * slowest_probe * 1e3;
     for (size_t i = 0; i < channels_.size(); ++i) {
         const Slice& s = plan[i + 1];
-        json assign = {{"slice",
-                        {{"layers", {s.layer_begin, s.layer_end}},
-                         {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-                         {"ffn", {s.ffn_begin, s.ffn_end}},
-                         {"vocab", {s.vocab_begin, s.vocab_end}}}},
+        json assign = {{"slice", slice_to_json(s)},
                        {"n_ctx", config.forward.n_ctx},
                        {"n_batch", config.forward.n_batch},
                        {"n_seq", config.forward.n_seq},

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "cluster/session/adopted_workers.h"
+#include "cluster/planner/planner.h"
 #include "cluster/tensor_parallel/partial_exchange.h"
 #include "cluster/session/session_messages.h"
 #include "cluster/tensor_parallel/tp_layers.h"
@@ -49,6 +50,9 @@ struct TpConfig {
     // auto_topology (reduce-scatter for exact partials on 4 ranks or more).
     std::optional<PartialTopology> topology;
     int partial_bands = 1;  // bands each partial is sent in, as the product computes them (PartialExchange::set_bands)
+    // How a mixture of experts' FFN is split (cluster/planner/planner.h);
+    // none: choose_moe_split for the ranks' weights.
+    std::optional<MoeSplit> moe_split;
     // A worker on this host (loopback address) is offered a shared-memory
     // link for its frames (net/shm_link.h); false keeps every rank on TCP.
     bool shared_memory = true;
@@ -113,6 +117,8 @@ public:
     SliceForward& root_forward() { return *forward_; }
 
     const std::vector<TpRankInfo>& ranks() const { return ranks_; }
+    // How the plan split a mixture of experts (kChannels for a dense model).
+    MoeSplit moe_split() const { return moe_split_; }
 
     // Counters since construction, for benchmarks: payload bytes to and from
     // all workers, sync points, and where the root's time went.
@@ -159,6 +165,7 @@ private:
     std::unique_ptr<SliceForward> forward_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
+    MoeSplit moe_split_ = MoeSplit::kChannels;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
     std::vector<float> x_, h_, received_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
