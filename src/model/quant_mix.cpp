@@ -123,7 +123,7 @@ std::string quantize_target_names() {
     return names;
 }
 
-QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int i_attn_v,
+QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int64_t stacked, int i_attn_v,
                      const MixModel& model) {
     const QuantType base = target.type;
     if (!is_block_quantized(base)) return base;  // F32, F16, BF16: no mix
@@ -140,7 +140,8 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         return base != QuantType::Q8_0 ? QuantType::Q6_K : base;
     }
     if (!target.mix) return base;
-    if (ftype == kMXFP4_MOE) return QuantType::Q8_0;  // (its experts, 3-D tensors, are MXFP4)
+    // gpt-oss's mix: the experts' stacked (3-D) tensors MXFP4, the rest Q8_0.
+    if (ftype == kMXFP4_MOE) return stacked > 1 ? QuantType::MXFP4 : QuantType::Q8_0;
     const bool iq2_mix = ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ2_S || ftype == kIQ2_M;
     const bool iq2_s_mix = ftype == kIQ2_S || ftype == kIQ2_M;
     if (name == "token_embd.weight") {

@@ -49,10 +49,12 @@ struct MixModel {
     int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 1; }
 };
 
-// The type `target`'s mix gives the weight matrix `name` with ne[0] = cols;
-// i_attn_v counts the attn_v matrices before it in the file (llama.cpp
-// counts them in file order). The target's type where no rule applies.
-QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int i_attn_v,
+// The type `target`'s mix gives the weight matrix `name` with ne[0] = cols
+// and ne[2] = stacked (a mixture of experts' 3-D tensor: its expert count;
+// 1 for a matrix); i_attn_v counts the attn_v matrices before it in the file
+// (llama.cpp counts them in file order). The target's type where no rule
+// applies.
+QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int64_t cols, int64_t stacked, int i_attn_v,
                      const MixModel& model);
 
 }  // namespace tessera

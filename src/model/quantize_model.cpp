@@ -140,7 +140,7 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
             plans.push_back(std::move(p));
             continue;
         }
-        p.mixed = mix ? mixed_type(target, t.name, t.ne[0], i_attn_v, model) : target.type;
+        p.mixed = mix ? mixed_type(target, t.name, t.ne[0], t.n_dims == 3 ? t.ne[2] : 1, i_attn_v, model) : target.type;
         if (t.name.find("attn_v.weight") != std::string::npos) ++i_attn_v;
         p.wanted = can_write(p.mixed) ? p.mixed : target.type;
         const int64_t cols = t.ne[0];

@@ -411,4 +411,40 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
     }
 }
 
+// gpt-oss's mix as llama-quantize makes it: every expert's stacked (3-D)
+// tensor MXFP4, every other matrix Q8_0, the router kept F32.
+TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
+    const std::string dir = test::scratch_dir("quantize_mxfp4_moe");
+    RandomModelSpec spec;
+    apply_model_preset(spec, "gpt-oss");
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 512;
+    spec.n_expert = 4;
+    spec.n_expert_used = 2;
+    spec.type = QuantType::F32;
+    write_random_model(spec, dir + "/f32.gguf");
+    const GgufFile file(dir + "/f32.gguf");
+    int experts = 0, others = 0;
+    for (const auto& p : plan_quantization(file, params_for("MXFP4_MOE"))) {
+        if (p.ne.size() == 1) continue;
+        if (p.name.ends_with(".bias")) {  // the experts' biases (2-D) are copied
+            EXPECT_EQ(p.to, QuantType::F32) << p.name;
+        } else if (p.name.find("ffn_gate_inp") != std::string::npos) {
+            EXPECT_EQ(p.to, QuantType::F32) << p.name;
+        } else if (p.ne.size() == 3) {
+            EXPECT_EQ(p.to, QuantType::MXFP4) << p.name;
+            ++experts;
+        } else {
+            EXPECT_EQ(p.to, QuantType::Q8_0) << p.name;
+            ++others;
+        }
+    }
+    EXPECT_EQ(experts, 2 * 3);
+    EXPECT_GT(others, 2 * 4);
+}
+
 }  // namespace tessera
