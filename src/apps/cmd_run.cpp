@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -156,6 +157,24 @@ void run(const RunOptions& o) {
         }
         j["mode"] = plan.options.mode();
         j["plan"] = plan_json(setup);
+        if (setup.local != nullptr && setup.local->hparams().has_experts()) {
+            // How often a token's experts were its predecessors' (what a cache
+            // of recent experts would serve), beside what chance gives: over
+            // the prompt and over the generated tokens.
+            const double share = static_cast<double>(setup.local->hparams().n_expert_used) /
+                                 setup.local->hparams().n_expert;
+            const auto reuse_json = [&](const SliceForward::ExpertReuse& r) {
+                const double n = static_cast<double>(std::max<uint64_t>(r.choices, 1));
+                return nlohmann::json{{"choices", r.choices},
+                                      {"previous_token", static_cast<double>(r.previous) / n},
+                                      {"recent_tokens", static_cast<double>(r.recent) / n}};
+            };
+            j["expert_reuse"] = {{"prompt", reuse_json(setup.local->prompt_expert_reuse())},
+                                 {"generation", reuse_json(setup.local->expert_reuse())},
+                                 {"last_tokens", SliceForward::kRecentTokens},
+                                 {"chance_previous_token", share},
+                                 {"chance_recent_tokens", 1.0 - std::pow(1.0 - share, SliceForward::kRecentTokens)}};
+        }
         j["n_ctx"] = n_ctx;
         j["peak_resident_bytes"] = peak_resident_memory_bytes();
         j["edges"] = nlohmann::json::array();

@@ -141,7 +141,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         }
         config.weight_budget = fit.weight_budget;
         auto local = std::make_unique<LocalDecoder>(model, config, n_threads);
-        if (const StreamedLayers* streamed = local->forward().streamed()) setup.streamed_bytes = streamed->streamed_bytes();
+        setup.streamed_bytes = local->forward().streamed_bytes_per_token();
+        setup.local = &local->forward();
         setup.decoder = std::move(local);
         return setup;
     }

@@ -37,6 +37,7 @@ struct DecoderSetup {
     // A single node whose weights do not fit its memory: the bytes of layers
     // it streams from disk every token (0: none).
     uint64_t streamed_bytes = 0;
+    const SliceForward* local = nullptr;  // a single node's forward pass
 };
 
 // A node's steps and their time as the root sees them (TpRankInfo::steps,

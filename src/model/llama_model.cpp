@@ -435,6 +435,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         int64_t unit_cols;  // a column-split product's units, or 0
         int layer;          // index into w.layers, or -1 (the head)
         bool packed;        // a packed column slice (private already: never streamed)
+        bool expert = false;  // a mixture of experts' stacked matrix (may stay mapped)
     };
     const Slice& s = w.slice;
     const int64_t q_rows = static_cast<int64_t>(hp.q_per_kv()) * hp.head_dim;
@@ -465,9 +466,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
             // share): grouped where each expert's rows start a group.
             const bool aligned = lw.expert_rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
             add(lw.router, 0, lw.router.rows);
+            const size_t first_expert_part = parts.size();
             add(lw.gate_exps, lw.gate_exps.row_begin, lw.gate_exps.row_end(), 0, aligned);
             add(lw.up_exps, lw.up_exps.row_begin, lw.up_exps.row_end(), 0, aligned);
             add(lw.down_exps, lw.down_exps.row_begin, lw.down_exps.row_end(), down_unit_cols, aligned);
+            for (size_t i = first_expert_part; i < parts.size(); ++i) parts[i].expert = true;
         }
     }
     // A tied head is the token embeddings' matrix: its rows are copied and
@@ -496,6 +499,21 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         // The head and packed column slices are private whatever streams.
         if (p.layer >= 0 && !p.packed) layer_bytes[static_cast<size_t>(p.layer)] += rounded(bytes_of(p));
     }
+    // Expert by expert first: the last layers' experts stay mapped.
+    std::vector<bool> experts_mapped(static_cast<size_t>(n_layers), false);
+    for (int l = n_layers - 1; l >= 0 && all > budget; --l) {
+        uint64_t experts = 0;
+        for (const Part& p : parts) {
+            if (p.layer == l && p.expert && !p.packed) experts += rounded(bytes_of(p));
+        }
+        if (experts == 0) continue;
+        experts_mapped[static_cast<size_t>(l)] = true;
+        all -= experts;
+        layer_bytes[static_cast<size_t>(l)] -= experts;
+    }
+    const auto mapped = [&](const Part& p) {
+        return p.expert && !p.packed && p.layer >= 0 && experts_mapped[static_cast<size_t>(p.layer)];
+    };
     int first_streamed = n_layers;
     if (all > budget) {
         uint64_t resident = all, window = 0;
@@ -505,9 +523,20 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
             window = std::max(window, layer_bytes[static_cast<size_t>(first_streamed)]);
         }
     }
-    const auto streamed = [&](const Part& p) { return p.layer >= first_streamed && !p.packed; };
+    // Streamed layers, and experts streamed one by one: both in the file of
+    // streamed weights, in the same layout as in memory (the same bits), but
+    // only whole layers go through its window; a mapped expert's pages come
+    // in when a token chooses it and stay while the page cache keeps them.
+    const auto streamed = [&](const Part& p) { return p.layer >= first_streamed && !p.packed && !mapped(p); };
+    const auto in_stream = [&](const Part& p) { return streamed(p) || mapped(p); };
     uint64_t total = 0, streamed_total = 0;
-    for (const Part& p : parts) (streamed(p) ? streamed_total : total) += rounded(bytes_of(p));
+    for (const Part& p : parts) {
+        (in_stream(p) ? streamed_total : total) += rounded(bytes_of(p));
+        if (mapped(p)) {
+            w.layers[static_cast<size_t>(p.layer)].experts_mapped = true;
+            w.mapped_expert_bytes += rounded(bytes_of(p));
+        }
+    }
     AnonymousMemory memory(total);
     std::unique_ptr<StreamedLayers> stream;
     if (streamed_total > 0) stream = std::make_unique<StreamedLayers>(streamed_total);
@@ -525,7 +554,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         if (progress) progress->update(static_cast<double>(copied) / 1048576.0);
         const uint64_t bytes = rounded(bytes_of(p));
         copied += bytes;
-        uint8_t*& to = streamed(p) ? streamed_at : at;
+        uint8_t*& to = in_stream(p) ? streamed_at : at;
         Matrix& m = *p.m;
         const int64_t rows = p.row_end - p.row_begin;
         const uint8_t* source = m.row(p.row_begin);
@@ -546,10 +575,8 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         } else {
             release_pages(source, source_bytes);
         }
-        if (streamed(p)) {
-            stream->flush(to, bytes);
-            ranges[static_cast<size_t>(p.layer)].push_back({to, bytes});
-        }
+        if (in_stream(p)) stream->flush(to, bytes);
+        if (streamed(p)) ranges[static_cast<size_t>(p.layer)].push_back({to, bytes});
         m.data = to;
         m.row_begin = p.row_begin;
         m.rows = rows;

@@ -45,6 +45,10 @@ struct LayerWeights {
     // from e * expert_rows + expert_first (n_ff and ffn_begin in a view of
     // the file; n_ffn and 0 in a packed share or a slice file).
     int64_t expert_rows = 0, expert_first = 0;
+    // The experts' matrices went to the file of streamed weights (in their
+    // private layout) for want of memory, outside its window of layers: a
+    // token reads its k experts' rows from the page cache or the disk.
+    bool experts_mapped = false;
     Matrix router;     // [n_expert rows, n_embd cols]
     Matrix gate_exps;  // [n_expert * n_ff rows, n_embd cols]
     Matrix up_exps;    // [n_expert * n_ff rows, n_embd cols]
@@ -72,6 +76,9 @@ struct SliceWeights {
     // The layers left in the mapped file because the copy would not fit its
     // budget (model/streamed_layers.h); null when every layer is private.
     std::unique_ptr<StreamedLayers> streamed;
+    // A mixture of experts' matrices streamed expert by expert
+    // (LayerWeights::experts_mapped), in bytes.
+    uint64_t mapped_expert_bytes = 0;
 };
 
 class LlamaModel {
@@ -135,6 +142,13 @@ ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int
 // the later layers, in the same layout, to a file of their own that streams
 // them in and out around their use (w.streamed, model/streamed_layers.h): the
 // same kernels read the same bytes, so the output does not change.
+// A mixture of experts first streams expert by expert: the experts of the
+// last layers (from the last one back, as few as it takes) go to that file
+// too, but outside its window of layers: a token reads only the k experts it
+// chooses (asked for as soon as the router has chosen), and the page cache
+// keeps the ones used recently. Whole layers stream only if that is not
+// enough. (Only experts viewed whole in the file: a rank's packed share of
+// every expert's channels is private already.)
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols = 0,
                             int64_t down_unit_cols = 0, uint64_t budget = UINT64_MAX);
 

@@ -72,6 +72,25 @@ public:
     const Slice& slice() const { return weights_.slice; }
     // The layers streamed from the mapped file (null: all in private memory).
     const StreamedLayers* streamed() const { return weights_.streamed.get(); }
+    // What a token reads from disk on average, where the weights did not fit
+    // the budget: the streamed layers, and k of every n experts left mapped.
+    uint64_t streamed_bytes_per_token() const;
+    // The weights copied to private memory, in bytes.
+    uint64_t private_weight_bytes() const { return weights_.private_copy.size(); }
+
+    // A mixture of experts' choices, counted at every layer: how many were
+    // chosen, how many of them the previous token had chosen at that layer,
+    // and how many one of the last kRecentTokens tokens had (what a cache of
+    // the experts of that many recent tokens would have held). By chance:
+    // k/n and 1 - (1 - k/n)^kRecentTokens. Generation steps (one row) and
+    // prompt batches apart; a batch's rows are taken as consecutive tokens
+    // (true of one sequence's prompt: run, perplexity, bench).
+    static constexpr int kRecentTokens = 4;
+    struct ExpertReuse {
+        uint64_t choices = 0, previous = 0, recent = 0;
+    };
+    const ExpertReuse& expert_reuse() const { return reuse_; }
+    const ExpertReuse& prompt_expert_reuse() const { return prompt_reuse_; }
     const KvCache& kv_cache(int seq = 0) const { return caches_.at(static_cast<size_t>(seq)); }
     int n_ctx() const { return caches_[0].n_ctx(); }
     int n_seq() const { return static_cast<int>(caches_.size()); }
@@ -226,6 +245,10 @@ private:
         std::vector<QuantizedActivation> acts;
     };
     MoeScratch moe_;
+    // Counts a generation step's choices at `layer` into reuse_.
+    void note_expert_choices(int layer, std::span<const ExpertChoice> choices, int n_tok, int k);
+    ExpertReuse reuse_, prompt_reuse_;
+    std::vector<std::vector<int>> recent_experts_;  // per layer: the last kRecentTokens tokens' experts, oldest first
 
     ModelHParams hparams_;
     SliceWeights weights_;

@@ -17,10 +17,31 @@
 #include "model/slice_forward.h"
 #include "ops/fixed_sum.h"
 #include "ops/quant_traits.h"
+#include "ops/row_groups.h"
+#include "util/mapped_file.h"
 
 #include <algorithm>
 
 namespace tessera {
+
+namespace {
+
+// Asks the kernel to read rows [r0, r1) of m now (of a grouped matrix: their
+// groups of 16 in every column panel).
+void prefetch_rows(const Matrix& m, int64_t r0, int64_t r1) {
+    if (!m.grouped) {
+        advise_will_need(m.row(r0), m.row_bytes * static_cast<uint64_t>(r1 - r0));
+        return;
+    }
+    const int64_t g0 = (r0 - m.row_begin) / kGroupRows, g1 = (r1 - m.row_begin + kGroupRows - 1) / kGroupRows;
+    const GroupPanels panels{m.type, m.cols, m.panel_cols, (m.rows + kGroupRows - 1) / kGroupRows};
+    for (int64_t p = 0; p < panels.count(); ++p) {
+        advise_will_need(m.data + panels.offset(p) + static_cast<uint64_t>(g0) * panels.group_bytes(p),
+                         static_cast<uint64_t>(g1 - g0) * panels.group_bytes(p));
+    }
+}
+
+}  // namespace
 
 void SliceForward::gate_rows(const Matrix& down, float* gate, const float* up, int64_t n_ffn, int n_tok,
                              const float* row_scale, QuantizedActivation& act) {
@@ -43,6 +64,36 @@ void SliceForward::gate_rows(const Matrix& down, float* gate, const float* up, i
             act.quantize_span(g, t, i0, i1);
         }
     });
+}
+
+void SliceForward::note_expert_choices(int layer, std::span<const ExpertChoice> choices, int n_tok, int k) {
+    if (recent_experts_.empty()) recent_experts_.resize(static_cast<size_t>(weights_.layers.size()));
+    std::vector<int>& recent = recent_experts_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
+    ExpertReuse& reuse = n_tok == 1 ? reuse_ : prompt_reuse_;
+    const auto kk = static_cast<size_t>(k);
+    const size_t keep = kk * kRecentTokens;
+    for (int t = 0; t < n_tok; ++t) {
+        const std::span<const ExpertChoice> token = choices.subspan(static_cast<size_t>(t) * kk, kk);
+        for (const ExpertChoice& c : token) {
+            ++reuse.choices;
+            // The previous token's experts are the last k entries.
+            const auto previous_begin =
+                recent.size() >= kk ? recent.end() - static_cast<std::ptrdiff_t>(kk) : recent.begin();
+            if (std::find(previous_begin, recent.end(), c.expert) != recent.end()) ++reuse.previous;
+            if (std::find(recent.begin(), recent.end(), c.expert) != recent.end()) ++reuse.recent;
+        }
+        for (const ExpertChoice& c : token) recent.push_back(c.expert);
+        if (recent.size() > keep) recent.erase(recent.begin(), recent.end() - static_cast<std::ptrdiff_t>(keep));
+    }
+}
+
+uint64_t SliceForward::streamed_bytes_per_token() const {
+    uint64_t bytes = weights_.streamed ? weights_.streamed->streamed_bytes() : 0;
+    if (hparams_.has_experts()) {
+        bytes += weights_.mapped_expert_bytes * static_cast<uint64_t>(hparams_.n_expert_used) /
+                 static_cast<uint64_t>(hparams_.n_expert);
+    }
+    return bytes;
 }
 
 void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double* partial) {
@@ -112,6 +163,16 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
         add_expert_rows(e, m.y.data(), count, rows.data(), weights);
     };
+    // Experts left in the mapped file (larger than memory): ask for the
+    // chosen ones' rows at once, so the disk reads them in parallel while
+    // the first products start.
+    const auto prefetch = [&](int e) {
+        if (!w.experts_mapped) return;
+        prefetch_rows(w.gate_exps, e * per_expert + first, e * per_expert + first + n_ffn);
+        prefetch_rows(w.up_exps, e * per_expert + first, e * per_expert + first + n_ffn);
+        prefetch_rows(w.down_exps, e * n_embd, (e + 1) * n_embd);
+    };
+    note_expert_choices(layer, choices, n_tok, k);
     const int32_t row0 = 0;
     if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
 
@@ -123,6 +184,7 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
             if (local(choices[rows_of(i)].expert)) choices[rows_of(n++)] = choices[rows_of(i)];
         }
         if (n == 0) return;
+        for (int i = 0; i < n; ++i) prefetch(choices[rows_of(i)].expert);
         m.gate.resize(rows_of(n) * rows_of(n_ffn));
         m.up.resize(m.gate.size());
         std::vector<MatmulJob>& jobs = m.jobs;
@@ -173,6 +235,9 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
             m.rows[rows_of(at)] = t;
             m.scale[rows_of(at)] = c.weight;
         }
+    }
+    for (int e = s.expert_begin; e < s.expert_end; ++e) {
+        if (m.first[rows_of(e)] < m.first[rows_of(e) + 1]) prefetch(e);
     }
     for (int e = s.expert_begin; e < s.expert_end; ++e) {
         const int32_t begin = m.first[rows_of(e)], end = m.first[rows_of(e) + 1];

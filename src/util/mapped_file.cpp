@@ -63,12 +63,20 @@ void MappedFile::release() {
     size_ = 0;
 }
 
-void release_pages(const void* data, uint64_t n) {
+namespace {
+
+void advise_pages(const void* data, uint64_t n, int advice) {
     if (data == nullptr || n == 0) return;
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
     const auto end = (reinterpret_cast<uintptr_t>(data) + n + page - 1) & ~(page - 1);
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, advice);
 }
+
+}  // namespace
+
+void release_pages(const void* data, uint64_t n) { advise_pages(data, n, MADV_DONTNEED); }
+
+void advise_will_need(const void* data, uint64_t n) { advise_pages(data, n, MADV_WILLNEED); }
 
 }  // namespace tessera

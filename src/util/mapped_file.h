@@ -39,4 +39,9 @@ private:
 // what it needs out of a tensor it only partly owns.
 void release_pages(const void* data, uint64_t n);
 
+// Asks the kernel to start reading the pages under [data, data + n) (whole
+// pages) of a mapping now, in the background: rows about to be read from a
+// mapped file arrive in parallel rather than one fault at a time.
+void advise_will_need(const void* data, uint64_t n);
+
 }  // namespace tessera

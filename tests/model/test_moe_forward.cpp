@@ -2,7 +2,8 @@
 // reference (the router, the top k and every chosen expert's SwiGLU FFN in
 // double from the file's weights), a row's bits the same in a batch (each
 // expert's rows together) and alone (only its experts' rows read), the
-// same bits with later layers streamed from disk; broken expert metadata and
+// same bits with later layers streamed from disk, or only some layers'
+// experts (expert by expert); broken expert metadata and
 // tensors refused with a reason.
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
@@ -152,6 +153,43 @@ TEST(MoeForward, ARowsBitsDoNotDependOnItsBatchOrOnStreaming) {
         double scale = 0;
         for (double v : batched) scale = std::max(scale, std::fabs(v));
         for (size_t i = 0; i < mapped.size(); ++i) ASSERT_NEAR(mapped[i], batched[i], 1e-4 * scale) << i;
+    }
+}
+
+// Larger than memory by a little: the last layer's experts stream expert by
+// expert (in their private layout, outside the window of whole layers),
+// everything else stays private, and the bits are those of an all-private
+// run, for one row (k experts read) and a batch (every expert read).
+TEST(MoeForward, ExpertsStreamedOneByOneGiveTheSameBits) {
+    for (const QuantType type : {QuantType::Q8_0, QuantType::Q4_K}) {
+        const LlamaModel model(moe_model(type));
+        ThreadPool pool(2);
+        ForwardConfig config;
+        config.n_ctx = 16;
+        config.n_batch = kRows;
+        uint64_t all = 0;
+        {
+            const SliceForward whole(model, full_slice(model.hparams()), config, pool);
+            all = whole.private_weight_bytes();
+            EXPECT_EQ(whole.streamed_bytes_per_token(), 0u);
+        }
+        config.weight_budget = all - 1;
+        SliceForward f(model, full_slice(model.hparams()), config, pool);
+        ASSERT_NE(f.streamed(), nullptr);
+        EXPECT_EQ(f.streamed()->streamed_count(), 0) << "no whole layer streams";
+        // A token reads k = 3 of the last layer's 8 experts.
+        EXPECT_GT(f.streamed_bytes_per_token(), 0u);
+        EXPECT_LT(f.private_weight_bytes(), all);
+        const int64_t n = model.hparams().n_embd;
+        const std::vector<float> h = inputs(n);
+        for (const int layer : {2, 1}) {
+            std::vector<double> batched(h.size()), single(h.size());
+            f.ffn_partial(layer, h.data(), kRows, batched.data());
+            for (int t = 0; t < kRows; ++t) f.ffn_partial(layer, h.data() + t * n, 1, single.data() + t * n);
+            EXPECT_EQ(batched, ffn(model, layer, true)) << quant_type_name(type) << " layer " << layer;
+            EXPECT_EQ(single, batched) << quant_type_name(type) << " layer " << layer;
+        }
+        EXPECT_EQ(f.expert_reuse().choices, static_cast<uint64_t>(2 * kRows * 3));
     }
 }
 

@@ -217,6 +217,10 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
         f.weight_bytes += rows_split + wo + down + experts;
         step_bytes += rows_split + wo + down + experts_read;
         const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down + experts : 0);
+        if (all_ffn && hp.has_experts() && slice.n_ffn() > 0) {
+            f.expert_bytes += experts - static_cast<uint64_t>(l.router.rows) * l.router.row_bytes;
+            f.expert_read_share = static_cast<double>(hp.n_expert_used) / hp.n_expert;
+        }
         f.streamable_bytes += streamable;
         f.largest_layer_bytes = std::max(f.largest_layer_bytes, streamable);
     }
@@ -268,7 +272,10 @@ MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, boo
     fit.streamed = true;
     const uint64_t usable = have - headroom_margin(have);
     fit.weight_budget = usable - f.kv_bytes - extra;
-    fit.streamed_bytes = std::min(f.streamable_bytes, f.total() + extra - usable + 2 * f.largest_layer_bytes);
+    const uint64_t overflow = f.total() + extra - usable;
+    fit.streamed_bytes = overflow <= f.expert_bytes
+                             ? static_cast<uint64_t>(static_cast<double>(overflow) * f.expert_read_share)
+                             : std::min(f.streamable_bytes, overflow + 2 * f.largest_layer_bytes);
     return fit;
 }
 

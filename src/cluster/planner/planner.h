@@ -77,6 +77,11 @@ struct SliceFootprint {
     // slices; and the largest layer's share of them.
     uint64_t streamable_bytes = 0;
     uint64_t largest_layer_bytes = 0;
+    // Of streamable_bytes, a mixture of experts' matrices that may stay in
+    // the mapped file expert by expert (copy_to_private_memory), of which a
+    // token reads expert_read_share (k / n).
+    uint64_t expert_bytes = 0;
+    double expert_read_share = 0.0;
     uint64_t total() const { return weight_bytes + kv_bytes; }
 };
 
@@ -89,7 +94,9 @@ struct MemoryFit {
     // What the private weights may take (ForwardConfig::weight_budget).
     uint64_t weight_budget = UINT64_MAX;
     // Bytes of layers read from the file every token, streamed (an estimate:
-    // the overflow plus the window of two layers, in whole layers' bytes).
+    // the overflow plus the window of two layers, in whole layers' bytes; of
+    // a mixture of experts' overflow, the share of its experts a token
+    // chooses: an upper bound, as recently used ones stay in the page cache).
     uint64_t streamed_bytes = 0;
     // The least memory this slice runs in, streaming every layer it can.
     uint64_t floor = 0;
