@@ -16,6 +16,7 @@ namespace {
 struct GenModelOptions {
     RandomModelSpec spec;
     std::string type = "F32";
+    std::string dense_type;
     std::string output;
     std::string arch = "llama";
     bool quiet = false;
@@ -26,6 +27,11 @@ void gen_model(GenModelOptions& o) {
     const auto type = parse_quant_type(o.type);
     if (!type) throw make_error("--type '{}' is not a known type (one of {})", o.type, supported_weight_types());
     o.spec.type = *type;
+    if (!o.dense_type.empty()) {
+        const auto dense = parse_quant_type(o.dense_type);
+        if (!dense) throw make_error("--dense-type '{}' is not a known type (one of {})", o.dense_type, supported_weight_types());
+        o.spec.dense_type = *dense;
+    }
     // The preset first; options given on the command line win over it.
     RandomModelSpec spec = o.spec;
     apply_model_preset(spec, o.arch);
@@ -63,6 +69,12 @@ void add_gen_model_command(CLI::App& app) {
     cmd->add_option("--head-dim", s.head_dim, "Width of a head (written as attention.key_length; default dim / heads)");
     cmd->add_option("--sliding-window", s.sliding_window, "Sliding-window length written to the metadata (0: none)");
     cmd->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (the 256-element types need --dim and --ffn multiples of 256)")->capture_default_str();
+    cmd->add_option("--dense-type", o->dense_type,
+                    "A mixture of experts' other matrices (attention, embeddings, head) in this type, the experts in "
+                    "--type (gpt-oss's files: --type MXFP4 --dense-type Q8_0)");
+    cmd->add_flag("--zero-weights", s.zero_weights,
+                  "Every weight zero, written as holes of a sparse file (no disk space, no time): a model of the real "
+                  "shape for `tessera plan` and memory planning, e.g. gpt-oss-120b; it computes nothing meaningful");
     cmd->add_option("--seed", s.seed, "Random seed (same arguments, same bytes)")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "Output GGUF file")->required();
     cmd->add_flag("-q,--quiet", o->quiet, "No progress output");

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 
+#include <unistd.h>
+
 namespace tessera {
 
 namespace {
@@ -209,6 +211,14 @@ void GgufWriter::write(const std::string& path, const std::function<void(size_t,
         }
     };
     write_bytes(head.data(), head.size());
+    if (zero_data_) {
+        // The header, then a hole to the end of the data: reads as zeros.
+        if (std::fflush(file.get()) != 0 || ::ftruncate(::fileno(file.get()), static_cast<off_t>(head.size() + offset)) != 0) {
+            throw make_error("{}: write failed: {}", path, std::strerror(errno));
+        }
+        if (progress) progress(tensors_.size(), tensors_.size());
+        return;
+    }
     std::vector<uint8_t> buffer;
     for (size_t i = 0; i < tensors_.size(); ++i) {
         const auto& t = tensors_[i];

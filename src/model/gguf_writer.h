@@ -34,6 +34,11 @@ public:
     // ne[0] is the contiguous dimension, as in GGUF.
     void add_tensor(const std::string& name, QuantType type, const std::vector<int64_t>& ne, Fill fill);
 
+    // Every tensor's bytes zero, left as holes of a sparse file (no fill is
+    // called, no disk space taken): a file of a model's real shape for
+    // planning (tessera plan), whose weights compute nothing.
+    void set_zero_data(bool zero) { zero_data_ = zero; }
+
     // Writes the file; throws Error naming the path on an I/O failure. The
     // optional progress callback is called after each tensor with (done, total).
     void write(const std::string& path, const std::function<void(size_t, size_t)>& progress = {}) const;
@@ -55,6 +60,7 @@ private:
     std::vector<Entry> metadata_;
     std::vector<Tensor> tensors_;
     uint32_t alignment_ = 32;
+    bool zero_data_ = false;
 };
 
 }  // namespace tessera

@@ -331,12 +331,19 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
         throw make_error("gen-model: --experts-used must be in [1, --experts] ({} of {})", spec.n_expert_used, spec.n_expert);
     }
     const int32_t head_dim = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
-    const int64_t block = layout_of(spec.type).block_size;
-    if (spec.n_embd % block != 0 || spec.n_ff % block != 0 || (static_cast<int64_t>(head_dim) * spec.n_head) % block != 0) {
-        throw make_error("gen-model: {} needs --dim and --ffn to be multiples of {}", quant_type_name(spec.type), block);
+    if (spec.dense_type && spec.n_expert == 0) {
+        throw make_error("gen-model: --dense-type is for a mixture of experts (--experts)");
+    }
+    for (const QuantType t : {spec.type, spec.dense_type.value_or(spec.type)}) {
+        const int64_t block = layout_of(t).block_size;
+        if (spec.n_embd % block != 0 || spec.n_ff % block != 0 ||
+            (static_cast<int64_t>(head_dim) * spec.n_head) % block != 0) {
+            throw make_error("gen-model: {} needs --dim and --ffn to be multiples of {}", quant_type_name(t), block);
+        }
     }
 
     GgufWriter writer;
+    writer.set_zero_data(spec.zero_weights);
     const std::string a = spec.arch + ".";
     writer.set_string("general.architecture", spec.arch);
     writer.set_string("general.name", fmt::format("tessera-random-{}-{}x{}-{}", spec.arch, spec.n_layer, spec.n_embd,
@@ -398,7 +405,7 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
     auto add_matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
         const uint64_t seed = ++tensor_seed;
         const float stddev = 1.0f / std::sqrt(static_cast<float>(cols));
-        const QuantType type = spec.type;
+        const QuantType type = spec.dense_type.value_or(spec.type);
         writer.add_tensor(name, type, {cols, rows},
                           [type, stddev, seed](uint8_t* dst, uint64_t n) { fill_random(type, stddev, seed, dst, n); });
     };

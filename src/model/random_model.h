@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace tessera {
@@ -25,6 +26,13 @@ struct RandomModelSpec {
     int32_t n_vocab = 512;       // used only without vocab_from
     std::string vocab_from;      // GGUF file whose tokenizer.* metadata is copied
     QuantType type = QuantType::F32;  // type of the 2-D weights; norms stay F32
+    // A mixture of experts' other matrices (attention, embeddings, head) in
+    // this type instead, the experts in `type`: gpt-oss ships MXFP4 experts
+    // beside Q8_0 matrices (llama-quantize's MXFP4_MOE).
+    std::optional<QuantType> dense_type;
+    // Every weight zero, the file sparse (GgufWriter::set_zero_data): the
+    // real shape for planning a model too large to generate here.
+    bool zero_weights = false;
     float rope_freq_base = 10000.0f;
     uint64_t seed = 1;
     // The family and what its files hold (model/architecture.h decides which

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -49,6 +51,50 @@ TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
         EXPECT_EQ(w.layers[0].wq.type, type);
         EXPECT_EQ(w.layers.size(), 3u);
     }
+}
+
+// gpt-oss's layout: MXFP4 experts beside Q8_0 matrices (--dense-type); and a
+// model of zero weights whose data takes no disk space (--zero-weights), with
+// the same header as the random one.
+TEST(RandomModel, DenseTypeAndZeroWeights) {
+    const std::string dir = test::scratch_dir("random_model_dense_type");
+    RandomModelSpec spec;
+    apply_model_preset(spec, "gpt-oss");
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 300;
+    spec.type = QuantType::MXFP4;
+    spec.dense_type = QuantType::Q8_0;
+    write_random_model(spec, dir + "/random.gguf");
+    spec.zero_weights = true;
+    write_random_model(spec, dir + "/zero.gguf");
+    const GgufFile random(dir + "/random.gguf"), zero(dir + "/zero.gguf");
+    ASSERT_EQ(random.tensors().size(), zero.tensors().size());
+    EXPECT_EQ(std::filesystem::file_size(dir + "/random.gguf"), std::filesystem::file_size(dir + "/zero.gguf"));
+    int experts = 0;
+    for (size_t i = 0; i < random.tensors().size(); ++i) {
+        const GgufTensorInfo& a = random.tensors()[i];
+        const GgufTensorInfo& b = zero.tensors()[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.type, b.type);
+        EXPECT_EQ(a.n_bytes, b.n_bytes);
+        if (a.n_dims == 3) {
+            EXPECT_EQ(a.type, QuantType::MXFP4) << a.name;
+            ++experts;
+        } else if (a.n_dims == 2 && a.name.ends_with(".weight") && a.name.find("ffn_gate_inp") == std::string::npos) {
+            EXPECT_EQ(a.type, QuantType::Q8_0) << a.name;
+        }
+        EXPECT_TRUE(std::all_of(b.data, b.data + b.n_bytes, [](uint8_t v) { return v == 0; })) << b.name;
+        EXPECT_FALSE(std::all_of(a.data, a.data + a.n_bytes, [](uint8_t v) { return v == 0; })) << a.name;
+    }
+    EXPECT_EQ(experts, 6);
+    // A dense model has no experts to set apart.
+    RandomModelSpec dense;
+    dense.dense_type = QuantType::Q8_0;
+    EXPECT_THROW(write_random_model(dense, dir + "/dense.gguf"), Error);
 }
 
 TEST(RandomModel, CopiesTheVocabulary) {
