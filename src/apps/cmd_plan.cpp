@@ -34,6 +34,7 @@ struct PlanOptions {
     bool json = false;
     int n_threads = 0;
     int prompt_tokens = 0;  // --prefill sp: the prompt to cut (0: the context)
+    std::string draft_model;  // speculative decoding: a draft model the root holds beside its share
     int n_batch = 512;
 };
 
@@ -276,9 +277,23 @@ void plan(const PlanOptions& o) {
     // Only this machine's memory is known without contacting the nodes; a run
     // checks every node's.
     const bool offload = !o.parallel.no_offload;
-    const MemoryFit fit = memory_fit(nodes[0].footprint, 0, here, offload);
+    // A draft model lives on the root beside its share (whole, with its own
+    // KV cache of the same context).
+    uint64_t draft_bytes = 0;
+    if (!o.draft_model.empty()) {
+        const LlamaModel draft(o.draft_model);
+        const SliceFootprint d = slice_footprint(draft, full_slice(draft.hparams()), n_ctx, kv_types);
+        draft_bytes = d.total();
+        if (!o.json) {
+            std::printf("draft %s on the root: %.1f MiB (%.1f of weights, %.1f of KV cache); the root holds %.1f MiB in "
+                        "all\n",
+                        draft.path().c_str(), d.total() / 1048576.0, d.weight_bytes / 1048576.0, d.kv_bytes / 1048576.0,
+                        (d.total() + nodes[0].footprint.total()) / 1048576.0);
+        }
+    }
+    const MemoryFit fit = memory_fit(nodes[0].footprint, draft_bytes, here, offload);
     if (!fit.fits) {
-        throw make_error("plan refused: the root {}", describe_shortfall(nodes[0].footprint, 0, here, offload));
+        throw make_error("plan refused: the root {}", describe_shortfall(nodes[0].footprint, draft_bytes, here, offload));
     }
     if (fit.streamed && !o.json) {
         std::printf("the root's memory (%.1f MiB available) holds part of its share: it streams ~%.1f MiB of its layers "
@@ -306,6 +321,8 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("-b,--batch-size", o->n_batch, "--prefill sp: the batch (chunks are whole batches)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--draft-model", o->draft_model,
+                    "Speculative decoding: a draft model the root holds beside its share (counted in its memory)");
     cmd->callback([o] { plan(*o); });
 }
 

@@ -13,6 +13,7 @@
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -122,6 +123,36 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
                                60);
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_EQ(run({"--draft-model", draft}), want) << c.arch << ": speculative decoding with a dense draft";
+}
+
+// `plan` shows how the experts are split (and why: each way's expected load
+// on the busiest rank), whole experts per rank as E ranges, in JSON too, and
+// a draft model counted on the root.
+TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
+    const std::string dir = test::scratch_dir("moe_plan");
+    const std::string model = dir + "/model.gguf";
+    const auto g = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
+                                    "--kv-heads", "2", "--ffn", "256", "--experts", "8", "--experts-used", "2",
+                                    "--type", "Q8_0", "-q", "-o", model}),
+                               60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    const auto by_experts = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "experts",
+                                             "--draft-model", model}),
+                                        30);
+    ASSERT_EQ(by_experts.exit_code, 0) << by_experts.err;
+    EXPECT_NE(by_experts.out.find("experts split by experts (expected load of the busiest rank"), std::string::npos)
+        << by_experts.out;
+    EXPECT_NE(by_experts.out.find("E0-3"), std::string::npos) << by_experts.out;
+    EXPECT_NE(by_experts.out.find("E4-7"), std::string::npos) << by_experts.out;
+    EXPECT_NE(by_experts.out.find("on the root: "), std::string::npos) << by_experts.out;
+    const auto json = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "channels", "--json"}), 30);
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const auto nodes = nlohmann::json::parse(json.out)["nodes"];
+    ASSERT_EQ(nodes.size(), 2u);
+    EXPECT_EQ(nodes[1]["experts"], nlohmann::json({0, 8}));
+    EXPECT_EQ(nodes[1]["ffn"], nlohmann::json({128, 256}));
+    const auto bad = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "rows"}), 30);
+    EXPECT_NE(bad.exit_code, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoeCli,
