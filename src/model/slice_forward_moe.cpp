@@ -163,9 +163,9 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
         add_expert_rows(e, m.y.data(), count, rows.data(), weights);
     };
-    // Experts left in the mapped file (larger than memory): ask for the
-    // chosen ones' rows at once, so the disk reads them in parallel while
-    // the first products start.
+    // Experts streamed one by one (larger than memory: llama_model.h): ask
+    // for the chosen ones' rows at once, so the disk reads them in parallel
+    // while the first products start.
     const auto prefetch = [&](int e) {
         if (!w.experts_mapped) return;
         prefetch_rows(w.gate_exps, e * per_expert + first, e * per_expert + first + n_ffn);
