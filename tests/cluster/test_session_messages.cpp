@@ -4,7 +4,7 @@
 // offload; an older peer leaves each out; a wrong type, an oversized string
 // or a number out of range is an Error, never an exception of another kind;
 // the assign's handoff positions (a rank taking over from sequence-parallel
-// prefill) stay inside the context.
+// prefill) stay inside the context; a slice's experts and a group's split.
 #include "cluster/session/session_messages.h"
 #include "util/error.h"
 
@@ -16,6 +16,22 @@
 #include <vector>
 
 namespace tessera {
+
+namespace {
+
+// The assign of a pipeline stage as a root of this version sends it, less
+// the optional fields the tests add.
+nlohmann::json stage_assign() {
+    return {{"role", "stage"},
+            {"slice", {{"layers", {0, 2}}, {"kv_heads", {0, 4}}, {"ffn", {0, 64}}}},
+            {"n_ctx", 64},
+            {"n_batch", 8},
+            {"kv_type_k", "f16"},
+            {"kv_type_v", "f16"},
+            {"partial_format", 0}};
+}
+
+}  // namespace
 
 TEST(SessionMessages, HelloReplyCpuTargetIsAShortStringOrAbsent) {
     const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
@@ -44,14 +60,7 @@ TEST(SessionMessages, HelloReplyDiskRateIsABoundedNumberOrAbsent) {
 }
 
 TEST(SessionMessages, AssignOffloadIsABooleanOrAbsent) {
-    const nlohmann::json base = {
-        {"role", "stage"},
-        {"slice", {{"layers", {0, 2}}, {"kv_heads", {0, 4}}, {"ffn", {0, 64}}}},
-        {"n_ctx", 64},
-        {"n_batch", 8},
-        {"kv_type_k", "f16"},
-        {"kv_type_v", "f16"},
-        {"partial_format", 0}};
+    const nlohmann::json base = stage_assign();
     EXPECT_FALSE(parse_assign(base, "root").offload);  // an older root: refuse, do not stream
     nlohmann::json j = base;
     j["offload"] = true;
@@ -65,14 +74,7 @@ TEST(SessionMessages, AssignOffloadIsABooleanOrAbsent) {
 // A slice's experts (the expert split) and a group's split: ranges in order,
 // a split by name; an older root sends neither.
 TEST(SessionMessages, AssignExpertsAndMoeSplit) {
-    const nlohmann::json base = {
-        {"role", "stage"},
-        {"slice", {{"layers", {0, 2}}, {"kv_heads", {0, 4}}, {"ffn", {0, 64}}}},
-        {"n_ctx", 64},
-        {"n_batch", 8},
-        {"kv_type_k", "f16"},
-        {"kv_type_v", "f16"},
-        {"partial_format", 0}};
+    const nlohmann::json base = stage_assign();
     const AssignMessage plain = parse_assign(base, "root");
     EXPECT_EQ(plain.slice.n_experts(), 0);
     EXPECT_FALSE(plain.moe_split.has_value());
