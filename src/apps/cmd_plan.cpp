@@ -293,7 +293,7 @@ void plan(const PlanOptions& o) {
     }
     const MemoryFit fit = memory_fit(nodes[0].footprint, draft_bytes, here, offload);
     if (!fit.fits) {
-        throw make_error("plan refused: the root {}", describe_shortfall(nodes[0].footprint, draft_bytes, here, offload));
+        throw make_error("plan refused: the root {}", describe_shortfall(nodes[0].footprint, draft_bytes, here, offload, "the draft model"));
     }
     if (fit.streamed && !o.json) {
         std::printf("the root's memory (%.1f MiB available) holds part of its share: it streams ~%.1f MiB of its layers "

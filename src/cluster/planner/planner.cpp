@@ -279,10 +279,11 @@ MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, boo
     return fit;
 }
 
-std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload) {
+std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload,
+                               const char* extra_what) {
     std::string text = fmt::format("needs {} bytes ({} of weights, {} of KV cache{}) but has {} available",
                                    f.total() + extra, f.weight_bytes, f.kv_bytes,
-                                   extra > 0 ? fmt::format(", {} of working buffers", extra) : std::string(), have);
+                                   extra > 0 ? fmt::format(", {} of {}", extra, extra_what) : std::string(), have);
     const MemoryFit fit = memory_fit(f, extra, have, true);
     if (offload) {
         text += fmt::format(" (streaming its layers from disk, it would still need {})", fit.floor);

@@ -110,7 +110,9 @@ MemoryFit memory_fit(const SliceFootprint& f, uint64_t extra, uint64_t have, boo
 uint64_t headroom_margin(uint64_t have);
 // "needs N bytes (W of weights, K of KV cache) but has H available" with,
 // where offload could not help either, the floor it would need streamed.
-std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload);
+// `extra_what` names what `extra` is (working buffers; a draft model).
+std::string describe_shortfall(const SliceFootprint& f, uint64_t extra, uint64_t have, bool offload,
+                               const char* extra_what = "working buffers");
 
 SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types);
 
