@@ -2,13 +2,46 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
 #include <map>
+#include <vector>
 
 namespace tessera::test {
+
+namespace {
+
+// The folders made for the test now running. A test that passes has its
+// folders removed when it ends: the model files the CLI tests write add up
+// to gigabytes over a whole run, more than a CI disk holds. A failed test
+// keeps its folders, so what it wrote can be read afterwards.
+std::vector<std::filesystem::path>& folders_of_this_test() {
+    static std::vector<std::filesystem::path> folders;
+    return folders;
+}
+
+class RemoveFoldersOfPassedTests : public ::testing::EmptyTestEventListener {
+    void OnTestEnd(const ::testing::TestInfo& info) override {
+        if (!info.result()->Failed() && std::getenv("TESSERA_KEEP_TEST_FILES") == nullptr) {
+            for (const auto& dir : folders_of_this_test()) {
+                std::error_code ignored;
+                std::filesystem::remove_all(dir, ignored);
+            }
+        }
+        folders_of_this_test().clear();
+    }
+};
+
+// Registered before main runs: every test binary links this file.
+[[maybe_unused]] const bool listener_registered = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new RemoveFoldersOfPassedTests);
+    return true;
+}();
+
+}  // namespace
 
 std::string data_dir() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data"; }
 
@@ -21,6 +54,7 @@ std::string scratch_dir(const std::string& name) {
     std::filesystem::path dir = std::filesystem::path(TESSERA_TEST_TMP) / name;
     if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
         dir /= std::string(info->test_suite_name()) + "." + info->name();
+        folders_of_this_test().push_back(dir);
     }
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
