@@ -68,6 +68,17 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
     result.prompt_tokens = prompt_tokens;
     Sampler sampler(params.sampler);
     for (int32_t t : prompt_tokens) sampler.accept(t);
+    if (params.constraint != nullptr) {
+        sampler.set_constraint(params.constraint);
+        // The tokens this generation can take: its own limit, and the
+        // context's room when a full context stops it.
+        int budget = params.n_predict;
+        if (params.context_full == GenerationParams::ContextFull::kStop) {
+            const int room = n_ctx - static_cast<int>(prompt_tokens.size());
+            budget = budget < 0 ? room : std::min(budget, room);
+        }
+        params.constraint->set_budget(budget);
+    }
 
     const Vocab& vocab = tokenizer.vocab();
     // Text starts fresh when the prompt is nothing but BOS: SentencePiece's
@@ -93,6 +104,7 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
     // Takes a sampled token into the answer; false when generation stops at it.
     const auto take = [&](int32_t token, const float* from) {
         sampler.accept(token);
+        if (params.constraint != nullptr) params.constraint->accept(token);
         if (params.on_token) params.on_token(token, from, n_vocab);
         result.tokens.push_back(token);
         if (params.stop_at_eos && vocab.is_eog(token)) {
@@ -100,6 +112,10 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
             return false;
         }
         emit(stream.push(token));
+        if (params.constraint != nullptr && params.constraint->finished()) {
+            result.stop_reason = "grammar";
+            return false;
+        }
         return params.n_predict < 0 || static_cast<int>(result.tokens.size()) < params.n_predict;
     };
     const auto cancelled = [&] {

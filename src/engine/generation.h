@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/drafter.h"
+#include "engine/grammar_constraint.h"
 #include "engine/sampler.h"
 #include "model/decoder.h"
 #include "model/tokenizer.h"
@@ -49,13 +50,18 @@ struct GenerationParams {
     ContextFull context_full = ContextFull::kStop;
     int n_keep = 0;
     int evict_recent = 32;
+    // A grammar the output must follow (response_format, a tool's
+    // arguments): each sampled token is one it allows, and the output is
+    // closed before the token budget or the context runs out. Generation
+    // ends ("grammar") when the grammar allows nothing more.
+    GrammarConstraint* constraint = nullptr;
 };
 
 struct GenerationResult {
     std::vector<int32_t> prompt_tokens;
     std::vector<int32_t> tokens;  // generated ids (an end-of-sequence id included if one was sampled)
     std::string text;             // generated text
-    std::string stop_reason;      // "length", "eos", "context" or "cancelled"
+    std::string stop_reason;      // "length", "eos", "context", "cancelled" or "grammar" (its text complete)
     int n_evaluated_prompt = 0;   // prompt tokens this call evaluated (the rest were cached)
     double prompt_seconds = 0.0;
     double generation_seconds = 0.0;  // from the first to the last generated token

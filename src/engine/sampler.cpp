@@ -1,5 +1,7 @@
 #include "engine/sampler.h"
 
+#include "engine/grammar_constraint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,8 +33,16 @@ const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits
     const bool penalties =
         params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
     const bool penalize = penalties && !recent_.empty();
-    if (penalize || !params_.logit_bias.empty()) {
+    if (penalize || !params_.logit_bias.empty() || mask_ != nullptr) {
         penalized_.assign(logits, logits + n_vocab);
+        if (mask_ != nullptr) {
+            constexpr float kRefused = -std::numeric_limits<float>::infinity();
+            for (int32_t i = 0; i < n_vocab; ++i) {
+                if ((((*mask_)[static_cast<size_t>(i) >> 6] >> (static_cast<unsigned>(i) & 63)) & 1) == 0) {
+                    penalized_[static_cast<size_t>(i)] = kRefused;
+                }
+            }
+        }
         for (const auto& [token, bias] : params_.logit_bias) {
             if (token >= 0 && token < n_vocab) penalized_[static_cast<size_t>(token)] += bias;
         }
@@ -61,7 +71,8 @@ const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits
     }
 
     for (int32_t i = 0; i < n_vocab; ++i) {
-        if (!std::isnan(x[i])) candidates_.push_back({i, x[i], 0.0f});
+        // A refused token (-inf) never enters; NaN never does either.
+        if (x[i] > -std::numeric_limits<float>::infinity()) candidates_.push_back({i, x[i], 0.0f});
     }
     if (candidates_.empty()) {
         candidates_.push_back({0, 0.0f, 1.0f});  // every logit NaN: token 0, as before
@@ -123,11 +134,21 @@ int32_t Sampler::draw_from(const std::vector<Candidate>& candidates, double tota
 }
 
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
-    return draw_from(distribution(logits, n_vocab), 1.0);
+    if (constraint_ != nullptr && !constraint_->closing()) {
+        const int32_t token = draw_from(distribution(logits, n_vocab), 1.0);
+        if (constraint_->allows(token)) return token;
+    }
+    if (constraint_ != nullptr) mask_ = &constraint_->allowed();
+    const int32_t token = draw_from(distribution(logits, n_vocab), 1.0);
+    mask_ = nullptr;
+    return token;
 }
 
 int32_t Sampler::verify(const float* logits, int32_t n_vocab, int32_t draft, bool* accepted) {
+    // Under a grammar the draft is verified against the allowed tokens alone.
+    if (constraint_ != nullptr) mask_ = &constraint_->allowed();
     const std::vector<Candidate>& d = distribution(logits, n_vocab);
+    mask_ = nullptr;
     if (params_.temperature <= 0.0f) {  // greedy: the draft stands when it is the argmax
         *accepted = d[0].id == draft;
         return d[0].id;

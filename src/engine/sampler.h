@@ -13,6 +13,8 @@
 
 namespace tessera {
 
+class GrammarConstraint;
+
 struct SamplerParams {
     float temperature = 0.8f;
     int top_k = 40;           // <= 0: off
@@ -53,6 +55,15 @@ public:
     // Valid until the next call.
     const std::vector<Candidate>& distribution(const float* logits, int32_t n_vocab);
 
+    // A grammar the tokens must follow (engine/grammar_constraint.h), or
+    // none. sample() first draws as if unconstrained and keeps the token when
+    // the grammar allows it, else draws again from the allowed tokens alone:
+    // the same distribution as masking first (a token t comes out with
+    // p(t) + P(refused) p(t) / P(allowed) = p(t) / P(allowed)), without the
+    // mask's cost on most steps. The caller feeds generated tokens to the
+    // constraint (GrammarConstraint::accept).
+    void set_constraint(GrammarConstraint* constraint) { constraint_ = constraint; }
+
     // Records a token of the context (prompt or generated) for the repetition penalty.
     void accept(int32_t token);
 
@@ -68,6 +79,8 @@ private:
     std::deque<int32_t> recent_;
     std::vector<Candidate> candidates_, residual_;
     std::vector<float> penalized_;
+    GrammarConstraint* constraint_ = nullptr;
+    const std::vector<uint64_t>* mask_ = nullptr;  // allowed tokens, while sampling under a constraint
 };
 
 }  // namespace tessera
