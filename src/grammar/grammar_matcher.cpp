@@ -22,7 +22,7 @@ void sort_unique(std::vector<int32_t>& v) {
 }  // namespace
 
 size_t GrammarStateHash::operator()(const GrammarState& s) const {
-    size_t h = mix(0xcbf29ce484222325ull, (static_cast<uint64_t>(s.partial) << 8) | s.pending);
+    size_t h = mix(0xcbf29ce484222325ull, (static_cast<uint64_t>(s.partial) << 16) | (s.length << 8) | s.pending);
     for (const int32_t stack : s.stacks) h = mix(h, static_cast<uint32_t>(stack));
     return h;
 }
@@ -118,26 +118,29 @@ void GrammarMatcher::advance_code_point(const GrammarState& state, uint32_t cp, 
     out.stacks.assign(scratch_.begin(), scratch_.end());
     out.partial = 0;
     out.pending = 0;
+    out.length = 0;
 }
 
 void GrammarMatcher::advance_byte_into(const GrammarState& state, uint8_t byte, GrammarState& out) {
     uint32_t partial = 0;
     uint8_t pending = 0;
+    uint8_t length = 0;
     if (state.pending == 0) {
         if (byte < 0x80) {
             advance_code_point(state, byte, out);
             return;
         }
         if (byte >= 0xc2 && byte <= 0xdf) {
-            partial = byte & 0x1fu, pending = 1;
+            partial = byte & 0x1fu, length = 2;
         } else if (byte >= 0xe0 && byte <= 0xef) {
-            partial = byte & 0x0fu, pending = 2;
+            partial = byte & 0x0fu, length = 3;
         } else if (byte >= 0xf0 && byte <= 0xf4) {
-            partial = byte & 0x07u, pending = 3;
+            partial = byte & 0x07u, length = 4;
         } else {
             out.stacks.clear();  // not the first byte of a UTF-8 character
             return;
         }
+        pending = static_cast<uint8_t>(length - 1);
     } else {
         if ((byte & 0xc0) != 0x80) {
             out.stacks.clear();
@@ -145,22 +148,33 @@ void GrammarMatcher::advance_byte_into(const GrammarState& state, uint8_t byte, 
         }
         partial = (state.partial << 6) | (byte & 0x3fu);
         pending = static_cast<uint8_t>(state.pending - 1);
-        if (pending == 0) {
-            advance_code_point(state, partial, out);
-            return;
-        }
+        length = state.length;
+    }
+    // The code points these bytes can still begin, without the overlong
+    // forms (a shorter encoding exists), surrogates or values past U+10FFFF
+    // that UTF-8 forbids.
+    static constexpr uint32_t kLowest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    static constexpr uint32_t kHighest[5] = {0, 0, 0x7ff, 0xffff, 0x10ffff};
+    const unsigned shift = 6u * pending;
+    const uint32_t first = std::max(partial << shift, kLowest[length]);
+    const uint32_t last = std::min(partial << shift | ((1u << shift) - 1u), kHighest[length]);
+    if (first > last || (first >= 0xd800 && last <= 0xdfff)) {
+        out.stacks.clear();
+        return;
+    }
+    if (pending == 0) {
+        advance_code_point(state, partial, out);
+        return;
     }
     // A character begun: keep the stacks that some character with these
     // first bytes could still satisfy.
-    const unsigned shift = 6u * pending;
-    const uint32_t first = partial << shift;
-    const uint32_t last = first | ((1u << shift) - 1u);
     out.stacks.clear();
     for (const int32_t stack : state.stacks) {
         if (stack != kDone && top_element(stack).may_match(first, last)) out.stacks.push_back(stack);
     }
     out.partial = partial;
     out.pending = pending;
+    out.length = length;
 }
 
 GrammarState GrammarMatcher::advance_byte(const GrammarState& state, uint8_t byte) {

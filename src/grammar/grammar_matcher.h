@@ -23,6 +23,7 @@ struct GrammarState {
     std::vector<int32_t> stacks;  // sorted, unique
     uint32_t partial = 0;         // the bits of the unfinished character so far
     uint8_t pending = 0;          // its continuation bytes still to come
+    uint8_t length = 0;           // its length in bytes (2 to 4), while pending
 
     bool dead() const { return stacks.empty(); }
     bool operator==(const GrammarState&) const = default;

@@ -81,7 +81,14 @@ TEST(Gbnf, NegatedClassesDotEscapesAndUtf8) {
     // (E2 begins characters of U+2000..U+2FFF, all above the class).
     EXPECT_EQ(match(g, "\"\"x\xC3"), Match::kPrefix);
     EXPECT_EQ(match(g, "\"\"x\xE2"), Match::kNo);
-    // Bytes that are not UTF-8 never match, not even ".".
+    // Bytes that are not UTF-8 never match, not even ".": overlong forms,
+    // surrogates and code points past U+10FFFF included.
+    const auto any = grammar("root ::= .\n");
+    EXPECT_EQ(match(any, "\xE2\x82\xAC"), Match::kFull);
+    EXPECT_EQ(match(any, "\xF0\x9F\x98\x80"), Match::kFull);
+    for (const std::string bad : {"\xC0\x80", "\xE0\x80\xA0", "\xE0\x9F", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF0\x80"}) {
+        EXPECT_EQ(match(any, bad), Match::kNo) << testing::PrintToString(bad);
+    }
     EXPECT_EQ(match(g, "\"\"\xFF"), Match::kNo);
     EXPECT_EQ(match(g, "\"\"\x80"), Match::kNo);
 }
