@@ -18,6 +18,7 @@
 #include "apps/plan_decoder.h"
 #include "apps/web_page.h"
 #include "engine/chat_session.h"
+#include "engine/grammar_constraint.h"
 #include "engine/prefix_cache.h"
 #include "engine/sequence_batcher.h"
 #include "engine/stop_strings.h"
@@ -39,6 +40,7 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace tessera {
@@ -182,6 +184,10 @@ private:
     std::string model_path_;
     LlamaModel model_;
     std::unique_ptr<Tokenizer> tokenizer_;
+    // The vocabulary's token texts sorted for grammar walks, built by the
+    // first request with a response_format or grammar.
+    std::once_flag pieces_once_;
+    std::shared_ptr<const VocabularyPieces> pieces_;
     ChatTemplate template_;
     ForwardConfig config_;
     PlanDecoder plan_;
@@ -301,6 +307,12 @@ private:
                 server.slots_->release(slot);
             }
         } hold(*this, prompt);
+        std::optional<GrammarConstraint> constraint;
+        if (r.grammar) {
+            std::call_once(pieces_once_, [&] { pieces_ = vocabulary_pieces(*tokenizer_); });
+            constraint.emplace(r.grammar, pieces_);
+            params.constraint = &*constraint;
+        }
         if (!drafters_.empty()) {
             params.drafter = drafters_[static_cast<size_t>(hold.slot)].get();
             params.draft_max = draft_max_;

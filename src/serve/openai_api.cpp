@@ -1,5 +1,7 @@
 #include "serve/openai_api.h"
 
+#include "grammar/gbnf_parser.h"
+#include "grammar/json_schema_grammar.h"
 #include "model/tokenizer.h"
 
 #include <algorithm>
@@ -40,6 +42,57 @@ std::string content_text(const json& content, size_t index) {
         return text;
     }
     throw bad("messages", "message " + std::to_string(index) + ": 'content' must be a string or a list of text parts");
+}
+
+// response_format or grammar, as the grammar the output must match.
+// `text` is the body again: a schema's properties are read in their written
+// order (the output follows it), which the parsed body's sorted keys lost.
+std::shared_ptr<const Grammar> output_grammar(const json& body, const std::string& text) {
+    const bool has_format = body.contains("response_format") && !body["response_format"].is_null();
+    const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
+    if (has_format && has_grammar) throw bad("grammar", "give 'response_format' or 'grammar', not both");
+    std::string gbnf;
+    std::string param = "response_format";
+    try {
+        if (has_grammar) {
+            param = "grammar";
+            if (!body["grammar"].is_string()) throw bad("grammar", "'grammar' must be a string of GBNF rules");
+            gbnf = body["grammar"].get<std::string>();
+        } else if (has_format) {
+            const json& format = body["response_format"];
+            if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
+                throw bad(param, "'response_format' must be an object with a string 'type'");
+            }
+            const std::string type = format["type"].get<std::string>();
+            if (type == "text") return nullptr;
+            if (type == "json_object") {
+                gbnf = json_object_gbnf();
+            } else if (type == "json_schema") {
+                if (!format.contains("json_schema") || !format["json_schema"].is_object()) {
+                    throw bad(param, "'response_format.json_schema' must be an object with a 'schema'");
+                }
+                const json& spec = format["json_schema"];
+                if (spec.contains("strict") && !spec["strict"].is_null() && !spec["strict"].is_boolean()) {
+                    throw bad(param, "'response_format.json_schema.strict' must be a boolean");
+                }
+                if (spec.contains("name") && !spec["name"].is_string()) {
+                    throw bad(param, "'response_format.json_schema.name' must be a string");
+                }
+                // Strict or not, the output is held to the schema: a
+                // grammar cannot follow a schema only partly.
+                const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+                const nlohmann::ordered_json& in_order = ordered["response_format"]["json_schema"];
+                gbnf = json_schema_to_gbnf(in_order.contains("schema") ? in_order["schema"] : nlohmann::ordered_json::object());
+            } else {
+                throw bad(param, "'response_format.type' must be text, json_object or json_schema");
+            }
+        } else {
+            return nullptr;
+        }
+        return std::make_shared<const Grammar>(parse_gbnf(gbnf));
+    } catch (const GrammarError& e) {
+        throw bad(param, e.what());
+    }
 }
 
 }  // namespace
@@ -143,6 +196,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         if (!r.logprobs) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
         r.top_logprobs = static_cast<int>(top.get<int64_t>());
     }
+    r.grammar = output_grammar(body, text);
     if (body.contains("stream_options") && !body["stream_options"].is_null()) {
         const json& options = body["stream_options"];
         if (!options.is_object()) throw bad("stream_options", "'stream_options' must be an object");

@@ -3,7 +3,11 @@
 // objects and stream chunks, and error objects with their HTTP status.
 #pragma once
 
+#include "grammar/grammar.h"
+
 #include <nlohmann/json.hpp>
+
+#include <memory>
 
 #include <cstdint>
 #include <optional>
@@ -39,6 +43,9 @@ struct CompletionRequest {
     bool include_usage = false;
     bool logprobs = false;  // chat: "logprobs": true; completions: "logprobs": N
     int top_logprobs = 0;   // alternatives per token (chat <= 20, completions <= 5)
+    // What the output must match, from response_format (json_object,
+    // json_schema) or llama.cpp's "grammar" (GBNF); null for free text.
+    std::shared_ptr<const Grammar> grammar;
 };
 
 // A generated token's log-probability and the most likely alternatives.

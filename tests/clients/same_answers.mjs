@@ -1,15 +1,18 @@
 // Two servers on the same model (one plain, one with speculative decoding)
 // give the same greedy answers, streamed and not, with the official client.
 //
-//   node tests/clients/same_answers.mjs BASE_URL_A BASE_URL_B API_KEY
+//   node tests/clients/same_answers.mjs BASE_URL_A BASE_URL_B API_KEY [REQUEST_FIELDS_JSON]
+// (the fields are added to every request, e.g. a response_format; then each
+// answer must also parse as JSON).
 import OpenAI from "openai";
 
-const [a, b, apiKey] = process.argv.slice(2);
+const [a, b, apiKey, fields] = process.argv.slice(2);
+const extra = fields ? JSON.parse(fields) : {};
 const clients = [a, b].map((baseURL) => new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 }));
 const subjects = ["dog", "cat", "girl", "boy", "bird", "tree", "ball", "sun"];
 const answer = async (client, i, stream) => {
   const request = { model: "m", temperature: 0, max_tokens: 40,
-    messages: [{ role: "user", content: `Tell me about the ${subjects[i]}` }] };
+    messages: [{ role: "user", content: `Tell me about the ${subjects[i]}` }], ...extra };
   if (!stream) return (await client.chat.completions.create(request)).choices[0].message.content;
   let text = "";
   for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
@@ -21,7 +24,9 @@ let same = 0;
 for (let i = 0; i < subjects.length; ++i) {
   const stream = i % 2 === 1;
   const [x, y] = [await answer(clients[0], i, stream), await answer(clients[1], i, stream)];
-  if (x === y && x.length > 0) ++same;
+  let parses = true;
+  if (fields) try { JSON.parse(x); } catch { parses = false; }
+  if (x === y && x.length > 0 && parses) ++same;
   else console.log(`differ on ${i}: ${JSON.stringify(x)} vs ${JSON.stringify(y)}`);
 }
 console.log(`${same} of ${subjects.length} answers equal`);
