@@ -1,5 +1,7 @@
 // tessera run: generate text from a prompt on this machine.
 #include "apps/attention_flags.h"
+#include "apps/grammar_flags.h"
+#include "engine/grammar_constraint.h"
 #include "apps/commands.h"
 #include "apps/parallel_flags.h"
 #include "apps/plan_decoder.h"
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -40,6 +43,7 @@ struct RunOptions {
     SamplerParams sampler;
     int64_t seed = -1;
     AttentionFlags attention;
+    GrammarFlags grammar;
     std::string context_full = "stop";
     int n_keep = 0;
     int evict_recent = -1;
@@ -109,6 +113,13 @@ void run(const RunOptions& o) {
     params.evict_recent = o.evict_recent >= 0 ? o.evict_recent : std::max(1, n_ctx / 8);
     if (params.evict_recent >= n_ctx / 2) {
         throw make_error("--evict-recent {} must be under half the context ({})", params.evict_recent, n_ctx);
+    }
+
+    const std::shared_ptr<const Grammar> grammar = resolve_grammar(o.grammar);
+    std::optional<GrammarConstraint> constraint;
+    if (grammar) {
+        constraint.emplace(grammar, vocabulary_pieces(*tokenizer));
+        params.constraint = &*constraint;
     }
 
     if (!o.json) {
@@ -258,6 +269,7 @@ void add_run_command(CLI::App& app) {
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
     add_attention_flags(cmd, o->attention);
+    add_grammar_flags(cmd, o->grammar);
     cmd->add_option("--context-full", o->context_full,
                     "When the context is full: stop; shift (keep --keep tokens, drop the oldest half of the rest); or "
                     "evict (drop the half that received the least attention, H2O)")
