@@ -72,7 +72,7 @@ const plain = (messages) => messages.map((m) => `${m.role === "user" ? "User" : 
 
 // One streamed completion of a conversation: timings, tokens, text.
 function stream(base, messages, maxTokens) {
-  const request = { model: "m", max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
+  const request = { max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
   if (logitBias) request.logit_bias = logitBias;
   if (api === "chat") request.messages = messages;
   else request.prompt = plain(messages);

@@ -64,6 +64,7 @@ struct ServeOptions {
     DraftOptions draft;
     size_t max_body = 1 << 20;
     bool ignore_eos = false;
+    std::vector<std::string> aliases;
     ParallelOptions parallel;
     AttentionFlags attention;
 };
@@ -266,8 +267,8 @@ private:
         params.stop_at_eos = !options_.ignore_eos;
         params.sampler.temperature = r.temperature;
         params.sampler.top_p = r.top_p;
-        params.sampler.top_k = 0;
-        params.sampler.min_p = 0.0f;
+        params.sampler.top_k = r.top_k;
+        params.sampler.min_p = r.min_p;
         params.sampler.presence_penalty = r.presence_penalty;
         params.sampler.frequency_penalty = r.frequency_penalty;
         params.sampler.logit_bias = r.logit_bias;
@@ -332,6 +333,18 @@ private:
         return result;
     }
 
+    // A request may name the model by its file name, that name without
+    // ".gguf", or an --alias; another name is OpenAI's 404.
+    void check_model_name(const std::string& name) const {
+        if (name.empty() || name == model_id_) return;
+        const std::string stem = model_id_.size() > 5 && model_id_.ends_with(".gguf") ? model_id_.substr(0, model_id_.size() - 5) : "";
+        if (name == stem || std::find(options_.aliases.begin(), options_.aliases.end(), name) != options_.aliases.end()) return;
+        ApiError e{404, "The model '" + name + "' does not exist: this server serves '" + model_id_ + "'",
+                   "invalid_request_error", "model"};
+        e.code = "model_not_found";
+        throw e;
+    }
+
     void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
         ++metrics_.requests;
         const double start = now_seconds();
@@ -339,6 +352,7 @@ private:
         std::vector<int32_t> prompt;
         try {
             r = parse_completion_request(req.body, chat);
+            check_model_name(r.model);
             prompt = prompt_of(r);
         } catch (const ApiError& e) {
             return fail(res, e);
@@ -400,13 +414,24 @@ private:
 
 }  // namespace
 
+namespace {
+std::string ignored_fields_help() {
+    std::string out;
+    for (const auto& [field, reason] : ignored_request_fields()) out += (out.empty() ? "" : "; ") + field + " (" + reason + ")";
+    return out;
+}
+}  // namespace
+
 void add_serve_command(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
     CLI::App* cmd = app.add_subcommand(
         "serve",
         "OpenAI-compatible HTTP server (chat and completions) on any plan. A chat message's content is text: only "
         "the control tokens the chat template writes are control tokens. /v1/completions takes its prompt raw: "
-        "control tokens written in it (<|im_start|>, <s>) become their ids, as llama-server's /completion does");
+        "control tokens written in it (<|im_start|>, <s>) become their ids, as llama-server's /completion does. "
+        "response_format (json_object, json_schema) and llama.cpp's 'grammar' (GBNF) hold the output to a "
+        "grammar. A request field serve does not implement is a 400 naming it, except these, accepted and "
+        "ignored: " + ignored_fields_help());
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: the bundled models/stories260K.gguf)");
     cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", o->port, "Port (0: any free one; the first line printed says which)")
@@ -427,6 +452,9 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0, 100000));
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
+    cmd->add_option("--alias", o->aliases,
+                    "Another name requests may give as 'model' (besides the file's name, with or without .gguf; "
+                    "others get a 404)");
     cmd->add_flag("--ignore-eos", o->ignore_eos,
                   "Keep generating past end-of-text tokens, until max_tokens or the context is full (as llama-server's)");
     add_parallel_flags(cmd, o->parallel);

@@ -99,8 +99,47 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
 
 json ApiError::body() const {
     return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
-                       {"code", nullptr}}}};
+                       {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
+
+const std::vector<std::pair<std::string, std::string>>& ignored_request_fields() {
+    static const std::vector<std::pair<std::string, std::string>> fields = {
+        {"user", "an end user's id for the provider's abuse monitoring: no accounts here"},
+        {"store", "OpenAI's stored completions: nothing is stored"},
+        {"metadata", "tags for stored completions: nothing is stored"},
+        {"service_tier", "one tier only"},
+    };
+    return fields;
+}
+
+namespace {
+
+// Every field a request may carry; any other is refused by name, so a
+// client never gets an answer that quietly left out what it asked for.
+void refuse_unknown_fields(const json& body, bool chat) {
+    static const std::vector<std::string> both = {
+        "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
+        "frequency_penalty", "logit_bias", "stream", "stream_options", "logprobs", "n", "response_format", "grammar",
+        "max_completion_tokens"};
+    static const std::vector<std::string> chat_only = {"messages", "top_logprobs"};
+    static const std::vector<std::string> tool_fields = {"tools", "tool_choice", "parallel_tool_calls", "functions",
+                                                         "function_call"};
+    for (const auto& [key, value] : body.items()) {
+        const auto in = [&](const std::vector<std::string>& list) {
+            return std::find(list.begin(), list.end(), key) != list.end();
+        };
+        if (in(both) || (chat && in(chat_only)) || (!chat && key == "prompt")) continue;
+        if (std::any_of(ignored_request_fields().begin(), ignored_request_fields().end(),
+                        [&](const auto& f) { return f.first == key; })) {
+            continue;
+        }
+        if (in(tool_fields)) throw bad(key, "'" + key + "': tool calls are not supported by this server yet");
+        throw bad(key, "'" + key + "' is not a field this server implements" +
+                           std::string(chat ? "" : " on /v1/completions"));
+    }
+}
+
+}  // namespace
 
 CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     json body;
@@ -110,8 +149,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         throw bad("", std::string("the body is not valid JSON: ") + e.what());
     }
     if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    refuse_unknown_fields(body, chat);
     CompletionRequest r;
     r.chat = chat;
+    if (body.contains("model") && !body["model"].is_null()) {
+        if (!body["model"].is_string()) throw bad("model", "'model' must be a string");
+        r.model = body["model"].get<std::string>();
+    }
     if (chat) {
         if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
             throw bad("messages", "'messages' must be a non-empty array");
@@ -139,6 +183,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     }
     r.temperature = number_in(body, "temperature", 1.0f, 0.0f, 2.0f);
     r.top_p = number_in(body, "top_p", 1.0f, 0.0f, 1.0f);
+    r.min_p = number_in(body, "min_p", 0.0f, 0.0f, 1.0f);
+    if (body.contains("top_k") && !body["top_k"].is_null()) {
+        if (!body["top_k"].is_number_integer() || body["top_k"].get<int64_t>() < 0 || body["top_k"].get<int64_t>() > (1 << 24)) {
+            throw bad("top_k", "'top_k' must be an integer, 0 or more");
+        }
+        r.top_k = static_cast<int>(body["top_k"].get<int64_t>());
+    }
     r.presence_penalty = number_in(body, "presence_penalty", 0.0f, -2.0f, 2.0f);
     r.frequency_penalty = number_in(body, "frequency_penalty", 0.0f, -2.0f, 2.0f);
     if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {

@@ -22,16 +22,24 @@ struct ApiError {
     std::string message;
     std::string type = "invalid_request_error";
     std::string param;
+    std::string code;  // OpenAI's machine-readable code ("model_not_found"), or none
     nlohmann::json body() const;
 };
 
+// The request fields serve accepts but does not act on, each with the
+// reason (for --help); any other field it does not implement is a 400.
+const std::vector<std::pair<std::string, std::string>>& ignored_request_fields();
+
 struct CompletionRequest {
     bool chat = true;
+    std::string model;                // as the client named it ("" when absent); the server checks it
     nlohmann::ordered_json messages;  // chat: [{"role", "content"}] with text content
     std::string prompt;               // completions
     int max_tokens = -1;              // -1: until the end of the turn or the context
     float temperature = 1.0f;
     float top_p = 1.0f;
+    int top_k = 0;        // llama.cpp's extension; 0: off
+    float min_p = 0.0f;   // llama.cpp's extension; 0: off
     std::optional<uint64_t> seed;
     std::vector<std::string> stop;
     float presence_penalty = 0.0f;

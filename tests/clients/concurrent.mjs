@@ -19,9 +19,10 @@ const metrics = async () => {
     ttft: value("tessera_time_to_first_token_seconds_count"), nodes };
 };
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+const model = (await client.models.list()).data[0].id;
 const subjects = ["dog", "cat", "girl", "boy", "bird", "tree", "ball", "sun", "moon", "fish"];
 const request = (c, i) => ({
-  model: "m", temperature: 0, max_tokens: 12,
+  model, temperature: 0, max_tokens: 12,
   messages: [{ role: "user", content: `Client ${c} asks about the ${subjects[i]} and the ${subjects[(i + c) % 10]}` }],
 });
 const answer = async (c, i) => (await client.chat.completions.create(request(c, i))).choices[0].message.content;

@@ -86,6 +86,24 @@ try {
   check(e.status === 400 && /context holds/.test(e.message), "400 for a prompt longer than the context",
     `${e.status} ${e.message}`);
 }
+// Nothing is silently ignored: an unknown model is OpenAI's 404, a field the
+// server does not implement a 400 naming it; an ignored field is accepted.
+const refused = async (request, what, ok) => {
+  try {
+    await client.chat.completions.create({ model, messages, ...greedy, ...request });
+    check(false, what, "no error");
+  } catch (e) {
+    check(ok(e), what, `${e.status} ${e.code} ${e.param} ${e.message}`);
+  }
+};
+await refused({ model: "gpt-4o" }, "404 for an unknown model",
+  (e) => e.status === 404 && e.code === "model_not_found" && e.param === "model");
+await refused({ frobnicate: true }, "400 naming an unknown field", (e) => e.status === 400 && e.param === "frobnicate");
+await refused({ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "400 for tools",
+  (e) => e.status === 400 && e.param === "tools");
+const stem = model.replace(/\.gguf$/, "");
+const byStem = await client.chat.completions.create({ model: stem, messages, ...greedy, user: "u-1" });
+check(byStem.choices[0].message.content === answer, "the model's name without .gguf, and an ignored field", stem);
 
 // Abort a long stream after a few chunks: the server stops generating (the
 // next request is answered at once, not after the whole long answer).

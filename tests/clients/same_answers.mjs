@@ -9,9 +9,10 @@ import OpenAI from "openai";
 const [a, b, apiKey, fields] = process.argv.slice(2);
 const extra = fields ? JSON.parse(fields) : {};
 const clients = [a, b].map((baseURL) => new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 }));
+const model = (await clients[0].models.list()).data[0].id;
 const subjects = ["dog", "cat", "girl", "boy", "bird", "tree", "ball", "sun"];
 const answer = async (client, i, stream) => {
-  const request = { model: "m", temperature: 0, max_tokens: 40,
+  const request = { model, temperature: 0, max_tokens: 40,
     messages: [{ role: "user", content: `Tell me about the ${subjects[i]}` }], ...extra };
   if (!stream) return (await client.chat.completions.create(request)).choices[0].message.content;
   let text = "";
