@@ -107,6 +107,7 @@ public:
         slots_ = std::make_unique<SlotPool>(o.n_parallel);
         const size_t slash = model_path_.find_last_of('/');
         model_id_ = slash == std::string::npos ? model_path_ : model_path_.substr(slash + 1);
+        tool_format_ = tool_call_format(template_.source());
     }
 
     void run() {
@@ -187,6 +188,7 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;
     // The vocabulary's token texts sorted for grammar walks, built by the
     // first request with a response_format or grammar.
+    ToolCallFormat tool_format_ = ToolCallFormat::kHermes;  // the template's syntax for tool calls
     std::once_flag pieces_once_;
     std::shared_ptr<const VocabularyPieces> pieces_;
     ChatTemplate template_;
@@ -243,7 +245,9 @@ private:
                                "invalid_request_error", "logit_bias"};
             }
         }
-        std::vector<int32_t> tokens = r.chat ? chat_prompt_tokens(template_, *tokenizer_, r.messages)
+        nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+        if (!r.tools.empty() && r.tool_choice != ToolChoice::kNone) extra["tools"] = r.tools;
+        std::vector<int32_t> tokens = r.chat ? chat_prompt_tokens(template_, *tokenizer_, r.messages, extra)
                                              : tokenizer_->encode(r.prompt, true, true);
         if (tokens.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", "prompt"};
         if (static_cast<int64_t>(tokens.size()) >= config_.n_ctx) {
@@ -287,7 +291,10 @@ private:
             };
         }
         bool first = true;
-        const auto send = [&](const std::string& text) {
+        // Tools offered: text that may be a call is held back until known.
+        const bool tools = !r.tools.empty() && r.tool_choice != ToolChoice::kNone;
+        ToolCallStream calls(tool_format_);
+        const auto show = [&](const std::string& text) {
             if (text.empty()) return;
             if (first) metrics_.ttft.observe(now_seconds() - start);
             first = false;
@@ -295,6 +302,7 @@ private:
             if (!emit(text, pending)) stop.store(true);
             pending.clear();
         };
+        const auto send = [&](const std::string& text) { show(tools ? calls.push(text) : text); };
         // The slot is held, and its sequence counted as running, until the
         // generation ends however it ends.
         struct SlotHold {
@@ -327,6 +335,16 @@ private:
         send(stops.flush());
         result.completion_tokens = static_cast<int>(g.tokens.size());
         result.finish_reason = g.stop_reason == "length" || g.stop_reason == "context" ? "length" : "stop";
+        if (tools) {
+            ParsedAnswer answer = parse_tool_calls(tool_format_, calls.text(), r.tool_names, seed_of(-1));
+            if (answer.calls.empty()) {
+                show(calls.held());  // it was text after all
+            } else {
+                result.text = answer.content;
+                result.tool_calls = std::move(answer.calls);
+                result.finish_reason = "tool_calls";
+            }
+        }
         metrics_.prompt_tokens += static_cast<uint64_t>(prompt.size());
         metrics_.cached_tokens += static_cast<uint64_t>(prompt.size() - static_cast<size_t>(g.n_evaluated_prompt));
         metrics_.generated_tokens += static_cast<uint64_t>(g.tokens.size());
@@ -351,7 +369,7 @@ private:
         CompletionRequest r;
         std::vector<int32_t> prompt;
         try {
-            r = parse_completion_request(req.body, chat);
+            r = parse_completion_request(req.body, chat, tool_format_);
             check_model_name(r.model);
             prompt = prompt_of(r);
         } catch (const ApiError& e) {
@@ -393,6 +411,7 @@ private:
                         return sink.is_writable() &&
                                event(chunk_json(r, id, model_id_, created, text, "", false, &logprobs));
                     });
+                for (const json& chunk : tool_call_chunks_json(id, model_id_, created, result.tool_calls)) event(chunk);
                 event(chunk_json(r, id, model_id_, created, "", result.finish_reason, false));
                 if (r.include_usage) {
                     json usage = chunk_json(r, id, model_id_, created, "", "", false);

@@ -47,10 +47,10 @@ std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const Render
 }
 
 std::vector<int32_t> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                                        const nlohmann::ordered_json& messages) {
+                                        const nlohmann::ordered_json& messages, const nlohmann::ordered_json& extra) {
     const Vocab& v = tokenizer.vocab();
-    return chat_prompt_tokens(tokenizer,
-                              chat_template.render_prompt(messages, true, special_text(v, v.bos_id), special_text(v, v.eos_id)));
+    return chat_prompt_tokens(tokenizer, chat_template.render_prompt(messages, true, special_text(v, v.bos_id),
+                                                                     special_text(v, v.eos_id), extra));
 }
 
 std::vector<int32_t> ChatSession::prompt_tokens() const {

@@ -27,8 +27,10 @@ namespace tessera {
 // template did not write one itself.
 std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tokenizer, const RenderedPrompt& rendered);
 // Renders `messages` with an assistant turn to fill, as chat_prompt_tokens.
+// `extra`: further template variables (the request's tools).
 std::vector<int32_t> chat_prompt_tokens(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
-                                        const nlohmann::ordered_json& messages);
+                                        const nlohmann::ordered_json& messages,
+                                        const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
 struct ChatTurn {
     GenerationResult generation;

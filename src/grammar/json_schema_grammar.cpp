@@ -77,11 +77,18 @@ std::string json_text(const ordered_json& value) {
 
 class SchemaConverter {
 public:
-    SchemaConverter(const ordered_json& root, const JsonSchemaLimits& limits) : root_(root), limits_(limits) {}
+    explicit SchemaConverter(const JsonSchemaLimits& limits) : limits_(limits) {}
 
-    std::string convert() {
-        const std::string top = visit(root_, "root-value", 0, "the schema");
-        add_rule_named("root", top);
+    // Rule `name` for each schema (each its own root for $ref), then the
+    // building blocks they use, once.
+    std::string convert(const std::vector<std::pair<std::string, const ordered_json*>>& named) {
+        for (const auto& entry : named) names_.insert(entry.first);
+        for (const auto& [name, schema] : named) {
+            root_ = schema;
+            ref_rules_.clear();
+            const std::string top = visit(*schema, name + "-value", 0, "the schema");
+            add_rule_named(name, top);
+        }
         std::string out;
         for (const auto& line : lines_) out += line + "\n";
         std::set<std::string> written;
@@ -130,18 +137,19 @@ private:
     void add_rule_named(const std::string& name, const std::string& body) { lines_.push_back(name + " ::= " + body); }
 
     const ordered_json& resolve_ref(const std::string& ref, const std::string& where) {
+        const ordered_json& root = *root_;
         for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
             const std::string p = prefix;
             if (ref.rfind(p, 0) != 0) continue;
             const std::string key = ref.substr(p.size());
             const std::string container = p.substr(2, p.size() - 3);
-            if (root_.is_object() && root_.contains(container) && root_[container].is_object() &&
-                root_[container].contains(key)) {
-                return root_[container][key];
+            if (root.is_object() && root.contains(container) && root[container].is_object() &&
+                root[container].contains(key)) {
+                return root[container][key];
             }
             refuse(where, "'$ref' " + ref + " names no definition");
         }
-        if (ref == "#") return root_;
+        if (ref == "#") return root;
         refuse(where, "'$ref' " + ref + " is not supported (only #, #/$defs/NAME and #/definitions/NAME)");
     }
 
@@ -372,7 +380,7 @@ private:
         return merged;
     }
 
-    const ordered_json& root_;
+    const ordered_json* root_ = nullptr;
     JsonSchemaLimits limits_;
     std::vector<std::string> lines_;
     std::set<std::string> names_;
@@ -390,7 +398,22 @@ std::string json_schema_to_gbnf(const ordered_json& schema, const JsonSchemaLimi
         throw GrammarError("json schema: " + std::to_string(text.size()) + " bytes; at most " +
                            std::to_string(limits.max_schema_bytes) + " are accepted");
     }
-    return SchemaConverter(schema, limits).convert();
+    return SchemaConverter(limits).convert({{"root", &schema}});
+}
+
+std::string json_schemas_to_gbnf_rules(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& named,
+                                       const JsonSchemaLimits& limits) {
+    std::vector<std::pair<std::string, const ordered_json*>> pointers;
+    size_t bytes = 0;
+    for (const auto& [name, schema] : named) {
+        bytes += schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+        pointers.emplace_back(name, &schema);
+    }
+    if (bytes > limits.max_schema_bytes) {
+        throw GrammarError("json schemas: " + std::to_string(bytes) + " bytes in all; at most " +
+                           std::to_string(limits.max_schema_bytes) + " are accepted");
+    }
+    return SchemaConverter(limits).convert(pointers);
 }
 
 std::string json_object_gbnf() { return json_schema_to_gbnf(ordered_json{{"type", "object"}, {"additionalProperties", true}}); }

@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 
@@ -32,6 +34,13 @@ struct JsonSchemaLimits {
 // GBNF text whose root matches the schema's JSON values (with optional
 // whitespace between tokens, none before the value). Throws GrammarError.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaLimits& limits = {});
+
+// Several schemas in one grammar: rule NAME matches the values of its
+// schema (each schema is its own root for $ref); the JSON building blocks
+// are written once; there is no root rule (the caller writes one). The
+// names must be GBNF rule names. Throws GrammarError.
+std::string json_schemas_to_gbnf_rules(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& named,
+                                       const JsonSchemaLimits& limits = {});
 
 // Any JSON object: response_format {"type": "json_object"}.
 std::string json_object_gbnf();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace tessera {
 
@@ -26,18 +27,19 @@ float number_in(const json& body, const char* key, float fallback, float lo, flo
 }
 
 // Message content is a string or a list of parts, of which text parts count.
-std::string content_text(const json& content, size_t index) {
-    if (content.is_string()) return content.get<std::string>();
+template <typename Json>
+std::string content_text(const Json& content, size_t index) {
+    if (content.is_string()) return content.template get<std::string>();
     if (content.is_null()) return {};
     if (content.is_array()) {
         std::string text;
-        for (const json& part : content) {
+        for (const Json& part : content) {
             const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" &&
                                    part.contains("text") && part["text"].is_string();
             if (!text_part) {
                 throw bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
             }
-            text += part["text"].get<std::string>();
+            text += part["text"].template get<std::string>();
         }
         return text;
     }
@@ -95,6 +97,144 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
     }
 }
 
+using ordered_json = nlohmann::ordered_json;
+
+// A call's arguments: a JSON object, or (as OpenAI sends them) its text.
+ordered_json call_arguments(const ordered_json& arguments, const std::string& where) {
+    if (arguments.is_object()) return arguments;
+    if (arguments.is_string()) {
+        try {
+            ordered_json parsed = ordered_json::parse(arguments.get<std::string>());
+            if (parsed.is_object()) return parsed;
+        } catch (const nlohmann::json::exception&) {
+        }
+    }
+    throw bad("messages", where + ": 'arguments' must be a JSON object or its text");
+}
+
+// The conversation as the template reads it: role and text content, an
+// assistant's tool_calls (arguments as objects, as Hugging Face's templates
+// expect), a tool result's tool_call_id and the name of the function it
+// answers (taken from the call when the client leaves it out).
+ordered_json read_messages(const ordered_json& messages) {
+    ordered_json out = ordered_json::array();
+    std::map<std::string, std::string> call_names;  // id -> function
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ordered_json& m = messages[i];
+        const std::string where = "message " + std::to_string(i);
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw bad("messages", where + " needs a string 'role'");
+        const std::string role = m["role"].get<std::string>();
+        ordered_json message = {{"role", role}, {"content", content_text(m.value("content", ordered_json()), i)}};
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+            if (role != "assistant") throw bad("messages", where + ": only an assistant message has 'tool_calls'");
+            if (!m["tool_calls"].is_array()) throw bad("messages", where + ": 'tool_calls' must be an array");
+            ordered_json calls = ordered_json::array();
+            for (size_t c = 0; c < m["tool_calls"].size(); ++c) {
+                const ordered_json& call = m["tool_calls"][c];
+                const std::string at = where + ", tool call " + std::to_string(c);
+                if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+                    !call["function"].contains("name") || !call["function"]["name"].is_string()) {
+                    throw bad("messages", at + " needs a 'function' with a string 'name'");
+                }
+                if (call.contains("id") && !call["id"].is_string()) throw bad("messages", at + ": 'id' must be a string");
+                const std::string id = call.value("id", std::string());
+                const std::string name = call["function"]["name"].get<std::string>();
+                const ordered_json arguments =
+                    call_arguments(call["function"].value("arguments", ordered_json(ordered_json::object())), at);
+                call_names[id] = name;
+                calls.push_back({{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}});
+            }
+            message["tool_calls"] = calls;
+        }
+        if (role == "tool") {
+            if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string()) {
+                throw bad("messages", where + ": a tool message needs a string 'tool_call_id'");
+            }
+            const std::string id = m["tool_call_id"].get<std::string>();
+            message["tool_call_id"] = id;
+            if (m.contains("name") && m["name"].is_string()) {
+                message["name"] = m["name"];
+            } else if (call_names.count(id) != 0) {
+                message["name"] = call_names[id];
+            }
+            // Templates print the content after the name (Qwen: in <tool_response>).
+            ordered_json content = message["content"];
+            message.erase("content");
+            message["content"] = content;
+        }
+        out.push_back(std::move(message));
+    }
+    return out;
+}
+
+bool is_function_name(const std::string& name) {
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+}
+
+// tools, tool_choice, parallel_tool_calls.
+void read_tools(const ordered_json& body, CompletionRequest& r) {
+    if (body.contains("tools") && !body["tools"].is_null()) {
+        const ordered_json& tools = body["tools"];
+        if (!tools.is_array()) throw bad("tools", "'tools' must be an array");
+        if (tools.size() > kMaxTools) {
+            throw bad("tools", "'tools' lists " + std::to_string(tools.size()) + " functions; at most " +
+                                   std::to_string(kMaxTools) + " are accepted");
+        }
+        for (size_t i = 0; i < tools.size(); ++i) {
+            const ordered_json& t = tools[i];
+            const std::string where = "tool " + std::to_string(i);
+            if (!t.is_object() || t.value("type", std::string()) != "function" || !t.contains("function") ||
+                !t["function"].is_object()) {
+                throw bad("tools", where + " must be {\"type\": \"function\", \"function\": {...}}");
+            }
+            const ordered_json& f = t["function"];
+            if (!f.contains("name") || !f["name"].is_string() || !is_function_name(f["name"].get<std::string>())) {
+                throw bad("tools", where + ": 'name' must be 1 to 64 letters, digits, '_' or '-'");
+            }
+            const std::string name = f["name"].get<std::string>();
+            if (std::find(r.tool_names.begin(), r.tool_names.end(), name) != r.tool_names.end()) {
+                throw bad("tools", where + ": a second function named '" + name + "'");
+            }
+            if (f.contains("parameters") && !f["parameters"].is_object()) {
+                throw bad("tools", where + ": 'parameters' must be a JSON schema object");
+            }
+            if (f.contains("description") && !f["description"].is_string()) {
+                throw bad("tools", where + ": 'description' must be a string");
+            }
+            r.tool_names.push_back(name);
+        }
+        r.tools = tools;
+    }
+    if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+        const ordered_json& choice = body["tool_choice"];
+        if (r.tools.empty()) throw bad("tool_choice", "'tool_choice' needs 'tools'");
+        if (choice == "none") {
+            r.tool_choice = ToolChoice::kNone;
+        } else if (choice == "auto") {
+            r.tool_choice = ToolChoice::kAuto;
+        } else if (choice == "required") {
+            r.tool_choice = ToolChoice::kRequired;
+        } else if (choice.is_object() && choice.value("type", std::string()) == "function" && choice.contains("function") &&
+                   choice["function"].is_object() && choice["function"].contains("name") &&
+                   choice["function"]["name"].is_string()) {
+            r.tool_choice = ToolChoice::kNamed;
+            r.tool_name = choice["function"]["name"].get<std::string>();
+            if (std::find(r.tool_names.begin(), r.tool_names.end(), r.tool_name) == r.tool_names.end()) {
+                throw bad("tool_choice", "'tool_choice' names '" + r.tool_name + "', which is not among the tools");
+            }
+        } else {
+            throw bad("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+                                     "\"function\": {\"name\": ...}}");
+        }
+    }
+    if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
+        if (!body["parallel_tool_calls"].is_boolean()) throw bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+        r.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+    }
+}
+
 }  // namespace
 
 json ApiError::body() const {
@@ -121,19 +261,20 @@ void refuse_unknown_fields(const json& body, bool chat) {
         "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
         "frequency_penalty", "logit_bias", "stream", "stream_options", "logprobs", "n", "response_format", "grammar",
         "max_completion_tokens"};
+    static const std::vector<std::string> chat_tools = {"tools", "tool_choice", "parallel_tool_calls"};
     static const std::vector<std::string> chat_only = {"messages", "top_logprobs"};
-    static const std::vector<std::string> tool_fields = {"tools", "tool_choice", "parallel_tool_calls", "functions",
-                                                         "function_call"};
+    static const std::vector<std::string> legacy_functions = {"functions", "function_call"};
     for (const auto& [key, value] : body.items()) {
         const auto in = [&](const std::vector<std::string>& list) {
             return std::find(list.begin(), list.end(), key) != list.end();
         };
-        if (in(both) || (chat && in(chat_only)) || (!chat && key == "prompt")) continue;
+        if (in(both) || (chat && (in(chat_only) || in(chat_tools))) || (!chat && key == "prompt")) continue;
         if (std::any_of(ignored_request_fields().begin(), ignored_request_fields().end(),
                         [&](const auto& f) { return f.first == key; })) {
             continue;
         }
-        if (in(tool_fields)) throw bad(key, "'" + key + "': tool calls are not supported by this server yet");
+        if (in(legacy_functions)) throw bad(key, "'" + key + "' is OpenAI's deprecated form: give 'tools' and 'tool_choice'");
+        if (in(chat_tools)) throw bad(key, "'" + key + "' belongs to /v1/chat/completions");
         throw bad(key, "'" + key + "' is not a field this server implements" +
                            std::string(chat ? "" : " on /v1/completions"));
     }
@@ -141,7 +282,7 @@ void refuse_unknown_fields(const json& body, bool chat) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& text, bool chat) {
+CompletionRequest parse_completion_request(const std::string& text, bool chat, ToolCallFormat tool_format) {
     json body;
     try {
         body = json::parse(text);
@@ -160,15 +301,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
             throw bad("messages", "'messages' must be a non-empty array");
         }
-        r.messages = nlohmann::ordered_json::array();
-        size_t i = 0;
-        for (const json& m : body["messages"]) {
-            if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-                throw bad("messages", "message " + std::to_string(i) + " needs a string 'role'");
-            }
-            r.messages.push_back({{"role", m["role"].get<std::string>()}, {"content", content_text(m.value("content", json()), i)}});
-            ++i;
-        }
+        // Read again in written order: tool schemas and call arguments are
+        // printed by the template (tojson) in the order the client wrote.
+        const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+        r.messages = read_messages(ordered["messages"]);
+        read_tools(ordered, r);
     } else {
         if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
         r.prompt = body["prompt"].get<std::string>();
@@ -248,6 +385,15 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
         r.top_logprobs = static_cast<int>(top.get<int64_t>());
     }
     r.grammar = output_grammar(body, text);
+    if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
+        if (r.grammar) throw bad("tool_choice", "a required tool call and 'response_format' or 'grammar' exclude each other");
+        try {
+            r.grammar = std::make_shared<const Grammar>(
+                parse_gbnf(tool_call_grammar(tool_format, r.tools, r.tool_name, r.parallel_tool_calls)));
+        } catch (const GrammarError& e) {
+            throw bad("tools", e.what());
+        }
+    }
     if (body.contains("stream_options") && !body["stream_options"].is_null()) {
         const json& options = body["stream_options"];
         if (!options.is_object()) throw bad("stream_options", "'stream_options' must be an object");
@@ -327,6 +473,14 @@ json completion_json(const CompletionRequest& req, const CompletionResult& r, co
                    {"logprobs", req.logprobs ? logprobs_json(req.chat, r.logprobs) : json(nullptr)}};
     if (req.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+        if (!r.tool_calls.empty()) {
+            if (r.text.empty()) choice["message"]["content"] = nullptr;
+            json calls = json::array();
+            for (const ToolCall& c : r.tool_calls) {
+                calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+            }
+            choice["message"]["tool_calls"] = calls;
+        }
     } else {
         choice["text"] = r.text;
     }
@@ -356,6 +510,26 @@ json chunk_json(const CompletionRequest& req, const std::string& id, const std::
             {"created", created},
             {"model", model},
             {"choices", json::array({choice})}};
+}
+
+std::vector<json> tool_call_chunks_json(const std::string& id, const std::string& model, int64_t created,
+                                        const std::vector<ToolCall>& calls) {
+    std::vector<json> chunks;
+    const auto chunk = [&](const json& delta) {
+        return json{{"id", id},
+                    {"object", "chat.completion.chunk"},
+                    {"created", created},
+                    {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}})}};
+    };
+    for (size_t i = 0; i < calls.size(); ++i) {
+        // As OpenAI streams a call: its id, type and name with empty
+        // arguments, then the arguments.
+        chunks.push_back(chunk({{"tool_calls", json::array({{{"index", i}, {"id", calls[i].id}, {"type", "function"},
+                                                            {"function", {{"name", calls[i].name}, {"arguments", ""}}}}})}}));
+        chunks.push_back(chunk({{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", calls[i].arguments}}}}})}}));
+    }
+    return chunks;
 }
 
 }  // namespace tessera

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "grammar/grammar.h"
+#include "serve/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,13 @@ struct ApiError {
 // reason (for --help); any other field it does not implement is a 400.
 const std::vector<std::pair<std::string, std::string>>& ignored_request_fields();
 
+// tool_choice: let the model choose, no calls, at least one call, or a call
+// of one named function.
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+
+// OpenAI's limit on a request's functions.
+inline constexpr size_t kMaxTools = 128;
+
 struct CompletionRequest {
     bool chat = true;
     std::string model;                // as the client named it ("" when absent); the server checks it
@@ -53,7 +61,13 @@ struct CompletionRequest {
     int top_logprobs = 0;   // alternatives per token (chat <= 20, completions <= 5)
     // What the output must match, from response_format (json_object,
     // json_schema) or llama.cpp's "grammar" (GBNF); null for free text.
+    // With a required or named tool call: the grammar of the calls.
     std::shared_ptr<const Grammar> grammar;
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as the client wrote them
+    std::vector<std::string> tool_names;
+    ToolChoice tool_choice = ToolChoice::kAuto;
+    std::string tool_name;  // kNamed
+    bool parallel_tool_calls = true;
 };
 
 // A generated token's log-probability and the most likely alternatives.
@@ -70,13 +84,16 @@ TokenLogprob token_logprob(const class Tokenizer& tokenizer, int32_t token, cons
 // completions' {"tokens", "token_logprobs", "top_logprobs"}.
 nlohmann::json logprobs_json(bool chat, const std::vector<TokenLogprob>& entries);
 
-// Throws ApiError (status 400) naming the offending field.
-CompletionRequest parse_completion_request(const std::string& body, bool chat);
+// Throws ApiError (status 400) naming the offending field. tool_format: the
+// syntax of the served model's tool calls (a required call is held to it).
+CompletionRequest parse_completion_request(const std::string& body, bool chat,
+                                           ToolCallFormat tool_format = ToolCallFormat::kHermes);
 
 struct CompletionResult {
     std::string text;
     std::vector<TokenLogprob> logprobs;  // when requested
-    std::string finish_reason;  // "stop" or "length"
+    std::string finish_reason;  // "stop", "length" or "tool_calls"
+    std::vector<ToolCall> tool_calls;
     int prompt_tokens = 0;
     int completion_tokens = 0;
 };
@@ -89,6 +106,10 @@ nlohmann::json completion_json(const CompletionRequest& req, const CompletionRes
 nlohmann::json chunk_json(const CompletionRequest& req, const std::string& id, const std::string& model, int64_t created,
                           const std::string& text, const std::string& finish_reason, bool first,
                           const std::vector<TokenLogprob>* logprobs = nullptr);
+
+// The chunks that stream an answer's tool calls, OpenAI's way.
+std::vector<nlohmann::json> tool_call_chunks_json(const std::string& id, const std::string& model, int64_t created,
+                                                  const std::vector<ToolCall>& calls);
 
 // JSON text of a response: invalid UTF-8 (a token holding part of a
 // character) is written as U+FFFD rather than failing.

@@ -48,7 +48,8 @@ void expect_mask_matches_each_token(GrammarConstraint& c, const Tokenizer& token
 // runs out; returns the text.
 std::string generate_random(GrammarConstraint& c, const Tokenizer& tokenizer, uint64_t seed, int budget,
                             bool check_masks, int* tokens_used) {
-    const VocabularyPieces& v = *vocabulary_pieces(tokenizer);
+    const auto pieces = vocabulary_pieces(tokenizer);
+    const VocabularyPieces& v = *pieces;
     SamplerParams params;
     params.seed = seed;
     params.temperature = 1.0f;

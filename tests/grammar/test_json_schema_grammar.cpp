@@ -258,7 +258,7 @@ TEST(JsonSchemaGrammar, HostileSchemasAreRefusedByName) {
 TEST(JsonSchemaGrammar, HugeAndDeepSchemasAreRefusedQuickly) {
     const auto start = std::chrono::steady_clock::now();
     ordered_json big = {{"type", "object"}, {"properties", ordered_json::object()}};
-    for (int i = 0; i < 20000; ++i) big["properties"]["p" + std::to_string(i)] = {{"type", "string"}};
+    for (int i = 0; i < 20000; ++i) big["properties"][std::string("p").append(std::to_string(i))] = {{"type", "string"}};
     EXPECT_NE(schema_error(big.dump()).find("bytes; at most"), std::string::npos);
     ordered_json deep = {{"type", "string"}};
     for (int i = 0; i < 200; ++i) deep = {{"type", "array"}, {"items", deep}};
@@ -266,7 +266,7 @@ TEST(JsonSchemaGrammar, HugeAndDeepSchemasAreRefusedQuickly) {
     // Many properties under the byte limit: within the property limit, and
     // the grammar is built (each property is a rule or two).
     ordered_json wide = {{"type", "object"}, {"properties", ordered_json::object()}};
-    for (int i = 0; i < 3000; ++i) wide["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+    for (int i = 0; i < 3000; ++i) wide["properties"][std::string("p").append(std::to_string(i))] = {{"type", "integer"}};
     EXPECT_EQ(schema_error(wide.dump()), "");
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
 }
