@@ -70,22 +70,29 @@ std::string write_structured_model(const std::string& dir) {
 
 // tests/clients/structured.mjs: the openai client's parse with a nested
 // schema over 20 seeds (validated by ajv), json_object, streaming, a GBNF
-// grammar, and hostile schemas and grammars as 400s; on one node, --local 2
-// and a 2-stage pipeline.
-TEST(ServeCli, StructuredOutputOnEveryPlan) {
+// grammar, and hostile schemas and grammars as 400s; tests/clients/tools.mjs:
+// required and named tool calls whose arguments validate, streamed calls, a
+// round trip; on one node, --local 2 and a 2-stage pipeline.
+TEST(ServeCli, StructuredOutputAndToolCallsOnEveryPlan) {
     const std::string model = write_structured_model(test::test_dir("serve_structured"));
     {
         std::unique_ptr<BackgroundProcess> server;
-        run_client(start_serve(server, model, {}), "structured.mjs");
+        const std::string url = start_serve(server, model, {});
+        run_client(url, "structured.mjs");
+        run_client(url, "tools.mjs");
     }
     {
         std::unique_ptr<BackgroundProcess> server;
-        run_client(start_serve(server, model, {"--local", "2"}), "structured.mjs");
+        const std::string url = start_serve(server, model, {"--local", "2"});
+        run_client(url, "structured.mjs");
+        run_client(url, "tools.mjs");
     }
     {
         std::unique_ptr<BackgroundProcess> worker, server;
         const std::string stage = test::start_worker(worker, model);
-        run_client(start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "2"}), "structured.mjs");
+        const std::string url = start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "2"});
+        run_client(url, "structured.mjs");
+        run_client(url, "tools.mjs");
     }
     // Speculative decoding on four slots: drafts are checked against each
     // slot's constraint, and greedy answers under a schema equal a plain
