@@ -25,6 +25,7 @@
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 #include "serve/metrics.h"
+#include "serve/ollama_api.h"
 #include "serve/openai_api.h"
 #include "serve/slot_pool.h"
 #include "util/error.h"
@@ -169,6 +170,34 @@ public:
                   [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
         http.Post("/v1/completions",
                   [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+        // Ollama's API, for the clients that speak it first (Open WebUI, editors).
+        http.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { ollama(req, res, true); });
+        http.Post("/api/generate", [this](const httplib::Request& req, httplib::Response& res) { ollama(req, res, false); });
+        http.Get("/api/tags", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump_json(json{{"models", json::array({ollama_model()})}}), "application/json");
+        });
+        http.Post("/api/show", [this](const httplib::Request& req, httplib::Response& res) {
+            const json body = json::parse(req.body, nullptr, false);
+            const std::string name = body.is_object() ? body.value("model", body.value("name", std::string())) : "";
+            try {
+                check_model_name(name);
+            } catch (const ApiError& e) {
+                res.status = e.status;
+                return res.set_content(dump_json(ollama_error(e)), "application/json");
+            }
+            json show = {{"modelfile", ""},
+                         {"parameters", ""},
+                         {"template", template_.source()},
+                         {"details", ollama_model()["details"]},
+                         {"model_info", {{"general.architecture", model_.file().find_string("general.architecture").value_or("")},
+                                         {"context_length", config_.n_ctx},
+                                         {"vocab_size", model_.hparams().n_vocab}}},
+                         {"capabilities", json::array({"completion", "tools"})}};
+            res.set_content(dump_json(show), "application/json");
+        });
+        http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"version":"0.6.4-tessera"})", "application/json");
+        });
         const int port = options_.port == 0 ? http.bind_to_any_port(options_.host) : options_.port;
         if (options_.port != 0 && !http.bind_to_port(options_.host, port)) {
             throw make_error("cannot listen on {}:{}", options_.host, port);
@@ -334,6 +363,7 @@ private:
             });
         send(stops.flush());
         result.completion_tokens = static_cast<int>(g.tokens.size());
+        result.prompt_seconds = g.prompt_seconds;
         result.finish_reason = g.stop_reason == "length" || g.stop_reason == "context" ? "length" : "stop";
         if (tools) {
             ParsedAnswer answer = parse_tool_calls(tool_format_, calls.text(), r.tool_names, seed_of(-1));
@@ -363,23 +393,118 @@ private:
         throw e;
     }
 
+    // A request read, its model checked, its prompt tokenized, and a place in
+    // the queue; the ApiError of whatever is wrong.
+    std::optional<ApiError> admit(const std::string& body, bool chat, CompletionRequest& r, std::vector<int32_t>& prompt) {
+        try {
+            r = parse_completion_request(body, chat, tool_format_);
+            check_model_name(r.model);
+            prompt = prompt_of(r);
+        } catch (const ApiError& e) {
+            return e;
+        } catch (const Error& e) {  // a template that refuses the conversation
+            return ApiError{400, e.what(), "invalid_request_error", "messages"};
+        }
+        if (waiting_.load() >= options_.queue + options_.n_parallel) {
+            return ApiError{503, "the server is busy: too many requests waiting", "server_error", ""};
+        }
+        return std::nullopt;
+    }
+
+    // Ollama's /api/chat (chat) and /api/generate: the same request
+    // underneath, the answer as Ollama writes it (streamed as NDJSON unless
+    // "stream": false).
+    void ollama(const httplib::Request& req, httplib::Response& res, bool chat) {
+        ++metrics_.requests;
+        const double start = now_seconds();
+        const auto refuse = [&](const ApiError& e) {
+            ++metrics_.errors;
+            res.status = e.status;
+            res.set_content(dump_json(ollama_error(e)), "application/json");
+        };
+        bool stream = true;
+        std::string body;
+        try {
+            body = ollama_to_openai(req.body, chat, &stream);
+        } catch (const ApiError& e) {
+            return refuse(e);
+        }
+        CompletionRequest r;
+        std::vector<int32_t> prompt;
+        const bool as_chat = nlohmann::json::parse(body).contains("messages");  // /api/generate without "raw" is a chat
+        if (const auto error = admit(body, as_chat, r, prompt)) {
+            return refuse(*error);
+        }
+        const auto ticket = std::make_shared<QueueTicket>(waiting_);
+        const auto finish = [this, chat, start, prompt](const CompletionResult& result) {
+            OllamaTimings t;
+            t.prompt_tokens = result.prompt_tokens;
+            t.generated_tokens = result.completion_tokens;
+            t.prompt_seconds = result.prompt_seconds;
+            t.total_seconds = now_seconds() - start;
+            const std::string reason = result.finish_reason == "length" ? "length" : "stop";
+            return ollama_message(chat, model_id_, stream_text_of(result), &result.tool_calls, reason, &t);
+        };
+        if (!stream) {
+            try {
+                const CompletionResult result =
+                    generate(r, prompt, start, [](const std::string&, const std::vector<TokenLogprob>&) { return true; });
+                json last = finish(result);
+                if (chat) {
+                    last["message"]["content"] = result.text;
+                } else {
+                    last["response"] = result.text;
+                }
+                res.set_content(dump_json(last), "application/json");
+            } catch (const Error& e) {
+                refuse(ApiError{500, e.what(), "server_error", ""});
+            }
+            metrics_.latency.observe(now_seconds() - start);
+            return;
+        }
+        res.set_chunked_content_provider("application/x-ndjson", [this, r, prompt, chat, start, ticket, finish](
+                                                                     size_t, httplib::DataSink& sink) {
+            const auto line = [&](const json& j) {
+                const std::string text = dump_json(j) + "\n";
+                return sink.write(text.data(), text.size());
+            };
+            try {
+                const CompletionResult result =
+                    generate(r, prompt, start, [&](const std::string& text, const std::vector<TokenLogprob>&) {
+                        return sink.is_writable() && line(ollama_message(chat, model_id_, text, nullptr, "", nullptr));
+                    });
+                line(finish(result));
+            } catch (const Error& e) {
+                line(ollama_error(ApiError{500, e.what(), "server_error", ""}));
+            }
+            sink.done();
+            metrics_.latency.observe(now_seconds() - start);
+            return true;
+        });
+    }
+
+    // The model as /api/tags lists it.
+    json ollama_model() const {
+        const std::string family = model_.file().find_string("general.architecture").value_or("");
+        return {{"name", model_id_},
+                {"model", model_id_},
+                {"modified_at", "1970-01-01T00:00:00Z"},
+                {"size", model_.file().file_size()},
+                {"digest", model_.file().fingerprint_hex()},
+                {"details", {{"parent_model", ""}, {"format", "gguf"}, {"family", family}, {"families", json::array({family})},
+                             {"parameter_size", ""},
+                             {"quantization_level", ""}}}};
+    }
+
+    // The last streamed line carries no text (it was streamed already).
+    static std::string stream_text_of(const CompletionResult&) { return {}; }
+
     void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
         ++metrics_.requests;
         const double start = now_seconds();
         CompletionRequest r;
         std::vector<int32_t> prompt;
-        try {
-            r = parse_completion_request(req.body, chat, tool_format_);
-            check_model_name(r.model);
-            prompt = prompt_of(r);
-        } catch (const ApiError& e) {
-            return fail(res, e);
-        } catch (const Error& e) {  // a template that refuses the conversation
-            return fail(res, ApiError{400, e.what(), "invalid_request_error", "messages"});
-        }
-        if (waiting_.load() >= options_.queue + options_.n_parallel) {
-            return fail(res, ApiError{503, "the server is busy: too many requests waiting", "server_error", ""});
-        }
+        if (const auto error = admit(req.body, chat, r, prompt)) return fail(res, *error);
         // Counts this request as waiting or running until the last copy of
         // the ticket goes (with the stream's provider, however it ends).
         const auto ticket = std::make_shared<QueueTicket>(waiting_);

@@ -96,6 +96,7 @@ struct CompletionResult {
     std::vector<ToolCall> tool_calls;
     int prompt_tokens = 0;
     int completion_tokens = 0;
+    double prompt_seconds = 0.0;
 };
 
 nlohmann::json usage_json(const CompletionResult& r);
