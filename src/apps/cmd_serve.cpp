@@ -25,6 +25,7 @@
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 #include "serve/metrics.h"
+#include "serve/anthropic_api.h"
 #include "serve/ollama_api.h"
 #include "serve/openai_api.h"
 #include "serve/slot_pool.h"
@@ -137,7 +138,9 @@ public:
             if (options_.api_key.empty() || req.path == "/health" || req.path == "/") {
                 return httplib::Server::HandlerResponse::Unhandled;
             }
-            if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
+            // Anthropic's clients send the key as x-api-key.
+            if (req.get_header_value("Authorization") == "Bearer " + options_.api_key ||
+                req.get_header_value("x-api-key") == options_.api_key) {
                 return httplib::Server::HandlerResponse::Unhandled;
             }
             fail(res, ApiError{401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error", ""});
@@ -170,6 +173,7 @@ public:
                   [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
         http.Post("/v1/completions",
                   [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+        http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
         // Ollama's API, for the clients that speak it first (Open WebUI, editors).
         http.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { ollama(req, res, true); });
         http.Post("/api/generate", [this](const httplib::Request& req, httplib::Response& res) { ollama(req, res, false); });
@@ -476,6 +480,66 @@ private:
                 line(finish(result));
             } catch (const Error& e) {
                 line(ollama_error(ApiError{500, e.what(), "server_error", ""}));
+            }
+            sink.done();
+            metrics_.latency.observe(now_seconds() - start);
+            return true;
+        });
+    }
+
+    // Anthropic's /v1/messages: the same request underneath, the answer as a
+    // message of content blocks, or Anthropic's stream of events.
+    void messages(const httplib::Request& req, httplib::Response& res) {
+        ++metrics_.requests;
+        const double start = now_seconds();
+        const auto refuse = [&](const ApiError& e) {
+            ++metrics_.errors;
+            res.status = e.status;
+            res.set_content(dump_json(anthropic_error(e)), "application/json");
+        };
+        bool stream = false;
+        std::string body;
+        try {
+            body = anthropic_to_openai(req.body, &stream);
+        } catch (const ApiError& e) {
+            return refuse(e);
+        }
+        CompletionRequest r;
+        std::vector<int32_t> prompt;
+        if (const auto error = admit(body, true, r, prompt)) return refuse(*error);
+        const auto ticket = std::make_shared<QueueTicket>(waiting_);
+        const std::string id = "msg_" + std::to_string(next_id_++);
+        if (!stream) {
+            try {
+                const CompletionResult result =
+                    generate(r, prompt, start, [](const std::string&, const std::vector<TokenLogprob>&) { return true; });
+                res.set_content(dump_json(anthropic_message(id, model_id_, result)), "application/json");
+            } catch (const Error& e) {
+                refuse(ApiError{500, e.what(), "server_error", ""});
+            }
+            metrics_.latency.observe(now_seconds() - start);
+            return;
+        }
+        res.set_chunked_content_provider("text/event-stream", [this, r, prompt, id, start, ticket](size_t,
+                                                                                                  httplib::DataSink& sink) {
+            AnthropicStream events(id, model_id_, static_cast<int>(prompt.size()));
+            const auto send = [&](const std::vector<AnthropicStream::Event>& list) {
+                bool ok = true;
+                for (const auto& [name, data] : list) {
+                    const std::string text = "event: " + name + "\ndata: " + dump_json(data) + "\n\n";
+                    ok = sink.write(text.data(), text.size()) && ok;
+                }
+                return ok;
+            };
+            send(events.start());
+            try {
+                const CompletionResult result =
+                    generate(r, prompt, start, [&](const std::string& text, const std::vector<TokenLogprob>&) {
+                        return sink.is_writable() && send(events.text(text));
+                    });
+                send(events.finish(result));
+            } catch (const Error& e) {
+                send({{"error", anthropic_error(ApiError{500, e.what(), "server_error", ""})}});
             }
             sink.done();
             metrics_.latency.observe(now_seconds() - start);

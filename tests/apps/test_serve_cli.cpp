@@ -72,27 +72,26 @@ std::string write_structured_model(const std::string& dir) {
 // schema over 20 seeds (validated by ajv), json_object, streaming, a GBNF
 // grammar, and hostile schemas and grammars as 400s; tests/clients/tools.mjs:
 // required and named tool calls whose arguments validate, streamed calls, a
-// round trip; on one node, --local 2 and a 2-stage pipeline.
-TEST(ServeCli, StructuredOutputAndToolCallsOnEveryPlan) {
+// round trip; tests/clients/ollama.mjs and anthropic.mjs: the ollama and
+// @anthropic-ai/sdk clients, streamed and not, with formats and tools; on
+// one node, --local 2 and a 2-stage pipeline.
+TEST(ServeCli, StructuredOutputToolCallsAndOtherApisOnEveryPlan) {
     const std::string model = write_structured_model(test::test_dir("serve_structured"));
     {
         std::unique_ptr<BackgroundProcess> server;
         const std::string url = start_serve(server, model, {});
-        run_client(url, "structured.mjs");
-        run_client(url, "tools.mjs");
+        for (const char* script : {"structured.mjs", "tools.mjs", "ollama.mjs", "anthropic.mjs"}) run_client(url, script);
     }
     {
         std::unique_ptr<BackgroundProcess> server;
         const std::string url = start_serve(server, model, {"--local", "2"});
-        run_client(url, "structured.mjs");
-        run_client(url, "tools.mjs");
+        for (const char* script : {"structured.mjs", "tools.mjs", "ollama.mjs", "anthropic.mjs"}) run_client(url, script);
     }
     {
         std::unique_ptr<BackgroundProcess> worker, server;
         const std::string stage = test::start_worker(worker, model);
         const std::string url = start_serve(server, model, {"--stages", "root/" + stage, "--parallel", "2"});
-        run_client(url, "structured.mjs");
-        run_client(url, "tools.mjs");
+        for (const char* script : {"structured.mjs", "tools.mjs", "ollama.mjs", "anthropic.mjs"}) run_client(url, script);
     }
     // Speculative decoding on four slots: drafts are checked against each
     // slot's constraint, and greedy answers under a schema equal a plain
