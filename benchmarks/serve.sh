@@ -6,7 +6,7 @@
 # whole history each turn (prompt-cache reuse). Driven by serve_load.mjs (node).
 #
 #   benchmarks/serve.sh [--llama-cpp DIR] [--model FILE] [--requests N] [--max-tokens M]
-#                       [--clients "1 4 8"] [--threads 2] [--tessera BIN] [--raw DIR]
+#                       [--clients "1 4 8"] [--threads 2] [--tessera BIN] [--raw DIR] [--schema FILE]
 #
 # Servers, each with --threads threads (default 2):
 #   tessera -P 1          tessera serve -t T -P 1 -c CTX  (one slot: requests take turns)
@@ -20,6 +20,8 @@
 #   (/tmp/bench-models/tinyllama-shape-Q4_0.gguf, generated when missing).
 # --requests: requests per client (default 4); --max-tokens: per request (default 64).
 # --raw: keep each server's JSON results and log in DIR.
+# --schema: measure each server twice, the second time with every request held
+#   to the JSON schema in FILE (llama.cpp's "json_schema" field; rows "+schema").
 # Columns: agg tok/s = all generated tokens / the configuration's wall time;
 #   client tok/s = mean over clients of each one's decode rate once its answers
 #   start ((tokens - 1) / (last - first content chunk)); TTFT = request sent ->
@@ -37,6 +39,7 @@ threads=2
 tessera=$repo/build/tessera
 vocab=$repo/tests/data/vocab/ggml-vocab-llama-spm.gguf
 raw=""
+schema=""
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "serve.sh: $*" >&2; exit 1; }
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     --threads) need_value "$@"; threads=$2; shift 2 ;;
     --tessera) need_value "$@"; tessera=$2; shift 2 ;;
     --raw) need_value "$@"; raw=$2; shift 2 ;;
+    --schema) need_value "$@"; schema=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -134,6 +138,13 @@ measure() {
     --clients "$clients" --requests "$requests" --max-tokens "$max_tokens" > "$out/$2.json" \
     || die "the load against $1 failed (server log: $out/$2.log)"
   results+=("$out/$2.json")
+  if [ -n "$schema" ]; then
+    echo "measuring $1 with the schema..."
+    node "$repo/benchmarks/serve_load.mjs" run --url "http://127.0.0.1:$port" --label "$1 +schema" --turns 0 \
+      --clients "$clients" --requests "$requests" --max-tokens "$max_tokens" --schema "$schema" > "$out/$2-schema.json" \
+      || die "the load with the schema against $1 failed (server log: $out/$2.log)"
+    results+=("$out/$2-schema.json")
+  fi
 }
 
 # n_ctx per slot: the model's context, at most 4096 (tessera serve's default).

@@ -3,7 +3,7 @@
 //
 //   node serve_load.mjs run --url http://127.0.0.1:PORT --label NAME [--clients "1 4 8"]
 //                           [--requests 4] [--max-tokens 64] [--turns 5] [--turn-tokens 32]
-//                           [--api completions|chat] > NAME.json
+//                           [--api completions|chat] [--schema FILE] > NAME.json
 //   node serve_load.mjs table A.json B.json ...     (the side-by-side table)
 //
 // run: one warm-up request, then for each client count C, C clients at once,
@@ -31,6 +31,8 @@
 // llama-server fail the request ("... Content-only format"): every request
 // carries logit_bias -100 on the byte tokens <0x00>..<0xFF> (ids 3..258 of a
 // Llama SentencePiece vocabulary; --no-byte-bias for another vocabulary).
+// --schema FILE: every request carries the JSON schema in FILE as llama.cpp's
+// "json_schema" field (both servers hold the output to it with a grammar).
 import http from "node:http";
 import { readFileSync } from "node:fs";
 
@@ -66,6 +68,7 @@ async function cachedTotal(base) {
 }
 
 let api = "completions";
+let schema = null;
 let logitBias = Object.fromEntries([...Array(256).keys()].map((b) => [String(b + 3), -100]));
 const plain = (messages) => messages.map((m) => `${m.role === "user" ? "User" : "Assistant"}: ${m.content}\n`).join("") +
   "Assistant:";
@@ -74,6 +77,7 @@ const plain = (messages) => messages.map((m) => `${m.role === "user" ? "User" : 
 function stream(base, messages, maxTokens) {
   const request = { max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
   if (logitBias) request.logit_bias = logitBias;
+  if (schema) request.json_schema = schema;
   if (api === "chat") request.messages = messages;
   else request.prompt = plain(messages);
   const body = JSON.stringify(request);
@@ -204,6 +208,8 @@ async function run(args) {
   const turnTokens = Number(arg(args, "--turn-tokens", "32"));
   api = arg(args, "--api", "completions");
   if (args.includes("--no-byte-bias")) logitBias = null;
+  const schemaFile = arg(args, "--schema", null);
+  if (schemaFile) schema = JSON.parse(readFileSync(schemaFile, "utf8"));
   if (api !== "completions" && api !== "chat") throw new Error(`--api takes completions or chat, not ${api}`);
   const log = (s) => process.stderr.write(`  ${label}: ${s}\n`);
   await stream(base, [{ role: "user", content: "Warm-up: say hello." }], 8);
@@ -245,6 +251,19 @@ function table(files) {
     console.log(`${r.label.padEnd(w)} ${pad(f(a?.ttft), 9)} ${pad(f(b?.ttft), 9)} ` +
       `${pad(a?.ttft && b?.ttft ? f(b.ttft / a.ttft) : "-", 6)}  ${pad(b?.prompt_tokens ?? "-", 14)} ` +
       `${pad(b?.cached_tokens ?? "-", 7)}`);
+  }
+  // What the schema costs each server: its runs with the schema against
+  // those without, per client count.
+  for (const r of runs.filter((x) => x.label.endsWith(" +schema"))) {
+    const plain = runs.find((x) => x.label === r.label.replace(/ \+schema$/, ""));
+    if (!plain) continue;
+    for (const c of r.configs) {
+      const p = plain.configs.find((x) => x.clients === c.clients);
+      if (p) {
+        console.log(`with / without the schema, ${plain.label}, ${c.clients} client(s): aggregate ` +
+          `${f(c.agg_tps / p.agg_tps)}, per client ${f(c.client_tps / p.client_tps)}`);
+      }
+    }
   }
   // Every tessera run against every other server's run, at 4 clients.
   const at4 = (r) => r.configs.find((c) => c.clients === 4);

@@ -40,6 +40,10 @@ constexpr std::string_view kPage = R"tessera-page(<!doctype html>
   button.secondary { background: #fff; color: var(--accent); }
   button:disabled { opacity: .45; cursor: default; }
   #stats { max-width: 760px; margin: 6px auto 0; font-size: 12px; color: var(--soft); display: flex; gap: 12px; }
+  .tool { margin-top: 6px; padding: 6px 8px; border-radius: 6px; background: #f1efe6; font: 13px ui-monospace, monospace;
+          white-space: pre-wrap; }
+  #options { max-width: 760px; margin: 6px auto 0; font-size: 12px; color: var(--soft); }
+  #tools { width: 100%; height: 70px; font: 12px ui-monospace, monospace; margin-top: 4px; }
   #key { width: 150px; font: inherit; font-size: 12px; padding: 2px 6px; border: 1px solid var(--line);
          border-radius: 6px; }
 </style>
@@ -61,7 +65,12 @@ constexpr std::string_view kPage = R"tessera-page(<!doctype html>
       <button id="send" type="submit">Send</button>
       <button id="stop" type="button" class="secondary" disabled>Stop</button>
     </form>
-    <div id="stats"><span id="speed"></span><span>API key <input id="key" type="password" autocomplete="off"></span></div>
+    <div id="stats"><span id="speed"></span><span>API key <input id="key" type="password" autocomplete="off"></span>
+      <label><input id="json" type="checkbox"> JSON mode</label></div>
+    <details id="options"><summary>Tools</summary>
+      <textarea id="tools" placeholder='OpenAI tools, e.g. [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]'></textarea>
+      <label>tool choice <select id="tool-choice"><option>auto</option><option>required</option><option>none</option></select></label>
+    </details>
   </footer>
 </main>
 <script>
@@ -95,10 +104,18 @@ function render() {
   }
   const box = $("messages");
   box.textContent = "";
-  for (const m of conversation()?.messages || []) box.appendChild(bubble(m.role, m.content));
+  for (const m of conversation()?.messages || []) box.appendChild(bubble(m.role, m.content, m.tool_calls));
   box.scrollTop = box.scrollHeight;
 }
-function bubble(role, text) {
+function showCalls(div, calls) {
+  for (const call of calls || []) {
+    const t = document.createElement("div");
+    t.className = "tool";
+    t.textContent = `tool call ${call.function.name}(${call.function.arguments})`;
+    div.appendChild(t);
+  }
+}
+function bubble(role, text, calls) {
   const div = document.createElement("div");
   div.className = "msg " + role;
   const who = document.createElement("div");
@@ -108,6 +125,7 @@ function bubble(role, text) {
   body.className = "text";
   body.textContent = text;
   div.append(who, body);
+  showCalls(div, calls);
   return div;
 }
 function newChat() {
@@ -130,6 +148,17 @@ async function props() {
     }
   } catch (e) { $("plan").textContent = "plan unavailable: " + e; }
 }
+// The request of a turn: JSON mode and the tools the page holds.
+function request(messages) {
+  const r = { messages, stream: true, stream_options: { include_usage: true } };
+  if ($("json").checked) r.response_format = { type: "json_object" };
+  const tools = $("tools").value.trim();
+  if (tools) {
+    r.tools = JSON.parse(tools);
+    r.tool_choice = $("tool-choice").value;
+  }
+  return r;
+}
 async function send(text) {
   if (!conversation()) newChat();
   const c = conversation();
@@ -148,7 +177,7 @@ async function send(text) {
   try {
     const res = await fetch("/v1/chat/completions", {
       method: "POST", headers: headers(), signal: controller.signal,
-      body: JSON.stringify({ messages: c.messages.slice(0, -1), stream: true, stream_options: { include_usage: true } }),
+      body: JSON.stringify(request(c.messages.slice(0, -1))),
     });
     if (!res.ok) throw new Error((await res.json()).error?.message || res.statusText);
     const reader = res.body.getReader();
@@ -167,6 +196,15 @@ async function send(text) {
         if (chunk.usage) usage = chunk.usage;
         if (chunk.error) throw new Error(chunk.error.message);
         for (const choice of chunk.choices || []) {
+          for (const d of choice.delta?.tool_calls || []) {
+            answer.tool_calls ??= [];
+            answer.tool_calls[d.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } };
+            const call = answer.tool_calls[d.index];
+            if (d.id) call.id = d.id;
+            if (d.function?.name) call.function.name += d.function.name;
+            if (d.function?.arguments) call.function.arguments += d.function.arguments;
+          }
+          if (choice.finish_reason === "tool_calls") showCalls(target.parentNode, answer.tool_calls);
           const piece = choice.delta?.content || "";
           if (!piece) continue;
           if (!first) first = performance.now();

@@ -52,7 +52,21 @@ std::string content_text(const Json& content, size_t index) {
 std::shared_ptr<const Grammar> output_grammar(const json& body, const std::string& text) {
     const bool has_format = body.contains("response_format") && !body["response_format"].is_null();
     const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
-    if (has_format && has_grammar) throw bad("grammar", "give 'response_format' or 'grammar', not both");
+    const bool has_schema = body.contains("json_schema") && !body["json_schema"].is_null();
+    if (has_format + has_grammar + has_schema > 1) {
+        throw bad("grammar", "give one of 'response_format', 'grammar' and 'json_schema'");
+    }
+    if (has_schema) {  // llama.cpp's extension: the schema alone
+        if (!body["json_schema"].is_object() && !body["json_schema"].is_boolean()) {
+            throw bad("json_schema", "'json_schema' must be a JSON schema object");
+        }
+        try {
+            const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+            return std::make_shared<const Grammar>(parse_gbnf(json_schema_to_gbnf(ordered["json_schema"])));
+        } catch (const GrammarError& e) {
+            throw bad("json_schema", e.what());
+        }
+    }
     std::string gbnf;
     std::string param = "response_format";
     try {
@@ -259,7 +273,7 @@ namespace {
 void refuse_unknown_fields(const json& body, bool chat) {
     static const std::vector<std::string> both = {
         "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
-        "frequency_penalty", "logit_bias", "stream", "stream_options", "logprobs", "n", "response_format", "grammar",
+        "frequency_penalty", "logit_bias", "stream", "stream_options", "logprobs", "n", "response_format", "grammar", "json_schema",
         "max_completion_tokens"};
     static const std::vector<std::string> chat_tools = {"tools", "tool_choice", "parallel_tool_calls"};
     static const std::vector<std::string> chat_only = {"messages", "top_logprobs"};

@@ -1,8 +1,8 @@
 // The chat page of `tessera serve` in headless Chromium (Debian's chromium,
 // driven by playwright-core): the plan is shown, a message typed and sent
 // streams an answer in, Stop ends a long answer (the text stops growing), tok/s
-// is shown, and the conversation survives a reload (localStorage). Saves a
-// screenshot.
+// is shown, JSON mode answers JSON, a required tool call is shown, and the
+// conversation survives a reload (localStorage). Saves a screenshot.
 //
 //   node tests/clients/web_page.mjs BASE_URL API_KEY SCREENSHOT.png
 import { chromium } from "playwright-core";
@@ -38,11 +38,38 @@ try {
   const speed = await page.textContent("#speed");
   check(/tok\/s/.test(speed) && /stopped/.test(speed), "tok/s shown", speed);
 
+  // JSON mode: the answer parses; a tool list with a required call: the
+  // call is shown.
+  const finished = () => page.waitForFunction(() => !document.querySelector("#send").disabled, null, { timeout: 60000 });
+  await page.check("#json");
+  await page.fill("#input", "Describe a cat as JSON.");
+  await page.click("#send");
+  await page.waitForFunction(() => document.querySelector("#send").disabled === true || true);
+  await finished();
+  const jsonText = await page.locator(".msg.assistant .text").last().textContent();
+  let parsed = null;
+  try { parsed = JSON.parse(jsonText); } catch {}
+  check(parsed !== null && typeof parsed === "object", "JSON mode gives JSON", jsonText.slice(0, 200));
+  await page.uncheck("#json");
+  await page.click("#options summary");
+  await page.fill("#tools", JSON.stringify([{ type: "function", function: { name: "get_weather",
+    parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"] } } }]));
+  await page.selectOption("#tool-choice", "required");
+  await page.fill("#input", "Weather in Paris?");
+  await page.click("#send");
+  await finished();
+  const call = await page.locator(".msg.assistant .tool").last().textContent({ timeout: 10000 });
+  check(/^tool call get_weather\(\{"city":/.test(call), "a tool call is shown", call);
+  const calls = await page.locator(".msg.assistant .tool").count();
+  await page.fill("#tools", "");
+
   await page.screenshot({ path: screenshot, fullPage: true });
   await page.reload();
   await page.waitForSelector(".msg.assistant");
   const kept = await page.locator(".msg").count();
-  check(kept === 2, "the conversation survives a reload", `${kept} messages`);
+  check(kept === 6, "the conversation survives a reload", `${kept} messages`);
+  const callsKept = await page.locator(".msg.assistant .tool").count();
+  check(calls >= 1 && callsKept === calls, "its tool calls too", `${calls} then ${callsKept}`);
   console.log("all checks passed");
 } finally {
   await browser.close();
