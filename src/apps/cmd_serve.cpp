@@ -325,7 +325,11 @@ private:
         }
         bool first = true;
         // Tools offered: text that may be a call is held back until known.
-        const bool tools = !r.tools.empty() && r.tool_choice != ToolChoice::kNone;
+        // Harmony (gpt-oss) is read by its control tokens: they come out as
+        // text, and only the final channel is shown.
+        const bool harmony = tool_format_ == ToolCallFormat::kHarmony;
+        params.render_special = harmony;
+        const bool tools = harmony || (!r.tools.empty() && r.tool_choice != ToolChoice::kNone);
         ToolCallStream calls(tool_format_);
         const auto show = [&](const std::string& text) {
             if (text.empty()) return;
@@ -351,7 +355,9 @@ private:
         } hold(*this, prompt);
         std::optional<GrammarConstraint> constraint;
         if (r.grammar) {
-            std::call_once(pieces_once_, [&] { pieces_ = vocabulary_pieces(*tokenizer_); });
+            std::call_once(pieces_once_, [&] {
+                pieces_ = vocabulary_pieces(*tokenizer_, tool_format_ == ToolCallFormat::kHarmony);
+            });
             constraint.emplace(r.grammar, pieces_);
             params.constraint = &*constraint;
         }
@@ -371,8 +377,10 @@ private:
         result.finish_reason = g.stop_reason == "length" || g.stop_reason == "context" ? "length" : "stop";
         if (tools) {
             ParsedAnswer answer = parse_tool_calls(tool_format_, calls.text(), r.tool_names, seed_of(-1));
+            result.reasoning = answer.reasoning;
             if (answer.calls.empty()) {
-                show(calls.held());  // it was text after all
+                show(calls.finish());  // what was held back was text after all
+                if (harmony) result.text = answer.content;
             } else {
                 result.text = answer.content;
                 result.tool_calls = std::move(answer.calls);

@@ -84,7 +84,7 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
     // Text starts fresh when the prompt is nothing but BOS: SentencePiece's
     // dummy-prefix space then belongs to no word and is dropped.
     const bool at_text_start = prompt_tokens.size() == 1 && prompt_tokens[0] == vocab.bos_id;
-    StreamDecoder stream(tokenizer, at_text_start);
+    StreamDecoder stream(tokenizer, at_text_start, params.render_special);
     auto emit = [&](const std::string& piece) {
         if (piece.empty()) return;
         result.text += piece;

@@ -55,6 +55,9 @@ struct GenerationParams {
     // closed before the token budget or the context runs out. Generation
     // ends ("grammar") when the grammar allows nothing more.
     GrammarConstraint* constraint = nullptr;
+    // Control tokens appear in the text as their own text (<|channel|>):
+    // for output formats read by them (gpt-oss's harmony).
+    bool render_special = false;
 };
 
 struct GenerationResult {

@@ -7,7 +7,7 @@ namespace tessera {
 
 bool VocabularyPieces::is_eog(int32_t id) const { return std::find(eog_ids.begin(), eog_ids.end(), id) != eog_ids.end(); }
 
-std::shared_ptr<const VocabularyPieces> vocabulary_pieces(const Tokenizer& tokenizer) {
+std::shared_ptr<const VocabularyPieces> vocabulary_pieces(const Tokenizer& tokenizer, bool with_control) {
     const Vocab& vocab = tokenizer.vocab();
     auto v = std::make_shared<VocabularyPieces>();
     v->n_vocab = vocab.size();
@@ -16,10 +16,12 @@ std::shared_ptr<const VocabularyPieces> vocabulary_pieces(const Tokenizer& token
     std::vector<std::pair<std::string, int32_t>> texts;
     for (int32_t id = 0; id < vocab.size(); ++id) {
         const TokenType type = vocab.types[static_cast<size_t>(id)];
-        // Control tokens are not text: a grammar never produces them (the
-        // end-of-generation ones are allowed where the grammar is complete).
-        if (type == TokenType::Control || type == TokenType::Unused || type == TokenType::Unknown) continue;
-        std::string piece = tokenizer.token_to_piece(id);
+        // Control tokens are not text: a grammar produces them only when
+        // asked to (with_control); those that end a generation never, they
+        // are allowed where the grammar is complete.
+        const bool control = type == TokenType::Control && with_control && !vocab.is_eog(id);
+        if ((type == TokenType::Control && !control) || type == TokenType::Unused || type == TokenType::Unknown) continue;
+        std::string piece = control ? vocab.tokens[static_cast<size_t>(id)] : tokenizer.token_to_piece(id);
         if (piece.empty() || piece.size() > 0xffff) continue;
         texts.emplace_back(std::move(piece), id);
     }

@@ -33,7 +33,9 @@ struct VocabularyPieces {
 };
 
 // Built once per tokenizer (a few tens of milliseconds for 150k tokens).
-std::shared_ptr<const VocabularyPieces> vocabulary_pieces(const Tokenizer& tokenizer);
+// with_control: control tokens (but those that end a generation) count as
+// their text, for a grammar that writes them (harmony's <|channel|>).
+std::shared_ptr<const VocabularyPieces> vocabulary_pieces(const Tokenizer& tokenizer, bool with_control = false);
 
 class GrammarConstraint {
 public:

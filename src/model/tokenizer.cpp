@@ -118,13 +118,17 @@ std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab) {
     throw make_error("unknown vocabulary kind {}", static_cast<int>(vocab.kind));
 }
 
-StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool at_text_start)
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool at_text_start, bool special)
     : tokenizer_(tokenizer),
       strip_leading_space_(at_text_start && tokenizer.vocab().kind == VocabKind::Spm &&
-                           tokenizer.vocab().add_space_prefix) {}
+                           tokenizer.vocab().add_space_prefix),
+      special_(special) {}
 
 std::string StreamDecoder::push(int32_t id) {
-    std::string piece = tokenizer_.token_to_piece(id);
+    const Vocab& v = tokenizer_.vocab();
+    std::string piece = special_ && v.is_valid(id) && v.types[static_cast<size_t>(id)] == TokenType::Control
+                            ? v.tokens[static_cast<size_t>(id)]
+                            : tokenizer_.token_to_piece(id);
     // The encoder put a space before the text; the first piece with any text
     // (BOS gives none) carries it.
     if (strip_leading_space_ && !piece.empty()) {

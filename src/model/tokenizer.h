@@ -60,7 +60,9 @@ std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab);
 class StreamDecoder {
 public:
     // at_text_start: true when no text precedes the stream (e.g. after a bare BOS).
-    StreamDecoder(const Tokenizer& tokenizer, bool at_text_start);
+    // special: control tokens give their text (<|channel|>) instead of
+    // nothing, for output formats that are read by their control tokens.
+    StreamDecoder(const Tokenizer& tokenizer, bool at_text_start, bool special = false);
 
     // Returns the text that became complete with this token (possibly empty).
     std::string push(int32_t id);
@@ -70,6 +72,7 @@ public:
 private:
     const Tokenizer& tokenizer_;
     bool strip_leading_space_;
+    bool special_;
     std::string pending_;
 };
 

@@ -487,6 +487,7 @@ json completion_json(const CompletionRequest& req, const CompletionResult& r, co
                    {"logprobs", req.logprobs ? logprobs_json(req.chat, r.logprobs) : json(nullptr)}};
     if (req.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+        if (!r.reasoning.empty()) choice["message"]["reasoning_content"] = r.reasoning;
         if (!r.tool_calls.empty()) {
             if (r.text.empty()) choice["message"]["content"] = nullptr;
             json calls = json::array();

@@ -94,6 +94,7 @@ struct CompletionResult {
     std::vector<TokenLogprob> logprobs;  // when requested
     std::string finish_reason;  // "stop", "length" or "tool_calls"
     std::vector<ToolCall> tool_calls;
+    std::string reasoning;  // a reasoning model's thinking, apart from the answer (gpt-oss's analysis channel)
     int prompt_tokens = 0;
     int completion_tokens = 0;
     double prompt_seconds = 0.0;

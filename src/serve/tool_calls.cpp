@@ -9,6 +9,7 @@
 namespace tessera {
 
 ToolCallFormat tool_call_format(const std::string& source) {
+    if (source.find("<|channel|>") != std::string::npos) return ToolCallFormat::kHarmony;
     if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolCallFormat::kMistral;
     if (source.find("<tool_call>") != std::string::npos) return ToolCallFormat::kHermes;
     if (source.find("<|python_tag|>") != std::string::npos || source.find("ipython") != std::string::npos) {
@@ -22,6 +23,7 @@ const char* tool_call_format_name(ToolCallFormat format) {
         case ToolCallFormat::kHermes: return "hermes";
         case ToolCallFormat::kLlama3: return "llama3";
         case ToolCallFormat::kMistral: return "mistral";
+        case ToolCallFormat::kHarmony: return "harmony";
     }
     return "?";
 }
@@ -34,6 +36,61 @@ constexpr const char* kHermesOpen = "<tool_call>";
 constexpr const char* kHermesClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";
 constexpr const char* kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kStart = "<|start|>";
+constexpr std::string_view kChannel = "<|channel|>";
+constexpr std::string_view kMessage = "<|message|>";
+constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>"};
+
+// Harmony's messages in an answer: each header (recipient, channel) and
+// body. The first message is the one the prompt's <|start|>assistant began.
+struct HarmonyMessage {
+    std::string channel;
+    std::string recipient;  // "functions.NAME", or empty
+    std::string body;
+    bool complete = false;  // its end marker was seen
+};
+
+std::vector<HarmonyMessage> harmony_messages(const std::string& text) {
+    std::vector<HarmonyMessage> out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t next_start = text.find(kStart, pos);
+        const size_t end_of_segment = next_start == std::string::npos ? text.size() : next_start;
+        const std::string segment = text.substr(pos, end_of_segment - pos);
+        pos = next_start == std::string::npos ? text.size() : next_start + kStart.size();
+        const size_t message = segment.find(kMessage);
+        if (message == std::string::npos) {
+            if (!segment.empty()) out.push_back({"", "", segment, false});  // text outside any message
+            continue;
+        }
+        const std::string header = segment.substr(0, message);
+        HarmonyMessage m;
+        const size_t channel = header.find(kChannel);
+        if (channel != std::string::npos) {
+            size_t a = channel + kChannel.size();
+            size_t b = a;
+            while (b < header.size() && header[b] != ' ' && header[b] != '<') ++b;
+            m.channel = header.substr(a, b - a);
+        }
+        const size_t to = header.find("to=");
+        if (to != std::string::npos) {
+            size_t b = to + 3;
+            while (b < header.size() && header[b] != ' ' && header[b] != '<') ++b;
+            m.recipient = header.substr(to + 3, b - to - 3);
+        }
+        std::string body = segment.substr(message + kMessage.size());
+        for (const std::string_view end : kEnds) {
+            const size_t at = body.find(end);
+            if (at != std::string::npos) {
+                body.resize(at);
+                m.complete = true;
+            }
+        }
+        m.body = body;
+        out.push_back(std::move(m));
+    }
+    return out;
+}
 
 std::string call_id(Rng& rng) {
     static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -119,6 +176,32 @@ ParsedAnswer parse_tool_calls(ToolCallFormat format, const std::string& text, co
                               uint64_t seed) {
     ParsedAnswer out;
     Rng rng(seed);
+    if (format == ToolCallFormat::kHarmony) {
+        const std::string prefix = "functions.";
+        for (const HarmonyMessage& m : harmony_messages(text)) {
+            if (m.recipient.rfind(prefix, 0) == 0) {
+                ToolCall call;
+                ordered_json wrapped;
+                try {
+                    wrapped = {{"name", m.recipient.substr(prefix.size())}, {"arguments", ordered_json::parse(m.body)}};
+                } catch (const nlohmann::json::exception&) {
+                    out.content += m.body;
+                    continue;
+                }
+                if (read_call(wrapped, names, call)) {
+                    call.id = call_id(rng);
+                    out.calls.push_back(std::move(call));
+                    continue;
+                }
+                out.content += m.body;
+            } else if (m.channel == "analysis") {
+                out.reasoning += m.body;
+            } else {
+                out.content += m.body;  // final, a commentary preamble, or text outside messages
+            }
+        }
+        return out;
+    }
     if (format == ToolCallFormat::kHermes) {
         size_t pos = 0;
         while (pos < text.size()) {
@@ -220,6 +303,11 @@ std::string tool_call_grammar(ToolCallFormat format, const ordered_json& tools, 
                 calls.push_back(gbnf_string_literal("{\"name\": " + quoted_name + ", \"arguments\": ") + " " + rule + " " +
                                 gbnf_string_literal("}"));
                 break;
+            case ToolCallFormat::kHarmony:
+                // As the template writes a call after "<|start|>assistant";
+                // <|call|> then ends the generation.
+                calls.push_back(gbnf_string_literal(" to=functions." + name + "<|channel|>commentary json<|message|>") + " " + rule);
+                break;
         }
     }
     if (calls.empty()) throw GrammarError("no function named '" + only + "' among the tools");
@@ -230,12 +318,43 @@ std::string tool_call_grammar(ToolCallFormat format, const ordered_json& tools, 
         case ToolCallFormat::kHermes: root = parallel ? "root ::= call (\"\\n\" call)*" : "root ::= call"; break;
         case ToolCallFormat::kLlama3: root = parallel ? "root ::= call (\"; \" call)*" : "root ::= call"; break;
         case ToolCallFormat::kMistral: root = parallel ? "root ::= \"[\" call (\", \" call)* \"]\"" : "root ::= \"[\" call \"]\""; break;
+        case ToolCallFormat::kHarmony: root = "root ::= call"; break;  // one call per turn: <|call|> ends it
     }
     return root + "\n" + call_rule + "\n" + json_schemas_to_gbnf_rules(schemas);
 }
 
+namespace {
+
+// Harmony's answer as shown: the final channel's text so far, without a
+// trailing piece that may still become a marker.
+std::string harmony_visible(const std::string& text, bool whole = false) {
+    std::string shown;
+    for (const HarmonyMessage& m : harmony_messages(text)) {
+        if (m.channel == "final") shown += m.body;
+    }
+    const size_t marker = shown.rfind("<|");
+    if (!whole && marker != std::string::npos && shown.find("|>", marker) == std::string::npos) shown.resize(marker);
+    return shown;
+}
+
+}  // namespace
+
+std::string ToolCallStream::finish() const {
+    if (format_ != ToolCallFormat::kHarmony) return text_.substr(shown_);
+    const std::string whole = harmony_visible(text_, true);
+    return whole.size() > shown_ ? whole.substr(shown_) : std::string();
+}
+
 std::string ToolCallStream::push(const std::string& piece) {
     text_ += piece;
+    if (format_ == ToolCallFormat::kHarmony) {
+        const std::string visible = harmony_visible(text_);
+        if (visible.size() <= shown_ || visible.compare(0, shown_, harmony_shown_) != 0) return {};
+        std::string out = visible.substr(shown_);
+        harmony_shown_ = visible;
+        shown_ = visible.size();
+        return out;
+    }
     if (in_call_) return {};
     // Where a call could begin: Hermes's tag anywhere; the others only at the
     // start of the answer (after whitespace).

@@ -7,7 +7,13 @@
 //   Hermes / Qwen     <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (one block per call)
 //   Llama 3.x         {"name": ..., "parameters": {...}} (after <|python_tag|> or alone; ';' between calls)
 //   Mistral           [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker is a control token)
+//   gpt-oss harmony   messages of channels: <|channel|>analysis<|message|>... (reasoning),
+//                     <|channel|>final<|message|>... (the answer), and a call as
+//                     " to=functions.NAME<|channel|>commentary json<|message|>{...}" ended by <|call|>
 // A template that names none of them (ChatML, the built-ins) gets Hermes's.
+// Harmony is read by its control tokens: its answers are generated with them
+// as text (GenerationParams::render_special), and only the final channel is
+// shown as the answer's content.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,7 +23,7 @@
 
 namespace tessera {
 
-enum class ToolCallFormat { kHermes, kLlama3, kMistral };
+enum class ToolCallFormat { kHermes, kLlama3, kMistral, kHarmony };
 
 ToolCallFormat tool_call_format(const std::string& template_source);
 const char* tool_call_format_name(ToolCallFormat format);
@@ -29,7 +35,8 @@ struct ToolCall {
 };
 
 struct ParsedAnswer {
-    std::string content;          // the text outside the calls
+    std::string content;          // the text outside the calls (harmony: the final channel)
+    std::string reasoning;        // harmony: the analysis channel
     std::vector<ToolCall> calls;  // in the order written
 };
 
@@ -57,7 +64,8 @@ public:
     std::string push(const std::string& piece);
     // Everything generated, and what push has not passed on.
     const std::string& text() const { return text_; }
-    std::string held() const { return text_.substr(shown_); }
+    // At the end, when the answer held no call: what push held back.
+    std::string finish() const;
     bool in_call() const { return in_call_; }
 
 private:
@@ -65,6 +73,7 @@ private:
     std::string text_;
     size_t shown_ = 0;
     bool in_call_ = false;
+    std::string harmony_shown_;  // harmony: the final text passed on so far
 };
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 // that frees the slot. The model is slow enough per token that a long answer
 // would take far longer than the check allows after the abort.
 #include "model/random_model.h"
+#include "npm_vocab.h"
 #include "slow_model.h"
 #include "subprocess.h"
 #include "tessera_cli.h"
@@ -109,6 +110,34 @@ TEST(ServeCli, StructuredOutputToolCallsAndOtherApisOnEveryPlan) {
         {"/usr/bin/env", "node", test::source_dir() + "/tests/clients/same_answers.mjs", a, b, "test-key", fields}, 300);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
+// gpt-oss's harmony: a model on the real o200k vocabulary with the harmony
+// template: required and named calls come back as tool_calls (the control
+// tokens of a call read as text), and a plain answer shows no control token.
+TEST(ServeCli, HarmonyToolCallsAndChannels) {
+    const std::string dir = test::test_dir("serve_harmony");
+    const std::string vocab = test::converted_vocab("tokenizer-gptoss");
+    ASSERT_FALSE(vocab.empty());
+    const std::string model = dir + "/gpt-oss.gguf";
+    const auto gen = test::run_process(
+        test::tessera_cmd({"gen-model", "--arch", "gpt-oss", "--dim", "64", "--layers", "1", "--heads", "2", "--kv-heads",
+                           "1", "--ffn", "64", "--experts", "4", "--experts-used", "2", "--vocab-from", vocab, "--type",
+                           "F32", "-q", "-o", model}),
+        120);
+    ASSERT_EQ(gen.exit_code, 0) << gen.err;
+    std::unique_ptr<BackgroundProcess> server;
+    const std::string url = start_serve(
+        server, model, {"--chat-template", test::source_dir() + "/tests/data/templates/openai-gpt-oss-120b.jinja"});
+    run_client(url, "tools.mjs", "quick");
+    httplib::Client http(url.substr(0, url.size() - 3));
+    const auto res = http.Post("/v1/chat/completions", {{"Authorization", "Bearer test-key"}},
+                               R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "seed": 1})",
+                               "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const std::string content = nlohmann::json::parse(res->body)["choices"][0]["message"].value("content", "");
+    EXPECT_EQ(content.find("<|"), std::string::npos) << content;
 }
 
 TEST(ServeCli, OpenAiClientOnTensorParallel) {

@@ -99,8 +99,9 @@ const refused = async (request, what, ok) => {
 await refused({ model: "gpt-4o" }, "404 for an unknown model",
   (e) => e.status === 404 && e.code === "model_not_found" && e.param === "model");
 await refused({ frobnicate: true }, "400 naming an unknown field", (e) => e.status === 400 && e.param === "frobnicate");
-await refused({ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "400 for tools",
-  (e) => e.status === 400 && e.param === "tools");
+await refused({ tools: [{ type: "function", function: { name: "f", parameters: {} } }],
+  tool_choice: { type: "function", function: { name: "g" } } }, "400 for a tool_choice naming no tool",
+  (e) => e.status === 400 && e.param === "tool_choice");
 const stem = model.replace(/\.gguf$/, "");
 const byStem = await client.chat.completions.create({ model: stem, messages, ...greedy, user: "u-1" });
 check(byStem.choices[0].message.content === answer, "the model's name without .gguf, and an ignored field", stem);

@@ -99,6 +99,33 @@ TEST(ToolCalls, EachFamilysSyntaxIsReadBack) {
         ASSERT_EQ(a.calls.size(), 2u);
         EXPECT_EQ(a.calls[1].arguments, R"({"a":2})");
     }
+    {
+        // Harmony: the analysis channel is reasoning, the final one the
+        // answer; a call is a message to functions.NAME, in either header form.
+        const ParsedAnswer a = parse_tool_calls(
+            ToolCallFormat::kHarmony,
+            "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Answer.<|return|>",
+            names, 1);
+        EXPECT_EQ(a.reasoning, "Think.");
+        EXPECT_EQ(a.content, "Answer.");
+        EXPECT_TRUE(a.calls.empty());
+        const ParsedAnswer b = parse_tool_calls(
+            ToolCallFormat::kHarmony,
+            "<|channel|>analysis<|message|>Need a sum.<|end|><|start|>assistant to=functions.add<|channel|>commentary "
+            "json<|message|>{\"a\": 1}<|call|>",
+            names, 1);
+        ASSERT_EQ(b.calls.size(), 1u);
+        EXPECT_EQ(b.calls[0].name, "add");
+        EXPECT_EQ(b.calls[0].arguments, R"({"a":1})");
+        EXPECT_EQ(b.reasoning, "Need a sum.");
+        const ParsedAnswer c = parse_tool_calls(
+            ToolCallFormat::kHarmony, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}",
+            names, 1);
+        ASSERT_EQ(c.calls.size(), 1u);
+        EXPECT_EQ(c.calls[0].name, "get_weather");
+        // No channel at all (a constrained JSON answer): all of it is content.
+        EXPECT_EQ(parse_tool_calls(ToolCallFormat::kHarmony, "{\"x\": 1}", names, 1).content, "{\"x\": 1}");
+    }
     // Not calls: stays text.
     for (const auto& [format, text] : std::vector<std::pair<ToolCallFormat, std::string>>{
              {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>"},
@@ -120,11 +147,19 @@ TEST(ToolCalls, TheStreamHoldsBackOnlyWhatMayBeACall) {
     EXPECT_EQ(hermes.push(" <tool_"), " ");
     EXPECT_EQ(hermes.push("call>{...}"), "");
     EXPECT_TRUE(hermes.in_call());
-    EXPECT_EQ(hermes.held(), "<tool_call>{...}");
+    EXPECT_EQ(hermes.finish(), "<tool_call>{...}");
     ToolCallStream llama(ToolCallFormat::kLlama3);
     EXPECT_EQ(llama.push("  "), "");
     EXPECT_EQ(llama.push("{\"na"), "");
     EXPECT_TRUE(llama.in_call());
+    ToolCallStream harmony(ToolCallFormat::kHarmony);
+    std::string shown;
+    for (const std::string piece : {"<|channel|>", "analysis", "<|message|>", "hidden", "<|end|>", "<|start|>", "assistant",
+                                    "<|channel|>", "final", "<|message|>", "Hel", "lo <", "|", "x"}) {
+        shown += harmony.push(piece);
+    }
+    EXPECT_EQ(shown, "Hello <");  // "<|x" may still become a marker
+    EXPECT_EQ(harmony.finish(), "|x");
     ToolCallStream text(ToolCallFormat::kLlama3);
     EXPECT_EQ(text.push(" Hello"), " Hello");
     EXPECT_EQ(text.push(" {json}"), " {json}");
@@ -139,7 +174,8 @@ TEST(ToolCalls, TheGrammarOfARequiredCallOnlyAllowsCallsThatParse) {
         "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "number"}},
                        "required": ["a", "b"], "additionalProperties": false}}})"));
     std::mt19937 rng(5);
-    for (const ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral}) {
+    for (const ToolCallFormat format :
+         {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral, ToolCallFormat::kHarmony}) {
         for (const bool parallel : {false, true}) {
             auto g = std::make_shared<const Grammar>(parse_gbnf(tool_call_grammar(format, tools, "", parallel)));
             GrammarMatcher m(g);
@@ -161,7 +197,7 @@ TEST(ToolCalls, TheGrammarOfARequiredCallOnlyAllowsCallsThatParse) {
                 }
                 const ParsedAnswer a = parse_tool_calls(format, text, {"get_weather", "add"}, 1);
                 ASSERT_FALSE(a.calls.empty()) << tool_call_format_name(format) << ": " << text;
-                if (!parallel) EXPECT_EQ(a.calls.size(), 1u) << text;
+                if (!parallel || format == ToolCallFormat::kHarmony) EXPECT_EQ(a.calls.size(), 1u) << text;
                 for (const ToolCall& c : a.calls) {
                     const auto args = nlohmann::json::parse(c.arguments);
                     if (c.name == "add") {
