@@ -32,8 +32,8 @@ size_t GrammarMatcher::FrameKeyHash::operator()(const FrameKey& k) const {
     return mix(h, (static_cast<uint64_t>(k.index) << 32) | static_cast<uint32_t>(k.parent));
 }
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_frames)
-    : grammar_(std::move(grammar)), max_frames_(max_frames) {
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_frames, size_t max_stacks)
+    : grammar_(std::move(grammar)), max_frames_(max_frames), max_stacks_(max_stacks) {
     if (grammar_->min_length.size() != grammar_->rules.size()) {
         throw GrammarError("internal: the grammar was not checked (check_grammar) before matching");
     }
@@ -104,7 +104,15 @@ GrammarState GrammarMatcher::start() {
         state.stacks.insert(state.stacks.end(), stacks.begin(), stacks.end());
     }
     sort_unique(state.stacks);
+    refuse_too_many(state.stacks.size());
     return state;
+}
+
+void GrammarMatcher::refuse_too_many(size_t stacks) const {
+    if (stacks > max_stacks_) {
+        throw GrammarError("the grammar is too ambiguous: more than " + std::to_string(max_stacks_) +
+                           " ways to parse the text at one point");
+    }
 }
 
 void GrammarMatcher::advance_code_point(const GrammarState& state, uint32_t cp, GrammarState& out) {
@@ -115,6 +123,7 @@ void GrammarMatcher::advance_code_point(const GrammarState& state, uint32_t cp, 
         scratch_.insert(scratch_.end(), next.begin(), next.end());
     }
     sort_unique(scratch_);
+    refuse_too_many(scratch_.size());
     out.stacks.assign(scratch_.begin(), scratch_.end());
     out.partial = 0;
     out.pending = 0;

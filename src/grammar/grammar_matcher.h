@@ -40,7 +40,10 @@ public:
     // Fails (GrammarError) when the pool of frames grows past max_frames: a
     // grammar ambiguous enough to need more is refused rather than allowed to
     // take the server's memory.
-    explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_frames = 1 << 22);
+    // So is a position with more than max_stacks live parses (a grammar
+    // whose alternatives overlap that much would make every step slow).
+    explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_frames = 1 << 22,
+                            size_t max_stacks = 4096);
 
     // Before any text: the root's alternatives expanded.
     GrammarState start();
@@ -78,9 +81,11 @@ private:
     void expand_into(int32_t stack, std::vector<int32_t>& out, int depth);
     void advance_code_point(const GrammarState& state, uint32_t cp, GrammarState& out);
     const GrammarElement& top_element(int32_t stack) const;
+    void refuse_too_many(size_t stacks) const;
 
     std::shared_ptr<const Grammar> grammar_;
     size_t max_frames_;
+    size_t max_stacks_;
     std::vector<Frame> frames_;
     struct FrameKey {
         uint32_t rule, alt, index;

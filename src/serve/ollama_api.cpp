@@ -175,7 +175,10 @@ std::string ollama_to_openai(const std::string& text, bool chat, bool* stream) {
     }
     if (body.contains("options") && !body["options"].is_null()) {
         if (!body["options"].is_object()) throw bad("options", "'options' must be an object");
-        for (const auto& [key, value] : body["options"].items()) {
+        for (const auto& item : body["options"].items()) {
+            // (C++20 lambdas cannot capture structured bindings on clang 14.)
+            const std::string key = item.key();
+            const ordered_json& value = item.value();
             if (ignored(key)) continue;
             const auto& mapped = mapped_options();
             const auto it = std::find_if(mapped.begin(), mapped.end(), [&](const auto& o) { return o.first == key; });

@@ -1,6 +1,7 @@
 #include "serve/openai_api.h"
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema_grammar.h"
 #include "model/tokenizer.h"
 
@@ -46,6 +47,14 @@ std::string content_text(const Json& content, size_t index) {
     throw bad("messages", "message " + std::to_string(index) + ": 'content' must be a string or a list of text parts");
 }
 
+// A grammar read and its start matched, so what would fail at the first
+// token (too ambiguous a start) fails here as the request's error.
+std::shared_ptr<const Grammar> checked_grammar(const std::string& gbnf) {
+    auto grammar = std::make_shared<const Grammar>(parse_gbnf(gbnf));
+    GrammarMatcher(grammar).start();
+    return grammar;
+}
+
 // response_format or grammar, as the grammar the output must match.
 // `text` is the body again: a schema's properties are read in their written
 // order (the output follows it), which the parsed body's sorted keys lost.
@@ -62,7 +71,7 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
         }
         try {
             const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
-            return std::make_shared<const Grammar>(parse_gbnf(json_schema_to_gbnf(ordered["json_schema"])));
+            return checked_grammar(json_schema_to_gbnf(ordered["json_schema"]));
         } catch (const GrammarError& e) {
             throw bad("json_schema", e.what());
         }
@@ -105,7 +114,7 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
         } else {
             return nullptr;
         }
-        return std::make_shared<const Grammar>(parse_gbnf(gbnf));
+        return checked_grammar(gbnf);
     } catch (const GrammarError& e) {
         throw bad(param, e.what());
     }
@@ -278,7 +287,8 @@ void refuse_unknown_fields(const json& body, bool chat) {
     static const std::vector<std::string> chat_tools = {"tools", "tool_choice", "parallel_tool_calls"};
     static const std::vector<std::string> chat_only = {"messages", "top_logprobs"};
     static const std::vector<std::string> legacy_functions = {"functions", "function_call"};
-    for (const auto& [key, value] : body.items()) {
+    for (const auto& item : body.items()) {
+        const std::string key = item.key();  // a lambda below needs it (clang refuses a captured binding)
         const auto in = [&](const std::vector<std::string>& list) {
             return std::find(list.begin(), list.end(), key) != list.end();
         };
@@ -402,8 +412,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
         if (r.grammar) throw bad("tool_choice", "a required tool call and 'response_format' or 'grammar' exclude each other");
         try {
-            r.grammar = std::make_shared<const Grammar>(
-                parse_gbnf(tool_call_grammar(tool_format, r.tools, r.tool_name, r.parallel_tool_calls)));
+            r.grammar = checked_grammar(tool_call_grammar(tool_format, r.tools, r.tool_name, r.parallel_tool_calls));
         } catch (const GrammarError& e) {
             throw bad("tools", e.what());
         }

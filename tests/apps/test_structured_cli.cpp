@@ -43,7 +43,7 @@ TEST(StructuredCli, SchemaOutputIsTheSameOnEveryPlan) {
     const std::string model = write_model(test::test_dir("structured_cli"));
     std::unique_ptr<test::BackgroundProcess> worker;
     const std::string stage = test::start_worker(worker, model);
-    for (const std::vector<std::string> sampling : {std::vector<std::string>{"--temp", "0"},
+    for (const std::vector<std::string>& sampling : {std::vector<std::string>{"--temp", "0"},
                                                     std::vector<std::string>{"--temp", "1", "-s", "7"}}) {
         const nlohmann::json single = run_json(model, sampling);
         ASSERT_TRUE(single.contains("text"));

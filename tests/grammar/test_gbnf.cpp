@@ -150,6 +150,21 @@ TEST(Gbnf, MalformedGrammarsAreRefusedByName) {
     }
 }
 
+TEST(Gbnf, AmbiguousGrammarsAreRefusedRatherThanSlow) {
+    // Each "a" may end any of 200 runs: the parses multiply.
+    std::string text = "root ::=";
+    for (int i = 0; i < 200; ++i) text += " [a]*";
+    text += "\n";
+    const auto g = grammar(text);
+    GrammarMatcher m(g, 1 << 22, 100);
+    EXPECT_THROW(
+        {
+            GrammarState s = m.start();
+            for (int i = 0; i < 10; ++i) s = m.advance_byte(s, 'a');
+        },
+        GrammarError);
+}
+
 TEST(Gbnf, SizeLimitsRefuseHugeGrammarsQuickly) {
     GrammarLimits limits;
     EXPECT_NE(error_of("root ::= \"" + std::string(1100000, 'a') + "\"\n").find("bytes; at most"), std::string::npos);
