@@ -8,7 +8,7 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError{400, message, "invalid_request_error", param}; }
+const auto& bad = bad_request;
 
 bool listed(const std::vector<std::string>& list, const std::string& key) {
     return std::find(list.begin(), list.end(), key) != list.end();

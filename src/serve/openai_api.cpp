@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError{400, message, "invalid_request_error", param}; }
+const auto& bad = bad_request;
 
 float number_in(const json& body, const char* key, float fallback, float lo, float hi) {
     if (!body.contains(key) || body[key].is_null()) return fallback;

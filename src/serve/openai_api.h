@@ -27,6 +27,11 @@ struct ApiError {
     nlohmann::json body() const;
 };
 
+// A 400 naming the request field at fault (every API's parser reports so).
+inline ApiError bad_request(const std::string& param, const std::string& message) {
+    return ApiError{400, message, "invalid_request_error", param};
+}
+
 // The request fields serve accepts but does not act on, each with the
 // reason (for --help); any other field it does not implement is a 400.
 const std::vector<std::pair<std::string, std::string>>& ignored_request_fields();
