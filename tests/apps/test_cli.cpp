@@ -34,6 +34,21 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }  // namespace
 
 // The README's first command: the bundled model, found without -m.
+// `tessera devices --json`: the CPU's target, and the Vulkan devices (an
+// array when the binary has the backend, where CI's lavapipe is one; null
+// without it).
+TEST(Cli, DevicesListsTheCpuAndTheVulkanDevices) {
+    const auto r = test::run_process(test::tessera_cmd({"devices", "--json"}), 60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_FALSE(j["cpu"]["target"].get<std::string>().empty());
+    ASSERT_TRUE(j.contains("vulkan"));
+    if (!j["vulkan"].is_null()) {
+        ASSERT_FALSE(j["vulkan"].empty()) << "a Vulkan build on a machine without a device (install mesa-vulkan-drivers)";
+        EXPECT_FALSE(j["vulkan"][0]["name"].get<std::string>().empty());
+    }
+}
+
 TEST(Cli, RunsTheBundledModelByDefault) {
     const auto r = run_process(cmd({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,0 +1,31 @@
+// Matrix-vector products on a Vulkan device in the canonical order of the
+// CPU kernels (ops/float_canonical.h, ops/row_groups.h), so a row gives the
+// CPU's bits: F32 weights with float activations, Q8_0 weights with Q8_0
+// activations. Each call uploads, runs and reads back (the forward pass will
+// keep weights resident).
+#pragma once
+
+#include "gpu/vulkan_context.h"
+#include "gpu/vulkan_kernel.h"
+
+#include <memory>
+#include <vector>
+
+namespace tessera {
+
+class VulkanMatvec {
+public:
+    explicit VulkanMatvec(VulkanContext& context);
+    ~VulkanMatvec();
+
+    // w: rows x n floats, row-major; x: n floats.
+    std::vector<float> f32(const float* w, int rows, int n, const float* x);
+    // w: rows x (n / 32) Q8_0 blocks (34 bytes each), row-major; x: n / 32 blocks.
+    std::vector<float> q8_0(const void* w, int rows, int n, const void* x);
+
+private:
+    VulkanContext& context_;
+    std::unique_ptr<VulkanKernel> f32_, q8_0_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,229 @@
+#include "gpu/vulkan_context.h"
+
+#include "util/error.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace tessera {
+
+namespace {
+
+const char* result_name(VkResult r) {
+    switch (r) {
+        case VK_SUCCESS: return "VK_SUCCESS";
+        case VK_TIMEOUT: return "VK_TIMEOUT";
+        case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+        case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+        case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+        case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+        case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
+        case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
+        case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+        case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+        default: return "a Vulkan error";
+    }
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+        default: return "other";
+    }
+}
+
+VkInstance new_instance() {
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "tessera";
+    app.apiVersion = VK_API_VERSION_1_1;
+    VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    info.pApplicationInfo = &app;
+    VkInstance instance = VK_NULL_HANDLE;
+    vk_check(vkCreateInstance(&info, nullptr, &instance), "vkCreateInstance");
+    return instance;
+}
+
+// One instance for the process, never destroyed: destroying it unloads the
+// driver, and Mesa's drivers leave a few allocations behind each time they
+// are unloaded (LeakSanitizer reports them from an unknown module). Kept,
+// the driver stays loaded for the process's life, as a GPU program's does.
+VkInstance create_instance() {
+    static std::mutex mutex;
+    static VkInstance instance = VK_NULL_HANDLE;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (instance == VK_NULL_HANDLE) instance = new_instance();
+    return instance;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+    uint32_t n = 0;
+    vk_check(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+    std::vector<VkPhysicalDevice> devices(n);
+    vk_check(vkEnumeratePhysicalDevices(instance, &n, devices.data()), "vkEnumeratePhysicalDevices");
+    devices.resize(n);
+    return devices;
+}
+
+VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
+    VulkanDeviceInfo info;
+    info.index = index;
+    VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props.pNext = &subgroup;
+    vkGetPhysicalDeviceProperties2(d, &props);
+    info.name = props.properties.deviceName;
+    info.type = type_name(props.properties.deviceType);
+    info.api_version = props.properties.apiVersion;
+    info.max_storage_buffer_bytes = props.properties.limits.maxStorageBufferRange;
+    info.subgroup_size = subgroup.subgroupSize;
+    VkPhysicalDeviceMemoryProperties memory;
+    vkGetPhysicalDeviceMemoryProperties(d, &memory);
+    for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
+        if (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+            info.device_local_bytes = std::max<uint64_t>(info.device_local_bytes, memory.memoryHeaps[h].size);
+        }
+    }
+    VkPhysicalDeviceFeatures features;
+    vkGetPhysicalDeviceFeatures(d, &features);
+    info.shader_int64 = features.shaderInt64 == VK_TRUE;
+    info.shader_float64 = features.shaderFloat64 == VK_TRUE;
+    return info;
+}
+
+}  // namespace
+
+void vk_check(VkResult result, const char* call) {
+    if (result != VK_SUCCESS) throw make_error("{} failed: {} ({})", call, result_name(result), static_cast<int>(result));
+}
+
+std::vector<VulkanDeviceInfo> vulkan_devices() {
+    std::vector<VulkanDeviceInfo> out;
+    VkInstance instance = VK_NULL_HANDLE;
+    try {
+        instance = create_instance();
+        const auto devices = physical_devices(instance);
+        for (size_t i = 0; i < devices.size(); ++i) out.push_back(describe(devices[i], static_cast<int>(i)));
+    } catch (const Error&) {
+        out.clear();  // no loader, no driver: no devices
+    }
+    return out;
+}
+
+VulkanContext::VulkanContext(int index) {
+    instance_ = create_instance();
+    try {
+        const auto devices = physical_devices(instance_);
+        if (index < 0 || index >= static_cast<int>(devices.size())) {
+            std::string names;
+            for (size_t i = 0; i < devices.size(); ++i) {
+                names += (i > 0 ? ", " : "") + std::to_string(i) + ": " + describe(devices[i], static_cast<int>(i)).name;
+            }
+            throw make_error("there is no Vulkan device {}: this machine has {} ({})", index, devices.size(),
+                             names.empty() ? "none" : names);
+        }
+        physical_ = devices[static_cast<size_t>(index)];
+        info_ = describe(physical_, index);
+        uint32_t n_families = 0;
+        vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n_families, nullptr);
+        std::vector<VkQueueFamilyProperties> families(n_families);
+        vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n_families, families.data());
+        bool found = false;
+        for (uint32_t f = 0; f < n_families && !found; ++f) {
+            if (families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+                queue_family_ = f;
+                found = true;
+            }
+        }
+        if (!found) throw make_error("Vulkan device {} ({}) has no compute queue", index, info_.name);
+        const float priority = 1.0f;
+        VkDeviceQueueCreateInfo queue{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+        queue.queueFamilyIndex = queue_family_;
+        queue.queueCount = 1;
+        queue.pQueuePriorities = &priority;
+        // The canonical order's single-rounding fma is built from doubles
+        // (shaders/exact_fma.glsl).
+        if (!info_.shader_float64) {
+            throw make_error("Vulkan device {} ({}) lacks 64-bit floats (shaderFloat64), which its kernels need to "
+                             "round as the CPU does", index, info_.name);
+        }
+        VkPhysicalDeviceFeatures enabled{};
+        enabled.shaderFloat64 = VK_TRUE;
+        enabled.shaderInt64 = info_.shader_int64 ? VK_TRUE : VK_FALSE;
+        VkDeviceCreateInfo device{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+        device.pEnabledFeatures = &enabled;
+        device.queueCreateInfoCount = 1;
+        device.pQueueCreateInfos = &queue;
+        vk_check(vkCreateDevice(physical_, &device, nullptr, &device_), "vkCreateDevice");
+        vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+        VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+        pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+        pool.queueFamilyIndex = queue_family_;
+        vk_check(vkCreateCommandPool(device_, &pool, nullptr, &pool_), "vkCreateCommandPool");
+        VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        vk_check(vkCreateFence(device_, &fence, nullptr, &fence_), "vkCreateFence");
+    } catch (...) {
+        this->~VulkanContext();
+        throw;
+    }
+}
+
+VulkanContext::~VulkanContext() {
+    if (device_ != VK_NULL_HANDLE) {
+        vkDeviceWaitIdle(device_);
+        if (fence_ != VK_NULL_HANDLE) vkDestroyFence(device_, fence_, nullptr);
+        if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
+        vkDestroyDevice(device_, nullptr);
+    }
+    fence_ = VK_NULL_HANDLE;
+    pool_ = VK_NULL_HANDLE;
+    device_ = VK_NULL_HANDLE;
+    instance_ = VK_NULL_HANDLE;
+}
+
+uint32_t VulkanContext::memory_type(uint32_t allowed_bits, VkMemoryPropertyFlags properties) const {
+    VkPhysicalDeviceMemoryProperties memory;
+    vkGetPhysicalDeviceMemoryProperties(physical_, &memory);
+    for (uint32_t t = 0; t < memory.memoryTypeCount; ++t) {
+        if ((allowed_bits & (1u << t)) && (memory.memoryTypes[t].propertyFlags & properties) == properties) return t;
+    }
+    throw make_error("Vulkan device {} ({}) has no memory of the kind needed (flags {:#x})", info_.index, info_.name,
+                     static_cast<unsigned>(properties));
+}
+
+VkCommandBuffer VulkanContext::begin() {
+    VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    alloc.commandPool = pool_;
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    vk_check(vkAllocateCommandBuffers(device_, &alloc, &cb), "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    vk_check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+    return cb;
+}
+
+void VulkanContext::submit_and_wait(VkCommandBuffer cb, uint64_t timeout_ms) {
+    struct Free {
+        VkDevice d;
+        VkCommandPool p;
+        VkCommandBuffer c;
+        ~Free() { vkFreeCommandBuffers(d, p, 1, &c); }
+    } free_it{device_, pool_, cb};
+    vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cb;
+    vk_check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+    vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
+    const VkResult waited = vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms * 1000000ull);
+    if (waited == VK_TIMEOUT) {
+        throw make_error("Vulkan device {} ({}) did not finish a kernel within {} ms", info_.index, info_.name, timeout_ms);
+    }
+    vk_check(waited, "vkWaitForFences");
+}
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+// A Vulkan device for compute: the instance, one physical device chosen by
+// index (`--device vulkan:N`), its logical device with one compute queue,
+// and what the kernels need to know of it. Every failure is a
+// tessera::Error naming the call and the device, never an abort.
+//
+// First step of the Vulkan backend (issue 45): devices, buffers and kernels
+// (vulkan_buffer.h, vulkan_kernel.h) with the canonical-order matrix-vector
+// products of F32 and Q8_0 weights (gpu/matvec.h); the forward pass does not
+// use them yet.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct VulkanDeviceInfo {
+    int index = 0;
+    std::string name;
+    std::string type;  // "discrete", "integrated", "virtual", "cpu" or "other"
+    uint64_t device_local_bytes = 0;  // the largest device-local heap
+    uint64_t max_storage_buffer_bytes = 0;
+    uint32_t subgroup_size = 0;
+    uint32_t api_version = 0;
+    bool shader_int64 = false;
+    bool shader_float64 = false;
+};
+
+// Every Vulkan device this machine offers (empty when there is no loader,
+// no driver or no device).
+std::vector<VulkanDeviceInfo> vulkan_devices();
+
+class VulkanContext {
+public:
+    // Device `index` of vulkan_devices(); throws an Error naming the devices
+    // there are when it does not exist.
+    explicit VulkanContext(int index = 0);
+    ~VulkanContext();
+    VulkanContext(const VulkanContext&) = delete;
+    VulkanContext& operator=(const VulkanContext&) = delete;
+
+    const VulkanDeviceInfo& info() const { return info_; }
+    VkDevice device() const { return device_; }
+    VkPhysicalDevice physical_device() const { return physical_; }
+
+    // A memory type with these properties among the allowed bits; throws
+    // when the device has none.
+    uint32_t memory_type(uint32_t allowed_bits, VkMemoryPropertyFlags properties) const;
+
+    // Records commands into a one-time command buffer, submits it and waits
+    // for it (bounded: a device that does not finish in `timeout_ms` is an
+    // Error, not a hang).
+    template <typename Record>
+    void run(Record record, uint64_t timeout_ms = 60000) {
+        VkCommandBuffer cb = begin();
+        record(cb);
+        submit_and_wait(cb, timeout_ms);
+    }
+
+private:
+    VkCommandBuffer begin();
+    void submit_and_wait(VkCommandBuffer cb, uint64_t timeout_ms);
+
+    VulkanDeviceInfo info_;
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+    VkDevice device_ = VK_NULL_HANDLE;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    uint32_t queue_family_ = 0;
+    VkCommandPool pool_ = VK_NULL_HANDLE;
+    VkFence fence_ = VK_NULL_HANDLE;
+};
+
+// "vkCreateDevice failed: VK_ERROR_OUT_OF_DEVICE_MEMORY" style messages.
+void vk_check(VkResult result, const char* call);
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+// The Vulkan matrix-vector products against the CPU's canonical order, bit
+// for bit, on random shapes (odd widths and row counts) and data: F32 against
+// f32_dot_canonical, Q8_0 against the per-block order of ops/row_groups.h
+// written out here. Runs on whatever device 0 is (lavapipe in CI).
+#include "gpu/matvec.h"
+#include "ops/float_canonical.h"
+#include "ops/quant_blocks.h"
+#include "ops/quant_traits.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+namespace tessera {
+namespace {
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// The device under test: TESSERA_VULKAN_DEVICE (scripts/gpu_device_check.sh
+// picks a real GPU there), else 0.
+int device_index() {
+    const char* v = std::getenv("TESSERA_VULKAN_DEVICE");
+    return v != nullptr ? std::atoi(v) : 0;
+}
+
+TEST(VulkanDevices, AreListedWithTheirMemory) {
+    const auto devices = vulkan_devices();
+    ASSERT_FALSE(devices.empty()) << "no Vulkan device: install mesa-vulkan-drivers (lavapipe)";
+    for (const auto& d : devices) {
+        EXPECT_FALSE(d.name.empty());
+        EXPECT_GT(d.max_storage_buffer_bytes, 0u);
+    }
+    EXPECT_THROW({ VulkanContext missing(static_cast<int>(devices.size()) + 3); }, Error);
+}
+
+TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
+    VulkanContext context(device_index());
+    VulkanMatvec matvec(context);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 1}, {3, 15}, {17, 16}, {65, 33}, {130, 257}, {64, 1024}}) {
+        std::vector<float> w(static_cast<size_t>(rows) * static_cast<size_t>(n)), x(static_cast<size_t>(n));
+        for (float& v : w) v = normal(rng);
+        for (float& v : x) v = normal(rng);
+        const std::vector<float> y = matvec.f32(w.data(), rows, n, x.data());
+        for (int r = 0; r < rows; ++r) {
+            const float expected = f32_dot_canonical(n, w.data() + static_cast<size_t>(r) * static_cast<size_t>(n), x.data());
+            ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], expected))
+                << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << expected;
+        }
+    }
+}
+
+TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
+    VulkanContext context(device_index());
+    VulkanMatvec matvec(context);
+    const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
+    std::mt19937 rng(12);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 32}, {5, 64}, {63, 96}, {129, 2048}}) {
+        const int blocks = n / 32;
+        std::vector<float> wf(static_cast<size_t>(rows) * static_cast<size_t>(n)), xf(static_cast<size_t>(n));
+        for (float& v : wf) v = normal(rng);
+        for (float& v : xf) v = normal(rng);
+        std::vector<BlockQ8_0> w(static_cast<size_t>(rows * blocks)), x(static_cast<size_t>(blocks));
+        q8.from_float(wf.data(), w.data(), static_cast<int64_t>(wf.size()));
+        q8.from_float(xf.data(), x.data(), n);
+        const std::vector<float> y = matvec.q8_0(w.data(), rows, n, x.data());
+        for (int r = 0; r < rows; ++r) {
+            float acc = 0.0f;
+            for (int b = 0; b < blocks; ++b) {
+                const BlockQ8_0& wb = w[static_cast<size_t>(r * blocks + b)];
+                const BlockQ8_0& xb = x[static_cast<size_t>(b)];
+                int32_t s = 0;
+                for (int i = 0; i < 32; ++i) s += int32_t{wb.qs[i]} * int32_t{xb.qs[i]};
+                acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+            }
+            ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], acc))
+                << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << acc;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tessera
