@@ -10,10 +10,6 @@ using ordered_json = nlohmann::ordered_json;
 
 const auto& bad = bad_request;
 
-bool listed(const std::vector<std::string>& list, const std::string& key) {
-    return std::find(list.begin(), list.end(), key) != list.end();
-}
-
 // A content that is a string or text blocks, as one text.
 std::string block_text(const ordered_json& content, const std::string& where) {
     if (content.is_string()) return content.get<std::string>();

@@ -12,10 +12,6 @@ using ordered_json = nlohmann::ordered_json;
 
 const auto& bad = bad_request;
 
-bool listed(const std::vector<std::string>& list, const std::string& key) {
-    return std::find(list.begin(), list.end(), key) != list.end();
-}
-
 // The options that map onto the OpenAI request (Ollama's name -> OpenAI's).
 const std::vector<std::pair<std::string, std::string>>& mapped_options() {
     static const std::vector<std::pair<std::string, std::string>> options = {

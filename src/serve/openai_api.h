@@ -32,6 +32,14 @@ inline ApiError bad_request(const std::string& param, const std::string& message
     return ApiError{400, message, "invalid_request_error", param};
 }
 
+// Whether `key` is one of `names` (the parsers' lists of fields they know).
+inline bool listed(const std::vector<std::string>& names, const std::string& key) {
+    for (const std::string& n : names) {
+        if (n == key) return true;
+    }
+    return false;
+}
+
 // The request fields serve accepts but does not act on, each with the
 // reason (for --help); any other field it does not implement is a 400.
 const std::vector<std::pair<std::string, std::string>>& ignored_request_fields();

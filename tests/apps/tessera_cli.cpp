@@ -1,5 +1,7 @@
 #include "tessera_cli.h"
 
+#include "model/random_model.h"
+
 #include "npm_vocab.h"
 #include "test_paths.h"
 
@@ -28,7 +30,9 @@ std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::
     // A node lost on the way is replanned around, with the same tokens: that
     // would hide a node that failed (the run's stderr says why).
     const nlohmann::json j = nlohmann::json::parse(r.out);
-    if (j.contains("recovery")) EXPECT_EQ(j["recovery"].value("recoveries", 0), 0) << "a node was lost: " << r.err;
+    if (j.contains("recovery")) {
+        EXPECT_EQ(j["recovery"].value("recoveries", 0), 0) << "a node was lost: " << r.err;
+    }
     return j["tokens"].get<std::vector<int>>();
 }
 
@@ -42,6 +46,20 @@ std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::
     const std::string prefix = "listening on port ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
     return "127.0.0.1:" + line.substr(prefix.size());
+}
+
+std::string write_small_model(const std::string& dir, const std::string& name, int layers) {
+    RandomModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_layer = layers;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 600;
+    spec.type = QuantType::F32;
+    const std::string path = dir + "/" + name;
+    write_random_model(spec, path);
+    return path;
 }
 
 std::string qwen3_vocab_model(const std::string& dir) {

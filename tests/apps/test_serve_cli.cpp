@@ -50,23 +50,6 @@ void run_client(const std::string& base_url, const std::string& script_name = "o
     EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
 }
 
-// A small random-weight model with a synthetic SentencePiece vocabulary
-// (byte tokens spell any text): its output is noise, so only the grammar
-// makes it JSON.
-std::string write_structured_model(const std::string& dir) {
-    RandomModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_layer = 2;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_vocab = 600;
-    spec.type = QuantType::F32;
-    const std::string path = dir + "/structured.gguf";
-    write_random_model(spec, path);
-    return path;
-}
-
 }  // namespace
 
 // tests/clients/structured.mjs: the openai client's parse with a nested
@@ -77,7 +60,7 @@ std::string write_structured_model(const std::string& dir) {
 // @anthropic-ai/sdk clients, streamed and not, with formats and tools; on
 // one node, --local 2 and a 2-stage pipeline.
 TEST(ServeCli, StructuredOutputToolCallsAndOtherApisOnEveryPlan) {
-    const std::string model = write_structured_model(test::test_dir("serve_structured"));
+    const std::string model = test::write_small_model(test::test_dir("serve_structured"), "structured.gguf", 2);
     {
         std::unique_ptr<BackgroundProcess> server;
         const std::string url = start_serve(server, model, {});

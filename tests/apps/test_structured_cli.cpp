@@ -2,7 +2,6 @@
 // model the text is JSON of the schema, the same bits on one node,
 // `--local 2 --exact` and a 2-stage pipeline (greedy and sampled), and a bad
 // schema or grammar is an error naming its flag.
-#include "model/random_model.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
 
@@ -16,20 +15,6 @@ const char* const kSchema = R"({"type": "object", "properties": {"name": {"type"
   "size": {"type": "integer"}, "parts": {"type": "array", "items": {"enum": ["wheel", "door"]}, "maxItems": 4}},
   "required": ["name", "size", "parts"]})";
 
-std::string write_model(const std::string& dir) {
-    RandomModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_layer = 4;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_vocab = 600;
-    spec.type = QuantType::F32;
-    const std::string path = dir + "/model.gguf";
-    write_random_model(spec, path);
-    return path;
-}
-
 nlohmann::json run_json(const std::string& model, const std::vector<std::string>& extra) {
     std::vector<std::string> args =
         test::tessera_cmd({"run", "-m", model, "-p", "A car:", "-n", "150", "--json", "--json-schema", kSchema});
@@ -40,7 +25,7 @@ nlohmann::json run_json(const std::string& model, const std::vector<std::string>
 }
 
 TEST(StructuredCli, SchemaOutputIsTheSameOnEveryPlan) {
-    const std::string model = write_model(test::test_dir("structured_cli"));
+    const std::string model = test::write_small_model(test::test_dir("structured_cli"), "model.gguf", 4);
     std::unique_ptr<test::BackgroundProcess> worker;
     const std::string stage = test::start_worker(worker, model);
     for (const std::vector<std::string>& sampling : {std::vector<std::string>{"--temp", "0"},
@@ -64,7 +49,7 @@ TEST(StructuredCli, SchemaOutputIsTheSameOnEveryPlan) {
 }
 
 TEST(StructuredCli, BadSchemasAndGrammarsNameTheirFlag) {
-    const std::string model = write_model(test::test_dir("structured_cli_errors"));
+    const std::string model = test::write_small_model(test::test_dir("structured_cli_errors"), "model.gguf", 4);
     const std::pair<std::vector<std::string>, std::string> cases[] = {
         {{"--json-schema", "{\"type\": \"object\", \"minProperties\": 1}"}, "--json-schema: json schema: the schema: the keyword 'minProperties'"},
         {{"--json-schema", "{not json"}, "--json-schema: not valid JSON"},
