@@ -9,6 +9,10 @@ extern const uint32_t k_matvec_f32[];
 extern const size_t k_matvec_f32_words;
 extern const uint32_t k_matvec_q8_0[];
 extern const size_t k_matvec_q8_0_words;
+extern const uint32_t k_matvec_f16[];
+extern const size_t k_matvec_f16_words;
+extern const uint32_t k_matvec_q4_0[];
+extern const size_t k_matvec_q4_0_words;
 }  // namespace tessera::shaders
 
 namespace tessera {
@@ -36,38 +40,52 @@ std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t 
 
 }  // namespace
 
-VulkanMatvec::VulkanMatvec(VulkanContext& context)
-    : context_(context),
-      f32_(std::make_unique<VulkanKernel>(context, shaders::k_matvec_f32, shaders::k_matvec_f32_words, 3,
-                                          static_cast<uint32_t>(sizeof(Params)), "matvec_f32")),
-      q8_0_(std::make_unique<VulkanKernel>(context, shaders::k_matvec_q8_0, shaders::k_matvec_q8_0_words, 3,
-                                           static_cast<uint32_t>(sizeof(Params)), "matvec_q8_0")) {}
+VulkanMatvec::VulkanMatvec(VulkanContext& context) : context_(context) {
+    const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
+        return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
+    };
+    f32_ = kernel(shaders::k_matvec_f32, shaders::k_matvec_f32_words, "matvec_f32");
+    f16_ = kernel(shaders::k_matvec_f16, shaders::k_matvec_f16_words, "matvec_f16");
+    q8_0_ = kernel(shaders::k_matvec_q8_0, shaders::k_matvec_q8_0_words, "matvec_q8_0");
+    q4_0_ = kernel(shaders::k_matvec_q4_0, shaders::k_matvec_q4_0_words, "matvec_q4_0");
+}
 
 VulkanMatvec::~VulkanMatvec() = default;
 
-std::vector<float> VulkanMatvec::f32(const float* w, int rows, int n, const float* x) {
-    if (rows <= 0 || n <= 0) throw make_error("internal: an empty matrix-vector product");
-    const auto wb = filled(context_, w, static_cast<size_t>(rows) * static_cast<size_t>(n) * 4);
-    const auto xb = filled(context_, x, static_cast<size_t>(n) * 4);
+std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t w_bytes, const void* x, size_t x_bytes,
+                                     uint32_t a, int rows) {
+    const auto wb = filled(context_, w, w_bytes);
+    const auto xb = filled(context_, x, x_bytes);
     VulkanBuffer yb(context_, static_cast<size_t>(rows) * 4);
-    const Params p{static_cast<uint32_t>(n), static_cast<uint32_t>(rows)};
-    f32_->run({wb.get(), xb.get(), &yb}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
+    const Params p{a, static_cast<uint32_t>(rows)};
+    kernel.run({wb.get(), xb.get(), &yb}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
     std::vector<float> y(static_cast<size_t>(rows));
     yb.download(y.data(), y.size() * 4);
     return y;
 }
 
+std::vector<float> VulkanMatvec::f32(const float* w, int rows, int n, const float* x) {
+    if (rows <= 0 || n <= 0) throw make_error("internal: an empty matrix-vector product");
+    const size_t cells = static_cast<size_t>(rows) * static_cast<size_t>(n);
+    return run(*f32_, w, cells * 4, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
+}
+
+std::vector<float> VulkanMatvec::f16(const void* w, int rows, int n, const float* x) {
+    if (rows <= 0 || n <= 0) throw make_error("internal: an empty matrix-vector product");
+    const size_t cells = static_cast<size_t>(rows) * static_cast<size_t>(n);
+    return run(*f16_, w, cells * 2, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
+}
+
 std::vector<float> VulkanMatvec::q8_0(const void* w, int rows, int n, const void* x) {
     if (rows <= 0 || n <= 0 || n % 32 != 0) throw make_error("internal: Q8_0 rows must be whole blocks (n = {})", n);
     const size_t blocks = static_cast<size_t>(n) / 32;
-    const auto wb = filled(context_, w, static_cast<size_t>(rows) * blocks * 34);
-    const auto xb = filled(context_, x, blocks * 34);
-    VulkanBuffer yb(context_, static_cast<size_t>(rows) * 4);
-    const Params p{static_cast<uint32_t>(blocks), static_cast<uint32_t>(rows)};
-    q8_0_->run({wb.get(), xb.get(), &yb}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
-    std::vector<float> y(static_cast<size_t>(rows));
-    yb.download(y.data(), y.size() * 4);
-    return y;
+    return run(*q8_0_, w, static_cast<size_t>(rows) * blocks * 34, x, blocks * 34, static_cast<uint32_t>(blocks), rows);
+}
+
+std::vector<float> VulkanMatvec::q4_0(const void* w, int rows, int n, const void* x) {
+    if (rows <= 0 || n <= 0 || n % 32 != 0) throw make_error("internal: Q4_0 rows must be whole blocks (n = {})", n);
+    const size_t blocks = static_cast<size_t>(n) / 32;
+    return run(*q4_0_, w, static_cast<size_t>(rows) * blocks * 18, x, blocks * 34, static_cast<uint32_t>(blocks), rows);
 }
 
 }  // namespace tessera

@@ -1,7 +1,7 @@
 // The Vulkan matrix-vector products against the CPU's canonical order, bit
 // for bit, on random shapes (odd widths and row counts) and data: F32 against
-// f32_dot_canonical, Q8_0 against the per-block order of ops/row_groups.h
-// written out here. Runs on whatever device 0 is (lavapipe in CI).
+// f32_dot_canonical, F16 against f16_dot_canonical, Q8_0 and Q4_0 against
+// the per-block order of ops/row_groups.h written out here. Runs on whatever device 0 is (lavapipe in CI).
 #include "gpu/matvec.h"
 #include "ops/float_canonical.h"
 #include "ops/quant_blocks.h"
@@ -36,6 +36,19 @@ TEST(VulkanDevices, AreListedWithTheirMemory) {
         EXPECT_GT(d.max_storage_buffer_bytes, 0u);
     }
     EXPECT_THROW({ VulkanContext missing(static_cast<int>(devices.size()) + 3); }, Error);
+}
+
+TEST(VulkanDevices, ABufferBeyondTheDeviceIsAClearError) {
+    VulkanContext context(device_index());
+    const size_t too_big = context.info().max_storage_buffer_bytes + 1;
+    try {
+        VulkanBuffer buffer(context, too_big);
+        FAIL() << "no error for " << too_big << " bytes";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find(std::to_string(too_big)), std::string::npos) << message;
+        EXPECT_NE(message.find(context.info().name), std::string::npos) << message;
+    }
 }
 
 TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
@@ -78,6 +91,59 @@ TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
                 const BlockQ8_0& xb = x[static_cast<size_t>(b)];
                 int32_t s = 0;
                 for (int i = 0; i < 32; ++i) s += int32_t{wb.qs[i]} * int32_t{xb.qs[i]};
+                acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
+            }
+            ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], acc))
+                << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << acc;
+        }
+    }
+}
+
+TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
+    VulkanContext context(device_index());
+    VulkanMatvec matvec(context);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 1}, {3, 7}, {65, 33}, {130, 257}}) {
+        std::vector<uint16_t> w(static_cast<size_t>(rows) * static_cast<size_t>(n));
+        std::vector<float> x(static_cast<size_t>(n));
+        for (uint16_t& v : w) v = fp32_to_fp16(normal(rng));
+        for (float& v : x) v = normal(rng);
+        const std::vector<float> y = matvec.f16(w.data(), rows, n, x.data());
+        for (int r = 0; r < rows; ++r) {
+            const float expected = f16_dot_canonical(n, w.data() + static_cast<size_t>(r) * static_cast<size_t>(n), x.data());
+            ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], expected))
+                << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << expected;
+        }
+    }
+}
+
+TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
+    VulkanContext context(device_index());
+    VulkanMatvec matvec(context);
+    const QuantTraits& q4 = require_compute_traits(QuantType::Q4_0, "test");
+    const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
+    std::mt19937 rng(14);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 32}, {7, 96}, {129, 2048}}) {
+        const int blocks = n / 32;
+        std::vector<float> wf(static_cast<size_t>(rows) * static_cast<size_t>(n)), xf(static_cast<size_t>(n));
+        for (float& v : wf) v = normal(rng);
+        for (float& v : xf) v = normal(rng);
+        std::vector<BlockQ4_0> w(static_cast<size_t>(rows * blocks));
+        std::vector<BlockQ8_0> x(static_cast<size_t>(blocks));
+        q4.from_float(wf.data(), w.data(), static_cast<int64_t>(wf.size()));
+        q8.from_float(xf.data(), x.data(), n);
+        const std::vector<float> y = matvec.q4_0(w.data(), rows, n, x.data());
+        for (int r = 0; r < rows; ++r) {
+            float acc = 0.0f;
+            for (int b = 0; b < blocks; ++b) {
+                const BlockQ4_0& wb = w[static_cast<size_t>(r * blocks + b)];
+                const BlockQ8_0& xb = x[static_cast<size_t>(b)];
+                int32_t s = 0;
+                for (int i = 0; i < 16; ++i) {
+                    s += ((wb.qs[i] & 15) - 8) * int32_t{xb.qs[i]} + ((wb.qs[i] >> 4) - 8) * int32_t{xb.qs[i + 16]};
+                }
                 acc = std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
             }
             ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], acc))
