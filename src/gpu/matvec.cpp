@@ -13,6 +13,10 @@ extern const uint32_t k_matvec_f16[];
 extern const size_t k_matvec_f16_words;
 extern const uint32_t k_matvec_q4_0[];
 extern const size_t k_matvec_q4_0_words;
+extern const uint32_t k_matvec_q4_k[];
+extern const size_t k_matvec_q4_k_words;
+extern const uint32_t k_matvec_q6_k[];
+extern const size_t k_matvec_q6_k_words;
 }  // namespace tessera::shaders
 
 namespace tessera {
@@ -48,6 +52,8 @@ VulkanMatvec::VulkanMatvec(VulkanContext& context) : context_(context) {
     f16_ = kernel(shaders::k_matvec_f16, shaders::k_matvec_f16_words, "matvec_f16");
     q8_0_ = kernel(shaders::k_matvec_q8_0, shaders::k_matvec_q8_0_words, "matvec_q8_0");
     q4_0_ = kernel(shaders::k_matvec_q4_0, shaders::k_matvec_q4_0_words, "matvec_q4_0");
+    q4_k_ = kernel(shaders::k_matvec_q4_k, shaders::k_matvec_q4_k_words, "matvec_q4_k");
+    q6_k_ = kernel(shaders::k_matvec_q6_k, shaders::k_matvec_q6_k_words, "matvec_q6_k");
 }
 
 VulkanMatvec::~VulkanMatvec() = default;
@@ -86,6 +92,18 @@ std::vector<float> VulkanMatvec::q4_0(const void* w, int rows, int n, const void
     if (rows <= 0 || n <= 0 || n % 32 != 0) throw make_error("internal: Q4_0 rows must be whole blocks (n = {})", n);
     const size_t blocks = static_cast<size_t>(n) / 32;
     return run(*q4_0_, w, static_cast<size_t>(rows) * blocks * 18, x, blocks * 34, static_cast<uint32_t>(blocks), rows);
+}
+
+std::vector<float> VulkanMatvec::q4_k(const void* w, int rows, int n, const void* x) {
+    if (rows <= 0 || n <= 0 || n % 256 != 0) throw make_error("internal: Q4_K rows must be whole blocks (n = {})", n);
+    const size_t blocks = static_cast<size_t>(n) / 256;
+    return run(*q4_k_, w, static_cast<size_t>(rows) * blocks * 144, x, blocks * 292, static_cast<uint32_t>(blocks), rows);
+}
+
+std::vector<float> VulkanMatvec::q6_k(const void* w, int rows, int n, const void* x) {
+    if (rows <= 0 || n <= 0 || n % 256 != 0) throw make_error("internal: Q6_K rows must be whole blocks (n = {})", n);
+    const size_t blocks = static_cast<size_t>(n) / 256;
+    return run(*q6_k_, w, static_cast<size_t>(rows) * blocks * 210, x, blocks * 292, static_cast<uint32_t>(blocks), rows);
 }
 
 }  // namespace tessera

@@ -1,7 +1,7 @@
 // Matrix-vector products on a Vulkan device in the canonical order of the
 // CPU kernels (ops/float_canonical.h, ops/row_groups.h), so a row gives the
 // CPU's bits: F32 and F16 weights with float activations, Q8_0 and Q4_0
-// weights with Q8_0 activations. Each call uploads, runs and reads back (the forward pass will
+// weights with Q8_0 activations, Q4_K and Q6_K weights with Q8_K activations. Each call uploads, runs and reads back (the forward pass will
 // keep weights resident).
 #pragma once
 
@@ -26,13 +26,16 @@ public:
     std::vector<float> q8_0(const void* w, int rows, int n, const void* x);
     // w: rows x (n / 32) Q4_0 blocks (18 bytes each), row-major; x: n / 32 Q8_0 blocks.
     std::vector<float> q4_0(const void* w, int rows, int n, const void* x);
+    // w: rows x (n / 256) Q4_K (144 bytes) or Q6_K (210 bytes) blocks; x: n / 256 Q8_K blocks (292 bytes).
+    std::vector<float> q4_k(const void* w, int rows, int n, const void* x);
+    std::vector<float> q6_k(const void* w, int rows, int n, const void* x);
 
 private:
     std::vector<float> run(VulkanKernel& kernel, const void* w, size_t w_bytes, const void* x, size_t x_bytes,
                            uint32_t a, int rows);
 
     VulkanContext& context_;
-    std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_;
+    std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;
 };
 
 }  // namespace tessera

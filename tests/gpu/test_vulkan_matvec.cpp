@@ -4,6 +4,8 @@
 // the per-block order of ops/row_groups.h written out here. Runs on whatever device 0 is (lavapipe in CI).
 #include "gpu/matvec.h"
 #include "ops/float_canonical.h"
+#include "ops/kquant_blocks.h"
+#include "ops/kquant_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -148,6 +150,56 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
             }
             ASSERT_TRUE(same_bits(y[static_cast<size_t>(r)], acc))
                 << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << acc;
+        }
+    }
+}
+
+// K-quant rows against Q8_K activations: Q4_K against the order written out
+// here from ops/row_groups.h, Q6_K against the CPU's q6_k_vec_dot (its
+// canonical block step).
+TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
+    VulkanContext context(device_index());
+    VulkanMatvec matvec(context);
+    std::mt19937 rng(15);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 256}, {5, 512}, {67, 2048}}) {
+        const int blocks = n / 256;
+        std::vector<float> wf(static_cast<size_t>(rows) * static_cast<size_t>(n)), xf(static_cast<size_t>(n));
+        for (float& v : wf) v = normal(rng);
+        for (float& v : xf) v = normal(rng);
+        std::vector<BlockQ4_K> w4(static_cast<size_t>(rows * blocks));
+        std::vector<BlockQ6_K> w6(static_cast<size_t>(rows * blocks));
+        std::vector<BlockQ8_K> x(static_cast<size_t>(blocks));
+        q4_k_from_float(wf.data(), w4.data(), static_cast<int64_t>(wf.size()));
+        q6_k_from_float(wf.data(), w6.data(), static_cast<int64_t>(wf.size()));
+        q8_k_from_float(xf.data(), x.data(), n);
+        const std::vector<float> y4 = matvec.q4_k(w4.data(), rows, n, x.data());
+        const std::vector<float> y6 = matvec.q6_k(w6.data(), rows, n, x.data());
+        for (int r = 0; r < rows; ++r) {
+            float acc = 0.0f;
+            for (int b = 0; b < blocks; ++b) {
+                const BlockQ4_K& wb = w4[static_cast<size_t>(r * blocks + b)];
+                const BlockQ8_K& xb = x[static_cast<size_t>(b)];
+                int32_t scaled = 0, mins = 0;
+                for (int j = 0; j < 8; ++j) {
+                    uint8_t sc, m;
+                    q4_k_scale_min(j, wb.scales, &sc, &m);
+                    int32_t isum = 0;
+                    for (int l = 0; l < 32; ++l) {
+                        isum += ((wb.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) * int32_t{xb.qs[32 * j + l]};
+                    }
+                    scaled += int32_t{sc} * isum;
+                    mins += int32_t{m} * (int32_t{xb.bsums[2 * j]} + int32_t{xb.bsums[2 * j + 1]});
+                }
+                const float block = std::fma(-fp16_to_fp32(wb.dmin), static_cast<float>(mins),
+                                             fp16_to_fp32(wb.d) * static_cast<float>(scaled));
+                acc = std::fma(xb.d, block, acc);
+            }
+            ASSERT_TRUE(same_bits(y4[static_cast<size_t>(r)], acc))
+                << "Q4_K " << rows << "x" << n << " row " << r << ": " << y4[static_cast<size_t>(r)] << " vs " << acc;
+            const float q6 = q6_k_vec_dot(n, w6.data() + static_cast<size_t>(r * blocks), x.data());
+            ASSERT_TRUE(same_bits(y6[static_cast<size_t>(r)], q6))
+                << "Q6_K " << rows << "x" << n << " row " << r << ": " << y6[static_cast<size_t>(r)] << " vs " << q6;
         }
     }
 }

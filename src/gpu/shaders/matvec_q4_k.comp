@@ -1,0 +1,58 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// y[r] = w row r . x for Q4_K weights and Q8_K activations in the canonical
+// order of ops/row_groups.h: per 256-element block in order, over its 8
+// sub-blocks j the exact integers scaled = sum sc_j (q . y)_j and mins =
+// sum m_j sum(y)_j (two of Q8_K's bsums each); block = fma(-dmin,
+// float(mins), d * float(scaled)), acc = fma(d_x, block, acc), each fma
+// rounded once. Q4_K blocks are 144 bytes, Q8_K 292 (both whole words).
+#include "exact_fma.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Params { uint blocks; uint rows; } p;
+
+uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+int signed_byte(uint b) { return int(b << 24) >> 24; }
+int x_int16(uint o) { return int((x_byte(o) | (x_byte(o + 1u) << 8)) << 16) >> 16; }
+
+void main() {
+    const uint r = gl_GlobalInvocationID.x;
+    if (r >= p.rows) return;
+    precise float acc = 0.0;
+    for (uint b = 0; b < p.blocks; ++b) {
+        const uint wo = (r * p.blocks + b) * 144u;
+        const uint xo = b * 292u;
+        const uint so = wo + 4u;  // the 12 bytes of packed scales and mins
+        int scaled = 0;
+        int mins = 0;
+        for (uint j = 0; j < 8u; ++j) {
+            uint sc, m;
+            if (j < 4u) {
+                sc = w_byte(so + j) & 63u;
+                m = w_byte(so + j + 4u) & 63u;
+            } else {
+                sc = (w_byte(so + j + 4u) & 15u) | ((w_byte(so + j - 4u) >> 6) << 4);
+                m = (w_byte(so + j + 4u) >> 4) | ((w_byte(so + j) >> 6) << 4);
+            }
+            const uint q = wo + 16u + 32u * (j / 2u);
+            const uint shift = (j % 2u) * 4u;
+            int isum = 0;
+            for (uint l = 0; l < 32u; ++l) {
+                isum += int((w_byte(q + l) >> shift) & 15u) * signed_byte(x_byte(xo + 4u + 32u * j + l));
+            }
+            scaled += int(sc) * isum;
+            mins += int(m) * (x_int16(xo + 260u + 4u * j) + x_int16(xo + 262u + 4u * j));
+        }
+        const float d = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
+        const float dmin = unpackHalf2x16(w_byte(wo + 2u) | (w_byte(wo + 3u) << 8)).x;
+        const float dx = uintBitsToFloat(x[xo >> 2]);
+        precise float ds = d * float(scaled);
+        const float block = exact_fma(-dmin, float(mins), ds);
+        acc = exact_fma(dx, block, acc);
+    }
+    y[r] = acc;
+}

@@ -1,0 +1,51 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// y[r] = w row r . x for Q6_K weights and Q8_K activations in the canonical
+// order (ops/kquant_scalar.cpp's q6_k_block_step): per block, s = the exact
+// integer sum over its 16 sub-blocks of scale_j * ((q - 32) . y)_j, acc =
+// fma(d_x, d * float(s), acc) rounded once. Q6_K blocks are 210 bytes
+// (ql 128, qh 64, scales 16, d), read out of words; Q8_K 292.
+#include "exact_fma.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Params { uint blocks; uint rows; } p;
+
+uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+int signed_byte(uint b) { return int(b << 24) >> 24; }
+
+// The 6-bit code of element i (ops/kquant_blocks.h's q6_k_code).
+int code(uint wo, uint i) {
+    const uint h = i / 128u, k = (i % 128u) / 32u, l = i % 32u;
+    const uint ql = w_byte(wo + 64u * h + 32u * (k % 2u) + l);
+    const uint qh = w_byte(wo + 128u + 32u * h + l);
+    const uint low = k < 2u ? (ql & 15u) : (ql >> 4);
+    return int(low | (((qh >> (2u * k)) & 3u) << 4));
+}
+
+void main() {
+    const uint r = gl_GlobalInvocationID.x;
+    if (r >= p.rows) return;
+    precise float acc = 0.0;
+    for (uint b = 0; b < p.blocks; ++b) {
+        const uint wo = (r * p.blocks + b) * 210u;
+        const uint xo = b * 292u;
+        int s = 0;
+        for (uint j = 0; j < 16u; ++j) {
+            int sub = 0;
+            for (uint l = 0; l < 16u; ++l) {
+                const uint i = 16u * j + l;
+                sub += (code(wo, i) - 32) * signed_byte(x_byte(xo + 4u + i));
+            }
+            s += signed_byte(w_byte(wo + 192u + j)) * sub;
+        }
+        const float d = unpackHalf2x16(w_byte(wo + 208u) | (w_byte(wo + 209u) << 8)).x;
+        const float dx = uintBitsToFloat(x[xo >> 2]);
+        precise float ds = d * float(s);
+        acc = exact_fma(dx, ds, acc);
+    }
+    y[r] = acc;
+}
