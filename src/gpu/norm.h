@@ -1,5 +1,7 @@
-// RMS norm on a Vulkan device, bit for bit ops/norm.cpp's rms_norm: each row
-// of x (rows x n floats) normed and multiplied by weight (n floats).
+// Elementwise steps of a layer on a Vulkan device, bit for bit the CPU's:
+// RMS norm (ops/norm.cpp's rms_norm: each row of x, rows x n floats, normed
+// and multiplied by weight, n floats) and SwiGLU (ops/activation.h's swiglu,
+// with canonical exp).
 #pragma once
 
 #include "gpu/vulkan_kernel.h"
@@ -13,6 +15,17 @@ class VulkanRmsNorm {
 public:
     explicit VulkanRmsNorm(VulkanContext& context);
     std::vector<float> run(const float* x, int rows, int n, const float* weight, float eps);
+
+private:
+    VulkanContext& context_;
+    std::unique_ptr<VulkanKernel> kernel_;
+};
+
+class VulkanSwiglu {
+public:
+    explicit VulkanSwiglu(VulkanContext& context);
+    // gate[i] = silu(gate[i]) * up[i] for n elements.
+    std::vector<float> run(const float* gate, const float* up, int n);
 
 private:
     VulkanContext& context_;

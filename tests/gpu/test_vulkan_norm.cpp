@@ -2,6 +2,7 @@
 // bit: random rows of many widths (sums in double, a rounded mean, a square
 // root and a reciprocal each rounded once), tiny and huge magnitudes.
 #include "gpu/norm.h"
+#include "ops/activation.h"
 #include "ops/norm.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +41,31 @@ TEST(VulkanRmsNorm, EqualsTheCpuBitForBit) {
                     << "n " << n << " magnitude " << magnitude << " row " << r;
             }
         }
+    }
+}
+
+TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
+    VulkanContext context(device_index());
+    VulkanSwiglu swiglu(context);
+    std::mt19937 rng(22);
+    const int n = 50000;
+    std::vector<float> gate(static_cast<size_t>(n)), up(static_cast<size_t>(n));
+    // Gates over the whole range the exponential sees: saturated, tiny,
+    // near the clamps (+-87, 88) and ordinary.
+    std::uniform_real_distribution<float> wide(-100.0f, 100.0f), narrow(-6.0f, 6.0f);
+    for (int i = 0; i < n; ++i) {
+        gate[static_cast<size_t>(i)] = i % 3 == 0 ? wide(rng) : narrow(rng);
+        up[static_cast<size_t>(i)] = narrow(rng);
+    }
+    for (const float edge : {0.0f, -0.0f, 87.0f, -87.0f, 88.0f, -88.0f, 86.99f, -86.99f, 1e-30f, -1e-30f}) {
+        gate.push_back(edge);
+        up.push_back(1.5f);
+    }
+    const std::vector<float> gpu = swiglu.run(gate.data(), up.data(), static_cast<int>(gate.size()));
+    std::vector<float> cpu = gate;
+    tessera::swiglu(cpu.data(), up.data(), static_cast<int64_t>(cpu.size()));
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&cpu[i], &gpu[i], 4), 0) << "gate " << gate[i] << ": " << cpu[i] << " vs " << gpu[i];
     }
 }
 

@@ -105,3 +105,48 @@ float exact_recip_f(float a) {
     }
     return q;
 }
+
+// a / b rounded once to float (finite, b nonzero): the quotient's candidates
+// compared by their residuals a - q b, exact in double (a 48-bit product,
+// then a difference of nearby values).
+float exact_div_f(float a, float b) {
+    float q = float(double(a) / double(b));
+    if (q == 0.0 || isinf(q)) return q;
+    for (int step = 0; step < 3; ++step) {
+        const float up = uintBitsToFloat(floatBitsToUint(q) + 1u);
+        const float dn = uintBitsToFloat(floatBitsToUint(q) - 1u);
+        precise double rq = abs(double(a) - double(q) * double(b));
+        precise double ru = abs(double(a) - double(up) * double(b));
+        precise double rd = abs(double(a) - double(dn) * double(b));
+        if (ru < rq || (ru == rq && (floatBitsToUint(up) & 1u) == 0u)) { q = up; continue; }
+        if (rd < rq || (rd == rq && (floatBitsToUint(dn) & 1u) == 0u)) { q = dn; continue; }
+        break;
+    }
+    return q;
+}
+
+// ops/canonical_math-inl.h's exp, step for step: n = round(x log2 e) (ties
+// to even), r = x - n ln 2 in two fused steps, the degree-7 Taylor
+// polynomial in Horner's fused steps, times 2^n through the exponent bits;
+// x clamped to 88 above, 0 below -87. The constants are the CPU's floats, by
+// their bits.
+float canonical_exp(float x) {
+    if (isnan(x)) return x;
+    const float xc = min(x, 88.0);
+    precise float scaled = xc * uintBitsToFloat(0x3FB8AA3Bu);
+    const float n = roundEven(scaled);
+    float r = exact_fma(-n, uintBitsToFloat(0x3F317200u), xc);
+    r = exact_fma(-n, uintBitsToFloat(0x35BFBE8Eu), r);
+    float p = uintBitsToFloat(0x39500D01u);          // 1/5040
+    p = exact_fma(p, r, uintBitsToFloat(0x3AB60B61u));  // 1/720
+    p = exact_fma(p, r, uintBitsToFloat(0x3C088889u));  // 1/120
+    p = exact_fma(p, r, uintBitsToFloat(0x3D2AAAABu));  // 1/24
+    p = exact_fma(p, r, uintBitsToFloat(0x3E2AAAABu));  // 1/6
+    p = exact_fma(p, r, 0.5);
+    p = exact_fma(p, r, 1.0);
+    p = exact_fma(p, r, 1.0);
+    const int ni = int(max(n, -126.0));
+    const float scale = intBitsToFloat((ni + 127) << 23);
+    precise float e = p * scale;
+    return x < -87.0 ? 0.0 : e;
+}
