@@ -1,5 +1,6 @@
 #include "gpu/norm.h"
 
+#include "ops/rope.h"
 #include "util/error.h"
 
 namespace tessera::shaders {
@@ -7,6 +8,8 @@ extern const uint32_t k_rms_norm[];
 extern const size_t k_rms_norm_words;
 extern const uint32_t k_swiglu[];
 extern const size_t k_swiglu_words;
+extern const uint32_t k_rope[];
+extern const size_t k_rope_words;
 }  // namespace tessera::shaders
 
 namespace tessera {
@@ -35,6 +38,29 @@ std::vector<float> VulkanRmsNorm::run(const float* x, int rows, int n, const flo
     kernel_->run({&xb, &wb, &ob}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
     std::vector<float> out(cells);
     ob.download(out.data(), cells * 4);
+    return out;
+}
+
+VulkanRope::VulkanRope(VulkanContext& context)
+    : context_(context),
+      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_rope, shaders::k_rope_words, 3, 16, "rope")) {}
+
+std::vector<float> VulkanRope::run(const float* x, int n_heads, int head_dim, const RopeTable& table) {
+    const size_t pairs = table.cos_table().size();
+    if (n_heads <= 0 || pairs == 0 || 2 * pairs > static_cast<size_t>(head_dim)) {
+        throw make_error("internal: RoPE of {} pairs over heads of {}", pairs, head_dim);
+    }
+    const size_t bytes = static_cast<size_t>(n_heads) * static_cast<size_t>(head_dim) * 4;
+    VulkanBuffer xb(context_, bytes), cb(context_, pairs * 4), sb(context_, pairs * 4);
+    xb.upload(x, bytes);
+    cb.upload(table.cos_table().data(), pairs * 4);
+    sb.upload(table.sin_table().data(), pairs * 4);
+    const uint32_t params[4] = {static_cast<uint32_t>(n_heads), static_cast<uint32_t>(head_dim),
+                                static_cast<uint32_t>(pairs), table.layout() == RopeLayout::kHalves ? 1u : 0u};
+    const uint32_t work = params[0] * params[2];
+    kernel_->run({&xb, &cb, &sb}, params, (work + kGroup - 1) / kGroup);
+    std::vector<float> out(bytes / 4);
+    xb.download(out.data(), bytes);
     return out;
 }
 

@@ -43,6 +43,11 @@ public:
     void apply(float* x, int n_heads, int head_dim) const;
 
     int n_rot() const { return n_rot_; }
+    RopeLayout layout() const { return layout_; }
+    // The current position's cos and sin of each pair (n_rot / 2 each): what
+    // apply multiplies by, for a device that rotates with the same numbers.
+    const std::vector<float>& cos_table() const { return cos_; }
+    const std::vector<float>& sin_table() const { return sin_; }
 
 private:
     int n_rot_;

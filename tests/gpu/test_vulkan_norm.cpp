@@ -4,6 +4,7 @@
 #include "gpu/norm.h"
 #include "ops/activation.h"
 #include "ops/norm.h"
+#include "ops/rope.h"
 
 #include <gtest/gtest.h>
 
@@ -66,6 +67,28 @@ TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
     tessera::swiglu(cpu.data(), up.data(), static_cast<int64_t>(cpu.size()));
     for (size_t i = 0; i < cpu.size(); ++i) {
         ASSERT_EQ(std::memcmp(&cpu[i], &gpu[i], 4), 0) << "gate " << gate[i] << ": " << cpu[i] << " vs " << gpu[i];
+    }
+}
+
+TEST(VulkanRope, EqualsTheCpuBitForBit) {
+    VulkanContext context(device_index());
+    VulkanRope rope(context);
+    std::mt19937 rng(23);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (const RopeLayout layout : {RopeLayout::kAdjacent, RopeLayout::kHalves}) {
+        for (const auto& [n_rot, head_dim] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {32, 64}}) {
+            RopeTable table(n_rot, 10000.0f, {}, layout);
+            for (const int64_t pos : {0, 1, 17, 4095, 131071}) {
+                table.set_position(pos);
+                const int heads = 6;
+                std::vector<float> x(static_cast<size_t>(heads * head_dim));
+                for (float& v : x) v = normal(rng);
+                const std::vector<float> gpu = rope.run(x.data(), heads, head_dim, table);
+                table.apply(x.data(), heads, head_dim);
+                ASSERT_EQ(std::memcmp(x.data(), gpu.data(), x.size() * 4), 0)
+                    << "n_rot " << n_rot << " head_dim " << head_dim << " pos " << pos;
+            }
+        }
     }
 }
 
