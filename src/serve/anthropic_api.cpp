@@ -80,13 +80,7 @@ void add_messages(const ordered_json& m, size_t i, ordered_json& out) {
 }  // namespace
 
 std::string anthropic_to_openai(const std::string& text, bool* stream) {
-    ordered_json body;
-    try {
-        body = ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw bad("", std::string("the body is not valid JSON: ") + e.what());
-    }
-    if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    const ordered_json body = parse_body_object(text);
     static const std::vector<std::string> fields = {"model", "max_tokens", "messages", "system", "temperature", "top_p",
                                                     "top_k", "stop_sequences", "stream", "tools", "tool_choice", "metadata"};
     for (const auto& [key, value] : body.items()) {

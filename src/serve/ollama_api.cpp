@@ -114,13 +114,7 @@ const std::vector<std::pair<std::string, std::string>>& ollama_ignored_options()
 }
 
 std::string ollama_to_openai(const std::string& text, bool chat, bool* stream) {
-    ordered_json body;
-    try {
-        body = ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw bad("", std::string("the body is not valid JSON: ") + e.what());
-    }
-    if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    const ordered_json body = parse_body_object(text);
     const auto ignored = [](const std::string& key) {
         const auto& list = ollama_ignored_options();
         return std::any_of(list.begin(), list.end(), [&](const auto& o) { return o.first == key; });

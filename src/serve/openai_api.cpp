@@ -265,6 +265,17 @@ json ApiError::body() const {
                        {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
+nlohmann::ordered_json parse_body_object(const std::string& text) {
+    nlohmann::ordered_json body;
+    try {
+        body = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw bad_request("", std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw bad_request("", "the body must be a JSON object");
+    return body;
+}
+
 const std::vector<std::pair<std::string, std::string>>& ignored_request_fields() {
     static const std::vector<std::pair<std::string, std::string>> fields = {
         {"user", "an end user's id for the provider's abuse monitoring: no accounts here"},

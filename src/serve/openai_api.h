@@ -32,6 +32,10 @@ inline ApiError bad_request(const std::string& param, const std::string& message
     return ApiError{400, message, "invalid_request_error", param};
 }
 
+// A request body that must be a JSON object, read in its written order;
+// a 400 otherwise (Ollama's and Anthropic's translators start here).
+nlohmann::ordered_json parse_body_object(const std::string& text);
+
 // Whether `key` is one of `names` (the parsers' lists of fields they know).
 inline bool listed(const std::vector<std::string>& names, const std::string& key) {
     for (const std::string& n : names) {
