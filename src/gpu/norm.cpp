@@ -10,6 +10,8 @@ extern const uint32_t k_swiglu[];
 extern const size_t k_swiglu_words;
 extern const uint32_t k_rope[];
 extern const size_t k_rope_words;
+extern const uint32_t k_softmax[];
+extern const size_t k_softmax_words;
 }  // namespace tessera::shaders
 
 namespace tessera {
@@ -59,6 +61,22 @@ std::vector<float> VulkanRope::run(const float* x, int n_heads, int head_dim, co
                                 static_cast<uint32_t>(pairs), table.layout() == RopeLayout::kHalves ? 1u : 0u};
     const uint32_t work = params[0] * params[2];
     kernel_->run({&xb, &cb, &sb}, params, (work + kGroup - 1) / kGroup);
+    std::vector<float> out(bytes / 4);
+    xb.download(out.data(), bytes);
+    return out;
+}
+
+VulkanSoftmax::VulkanSoftmax(VulkanContext& context)
+    : context_(context),
+      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_softmax, shaders::k_softmax_words, 1, 8, "softmax")) {}
+
+std::vector<float> VulkanSoftmax::run(const float* x, int rows, int n) {
+    if (rows <= 0 || n <= 0) throw make_error("internal: an empty softmax");
+    const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(n) * 4;
+    VulkanBuffer xb(context_, bytes);
+    xb.upload(x, bytes);
+    const uint32_t params[2] = {static_cast<uint32_t>(n), static_cast<uint32_t>(rows)};
+    kernel_->run({&xb}, params, (params[1] + kGroup - 1) / kGroup);
     std::vector<float> out(bytes / 4);
     xb.download(out.data(), bytes);
     return out;

@@ -1,8 +1,8 @@
 // Elementwise steps of a layer on a Vulkan device, bit for bit the CPU's:
 // RMS norm (ops/norm.cpp's rms_norm: each row of x, rows x n floats, normed
 // and multiplied by weight, n floats), SwiGLU (ops/activation.h's swiglu,
-// with canonical exp) and RoPE (ops/rope.h's RopeTable::apply, with the
-// table's cos and sin of the position).
+// with canonical exp), RoPE (ops/rope.h's RopeTable::apply, with the
+// table's cos and sin of the position) and softmax (ops/softmax.h's).
 #pragma once
 
 #include "gpu/vulkan_kernel.h"
@@ -29,6 +29,17 @@ public:
     explicit VulkanRope(VulkanContext& context);
     // x: n_heads heads of head_dim floats, rotated as table.apply would.
     std::vector<float> run(const float* x, int n_heads, int head_dim, const RopeTable& table);
+
+private:
+    VulkanContext& context_;
+    std::unique_ptr<VulkanKernel> kernel_;
+};
+
+class VulkanSoftmax {
+public:
+    explicit VulkanSoftmax(VulkanContext& context);
+    // Each of `rows` rows of n floats.
+    std::vector<float> run(const float* x, int rows, int n);
 
 private:
     VulkanContext& context_;

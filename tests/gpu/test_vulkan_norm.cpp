@@ -5,6 +5,7 @@
 #include "ops/activation.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "ops/softmax.h"
 
 #include <gtest/gtest.h>
 
@@ -88,6 +89,23 @@ TEST(VulkanRope, EqualsTheCpuBitForBit) {
                 ASSERT_EQ(std::memcmp(x.data(), gpu.data(), x.size() * 4), 0)
                     << "n_rot " << n_rot << " head_dim " << head_dim << " pos " << pos;
             }
+        }
+    }
+}
+
+TEST(VulkanSoftmax, EqualsTheCpuBitForBit) {
+    VulkanContext context(device_index());
+    VulkanSoftmax softmax(context);
+    std::mt19937 rng(24);
+    for (const float spread : {0.1f, 3.0f, 40.0f}) {
+        std::normal_distribution<float> normal(0.0f, spread);
+        for (const int n : {1, 5, 16, 17, 100, 4096}) {
+            const int rows = 19;
+            std::vector<float> x(static_cast<size_t>(rows) * static_cast<size_t>(n));
+            for (float& v : x) v = normal(rng);
+            const std::vector<float> gpu = softmax.run(x.data(), rows, n);
+            for (int r = 0; r < rows; ++r) tessera::softmax(x.data() + static_cast<size_t>(r) * static_cast<size_t>(n), n);
+            ASSERT_EQ(std::memcmp(x.data(), gpu.data(), x.size() * 4), 0) << "n " << n << " spread " << spread;
         }
     }
 }
