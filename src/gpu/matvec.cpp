@@ -82,28 +82,27 @@ std::vector<float> VulkanMatvec::f16(const void* w, int rows, int n, const float
     return run(*f16_, w, cells * 2, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
 }
 
+// Rows of whole blocks: `block` elements in w_bytes per weight block and
+// x_bytes per activation block.
+std::vector<float> VulkanMatvec::blocks(VulkanKernel& kernel, const char* type, int block, size_t w_bytes,
+                                        size_t x_bytes, const void* w, int rows, int n, const void* x) {
+    if (rows <= 0 || n <= 0 || n % block != 0) throw make_error("internal: {} rows must be whole blocks (n = {})", type, n);
+    const size_t count = static_cast<size_t>(n / block);
+    return run(kernel, w, static_cast<size_t>(rows) * count * w_bytes, x, count * x_bytes, static_cast<uint32_t>(count),
+               rows);
+}
+
 std::vector<float> VulkanMatvec::q8_0(const void* w, int rows, int n, const void* x) {
-    if (rows <= 0 || n <= 0 || n % 32 != 0) throw make_error("internal: Q8_0 rows must be whole blocks (n = {})", n);
-    const size_t blocks = static_cast<size_t>(n) / 32;
-    return run(*q8_0_, w, static_cast<size_t>(rows) * blocks * 34, x, blocks * 34, static_cast<uint32_t>(blocks), rows);
+    return blocks(*q8_0_, "Q8_0", 32, 34, 34, w, rows, n, x);
 }
-
 std::vector<float> VulkanMatvec::q4_0(const void* w, int rows, int n, const void* x) {
-    if (rows <= 0 || n <= 0 || n % 32 != 0) throw make_error("internal: Q4_0 rows must be whole blocks (n = {})", n);
-    const size_t blocks = static_cast<size_t>(n) / 32;
-    return run(*q4_0_, w, static_cast<size_t>(rows) * blocks * 18, x, blocks * 34, static_cast<uint32_t>(blocks), rows);
+    return blocks(*q4_0_, "Q4_0", 32, 18, 34, w, rows, n, x);
 }
-
 std::vector<float> VulkanMatvec::q4_k(const void* w, int rows, int n, const void* x) {
-    if (rows <= 0 || n <= 0 || n % 256 != 0) throw make_error("internal: Q4_K rows must be whole blocks (n = {})", n);
-    const size_t blocks = static_cast<size_t>(n) / 256;
-    return run(*q4_k_, w, static_cast<size_t>(rows) * blocks * 144, x, blocks * 292, static_cast<uint32_t>(blocks), rows);
+    return blocks(*q4_k_, "Q4_K", 256, 144, 292, w, rows, n, x);
 }
-
 std::vector<float> VulkanMatvec::q6_k(const void* w, int rows, int n, const void* x) {
-    if (rows <= 0 || n <= 0 || n % 256 != 0) throw make_error("internal: Q6_K rows must be whole blocks (n = {})", n);
-    const size_t blocks = static_cast<size_t>(n) / 256;
-    return run(*q6_k_, w, static_cast<size_t>(rows) * blocks * 210, x, blocks * 292, static_cast<uint32_t>(blocks), rows);
+    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x);
 }
 
 }  // namespace tessera

@@ -33,6 +33,8 @@ public:
 private:
     std::vector<float> run(VulkanKernel& kernel, const void* w, size_t w_bytes, const void* x, size_t x_bytes,
                            uint32_t a, int rows);
+    std::vector<float> blocks(VulkanKernel& kernel, const char* type, int block, size_t w_bytes, size_t x_bytes,
+                              const void* w, int rows, int n, const void* x);
 
     VulkanContext& context_;
     std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;
