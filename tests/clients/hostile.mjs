@@ -1,8 +1,9 @@
 // Hostile clients against `tessera serve` (started with --timeout-ms 1000):
 // one that connects and says nothing and one that trickles a request a byte
-// at a time are dropped within seconds while others are served; wrong types
-// and out-of-range values on every endpoint are 400s with OpenAI error
-// objects naming the field.
+// at a time (on the OpenAI, Ollama and Anthropic endpoints) are dropped
+// within seconds while others are served; wrong types and out-of-range
+// values on every endpoint are 400s naming the field, in each API's error
+// shape.
 //
 //   node tests/clients/hostile.mjs BASE_URL API_KEY
 import net from "node:net";
@@ -18,17 +19,22 @@ const closedWithin = (socket, ms) => new Promise((resolve) => {
 });
 
 const silent = net.connect(Number(url.port), url.hostname);
-const trickle = net.connect(Number(url.port), url.hostname);
-const request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n";
-let at = 0;
-const drip = setInterval(() => { if (at < request.length && !trickle.destroyed) trickle.write(request[at++]); }, 1500);
-const silentClosed = closedWithin(silent, 15000), trickleClosed = closedWithin(trickle, 15000);
+// A trickling request on each API's endpoint: OpenAI's, Ollama's, Anthropic's.
+const trickles = ["/v1/chat/completions", "/api/chat", "/v1/messages"].map((path) => {
+  const socket = net.connect(Number(url.port), url.hostname);
+  return { socket, request: `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n`, at: 0 };
+});
+const drip = setInterval(() => {
+  for (const t of trickles) if (t.at < t.request.length && !t.socket.destroyed) t.socket.write(t.request[t.at++]);
+}, 1500);
+const silentClosed = closedWithin(silent, 15000);
+const trickleClosed = Promise.all(trickles.map((t) => closedWithin(t.socket, 15000))).then((all) => all.every(Boolean));
 
 const ok = await fetch(`${baseURL}/v1/chat/completions`, { method: "POST", headers,
   body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }) });
 check(ok.status === 200, "served beside a silent and a trickling client", ok.status);
 check(await silentClosed, "a silent connection is dropped");
-check(await trickleClosed, "a trickling request is dropped");
+check(await trickleClosed, "trickling requests to /v1/chat/completions, /api/chat and /v1/messages are dropped");
 clearInterval(drip);
 
 const bad = async (path, body, param) => {
@@ -72,4 +78,19 @@ const detok = await (await fetch(`${baseURL}/detokenize`, { method: "POST", head
   body: JSON.stringify({ tokens: tok.tokens }) })).json();
 check(tok.tokens.length > 0 && detok.content === "Hello there", "tokenize and detokenize round trip",
   JSON.stringify([tok, detok]));
+// Ollama's and Anthropic's endpoints answer bad input in their own error shapes.
+const other = async (path, body, ok, what) => {
+  const res = await fetch(`${baseURL}${path}`, { method: "POST", headers, body });
+  const json = await res.json();
+  check(res.status === 400 && ok(json), what, `${res.status} ${JSON.stringify(json)}`);
+};
+await other("/api/chat", "{oops", (j) => typeof j.error === "string", "Ollama: 400 for broken JSON");
+await other("/api/chat", JSON.stringify({ messages: [{ role: "user", content: "x" }], options: { num_predict: "ten" } }),
+  (j) => /max_tokens/.test(j.error), "Ollama: 400 for a mistyped option");
+await other("/api/generate", JSON.stringify({ prompt: ["x"] }), (j) => /prompt/.test(j.error), "Ollama: 400 for a mistyped prompt");
+await other("/v1/messages", JSON.stringify({ messages: [{ role: "user", content: "x" }] }),
+  (j) => j.type === "error" && j.error.type === "invalid_request_error" && /max_tokens/.test(j.error.message),
+  "Anthropic: 400 without max_tokens");
+await other("/v1/messages", JSON.stringify({ max_tokens: -1, messages: [{ role: "user", content: "x" }] }),
+  (j) => j.type === "error" && /max_tokens/.test(j.error.message), "Anthropic: 400 for max_tokens out of range");
 console.log("all checks passed");
