@@ -30,6 +30,9 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_flag("--no-offload", o.no_offload,
                   "Refuse a plan where a node's share of the weights does not fit its memory (default: that node "
                   "keeps what fits and streams its later layers from disk every token)");
+    cmd->add_option("--device", o.device,
+                    "Where this process computes: cpu (default) or vulkan[:N], the Nth Vulkan device of `tessera "
+                    "devices` (a single node for now)");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--key", o.key_file,

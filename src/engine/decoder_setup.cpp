@@ -11,7 +11,28 @@
 #include <cstdint>
 #include <thread>
 
+#if TESSERA_VULKAN
+#include "gpu_model/vulkan_decoder.h"
+#endif
+
 namespace tessera {
+
+std::optional<int> vulkan_device_of(const std::string& device) {
+    if (device.empty() || device == "cpu") return std::nullopt;
+    if (device.rfind("vulkan", 0) != 0 || (device.size() > 6 && device[6] != ':')) {
+        throw make_error("--device {}: the devices are cpu and vulkan[:N] (see tessera devices)", device);
+    }
+#if !TESSERA_VULKAN
+    throw make_error("--device {}: this binary was built without the Vulkan backend (it needs libvulkan-dev and glslc "
+                     "at build time)", device);
+#endif
+    if (device.size() == 6) return 0;
+    const std::string index = device.substr(7);
+    if (index.empty() || index.size() > 4 || index.find_first_not_of("0123456789") != std::string::npos) {
+        throw make_error("--device {}: N in vulkan:N is a device number (see tessera devices)", device);
+    }
+    return std::stoi(index);
+}
 
 int default_threads(const ParallelOptions& options) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -108,6 +129,11 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         return make_pipeline(model, config, n_threads, options, *spec);
     }
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
+    const std::optional<int> vulkan = vulkan_device_of(options.device);
+    if (vulkan && (options.local > 1 || !options.workers.empty() || options.sequence_parallel())) {
+        throw make_error("--device {} runs a single node for now: no --local, --workers or --prefill sp with it",
+                         options.device);
+    }
     DecoderSetup setup;
     std::vector<HostPort> workers = parse_host_port_list(options.workers);
     std::shared_ptr<const WireKey> key = key_from_flag_or_env(options.key_file);
@@ -140,6 +166,14 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
                                           describe_shortfall(need, scratch, have, config.offload && config.private_weights)));
         }
         config.weight_budget = fit.weight_budget;
+        if (vulkan) {
+#if TESSERA_VULKAN
+            auto gpu = std::make_unique<VulkanDecoder>(model, config, *vulkan);
+            setup.device = gpu->forward().device().name;
+            setup.decoder = std::move(gpu);
+            return setup;
+#endif
+        }
         auto local = std::make_unique<LocalDecoder>(model, config, n_threads);
         setup.streamed_bytes = local->forward().streamed_bytes_per_token();
         setup.local = &local->forward();

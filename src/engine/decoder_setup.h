@@ -37,8 +37,14 @@ struct DecoderSetup {
     // A single node whose weights do not fit its memory: the bytes of layers
     // it streams from disk every token (0: none).
     uint64_t streamed_bytes = 0;
-    const SliceForward* local = nullptr;  // a single node's forward pass
+    const SliceForward* local = nullptr;  // a single node's forward pass on the CPU
+    std::string device;                   // a single node's GPU, by name (empty: the CPU)
 };
+
+// The Vulkan device --device names ("vulkan" is 0, "vulkan:N" N), nullopt for
+// the CPU; an unknown device, or a Vulkan one in a binary built without the
+// backend, is an Error.
+std::optional<int> vulkan_device_of(const std::string& device);
 
 // A node's steps and their time as the root sees them (TpRankInfo::steps,
 // StageInfo::steps): for /metrics.

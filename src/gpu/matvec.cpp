@@ -1,32 +1,16 @@
 #include "gpu/matvec.h"
 
+#include "gpu/shaders.h"
 #include "util/error.h"
 
 #include <cstring>
 
-namespace tessera::shaders {
-extern const uint32_t k_matvec_f32[];
-extern const size_t k_matvec_f32_words;
-extern const uint32_t k_matvec_q8_0[];
-extern const size_t k_matvec_q8_0_words;
-extern const uint32_t k_matvec_f16[];
-extern const size_t k_matvec_f16_words;
-extern const uint32_t k_matvec_q4_0[];
-extern const size_t k_matvec_q4_0_words;
-extern const uint32_t k_matvec_q4_k[];
-extern const size_t k_matvec_q4_k_words;
-extern const uint32_t k_matvec_q6_k[];
-extern const size_t k_matvec_q6_k_words;
-}  // namespace tessera::shaders
 
 namespace tessera {
 
 namespace {
 
-struct Params {
-    uint32_t a;
-    uint32_t rows;
-};
+using Params = VulkanMatmulParams;
 
 constexpr uint32_t kGroup = 64;  // the shaders' local_size_x
 
@@ -63,7 +47,8 @@ std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t
     const auto wb = filled(context_, w, w_bytes);
     const auto xb = filled(context_, x, x_bytes);
     VulkanBuffer yb(context_, static_cast<size_t>(rows) * 4);
-    const Params p{a, static_cast<uint32_t>(rows)};
+    const auto n_rows = static_cast<uint32_t>(rows);
+    const Params p{a, 1, n_rows, a, 0, a, n_rows, 1, a};
     kernel.run({wb.get(), xb.get(), &yb}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
     std::vector<float> y(static_cast<size_t>(rows));
     yb.download(y.data(), y.size() * 4);

@@ -1,18 +1,9 @@
 #include "gpu/norm.h"
 
 #include "ops/rope.h"
+#include "gpu/shaders.h"
 #include "util/error.h"
 
-namespace tessera::shaders {
-extern const uint32_t k_rms_norm[];
-extern const size_t k_rms_norm_words;
-extern const uint32_t k_swiglu[];
-extern const size_t k_swiglu_words;
-extern const uint32_t k_rope[];
-extern const size_t k_rope_words;
-extern const uint32_t k_softmax[];
-extern const size_t k_softmax_words;
-}  // namespace tessera::shaders
 
 namespace tessera {
 
@@ -45,7 +36,8 @@ std::vector<float> VulkanRmsNorm::run(const float* x, int rows, int n, const flo
 
 VulkanRope::VulkanRope(VulkanContext& context)
     : context_(context),
-      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_rope, shaders::k_rope_words, 3, 16, "rope")) {}
+      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_rope, shaders::k_rope_words, 3,
+                                             static_cast<uint32_t>(sizeof(VulkanRopeParams)), "rope")) {}
 
 std::vector<float> VulkanRope::run(const float* x, int n_heads, int head_dim, const RopeTable& table) {
     const size_t pairs = table.cos_table().size();
@@ -57,10 +49,11 @@ std::vector<float> VulkanRope::run(const float* x, int n_heads, int head_dim, co
     xb.upload(x, bytes);
     cb.upload(table.cos_table().data(), pairs * 4);
     sb.upload(table.sin_table().data(), pairs * 4);
-    const uint32_t params[4] = {static_cast<uint32_t>(n_heads), static_cast<uint32_t>(head_dim),
-                                static_cast<uint32_t>(pairs), table.layout() == RopeLayout::kHalves ? 1u : 0u};
-    const uint32_t work = params[0] * params[2];
-    kernel_->run({&xb, &cb, &sb}, params, (work + kGroup - 1) / kGroup);
+    const VulkanRopeParams params{static_cast<uint32_t>(n_heads), static_cast<uint32_t>(head_dim),
+                                  static_cast<uint32_t>(pairs), table.layout() == RopeLayout::kHalves ? 1u : 0u, 1,
+                                  static_cast<uint32_t>(n_heads * head_dim)};
+    const uint32_t work = params.heads * params.pairs;
+    kernel_->run({&xb, &cb, &sb}, &params, (work + kGroup - 1) / kGroup);
     std::vector<float> out(bytes / 4);
     xb.download(out.data(), bytes);
     return out;
@@ -84,7 +77,7 @@ std::vector<float> VulkanSoftmax::run(const float* x, int rows, int n) {
 
 VulkanSwiglu::VulkanSwiglu(VulkanContext& context)
     : context_(context),
-      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_swiglu, shaders::k_swiglu_words, 2, 4, "swiglu")) {}
+      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_swiglu, shaders::k_swiglu_words, 2, 8, "swiglu")) {}
 
 std::vector<float> VulkanSwiglu::run(const float* gate, const float* up, int n) {
     if (n <= 0) throw make_error("internal: an empty SwiGLU");
@@ -92,8 +85,8 @@ std::vector<float> VulkanSwiglu::run(const float* gate, const float* up, int n) 
     VulkanBuffer gb(context_, bytes), ub(context_, bytes);
     gb.upload(gate, bytes);
     ub.upload(up, bytes);
-    const uint32_t count = static_cast<uint32_t>(n);
-    kernel_->run({&gb, &ub}, &count, (count + kGroup - 1) / kGroup);
+    const uint32_t params[2] = {static_cast<uint32_t>(n), 1};
+    kernel_->run({&gb, &ub}, params, (params[0] + kGroup - 1) / kGroup);
     std::vector<float> out(static_cast<size_t>(n));
     gb.download(out.data(), bytes);
     return out;

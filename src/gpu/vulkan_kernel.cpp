@@ -35,42 +35,59 @@ VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t
     pipeline.stage.pName = "main";
     pipeline.layout = layout_;
     vk_check(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &pipeline, nullptr, &pipeline_), "vkCreateComputePipelines");
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, static_cast<uint32_t>(n_buffers)};
-    VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    pool.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT;
-    pool.maxSets = 1;
-    pool.poolSizeCount = 1;
-    pool.pPoolSizes = &size;
-    vk_check(vkCreateDescriptorPool(d, &pool, nullptr, &pool_), "vkCreateDescriptorPool");
 }
 
 VulkanKernel::~VulkanKernel() {
     VkDevice d = context_.device();
-    vkDestroyDescriptorPool(d, pool_, nullptr);
+    for (VkDescriptorPool pool : pools_) vkDestroyDescriptorPool(d, pool, nullptr);
     vkDestroyPipeline(d, pipeline_, nullptr);
     vkDestroyPipelineLayout(d, layout_, nullptr);
     vkDestroyDescriptorSetLayout(d, set_layout_, nullptr);
     vkDestroyShaderModule(d, module_, nullptr);
 }
 
-void VulkanKernel::run(const std::vector<const VulkanBuffer*>& buffers, const void* push, uint32_t groups_x,
-                       uint32_t groups_y) {
-    if (static_cast<int>(buffers.size()) != n_buffers_) {
-        throw make_error("internal: kernel {} takes {} buffers, got {}", name_, n_buffers_, buffers.size());
-    }
+namespace {
+constexpr uint32_t kSetsPerPool = 64;
+}
+
+VkDescriptorSet VulkanKernel::allocate_set() {
     VkDevice d = context_.device();
+    if (pools_.empty() || sets_in_last_pool_ == kSetsPerPool) {
+        VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, static_cast<uint32_t>(n_buffers_) * kSetsPerPool};
+        VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+        pool.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT;  // run()'s sets go back
+        pool.maxSets = kSetsPerPool;
+        pool.poolSizeCount = 1;
+        pool.pPoolSizes = &size;
+        VkDescriptorPool created = VK_NULL_HANDLE;
+        vk_check(vkCreateDescriptorPool(d, &pool, nullptr, &created), "vkCreateDescriptorPool");
+        pools_.push_back(created);
+        sets_in_last_pool_ = 0;
+    }
     VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    alloc.descriptorPool = pool_;
+    alloc.descriptorPool = pools_.back();
     alloc.descriptorSetCount = 1;
     alloc.pSetLayouts = &set_layout_;
     VkDescriptorSet set = VK_NULL_HANDLE;
     vk_check(vkAllocateDescriptorSets(d, &alloc, &set), "vkAllocateDescriptorSets");
-    struct Free {
-        VkDevice d;
-        VkDescriptorPool p;
-        VkDescriptorSet s;
-        ~Free() { vkFreeDescriptorSets(d, p, 1, &s); }
-    } free_it{d, pool_, set};
+    ++sets_in_last_pool_;
+    return set;
+}
+
+VkDescriptorSet VulkanKernel::bind(const std::vector<const VulkanBuffer*>& buffers) {
+    if (static_cast<int>(buffers.size()) != n_buffers_) {
+        throw make_error("internal: kernel {} takes {} buffers, got {}", name_, n_buffers_, buffers.size());
+    }
+    std::vector<VkBuffer> key;
+    for (const VulkanBuffer* b : buffers) key.push_back(b->handle());
+    if (auto it = sets_.find(key); it != sets_.end()) return it->second;
+    const VkDescriptorSet set = allocate_set();
+    write_set(set, buffers);
+    sets_.emplace(std::move(key), set);
+    return set;
+}
+
+void VulkanKernel::write_set(VkDescriptorSet set, const std::vector<const VulkanBuffer*>& buffers) {
     std::vector<VkDescriptorBufferInfo> infos(buffers.size());
     std::vector<VkWriteDescriptorSet> writes(buffers.size());
     for (size_t i = 0; i < buffers.size(); ++i) {
@@ -82,19 +99,61 @@ void VulkanKernel::run(const std::vector<const VulkanBuffer*>& buffers, const vo
         writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes[i].pBufferInfo = &infos[i];
     }
-    vkUpdateDescriptorSets(d, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    vkUpdateDescriptorSets(context_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+}
+
+void VulkanKernel::record(VkCommandBuffer cb, VkDescriptorSet set, const void* push, uint32_t groups_x,
+                          uint32_t groups_y, uint32_t groups_z) const {
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set, 0, nullptr);
+    if (push_bytes_ > 0) vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
+    vkCmdDispatch(cb, groups_x, groups_y, groups_z);
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier,
+                         0, nullptr, 0, nullptr);
+}
+
+void record_host_to_compute(VkCommandBuffer cb) {
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+}
+
+void record_compute_to_host(VkCommandBuffer cb) {
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+}
+
+void VulkanKernel::run(const std::vector<const VulkanBuffer*>& buffers, const void* push, uint32_t groups_x,
+                       uint32_t groups_y) {
+    if (static_cast<int>(buffers.size()) != n_buffers_) {
+        throw make_error("internal: kernel {} takes {} buffers, got {}", name_, n_buffers_, buffers.size());
+    }
+    // A set of its own, freed after: these buffers may not outlive the call
+    // (and another buffer may later get the same handle).
+    const VkDescriptorSet set = allocate_set();
+    struct Free {
+        VkDevice d;
+        VkDescriptorPool p;
+        VkDescriptorSet s;
+        uint32_t* in_pool;
+        ~Free() {
+            vkFreeDescriptorSets(d, p, 1, &s);
+            --*in_pool;
+        }
+    } free_it{context_.device(), pools_.back(), set, &sets_in_last_pool_};
+    write_set(set, buffers);
     context_.run([&](VkCommandBuffer cb) {
-        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
-        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set, 0, nullptr);
-        if (push_bytes_ > 0) vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
-        vkCmdDispatch(cb, groups_x, groups_y, 1);
-        // The host reads the results once the fence says the queue is done:
-        // make the shader's writes visible to it.
-        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-        barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
-                             nullptr, 0, nullptr);
+        record_host_to_compute(cb);
+        record(cb, set, push, groups_x, groups_y);
+        record_compute_to_host(cb);
     });
 }
 

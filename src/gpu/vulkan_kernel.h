@@ -1,11 +1,16 @@
 // One compute shader (SPIR-V embedded in the binary), its storage buffers
-// bound in order at set 0, bindings 0..n-1, and push constants; run() records
-// the dispatch, submits it and waits.
+// bound in order at set 0, bindings 0..n-1, and push constants. run()
+// records one dispatch, submits it and waits (tests, one-off work); a
+// forward pass binds its buffers once (bind: a descriptor set kept with the
+// kernel for those buffers) and records many dispatches into one command
+// buffer (record), each followed by a barrier so the next one reads what it
+// wrote.
 #pragma once
 
 #include "gpu/vulkan_buffer.h"
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace tessera {
@@ -20,7 +25,17 @@ public:
 
     void run(const std::vector<const VulkanBuffer*>& buffers, const void* push, uint32_t groups_x, uint32_t groups_y = 1);
 
+    // The descriptor set of these buffers (made once, then reused).
+    VkDescriptorSet bind(const std::vector<const VulkanBuffer*>& buffers);
+    // A dispatch of this kernel with a set from bind, then a compute-to-compute barrier.
+    void record(VkCommandBuffer cb, VkDescriptorSet set, const void* push, uint32_t groups_x, uint32_t groups_y = 1,
+                uint32_t groups_z = 1) const;
+    const char* name() const { return name_; }
+
 private:
+    VkDescriptorSet allocate_set();
+    void write_set(VkDescriptorSet set, const std::vector<const VulkanBuffer*>& buffers);
+
     VulkanContext& context_;
     int n_buffers_;
     uint32_t push_bytes_;
@@ -29,7 +44,16 @@ private:
     VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     VkPipeline pipeline_ = VK_NULL_HANDLE;
-    VkDescriptorPool pool_ = VK_NULL_HANDLE;
+    // Pools of kSetsPerPool sets each, one more whenever the last is full.
+    std::vector<VkDescriptorPool> pools_;
+    uint32_t sets_in_last_pool_ = 0;
+    std::map<std::vector<VkBuffer>, VkDescriptorSet> sets_;
 };
+
+// Makes the host's writes to mapped buffers visible to the shaders of the
+// commands after it, and the shaders' writes visible to the host once the
+// submission is done: the first and last commands of a recording.
+void record_host_to_compute(VkCommandBuffer cb);
+void record_compute_to_host(VkCommandBuffer cb);
 
 }  // namespace tessera

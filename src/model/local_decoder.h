@@ -37,8 +37,7 @@ public:
 private:
     ThreadPool pool_;
     SliceForward forward_;
-    std::vector<float> x_, seq_logits_, last_x_, head_out_;
-    SeqBatch batch_;
+    WholeModelScratch scratch_;
 };
 
 }  // namespace tessera

@@ -42,4 +42,32 @@ private:
     size_t output_rows_ = 0;
 };
 
+// One process's eval_seqs over a forward pass holding the whole model (a
+// SliceForward, a GPU's): batch by batch, embed, run the layers, and the
+// wanted rows' logits in one product (the head streamed once for all of
+// them; each row's bits are those of a product of one). Returns the rows of
+// n_vocab logits, in `logits`; x, rows and out are scratch.
+struct WholeModelScratch {
+    std::vector<float> x, logits, rows, out;
+    SeqBatch batch;
+};
+template <class Forward>
+const float* eval_whole_model(Forward& forward, std::span<const SeqEval> evals, WholeModelScratch& s) {
+    const ModelHParams& hp = forward.hparams();
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    s.x.resize(static_cast<size_t>(forward.n_batch()) * static_cast<size_t>(hp.n_embd));
+    SeqBatches batches(evals, forward.n_batch());
+    s.logits.resize(batches.output_rows() * n_vocab);
+    while (batches.next(s.batch)) {
+        forward.embed(s.batch.tokens, s.x.data());
+        forward.forward_layers(s.x.data(), s.batch.runs);
+        if (s.batch.rows.empty()) continue;
+        s.batch.gather_rows(s.x.data(), hp.n_embd, s.rows);
+        s.out.resize(s.batch.rows.size() * n_vocab);
+        forward.logits(s.rows.data(), static_cast<int>(s.batch.rows.size()), s.out.data());
+        s.batch.scatter_logits(s.out.data(), n_vocab, s.logits.data());
+    }
+    return s.logits.data();
+}
+
 }  // namespace tessera

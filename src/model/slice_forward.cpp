@@ -426,20 +426,24 @@ void SliceForward::new_activations() {
     for (ConvertedActivation& c : converted_) c.source = nullptr;
 }
 
-void SliceForward::embed(std::span<const int32_t> tokens, float* x) const {
-    if (!weights_.slice.embeds) throw make_error("internal: this slice does not hold the token embedding");
+void embed_tokens(const Matrix& token_embd, const ModelHParams& hp, std::span<const int32_t> tokens, float* x) {
     for (size_t t = 0; t < tokens.size(); ++t) {
         const int32_t token = tokens[t];
-        if (token < 0 || token >= hparams_.n_vocab) {
-            throw make_error("token id {} is outside the vocabulary of {}", token, hparams_.n_vocab);
+        if (token < 0 || token >= hp.n_vocab) {
+            throw make_error("token id {} is outside the vocabulary of {}", token, hp.n_vocab);
         }
-        float* xt = x + t * hparams_.n_embd;
-        dequantize_row(weights_.token_embd, token, xt);
-        if (hparams_.family->scale_embeddings) {
-            const float scale = std::sqrt(static_cast<float>(hparams_.n_embd));
-            for (int64_t j = 0; j < hparams_.n_embd; ++j) xt[j] *= scale;
+        float* xt = x + t * hp.n_embd;
+        dequantize_row(token_embd, token, xt);
+        if (hp.family->scale_embeddings) {
+            const float scale = std::sqrt(static_cast<float>(hp.n_embd));
+            for (int64_t j = 0; j < hp.n_embd; ++j) xt[j] *= scale;
         }
     }
+}
+
+void SliceForward::embed(std::span<const int32_t> tokens, float* x) const {
+    if (!weights_.slice.embeds) throw make_error("internal: this slice does not hold the token embedding");
+    embed_tokens(weights_.token_embd, hparams_, tokens, x);
 }
 
 void SliceForward::norm_attention_input(int layer, const float* x, float* h, int n_tok) const {

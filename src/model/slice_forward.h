@@ -53,6 +53,11 @@ struct ForwardConfig {
     int n_seq = 1;
 };
 
+// x[t] = the embedding of tokens[t] (a row of token_embd, times sqrt(n_embd)
+// where the family scales embeddings); a token outside the vocabulary is an
+// Error.
+void embed_tokens(const Matrix& token_embd, const ModelHParams& hp, std::span<const int32_t> tokens, float* x);
+
 // Every step works on a batch of n_tok rows; activations are row-major
 // [n_tok][width]. The rows are runs of consecutive positions of one sequence
 // each (SeqRun, layer_block.h): a prompt is one run, a step of continuous

@@ -22,7 +22,10 @@ struct ParallelOptions {
     int timeout_ms = 5000;
     bool tcp_only = false;  // same-host ranks talk over TCP, not shared memory
     bool mmap = false;      // compute from the mapped file, not a private copy of the weights
-    bool no_offload = false;  // refuse a plan whose shares do not fit, rather than stream layers
+    bool no_offload = false;
+    // Where this process computes its share: "cpu", or "vulkan[:N]" (device N
+    // of `tessera devices`, 0 when not given).
+    std::string device = "cpu";  // refuse a plan whose shares do not fit, rather than stream layers
     std::string key_file;   // --key (else $TESSERA_KEY_FILE): seal every frame; none: plain frames
     int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
     int partial_bands = 1;    // tensor parallel: bands each partial is sent in as the product computes them

@@ -1,29 +1,21 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// y[r] = w row r . x for Q4_0 weights and Q8_0 activations in the canonical
-// order of ops/row_groups.h: per block b in order, s = the exact integer sum
-// of (q - 8) * x over the block (element i < 16 the low nibble of byte i,
-// i + 16 its high nibble), acc = exact_fma(float(s), d_w(b) * d_x(b), acc).
-// Blocks: Q4_0 18 bytes, Q8_0 34 bytes, packed; bytes read out of words.
-#include "exact_fma.glsl"
+// Products of Q4_0 weights and Q8_0 activations in the canonical order of
+// ops/row_groups.h: per block b in order, s = the exact integer sum of
+// (q - 8) * x over the block (element i < 16 the low nibble of byte i, i + 16
+// its high nibble), acc = exact_fma(float(s), d_w(b) * d_x(b), acc). Blocks:
+// Q4_0 18 bytes, Q8_0 34, packed. Indexing: matmul_common.glsl.
+#include "matmul_common.glsl"
 
-layout(local_size_x = 64) in;
-layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform Params { uint blocks; uint rows; } p;
 
-uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
-int signed_byte(uint b) { return int(b << 24) >> 24; }
 
-void main() {
-    const uint r = gl_GlobalInvocationID.x;
-    if (r >= p.rows) return;
+float unit_dot(uint r, uint t, uint first, uint count) {
     precise float acc = 0.0;
-    for (uint b = 0; b < p.blocks; ++b) {
-        const uint wo = (r * p.blocks + b) * 18u;
-        const uint xo = b * 34u;
+    for (uint b = 0; b < count; ++b) {
+        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * 18u;
+        const uint xo = (t * p.x_stride + first + b) * 34u;
         int s = 0;
         for (uint i = 0; i < 16u; ++i) {
             const uint q = w_byte(wo + 2u + i);
@@ -35,5 +27,5 @@ void main() {
         precise float d = dw * dx;
         acc = exact_fma(float(s), d, acc);
     }
-    y[r] = acc;
+    return acc;
 }

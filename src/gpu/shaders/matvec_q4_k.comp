@@ -1,31 +1,23 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// y[r] = w row r . x for Q4_K weights and Q8_K activations in the canonical
+// Products of Q4_K weights and Q8_K activations in the canonical
 // order of ops/row_groups.h: per 256-element block in order, over its 8
 // sub-blocks j the exact integers scaled = sum sc_j (q . y)_j and mins =
 // sum m_j sum(y)_j (two of Q8_K's bsums each); block = fma(-dmin,
 // float(mins), d * float(scaled)), acc = fma(d_x, block, acc), each fma
-// rounded once. Q4_K blocks are 144 bytes, Q8_K 292 (both whole words).
-#include "exact_fma.glsl"
+// rounded once. Indexing: matmul_common.glsl. Q4_K blocks are 144 bytes, Q8_K 292 (both whole words).
+#include "matmul_common.glsl"
 
-layout(local_size_x = 64) in;
-layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform Params { uint blocks; uint rows; } p;
 
-uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
-int signed_byte(uint b) { return int(b << 24) >> 24; }
 int x_int16(uint o) { return int((x_byte(o) | (x_byte(o + 1u) << 8)) << 16) >> 16; }
 
-void main() {
-    const uint r = gl_GlobalInvocationID.x;
-    if (r >= p.rows) return;
+float unit_dot(uint r, uint t, uint first, uint count) {
     precise float acc = 0.0;
-    for (uint b = 0; b < p.blocks; ++b) {
-        const uint wo = (r * p.blocks + b) * 144u;
-        const uint xo = b * 292u;
+    for (uint b = 0; b < count; ++b) {
+        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * 144u;
+        const uint xo = (t * p.x_stride + first + b) * 292u;
         const uint so = wo + 4u;  // the 12 bytes of packed scales and mins
         int scaled = 0;
         int mins = 0;
@@ -54,5 +46,5 @@ void main() {
         const float block = exact_fma(-dmin, float(mins), ds);
         acc = exact_fma(dx, block, acc);
     }
-    y[r] = acc;
+    return acc;
 }

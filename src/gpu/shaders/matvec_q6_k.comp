@@ -1,21 +1,15 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// y[r] = w row r . x for Q6_K weights and Q8_K activations in the canonical
+// Products of Q6_K weights and Q8_K activations in the canonical
 // order (ops/kquant_scalar.cpp's q6_k_block_step): per block, s = the exact
 // integer sum over its 16 sub-blocks of scale_j * ((q - 32) . y)_j, acc =
 // fma(d_x, d * float(s), acc) rounded once. Q6_K blocks are 210 bytes
 // (ql 128, qh 64, scales 16, d), read out of words; Q8_K 292.
-#include "exact_fma.glsl"
+#include "matmul_common.glsl"
 
-layout(local_size_x = 64) in;
-layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform Params { uint blocks; uint rows; } p;
 
-uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
-int signed_byte(uint b) { return int(b << 24) >> 24; }
 
 // The 6-bit code of element i (ops/kquant_blocks.h's q6_k_code).
 int code(uint wo, uint i) {
@@ -26,13 +20,11 @@ int code(uint wo, uint i) {
     return int(low | (((qh >> (2u * k)) & 3u) << 4));
 }
 
-void main() {
-    const uint r = gl_GlobalInvocationID.x;
-    if (r >= p.rows) return;
+float unit_dot(uint r, uint t, uint first, uint count) {
     precise float acc = 0.0;
-    for (uint b = 0; b < p.blocks; ++b) {
-        const uint wo = (r * p.blocks + b) * 210u;
-        const uint xo = b * 292u;
+    for (uint b = 0; b < count; ++b) {
+        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * 210u;
+        const uint xo = (t * p.x_stride + first + b) * 292u;
         int s = 0;
         for (uint j = 0; j < 16u; ++j) {
             int sub = 0;
@@ -47,5 +39,5 @@ void main() {
         precise float ds = d * float(s);
         acc = exact_fma(dx, ds, acc);
     }
-    y[r] = acc;
+    return acc;
 }

@@ -1,0 +1,72 @@
+// The SPIR-V of every shader in src/gpu/shaders, embedded at build time
+// (cmake/embed_spirv.cmake), and the push constants each one takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#define TESSERA_SHADER(name)                 \
+    namespace tessera::shaders {             \
+    extern const uint32_t k_##name[];        \
+    extern const size_t k_##name##_words;    \
+    }
+TESSERA_SHADER(matvec_f32)
+TESSERA_SHADER(matvec_f16)
+TESSERA_SHADER(matvec_q8_0)
+TESSERA_SHADER(matvec_q4_0)
+TESSERA_SHADER(matvec_q4_k)
+TESSERA_SHADER(matvec_q6_k)
+TESSERA_SHADER(quantize_q8_0)
+TESSERA_SHADER(quantize_q8_k)
+TESSERA_SHADER(rms_norm)
+TESSERA_SHADER(rope)
+TESSERA_SHADER(softmax)
+TESSERA_SHADER(swiglu)
+TESSERA_SHADER(add_units)
+TESSERA_SHADER(add_bias)
+TESSERA_SHADER(kv_store)
+TESSERA_SHADER(attention)
+#undef TESSERA_SHADER
+
+// A shader's words and count, by name: TESSERA_SPIRV(rope) is
+// tessera::shaders::k_rope, tessera::shaders::k_rope_words.
+#define TESSERA_SPIRV(name) ::tessera::shaders::k_##name, ::tessera::shaders::k_##name##_words
+
+namespace tessera {
+
+// matmul_common.glsl.
+struct VulkanMatmulParams {
+    uint32_t blocks, units, rows, row_blocks, col_begin, x_stride, y_stride, tokens, n_blocks;
+};
+// rope.comp.
+struct VulkanRopeParams {
+    uint32_t heads, head_dim, pairs, halves, tokens, stride;
+};
+// rms_norm.comp.
+struct VulkanNormParams {
+    uint32_t n, rows;
+    float eps;
+};
+// kv_store.comp.
+struct VulkanKvStoreParams {
+    uint32_t kv_heads, head_dim, n_ctx, pos0, tokens, stride, k_half, v_half;
+};
+// attention.comp.
+struct VulkanAttentionParams {
+    uint32_t head_dim, q_per_kv, n_heads, n_ctx;
+    uint32_t pos0, n_tok, t_begin, batched;
+    uint32_t window;
+    float scale;
+    uint32_t k_half, v_half;
+    uint32_t stride;
+};
+// add_units.comp.
+struct VulkanAddUnitsParams {
+    uint32_t rows, units, tokens, x_stride;
+};
+// add_bias.comp.
+struct VulkanAddBiasParams {
+    uint32_t n, tokens, stride, bias_begin;
+};
+
+}  // namespace tessera

@@ -1,0 +1,28 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// x[t][r] += the sum of row r's unit dots, as the CPU joins an exact partial
+// to the residual (ops/fixed_sum.h): each dot snapped to the 2^-32 grid
+// (clamped to +-2^16) in double, the snapped values summed in double (exact),
+// then add_exact: double(x) + sum rounded once to double, then to float.
+#include "exact_math.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer Dots { float dots[]; };
+layout(std430, set = 0, binding = 1) buffer X { float x[]; };
+layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint x_stride; } p;
+
+void main() {
+    const uint r = gl_GlobalInvocationID.x;
+    const uint t = gl_GlobalInvocationID.y;
+    if (r >= p.rows || t >= p.tokens) return;
+    precise double sum = 0.0;
+    for (uint u = 0; u < p.units; ++u) {
+        double d = double(dots[(t * p.rows + r) * p.units + u]);
+        d = d < -65536.0 ? -65536.0 : d;
+        d = d > 65536.0 ? 65536.0 : d;
+        precise double snapped = (d + 1572864.0) - 1572864.0;
+        sum = sum + snapped;
+    }
+    precise double joined = double(x[t * p.x_stride + r]) + sum;
+    x[t * p.x_stride + r] = nearest_float(joined);
+}

@@ -1,0 +1,126 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// One query head of one position per workgroup, as attn/attention.cpp
+// computes it over F32 or F16 caches ([kv_head][position][head_dim]):
+// scores q . k_p in the canonical float order (16 lanes, the fixed tree),
+// each times the scale rounded once; softmax over the visible positions
+// [first, pos] (canonical exp, the 16-lane sum counted from `first`, one
+// rounded reciprocal). The output then as the CPU's two paths give it:
+//   rowwise (a position decoding, runs of at most 32): out_i = sum over the
+//     visible positions in order of fma(w_p, v_p,i), from zero
+//     (ops/weighted_rows.h);
+//   batched (a longer run, a prompt): the canonical float dot of the
+//     weights and V's column i over the positions the last query of the
+//     position's block of 32 reads, the weights outside [first, pos] zero.
+// Scores live in `scores` (row tl = t - t_begin of this dispatch, head h).
+#include "exact_math.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer KC { uint kc[]; };
+layout(std430, set = 0, binding = 2) readonly buffer VC { uint vc[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer Out { float out_[]; };
+layout(std430, set = 0, binding = 4) buffer Scores { float scores[]; };
+layout(push_constant) uniform Params {
+    uint head_dim; uint q_per_kv; uint n_heads; uint n_ctx;
+    uint pos0; uint n_tok; uint t_begin; uint batched;
+    uint window; float scale; uint k_half; uint v_half;
+    uint stride;
+} p;
+
+shared float part[64];
+shared float lane_sums[16];
+shared float shared_max, shared_inv;
+
+float cached(uint is_half, uint row, uint i, bool is_k) {
+    if (is_half != 0u) {
+        const uint w = is_k ? kc[row * (p.head_dim / 2u) + i / 2u] : vc[row * (p.head_dim / 2u) + i / 2u];
+        return unpackHalf2x16(w >> (16u * (i % 2u))).x;
+    }
+    return uintBitsToFloat(is_k ? kc[row * p.head_dim + i] : vc[row * p.head_dim + i]);
+}
+
+float tree16(inout float lanes[16]) {
+    for (int s = 8; s >= 1; s /= 2) {
+        for (int j = 0; j < s; ++j) {
+            precise float v = lanes[j] + lanes[j + s];
+            lanes[j] = v;
+        }
+    }
+    return lanes[0];
+}
+
+void main() {
+    const uint h = gl_WorkGroupID.x, tl = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    const uint t = p.t_begin + tl;
+    const uint pos = p.pos0 + t;
+    const uint n_valid = pos + 1u;
+    const uint first = (p.window > 0u && n_valid > p.window) ? n_valid - p.window : 0u;
+    uint n_read = n_valid;
+    if (p.batched != 0u) {
+        const uint t0 = (t / 32u) * 32u;
+        n_read = p.pos0 + t0 + min(32u, p.n_tok - t0);
+    }
+    const uint hd = p.head_dim;
+    const uint kv_row0 = (h / p.q_per_kv) * p.n_ctx;  // the KV head's position 0
+    const uint qbase = t * p.stride + h * hd;
+    const uint sbase = (tl * p.n_heads + h) * p.n_ctx;
+
+    for (uint s = first + lid; s < n_valid; s += 64u) {
+        precise float lanes[16];
+        for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
+        for (uint i = 0; i < hd; ++i) lanes[i % 16u] = exact_fma(cached(p.k_half, kv_row0 + s, i, true), q[qbase + i], lanes[i % 16u]);
+        for (uint i = hd; i % 16u != 0u; ++i) lanes[i % 16u] = exact_fma(0.0, 0.0, lanes[i % 16u]);
+        precise float scaled = tree16(lanes) * p.scale;
+        scores[sbase + s] = scaled;
+    }
+    barrier();
+    float m = -1.0 / 0.0;
+    for (uint s = first + lid; s < n_valid; s += 64u) m = max(m, scores[sbase + s]);
+    part[lid] = m;
+    barrier();
+    if (lid == 0u) {
+        float all = part[0];
+        for (int j = 1; j < 64; ++j) all = max(all, part[j]);
+        shared_max = all;
+    }
+    barrier();
+    for (uint s = first + lid; s < n_valid; s += 64u) {
+        precise float shifted = scores[sbase + s] - shared_max;
+        scores[sbase + s] = canonical_exp(shifted);
+    }
+    barrier();
+    if (lid < 16u) {
+        precise float acc = 0.0;
+        for (uint s = first + lid; s < n_valid; s += 16u) acc = acc + scores[sbase + s];
+        lane_sums[lid] = acc;
+    }
+    barrier();
+    if (lid == 0u) {
+        precise float lanes[16];
+        for (int j = 0; j < 16; ++j) lanes[j] = lane_sums[j];
+        shared_inv = exact_recip_f(tree16(lanes));
+    }
+    barrier();
+    for (uint s = first + lid; s < n_valid; s += 64u) {
+        precise float w = scores[sbase + s] * shared_inv;
+        scores[sbase + s] = w;
+    }
+    barrier();
+    for (uint i = lid; i < hd; i += 64u) {
+        if (p.batched == 0u) {
+            precise float o = 0.0;
+            for (uint s = first; s < n_valid; ++s) o = exact_fma(scores[sbase + s], cached(p.v_half, kv_row0 + s, i, false), o);
+            out_[qbase + i] = o;
+        } else {
+            precise float lanes[16];
+            for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
+            for (uint s = 0; s < n_read; ++s) {
+                const float w = (s >= first && s < n_valid) ? scores[sbase + s] : 0.0;
+                lanes[s % 16u] = exact_fma(cached(p.v_half, kv_row0 + s, i, false), w, lanes[s % 16u]);
+            }
+            for (uint s = n_read; s % 16u != 0u; ++s) lanes[s % 16u] = exact_fma(0.0, 0.0, lanes[s % 16u]);
+            out_[qbase + i] = tree16(lanes);
+        }
+    }
+}

@@ -1,0 +1,407 @@
+#include "gpu_model/vulkan_slice_forward.h"
+
+#include "gpu/shaders.h"
+#include "ops/quant_traits.h"
+#include "util/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+
+constexpr uint32_t kGroup = 64;  // every shader's local_size_x
+// What one dispatch's attention scores may take (the rows are cut to fit).
+constexpr uint64_t kScoresBytes = 64ull << 20;
+
+uint32_t groups(int64_t n) { return static_cast<uint32_t>((n + kGroup - 1) / kGroup); }
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+bool on_device(QuantType t) {
+    switch (t) {
+        case QuantType::F32:
+        case QuantType::F16:
+        case QuantType::Q8_0:
+        case QuantType::Q4_0:
+        case QuantType::Q4_K:
+        case QuantType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// Whole 32-bit words, and room for quantize_q8_0's last word.
+size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
+
+}  // namespace
+
+struct VulkanSliceForward::Kernels {
+    explicit Kernels(VulkanContext& c) {
+        const auto make = [&](const uint32_t* spirv, size_t words, int buffers, size_t push, const char* name) {
+            return std::make_unique<VulkanKernel>(c, spirv, words, buffers, static_cast<uint32_t>(push), name);
+        };
+        const size_t mm = sizeof(VulkanMatmulParams);
+        f32 = make(TESSERA_SPIRV(matvec_f32), 3, mm, "matvec_f32");
+        f16 = make(TESSERA_SPIRV(matvec_f16), 3, mm, "matvec_f16");
+        q8_0 = make(TESSERA_SPIRV(matvec_q8_0), 3, mm, "matvec_q8_0");
+        q4_0 = make(TESSERA_SPIRV(matvec_q4_0), 3, mm, "matvec_q4_0");
+        q4_k = make(TESSERA_SPIRV(matvec_q4_k), 3, mm, "matvec_q4_k");
+        q6_k = make(TESSERA_SPIRV(matvec_q6_k), 3, mm, "matvec_q6_k");
+        quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
+        quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
+        norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");
+        rope = make(TESSERA_SPIRV(rope), 3, sizeof(VulkanRopeParams), "rope");
+        swiglu = make(TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
+        add_units = make(TESSERA_SPIRV(add_units), 2, sizeof(VulkanAddUnitsParams), "add_units");
+        add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
+        kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
+        attention = make(TESSERA_SPIRV(attention), 5, sizeof(VulkanAttentionParams), "attention");
+    }
+    VulkanKernel& product(QuantType t) const {
+        switch (t) {
+            case QuantType::F32: return *f32;
+            case QuantType::F16: return *f16;
+            case QuantType::Q8_0: return *q8_0;
+            case QuantType::Q4_0: return *q4_0;
+            case QuantType::Q4_K: return *q4_k;
+            case QuantType::Q6_K: return *q6_k;
+            default: throw make_error("internal: no Vulkan product for {}", quant_type_name(t));
+        }
+    }
+    std::unique_ptr<VulkanKernel> f32, f16, q8_0, q4_0, q4_k, q6_k, quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
+        add_units, add_bias, kv_store, attention;
+};
+
+struct VulkanSliceForward::Layer {
+    std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;
+    DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    std::unique_ptr<VulkanBuffer> k_cache, v_cache;
+    int window = 0;
+};
+
+VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
+                                       int device_index)
+    : hparams_(model.hparams()), units_(reduction_units(model)), kv_types_(config.kv_types) {
+    const ModelHParams& hp = hparams_;
+    validate_slice(slice, hp);
+    // What the device runs so far; the rest is said by name.
+    const auto refuse = [](const std::string& what) {
+        throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
+    };
+    if (slice.kv_head_begin != 0 || slice.kv_head_end != hp.n_head_kv || slice.ffn_begin != 0 || slice.ffn_end != hp.n_ff) {
+        refuse("a tensor-parallel share of a layer (" + describe_slice(slice) + ")");
+    }
+    if (slice.outputs && (slice.vocab_begin != 0 || slice.vocab_end != hp.n_vocab)) refuse("a share of the output head");
+    if (hp.has_experts()) refuse("a mixture of experts");
+    if (hp.attn_soft_cap > 0.0f || hp.final_soft_cap > 0.0f) refuse("soft-capped logits (Gemma 2)");
+    if (hp.family->activation != FfnActivation::kSilu) refuse("this family's FFN activation (GELU, gpt-oss's SwiGLU)");
+    if (config.sparse.enabled) refuse("sparse attention");
+    if (config.track_attention) refuse("attention tracking (--context-full evict)");
+    if (config.n_seq != 1) refuse("several sequences (--parallel)");
+    for (const QuantType t : {config.kv_types.k, config.kv_types.v}) {
+        if (t != QuantType::F16 && t != QuantType::F32) refuse(std::string(quant_type_name(t)) + " KV caches");
+    }
+    if (hp.head_dim % 2 != 0) refuse("odd head sizes");
+    weights_ = load_slice_weights(model, slice, ColumnSlices::kView);
+    n_ctx_ = config.n_ctx;
+    n_batch_ = std::clamp(config.n_batch, 1, std::max(1, config.n_ctx));
+    context_ = std::make_unique<VulkanContext>(device_index);
+    kernels_ = std::make_unique<Kernels>(*context_);
+
+    const int64_t hd = hp.head_dim, n_kv = hp.n_head_kv, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
+    for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
+        const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - slice.layer_begin)];
+        if (!w.post_attn_norm.empty() || !w.post_ffn_norm.empty()) refuse("post-norms (Gemma 2, 3)");
+        if (!w.wo_bias.empty() || !w.attn_sinks.empty()) refuse("attention sinks and output biases (gpt-oss)");
+        Layer l;
+        l.attn_norm = floats(w.attn_norm);
+        l.ffn_norm = floats(w.ffn_norm);
+        if (!w.q_bias.empty()) l.q_bias = floats(w.q_bias);
+        if (!w.k_bias.empty()) l.k_bias = floats(w.k_bias);
+        if (!w.v_bias.empty()) l.v_bias = floats(w.v_bias);
+        if (!w.q_norm.empty()) l.q_norm = floats(w.q_norm);
+        if (!w.k_norm.empty()) l.k_norm = floats(w.k_norm);
+        l.wq = matrix(w.wq, "attn_q", layer);
+        l.wk = matrix(w.wk, "attn_k", layer);
+        l.wv = matrix(w.wv, "attn_v", layer);
+        l.wo = matrix(w.wo, "attn_output", layer);
+        l.w_gate = matrix(w.w_gate, "ffn_gate", layer);
+        l.w_up = matrix(w.w_up, "ffn_up", layer);
+        l.w_down = matrix(w.w_down, "ffn_down", layer);
+        const auto cache = [&](QuantType t) {
+            auto b = device_buffer(static_cast<size_t>(n_kv * n_ctx_ * hd) * (t == QuantType::F16 ? 2 : 4));
+            b->zero();
+            return b;
+        };
+        l.k_cache = cache(kv_types_.k);
+        l.v_cache = cache(kv_types_.v);
+        l.window = hp.is_sliding(layer) ? hp.sliding_window : 0;
+        layers_.push_back(std::move(l));
+    }
+    if (slice.outputs) {
+        output_norm_ = floats(weights_.output_norm);
+        output_ = matrix(weights_.output, "output", -1);
+    }
+
+    const auto nb = static_cast<size_t>(n_batch_);
+    const size_t n_embd = static_cast<size_t>(hp.n_embd);
+    const size_t widest = std::max({n_embd, static_cast<size_t>(q_dim), static_cast<size_t>(hp.n_ff)});
+    const int64_t wo_units = (q_dim + units_.wo_cols(hp) - 1) / units_.wo_cols(hp);
+    const int64_t ffn_units = (hp.n_ff + units_.ffn_channels - 1) / units_.ffn_channels;
+    x_ = std::make_unique<VulkanBuffer>(*context_, padded(nb * n_embd * 4), VulkanMemory::kHost);
+    h_ = device_buffer(padded(nb * n_embd * 4));
+    q_ = device_buffer(padded(nb * static_cast<size_t>(q_dim) * 4));
+    attn_ = device_buffer(padded(nb * static_cast<size_t>(q_dim) * 4));
+    k_ = device_buffer(padded(nb * static_cast<size_t>(kv_dim) * 4));
+    v_ = device_buffer(padded(nb * static_cast<size_t>(kv_dim) * 4));
+    gate_ = device_buffer(padded(nb * static_cast<size_t>(hp.n_ff) * 4));
+    up_ = device_buffer(padded(nb * static_cast<size_t>(hp.n_ff) * 4));
+    dots_ = device_buffer(padded(nb * n_embd * static_cast<size_t>(std::max<int64_t>({1, wo_units, ffn_units})) * 4));
+    // Q8_0: 34 bytes per 32 values; Q8_K: 292 per 256 (both under 1.1 bytes a value).
+    act_q8_0_ = device_buffer(padded(nb * widest / 32 * 34));
+    act_q8_k_ = device_buffer(padded(nb * widest / 256 * 292 + 292));
+    const uint64_t per_row = static_cast<uint64_t>(hp.n_head) * static_cast<uint64_t>(n_ctx_) * 4;
+    scores_rows_ = static_cast<int>(std::clamp<uint64_t>(kScoresBytes / per_row, 1, nb));
+    scores_ = device_buffer(padded(static_cast<size_t>(scores_rows_) * per_row));
+    if (slice.outputs) {
+        logits_ = std::make_unique<VulkanBuffer>(*context_, padded(nb * static_cast<size_t>(hp.n_vocab) * 4),
+                                                 VulkanMemory::kHost);
+    }
+    std::vector<std::pair<float, float>> rope_keys;  // each table's (base, scale)
+    for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
+        const float base = hp.rope_base_of(layer), scale = hp.rope_scale_of(layer);
+        size_t i = 0;
+        while (i < rope_keys.size() && !(rope_keys[i].first == base && rope_keys[i].second == scale)) ++i;
+        if (i == rope_keys.size()) {
+            rope_keys.emplace_back(base, scale);
+            ropes_.emplace_back(hp.n_rot, base, weights_.rope_freqs, hp.family->rope, scale, hp.yarn);
+            const size_t bytes = padded(nb * static_cast<size_t>(hp.n_rot / 2) * 4);
+            rope_cos_.push_back(std::make_unique<VulkanBuffer>(*context_, bytes, VulkanMemory::kHost));
+            rope_sin_.push_back(std::make_unique<VulkanBuffer>(*context_, bytes, VulkanMemory::kHost));
+        }
+        rope_of_layer_.push_back(static_cast<int>(i));
+    }
+}
+
+VulkanSliceForward::~VulkanSliceForward() = default;
+
+std::unique_ptr<VulkanBuffer> VulkanSliceForward::device_buffer(size_t bytes) {
+    auto b = std::make_unique<VulkanBuffer>(*context_, bytes, VulkanMemory::kDevice);
+    device_bytes_ += bytes;
+    return b;
+}
+
+std::unique_ptr<VulkanBuffer> VulkanSliceForward::floats(const std::vector<float>& values) {
+    auto b = device_buffer(padded(values.size() * 4));
+    b->upload(values.data(), values.size() * 4);
+    return b;
+}
+
+VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, const char* what, int layer) {
+    const std::string name = layer >= 0 ? fmt::format("blk.{}.{}", layer, what) : std::string(what);
+    if (!on_device(m.type)) {
+        throw make_error("the Vulkan backend does not run {} weights yet ({}); use --device cpu",
+                         quant_type_name(m.type), name);
+    }
+    if (m.grouped || m.data == nullptr) throw make_error("internal: {} is not in row layout", name);
+    DeviceMatrix d;
+    d.type = m.type;
+    d.rows = m.rows;
+    d.cols = m.cols;
+    const size_t bytes = static_cast<size_t>(m.rows) * m.row_bytes;
+    d.buffer = device_buffer(padded(bytes));
+    d.buffer->upload(m.data, bytes);
+    return d;
+}
+
+void VulkanSliceForward::embed(std::span<const int32_t> tokens, float* x) const {
+    if (!weights_.slice.embeds) throw make_error("internal: this slice does not hold the token embedding");
+    embed_tokens(weights_.token_embd, hparams_, tokens, x);
+}
+
+void VulkanSliceForward::record_norm(VkCommandBuffer cb, const VulkanBuffer& x, const VulkanBuffer& weight,
+                                     const VulkanBuffer& out, int rows, int64_t n) {
+    const VulkanNormParams p{u32(n), u32(rows), hparams_.rms_eps};
+    kernels_->norm->record(cb, kernels_->norm->bind({&x, &weight, &out}), &p, groups(rows));
+}
+
+const VulkanBuffer& VulkanSliceForward::record_activation(VkCommandBuffer cb, QuantType type, const VulkanBuffer& rows,
+                                                          int n_tok, int64_t n) {
+    const QuantType vdt = require_compute_traits(type, "matrix").vec_dot_type;
+    if (vdt == QuantType::F32) return rows;
+    if (vdt == QuantType::Q8_0) {
+        if (q8_0_of_ != &rows) {
+            const uint32_t blocks = u32(n_tok * n / 32);
+            kernels_->quantize_q8_0->record(cb, kernels_->quantize_q8_0->bind({&rows, act_q8_0_.get()}), &blocks,
+                                            groups((blocks + 1) / 2));
+            q8_0_of_ = &rows;
+        }
+        return *act_q8_0_;
+    }
+    if (vdt == QuantType::Q8_K) {
+        if (q8_k_of_ != &rows) {
+            const uint32_t blocks = u32(n_tok * n / 256);
+            kernels_->quantize_q8_k->record(cb, kernels_->quantize_q8_k->bind({&rows, act_q8_k_.get()}), &blocks,
+                                            groups(blocks));
+            q8_k_of_ = &rows;
+        }
+        return *act_q8_k_;
+    }
+    throw make_error("internal: no Vulkan activations of {}", quant_type_name(vdt));
+}
+
+void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
+                                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols) {
+    const int64_t block = layout_of(w.type).block_size;
+    const int64_t row_blocks = w.cols / block;
+    // Units of unit_cols columns, the last one what is left (model/reduction_units.h).
+    const int64_t units = unit_cols > 0 ? (w.cols + unit_cols - 1) / unit_cols : 1;
+    const int64_t unit_blocks = unit_cols > 0 ? unit_cols / block : row_blocks;
+    const VulkanMatmulParams p{u32(unit_blocks),    u32(units),    u32(w.rows), u32(row_blocks), 0,
+                               u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
+    VulkanKernel& k = kernels_->product(w.type);
+    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, groups(w.rows * units), u32(n_tok));
+}
+
+void VulkanSliceForward::record_partial(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
+                                        int64_t unit_cols, VulkanBuffer& x) {
+    const int64_t units = (w.cols + unit_cols - 1) / unit_cols;
+    record_product(cb, w, act, n_tok, *dots_, w.rows * units, unit_cols);
+    const VulkanAddUnitsParams p{u32(w.rows), u32(units), u32(n_tok), u32(hparams_.n_embd)};
+    kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), &x}), &p, groups(w.rows), u32(n_tok));
+}
+
+void VulkanSliceForward::prepare_rope(int pos0, int n_tok) {
+    for (size_t i = 0; i < ropes_.size(); ++i) {
+        RopeTable& rope = ropes_[i];
+        const size_t pairs = rope.cos_table().size();
+        for (int t = 0; t < n_tok; ++t) {
+            rope.set_position(pos0 + t);
+            rope_cos_[i]->upload(rope.cos_table().data(), pairs * 4, static_cast<size_t>(t) * pairs * 4);
+            rope_sin_[i]->upload(rope.sin_table().data(), pairs * 4, static_cast<size_t>(t) * pairs * 4);
+        }
+    }
+}
+
+void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+    const ModelHParams& hp = hparams_;
+    const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
+    const int64_t n_embd = hp.n_embd, hd = hp.head_dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
+    const auto new_input = [&] { q8_0_of_ = q8_k_of_ = nullptr; };
+
+    // Attention: Q/K/V, their biases and norms, RoPE, the K/V store.
+    new_input();
+    record_norm(cb, *x_, *l.attn_norm, *h_, n_tok, n_embd);
+    record_product(cb, l.wq, record_activation(cb, l.wq.type, *h_, n_tok, n_embd), n_tok, *q_, q_dim, 0);
+    record_product(cb, l.wk, record_activation(cb, l.wk.type, *h_, n_tok, n_embd), n_tok, *k_, kv_dim, 0);
+    record_product(cb, l.wv, record_activation(cb, l.wv.type, *h_, n_tok, n_embd), n_tok, *v_, kv_dim, 0);
+    const auto bias = [&](const std::unique_ptr<VulkanBuffer>& b, VulkanBuffer& y, int64_t n) {
+        if (!b) return;
+        const VulkanAddBiasParams p{u32(n), u32(n_tok), u32(n), 0};
+        kernels_->add_bias->record(cb, kernels_->add_bias->bind({&y, b.get()}), &p, groups(n), u32(n_tok));
+    };
+    bias(l.q_bias, *q_, q_dim);
+    bias(l.k_bias, *k_, kv_dim);
+    bias(l.v_bias, *v_, kv_dim);
+    if (l.q_norm) record_norm(cb, *q_, *l.q_norm, *q_, n_tok * hp.n_head, hd);
+    if (l.k_norm) record_norm(cb, *k_, *l.k_norm, *k_, n_tok * hp.n_head_kv, hd);
+    const int table = rope_of_layer_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
+    const auto pairs = static_cast<int64_t>(ropes_[static_cast<size_t>(table)].cos_table().size());
+    if (pairs > 0) {
+        const uint32_t halves = hp.family->rope == RopeLayout::kHalves ? 1u : 0u;
+        const VulkanBuffer* cos = rope_cos_[static_cast<size_t>(table)].get();
+        const VulkanBuffer* sin = rope_sin_[static_cast<size_t>(table)].get();
+        const VulkanRopeParams pq{u32(hp.n_head), u32(hd), u32(pairs), halves, u32(n_tok), u32(q_dim)};
+        kernels_->rope->record(cb, kernels_->rope->bind({q_.get(), cos, sin}), &pq, groups(hp.n_head * pairs), u32(n_tok));
+        const VulkanRopeParams pk{u32(hp.n_head_kv), u32(hd), u32(pairs), halves, u32(n_tok), u32(kv_dim)};
+        kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(hp.n_head_kv * pairs),
+                               u32(n_tok));
+    }
+    const uint32_t k_half = kv_types_.k == QuantType::F16 ? 1u : 0u, v_half = kv_types_.v == QuantType::F16 ? 1u : 0u;
+    const VulkanKvStoreParams ps{u32(hp.n_head_kv), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_dim), k_half, v_half};
+    kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get()}), &ps,
+                               groups(kv_dim), u32(n_tok));
+
+    // Attention itself, in dispatches of scores_rows_ rows; runs longer than
+    // SliceForward::kRowwiseRows attend as a prompt does on the CPU.
+    const float scale = hp.query_scale > 0.0f ? hp.query_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+    const VkDescriptorSet attention =
+        kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get()});
+    for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
+        const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(hp.n_head), u32(n_ctx_),
+                                       u32(pos0),       u32(n_tok),         u32(t0),
+                                       n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
+                                       u32(l.window),   scale,              k_half,          v_half,
+                                       u32(q_dim)};
+        kernels_->attention->record(cb, attention, &pa, u32(hp.n_head), u32(std::min(scores_rows_, n_tok - t0)));
+    }
+    new_input();
+    record_partial(cb, l.wo, record_activation(cb, l.wo.type, *attn_, n_tok, q_dim), n_tok, units_.wo_cols(hp), *x_);
+
+    // The FFN.
+    new_input();
+    record_norm(cb, *x_, *l.ffn_norm, *h_, n_tok, n_embd);
+    record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, n_embd), n_tok, *gate_, hp.n_ff, 0);
+    record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, n_embd), n_tok, *up_, hp.n_ff, 0);
+    const uint32_t ps_glu[2] = {u32(hp.n_ff), u32(n_tok)};
+    kernels_->swiglu->record(cb, kernels_->swiglu->bind({gate_.get(), up_.get()}), ps_glu, groups(hp.n_ff), u32(n_tok));
+    new_input();
+    record_partial(cb, l.w_down, record_activation(cb, l.w_down.type, *gate_, n_tok, hp.n_ff), n_tok,
+                   units_.ffn_channels, *x_);
+}
+
+void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
+    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    if (pos0 < 0 || static_cast<int64_t>(pos0) + n_tok > n_ctx_) {
+        throw make_error("positions {}..{} of sequence 0 exceed the context of {}", pos0,
+                         static_cast<int64_t>(pos0) + n_tok, n_ctx_);
+    }
+    const size_t bytes = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd) * 4;
+    prepare_rope(pos0, n_tok);
+    x_->upload(x, bytes);
+    context_->run([&](VkCommandBuffer cb) {
+        record_host_to_compute(cb);
+        for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
+            record_layer(cb, layer, pos0, n_tok);
+        }
+        record_compute_to_host(cb);
+    });
+    x_->download(x, bytes);
+}
+
+void VulkanSliceForward::logits(const float* x, int n_tok, float* logits) {
+    if (!weights_.slice.outputs) throw make_error("internal: this slice does not hold the output head");
+    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    const ModelHParams& hp = hparams_;
+    x_->upload(x, static_cast<size_t>(n_tok) * static_cast<size_t>(hp.n_embd) * 4);
+    context_->run([&](VkCommandBuffer cb) {
+        record_host_to_compute(cb);
+        q8_0_of_ = q8_k_of_ = nullptr;
+        record_norm(cb, *x_, *output_norm_, *h_, n_tok, hp.n_embd);
+        record_product(cb, output_, record_activation(cb, output_.type, *h_, n_tok, hp.n_embd), n_tok, *logits_,
+                       hp.n_vocab, 0);
+        record_compute_to_host(cb);
+    });
+    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
+    logits_->download(logits, static_cast<size_t>(n_tok) * n_vocab * 4);
+    if (!weights_.output_bias.empty()) {
+        for (int t = 0; t < n_tok; ++t) {
+            for (size_t v = 0; v < n_vocab; ++v) logits[t * n_vocab + v] += weights_.output_bias[v];
+        }
+    }
+}
+
+void VulkanSliceForward::compact_context(int, std::span<const int>, int) {
+    throw make_error("the Vulkan backend cannot shift or evict a context yet (use --device cpu)");
+}
+
+void VulkanSliceForward::add_attention_mass(int, int, int64_t*) {
+    throw make_error("the Vulkan backend does not track attention yet (use --device cpu)");
+}
+
+}  // namespace tessera

@@ -1,0 +1,107 @@
+// A slice's layers on a Vulkan device (--device vulkan[:N]): the weights
+// uploaded once to the device's memory in the file's own block layout, the
+// KV caches there too, and each call's layers recorded into one command
+// buffer, so activations cross to the CPU only at the slice's ends (the
+// residual rows in and out, or the logits). Every step follows the CPU's
+// canonical order (gpu/shaders), so the logits equal a CPU node's bit for
+// bit and a GPU node can join an --exact plan.
+//
+// What runs here (the rest is refused by name when the slice is built):
+// dense FFNs with SwiGLU, grouped-query attention with RoPE (both layouts),
+// Q/K/V biases, Q/K norms and sliding windows; F32, F16, Q8_0, Q4_0, Q4_K
+// and Q6_K weights; F32 and F16 caches; one sequence.
+#pragma once
+
+#include "gpu/vulkan_buffer.h"
+#include "gpu/vulkan_kernel.h"
+#include "model/layer_block.h"
+#include "model/llama_model.h"
+#include "model/reduction_units.h"
+#include "model/slice_forward.h"
+#include "ops/rope.h"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace tessera {
+
+class VulkanSliceForward : public LayerBlock {
+public:
+    // `slice` holds whole layers (every head and channel).
+    VulkanSliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, int device_index);
+    ~VulkanSliceForward() override;
+
+    const ModelHParams& hparams() const { return hparams_; }
+    const Slice& slice() const { return weights_.slice; }
+    int n_ctx() const { return n_ctx_; }
+    int n_batch() const { return n_batch_; }
+    const VulkanDeviceInfo& device() const { return context_->info(); }
+    // What this slice holds in device memory: weights, caches and scratch.
+    uint64_t device_bytes() const { return device_bytes_; }
+
+    // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
+    void embed(std::span<const int32_t> tokens, float* x) const;
+    using LayerBlock::forward_layers;  // runs: one of sequence 0
+    void forward_layers(float* x, int pos0, int n_tok) override;
+    // logits[t] = output · rmsnorm(x[t]) on the device (needs slice.outputs).
+    void logits(const float* x, int n_tok, float* logits);
+    void compact_context(int seq, std::span<const int> kept, int n_used) override;
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override;
+
+    // A matrix in device memory, in the file's row layout.
+    struct DeviceMatrix {
+        QuantType type = QuantType::F32;
+        int64_t rows = 0, cols = 0;
+        std::unique_ptr<VulkanBuffer> buffer;
+    };
+
+private:
+    struct Layer;
+    struct Kernels;
+
+    // Buffers of the device's own memory, counted in device_bytes_.
+    std::unique_ptr<VulkanBuffer> device_buffer(size_t bytes);
+    std::unique_ptr<VulkanBuffer> floats(const std::vector<float>& values);
+    DeviceMatrix matrix(const Matrix& m, const char* what, int layer);
+    // Recording steps (gpu/shaders.h's kernels).
+    void record_norm(VkCommandBuffer cb, const VulkanBuffer& x, const VulkanBuffer& weight, const VulkanBuffer& out,
+                     int rows, int64_t n);
+    // The activation a matrix of `type` reads: the float rows themselves, or
+    // their Q8_0 / Q8_K blocks converted once per input (`input` counts
+    // inputs, so a new input converts anew).
+    const VulkanBuffer& record_activation(VkCommandBuffer cb, QuantType type, const VulkanBuffer& rows, int n_tok,
+                                          int64_t n);
+    void record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
+                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols);
+    void record_partial(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
+                        int64_t unit_cols, VulkanBuffer& x);
+    void record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    // Fills each RoPE table's cos/sin rows for positions pos0..pos0 + n_tok.
+    void prepare_rope(int pos0, int n_tok);
+
+    ModelHParams hparams_;
+    SliceWeights weights_;
+    ReductionUnits units_;
+    int n_ctx_ = 0, n_batch_ = 0;
+    KvCacheTypes kv_types_;
+    std::unique_ptr<VulkanContext> context_;
+    std::unique_ptr<Kernels> kernels_;
+    uint64_t device_bytes_ = 0;
+    std::vector<Layer> layers_;
+    std::unique_ptr<VulkanBuffer> output_norm_;
+    DeviceMatrix output_;
+    // Scratch for n_batch rows.
+    std::unique_ptr<VulkanBuffer> x_, h_, q_, k_, v_, attn_, gate_, up_, dots_, scores_, act_q8_0_, act_q8_k_, logits_;
+    int scores_rows_ = 0;  // rows of attention one dispatch holds scores for
+    // Which input the Q8_0 / Q8_K activations hold in the recording.
+    const VulkanBuffer* q8_0_of_ = nullptr;
+    const VulkanBuffer* q8_k_of_ = nullptr;
+    // One RoPE table per distinct (base, scale), each layer's, and their
+    // cos/sin rows for the call's positions (host memory the device reads).
+    std::vector<RopeTable> ropes_;
+    std::vector<int> rope_of_layer_;
+    std::vector<std::unique_ptr<VulkanBuffer>> rope_cos_, rope_sin_;
+};
+
+}  // namespace tessera
