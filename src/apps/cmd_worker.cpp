@@ -1,6 +1,7 @@
 // tessera worker: serve a slice of a model to a tensor-parallel root.
 #include "apps/commands.h"
 #include "cluster/session/worker.h"
+#include "engine/decoder_setup.h"
 #include "net/wire_key.h"
 #include "util/error.h"
 
@@ -10,6 +11,10 @@
 #include <memory>
 #include <thread>
 #include <unistd.h>
+
+#if TESSERA_VULKAN
+#include "gpu_model/vulkan_slice_forward.h"
+#endif
 
 namespace tessera {
 
@@ -30,6 +35,7 @@ struct WorkerCliOptions {
     bool mmap = false;
     int timeout_ms = 5000;
     std::string codebooks;
+    std::string device = "cpu";
 };
 
 bool is_loopback_host(const std::string& host) {
@@ -92,6 +98,15 @@ void worker_main(const WorkerCliOptions& o) {
         std::fflush(stdout);
     };
     options.log = [](const std::string& line) { std::fprintf(stderr, "worker: %s\n", line.c_str()); };
+    if (const std::optional<int> vulkan = vulkan_device_of(o.device)) {
+#if TESSERA_VULKAN
+        const int index = *vulkan;
+        options.device_name = fmt::format("Vulkan device {}", index);
+        options.stage_device = [index](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
+            return std::unique_ptr<SliceRunner>(std::make_unique<VulkanSliceForward>(model, slice, config, index));
+        };
+#endif
+    }
     run_worker(options);
 }
 
@@ -116,6 +131,9 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--cache-max", o->cache_max_gib, "Largest total size of the slice cache, in GiB (oldest evicted)")
         ->capture_default_str()
         ->check(CLI::Range(0.001, 1e6));
+    cmd->add_option("--device", o->device,
+                    "Where pipeline stages compute: cpu (default) or vulkan[:N] (see tessera devices); a worker on a "
+                    "Vulkan device serves whole stages only, for now");
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--once", o->once, "Exit after serving one root");
     cmd->add_option("--codebooks", o->codebooks,

@@ -396,6 +396,18 @@ void VulkanSliceForward::logits(const float* x, int n_tok, float* logits) {
     }
 }
 
+int VulkanSliceForward::check_runs(std::span<const SeqRun> runs) const {
+    if (runs.size() != 1 || runs[0].seq != 0) {
+        throw make_error("the Vulkan backend keeps one sequence: a batch of several needs --device cpu");
+    }
+    const SeqRun& r = runs[0];
+    if (r.n_tok < 1 || r.n_tok > n_batch_ || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx_) {
+        throw make_error("positions {}..{} of sequence 0 exceed the context of {} (or a batch of {})", r.pos0,
+                         static_cast<int64_t>(r.pos0) + r.n_tok, n_ctx_, n_batch_);
+    }
+    return r.n_tok;
+}
+
 void VulkanSliceForward::compact_context(int, std::span<const int>, int) {
     throw make_error("the Vulkan backend cannot shift or evict a context yet (use --device cpu)");
 }

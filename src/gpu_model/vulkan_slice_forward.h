@@ -26,26 +26,27 @@
 
 namespace tessera {
 
-class VulkanSliceForward : public LayerBlock {
+class VulkanSliceForward : public SliceRunner {
 public:
     // `slice` holds whole layers (every head and channel).
     VulkanSliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, int device_index);
     ~VulkanSliceForward() override;
 
-    const ModelHParams& hparams() const { return hparams_; }
-    const Slice& slice() const { return weights_.slice; }
-    int n_ctx() const { return n_ctx_; }
-    int n_batch() const { return n_batch_; }
+    const ModelHParams& hparams() const override { return hparams_; }
+    const Slice& slice() const override { return weights_.slice; }
+    int n_ctx() const override { return n_ctx_; }
+    int n_batch() const override { return n_batch_; }
+    int check_runs(std::span<const SeqRun> runs) const override;
     const VulkanDeviceInfo& device() const { return context_->info(); }
     // What this slice holds in device memory: weights, caches and scratch.
     uint64_t device_bytes() const { return device_bytes_; }
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
-    void embed(std::span<const int32_t> tokens, float* x) const;
+    void embed(std::span<const int32_t> tokens, float* x) const override;
     using LayerBlock::forward_layers;  // runs: one of sequence 0
     void forward_layers(float* x, int pos0, int n_tok) override;
     // logits[t] = output · rmsnorm(x[t]) on the device (needs slice.outputs).
-    void logits(const float* x, int n_tok, float* logits);
+    void logits(const float* x, int n_tok, float* logits) override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 

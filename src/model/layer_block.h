@@ -4,6 +4,8 @@
 // stage drives one without knowing which.
 #pragma once
 
+#include "model/hparams.h"
+#include "model/slice.h"
 #include "util/error.h"
 
 #include <cstdint>
@@ -43,6 +45,25 @@ public:
     // Adds the attention each of positions [0, n_used) received (fixed-point
     // units, attn/attention_mass.h) in this block's layers to totals.
     virtual void add_attention_mass(int seq, int n_used, int64_t* totals) = 0;
+};
+
+// A process's own slice of whole layers with the slice's ends: what a
+// pipeline stage serves with, wherever it computes (SliceForward on the CPU,
+// VulkanSliceForward on a GPU).
+class SliceRunner : public LayerBlock {
+public:
+    virtual const ModelHParams& hparams() const = 0;
+    virtual const Slice& slice() const = 0;
+    virtual int n_ctx() const = 0;
+    // Most rows one call takes.
+    virtual int n_batch() const = 0;
+    // Checks runs against the sequences (distinct, in range) and the
+    // context; returns their rows (at most n_batch).
+    virtual int check_runs(std::span<const SeqRun> runs) const = 0;
+    // x[t] = embedding of tokens[t] (a slice that embeds).
+    virtual void embed(std::span<const int32_t> tokens, float* x) const = 0;
+    // logits[t] = output · rmsnorm(x[t]) (a slice with the whole head).
+    virtual void logits(const float* x, int n_tok, float* logits) = 0;
 };
 
 }  // namespace tessera

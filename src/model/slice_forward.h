@@ -64,7 +64,7 @@ void embed_tokens(const Matrix& token_embd, const ModelHParams& hp, std::span<co
 // batching one run per active sequence. Only attention reads the runs (each
 // run attends to its own sequence's cache); every other step is per row, and
 // a row's result does not depend on the other rows of its batch.
-class SliceForward : public LayerBlock {
+class SliceForward : public SliceRunner {
 public:
     // Runs of at most this many rows attend position by position (see
     // attention_partial), so verifying a speculative draft gives the bits of
@@ -73,8 +73,8 @@ public:
 
     SliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, ThreadPool& pool);
 
-    const ModelHParams& hparams() const { return hparams_; }
-    const Slice& slice() const { return weights_.slice; }
+    const ModelHParams& hparams() const override { return hparams_; }
+    const Slice& slice() const override { return weights_.slice; }
     // The layers streamed from the mapped file (null: all in private memory).
     const StreamedLayers* streamed() const { return weights_.streamed.get(); }
     // What a token reads from disk on average, where the weights did not fit
@@ -97,14 +97,14 @@ public:
     const ExpertReuse& expert_reuse() const { return reuse_; }
     const ExpertReuse& prompt_expert_reuse() const { return prompt_reuse_; }
     const KvCache& kv_cache(int seq = 0) const { return caches_.at(static_cast<size_t>(seq)); }
-    int n_ctx() const { return caches_[0].n_ctx(); }
+    int n_ctx() const override { return caches_[0].n_ctx(); }
     int n_seq() const { return static_cast<int>(caches_.size()); }
-    int n_batch() const { return n_batch_; }
+    int n_batch() const override { return n_batch_; }
     // Sparse attention's options (disabled: dense).
     const SparseOptions& sparse() const { return sparse_; }
 
     // x[t] = embedding of tokens[t] (needs slice.embeds).
-    void embed(std::span<const int32_t> tokens, float* x) const;
+    void embed(std::span<const int32_t> tokens, float* x) const override;
     // h[t] = rmsnorm(x[t]) with the layer's attention / FFN norm weights.
     void norm_attention_input(int layer, const float* x, float* h, int n_tok) const;
     void norm_ffn_input(int layer, const float* x, float* h, int n_tok) const;
@@ -150,7 +150,7 @@ public:
     void set_partial_bands(int bands, BandSink on_band, int first_band = 0);
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
-    void logits(const float* x, int n_tok, float* logits);
+    void logits(const float* x, int n_tok, float* logits) override;
     // h[t] = rmsnorm(x[t]) with the output norm weights (needs slice.outputs).
     void norm_output_input(const float* x, float* h, int n_tok) const;
     // logits[t * stride + v - vocab_begin] = output[v] · h[t] (+ bias, then
@@ -197,7 +197,7 @@ public:
     void fill_history(int seq, int n, uint64_t seed);
     // Checks runs against the sequences (distinct, in range) and the context;
     // returns their rows (at most n_batch).
-    int check_runs(std::span<const SeqRun> runs) const;
+    int check_runs(std::span<const SeqRun> runs) const override;
 
 private:
     const LayerWeights& layer_weights(int layer) const;

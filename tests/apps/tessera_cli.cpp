@@ -37,10 +37,11 @@ std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::
 }
 
 std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
-                         const std::string& cpu_target) {
+                         const std::string& cpu_target, const std::vector<std::string>& extra) {
     std::vector<std::string> cmd = {tessera_binary()};
     if (!cpu_target.empty()) cmd.insert(cmd.end(), {"--cpu-target", cpu_target});
     cmd.insert(cmd.end(), {"worker", "--listen", "127.0.0.1:0", "-m", model, "-t", "1", "--once"});
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
     worker = std::make_unique<BackgroundProcess>(cmd);
     const std::string line = worker->read_line(30);
     const std::string prefix = "listening on port ";

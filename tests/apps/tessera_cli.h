@@ -25,9 +25,10 @@ std::vector<int> greedy_tokens(const std::string& model, const std::vector<std::
 
 // Starts `tessera worker` for one session of `model` on a free loopback
 // port (1 thread); returns "127.0.0.1:PORT". With cpu_target, its kernels
-// run on that SIMD target or a lesser one (tessera --cpu-target).
+// run on that SIMD target or a lesser one (tessera --cpu-target); `extra`
+// flags go to the worker command (--device vulkan).
 std::string start_worker(std::unique_ptr<BackgroundProcess>& worker, const std::string& model,
-                         const std::string& cpu_target = "");
+                         const std::string& cpu_target = "", const std::vector<std::string>& extra = {});
 
 // A small random-weight model (dim 128, 4/2 heads, FFN 256, F32) with a
 // synthetic SentencePiece vocabulary of 600 tokens (byte tokens spell any

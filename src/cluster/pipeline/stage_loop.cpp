@@ -22,7 +22,7 @@ constexpr int kShutdownGraceMs = 2000;
 }  // namespace
 
 void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, LayerBlock& block,
-                 SliceForward& forward, const StageLinks& links, const ChannelLimits& limits,
+                 SliceRunner& forward, const StageLinks& links, const ChannelLimits& limits,
                  const std::function<void(const std::string&)>& log) {
     // Links first: take the previous stage (it connects to this worker's
     // port), then connect to the next one.

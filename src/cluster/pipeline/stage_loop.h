@@ -40,7 +40,7 @@ using AcceptPrevious = std::function<PreviousStage(int timeout_ms)>;
 // `block` runs the stage's layers (this process alone, or a tensor-parallel
 // group it leads); `front` is the leader's own slice, which computes the
 // logits on the last stage.
-void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, LayerBlock& block, SliceForward& front,
+void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, LayerBlock& block, SliceRunner& front,
                  const StageLinks& links, const ChannelLimits& limits,
                  const std::function<void(const std::string&)>& log);
 

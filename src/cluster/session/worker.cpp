@@ -361,6 +361,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     MeshLinks mesh;
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
+    std::unique_ptr<SliceRunner> on_device;        // a stage on this worker's device (options.stage_device)
     std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
     StageLinks links;
     uint64_t have = 0;  // bytes of memory available for the slice
@@ -368,6 +369,10 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
+        if (options.stage_device && (!stage || !assign.group.empty())) {
+            throw make_error("this worker computes on {}, which serves whole pipeline stages only for now (not a "
+                             "tensor-parallel rank, a group or a sequence-parallel chunk)", options.device_name);
+        }
         if (assign.sequence) {
             // Sequence-parallel prefill: every node holds the whole model.
             if (full_model == nullptr) throw make_error("sequence-parallel prefill needs the model file (-m)");
@@ -408,8 +413,14 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
-        have = fit_in_memory(model, slice, assign, w.pool.size(), config);
-        if (stage && !assign.group.empty()) {
+        if (options.stage_device) {
+            on_device = options.stage_device(model, slice, config);
+            if (options.log) options.log(fmt::format("{} on {}", describe_slice(slice), options.device_name));
+        } else {
+            have = fit_in_memory(model, slice, assign, w.pool.size(), config);
+        }
+        if (on_device) {
+        } else if (stage && !assign.group.empty()) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
             TpConfig tp;
@@ -450,7 +461,9 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     if (stage) {
         telling_the_root(channel, [&] {
             const AcceptPrevious accept_previous = accept_previous_stage(w);
-            if (group) {
+            if (on_device) {
+                serve_stage(channel, accept_previous, *on_device, *on_device, links, options.limits, options.log);
+            } else if (group) {
                 serve_stage(channel, accept_previous, *group, group->root_forward(), links, options.limits, options.log);
             } else {
                 serve_stage(channel, accept_previous, *forward, *forward, links, options.limits, options.log);

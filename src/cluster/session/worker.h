@@ -15,6 +15,7 @@
 // Nothing a peer sends ends the process: every failure ends that connection.
 #pragma once
 
+#include "model/slice_forward.h"
 #include "net/channel.h"
 #include "net/tcp.h"
 #include "net/wire_key.h"
@@ -41,6 +42,11 @@ struct WorkerOptions {
     std::string codebooks_path;
     // Called with the bound port once listening (port 0 picks a free one).
     std::function<void(uint16_t)> on_listening;
+    // Where this worker's pipeline stages compute when not on its CPU (a GPU:
+    // --device vulkan[:N]): builds a stage's slice there; null: the CPU. A
+    // worker with a device serves pipeline stages only, for now.
+    std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> stage_device;
+    std::string device_name;  // the device, for logs and refusals
     // Log lines (session start/end, errors); stderr in the CLI.
     std::function<void(const std::string&)> log;
 };

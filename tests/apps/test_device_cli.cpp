@@ -1,0 +1,94 @@
+// --device vulkan end to end (lavapipe in CI): a single node and a pipeline
+// stage on the GPU generate the CPU's tokens, perplexity gives the CPU's
+// figure, and what the device does not run yet (a tensor-parallel rank, an
+// unknown device) is refused with a message saying so. A binary built
+// without the backend says that instead.
+#include "tessera_cli.h"
+
+#include "model/random_model.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+namespace {
+
+bool has_vulkan() {
+    const auto r = test::run_process(test::tessera_cmd({"devices", "--json"}), 60);
+    if (r.exit_code != 0) return false;
+    const auto j = nlohmann::json::parse(r.out);
+    return j.contains("vulkan") && j["vulkan"].is_array() && !j["vulkan"].empty();
+}
+
+// The last line of `tessera perplexity` ("Final estimate: PPL = ...").
+std::string final_estimate(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = test::tessera_cmd(
+        {"perplexity", "-f", test::data_dir() + "/little_stories.txt", "-c", "128", "--chunks", "3"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::run_process(args, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.out.find("Final estimate");
+    return at == std::string::npos ? r.out + r.err : r.out.substr(at);
+}
+
+TEST(DeviceCli, AGpuNodeAndAGpuStageGenerateTheCpuTokens) {
+    if (!has_vulkan()) {
+        const auto r = test::run_process(test::tessera_cmd({"run", "-n", "2", "--device", "vulkan"}), 60);
+        EXPECT_NE(r.exit_code, 0);
+        EXPECT_NE(r.err.find("built without the Vulkan backend"), std::string::npos) << r.err;
+        GTEST_SKIP() << "no Vulkan device in this build";
+    }
+    const std::string stories = test::stories260k();
+    const std::vector<int> cpu = test::greedy_tokens(stories);
+    ASSERT_EQ(cpu.size(), 24u);
+    EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan"}), cpu);
+    EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan:0", "-b", "4"}), cpu);
+
+    // A K-quant file, and a stage of a pipeline on the GPU.
+    const std::string dir = test::scratch_dir("device_cli");
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = 4;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.vocab_from = stories;
+    spec.type = QuantType::Q4_K;
+    const std::string q4k = dir + "/q4k.gguf";
+    write_random_model(spec, q4k);
+    const std::vector<int> q4k_cpu = test::greedy_tokens(q4k);
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--device", "vulkan"}), q4k_cpu);
+    std::unique_ptr<test::BackgroundProcess> worker;
+    const std::string address = test::start_worker(worker, q4k, "", {"--device", "vulkan"});
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + address}), q4k_cpu);
+
+    EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
+}
+
+TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
+    if (!has_vulkan()) GTEST_SKIP() << "no Vulkan device in this build";
+    const std::string stories = test::stories260k();
+    auto r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan:9"}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("there is no Vulkan device 9"), std::string::npos) << r.err;
+    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "tpu"}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("the devices are cpu and vulkan[:N]"), std::string::npos) << r.err;
+    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--local", "2"}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("runs a single node for now"), std::string::npos) << r.err;
+    r = test::run_process(
+        test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--attention", "sparse"}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("does not run sparse attention yet"), std::string::npos) << r.err;
+    // A worker on the GPU asked to be a tensor-parallel rank.
+    std::unique_ptr<test::BackgroundProcess> worker;
+    const std::string address = test::start_worker(worker, stories, "", {"--device", "vulkan"});
+    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--workers", address}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("serves whole pipeline stages only"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera
