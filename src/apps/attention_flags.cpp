@@ -28,6 +28,7 @@ void add_attention_flags(CLI::App* cmd, AttentionFlags& flags) {
 const char* long_name_of_llama_short_option(const char* arg) {
     if (std::strcmp(arg, "-ctk") == 0) return "--cache-type-k";
     if (std::strcmp(arg, "-ctv") == 0) return "--cache-type-v";
+    if (std::strcmp(arg, "-ngl") == 0) return "--gpu-layers";
     return nullptr;
 }
 

@@ -6,6 +6,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,7 +14,7 @@
 #include <unistd.h>
 
 #if TESSERA_VULKAN
-#include "gpu_model/vulkan_slice_forward.h"
+#include "gpu_model/split_layers.h"
 #endif
 
 namespace tessera {
@@ -36,6 +37,7 @@ struct WorkerCliOptions {
     int timeout_ms = 5000;
     std::string codebooks;
     std::string device = "cpu";
+    int gpu_layers = INT_MAX;
 };
 
 bool is_loopback_host(const std::string& host) {
@@ -100,10 +102,11 @@ void worker_main(const WorkerCliOptions& o) {
     options.log = [](const std::string& line) { std::fprintf(stderr, "worker: %s\n", line.c_str()); };
     if (const std::optional<int> vulkan = vulkan_device_of(o.device)) {
 #if TESSERA_VULKAN
-        const int index = *vulkan;
+        const int index = *vulkan, gpu_layers = o.gpu_layers, n_threads = options.n_threads;
         options.device_name = fmt::format("Vulkan device {}", index);
-        options.stage_device = [index](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
-            return std::unique_ptr<SliceRunner>(std::make_unique<VulkanSliceForward>(model, slice, config, index));
+        options.stage_device = [=](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
+            return std::unique_ptr<SliceRunner>(
+                std::make_unique<SplitLayers>(model, slice, config, index, gpu_layers, n_threads));
         };
 #endif
     }
@@ -134,6 +137,8 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--device", o->device,
                     "Where pipeline stages compute: cpu (default) or vulkan[:N] (see tessera devices); a worker on a "
                     "Vulkan device serves whole stages only, for now");
+    cmd->add_option("--gpu-layers", o->gpu_layers,
+                    "With --device vulkan: the first N layers of a stage on the GPU, the rest on the CPU (default: all); also -ngl");
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();
     cmd->add_flag("--once", o->once, "Exit after serving one root");
     cmd->add_option("--codebooks", o->codebooks,

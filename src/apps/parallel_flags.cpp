@@ -33,6 +33,8 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_option("--device", o.device,
                     "Where this process computes: cpu (default) or vulkan[:N], the Nth Vulkan device of `tessera "
                     "devices` (a single node for now)");
+    cmd->add_option("--gpu-layers", o.gpu_layers,
+                    "With --device vulkan: the first N layers on the GPU, the rest on the CPU (default: all); also -ngl");
     cmd->add_flag("--tcp", o.tcp_only,
                   "Workers on this host talk over TCP too (default: through shared memory once connected)");
     cmd->add_option("--key", o.key_file,

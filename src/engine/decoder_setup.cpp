@@ -168,8 +168,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         config.weight_budget = fit.weight_budget;
         if (vulkan) {
 #if TESSERA_VULKAN
-            auto gpu = std::make_unique<VulkanDecoder>(model, config, *vulkan);
-            setup.device = gpu->forward().device().name;
+            auto gpu = std::make_unique<VulkanDecoder>(model, config, *vulkan, options.gpu_layers, n_threads);
+            if (const VulkanSliceForward* part = gpu->forward().device_part()) setup.device = part->device().name;
             setup.decoder = std::move(gpu);
             return setup;
 #endif

@@ -2,8 +2,9 @@
 
 namespace tessera {
 
-VulkanDecoder::VulkanDecoder(const LlamaModel& model, const ForwardConfig& config, int device_index)
-    : forward_(model, full_slice(model.hparams()), config, device_index) {}
+VulkanDecoder::VulkanDecoder(const LlamaModel& model, const ForwardConfig& config, int device_index, int gpu_layers,
+                             int n_threads)
+    : forward_(model, full_slice(model.hparams()), config, device_index, gpu_layers, n_threads) {}
 
 const float* VulkanDecoder::eval(std::span<const int32_t> tokens, int pos) {
     const SeqEval e{0, pos, tokens, false};

@@ -1,17 +1,21 @@
-// A single process whose whole model runs on a Vulkan device (run, bench,
+// A single process whose model runs on a Vulkan device (run, bench,
 // perplexity, serve with --device vulkan[:N]): tokens embedded on the CPU,
-// every layer and the head on the device, the logits read back.
+// the layers and the head on the device, the logits read back; with
+// --gpu-layers N only the first N layers there and the rest on the CPU.
 #pragma once
 
-#include "gpu_model/vulkan_slice_forward.h"
+#include "gpu_model/split_layers.h"
 #include "model/decoder.h"
 #include "model/seq_batches.h"
+
+#include <climits>
 
 namespace tessera {
 
 class VulkanDecoder : public Decoder {
 public:
-    VulkanDecoder(const LlamaModel& model, const ForwardConfig& config, int device_index);
+    VulkanDecoder(const LlamaModel& model, const ForwardConfig& config, int device_index, int gpu_layers = INT_MAX,
+                  int n_threads = 1);
 
     const ModelHParams& hparams() const override { return forward_.hparams(); }
     int n_ctx() const override { return forward_.n_ctx(); }
@@ -22,10 +26,10 @@ public:
         forward_.compact_context(seq, kept, n_used);
     }
 
-    const VulkanSliceForward& forward() const { return forward_; }
+    const SplitLayers& forward() const { return forward_; }
 
 private:
-    VulkanSliceForward forward_;
+    SplitLayers forward_;
     WholeModelScratch scratch_;
 };
 

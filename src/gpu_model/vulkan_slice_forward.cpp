@@ -38,7 +38,57 @@ bool on_device(QuantType t) {
 // Whole 32-bit words, and room for quantize_q8_0's last word.
 size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
 
+// The scratch of a call of n_batch rows, in bytes per buffer.
+struct ScratchBytes {
+    size_t x, q, kv, ffn, dots, q8_0, q8_k, scores, logits;
+    int scores_rows;  // rows of attention one dispatch holds scores for
+};
+
+ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, int n_batch, int n_ctx) {
+    const auto nb = static_cast<size_t>(n_batch);
+    const auto n_embd = static_cast<size_t>(hp.n_embd), q_dim = static_cast<size_t>(hp.q_dim());
+    const auto n_ff = static_cast<size_t>(hp.n_ff);
+    const size_t widest = std::max({n_embd, q_dim, n_ff});
+    const int64_t wo_units = (hp.q_dim() + units.wo_cols(hp) - 1) / units.wo_cols(hp);
+    const int64_t ffn_units = (hp.n_ff + units.ffn_channels - 1) / units.ffn_channels;
+    ScratchBytes b{};
+    b.x = padded(nb * n_embd * 4);
+    b.q = padded(nb * q_dim * 4);
+    b.kv = padded(nb * static_cast<size_t>(hp.kv_dim()) * 4);
+    b.ffn = padded(nb * n_ff * 4);
+    b.dots = padded(nb * n_embd * static_cast<size_t>(std::max<int64_t>({1, wo_units, ffn_units})) * 4);
+    // Q8_0: 34 bytes per 32 values; Q8_K: 292 per 256 (both under 1.1 bytes a value).
+    b.q8_0 = padded(nb * widest / 32 * 34);
+    b.q8_k = padded(nb * widest / 256 * 292 + 292);
+    const uint64_t per_row = static_cast<uint64_t>(hp.n_head) * static_cast<uint64_t>(n_ctx) * 4;
+    b.scores_rows = static_cast<int>(std::clamp<uint64_t>(kScoresBytes / per_row, 1, nb));
+    b.scores = padded(static_cast<size_t>(b.scores_rows) * per_row);
+    b.logits = padded(nb * static_cast<size_t>(hp.n_vocab) * 4);
+    return b;
+}
+
 }  // namespace
+
+uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units,
+                                       int n_batch, int n_ctx, KvCacheTypes kv) {
+    const auto floats = [](const std::vector<float>& v) { return v.empty() ? 0 : padded(v.size() * 4); };
+    const auto matrix = [](const Matrix& m) { return padded(static_cast<size_t>(m.rows) * m.row_bytes); };
+    const auto cache = [&](QuantType t) {
+        return static_cast<uint64_t>(hp.n_head_kv) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.head_dim) *
+               (t == QuantType::F16 ? 2 : 4);
+    };
+    uint64_t bytes = 0;
+    for (const LayerWeights& l : w.layers) {
+        for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm}) {
+            bytes += floats(*v);
+        }
+        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix(*m);
+        bytes += cache(kv.k) + cache(kv.v);
+    }
+    if (w.slice.outputs) bytes += floats(w.output_norm) + matrix(w.output);
+    const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
+    return bytes + b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores;
+}
 
 struct VulkanSliceForward::Kernels {
     explicit Kernels(VulkanContext& c) {
@@ -111,6 +161,17 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     n_ctx_ = config.n_ctx;
     n_batch_ = std::clamp(config.n_batch, 1, std::max(1, config.n_ctx));
     context_ = std::make_unique<VulkanContext>(device_index);
+    // All of it or nothing: a share too large for the device is said before
+    // anything is uploaded.
+    const VulkanDeviceInfo& info = context_->info();
+    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_);
+    if (need > info.device_local_bytes) {
+        throw make_error("{} needs {:.1f} MiB of device memory ({} bytes of weights, KV cache and scratch), and Vulkan "
+                         "device {} ({}) has {:.1f} MiB ({} bytes): give it fewer layers (a pipeline stage, --gpu-layers), "
+                         "a smaller context (-c), or use --device cpu",
+                         describe_slice(slice), need / 1048576.0, need, info.index, info.name,
+                         info.device_local_bytes / 1048576.0, info.device_local_bytes);
+    }
     kernels_ = std::make_unique<Kernels>(*context_);
 
     const int64_t hd = hp.head_dim, n_kv = hp.n_head_kv, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
@@ -148,29 +209,22 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         output_ = matrix(weights_.output, "output", -1);
     }
 
-    const auto nb = static_cast<size_t>(n_batch_);
-    const size_t n_embd = static_cast<size_t>(hp.n_embd);
-    const size_t widest = std::max({n_embd, static_cast<size_t>(q_dim), static_cast<size_t>(hp.n_ff)});
-    const int64_t wo_units = (q_dim + units_.wo_cols(hp) - 1) / units_.wo_cols(hp);
-    const int64_t ffn_units = (hp.n_ff + units_.ffn_channels - 1) / units_.ffn_channels;
-    x_ = std::make_unique<VulkanBuffer>(*context_, padded(nb * n_embd * 4), VulkanMemory::kHost);
-    h_ = device_buffer(padded(nb * n_embd * 4));
-    q_ = device_buffer(padded(nb * static_cast<size_t>(q_dim) * 4));
-    attn_ = device_buffer(padded(nb * static_cast<size_t>(q_dim) * 4));
-    k_ = device_buffer(padded(nb * static_cast<size_t>(kv_dim) * 4));
-    v_ = device_buffer(padded(nb * static_cast<size_t>(kv_dim) * 4));
-    gate_ = device_buffer(padded(nb * static_cast<size_t>(hp.n_ff) * 4));
-    up_ = device_buffer(padded(nb * static_cast<size_t>(hp.n_ff) * 4));
-    dots_ = device_buffer(padded(nb * n_embd * static_cast<size_t>(std::max<int64_t>({1, wo_units, ffn_units})) * 4));
-    // Q8_0: 34 bytes per 32 values; Q8_K: 292 per 256 (both under 1.1 bytes a value).
-    act_q8_0_ = device_buffer(padded(nb * widest / 32 * 34));
-    act_q8_k_ = device_buffer(padded(nb * widest / 256 * 292 + 292));
-    const uint64_t per_row = static_cast<uint64_t>(hp.n_head) * static_cast<uint64_t>(n_ctx_) * 4;
-    scores_rows_ = static_cast<int>(std::clamp<uint64_t>(kScoresBytes / per_row, 1, nb));
-    scores_ = device_buffer(padded(static_cast<size_t>(scores_rows_) * per_row));
+    const ScratchBytes sb = scratch_bytes(hp, units_, n_batch_, n_ctx_);
+    x_ = std::make_unique<VulkanBuffer>(*context_, sb.x, VulkanMemory::kHost);
+    h_ = device_buffer(sb.x);
+    q_ = device_buffer(sb.q);
+    attn_ = device_buffer(sb.q);
+    k_ = device_buffer(sb.kv);
+    v_ = device_buffer(sb.kv);
+    gate_ = device_buffer(sb.ffn);
+    up_ = device_buffer(sb.ffn);
+    dots_ = device_buffer(sb.dots);
+    act_q8_0_ = device_buffer(sb.q8_0);
+    act_q8_k_ = device_buffer(sb.q8_k);
+    scores_rows_ = sb.scores_rows;
+    scores_ = device_buffer(sb.scores);
     if (slice.outputs) {
-        logits_ = std::make_unique<VulkanBuffer>(*context_, padded(nb * static_cast<size_t>(hp.n_vocab) * 4),
-                                                 VulkanMemory::kHost);
+        logits_ = std::make_unique<VulkanBuffer>(*context_, sb.logits, VulkanMemory::kHost);
     }
     std::vector<std::pair<float, float>> rope_keys;  // each table's (base, scale)
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
@@ -180,7 +234,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         if (i == rope_keys.size()) {
             rope_keys.emplace_back(base, scale);
             ropes_.emplace_back(hp.n_rot, base, weights_.rope_freqs, hp.family->rope, scale, hp.yarn);
-            const size_t bytes = padded(nb * static_cast<size_t>(hp.n_rot / 2) * 4);
+            const size_t bytes = padded(static_cast<size_t>(n_batch_) * static_cast<size_t>(hp.n_rot / 2) * 4);
             rope_cos_.push_back(std::make_unique<VulkanBuffer>(*context_, bytes, VulkanMemory::kHost));
             rope_sin_.push_back(std::make_unique<VulkanBuffer>(*context_, bytes, VulkanMemory::kHost));
         }

@@ -40,6 +40,10 @@ public:
     const VulkanDeviceInfo& device() const { return context_->info(); }
     // What this slice holds in device memory: weights, caches and scratch.
     uint64_t device_bytes() const { return device_bytes_; }
+    // What a slice of these weights would hold there (checked against the
+    // device's memory before anything is uploaded).
+    static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,
+                              int n_ctx, KvCacheTypes kv);
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
     void embed(std::span<const int32_t> tokens, float* x) const override;

@@ -44,6 +44,7 @@ TEST(DeviceCli, AGpuNodeAndAGpuStageGenerateTheCpuTokens) {
     ASSERT_EQ(cpu.size(), 24u);
     EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan"}), cpu);
     EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan:0", "-b", "4"}), cpu);
+    EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan", "-ngl", "3"}), cpu);  // 3 of 5 layers on the GPU
 
     // A K-quant file, and a stage of a pipeline on the GPU.
     const std::string dir = test::scratch_dir("device_cli");
@@ -62,6 +63,9 @@ TEST(DeviceCli, AGpuNodeAndAGpuStageGenerateTheCpuTokens) {
     std::unique_ptr<test::BackgroundProcess> worker;
     const std::string address = test::start_worker(worker, q4k, "", {"--device", "vulkan"});
     EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + address}), q4k_cpu);
+    std::unique_ptr<test::BackgroundProcess> split;  // one of the stage's layers on the GPU, one on the CPU
+    const std::string split_address = test::start_worker(split, q4k, "", {"--device", "vulkan", "--gpu-layers", "1"});
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + split_address}), q4k_cpu);
 
     EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
 }

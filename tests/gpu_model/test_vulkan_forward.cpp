@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -45,14 +46,25 @@ std::vector<float> logits_of(Decoder& decoder, int n_prompt, int steps) {
 
 // Where the device's logits first differ from the CPU's ("" when equal).
 std::string compare(const std::string& path, int n_batch, KvCacheTypes kv, int n_prompt = 40, int steps = 6,
-                    int n_ctx = 96) {
+                    int n_ctx = 96, int gpu_layers = INT_MAX) {
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = n_ctx;
     config.n_batch = n_batch;
     config.kv_types = kv;
     LocalDecoder cpu(model, config, 2);
-    VulkanDecoder gpu(model, config, device_index());
+    VulkanDecoder gpu(model, config, device_index(), gpu_layers, 2);
+    // What the device holds is what the check before uploading counted (less
+    // the host's own row buffer).
+    const SliceWeights views = load_slice_weights(model, full_slice(model.hparams()));
+    const uint64_t counted = VulkanSliceForward::footprint(views, model.hparams(), reduction_units(model), config.n_batch,
+                                                           config.n_ctx, kv);
+    const VulkanSliceForward* part = gpu.forward().device_part();
+    if (gpu_layers >= model.hparams().n_layer &&
+        (part == nullptr || part->device_bytes() > counted || part->device_bytes() + (1u << 20) < counted)) {
+        return "holds " + std::to_string(part != nullptr ? part->device_bytes() : 0) + " bytes, counted " +
+               std::to_string(counted);
+    }
     const std::vector<float> want = logits_of(cpu, n_prompt, steps);
     const std::vector<float> got = logits_of(gpu, n_prompt, steps);
     if (got.size() != want.size()) return "sizes differ";
@@ -91,6 +103,18 @@ TEST(VulkanForward, EveryWeightTypeGivesTheCpuLogits) {
     }
 }
 
+// --gpu-layers: the first layer on the device and the second on the CPU, or
+// none on the device, give the same bits.
+TEST(VulkanForward, LayersSplitBetweenTheDeviceAndTheCpuGiveTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_split");
+    for (QuantType type : {QuantType::Q4_K, QuantType::F16}) {
+        const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
+        write_random_model(small_spec(type), path);
+        EXPECT_EQ(compare(path, 64, QuantType::F16, 40, 6, 96, 1), "") << quant_type_name(type) << ", 1 layer";
+        EXPECT_EQ(compare(path, 16, QuantType::F16, 40, 6, 96, 0), "") << quant_type_name(type) << ", none";
+    }
+}
+
 TEST(VulkanForward, F32CachesGiveTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_f32_cache");
     const std::string path = dir + "/model.gguf";
@@ -118,6 +142,39 @@ TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {
     EXPECT_EQ(compare(test::stories260k(), 64, QuantType::F16, 60, 20), "");
     EXPECT_EQ(compare(test::stories260k(), 512, QuantType::F16, 5, 60, 512), "");
+}
+
+// A model larger than the device's memory (lavapipe offers 2 GiB): refused
+// before anything is uploaded, naming the device and the bytes. The file is
+// sparse (zero weights), so it costs no disk.
+TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
+    const VulkanContext context(device_index());
+    const uint64_t heap = context.info().device_local_bytes;
+    RandomModelSpec spec;
+    spec.n_embd = 4096;
+    spec.n_head = 32;
+    spec.n_head_kv = 8;
+    spec.n_ff = 14336;
+    spec.n_vocab = 32000;
+    spec.type = QuantType::Q4_0;
+    spec.zero_weights = true;
+    const uint64_t layer_bytes = (2ull * 4096 * 4096 + 2ull * 4096 * 1024 + 3ull * 4096 * 14336) / 32 * 18;
+    if (heap / layer_bytes + 2 > 64) GTEST_SKIP() << "a device of " << heap << " bytes";
+    spec.n_layer = static_cast<int32_t>(heap / layer_bytes + 2);
+    const std::string path = test::scratch_dir("vulkan_forward_too_large") + "/large.gguf";
+    write_random_model(spec, path);
+    const LlamaModel model(path);
+    ForwardConfig config;
+    config.n_ctx = 256;
+    try {
+        VulkanDecoder gpu(model, config, device_index());
+        FAIL() << "a model of " << spec.n_layer << " layers was taken by a device of " << heap << " bytes";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("MiB of device memory"), std::string::npos) << what;
+        EXPECT_NE(what.find(context.info().name), std::string::npos) << what;
+        EXPECT_NE(what.find(std::to_string(heap) + " bytes"), std::string::npos) << what;
+    }
 }
 
 TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {

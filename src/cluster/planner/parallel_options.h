@@ -5,6 +5,7 @@
 // decoder it names, cluster/planner/auto_plan.h rewrites it for --auto.
 #pragma once
 
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct ParallelOptions {
     bool no_offload = false;
     // Where this process computes its share: "cpu", or "vulkan[:N]" (device N
     // of `tessera devices`, 0 when not given).
-    std::string device = "cpu";  // refuse a plan whose shares do not fit, rather than stream layers
+    std::string device = "cpu";
+    // With a GPU device: the first N layers there, the rest on the CPU.
+    int gpu_layers = INT_MAX;  // refuse a plan whose shares do not fit, rather than stream layers
     std::string key_file;   // --key (else $TESSERA_KEY_FILE): seal every frame; none: plain frames
     int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
     int partial_bands = 1;    // tensor parallel: bands each partial is sent in as the product computes them
