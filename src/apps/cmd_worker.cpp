@@ -108,6 +108,13 @@ void worker_main(const WorkerCliOptions& o) {
             return std::unique_ptr<SliceRunner>(
                 std::make_unique<SplitLayers>(model, slice, config, index, gpu_layers, n_threads));
         };
+        options.rank_device = [=](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
+            if (gpu_layers < slice.n_layers()) {
+                throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all {} of its layers on the device",
+                                 gpu_layers, slice.n_layers());
+            }
+            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(model, slice, config, index));
+        };
 #endif
     }
     run_worker(options);
@@ -135,8 +142,8 @@ void add_worker_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0.001, 1e6));
     cmd->add_option("--device", o->device,
-                    "Where pipeline stages compute: cpu (default) or vulkan[:N] (see tessera devices); a worker on a "
-                    "Vulkan device serves whole stages only, for now");
+                    "Where pipeline stages and tensor-parallel ranks compute: cpu (default) or vulkan[:N] (see tessera "
+                    "devices)");
     cmd->add_option("--gpu-layers", o->gpu_layers,
                     "With --device vulkan: the first N layers of a stage on the GPU, the rest on the CPU (default: all); also -ngl");
     cmd->add_option("-t,--threads", o->n_threads, "Threads (0: one per CPU)")->capture_default_str();

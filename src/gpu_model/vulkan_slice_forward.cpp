@@ -1,6 +1,7 @@
 #include "gpu_model/vulkan_slice_forward.h"
 
 #include "gpu/shaders.h"
+#include "ops/fixed_sum.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 
@@ -40,7 +41,7 @@ size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
 
 // The scratch of a call of n_batch rows, in bytes per buffer.
 struct ScratchBytes {
-    size_t x, q, kv, ffn, dots, q8_0, q8_k, scores, logits;
+    size_t x, partial, q, kv, ffn, dots, q8_0, q8_k, scores, logits;
     int scores_rows;  // rows of attention one dispatch holds scores for
 };
 
@@ -53,6 +54,7 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
     const int64_t ffn_units = (hp.n_ff + units.ffn_channels - 1) / units.ffn_channels;
     ScratchBytes b{};
     b.x = padded(nb * n_embd * 4);
+    b.partial = padded(nb * n_embd * 8);
     b.q = padded(nb * q_dim * 4);
     b.kv = padded(nb * static_cast<size_t>(hp.kv_dim()) * 4);
     b.ffn = padded(nb * n_ff * 4);
@@ -72,9 +74,15 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
 uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units,
                                        int n_batch, int n_ctx, KvCacheTypes kv) {
     const auto floats = [](const std::vector<float>& v) { return v.empty() ? 0 : padded(v.size() * 4); };
-    const auto matrix = [](const Matrix& m) { return padded(static_cast<size_t>(m.rows) * m.row_bytes); };
+    // The share's rows, or its columns of wo and w_down.
+    const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
+        return rows == 0 || cols == 0 ? 0 : padded(static_cast<size_t>(rows) * quant_row_bytes(m.type, cols));
+    };
+    const Slice& s = w.slice;
+    const int64_t q_width = static_cast<int64_t>(s.n_kv_heads()) * hp.q_per_kv() * hp.head_dim;
+    const int64_t kv_width = static_cast<int64_t>(s.n_kv_heads()) * hp.head_dim;
     const auto cache = [&](QuantType t) {
-        return static_cast<uint64_t>(hp.n_head_kv) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.head_dim) *
+        return static_cast<uint64_t>(s.n_kv_heads()) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.head_dim) *
                (t == QuantType::F16 ? 2 : 4);
     };
     uint64_t bytes = 0;
@@ -82,10 +90,14 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
         for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm}) {
             bytes += floats(*v);
         }
-        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix(*m);
-        bytes += cache(kv.k) + cache(kv.v);
+        bytes += matrix(l.wq, q_width, l.wq.cols) + matrix(l.wk, kv_width, l.wk.cols) + matrix(l.wv, kv_width, l.wv.cols) +
+                 matrix(l.wo, l.wo.rows, q_width);
+        bytes += matrix(l.w_gate, s.n_ffn(), l.w_gate.cols) + matrix(l.w_up, s.n_ffn(), l.w_up.cols) +
+                 matrix(l.w_down, l.w_down.rows, s.n_ffn());
+        if (s.n_kv_heads() > 0) bytes += cache(kv.k) + cache(kv.v);
     }
-    if (w.slice.outputs) bytes += floats(w.output_norm) + matrix(w.output);
+    if (s.outputs) bytes += floats(w.output_norm);
+    bytes += matrix(w.output, s.n_vocab_rows(), w.output.cols);
     const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
     return bytes + b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores;
 }
@@ -108,6 +120,7 @@ struct VulkanSliceForward::Kernels {
         rope = make(TESSERA_SPIRV(rope), 3, sizeof(VulkanRopeParams), "rope");
         swiglu = make(TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
         add_units = make(TESSERA_SPIRV(add_units), 2, sizeof(VulkanAddUnitsParams), "add_units");
+        sum_units = make(TESSERA_SPIRV(sum_units), 2, 12, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
         attention = make(TESSERA_SPIRV(attention), 5, sizeof(VulkanAttentionParams), "attention");
@@ -124,7 +137,7 @@ struct VulkanSliceForward::Kernels {
         }
     }
     std::unique_ptr<VulkanKernel> f32, f16, q8_0, q4_0, q4_k, q6_k, quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        add_units, add_bias, kv_store, attention;
+        add_units, sum_units, add_bias, kv_store, attention;
 };
 
 struct VulkanSliceForward::Layer {
@@ -143,10 +156,6 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const auto refuse = [](const std::string& what) {
         throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
     };
-    if (slice.kv_head_begin != 0 || slice.kv_head_end != hp.n_head_kv || slice.ffn_begin != 0 || slice.ffn_end != hp.n_ff) {
-        refuse("a tensor-parallel share of a layer (" + describe_slice(slice) + ")");
-    }
-    if (slice.outputs && (slice.vocab_begin != 0 || slice.vocab_end != hp.n_vocab)) refuse("a share of the output head");
     if (hp.has_experts()) refuse("a mixture of experts");
     if (hp.attn_soft_cap > 0.0f || hp.final_soft_cap > 0.0f) refuse("soft-capped logits (Gemma 2)");
     if (hp.family->activation != FfnActivation::kSilu) refuse("this family's FFN activation (GELU, gpt-oss's SwiGLU)");
@@ -158,6 +167,17 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     }
     if (hp.head_dim % 2 != 0) refuse("odd head sizes");
     weights_ = load_slice_weights(model, slice, ColumnSlices::kView);
+    if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
+        throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
+                         describe_slice(slice), units_.kv_heads, units_.ffn_channels);
+    }
+    n_kv_ = slice.n_kv_heads();
+    n_q_heads_ = n_kv_ * hp.q_per_kv();
+    q_begin_ = static_cast<int64_t>(slice.kv_head_begin) * hp.q_per_kv() * hp.head_dim;
+    q_width_ = static_cast<int64_t>(n_q_heads_) * hp.head_dim;
+    kv_begin_ = static_cast<int64_t>(slice.kv_head_begin) * hp.head_dim;
+    kv_width_ = static_cast<int64_t>(n_kv_) * hp.head_dim;
+    n_ffn_ = slice.n_ffn();
     n_ctx_ = config.n_ctx;
     n_batch_ = std::clamp(config.n_batch, 1, std::max(1, config.n_ctx));
     context_ = std::make_unique<VulkanContext>(device_index);
@@ -174,7 +194,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     }
     kernels_ = std::make_unique<Kernels>(*context_);
 
-    const int64_t hd = hp.head_dim, n_kv = hp.n_head_kv, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
+    const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - slice.layer_begin)];
         if (!w.post_attn_norm.empty() || !w.post_ffn_norm.empty()) refuse("post-norms (Gemma 2, 3)");
@@ -187,29 +207,36 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         if (!w.v_bias.empty()) l.v_bias = floats(w.v_bias);
         if (!w.q_norm.empty()) l.q_norm = floats(w.q_norm);
         if (!w.k_norm.empty()) l.k_norm = floats(w.k_norm);
-        l.wq = matrix(w.wq, "attn_q", layer);
-        l.wk = matrix(w.wk, "attn_k", layer);
-        l.wv = matrix(w.wv, "attn_v", layer);
-        l.wo = matrix(w.wo, "attn_output", layer);
-        l.w_gate = matrix(w.w_gate, "ffn_gate", layer);
-        l.w_up = matrix(w.w_up, "ffn_up", layer);
-        l.w_down = matrix(w.w_down, "ffn_down", layer);
-        const auto cache = [&](QuantType t) {
-            auto b = device_buffer(static_cast<size_t>(n_kv * n_ctx_ * hd) * (t == QuantType::F16 ? 2 : 4));
-            b->zero();
-            return b;
-        };
-        l.k_cache = cache(kv_types_.k);
-        l.v_cache = cache(kv_types_.v);
+        // This share's rows of the row-split products, its columns of wo and w_down.
+        if (n_kv_ > 0) {
+            l.wq = matrix(w.wq, "attn_q", layer, q_begin_, q_width_, 0, w.wq.cols);
+            l.wk = matrix(w.wk, "attn_k", layer, kv_begin_, kv_width_, 0, w.wk.cols);
+            l.wv = matrix(w.wv, "attn_v", layer, kv_begin_, kv_width_, 0, w.wv.cols);
+            l.wo = matrix(w.wo, "attn_output", layer, 0, w.wo.rows, q_begin_, q_width_);
+            const auto cache = [&](QuantType t) {
+                auto b = device_buffer(static_cast<size_t>(n_kv_ * n_ctx_ * hd) * (t == QuantType::F16 ? 2 : 4));
+                b->zero();
+                return b;
+            };
+            l.k_cache = cache(kv_types_.k);
+            l.v_cache = cache(kv_types_.v);
+        }
+        if (n_ffn_ > 0) {
+            l.w_gate = matrix(w.w_gate, "ffn_gate", layer, slice.ffn_begin, n_ffn_, 0, w.w_gate.cols);
+            l.w_up = matrix(w.w_up, "ffn_up", layer, slice.ffn_begin, n_ffn_, 0, w.w_up.cols);
+            l.w_down = matrix(w.w_down, "ffn_down", layer, 0, w.w_down.rows, slice.ffn_begin, n_ffn_);
+        }
         l.window = hp.is_sliding(layer) ? hp.sliding_window : 0;
         layers_.push_back(std::move(l));
     }
-    if (slice.outputs) {
-        output_norm_ = floats(weights_.output_norm);
-        output_ = matrix(weights_.output, "output", -1);
+    if (slice.outputs) output_norm_ = floats(weights_.output_norm);
+    if (slice.n_vocab_rows() > 0) {
+        output_ = matrix(weights_.output, "output", -1, slice.vocab_begin, slice.n_vocab_rows(), 0,
+                         weights_.output.cols);
     }
 
     const ScratchBytes sb = scratch_bytes(hp, units_, n_batch_, n_ctx_);
+    partial_ = std::make_unique<VulkanBuffer>(*context_, sb.partial, VulkanMemory::kHost);
     x_ = std::make_unique<VulkanBuffer>(*context_, sb.x, VulkanMemory::kHost);
     h_ = device_buffer(sb.x);
     q_ = device_buffer(sb.q);
@@ -223,9 +250,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     act_q8_k_ = device_buffer(sb.q8_k);
     scores_rows_ = sb.scores_rows;
     scores_ = device_buffer(sb.scores);
-    if (slice.outputs) {
-        logits_ = std::make_unique<VulkanBuffer>(*context_, sb.logits, VulkanMemory::kHost);
-    }
+    if (slice.n_vocab_rows() > 0) logits_ = std::make_unique<VulkanBuffer>(*context_, sb.logits, VulkanMemory::kHost);
     std::vector<std::pair<float, float>> rope_keys;  // each table's (base, scale)
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const float base = hp.rope_base_of(layer), scale = hp.rope_scale_of(layer);
@@ -256,20 +281,38 @@ std::unique_ptr<VulkanBuffer> VulkanSliceForward::floats(const std::vector<float
     return b;
 }
 
-VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, const char* what, int layer) {
+VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, const char* what, int layer,
+                                                            int64_t first_row, int64_t rows, int64_t first_col,
+                                                            int64_t cols) {
     const std::string name = layer >= 0 ? fmt::format("blk.{}.{}", layer, what) : std::string(what);
     if (!on_device(m.type)) {
         throw make_error("the Vulkan backend does not run {} weights yet ({}); use --device cpu",
                          quant_type_name(m.type), name);
     }
-    if (m.grouped || m.data == nullptr) throw make_error("internal: {} is not in row layout", name);
+    const int64_t block = layout_of(m.type).block_size;
+    if (m.grouped || m.data == nullptr || first_row < m.row_begin || first_row + rows > m.row_end() ||
+        first_col < m.col_begin || first_col + cols > m.col_begin + m.cols || (first_col - m.col_begin) % block != 0 ||
+        cols % block != 0) {
+        throw make_error("internal: rows {}+{}, columns {}+{} of {} are not in its view", first_row, rows, first_col, cols,
+                         name);
+    }
     DeviceMatrix d;
     d.type = m.type;
-    d.rows = m.rows;
-    d.cols = m.cols;
-    const size_t bytes = static_cast<size_t>(m.rows) * m.row_bytes;
-    d.buffer = device_buffer(padded(bytes));
-    d.buffer->upload(m.data, bytes);
+    d.rows = rows;
+    d.cols = cols;
+    const size_t row_bytes = quant_row_bytes(m.type, cols);
+    const size_t offset = quant_row_bytes(m.type, first_col - m.col_begin);
+    d.buffer = device_buffer(padded(static_cast<size_t>(rows) * row_bytes));
+    if (row_bytes == m.row_bytes) {
+        d.buffer->upload(m.row(first_row), static_cast<size_t>(rows) * row_bytes);
+        return d;
+    }
+    // Some columns of every row (a rank's share of wo, w_down): packed here.
+    std::vector<uint8_t> packed(static_cast<size_t>(rows) * row_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(packed.data() + static_cast<size_t>(r) * row_bytes, m.row(first_row + r) + offset, row_bytes);
+    }
+    d.buffer->upload(packed.data(), packed.size());
     return d;
 }
 
@@ -322,12 +365,10 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
     k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, groups(w.rows * units), u32(n_tok));
 }
 
-void VulkanSliceForward::record_partial(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
-                                        int64_t unit_cols, VulkanBuffer& x) {
-    const int64_t units = (w.cols + unit_cols - 1) / unit_cols;
-    record_product(cb, w, act, n_tok, *dots_, w.rows * units, unit_cols);
-    const VulkanAddUnitsParams p{u32(w.rows), u32(units), u32(n_tok), u32(hparams_.n_embd)};
-    kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), &x}), &p, groups(w.rows), u32(n_tok));
+void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
+                                     int64_t unit_cols) {
+    dot_units_ = (w.cols + unit_cols - 1) / unit_cols;
+    record_product(cb, w, act, n_tok, *dots_, w.rows * dot_units_, unit_cols);
 }
 
 void VulkanSliceForward::prepare_rope(int pos0, int n_tok) {
@@ -342,44 +383,42 @@ void VulkanSliceForward::prepare_rope(int pos0, int n_tok) {
     }
 }
 
-void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
     const ModelHParams& hp = hparams_;
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
-    const int64_t n_embd = hp.n_embd, hd = hp.head_dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
-    const auto new_input = [&] { q8_0_of_ = q8_k_of_ = nullptr; };
+    const int64_t n_embd = hp.n_embd, hd = hp.head_dim;
 
-    // Attention: Q/K/V, their biases and norms, RoPE, the K/V store.
+    // Q/K/V of this share's heads, their biases and norms, RoPE, the K/V store.
     new_input();
     record_norm(cb, *x_, *l.attn_norm, *h_, n_tok, n_embd);
-    record_product(cb, l.wq, record_activation(cb, l.wq.type, *h_, n_tok, n_embd), n_tok, *q_, q_dim, 0);
-    record_product(cb, l.wk, record_activation(cb, l.wk.type, *h_, n_tok, n_embd), n_tok, *k_, kv_dim, 0);
-    record_product(cb, l.wv, record_activation(cb, l.wv.type, *h_, n_tok, n_embd), n_tok, *v_, kv_dim, 0);
-    const auto bias = [&](const std::unique_ptr<VulkanBuffer>& b, VulkanBuffer& y, int64_t n) {
+    record_product(cb, l.wq, record_activation(cb, l.wq.type, *h_, n_tok, n_embd), n_tok, *q_, q_width_, 0);
+    record_product(cb, l.wk, record_activation(cb, l.wk.type, *h_, n_tok, n_embd), n_tok, *k_, kv_width_, 0);
+    record_product(cb, l.wv, record_activation(cb, l.wv.type, *h_, n_tok, n_embd), n_tok, *v_, kv_width_, 0);
+    const auto bias = [&](const std::unique_ptr<VulkanBuffer>& b, VulkanBuffer& y, int64_t n, int64_t first) {
         if (!b) return;
-        const VulkanAddBiasParams p{u32(n), u32(n_tok), u32(n), 0};
+        const VulkanAddBiasParams p{u32(n), u32(n_tok), u32(n), u32(first)};
         kernels_->add_bias->record(cb, kernels_->add_bias->bind({&y, b.get()}), &p, groups(n), u32(n_tok));
     };
-    bias(l.q_bias, *q_, q_dim);
-    bias(l.k_bias, *k_, kv_dim);
-    bias(l.v_bias, *v_, kv_dim);
-    if (l.q_norm) record_norm(cb, *q_, *l.q_norm, *q_, n_tok * hp.n_head, hd);
-    if (l.k_norm) record_norm(cb, *k_, *l.k_norm, *k_, n_tok * hp.n_head_kv, hd);
+    bias(l.q_bias, *q_, q_width_, q_begin_);
+    bias(l.k_bias, *k_, kv_width_, kv_begin_);
+    bias(l.v_bias, *v_, kv_width_, kv_begin_);
+    if (l.q_norm) record_norm(cb, *q_, *l.q_norm, *q_, n_tok * n_q_heads_, hd);
+    if (l.k_norm) record_norm(cb, *k_, *l.k_norm, *k_, n_tok * n_kv_, hd);
     const int table = rope_of_layer_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     const auto pairs = static_cast<int64_t>(ropes_[static_cast<size_t>(table)].cos_table().size());
     if (pairs > 0) {
         const uint32_t halves = hp.family->rope == RopeLayout::kHalves ? 1u : 0u;
         const VulkanBuffer* cos = rope_cos_[static_cast<size_t>(table)].get();
         const VulkanBuffer* sin = rope_sin_[static_cast<size_t>(table)].get();
-        const VulkanRopeParams pq{u32(hp.n_head), u32(hd), u32(pairs), halves, u32(n_tok), u32(q_dim)};
-        kernels_->rope->record(cb, kernels_->rope->bind({q_.get(), cos, sin}), &pq, groups(hp.n_head * pairs), u32(n_tok));
-        const VulkanRopeParams pk{u32(hp.n_head_kv), u32(hd), u32(pairs), halves, u32(n_tok), u32(kv_dim)};
-        kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(hp.n_head_kv * pairs),
-                               u32(n_tok));
+        const VulkanRopeParams pq{u32(n_q_heads_), u32(hd), u32(pairs), halves, u32(n_tok), u32(q_width_)};
+        kernels_->rope->record(cb, kernels_->rope->bind({q_.get(), cos, sin}), &pq, groups(n_q_heads_ * pairs), u32(n_tok));
+        const VulkanRopeParams pk{u32(n_kv_), u32(hd), u32(pairs), halves, u32(n_tok), u32(kv_width_)};
+        kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(n_kv_ * pairs), u32(n_tok));
     }
     const uint32_t k_half = kv_types_.k == QuantType::F16 ? 1u : 0u, v_half = kv_types_.v == QuantType::F16 ? 1u : 0u;
-    const VulkanKvStoreParams ps{u32(hp.n_head_kv), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_dim), k_half, v_half};
+    const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_width_), k_half, v_half};
     kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get()}), &ps,
-                               groups(kv_dim), u32(n_tok));
+                               groups(kv_width_), u32(n_tok));
 
     // Attention itself, in dispatches of scores_rows_ rows; runs longer than
     // SliceForward::kRowwiseRows attend as a prompt does on the CPU.
@@ -387,30 +426,49 @@ void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, i
     const VkDescriptorSet attention =
         kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get()});
     for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
-        const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(hp.n_head), u32(n_ctx_),
+        const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_),
                                        u32(pos0),       u32(n_tok),         u32(t0),
                                        n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
                                        u32(l.window),   scale,              k_half,          v_half,
-                                       u32(q_dim)};
-        kernels_->attention->record(cb, attention, &pa, u32(hp.n_head), u32(std::min(scores_rows_, n_tok - t0)));
+                                       u32(q_width_)};
+        kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
-    record_partial(cb, l.wo, record_activation(cb, l.wo.type, *attn_, n_tok, q_dim), n_tok, units_.wo_cols(hp), *x_);
+    record_dots(cb, l.wo, record_activation(cb, l.wo.type, *attn_, n_tok, q_width_), n_tok, units_.wo_cols(hp));
+}
 
-    // The FFN.
+void VulkanSliceForward::record_ffn(VkCommandBuffer cb, int layer, int n_tok) {
+    const ModelHParams& hp = hparams_;
+    const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     new_input();
-    record_norm(cb, *x_, *l.ffn_norm, *h_, n_tok, n_embd);
-    record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, n_embd), n_tok, *gate_, hp.n_ff, 0);
-    record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, n_embd), n_tok, *up_, hp.n_ff, 0);
-    const uint32_t ps_glu[2] = {u32(hp.n_ff), u32(n_tok)};
-    kernels_->swiglu->record(cb, kernels_->swiglu->bind({gate_.get(), up_.get()}), ps_glu, groups(hp.n_ff), u32(n_tok));
+    record_norm(cb, *x_, *l.ffn_norm, *h_, n_tok, hp.n_embd);
+    record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, hp.n_embd), n_tok, *gate_, n_ffn_, 0);
+    record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, hp.n_embd), n_tok, *up_, n_ffn_, 0);
+    const uint32_t ps_glu[2] = {u32(n_ffn_), u32(n_tok)};
+    kernels_->swiglu->record(cb, kernels_->swiglu->bind({gate_.get(), up_.get()}), ps_glu, groups(n_ffn_), u32(n_tok));
     new_input();
-    record_partial(cb, l.w_down, record_activation(cb, l.w_down.type, *gate_, n_tok, hp.n_ff), n_tok,
-                   units_.ffn_channels, *x_);
+    record_dots(cb, l.w_down, record_activation(cb, l.w_down.type, *gate_, n_tok, n_ffn_), n_tok, units_.ffn_channels);
+}
+
+void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok) {
+    const VulkanAddUnitsParams p{u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), u32(hparams_.n_embd)};
+    kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), x_.get()}), &p, groups(hparams_.n_embd),
+                                u32(n_tok));
+}
+
+void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+    record_attention(cb, layer, pos0, n_tok);
+    record_add_dots(cb, n_tok);
+    record_ffn(cb, layer, n_tok);
+    record_add_dots(cb, n_tok);
 }
 
 void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
-    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    check_rows(n_tok);
+    const Slice& slice = weights_.slice;
+    if (slice.n_kv_heads() != hparams_.n_head_kv || slice.n_ffn() != hparams_.n_ff) {
+        throw make_error("internal: whole layers asked of a share ({})", describe_slice(slice));
+    }
     if (pos0 < 0 || static_cast<int64_t>(pos0) + n_tok > n_ctx_) {
         throw make_error("positions {}..{} of sequence 0 exceed the context of {}", pos0,
                          static_cast<int64_t>(pos0) + n_tok, n_ctx_);
@@ -429,25 +487,135 @@ void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
 }
 
 void VulkanSliceForward::logits(const float* x, int n_tok, float* logits) {
-    if (!weights_.slice.outputs) throw make_error("internal: this slice does not hold the output head");
-    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
     const ModelHParams& hp = hparams_;
+    if (!weights_.slice.outputs || weights_.slice.vocab_begin != 0 || weights_.slice.vocab_end != hp.n_vocab) {
+        throw make_error("internal: this slice does not hold the whole output head");
+    }
+    check_rows(n_tok);
     x_->upload(x, static_cast<size_t>(n_tok) * static_cast<size_t>(hp.n_embd) * 4);
     context_->run([&](VkCommandBuffer cb) {
         record_host_to_compute(cb);
-        q8_0_of_ = q8_k_of_ = nullptr;
+        new_input();
         record_norm(cb, *x_, *output_norm_, *h_, n_tok, hp.n_embd);
-        record_product(cb, output_, record_activation(cb, output_.type, *h_, n_tok, hp.n_embd), n_tok, *logits_,
-                       hp.n_vocab, 0);
+        record_head(cb, *h_, n_tok);
         record_compute_to_host(cb);
     });
-    const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
-    logits_->download(logits, static_cast<size_t>(n_tok) * n_vocab * 4);
-    if (!weights_.output_bias.empty()) {
-        for (int t = 0; t < n_tok; ++t) {
-            for (size_t v = 0; v < n_vocab; ++v) logits[t * n_vocab + v] += weights_.output_bias[v];
+    read_head(n_tok, logits, hp.n_vocab);
+}
+
+void VulkanSliceForward::head_rows(const float* h, int n_tok, float* logits, int64_t stride) {
+    if (weights_.slice.n_vocab_rows() == 0) throw make_error("internal: this slice holds no rows of the output head");
+    check_rows(n_tok);
+    x_->upload(h, static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd) * 4);
+    context_->run([&](VkCommandBuffer cb) {
+        record_host_to_compute(cb);
+        new_input();
+        record_head(cb, *x_, n_tok);
+        record_compute_to_host(cb);
+    });
+    read_head(n_tok, logits, stride);
+}
+
+void VulkanSliceForward::record_head(VkCommandBuffer cb, const VulkanBuffer& h, int n_tok) {
+    record_product(cb, output_, record_activation(cb, output_.type, h, n_tok, hparams_.n_embd), n_tok, *logits_,
+                   output_.rows, 0);
+}
+
+void VulkanSliceForward::read_head(int n_tok, float* logits, int64_t stride) {
+    const auto rows = static_cast<size_t>(output_.rows);
+    for (int t = 0; t < n_tok; ++t) {
+        float* row = logits + static_cast<size_t>(t) * static_cast<size_t>(stride);
+        logits_->download(row, rows * 4, static_cast<size_t>(t) * rows * 4);
+        if (!weights_.output_bias.empty()) {
+            const size_t first = static_cast<size_t>(weights_.slice.vocab_begin);
+            for (size_t v = 0; v < rows; ++v) row[v] += weights_.output_bias[first + v];
         }
     }
+}
+
+void VulkanSliceForward::check_rows(int n_tok) const {
+    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+}
+
+void VulkanSliceForward::new_input() { q8_0_of_ = q8_k_of_ = nullptr; }
+
+void VulkanSliceForward::record_sum(VkCommandBuffer cb, int n_tok) {
+    const uint32_t p[3] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok)};
+    kernels_->sum_units->record(cb, kernels_->sum_units->bind({dots_.get(), partial_.get()}), p,
+                                groups(hparams_.n_embd), u32(n_tok));
+}
+
+void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) {
+    const int n_tok = check_runs(runs);
+    const size_t n = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd);
+    if (n_kv_ == 0) {
+        std::fill(partial, partial + n, 0.0);
+    } else {
+        prepare_rope(runs[0].pos0, n_tok);
+        x_->upload(x, n * 4);
+        context_->run([&](VkCommandBuffer cb) {
+            record_host_to_compute(cb);
+            record_attention(cb, layer, runs[0].pos0, n_tok);
+            record_sum(cb, n_tok);
+            record_compute_to_host(cb);
+        });
+        partial_->download(partial, n * 8);
+    }
+    emit_bands();
+}
+
+void VulkanSliceForward::ffn_partial_of(int layer, const float* x, int n_tok, double* partial) {
+    check_rows(n_tok);
+    const size_t n = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd);
+    if (n_ffn_ == 0) {
+        std::fill(partial, partial + n, 0.0);
+    } else {
+        x_->upload(x, n * 4);
+        context_->run([&](VkCommandBuffer cb) {
+            record_host_to_compute(cb);
+            record_ffn(cb, layer, n_tok);
+            record_sum(cb, n_tok);
+            record_compute_to_host(cb);
+        });
+        partial_->download(partial, n * 8);
+    }
+    emit_bands();
+}
+
+// The partial came back whole: its bands go out in the order the exchange asked.
+void VulkanSliceForward::emit_bands() {
+    if (!on_band_ || bands_ <= 1) return;
+    const int64_t n_rows = hparams_.n_embd;
+    const int64_t count = SliceForward::partial_band_count(n_rows, bands_);
+    for (int64_t k = 0; k < count; ++k) {
+        const int64_t b = (first_band_ + k) % count;
+        const int64_t r0 = b == 0 ? 0 : SliceForward::partial_band_end(n_rows, count, b - 1);
+        on_band_(static_cast<int>(r0), static_cast<int>(SliceForward::partial_band_end(n_rows, count, b)));
+    }
+}
+
+void VulkanSliceForward::set_partial_bands(int bands, BandSink on_band, int first_band) {
+    bands_ = std::max(1, bands);
+    on_band_ = std::move(on_band);
+    first_band_ = std::max(0, first_band);
+}
+
+void VulkanSliceForward::add_attention_output(int, const double* partial, float* x, int n_tok) {
+    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
+}
+
+void VulkanSliceForward::add_ffn_output(int layer, const double* partial, float* x, int n_tok) {
+    add_attention_output(layer, partial, x, n_tok);  // no post-norms or output biases here: the same join
+}
+
+void VulkanSliceForward::add_attention_output(int, const float* sum, float* x, int n_tok) {
+    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+    for (int64_t j = 0; j < n; ++j) x[j] += sum[j];
+}
+
+void VulkanSliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_tok) {
+    add_attention_output(layer, sum, x, n_tok);
 }
 
 int VulkanSliceForward::check_runs(std::span<const SeqRun> runs) const {

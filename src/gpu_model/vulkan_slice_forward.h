@@ -26,7 +26,7 @@
 
 namespace tessera {
 
-class VulkanSliceForward : public SliceRunner {
+class VulkanSliceForward : public RankRunner {
 public:
     // `slice` holds whole layers (every head and channel).
     VulkanSliceForward(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, int device_index);
@@ -51,6 +51,16 @@ public:
     void forward_layers(float* x, int pos0, int n_tok) override;
     // logits[t] = output · rmsnorm(x[t]) on the device (needs slice.outputs).
     void logits(const float* x, int n_tok, float* logits) override;
+    // A tensor-parallel share's partials (RankRunner): the residual rows
+    // cross to the device, the exact partial (doubles) back.
+    void attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) override;
+    void ffn_partial_of(int layer, const float* x, int n_tok, double* partial) override;
+    void add_attention_output(int layer, const double* partial, float* x, int n_tok) override;
+    void add_ffn_output(int layer, const double* partial, float* x, int n_tok) override;
+    void add_attention_output(int layer, const float* sum, float* x, int n_tok) override;
+    void add_ffn_output(int layer, const float* sum, float* x, int n_tok) override;
+    void set_partial_bands(int bands, BandSink on_band, int first_band = 0) override;
+    void head_rows(const float* h, int n_tok, float* logits, int64_t stride) override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
@@ -68,7 +78,9 @@ private:
     // Buffers of the device's own memory, counted in device_bytes_.
     std::unique_ptr<VulkanBuffer> device_buffer(size_t bytes);
     std::unique_ptr<VulkanBuffer> floats(const std::vector<float>& values);
-    DeviceMatrix matrix(const Matrix& m, const char* what, int layer);
+    // Rows [first_row, +rows) of m, columns [first_col, +cols) (the whole tensor's numbering).
+    DeviceMatrix matrix(const Matrix& m, const char* what, int layer, int64_t first_row, int64_t rows,
+                        int64_t first_col, int64_t cols);
     // Recording steps (gpu/shaders.h's kernels).
     void record_norm(VkCommandBuffer cb, const VulkanBuffer& x, const VulkanBuffer& weight, const VulkanBuffer& out,
                      int rows, int64_t n);
@@ -79,9 +91,21 @@ private:
                                           int64_t n);
     void record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
                         const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols);
-    void record_partial(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
-                        int64_t unit_cols, VulkanBuffer& x);
+    // The unit dots of wo or w_down into dots_ (dot_units_ per row).
+    void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
+    // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
+    void record_add_dots(VkCommandBuffer cb, int n_tok);
+    void record_sum(VkCommandBuffer cb, int n_tok);
+    // A layer's attention (from x_ to the dots of wo) and FFN (to the dots of w_down).
+    void record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    void record_ffn(VkCommandBuffer cb, int layer, int n_tok);
     void record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    // The head's rows of h into logits_, and read back with the bias.
+    void record_head(VkCommandBuffer cb, const VulkanBuffer& h, int n_tok);
+    void read_head(int n_tok, float* logits, int64_t stride);
+    void check_rows(int n_tok) const;
+    void new_input();  // the next products read a new input: convert it anew
+    void emit_bands();
     // Fills each RoPE table's cos/sin rows for positions pos0..pos0 + n_tok.
     void prepare_rope(int pos0, int n_tok);
 
@@ -97,6 +121,12 @@ private:
     std::unique_ptr<VulkanBuffer> output_norm_;
     DeviceMatrix output_;
     // Scratch for n_batch rows.
+    int n_kv_ = 0, n_q_heads_ = 0;  // this share's KV and query heads
+    int64_t q_begin_ = 0, q_width_ = 0, kv_begin_ = 0, kv_width_ = 0, n_ffn_ = 0;
+    int64_t dot_units_ = 1;  // unit dots per row in dots_
+    int bands_ = 1, first_band_ = 0;
+    BandSink on_band_;
+    std::unique_ptr<VulkanBuffer> partial_;  // a share's exact partial (doubles), read by the host
     std::unique_ptr<VulkanBuffer> x_, h_, q_, k_, v_, attn_, gate_, up_, dots_, scores_, act_q8_0_, act_q8_k_, logits_;
     int scores_rows_ = 0;  // rows of attention one dispatch holds scores for
     // Which input the Q8_0 / Q8_K activations hold in the recording.

@@ -9,6 +9,7 @@
 #include "util/error.h"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 namespace tessera {
@@ -64,6 +65,34 @@ public:
     virtual void embed(std::span<const int32_t> tokens, float* x) const = 0;
     // logits[t] = output · rmsnorm(x[t]) (a slice with the whole head).
     virtual void logits(const float* x, int n_tok, float* logits) = 0;
+};
+
+// A tensor-parallel rank's share of each layer (its KV heads and FFN
+// channels), wherever it computes (SliceForward, VulkanSliceForward): the
+// group's layer loop (cluster/tensor_parallel/tp_layers.h) asks it for its
+// partial of each attention and FFN output, sums the group's partials, and
+// has it add the sum to the residual. Partials are exact sums over
+// reduction units (model/reduction_units.h), so every rank and device adds
+// the same numbers.
+class RankRunner : public SliceRunner {
+public:
+    // partial[t] = this share of the layer's attention (FFN) output for the
+    // residual rows x (normed here with the layer's norm); the attention's
+    // K/V are stored first, so the rows attend causally to themselves.
+    virtual void attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) = 0;
+    virtual void ffn_partial_of(int layer, const float* x, int n_tok, double* partial) = 0;
+    // x[t] += the group's sum (exact: of the partials above; fast: in float).
+    virtual void add_attention_output(int layer, const double* partial, float* x, int n_tok) = 0;
+    virtual void add_ffn_output(int layer, const double* partial, float* x, int n_tok) = 0;
+    virtual void add_attention_output(int layer, const float* sum, float* x, int n_tok) = 0;
+    virtual void add_ffn_output(int layer, const float* sum, float* x, int n_tok) = 0;
+    // Partials in bands of their columns (SliceForward::set_partial_bands):
+    // on_band(c0, c1) once columns [c0, c1) of every row are final.
+    using BandSink = std::function<void(int c0, int c1)>;
+    virtual void set_partial_bands(int bands, BandSink on_band, int first_band = 0) = 0;
+    // logits[t * stride + v - vocab_begin] for this share's vocab rows, of
+    // rows h already normed with the output norm.
+    virtual void head_rows(const float* h, int n_tok, float* logits, int64_t stride) = 0;
 };
 
 }  // namespace tessera

@@ -525,6 +525,18 @@ void SliceForward::attention_partial(int layer, const float* h, std::span<const 
                     units_.wo_cols(hparams_), partial);
 }
 
+void SliceForward::attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) {
+    const int n_tok = check_runs(runs);
+    norm_attention_input(layer, x, h_.data(), n_tok);
+    attention_partial(layer, h_.data(), runs, partial);
+}
+
+void SliceForward::ffn_partial_of(int layer, const float* x, int n_tok, double* partial) {
+    check_batch(n_tok);
+    norm_ffn_input(layer, x, h_.data(), n_tok);
+    ffn_partial(layer, h_.data(), n_tok, partial);
+}
+
 void SliceForward::set_partial_bands(int bands, BandSink on_band, int first_band) {
     partial_bands_ = std::max(1, bands);
     on_band_ = std::move(on_band);

@@ -64,7 +64,7 @@ void embed_tokens(const Matrix& token_embd, const ModelHParams& hp, std::span<co
 // batching one run per active sequence. Only attention reads the runs (each
 // run attends to its own sequence's cache); every other step is per row, and
 // a row's result does not depend on the other rows of its batch.
-class SliceForward : public SliceRunner {
+class SliceForward : public RankRunner {
 public:
     // Runs of at most this many rows attend position by position (see
     // attention_partial), so verifying a speculative draft gives the bits of
@@ -112,11 +112,11 @@ public:
     // rank's partial (a single node's own): the sum joins the residual as it
     // is (add_exact), or through the family's post-norm (Gemma), which needs
     // the whole sum and so runs where the partials are summed.
-    void add_attention_output(int layer, const double* partial, float* x, int n_tok);
-    void add_ffn_output(int layer, const double* partial, float* x, int n_tok);
+    void add_attention_output(int layer, const double* partial, float* x, int n_tok) override;
+    void add_ffn_output(int layer, const double* partial, float* x, int n_tok) override;
     // The same from partials summed in float (--fast tensor parallel).
-    void add_attention_output(int layer, const float* sum, float* x, int n_tok);
-    void add_ffn_output(int layer, const float* sum, float* x, int n_tok);
+    void add_attention_output(int layer, const float* sum, float* x, int n_tok) override;
+    void add_ffn_output(int layer, const float* sum, float* x, int n_tok) override;
     // Partials are exact sums over reduction units (ops/fixed_sum.h,
     // model/reduction_units.h): the ranks' partials add up, in any order, to
     // exactly what one node holding every unit computes. add_exact joins a
@@ -131,6 +131,9 @@ public:
     void attention_partial(int layer, const float* h, std::span<const SeqRun> runs, double* partial);
     // partial[t] = this slice's share of the layer's FFN output.
     void ffn_partial(int layer, const float* h, int n_tok, double* partial);
+    // The same from the residual rows (normed into the slice's own scratch).
+    void attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) override;
+    void ffn_partial_of(int layer, const float* x, int n_tok, double* partial) override;
     // Partials in bands: while attention_partial and ffn_partial compute
     // their last product (wo, w_down), they call on_band(c0, c1) each time
     // columns [c0, c1) of every row of the partial are final, in `bands`
@@ -142,12 +145,11 @@ public:
     // first_band: the band computed first, the others following it in
     // order and wrapping around (a reduce-scatter rank computes the
     // segments it sends before its own); a row's bits do not depend on it.
-    using BandSink = std::function<void(int c0, int c1)>;
     // How n_rows are cut into at most `bands` bands: their count, and band
     // b's end (band b starts where b - 1 ends).
     static int64_t partial_band_count(int64_t n_rows, int bands);
     static int64_t partial_band_end(int64_t n_rows, int64_t count, int64_t b);
-    void set_partial_bands(int bands, BandSink on_band, int first_band = 0);
+    void set_partial_bands(int bands, BandSink on_band, int first_band = 0) override;
     // logits[t] = output · rmsnorm(x[t]) (needs slice.outputs and the whole
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits) override;
@@ -156,7 +158,7 @@ public:
     // logits[t * stride + v - vocab_begin] = output[v] · h[t] (+ bias, then
     // the final soft cap where the family has them) for this slice's vocab
     // rows: its share of a head split across ranks.
-    void head_rows(const float* h, int n_tok, float* logits, int64_t stride);
+    void head_rows(const float* h, int n_tok, float* logits, int64_t stride) override;
 
     // Runs every layer of the slice over the residual rows x in place, adding
     // each partial straight into x: what a process does when it holds whole

@@ -1,7 +1,8 @@
-// --device vulkan end to end (lavapipe in CI): a single node and a pipeline
-// stage on the GPU generate the CPU's tokens, perplexity gives the CPU's
-// figure, and what the device does not run yet (a tensor-parallel rank, an
-// unknown device) is refused with a message saying so. A binary built
+// --device vulkan end to end (lavapipe in CI): a single node, a pipeline
+// stage and a tensor-parallel rank on the GPU generate the CPU's tokens,
+// perplexity gives the CPU's figure, and what the device does not run yet
+// (a sequence-parallel chunk, an unknown device) is refused with a message
+// saying so. A binary built
 // without the backend says that instead.
 #include "tessera_cli.h"
 
@@ -32,7 +33,7 @@ std::string final_estimate(const std::vector<std::string>& extra) {
     return at == std::string::npos ? r.out + r.err : r.out.substr(at);
 }
 
-TEST(DeviceCli, AGpuNodeAndAGpuStageGenerateTheCpuTokens) {
+TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     if (!has_vulkan()) {
         const auto r = test::run_process(test::tessera_cmd({"run", "-n", "2", "--device", "vulkan"}), 60);
         EXPECT_NE(r.exit_code, 0);
@@ -67,6 +68,13 @@ TEST(DeviceCli, AGpuNodeAndAGpuStageGenerateTheCpuTokens) {
     const std::string split_address = test::start_worker(split, q4k, "", {"--device", "vulkan", "--gpu-layers", "1"});
     EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + split_address}), q4k_cpu);
 
+    // A tensor-parallel group of three (the model's two KV heads: one rank
+    // holds none), one rank on the GPU: --exact gives the single node's bits.
+    std::unique_ptr<test::BackgroundProcess> rank_gpu, rank_cpu;
+    const std::string gpu_rank = test::start_worker(rank_gpu, q4k, "", {"--device", "vulkan"});
+    const std::string cpu_rank = test::start_worker(rank_cpu, q4k);
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--workers", gpu_rank + "," + cpu_rank, "--exact"}), q4k_cpu);
+
     EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
 }
 
@@ -86,12 +94,14 @@ TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
         test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--attention", "sparse"}), 60);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("does not run sparse attention yet"), std::string::npos) << r.err;
-    // A worker on the GPU asked to be a tensor-parallel rank.
+    // A worker on the GPU asked for a sequence-parallel chunk.
     std::unique_ptr<test::BackgroundProcess> worker;
     const std::string address = test::start_worker(worker, stories, "", {"--device", "vulkan"});
-    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--workers", address}), 60);
+    r = test::run_process(
+        test::tessera_cmd({"run", "-m", stories, "-n", "2", "--workers", address, "--prefill", "sp", "-p", "Once upon"}),
+        60);
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("serves whole pipeline stages only"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("pipeline stages and tensor-parallel ranks only"), std::string::npos) << r.err;
 }
 
 }  // namespace

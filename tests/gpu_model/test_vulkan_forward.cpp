@@ -9,10 +9,12 @@
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"
+#include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -142,6 +144,53 @@ TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {
     EXPECT_EQ(compare(test::stories260k(), 64, QuantType::F16, 60, 20), "");
     EXPECT_EQ(compare(test::stories260k(), 512, QuantType::F16, 5, 60, 512), "");
+}
+
+// A tensor-parallel rank's share on the device: its exact partials (doubles)
+// and its rows of the head equal a CPU rank's with the same share, for a
+// prompt run as a batch and a position decoding after it.
+TEST(VulkanForward, ATensorParallelShareGivesTheCpuPartials) {
+    const std::string dir = test::scratch_dir("vulkan_forward_share");
+    for (QuantType type : {QuantType::Q4_0, QuantType::Q8_0, QuantType::F16}) {
+        const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
+        write_random_model(small_spec(type), path);
+        const LlamaModel model(path);
+        const ModelHParams& hp = model.hparams();
+        Slice share = full_slice(hp);
+        share.kv_head_begin = 1;  // the second of two KV heads
+        share.ffn_begin = 256;    // the second half of the channels
+        share.vocab_begin = 100;
+        share.vocab_end = 200;
+        share.embeds = false;
+        share.outputs = false;
+        ForwardConfig config;
+        config.n_ctx = 96;
+        config.n_batch = 64;
+        ThreadPool pool(2);
+        SliceForward cpu(model, share, config, pool);
+        VulkanSliceForward gpu(model, share, config, device_index());
+        const size_t n_embd = static_cast<size_t>(hp.n_embd);
+        std::vector<float> x(40 * n_embd);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 0.8f;
+        for (const SeqRun run : {SeqRun{0, 0, 40}, SeqRun{0, 40, 1}}) {
+            const size_t n = static_cast<size_t>(run.n_tok) * n_embd;
+            std::vector<double> want(n), got(n);
+            for (int layer = 0; layer < hp.n_layer; ++layer) {
+                cpu.attention_partial_of(layer, x.data(), std::span<const SeqRun>(&run, 1), want.data());
+                gpu.attention_partial_of(layer, x.data(), std::span<const SeqRun>(&run, 1), got.data());
+                EXPECT_EQ(std::memcmp(want.data(), got.data(), n * 8), 0)
+                    << quant_type_name(type) << " attention, layer " << layer << ", " << run.n_tok << " rows";
+                cpu.ffn_partial_of(layer, x.data(), run.n_tok, want.data());
+                gpu.ffn_partial_of(layer, x.data(), run.n_tok, got.data());
+                EXPECT_EQ(std::memcmp(want.data(), got.data(), n * 8), 0)
+                    << quant_type_name(type) << " FFN, layer " << layer << ", " << run.n_tok << " rows";
+            }
+        }
+        std::vector<float> want(3 * 100), got(3 * 100);
+        cpu.head_rows(x.data(), 3, want.data(), 100);
+        gpu.head_rows(x.data(), 3, got.data(), 100);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << quant_type_name(type) << " head rows";
+    }
 }
 
 // A model larger than the device's memory (lavapipe offers 2 GiB): refused

@@ -141,7 +141,7 @@ struct Worker {
 using MeshLinks = std::vector<std::unique_ptr<FrameChannel>>;
 
 void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model, const Slice& slice,
-                 const ForwardConfig& config, SliceForward& forward, const AssignMessage& assign, MeshLinks& mesh);
+                 const ForwardConfig& config, RankRunner& forward, const AssignMessage& assign, MeshLinks& mesh);
 
 // Connects to the workers of higher rank and takes the connections of those
 // of lower rank (each proves the session's token).
@@ -362,6 +362,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     std::unique_ptr<LlamaModel> slice_model;  // cache mode: this session's slice file
     std::unique_ptr<SliceForward> forward;
     std::unique_ptr<SliceRunner> on_device;        // a stage on this worker's device (options.stage_device)
+    std::unique_ptr<RankRunner> rank_on_device;    // a rank's share on it (options.rank_device)
     std::unique_ptr<TensorParallelDecoder> group;  // a stage this worker leads as a tensor-parallel group
     StageLinks links;
     uint64_t have = 0;  // bytes of memory available for the slice
@@ -369,9 +370,9 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
-        if (options.stage_device && (!stage || !assign.group.empty())) {
-            throw make_error("this worker computes on {}, which serves whole pipeline stages only for now (not a "
-                             "tensor-parallel rank, a group or a sequence-parallel chunk)", options.device_name);
+        if (options.stage_device && ((stage && !assign.group.empty()) || assign.sequence)) {
+            throw make_error("this worker computes on {}, which serves pipeline stages and tensor-parallel ranks only "
+                             "for now (not a stage led as a group, nor a sequence-parallel chunk)", options.device_name);
         }
         if (assign.sequence) {
             // Sequence-parallel prefill: every node holds the whole model.
@@ -414,12 +415,16 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
         if (options.stage_device) {
-            on_device = options.stage_device(model, slice, config);
+            if (stage) {
+                on_device = options.stage_device(model, slice, config);
+            } else {
+                rank_on_device = options.rank_device(model, slice, config);
+            }
             if (options.log) options.log(fmt::format("{} on {}", describe_slice(slice), options.device_name));
         } else {
             have = fit_in_memory(model, slice, assign, w.pool.size(), config);
         }
-        if (on_device) {
+        if (on_device || rank_on_device) {
         } else if (stage && !assign.group.empty()) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
@@ -477,7 +482,8 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         options.log(fmt::format("serving {} to {}{}", describe_slice(slice), peer,
                                 channel.on_shared_memory() ? " through shared memory" : ""));
     }
-    serve_steps(channel, w, model, slice, config, *forward, assign, mesh);
+    serve_steps(channel, w, model, slice, config, rank_on_device ? *rank_on_device : static_cast<RankRunner&>(*forward),
+                assign, mesh);
     return true;
 }
 
@@ -485,7 +491,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
 // the root, the group's layers run with the other ranks (tp_layers.h), the
 // head's rows when the root asks for them.
 void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model, const Slice& slice,
-                 const ForwardConfig& config, SliceForward& forward, const AssignMessage& assign, MeshLinks& mesh) {
+                 const ForwardConfig& config, RankRunner& forward, const AssignMessage& assign, MeshLinks& mesh) {
     const WorkerOptions& options = w.options;
     const std::string peer = channel.peer();
     const int64_t n_embd = model.hparams().n_embd;

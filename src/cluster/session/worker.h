@@ -42,10 +42,12 @@ struct WorkerOptions {
     std::string codebooks_path;
     // Called with the bound port once listening (port 0 picks a free one).
     std::function<void(uint16_t)> on_listening;
-    // Where this worker's pipeline stages compute when not on its CPU (a GPU:
-    // --device vulkan[:N]): builds a stage's slice there; null: the CPU. A
-    // worker with a device serves pipeline stages only, for now.
+    // Where this worker computes when not on its CPU (a GPU: --device
+    // vulkan[:N]): builds a pipeline stage's slice there, or a
+    // tensor-parallel rank's share; null: the CPU. (A stage led as a
+    // tensor-parallel group and sequence-parallel chunks stay on the CPU.)
     std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> stage_device;
+    std::function<std::unique_ptr<RankRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> rank_device;
     std::string device_name;  // the device, for logs and refusals
     // Log lines (session start/end, errors); stderr in the CLI.
     std::function<void(const std::string&)> log;

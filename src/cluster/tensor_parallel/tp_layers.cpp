@@ -4,13 +4,12 @@
 
 namespace tessera {
 
-void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, std::span<const SeqRun> runs,
+void run_tp_layers(RankRunner& forward, PartialExchange& exchange, float* x, std::span<const SeqRun> runs,
                    int deadline_ms, TpLayerScratch& s, TpLayerTimes& times) {
     const int n_tok = forward.check_runs(runs);
     const int n_embd = static_cast<int>(forward.hparams().n_embd);
     const size_t n = static_cast<size_t>(n_tok) * n_embd;
-    if (s.h.size() < n) {
-        s.h.resize(n);
+    if (s.sum.size() < n) {
         s.sum.resize(n);
         s.partial.resize(n);
     }
@@ -19,7 +18,7 @@ void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, s
     // it (PartialExchange::send_band); the sink is gone when this returns.
     uint32_t step = 0;
     struct SinkGuard {
-        SliceForward& f;
+        RankRunner& f;
         ~SinkGuard() { f.set_partial_bands(1, nullptr); }
     } guard{forward};
     const int bands = exchange.bands_for(n_tok, n_embd);
@@ -33,11 +32,9 @@ void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, s
             const double start = now_seconds();
             step = static_cast<uint32_t>(2 * layer + part);
             if (part == 0) {
-                forward.norm_attention_input(layer, x, s.h.data(), n_tok);
-                forward.attention_partial(layer, s.h.data(), runs, s.partial.data());
+                forward.attention_partial_of(layer, x, runs, s.partial.data());
             } else {
-                forward.norm_ffn_input(layer, x, s.h.data(), n_tok);
-                forward.ffn_partial(layer, s.h.data(), n_tok, s.partial.data());
+                forward.ffn_partial_of(layer, x, n_tok, s.partial.data());
             }
             const double computed = now_seconds();
             if (exchange.exact()) {

@@ -15,7 +15,7 @@
 namespace tessera {
 
 struct TpLayerScratch {
-    std::vector<float> h, sum;
+    std::vector<float> sum;
     std::vector<double> partial;
 };
 
@@ -29,7 +29,7 @@ struct TpLayerTimes {
 };
 
 // Runs the slice's layers over x (n_tok rows of the runs) in place.
-void run_tp_layers(SliceForward& forward, PartialExchange& exchange, float* x, std::span<const SeqRun> runs,
+void run_tp_layers(RankRunner& forward, PartialExchange& exchange, float* x, std::span<const SeqRun> runs,
                    int deadline_ms, TpLayerScratch& scratch, TpLayerTimes& times);
 
 }  // namespace tessera
