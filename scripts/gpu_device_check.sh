@@ -1,29 +1,59 @@
 #!/usr/bin/env bash
-# The Vulkan backend on a lent GPU machine, in one call (the device tool's
-# `run`): lists the devices and runs the kernel tests (the canonical-order
-# products against the CPU's bits) on the first GPU that is not lavapipe.
-# Built here beforehand (`cmake --build build --target tessera test_gpu`) and
-# carried with the loader packages:
-#   echo /.gl/ >> .git/info/exclude; mkdir -p .gl /tmp/amd64/partial
-#   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
-#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1)
-#   run: carry [".gl", "build"], command "scripts/gpu_device_check.sh"
-set -euo pipefail
+# The Vulkan backend on a lent GPU machine, in one call of the device tool's
+# `run` (at most 8 minutes; carry [".gpu-carry"], made here by
+# scripts/gpu_device_prepare.sh). Steps, by argument (default: all):
+#   tests  the kernel and forward tests on the first GPU that is not
+#          lavapipe: every product, norm, RoPE, softmax and the whole forward of
+#          every family and weight type against the CPU's logits, bit for bit
+#   bench  tg128 and pp512 of the 1.1B and 8B shapes in Q4_0 and Q4_K (zero
+#          weights: the speed of real ones, no time to generate): tessera on
+#          the GPU, llama.cpp's Vulkan backend (carried) and CUDA backend (built
+#          here from the carried sources, sm_90), side by side
+# Figures land in $OUT/gpu_check.txt.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .gl ]; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-# The NVIDIA driver's ICD, where the machine keeps it.
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-build/tessera devices
-device=$(build/tessera devices --json | python3 -c '
+step=${1:-all}
+out=${OUT:-/tmp}/gpu_check.txt
+: > "$out"
+say() { echo "$*" | tee -a "$out"; }
+C=.gpu-carry
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+run() { "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/lib" "$@"; }
+tessera() { run "$C/bin/tessera" "$@"; }
+say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
+tessera devices | tee -a "$out"
+device=$(tessera devices --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)["vulkan"] or []
 gpus = [x["index"] for x in d if x["type"] != "cpu"]
-print(gpus[0] if gpus else (d[0]["index"] if d else -1))')
-[ "$device" -ge 0 ] || { echo "no Vulkan device"; exit 1; }
-echo "testing on vulkan:$device"
-TESSERA_VULKAN_DEVICE=$device build/tests/test_gpu
+print(gpus[0] if gpus else -1)')
+[ "$device" -ge 0 ] || { say "no Vulkan GPU"; exit 1; }
+say "GPU: vulkan:$device"
+if [ "$step" = all ] || [ "$step" = tests ]; then
+  TESSERA_VULKAN_DEVICE=$device timeout 120 run "$C/bin/test_gpu" 2>&1 | tail -3 | tee -a "$out"
+  TESSERA_VULKAN_DEVICE=$device timeout 180 run "$C/bin/test_gpu_model" 2>&1 | tail -12 | tee -a "$out"
+fi
+if [ "$step" = all ] || [ "$step" = bench ]; then
+  m=/tmp/models; mkdir -p $m
+  for t in Q4_0 Q4_K; do
+    tessera gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --vocab 32000 --type $t \
+      --zero-weights -q -o $m/1b-$t.gguf
+    tessera gen-model --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --type $t \
+      --zero-weights -q -o $m/8b-$t.gguf
+  done
+  if [ -f $C/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
+    mkdir -p /tmp/llama && tar -C /tmp/llama -xzf $C/llama-src.tar.gz
+    (cd /tmp/llama && timeout 300 cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null &&
+      timeout 300 cmake --build build --target llama-bench -j16 >/dev/null) || say "llama.cpp CUDA build failed"
+  fi
+  for f in $m/1b-Q4_0.gguf $m/1b-Q4_K.gguf $m/8b-Q4_0.gguf $m/8b-Q4_K.gguf; do
+    say "== $(basename $f)"
+    timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/lib" "$C/bin/tessera" bench -m $f -p 512 -n 128 -r 2 \
+      --device vulkan:$device 2>&1 | grep -E "pp|tg" | sed 's/^/tessera vulkan /' | tee -a "$out"
+    [ -x $C/llama-vk/llama-bench ] && timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/llama-vk:$C/lib" \
+      $C/llama-vk/llama-bench -m $f -p 512 -n 128 -r 2 -ngl 99 2>&1 | grep -E "pp|tg" | sed 's/^/llama vulkan /' | tee -a "$out"
+    [ -x /tmp/llama/build/bin/llama-bench ] && timeout 120 /tmp/llama/build/bin/llama-bench -m $f -p 512 -n 128 -r 2 \
+      -ngl 99 2>&1 | grep -E "pp|tg" | sed 's/^/llama cuda /' | tee -a "$out"
+  done
+fi

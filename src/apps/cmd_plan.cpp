@@ -164,6 +164,7 @@ void plan(const PlanOptions& o) {
                                  {"probe_seconds", n.probe_seconds},
                                  {"free_memory", n.free_memory},
                                  {"cpu_target", n.cpu_target},
+                                 {"device", n.device.empty() ? "cpu" : n.device},
                                  {"disk_read_bps", n.disk_read_bps},
                                  {"rtt_ms", n.link.rtt_seconds * 1e3},
                                  {"mbit_per_second", n.link.bytes_per_second * 8e-6}});

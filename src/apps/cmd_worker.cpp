@@ -15,6 +15,7 @@
 
 #if TESSERA_VULKAN
 #include "gpu_model/split_layers.h"
+#include "gpu_model/vulkan_probe.h"
 #endif
 
 namespace tessera {
@@ -103,7 +104,10 @@ void worker_main(const WorkerCliOptions& o) {
     if (const std::optional<int> vulkan = vulkan_device_of(o.device)) {
 #if TESSERA_VULKAN
         const int index = *vulkan, gpu_layers = o.gpu_layers, n_threads = options.n_threads;
-        options.device_name = fmt::format("Vulkan device {}", index);
+        const VulkanContext device(index);  // checked now: a worker on a device it lacks does not start
+        options.device_name = fmt::format("vulkan:{} {}", index, device.info().name);
+        options.device_memory = device.info().device_local_bytes;
+        options.device_probe = [index](const LlamaModel& model) { return vulkan_probe_seconds(model, index); };
         options.stage_device = [=](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
             return std::unique_ptr<SliceRunner>(
                 std::make_unique<SplitLayers>(model, slice, config, index, gpu_layers, n_threads));

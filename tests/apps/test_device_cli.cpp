@@ -78,6 +78,25 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
 }
 
+// A worker on a GPU tells the root its device, the device's memory and its
+// measured speed; plan --auto lists it as a GPU node.
+TEST(DeviceCli, AutoPlanSeesAWorkersGpu) {
+    if (!has_vulkan()) GTEST_SKIP() << "no Vulkan device in this build";
+    const std::string stories = test::stories260k();
+    std::unique_ptr<test::BackgroundProcess> worker;
+    const std::string address = test::start_worker(worker, stories, "", {"--device", "vulkan"});
+    const auto r = test::run_process(
+        test::tessera_cmd({"plan", "-m", stories, "--auto", "--workers", address, "--json"}), 120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["nodes"].size(), 2u) << r.out;
+    EXPECT_EQ(j["nodes"][0]["device"], "cpu");
+    EXPECT_EQ(j["nodes"][1]["device"].get<std::string>().rfind("vulkan:0 ", 0), 0u) << r.out;
+    EXPECT_GT(j["nodes"][1]["probe_seconds"].get<double>(), 0.0);
+    const auto devices = nlohmann::json::parse(test::run_process(test::tessera_cmd({"devices", "--json"}), 60).out);
+    EXPECT_LE(j["nodes"][1]["free_memory"].get<uint64_t>(), devices["vulkan"][0]["device_local_bytes"].get<uint64_t>());
+}
+
 TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
     if (!has_vulkan()) GTEST_SKIP() << "no Vulkan device in this build";
     const std::string stories = test::stories260k();

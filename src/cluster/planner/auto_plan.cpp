@@ -35,7 +35,8 @@ PlanSurvey survey_plans(const LlamaModel& model, const ForwardConfig& config, in
     survey.nodes.push_back({"root", probe_seconds(model, pool), available_memory_bytes(), {}, cpu_target_name(),
                             disk_read_bytes_per_second(model.path())});
     for (const WorkerFacts& f : facts) {
-        survey.nodes.push_back({f.address.str(), f.probe_seconds, f.free_memory, f.link, f.cpu_target, f.disk_read_bps});
+        survey.nodes.push_back(
+            {f.address.str(), f.probe_seconds, f.free_memory, f.link, f.cpu_target, f.disk_read_bps, f.device});
     }
     const int64_t positions = static_cast<int64_t>(config.n_ctx) * std::max(1, config.n_seq);
     survey.options = plan_options(model, survey.nodes, options.fast,
@@ -51,8 +52,9 @@ std::string format_survey(const PlanSurvey& survey) {
     const double root_probe = survey.nodes[0].probe_seconds;
     for (const NodeFacts& n : survey.nodes) {
         const double speed = n.probe_seconds > 0 ? root_probe / n.probe_seconds : 1.0;
-        out += fmt::format("  {:<22} speed {:.2f}x the root, {:.0f} MiB free, CPU {}", n.name, speed,
-                           n.free_memory / 1048576.0, n.cpu_target.empty() ? "?" : n.cpu_target);
+        out += fmt::format("  {:<22} speed {:.2f}x the root, {:.0f} MiB free, {} {}", n.name, speed,
+                           n.free_memory / 1048576.0, n.device.empty() ? "CPU" : "GPU",
+                           !n.device.empty() ? n.device : n.cpu_target.empty() ? "?" : n.cpu_target);
         if (n.disk_read_bps > 0) out += fmt::format(", disk {:.0f} MB/s", n.disk_read_bps / 1e6);
         if (&n != &survey.nodes[0]) {
             out += fmt::format(", link: round trip {:.3f} ms, {:.0f} Mbit/s", n.link.rtt_seconds * 1e3,

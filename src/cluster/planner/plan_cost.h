@@ -45,6 +45,7 @@ struct NodeFacts {
     LinkCost link;           // to the root (the root's own: zero)
     std::string cpu_target;  // the SIMD target its kernels run on
     double disk_read_bps = 0.0;  // its disk's sequential reads (0: not measured)
+    std::string device;          // the GPU its share runs on ("": its CPU)
 };
 
 enum class PlanKind { Single, TensorParallel, Pipeline, Hybrid };

@@ -35,6 +35,7 @@ WorkerFacts survey_one(const LlamaModel& model, const HostPort& address, const W
     facts.disk_read_bps = f.disk_read_bps;
     facts.free_memory = f.free_memory;
     facts.cpu_target = f.cpu_target;
+    facts.device = f.device;
     facts.sealed = channel.sealed();
     facts.link = measure_link(channel, who, limits.io_timeout_ms);
     channel.send(static_cast<uint16_t>(SessionMessage::kShutdown), std::span<const uint8_t>());

@@ -24,6 +24,7 @@ struct WorkerFacts {
     double disk_read_bps = 0.0;   // 0: not measured
     uint64_t free_memory = 0;
     std::string cpu_target;
+    std::string device;  // its GPU ("": it computes on its CPU)
     bool sealed = false;
     LinkCost link;
 };

@@ -183,6 +183,7 @@ HelloReply parse_hello_reply(const json& j, const std::string& peer) {
     r.disk_read_bps = f.number("disk_read_bps", 0.0, 1e15, 0.0);
     r.free_memory = static_cast<uint64_t>(f.integer("free_memory", 0, INT64_MAX));
     r.cpu_target = f.string("cpu_target", 32, "");
+    r.device = f.string("device", 256, "");
     if (f.has("shm_name") || f.has("shm_nonce")) {
         r.shm_name = f.string("shm_name", 64);
         r.shm_nonce = f.string("shm_nonce", 64);

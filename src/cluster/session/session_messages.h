@@ -95,6 +95,7 @@ struct HelloReply {
     double disk_read_bps = 0.0;   // its model file's disk, read sequentially (0: not measured)
     uint64_t free_memory = 0;
     std::string cpu_target;  // the SIMD target its kernels run on ("" from an older worker)
+    std::string device;      // the GPU it computes on ("" : its CPU)
     std::string shm_name, shm_nonce;  // both or neither
 };
 

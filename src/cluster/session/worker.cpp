@@ -312,9 +312,14 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
                   {"free_memory", available_memory_bytes()},
                   {"cpu_target", cpu_target_name()},
                   {"has_model", full_model != nullptr}};
+    if (options.stage_device) {
+        reply["device"] = options.device_name;
+        reply["free_memory"] = std::min<uint64_t>(options.device_memory, available_memory_bytes());
+    }
     if (full_model != nullptr) {
         reply["fingerprint"] = full_model->file().fingerprint_hex();
-        reply["probe_seconds"] = probe_seconds(*full_model, w.pool);
+        reply["probe_seconds"] =
+            options.device_probe ? options.device_probe(*full_model) : probe_seconds(*full_model, w.pool);
         // For a plan that would have this worker stream layers from disk.
         reply["disk_read_bps"] = disk_read_bytes_per_second(full_model->path());
     }

@@ -48,7 +48,11 @@ struct WorkerOptions {
     // tensor-parallel group and sequence-parallel chunks stay on the CPU.)
     std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> stage_device;
     std::function<std::unique_ptr<RankRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> rank_device;
-    std::string device_name;  // the device, for logs and refusals
+    std::string device_name;  // the device, for logs, refusals and the hello
+    // The device's memory (reported as the worker's free memory: what its
+    // share must fit) and speed (probe_seconds, as the CPU's is measured).
+    uint64_t device_memory = 0;
+    std::function<double(const LlamaModel&)> device_probe;
     // Log lines (session start/end, errors); stderr in the CLI.
     std::function<void(const std::string&)> log;
 };
