@@ -50,7 +50,7 @@ struct VulkanNormParams {
 };
 // kv_store.comp.
 struct VulkanKvStoreParams {
-    uint32_t kv_heads, head_dim, n_ctx, pos0, tokens, stride, k_half, v_half;
+    uint32_t kv_heads, head_dim, n_ctx, pos0, tokens, stride, k_type, v_type;  // kv_rows.glsl's type codes
 };
 // attention.comp.
 struct VulkanAttentionParams {
@@ -58,7 +58,7 @@ struct VulkanAttentionParams {
     uint32_t pos0, n_tok, t_begin, batched;
     uint32_t window;
     float scale;
-    uint32_t k_half, v_half;
+    uint32_t k_type, v_type;
     uint32_t stride;
 };
 // add_units.comp.

@@ -36,6 +36,18 @@ bool on_device(QuantType t) {
     }
 }
 
+// A KV type's code (kv_rows.glsl) and the bytes of a cached row (padded to whole words).
+uint32_t kv_code(QuantType t) {
+    switch (t) {
+        case QuantType::F32: return 0;
+        case QuantType::F16: return 1;
+        case QuantType::Q8_0: return 2;
+        case QuantType::Q4_0: return 3;
+        default: throw make_error("internal: no Vulkan KV cache of {}", quant_type_name(t));
+    }
+}
+uint64_t kv_row_bytes(QuantType t, int64_t head_dim) { return (quant_row_bytes(t, head_dim) + 3) / 4 * 4; }
+
 // Whole 32-bit words, and room for quantize_q8_0's last word.
 size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
 
@@ -82,8 +94,7 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     const int64_t q_width = static_cast<int64_t>(s.n_kv_heads()) * hp.q_per_kv() * hp.head_dim;
     const int64_t kv_width = static_cast<int64_t>(s.n_kv_heads()) * hp.head_dim;
     const auto cache = [&](QuantType t) {
-        return static_cast<uint64_t>(s.n_kv_heads()) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.head_dim) *
-               (t == QuantType::F16 ? 2 : 4);
+        return static_cast<uint64_t>(s.n_kv_heads()) * static_cast<uint64_t>(n_ctx) * kv_row_bytes(t, hp.head_dim);
     };
     uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
@@ -162,10 +173,22 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.track_attention) refuse("attention tracking (--context-full evict)");
     if (config.n_seq != 1) refuse("several sequences (--parallel)");
-    for (const QuantType t : {config.kv_types.k, config.kv_types.v}) {
-        if (t != QuantType::F16 && t != QuantType::F32) refuse(std::string(quant_type_name(t)) + " KV caches");
+    // Values of every cache type; keys in F16 or F32. The CPU scores a
+    // position decoding over Q8_0/Q4_0 keys with its SIMD tile kernel, whose
+    // order is its own target's (not the canonical one), so no device can give
+    // its bits there.
+    if (config.kv_types.k != QuantType::F16 && config.kv_types.k != QuantType::F32) {
+        refuse(std::string(quant_type_name(config.kv_types.k)) +
+               " keys (the CPU's decode attention over block keys follows its SIMD target's order, which the device "
+               "cannot reproduce; keys in F16 or F32, values in any type)");
+    }
+    const QuantType v = config.kv_types.v;
+    if (v != QuantType::F16 && v != QuantType::F32 && v != QuantType::Q8_0 && v != QuantType::Q4_0) {
+        refuse(std::string(quant_type_name(v)) + " KV caches");
     }
     if (hp.head_dim % 2 != 0) refuse("odd head sizes");
+    const auto block_kv = [](QuantType t) { return t == QuantType::Q8_0 || t == QuantType::Q4_0; };
+    if (block_kv(config.kv_types.v) && hp.head_dim > 256) refuse("Q8_0/Q4_0 value caches of heads wider than 256");
     weights_ = load_slice_weights(model, slice, ColumnSlices::kView);
     if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
         throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
@@ -214,7 +237,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.wv = matrix(w.wv, "attn_v", layer, kv_begin_, kv_width_, 0, w.wv.cols);
             l.wo = matrix(w.wo, "attn_output", layer, 0, w.wo.rows, q_begin_, q_width_);
             const auto cache = [&](QuantType t) {
-                auto b = device_buffer(static_cast<size_t>(n_kv_ * n_ctx_ * hd) * (t == QuantType::F16 ? 2 : 4));
+                auto b = device_buffer(static_cast<size_t>(n_kv_ * n_ctx_) * kv_row_bytes(t, hd));
                 b->zero();
                 return b;
             };
@@ -415,8 +438,8 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
         const VulkanRopeParams pk{u32(n_kv_), u32(hd), u32(pairs), halves, u32(n_tok), u32(kv_width_)};
         kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(n_kv_ * pairs), u32(n_tok));
     }
-    const uint32_t k_half = kv_types_.k == QuantType::F16 ? 1u : 0u, v_half = kv_types_.v == QuantType::F16 ? 1u : 0u;
-    const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_width_), k_half, v_half};
+    const uint32_t k_type = kv_code(kv_types_.k), v_type = kv_code(kv_types_.v);
+    const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_width_), k_type, v_type};
     kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get()}), &ps,
                                groups(kv_width_), u32(n_tok));
 
@@ -429,7 +452,7 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
         const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_),
                                        u32(pos0),       u32(n_tok),         u32(t0),
                                        n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
-                                       u32(l.window),   scale,              k_half,          v_half,
+                                       u32(l.window),   scale,              k_type,          v_type,
                                        u32(q_width_)};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
@@ -639,3 +662,4 @@ void VulkanSliceForward::add_attention_mass(int, int, int64_t*) {
 }
 
 }  // namespace tessera
+

@@ -9,7 +9,8 @@
 // What runs here (the rest is refused by name when the slice is built):
 // dense FFNs with SwiGLU, grouped-query attention with RoPE (both layouts),
 // Q/K/V biases, Q/K norms and sliding windows; F32, F16, Q8_0, Q4_0, Q4_K
-// and Q6_K weights; F32 and F16 caches; one sequence.
+// and Q6_K weights; keys cached in F32 or F16, values in those or Q8_0 and
+// Q4_0; one sequence.
 #pragma once
 
 #include "gpu/vulkan_buffer.h"

@@ -117,12 +117,30 @@ TEST(VulkanForward, LayersSplitBetweenTheDeviceAndTheCpuGiveTheCpuLogits) {
     }
 }
 
-TEST(VulkanForward, F32CachesGiveTheCpuLogits) {
-    const std::string dir = test::scratch_dir("vulkan_forward_f32_cache");
+// Every value cache type (llama.cpp's -ctv) beside F16 and F32 keys,
+// decoding rowwise and as a prompt; block keys are refused with the reason.
+TEST(VulkanForward, EveryCacheTypeTheDeviceRunsGivesTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_caches");
     const std::string path = dir + "/model.gguf";
     write_random_model(small_spec(QuantType::Q8_0), path);
-    EXPECT_EQ(compare(path, 64, QuantType::F32), "");
-    EXPECT_EQ(compare(path, 8, KvCacheTypes(QuantType::F32, QuantType::F16)), "");
+    for (const KvCacheTypes kv : {KvCacheTypes(QuantType::F32), KvCacheTypes(QuantType::F32, QuantType::F16),
+                                  KvCacheTypes(QuantType::F16, QuantType::Q8_0),
+                                  KvCacheTypes(QuantType::F16, QuantType::Q4_0),
+                                  KvCacheTypes(QuantType::F32, QuantType::Q8_0)}) {
+        const std::string name = std::string(quant_type_name(kv.k)) + "/" + quant_type_name(kv.v);
+        EXPECT_EQ(compare(path, 64, kv), "") << name << ", one batch";
+        EXPECT_EQ(compare(path, 8, kv), "") << name << ", batches of 8";
+    }
+    const LlamaModel model(path);
+    ForwardConfig config;
+    config.n_ctx = 64;
+    config.kv_types = KvCacheTypes(QuantType::Q8_0, QuantType::F16);
+    try {
+        VulkanDecoder gpu(model, config, device_index());
+        FAIL() << "Q8_0 keys were taken";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("Q8_0 keys"), std::string::npos) << e.what();
+    }
 }
 
 TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
@@ -241,14 +259,15 @@ TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("does not run"), std::string::npos) << e.what();
     }
-    config.kv_types = QuantType::Q8_0;
-    write_random_model(small_spec(QuantType::Q4_0), dir + "/llama.gguf");
-    const LlamaModel llama(dir + "/llama.gguf");
+    spec = small_spec(QuantType::Q4_0);
+    apply_model_preset(spec, "qwen3moe");
+    write_random_model(spec, dir + "/moe.gguf");
+    const LlamaModel moe(dir + "/moe.gguf");
     try {
-        VulkanDecoder gpu(llama, config, device_index());
-        FAIL() << "a Q8_0 cache was taken";
+        VulkanDecoder gpu(moe, config, device_index());
+        FAIL() << "a mixture of experts was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("Q8_0 KV caches"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("a mixture of experts"), std::string::npos) << e.what();
     }
 }
 

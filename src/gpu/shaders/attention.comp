@@ -1,9 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // One query head of one position per workgroup, as attn/attention.cpp
-// computes it over F32 or F16 caches ([kv_head][position][head_dim]):
-// scores q . k_p in the canonical float order (16 lanes, the fixed tree),
-// each times the scale rounded once; softmax over the visible positions
+// computes it over float keys (F32, F16) and values of any KV type
+// (kv_rows.glsl): scores q . k_p in the canonical float order (16 lanes, the
+// fixed tree), each times the scale rounded once; softmax over the visible positions
 // [first, pos] (canonical exp, the 16-lane sum counted from `first`, one
 // rounded reciprocal). The output then as the CPU's two paths give it:
 //   rowwise (a position decoding, runs of at most 32): out_i = sum over the
@@ -14,6 +14,7 @@
 //     position's block of 32 reads, the weights outside [first, pos] zero.
 // Scores live in `scores` (row tl = t - t_begin of this dispatch, head h).
 #include "exact_math.glsl"
+#include "kv_rows.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
@@ -24,7 +25,7 @@ layout(std430, set = 0, binding = 4) buffer Scores { float scores[]; };
 layout(push_constant) uniform Params {
     uint head_dim; uint q_per_kv; uint n_heads; uint n_ctx;
     uint pos0; uint n_tok; uint t_begin; uint batched;
-    uint window; float scale; uint k_half; uint v_half;
+    uint window; float scale; uint k_type; uint v_type;
     uint stride;
 } p;
 
@@ -32,12 +33,28 @@ shared float part[64];
 shared float lane_sums[16];
 shared float shared_max, shared_inv;
 
-float cached(uint is_half, uint row, uint i, bool is_k) {
-    if (is_half != 0u) {
-        const uint w = is_k ? kc[row * (p.head_dim / 2u) + i / 2u] : vc[row * (p.head_dim / 2u) + i / 2u];
-        return unpackHalf2x16(w >> (16u * (i % 2u))).x;
-    }
-    return uintBitsToFloat(is_k ? kc[row * p.head_dim + i] : vc[row * p.head_dim + i]);
+uint word_at(bool is_k, uint at) { return is_k ? kc[at] : vc[at]; }
+uint byte_at(bool is_k, uint at) { return (word_at(is_k, at >> 2) >> ((at & 3u) * 8u)) & 0xffu; }
+// Where element i's block starts, in bytes (a block type's row).
+uint block_at(uint type, uint row, uint i) {
+    return row * row_words(type, p.head_dim) * 4u + (i / 32u) * (type == kQ8_0 ? 34u : 18u);
+}
+float block_scale(bool is_k, uint o) { return unpackHalf2x16(byte_at(is_k, o) | (byte_at(is_k, o + 1u) << 8)).x; }
+// Element i's code: Q8_0's signed byte, or Q4_0's nibble minus 8.
+int block_code(bool is_k, uint type, uint o, uint i) {
+    const uint j = i % 32u;
+    if (type == kQ8_0) return int(byte_at(is_k, o + 2u + j) << 24) >> 24;
+    const uint b = byte_at(is_k, o + 2u + j % 16u);
+    return int(j < 16u ? (b & 15u) : (b >> 4)) - 8;
+}
+
+float cached(uint type, uint row, uint i, bool is_k) {
+    const uint words = row_words(type, p.head_dim);
+    if (type == kF32) return uintBitsToFloat(word_at(is_k, row * words + i));
+    if (type == kF16) return unpackHalf2x16(word_at(is_k, row * words + i / 2u) >> (16u * (i % 2u))).x;
+    const uint o = block_at(type, row, i);
+    precise float v = block_scale(is_k, o) * float(block_code(is_k, type, o, i));
+    return v;
 }
 
 float tree16(inout float lanes[16]) {
@@ -69,7 +86,9 @@ void main() {
     for (uint s = first + lid; s < n_valid; s += 64u) {
         precise float lanes[16];
         for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
-        for (uint i = 0; i < hd; ++i) lanes[i % 16u] = exact_fma(cached(p.k_half, kv_row0 + s, i, true), q[qbase + i], lanes[i % 16u]);
+        for (uint i = 0; i < hd; ++i) {
+            lanes[i % 16u] = exact_fma(cached(p.k_type, kv_row0 + s, i, true), q[qbase + i], lanes[i % 16u]);
+        }
         for (uint i = hd; i % 16u != 0u; ++i) lanes[i % 16u] = exact_fma(0.0, 0.0, lanes[i % 16u]);
         precise float scaled = tree16(lanes) * p.scale;
         scores[sbase + s] = scaled;
@@ -110,14 +129,14 @@ void main() {
     for (uint i = lid; i < hd; i += 64u) {
         if (p.batched == 0u) {
             precise float o = 0.0;
-            for (uint s = first; s < n_valid; ++s) o = exact_fma(scores[sbase + s], cached(p.v_half, kv_row0 + s, i, false), o);
+            for (uint s = first; s < n_valid; ++s) o = exact_fma(scores[sbase + s], cached(p.v_type, kv_row0 + s, i, false), o);
             out_[qbase + i] = o;
         } else {
             precise float lanes[16];
             for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
             for (uint s = 0; s < n_read; ++s) {
                 const float w = (s >= first && s < n_valid) ? scores[sbase + s] : 0.0;
-                lanes[s % 16u] = exact_fma(cached(p.v_half, kv_row0 + s, i, false), w, lanes[s % 16u]);
+                lanes[s % 16u] = exact_fma(cached(p.v_type, kv_row0 + s, i, false), w, lanes[s % 16u]);
             }
             for (uint s = n_read; s % 16u != 0u; ++s) lanes[s % 16u] = exact_fma(0.0, 0.0, lanes[s % 16u]);
             out_[qbase + i] = tree16(lanes);
