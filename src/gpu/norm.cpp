@@ -75,12 +75,18 @@ std::vector<float> VulkanSoftmax::run(const float* x, int rows, int n) {
     return out;
 }
 
-VulkanSwiglu::VulkanSwiglu(VulkanContext& context)
-    : context_(context),
-      kernel_(std::make_unique<VulkanKernel>(context, shaders::k_swiglu, shaders::k_swiglu_words, 2, 8, "swiglu")) {}
+VulkanGate::VulkanGate(VulkanContext& context, FfnActivation activation) : context_(context) {
+    if (activation == FfnActivation::kSilu) {
+        kernel_ = std::make_unique<VulkanKernel>(context, TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
+    } else if (activation == FfnActivation::kGelu) {
+        kernel_ = std::make_unique<VulkanKernel>(context, TESSERA_SPIRV(geglu), 2, 8, "geglu");
+    } else {
+        throw make_error("internal: no Vulkan kernel for this FFN activation");
+    }
+}
 
-std::vector<float> VulkanSwiglu::run(const float* gate, const float* up, int n) {
-    if (n <= 0) throw make_error("internal: an empty SwiGLU");
+std::vector<float> VulkanGate::run(const float* gate, const float* up, int n) {
+    if (n <= 0) throw make_error("internal: an empty gated activation");
     const size_t bytes = static_cast<size_t>(n) * 4;
     VulkanBuffer gb(context_, bytes), ub(context_, bytes);
     gb.upload(gate, bytes);
@@ -89,6 +95,24 @@ std::vector<float> VulkanSwiglu::run(const float* gate, const float* up, int n) 
     kernel_->run({&gb, &ub}, params, (params[0] + kGroup - 1) / kGroup);
     std::vector<float> out(static_cast<size_t>(n));
     gb.download(out.data(), bytes);
+    return out;
+}
+
+VulkanSoftCap::VulkanSoftCap(VulkanContext& context)
+    : context_(context), kernel_(std::make_unique<VulkanKernel>(context, TESSERA_SPIRV(soft_cap), 1, 8, "soft_cap")) {}
+
+std::vector<float> VulkanSoftCap::run(const float* x, int n, float cap) {
+    if (n <= 0) throw make_error("internal: an empty soft cap");
+    const size_t bytes = static_cast<size_t>(n) * 4;
+    VulkanBuffer xb(context_, bytes);
+    xb.upload(x, bytes);
+    struct {
+        uint32_t n;
+        float cap;
+    } params{static_cast<uint32_t>(n), cap};
+    kernel_->run({&xb}, &params, (params.n + kGroup - 1) / kGroup);
+    std::vector<float> out(static_cast<size_t>(n));
+    xb.download(out.data(), bytes);
     return out;
 }
 

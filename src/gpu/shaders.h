@@ -22,6 +22,9 @@ TESSERA_SHADER(rms_norm)
 TESSERA_SHADER(rope)
 TESSERA_SHADER(softmax)
 TESSERA_SHADER(swiglu)
+TESSERA_SHADER(geglu)
+TESSERA_SHADER(soft_cap)
+TESSERA_SHADER(add_rows)
 TESSERA_SHADER(add_units)
 TESSERA_SHADER(sum_units)
 TESSERA_SHADER(add_bias)
@@ -60,6 +63,7 @@ struct VulkanAttentionParams {
     float scale;
     uint32_t k_type, v_type;
     uint32_t stride;
+    float soft_cap;  // 0: none
 };
 // add_units.comp.
 struct VulkanAddUnitsParams {

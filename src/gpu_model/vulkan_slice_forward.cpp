@@ -1,6 +1,7 @@
 #include "gpu_model/vulkan_slice_forward.h"
 
 #include "gpu/shaders.h"
+#include "ops/activation.h"
 #include "ops/fixed_sum.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -98,7 +99,8 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     };
     uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
-        for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm}) {
+        for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm,
+                                            &l.post_attn_norm, &l.post_ffn_norm}) {
             bytes += floats(*v);
         }
         bytes += matrix(l.wq, q_width, l.wq.cols) + matrix(l.wk, kv_width, l.wk.cols) + matrix(l.wv, kv_width, l.wv.cols) +
@@ -110,7 +112,7 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     if (s.outputs) bytes += floats(w.output_norm);
     bytes += matrix(w.output, s.n_vocab_rows(), w.output.cols);
     const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
-    return bytes + b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores;
+    return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores;
 }
 
 struct VulkanSliceForward::Kernels {
@@ -130,8 +132,10 @@ struct VulkanSliceForward::Kernels {
         norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");
         rope = make(TESSERA_SPIRV(rope), 3, sizeof(VulkanRopeParams), "rope");
         swiglu = make(TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
+        geglu = make(TESSERA_SPIRV(geglu), 2, 8, "geglu");
+        add_rows = make(TESSERA_SPIRV(add_rows), 2, 4, "add_rows");
         add_units = make(TESSERA_SPIRV(add_units), 2, sizeof(VulkanAddUnitsParams), "add_units");
-        sum_units = make(TESSERA_SPIRV(sum_units), 2, 12, "sum_units");
+        sum_units = make(TESSERA_SPIRV(sum_units), 2, 16, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
         attention = make(TESSERA_SPIRV(attention), 5, sizeof(VulkanAttentionParams), "attention");
@@ -148,11 +152,12 @@ struct VulkanSliceForward::Kernels {
         }
     }
     std::unique_ptr<VulkanKernel> f32, f16, q8_0, q4_0, q4_k, q6_k, quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        add_units, sum_units, add_bias, kv_store, attention;
+        geglu, add_rows, add_units, sum_units, add_bias, kv_store, attention;
 };
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;
+    std::unique_ptr<VulkanBuffer> post_attn_norm, post_ffn_norm;  // Gemma's (null: none)
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::unique_ptr<VulkanBuffer> k_cache, v_cache;
     int window = 0;
@@ -168,8 +173,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
     };
     if (hp.has_experts()) refuse("a mixture of experts");
-    if (hp.attn_soft_cap > 0.0f || hp.final_soft_cap > 0.0f) refuse("soft-capped logits (Gemma 2)");
-    if (hp.family->activation != FfnActivation::kSilu) refuse("this family's FFN activation (GELU, gpt-oss's SwiGLU)");
+    if (hp.family->activation == FfnActivation::kSwigluOai) refuse("gpt-oss's clamped SwiGLU");
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.track_attention) refuse("attention tracking (--context-full evict)");
     if (config.n_seq != 1) refuse("several sequences (--parallel)");
@@ -220,7 +224,6 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - slice.layer_begin)];
-        if (!w.post_attn_norm.empty() || !w.post_ffn_norm.empty()) refuse("post-norms (Gemma 2, 3)");
         if (!w.wo_bias.empty() || !w.attn_sinks.empty()) refuse("attention sinks and output biases (gpt-oss)");
         Layer l;
         l.attn_norm = floats(w.attn_norm);
@@ -230,6 +233,8 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         if (!w.v_bias.empty()) l.v_bias = floats(w.v_bias);
         if (!w.q_norm.empty()) l.q_norm = floats(w.q_norm);
         if (!w.k_norm.empty()) l.k_norm = floats(w.k_norm);
+        if (!w.post_attn_norm.empty()) l.post_attn_norm = floats(w.post_attn_norm);
+        if (!w.post_ffn_norm.empty()) l.post_ffn_norm = floats(w.post_ffn_norm);
         // This share's rows of the row-split products, its columns of wo and w_down.
         if (n_kv_ > 0) {
             l.wq = matrix(w.wq, "attn_q", layer, q_begin_, q_width_, 0, w.wq.cols);
@@ -262,6 +267,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     partial_ = std::make_unique<VulkanBuffer>(*context_, sb.partial, VulkanMemory::kHost);
     x_ = std::make_unique<VulkanBuffer>(*context_, sb.x, VulkanMemory::kHost);
     h_ = device_buffer(sb.x);
+    out_ = device_buffer(sb.x);
     q_ = device_buffer(sb.q);
     attn_ = device_buffer(sb.q);
     k_ = device_buffer(sb.kv);
@@ -453,7 +459,7 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
                                        u32(pos0),       u32(n_tok),         u32(t0),
                                        n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
                                        u32(l.window),   scale,              k_type,          v_type,
-                                       u32(q_width_)};
+                                       u32(q_width_),   hp.attn_soft_cap};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
@@ -468,22 +474,33 @@ void VulkanSliceForward::record_ffn(VkCommandBuffer cb, int layer, int n_tok) {
     record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, hp.n_embd), n_tok, *gate_, n_ffn_, 0);
     record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, hp.n_embd), n_tok, *up_, n_ffn_, 0);
     const uint32_t ps_glu[2] = {u32(n_ffn_), u32(n_tok)};
-    kernels_->swiglu->record(cb, kernels_->swiglu->bind({gate_.get(), up_.get()}), ps_glu, groups(n_ffn_), u32(n_tok));
+    VulkanKernel& gate = hp.family->activation == FfnActivation::kGelu ? *kernels_->geglu : *kernels_->swiglu;
+    gate.record(cb, gate.bind({gate_.get(), up_.get()}), ps_glu, groups(n_ffn_), u32(n_tok));
     new_input();
     record_dots(cb, l.w_down, record_activation(cb, l.w_down.type, *gate_, n_tok, n_ffn_), n_tok, units_.ffn_channels);
 }
 
-void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok) {
-    const VulkanAddUnitsParams p{u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), u32(hparams_.n_embd)};
-    kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), x_.get()}), &p, groups(hparams_.n_embd),
-                                u32(n_tok));
+void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm) {
+    const int64_t n_embd = hparams_.n_embd;
+    if (post_norm == nullptr) {
+        const VulkanAddUnitsParams p{u32(n_embd), u32(dot_units_), u32(n_tok), u32(n_embd)};
+        kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), x_.get()}), &p, groups(n_embd),
+                                    u32(n_tok));
+        return;
+    }
+    // The sum as a float, normed, then added (join_attention_output's order).
+    record_sum(cb, n_tok, *out_, true);
+    record_norm(cb, *out_, *post_norm, *h_, n_tok, n_embd);
+    const uint32_t n = u32(n_tok * n_embd);
+    kernels_->add_rows->record(cb, kernels_->add_rows->bind({x_.get(), h_.get()}), &n, groups(n));
 }
 
 void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+    const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     record_attention(cb, layer, pos0, n_tok);
-    record_add_dots(cb, n_tok);
+    record_add_dots(cb, n_tok, l.post_attn_norm.get());
     record_ffn(cb, layer, n_tok);
-    record_add_dots(cb, n_tok);
+    record_add_dots(cb, n_tok, l.post_ffn_norm.get());
 }
 
 void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
@@ -553,6 +570,8 @@ void VulkanSliceForward::read_head(int n_tok, float* logits, int64_t stride) {
             const size_t first = static_cast<size_t>(weights_.slice.vocab_begin);
             for (size_t v = 0; v < rows; ++v) row[v] += weights_.output_bias[first + v];
         }
+        // The final soft cap on the host: the CPU's own function.
+        if (hparams_.final_soft_cap > 0.0f) soft_cap(row, static_cast<int64_t>(rows), hparams_.final_soft_cap);
     }
 }
 
@@ -562,10 +581,10 @@ void VulkanSliceForward::check_rows(int n_tok) const {
 
 void VulkanSliceForward::new_input() { q8_0_of_ = q8_k_of_ = nullptr; }
 
-void VulkanSliceForward::record_sum(VkCommandBuffer cb, int n_tok) {
-    const uint32_t p[3] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok)};
-    kernels_->sum_units->record(cb, kernels_->sum_units->bind({dots_.get(), partial_.get()}), p,
-                                groups(hparams_.n_embd), u32(n_tok));
+void VulkanSliceForward::record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float) {
+    const uint32_t p[4] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), as_float ? 1u : 0u};
+    kernels_->sum_units->record(cb, kernels_->sum_units->bind({dots_.get(), &out}), p, groups(hparams_.n_embd),
+                                u32(n_tok));
 }
 
 void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) {
@@ -579,7 +598,7 @@ void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::sp
         context_->run([&](VkCommandBuffer cb) {
             record_host_to_compute(cb);
             record_attention(cb, layer, runs[0].pos0, n_tok);
-            record_sum(cb, n_tok);
+            record_sum(cb, n_tok, *partial_, false);
             record_compute_to_host(cb);
         });
         partial_->download(partial, n * 8);
@@ -597,7 +616,7 @@ void VulkanSliceForward::ffn_partial_of(int layer, const float* x, int n_tok, do
         context_->run([&](VkCommandBuffer cb) {
             record_host_to_compute(cb);
             record_ffn(cb, layer, n_tok);
-            record_sum(cb, n_tok);
+            record_sum(cb, n_tok, *partial_, false);
             record_compute_to_host(cb);
         });
         partial_->download(partial, n * 8);
@@ -623,22 +642,21 @@ void VulkanSliceForward::set_partial_bands(int bands, BandSink on_band, int firs
     first_band_ = std::max(0, first_band);
 }
 
-void VulkanSliceForward::add_attention_output(int, const double* partial, float* x, int n_tok) {
-    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
-    for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
+// The group's sum joins the residual on the host, as a CPU rank joins it.
+const LayerWeights& VulkanSliceForward::layer_weights(int layer) const {
+    return weights_.layers.at(static_cast<size_t>(layer - weights_.slice.layer_begin));
 }
-
+void VulkanSliceForward::add_attention_output(int layer, const double* partial, float* x, int n_tok) {
+    join_attention_output(layer_weights(layer), hparams_, partial, x, n_tok, join_);
+}
 void VulkanSliceForward::add_ffn_output(int layer, const double* partial, float* x, int n_tok) {
-    add_attention_output(layer, partial, x, n_tok);  // no post-norms or output biases here: the same join
+    join_ffn_output(layer_weights(layer), hparams_, partial, x, n_tok, join_);
 }
-
-void VulkanSliceForward::add_attention_output(int, const float* sum, float* x, int n_tok) {
-    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
-    for (int64_t j = 0; j < n; ++j) x[j] += sum[j];
+void VulkanSliceForward::add_attention_output(int layer, const float* sum, float* x, int n_tok) {
+    join_attention_output(layer_weights(layer), hparams_, sum, x, n_tok, join_);
 }
-
 void VulkanSliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_tok) {
-    add_attention_output(layer, sum, x, n_tok);
+    join_ffn_output(layer_weights(layer), hparams_, sum, x, n_tok, join_);
 }
 
 int VulkanSliceForward::check_runs(std::span<const SeqRun> runs) const {

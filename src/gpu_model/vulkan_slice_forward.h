@@ -7,8 +7,8 @@
 // bit and a GPU node can join an --exact plan.
 //
 // What runs here (the rest is refused by name when the slice is built):
-// dense FFNs with SwiGLU, grouped-query attention with RoPE (both layouts),
-// Q/K/V biases, Q/K norms and sliding windows; F32, F16, Q8_0, Q4_0, Q4_K
+// dense FFNs with SwiGLU or GELU, grouped-query attention with RoPE (both
+// layouts), Q/K/V biases, Q/K norms, post-norms, soft caps and sliding windows; F32, F16, Q8_0, Q4_0, Q4_K
 // and Q6_K weights; keys cached in F32 or F16, values in those or Q8_0 and
 // Q4_0; one sequence.
 #pragma once
@@ -95,8 +95,10 @@ private:
     // The unit dots of wo or w_down into dots_ (dot_units_ per row).
     void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
     // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
-    void record_add_dots(VkCommandBuffer cb, int n_tok);
-    void record_sum(VkCommandBuffer cb, int n_tok);
+    // (through the post-norm where the layer has one).
+    void record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm);
+    void record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float);
+    const LayerWeights& layer_weights(int layer) const;
     // A layer's attention (from x_ to the dots of wo) and FFN (to the dots of w_down).
     void record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok);
     void record_ffn(VkCommandBuffer cb, int layer, int n_tok);
@@ -127,7 +129,9 @@ private:
     int64_t dot_units_ = 1;  // unit dots per row in dots_
     int bands_ = 1, first_band_ = 0;
     BandSink on_band_;
-    std::unique_ptr<VulkanBuffer> partial_;  // a share's exact partial (doubles), read by the host
+    std::unique_ptr<VulkanBuffer> partial_;
+    std::unique_ptr<VulkanBuffer> out_;  // a layer's output as float, before its post-norm
+    JoinScratch join_;  // a share's exact partial (doubles), read by the host
     std::unique_ptr<VulkanBuffer> x_, h_, q_, k_, v_, attn_, gate_, up_, dots_, scores_, act_q8_0_, act_q8_k_, logits_;
     int scores_rows_ = 0;  // rows of attention one dispatch holds scores for
     // Which input the Q8_0 / Q8_K activations hold in the recording.

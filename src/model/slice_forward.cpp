@@ -50,7 +50,6 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
     norm_.resize(nb * static_cast<size_t>(hparams_.n_embd));
     h_.resize(norm_.size());
     partial_.resize(norm_.size());
-    output_.resize(norm_.size());
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const float base = hparams_.rope_base_of(layer), scale = hparams_.rope_scale_of(layer);
         size_t i = 0;
@@ -176,66 +175,86 @@ void SliceForward::prepare_heads(const LayerWeights& w, int layer, int pos, floa
     }
 }
 
-void SliceForward::add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok) {
-    const int64_t n = hparams_.n_embd;
+namespace {
+// x[t] += output[t] (n_tok rows of n), through `post_norm` where not empty.
+void add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok, int64_t n, float eps,
+                JoinScratch& s) {
+    if (!post_norm.empty() && s.normed.size() < static_cast<size_t>(n)) s.normed.resize(static_cast<size_t>(n));
     for (int t = 0; t < n_tok; ++t) {
         const float* o = output + t * n;
         float* xt = x + t * n;
         if (post_norm.empty()) {
             for (int64_t j = 0; j < n; ++j) xt[j] += o[j];
         } else {
-            float* normed = norm_.data() + t * n;
-            rms_norm(o, post_norm.data(), n, hparams_.rms_eps, normed);
-            for (int64_t j = 0; j < n; ++j) xt[j] += normed[j];
+            rms_norm(o, post_norm.data(), n, eps, s.normed.data());
+            for (int64_t j = 0; j < n; ++j) xt[j] += s.normed[static_cast<size_t>(j)];
         }
     }
 }
 
-void SliceForward::add_attention_output(int layer, const double* partial, float* x, int n_tok) {
-    const LayerWeights& w = layer_weights(layer);
-    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
-    if (!w.wo_bias.empty()) {
-        // The output's bias joins the whole sum (after every rank's partial),
-        // so every plan adds it alike.
-        const int64_t d = hparams_.n_embd;
-        for (int64_t j = 0; j < n; ++j) {
-            output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]) + w.wo_bias[static_cast<size_t>(j % d)];
-        }
-        add_output(w.post_attn_norm, output_.data(), x, n_tok);
-        return;
-    }
-    if (w.post_attn_norm.empty()) {
+float* output_rows(JoinScratch& s, int64_t n) {
+    if (s.output.size() < static_cast<size_t>(n)) s.output.resize(static_cast<size_t>(n));
+    return s.output.data();
+}
+}  // namespace
+
+void join_attention_output(const LayerWeights& w, const ModelHParams& hp, const double* partial, float* x, int n_tok,
+                           JoinScratch& s) {
+    const int64_t d = hp.n_embd, n = static_cast<int64_t>(n_tok) * d;
+    if (w.wo_bias.empty() && w.post_attn_norm.empty()) {
         for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
         return;
     }
-    for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]);
-    add_output(w.post_attn_norm, output_.data(), x, n_tok);
+    // The output's bias joins the whole sum (after every rank's partial),
+    // so every plan adds it alike.
+    float* output = output_rows(s, n);
+    for (int64_t j = 0; j < n; ++j) {
+        output[j] = static_cast<float>(partial[j]);
+        if (!w.wo_bias.empty()) output[j] += w.wo_bias[static_cast<size_t>(j % d)];
+    }
+    add_output(w.post_attn_norm, output, x, n_tok, d, hp.rms_eps, s);
 }
 
-void SliceForward::add_ffn_output(int layer, const double* partial, float* x, int n_tok) {
-    const LayerWeights& w = layer_weights(layer);
-    const int64_t n = static_cast<int64_t>(n_tok) * hparams_.n_embd;
+void join_ffn_output(const LayerWeights& w, const ModelHParams& hp, const double* partial, float* x, int n_tok,
+                     JoinScratch& s) {
+    const int64_t d = hp.n_embd, n = static_cast<int64_t>(n_tok) * d;
     if (w.post_ffn_norm.empty()) {
         for (int64_t j = 0; j < n; ++j) x[j] = add_exact(x[j], partial[j]);
         return;
     }
-    for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = static_cast<float>(partial[j]);
-    add_output(w.post_ffn_norm, output_.data(), x, n_tok);
+    float* output = output_rows(s, n);
+    for (int64_t j = 0; j < n; ++j) output[j] = static_cast<float>(partial[j]);
+    add_output(w.post_ffn_norm, output, x, n_tok, d, hp.rms_eps, s);
 }
 
-void SliceForward::add_attention_output(int layer, const float* sum, float* x, int n_tok) {
-    const LayerWeights& w = layer_weights(layer);
+void join_attention_output(const LayerWeights& w, const ModelHParams& hp, const float* sum, float* x, int n_tok,
+                           JoinScratch& s) {
+    const int64_t d = hp.n_embd, n = static_cast<int64_t>(n_tok) * d;
     if (!w.wo_bias.empty()) {
-        const int64_t d = hparams_.n_embd, n = static_cast<int64_t>(n_tok) * d;
-        for (int64_t j = 0; j < n; ++j) output_[static_cast<size_t>(j)] = sum[j] + w.wo_bias[static_cast<size_t>(j % d)];
-        add_output(w.post_attn_norm, output_.data(), x, n_tok);
+        float* output = output_rows(s, n);
+        for (int64_t j = 0; j < n; ++j) output[j] = sum[j] + w.wo_bias[static_cast<size_t>(j % d)];
+        add_output(w.post_attn_norm, output, x, n_tok, d, hp.rms_eps, s);
         return;
     }
-    add_output(w.post_attn_norm, sum, x, n_tok);
+    add_output(w.post_attn_norm, sum, x, n_tok, d, hp.rms_eps, s);
 }
 
+void join_ffn_output(const LayerWeights& w, const ModelHParams& hp, const float* sum, float* x, int n_tok,
+                     JoinScratch& s) {
+    add_output(w.post_ffn_norm, sum, x, n_tok, hp.n_embd, hp.rms_eps, s);
+}
+
+void SliceForward::add_attention_output(int layer, const double* partial, float* x, int n_tok) {
+    join_attention_output(layer_weights(layer), hparams_, partial, x, n_tok, join_);
+}
+void SliceForward::add_ffn_output(int layer, const double* partial, float* x, int n_tok) {
+    join_ffn_output(layer_weights(layer), hparams_, partial, x, n_tok, join_);
+}
+void SliceForward::add_attention_output(int layer, const float* sum, float* x, int n_tok) {
+    join_attention_output(layer_weights(layer), hparams_, sum, x, n_tok, join_);
+}
 void SliceForward::add_ffn_output(int layer, const float* sum, float* x, int n_tok) {
-    add_output(layer_weights(layer).post_ffn_norm, sum, x, n_tok);
+    join_ffn_output(layer_weights(layer), hparams_, sum, x, n_tok, join_);
 }
 
 void SliceForward::forward_layers(float* x, int pos0, int n_tok) {

@@ -58,6 +58,22 @@ struct ForwardConfig {
 // Error.
 void embed_tokens(const Matrix& token_embd, const ModelHParams& hp, std::span<const int32_t> tokens, float* x);
 
+// x[t] += a layer's attention (FFN) output, given the group's sum of the
+// partials (exact: doubles; fast: floats): joined exactly (add_exact), or
+// through wo's bias and the family's post-norm (Gemma), which need the whole
+// sum. Every forward (SliceForward, a GPU's) joins alike.
+struct JoinScratch {
+    std::vector<float> output, normed;
+};
+void join_attention_output(const LayerWeights& w, const ModelHParams& hp, const double* partial, float* x, int n_tok,
+                           JoinScratch& s);
+void join_ffn_output(const LayerWeights& w, const ModelHParams& hp, const double* partial, float* x, int n_tok,
+                     JoinScratch& s);
+void join_attention_output(const LayerWeights& w, const ModelHParams& hp, const float* sum, float* x, int n_tok,
+                           JoinScratch& s);
+void join_ffn_output(const LayerWeights& w, const ModelHParams& hp, const float* sum, float* x, int n_tok,
+                     JoinScratch& s);
+
 // Every step works on a batch of n_tok rows; activations are row-major
 // [n_tok][width]. The rows are runs of consecutive positions of one sequence
 // each (SeqRun, layer_block.h): a prompt is one run, a step of continuous
@@ -228,8 +244,7 @@ private:
     // The attention options of a layer (scale, soft cap, window).
     AttentionOptions attention_options(int layer) const;
     RopeTable& rope_of(int layer);
-    // x[t] += output (n_tok rows), through `post_norm` where not empty.
-    void add_output(const std::vector<float>& post_norm, const float* output, float* x, int n_tok);
+    JoinScratch join_;
     // The gate of the gate_/up_ rows into gate_, converted for w_down on the way.
     const QuantizedActivation& gated_activation(const Matrix& down, int64_t n_ffn, int n_tok);
     // The same for any rows: gate[t] = act(gate[t]) * up[t] (times row_scale[t]
@@ -275,7 +290,7 @@ private:
     int32_t n_q_heads_;  // query heads of this slice
     int64_t q_begin_;    // first query row/column of this slice
     // Scratch for n_batch positions, sized once so the token loop does not allocate.
-    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_, output_;
+    std::vector<float> q_, k_, v_, attn_, gate_, up_, norm_, h_;
     std::vector<double> partial_;
     int partial_bands_ = 1, first_band_ = 0;
     BandSink on_band_;

@@ -48,7 +48,7 @@ TEST(VulkanRmsNorm, EqualsTheCpuBitForBit) {
 
 TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
     VulkanContext context(device_index());
-    VulkanSwiglu swiglu(context);
+    VulkanGate swiglu(context, FfnActivation::kSilu);
     std::mt19937 rng(22);
     const int n = 50000;
     std::vector<float> gate(static_cast<size_t>(n)), up(static_cast<size_t>(n));
@@ -68,6 +68,42 @@ TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
     tessera::swiglu(cpu.data(), up.data(), static_cast<int64_t>(cpu.size()));
     for (size_t i = 0; i < cpu.size(); ++i) {
         ASSERT_EQ(std::memcmp(&cpu[i], &gpu[i], 4), 0) << "gate " << gate[i] << ": " << cpu[i] << " vs " << gpu[i];
+    }
+}
+
+// GELU's tanh form and the soft cap run Highway's Tanh (expm1 by its own
+// polynomial): over the whole range, its branches (|x| < ln 2 / 2, the
+// saturation beyond 18.7, expm1's floor at -104), zeros and tiny values.
+TEST(VulkanGeluAndSoftCap, EqualTheCpuBitForBit) {
+    VulkanContext context(device_index());
+    VulkanGate geglu(context, FfnActivation::kGelu);
+    VulkanSoftCap cap(context);
+    std::mt19937 rng(25);
+    std::uniform_real_distribution<float> wide(-60.0f, 60.0f), narrow(-2.0f, 2.0f), tiny(-0.2f, 0.2f);
+    std::vector<float> x, up;
+    for (int i = 0; i < 60000; ++i) {
+        x.push_back(i % 3 == 0 ? wide(rng) : i % 3 == 1 ? narrow(rng) : tiny(rng));
+        up.push_back(narrow(rng));
+    }
+    for (const float edge : {0.0f, -0.0f, 0.3465f, -0.3466f, 9.357f, 18.714973875f, 18.72f, -52.0f, 1e-30f, -1e-30f}) {
+        x.push_back(edge);
+        up.push_back(1.25f);
+    }
+    const std::vector<float> gpu = geglu.run(x.data(), up.data(), static_cast<int>(x.size()));
+    std::vector<float> cpu = x;
+    tessera::geglu(cpu.data(), up.data(), static_cast<int64_t>(cpu.size()));
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&cpu[i], &gpu[i], 4), 0) << "gelu of " << x[i] << ": " << cpu[i] << " vs " << gpu[i];
+    }
+    for (const float c : {50.0f, 30.0f}) {
+        std::vector<float> scores = x;
+        for (float& v : scores) v *= 3.0f;
+        const std::vector<float> capped = cap.run(scores.data(), static_cast<int>(scores.size()), c);
+        std::vector<float> want = scores;
+        tessera::soft_cap(want.data(), static_cast<int64_t>(want.size()), c);
+        for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_EQ(std::memcmp(&want[i], &capped[i], 4), 0) << "cap " << c << " of " << scores[i];
+        }
     }
 }
 

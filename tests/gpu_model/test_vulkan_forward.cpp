@@ -147,8 +147,9 @@ TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_families");
     // Biases (qwen2), Q/K norms (qwen3), RoPE frequency factors and a tied
     // head (llama3), a sliding window (mistral), fused Q/K/V and gate/up
-    // with RoPE in halves (phi3).
-    for (const std::string family : {"qwen2", "qwen3", "llama3", "mistral", "phi3"}) {
+    // with RoPE in halves (phi3), GELU, post-norms, soft caps, scaled
+    // embeddings and alternating windows with their own RoPE (gemma2, gemma3).
+    for (const std::string family : {"qwen2", "qwen3", "llama3", "mistral", "phi3", "gemma2", "gemma3"}) {
         RandomModelSpec spec = small_spec(QuantType::Q4_0);
         apply_model_preset(spec, family);
         spec.random_norms = true;
@@ -246,18 +247,17 @@ TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
 
 TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const std::string dir = test::scratch_dir("vulkan_forward_refused");
-    RandomModelSpec spec = small_spec(QuantType::Q4_0);
-    apply_model_preset(spec, "gemma2");
-    const std::string path = dir + "/gemma2.gguf";
+    RandomModelSpec spec = small_spec(QuantType::Q5_K);
+    const std::string path = dir + "/q5k.gguf";
     write_random_model(spec, path);
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = 64;
     try {
         VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "a Gemma 2 model was taken";
+        FAIL() << "a Q5_K model was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("does not run Q5_K weights yet"), std::string::npos) << e.what();
     }
     spec = small_spec(QuantType::Q4_0);
     apply_model_preset(spec, "qwen3moe");

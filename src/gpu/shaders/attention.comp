@@ -3,7 +3,8 @@
 // One query head of one position per workgroup, as attn/attention.cpp
 // computes it over float keys (F32, F16) and values of any KV type
 // (kv_rows.glsl): scores q . k_p in the canonical float order (16 lanes, the
-// fixed tree), each times the scale rounded once; softmax over the visible positions
+// fixed tree), each times the scale rounded once (then soft-capped, with
+// Highway's tanh, where the family caps); softmax over the visible positions
 // [first, pos] (canonical exp, the 16-lane sum counted from `first`, one
 // rounded reciprocal). The output then as the CPU's two paths give it:
 //   rowwise (a position decoding, runs of at most 32): out_i = sum over the
@@ -14,6 +15,7 @@
 //     position's block of 32 reads, the weights outside [first, pos] zero.
 // Scores live in `scores` (row tl = t - t_begin of this dispatch, head h).
 #include "exact_math.glsl"
+#include "hwy_tanh.glsl"
 #include "kv_rows.glsl"
 
 layout(local_size_x = 64) in;
@@ -27,6 +29,7 @@ layout(push_constant) uniform Params {
     uint pos0; uint n_tok; uint t_begin; uint batched;
     uint window; float scale; uint k_type; uint v_type;
     uint stride;
+    float soft_cap;  // > 0: scores become cap * tanh(score / cap) after the scale (Gemma 2)
 } p;
 
 shared float part[64];
@@ -91,6 +94,10 @@ void main() {
         }
         for (uint i = hd; i % 16u != 0u; ++i) lanes[i % 16u] = exact_fma(0.0, 0.0, lanes[i % 16u]);
         precise float scaled = tree16(lanes) * p.scale;
+        if (p.soft_cap > 0.0) {
+            precise float capped = p.soft_cap * hwy_tanh(exact_div_f(scaled, p.soft_cap));
+            scaled = capped;
+        }
         scores[sbase + s] = scaled;
     }
     barrier();

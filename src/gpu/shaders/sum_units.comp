@@ -2,11 +2,13 @@
 #extension GL_GOOGLE_include_directive : require
 // partial[t][r] = the sum of row r's unit dots, each snapped to the 2^-32
 // grid (clamped to +-2^16) in double (ops/fixed_sum.h): a tensor-parallel
-// rank's exact partial, as SliceForward's matmul_units gives it.
+// rank's exact partial, as SliceForward's matmul_units gives it (a double);
+// with as_float, that sum rounded to float (the output a post-norm reads).
+#include "exact_math.glsl"
 layout(local_size_x = 64) in;
 layout(std430, set = 0, binding = 0) readonly buffer Dots { float dots[]; };
-layout(std430, set = 0, binding = 1) writeonly buffer Partial { double partial[]; };
-layout(push_constant) uniform Params { uint rows; uint units; uint tokens; } p;
+layout(std430, set = 0, binding = 1) writeonly buffer Partial { uint partial[]; };
+layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint as_float; } p;
 
 void main() {
     const uint r = gl_GlobalInvocationID.x;
@@ -20,5 +22,12 @@ void main() {
         precise double snapped = (d + 1572864.0) - 1572864.0;
         sum = sum + snapped;
     }
-    partial[t * p.rows + r] = sum;
+    const uint at = t * p.rows + r;
+    if (p.as_float != 0u) {
+        partial[at] = floatBitsToUint(nearest_float(sum));
+    } else {
+        const uvec2 words = unpackDouble2x32(sum);
+        partial[2u * at] = words.x;
+        partial[2u * at + 1u] = words.y;
+    }
 }
