@@ -16,6 +16,16 @@ TESSERA_SHADER(matvec_q8_0)
 TESSERA_SHADER(matvec_q4_0)
 TESSERA_SHADER(matvec_q4_k)
 TESSERA_SHADER(matvec_q6_k)
+TESSERA_SHADER(matvec_bf16)
+TESSERA_SHADER(matvec_q4_1)
+TESSERA_SHADER(matvec_q5_0)
+TESSERA_SHADER(matvec_q5_1)
+TESSERA_SHADER(matvec_iq4_nl)
+TESSERA_SHADER(matvec_mxfp4)
+TESSERA_SHADER(matvec_q5_k)
+TESSERA_SHADER(matvec_q3_k)
+TESSERA_SHADER(matvec_q2_k)
+TESSERA_SHADER(matvec_iq4_xs)
 TESSERA_SHADER(quantize_q8_0)
 TESSERA_SHADER(quantize_q8_k)
 TESSERA_SHADER(rms_norm)
@@ -25,6 +35,7 @@ TESSERA_SHADER(swiglu)
 TESSERA_SHADER(geglu)
 TESSERA_SHADER(soft_cap)
 TESSERA_SHADER(add_rows)
+TESSERA_SHADER(scale_rows)
 TESSERA_SHADER(add_units)
 TESSERA_SHADER(sum_units)
 TESSERA_SHADER(add_bias)
@@ -41,6 +52,7 @@ namespace tessera {
 // matmul_common.glsl.
 struct VulkanMatmulParams {
     uint32_t blocks, units, rows, row_blocks, col_begin, x_stride, y_stride, tokens, n_blocks;
+    uint32_t x_begin = 0, y_begin = 0;
 };
 // rope.comp.
 struct VulkanRopeParams {
@@ -68,6 +80,7 @@ struct VulkanAttentionParams {
 // add_units.comp.
 struct VulkanAddUnitsParams {
     uint32_t rows, units, tokens, x_stride;
+    uint32_t experts = 1;  // dot rows per token (a mixture of experts' k)
 };
 // add_bias.comp.
 struct VulkanAddBiasParams {

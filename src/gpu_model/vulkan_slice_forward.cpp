@@ -1,6 +1,7 @@
 #include "gpu_model/vulkan_slice_forward.h"
 
 #include "gpu/shaders.h"
+#include "model/moe_router.h"
 #include "ops/activation.h"
 #include "ops/fixed_sum.h"
 #include "ops/quant_traits.h"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace tessera {
 
@@ -23,14 +25,25 @@ constexpr uint64_t kScoresBytes = 64ull << 20;
 uint32_t groups(int64_t n) { return static_cast<uint32_t>((n + kGroup - 1) / kGroup); }
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
+// The weight types with a product shader (gpu/shaders/matvec_*.comp).
 bool on_device(QuantType t) {
     switch (t) {
         case QuantType::F32:
         case QuantType::F16:
+        case QuantType::BF16:
         case QuantType::Q8_0:
         case QuantType::Q4_0:
+        case QuantType::Q4_1:
+        case QuantType::Q5_0:
+        case QuantType::Q5_1:
+        case QuantType::IQ4_NL:
+        case QuantType::MXFP4:
+        case QuantType::Q2_K:
+        case QuantType::Q3_K:
         case QuantType::Q4_K:
+        case QuantType::Q5_K:
         case QuantType::Q6_K:
+        case QuantType::IQ4_XS:
             return true;
         default:
             return false;
@@ -54,14 +67,16 @@ size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
 
 // The scratch of a call of n_batch rows, in bytes per buffer.
 struct ScratchBytes {
-    size_t x, partial, q, kv, ffn, dots, q8_0, q8_k, scores, logits;
+    size_t x, partial, q, kv, ffn, dots, q8_0, q8_k, scores, logits, router, expert_scale;
     int scores_rows;  // rows of attention one dispatch holds scores for
 };
 
 ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, int n_batch, int n_ctx) {
     const auto nb = static_cast<size_t>(n_batch);
     const auto n_embd = static_cast<size_t>(hp.n_embd), q_dim = static_cast<size_t>(hp.q_dim());
-    const auto n_ff = static_cast<size_t>(hp.n_ff);
+    // A mixture of experts keeps its k experts' rows per token.
+    const auto k = static_cast<size_t>(std::max(1, hp.n_expert_used));
+    const auto n_ff = static_cast<size_t>(hp.n_ff) * k;
     const size_t widest = std::max({n_embd, q_dim, n_ff});
     const int64_t wo_units = (hp.q_dim() + units.wo_cols(hp) - 1) / units.wo_cols(hp);
     const int64_t ffn_units = (hp.n_ff + units.ffn_channels - 1) / units.ffn_channels;
@@ -71,7 +86,9 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
     b.q = padded(nb * q_dim * 4);
     b.kv = padded(nb * static_cast<size_t>(hp.kv_dim()) * 4);
     b.ffn = padded(nb * n_ff * 4);
-    b.dots = padded(nb * n_embd * static_cast<size_t>(std::max<int64_t>({1, wo_units, ffn_units})) * 4);
+    b.dots = padded(nb * n_embd * static_cast<size_t>(std::max<int64_t>({1, wo_units, ffn_units})) * k * 4);
+    b.router = padded(nb * static_cast<size_t>(std::max(1, hp.n_expert)) * 4);
+    b.expert_scale = padded(nb * k * 4);
     // Q8_0: 34 bytes per 32 values; Q8_K: 292 per 256 (both under 1.1 bytes a value).
     b.q8_0 = padded(nb * widest / 32 * 34);
     b.q8_k = padded(nb * widest / 256 * 292 + 292);
@@ -105,8 +122,10 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
         }
         bytes += matrix(l.wq, q_width, l.wq.cols) + matrix(l.wk, kv_width, l.wk.cols) + matrix(l.wv, kv_width, l.wv.cols) +
                  matrix(l.wo, l.wo.rows, q_width);
-        bytes += matrix(l.w_gate, s.n_ffn(), l.w_gate.cols) + matrix(l.w_up, s.n_ffn(), l.w_up.cols) +
-                 matrix(l.w_down, l.w_down.rows, s.n_ffn());
+        bytes += matrix(l.w_gate, l.w_gate.rows == 0 ? 0 : s.n_ffn(), l.w_gate.cols) +
+                 matrix(l.w_up, l.w_up.rows == 0 ? 0 : s.n_ffn(), l.w_up.cols) +
+                 matrix(l.w_down, l.w_down.rows, l.w_down.rows == 0 ? 0 : s.n_ffn());
+        for (const Matrix* m : {&l.router, &l.gate_exps, &l.up_exps, &l.down_exps}) bytes += matrix(*m, m->rows, m->cols);
         if (s.n_kv_heads() > 0) bytes += cache(kv.k) + cache(kv.v);
     }
     if (s.outputs) bytes += floats(w.output_norm);
@@ -121,12 +140,25 @@ struct VulkanSliceForward::Kernels {
             return std::make_unique<VulkanKernel>(c, spirv, words, buffers, static_cast<uint32_t>(push), name);
         };
         const size_t mm = sizeof(VulkanMatmulParams);
-        f32 = make(TESSERA_SPIRV(matvec_f32), 3, mm, "matvec_f32");
-        f16 = make(TESSERA_SPIRV(matvec_f16), 3, mm, "matvec_f16");
-        q8_0 = make(TESSERA_SPIRV(matvec_q8_0), 3, mm, "matvec_q8_0");
-        q4_0 = make(TESSERA_SPIRV(matvec_q4_0), 3, mm, "matvec_q4_0");
-        q4_k = make(TESSERA_SPIRV(matvec_q4_k), 3, mm, "matvec_q4_k");
-        q6_k = make(TESSERA_SPIRV(matvec_q6_k), 3, mm, "matvec_q6_k");
+        const auto product_of = [&](QuantType t, const uint32_t* spirv, size_t words, const char* name) {
+            products.emplace(t, make(spirv, words, 3, mm, name));
+        };
+        product_of(QuantType::F32, TESSERA_SPIRV(matvec_f32), "matvec_f32");
+        product_of(QuantType::F16, TESSERA_SPIRV(matvec_f16), "matvec_f16");
+        product_of(QuantType::BF16, TESSERA_SPIRV(matvec_bf16), "matvec_bf16");
+        product_of(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0), "matvec_q8_0");
+        product_of(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0), "matvec_q4_0");
+        product_of(QuantType::Q4_1, TESSERA_SPIRV(matvec_q4_1), "matvec_q4_1");
+        product_of(QuantType::Q5_0, TESSERA_SPIRV(matvec_q5_0), "matvec_q5_0");
+        product_of(QuantType::Q5_1, TESSERA_SPIRV(matvec_q5_1), "matvec_q5_1");
+        product_of(QuantType::IQ4_NL, TESSERA_SPIRV(matvec_iq4_nl), "matvec_iq4_nl");
+        product_of(QuantType::MXFP4, TESSERA_SPIRV(matvec_mxfp4), "matvec_mxfp4");
+        product_of(QuantType::Q2_K, TESSERA_SPIRV(matvec_q2_k), "matvec_q2_k");
+        product_of(QuantType::Q3_K, TESSERA_SPIRV(matvec_q3_k), "matvec_q3_k");
+        product_of(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k), "matvec_q4_k");
+        product_of(QuantType::Q5_K, TESSERA_SPIRV(matvec_q5_k), "matvec_q5_k");
+        product_of(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), "matvec_q6_k");
+        product_of(QuantType::IQ4_XS, TESSERA_SPIRV(matvec_iq4_xs), "matvec_iq4_xs");
         quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
         quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
         norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");
@@ -134,30 +166,27 @@ struct VulkanSliceForward::Kernels {
         swiglu = make(TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
         geglu = make(TESSERA_SPIRV(geglu), 2, 8, "geglu");
         add_rows = make(TESSERA_SPIRV(add_rows), 2, 4, "add_rows");
+        scale_rows = make(TESSERA_SPIRV(scale_rows), 2, 8, "scale_rows");
         add_units = make(TESSERA_SPIRV(add_units), 2, sizeof(VulkanAddUnitsParams), "add_units");
-        sum_units = make(TESSERA_SPIRV(sum_units), 2, 16, "sum_units");
+        sum_units = make(TESSERA_SPIRV(sum_units), 2, 20, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
         attention = make(TESSERA_SPIRV(attention), 5, sizeof(VulkanAttentionParams), "attention");
     }
     VulkanKernel& product(QuantType t) const {
-        switch (t) {
-            case QuantType::F32: return *f32;
-            case QuantType::F16: return *f16;
-            case QuantType::Q8_0: return *q8_0;
-            case QuantType::Q4_0: return *q4_0;
-            case QuantType::Q4_K: return *q4_k;
-            case QuantType::Q6_K: return *q6_k;
-            default: throw make_error("internal: no Vulkan product for {}", quant_type_name(t));
-        }
+        const auto it = products.find(t);
+        if (it == products.end()) throw make_error("internal: no Vulkan product for {}", quant_type_name(t));
+        return *it->second;
     }
-    std::unique_ptr<VulkanKernel> f32, f16, q8_0, q4_0, q4_k, q6_k, quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        geglu, add_rows, add_units, sum_units, add_bias, kv_store, attention;
+    std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
+    std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
+        geglu, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention;
 };
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;
     std::unique_ptr<VulkanBuffer> post_attn_norm, post_ffn_norm;  // Gemma's (null: none)
+    DeviceMatrix router, gate_exps, up_exps, down_exps;  // a mixture of experts (router.buffer set)
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::unique_ptr<VulkanBuffer> k_cache, v_cache;
     int window = 0;
@@ -172,7 +201,9 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const auto refuse = [](const std::string& what) {
         throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
     };
-    if (hp.has_experts()) refuse("a mixture of experts");
+    if (hp.has_experts() && (slice.n_ffn() != hp.n_ff || slice.n_experts() != hp.n_expert)) {
+        refuse("a tensor-parallel share of a mixture of experts");
+    }
     if (hp.family->activation == FfnActivation::kSwigluOai) refuse("gpt-oss's clamped SwiGLU");
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.track_attention) refuse("attention tracking (--context-full evict)");
@@ -225,6 +256,9 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - slice.layer_begin)];
         if (!w.wo_bias.empty() || !w.attn_sinks.empty()) refuse("attention sinks and output biases (gpt-oss)");
+        if (!w.router_bias.empty() || !w.gate_exps_bias.empty() || !w.up_exps_bias.empty() || !w.down_exps_bias.empty()) {
+            refuse("biased experts (gpt-oss)");
+        }
         Layer l;
         l.attn_norm = floats(w.attn_norm);
         l.ffn_norm = floats(w.ffn_norm);
@@ -249,7 +283,13 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.k_cache = cache(kv_types_.k);
             l.v_cache = cache(kv_types_.v);
         }
-        if (n_ffn_ > 0) {
+        if (hp.has_experts()) {
+            // Every expert, stacked as in the file; a token's k are bands of rows.
+            l.router = matrix(w.router, "ffn_gate_inp", layer, 0, w.router.rows, 0, w.router.cols);
+            l.gate_exps = matrix(w.gate_exps, "ffn_gate_exps", layer, w.gate_exps.row_begin, w.gate_exps.rows, 0, w.gate_exps.cols);
+            l.up_exps = matrix(w.up_exps, "ffn_up_exps", layer, w.up_exps.row_begin, w.up_exps.rows, 0, w.up_exps.cols);
+            l.down_exps = matrix(w.down_exps, "ffn_down_exps", layer, w.down_exps.row_begin, w.down_exps.rows, 0, w.down_exps.cols);
+        } else if (n_ffn_ > 0) {
             l.w_gate = matrix(w.w_gate, "ffn_gate", layer, slice.ffn_begin, n_ffn_, 0, w.w_gate.cols);
             l.w_up = matrix(w.w_up, "ffn_up", layer, slice.ffn_begin, n_ffn_, 0, w.w_up.cols);
             l.w_down = matrix(w.w_down, "ffn_down", layer, 0, w.w_down.rows, slice.ffn_begin, n_ffn_);
@@ -279,6 +319,10 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     act_q8_k_ = device_buffer(sb.q8_k);
     scores_rows_ = sb.scores_rows;
     scores_ = device_buffer(sb.scores);
+    if (hp.has_experts()) {
+        router_logits_ = std::make_unique<VulkanBuffer>(*context_, sb.router, VulkanMemory::kHost);
+        expert_scale_ = std::make_unique<VulkanBuffer>(*context_, sb.expert_scale, VulkanMemory::kHost);
+    }
     if (slice.n_vocab_rows() > 0) logits_ = std::make_unique<VulkanBuffer>(*context_, sb.logits, VulkanMemory::kHost);
     std::vector<std::pair<float, float>> rope_keys;  // each table's (base, scale)
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
@@ -397,6 +441,7 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
 void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
                                      int64_t unit_cols) {
     dot_units_ = (w.cols + unit_cols - 1) / unit_cols;
+    dot_experts_ = 1;
     record_product(cb, w, act, n_tok, *dots_, w.rows * dot_units_, unit_cols);
 }
 
@@ -483,7 +528,7 @@ void VulkanSliceForward::record_ffn(VkCommandBuffer cb, int layer, int n_tok) {
 void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm) {
     const int64_t n_embd = hparams_.n_embd;
     if (post_norm == nullptr) {
-        const VulkanAddUnitsParams p{u32(n_embd), u32(dot_units_), u32(n_tok), u32(n_embd)};
+        const VulkanAddUnitsParams p{u32(n_embd), u32(dot_units_), u32(n_tok), u32(n_embd), u32(dot_experts_)};
         kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), x_.get()}), &p, groups(n_embd),
                                     u32(n_tok));
         return;
@@ -493,6 +538,76 @@ void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok, const Vu
     record_norm(cb, *out_, *post_norm, *h_, n_tok, n_embd);
     const uint32_t n = u32(n_tok * n_embd);
     kernels_->add_rows->record(cb, kernels_->add_rows->bind({x_.get(), h_.get()}), &n, groups(n));
+}
+
+void VulkanSliceForward::record_router(VkCommandBuffer cb, int layer, int n_tok) {
+    const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
+    new_input();
+    record_norm(cb, *x_, *l.ffn_norm, *h_, n_tok, hparams_.n_embd);
+    record_product(cb, l.router, record_activation(cb, l.router.type, *h_, n_tok, hparams_.n_embd), n_tok,
+                   *router_logits_, hparams_.n_expert, 0);
+}
+
+void VulkanSliceForward::choose_experts(int n_tok) {
+    const ModelHParams& hp = hparams_;
+    const auto n_expert = static_cast<size_t>(hp.n_expert), k = static_cast<size_t>(hp.n_expert_used);
+    router_rows_.resize(static_cast<size_t>(n_tok) * n_expert);
+    router_logits_->download(router_rows_.data(), router_rows_.size() * 4);
+    choices_.resize(static_cast<size_t>(n_tok) * k);
+    std::vector<float> weights(choices_.size());
+    for (size_t t = 0; t < static_cast<size_t>(n_tok); ++t) {
+        route_token(*hp.family, std::span<float>(router_rows_.data() + t * n_expert, n_expert),
+                    std::span<ExpertChoice>(choices_.data() + t * k, k));
+        for (size_t i = 0; i < k; ++i) weights[t * k + i] = choices_[t * k + i].weight;
+    }
+    expert_scale_->upload(weights.data(), weights.size() * 4);
+}
+
+// Each token's k experts (choose_experts) over h_ (the FFN's normed input,
+// and its converted activation, kept from record_router): gate and up of
+// the expert's band of rows, the gating times the router's weight, the down
+// product's units into dots_ as [token][expert][row][unit].
+void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok) {
+    const ModelHParams& hp = hparams_;
+    const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
+    const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff, k = hp.n_expert_used;
+    const int64_t pairs = static_cast<int64_t>(n_tok) * k;
+    const auto expert_rows = [&](const DeviceMatrix& w, int64_t first_row, int64_t rows, const VulkanBuffer& act,
+                                 int64_t x_row, const VulkanBuffer& y, int64_t y_begin, int64_t unit_cols) {
+        const int64_t block = layout_of(w.type).block_size, row_blocks = w.cols / block;
+        const int64_t units = unit_cols > 0 ? (w.cols + unit_cols - 1) / unit_cols : 1;
+        const int64_t unit_blocks = unit_cols > 0 ? unit_cols / block : row_blocks;
+        VulkanMatmulParams p{u32(unit_blocks), u32(units), u32(rows), u32(row_blocks), u32(first_row * row_blocks),
+                             u32(row_blocks), u32(rows * units), 1, u32(row_blocks)};
+        p.x_begin = u32(x_row);
+        p.y_begin = u32(y_begin);
+        VulkanKernel& kernel = kernels_->product(w.type);
+        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, groups(rows * units), 1);
+    };
+    const VulkanBuffer& h_gate = record_activation(cb, l.gate_exps.type, *h_, n_tok, n_embd);
+    for (int64_t j = 0; j < pairs; ++j) {
+        const int e = choices_[static_cast<size_t>(j)].expert;
+        expert_rows(l.gate_exps, e * n_ff, n_ff, h_gate, j / k, *gate_, j * n_ff, 0);
+    }
+    const VulkanBuffer& h_up = record_activation(cb, l.up_exps.type, *h_, n_tok, n_embd);
+    for (int64_t j = 0; j < pairs; ++j) {
+        const int e = choices_[static_cast<size_t>(j)].expert;
+        expert_rows(l.up_exps, e * n_ff, n_ff, h_up, j / k, *up_, j * n_ff, 0);
+    }
+    const uint32_t glu[2] = {u32(n_ff), u32(pairs)};
+    VulkanKernel& gate = hp.family->activation == FfnActivation::kGelu ? *kernels_->geglu : *kernels_->swiglu;
+    gate.record(cb, gate.bind({gate_.get(), up_.get()}), glu, groups(n_ff), u32(pairs));
+    kernels_->scale_rows->record(cb, kernels_->scale_rows->bind({gate_.get(), expert_scale_.get()}), glu, groups(n_ff),
+                                 u32(pairs));
+    new_input();
+    const VulkanBuffer& act = record_activation(cb, l.down_exps.type, *gate_, static_cast<int>(pairs), n_ff);
+    const int64_t unit_cols = units_.ffn_channels;
+    dot_units_ = (n_ff + unit_cols - 1) / unit_cols;
+    dot_experts_ = k;
+    for (int64_t j = 0; j < pairs; ++j) {
+        const int e = choices_[static_cast<size_t>(j)].expert;
+        expert_rows(l.down_exps, e * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols);
+    }
 }
 
 void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
@@ -516,13 +631,37 @@ void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
     const size_t bytes = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd) * 4;
     prepare_rope(pos0, n_tok);
     x_->upload(x, bytes);
-    context_->run([&](VkCommandBuffer cb) {
-        record_host_to_compute(cb);
-        for (int layer = weights_.slice.layer_begin; layer < weights_.slice.layer_end; ++layer) {
-            record_layer(cb, layer, pos0, n_tok);
-        }
-        record_compute_to_host(cb);
-    });
+    // One submission for every layer of a dense slice. A mixture of experts
+    // ends one at each router: the host chooses the experts (as the CPU's
+    // route_token chooses them), and the next submission starts with them.
+    const bool moe = hparams_.has_experts();
+    int layer = slice.layer_begin;
+    bool routed = false;  // the next submission starts with `layer`'s experts
+    while (layer < slice.layer_end) {
+        context_->run([&](VkCommandBuffer cb) {
+            record_host_to_compute(cb);
+            for (; layer < slice.layer_end; ++layer) {
+                const Layer& l = layers_[static_cast<size_t>(layer - slice.layer_begin)];
+                if (routed) {
+                    record_experts(cb, layer, n_tok);
+                    record_add_dots(cb, n_tok, l.post_ffn_norm.get());
+                    routed = false;
+                    continue;
+                }
+                if (!moe) {
+                    record_layer(cb, layer, pos0, n_tok);
+                    continue;
+                }
+                record_attention(cb, layer, pos0, n_tok);
+                record_add_dots(cb, n_tok, l.post_attn_norm.get());
+                record_router(cb, layer, n_tok);
+                routed = true;
+                break;
+            }
+            record_compute_to_host(cb);
+        });
+        if (routed) choose_experts(n_tok);
+    }
     x_->download(x, bytes);
 }
 
@@ -582,7 +721,7 @@ void VulkanSliceForward::check_rows(int n_tok) const {
 void VulkanSliceForward::new_input() { q8_0_of_ = q8_k_of_ = nullptr; }
 
 void VulkanSliceForward::record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float) {
-    const uint32_t p[4] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), as_float ? 1u : 0u};
+    const uint32_t p[5] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), as_float ? 1u : 0u, u32(dot_experts_)};
     kernels_->sum_units->record(cb, kernels_->sum_units->bind({dots_.get(), &out}), p, groups(hparams_.n_embd),
                                 u32(n_tok));
 }
@@ -608,6 +747,7 @@ void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::sp
 
 void VulkanSliceForward::ffn_partial_of(int layer, const float* x, int n_tok, double* partial) {
     check_rows(n_tok);
+    if (hparams_.has_experts()) throw make_error("internal: a mixture of experts' partial asked of the Vulkan backend");
     const size_t n = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd);
     if (n_ffn_ == 0) {
         std::fill(partial, partial + n, 0.0);

@@ -7,7 +7,7 @@
 // bit and a GPU node can join an --exact plan.
 //
 // What runs here (the rest is refused by name when the slice is built):
-// dense FFNs with SwiGLU or GELU, grouped-query attention with RoPE (both
+// dense FFNs and mixtures of experts (whole layers) with SwiGLU or GELU, grouped-query attention with RoPE (both
 // layouts), Q/K/V biases, Q/K norms, post-norms, soft caps and sliding windows; F32, F16, Q8_0, Q4_0, Q4_K
 // and Q6_K weights; keys cached in F32 or F16, values in those or Q8_0 and
 // Q4_0; one sequence.
@@ -17,6 +17,7 @@
 #include "gpu/vulkan_kernel.h"
 #include "model/layer_block.h"
 #include "model/llama_model.h"
+#include "model/moe_router.h"
 #include "model/reduction_units.h"
 #include "model/slice_forward.h"
 #include "ops/rope.h"
@@ -103,6 +104,11 @@ private:
     void record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok);
     void record_ffn(VkCommandBuffer cb, int layer, int n_tok);
     void record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    // A mixture of experts' FFN: the norm and router (read back), the host's
+    // choice, then the chosen experts' products.
+    void record_router(VkCommandBuffer cb, int layer, int n_tok);
+    void choose_experts(int n_tok);
+    void record_experts(VkCommandBuffer cb, int layer, int n_tok);
     // The head's rows of h into logits_, and read back with the bias.
     void record_head(VkCommandBuffer cb, const VulkanBuffer& h, int n_tok);
     void read_head(int n_tok, float* logits, int64_t stride);
@@ -126,7 +132,11 @@ private:
     // Scratch for n_batch rows.
     int n_kv_ = 0, n_q_heads_ = 0;  // this share's KV and query heads
     int64_t q_begin_ = 0, q_width_ = 0, kv_begin_ = 0, kv_width_ = 0, n_ffn_ = 0;
-    int64_t dot_units_ = 1;  // unit dots per row in dots_
+    int64_t dot_units_ = 1;    // unit dots per row in dots_
+    int64_t dot_experts_ = 1;  // dot rows per token in dots_ (a mixture of experts' k)
+    std::unique_ptr<VulkanBuffer> router_logits_, expert_scale_;  // host memory: the router's rows, the choices' weights
+    std::vector<float> router_rows_;
+    std::vector<ExpertChoice> choices_;
     int bands_ = 1, first_band_ = 0;
     BandSink on_band_;
     std::unique_ptr<VulkanBuffer> partial_;

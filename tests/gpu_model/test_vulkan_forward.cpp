@@ -95,8 +95,10 @@ RandomModelSpec small_spec(QuantType type) {
 
 TEST(VulkanForward, EveryWeightTypeGivesTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_types");
-    for (QuantType type :
-         {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K}) {
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16, QuantType::Q8_0, QuantType::Q4_0,
+                           QuantType::Q4_1, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
+                           QuantType::Q2_K, QuantType::Q3_K, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
+                           QuantType::IQ4_XS}) {
         const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
         write_random_model(small_spec(type), path);
         // Batches of 16: every row attends rowwise; one batch of 40: as a prompt.
@@ -157,6 +159,22 @@ TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
         write_random_model(spec, path);
         EXPECT_EQ(compare(path, 16, QuantType::F16), "") << family << ", batches of 16";
         EXPECT_EQ(compare(path, 64, QuantType::F16), "") << family << ", one batch";
+    }
+}
+
+// Mixtures of experts (whole layers): the router read back, the experts
+// chosen on the host as the CPU chooses them, their products on the device.
+TEST(VulkanForward, MixturesOfExpertsGiveTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_moe");
+    for (const std::string family : {"qwen3moe", "mixtral"}) {
+        for (QuantType type : {QuantType::Q4_0, QuantType::Q4_K}) {
+            RandomModelSpec spec = small_spec(type);
+            apply_model_preset(spec, family);
+            const std::string path = dir + "/" + family + "-" + quant_type_name(type) + ".gguf";
+            write_random_model(spec, path);
+            EXPECT_EQ(compare(path, 16, QuantType::F16), "") << family << " " << quant_type_name(type) << ", batches of 16";
+            EXPECT_EQ(compare(path, 64, QuantType::F16), "") << family << " " << quant_type_name(type) << ", one batch";
+        }
     }
 }
 
@@ -247,27 +265,27 @@ TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
 
 TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const std::string dir = test::scratch_dir("vulkan_forward_refused");
-    RandomModelSpec spec = small_spec(QuantType::Q5_K);
-    const std::string path = dir + "/q5k.gguf";
+    RandomModelSpec spec = small_spec(QuantType::IQ2_XXS);
+    const std::string path = dir + "/iq2xxs.gguf";
     write_random_model(spec, path);
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = 64;
     try {
         VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "a Q5_K model was taken";
+        FAIL() << "an IQ2_XXS model was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run Q5_K weights yet"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("does not run IQ2_XXS weights yet"), std::string::npos) << e.what();
     }
     spec = small_spec(QuantType::Q4_0);
-    apply_model_preset(spec, "qwen3moe");
-    write_random_model(spec, dir + "/moe.gguf");
-    const LlamaModel moe(dir + "/moe.gguf");
+    apply_model_preset(spec, "gpt-oss");
+    write_random_model(spec, dir + "/gpt-oss.gguf");
+    const LlamaModel oss(dir + "/gpt-oss.gguf");
     try {
-        VulkanDecoder gpu(moe, config, device_index());
-        FAIL() << "a mixture of experts was taken";
+        VulkanDecoder gpu(oss, config, device_index());
+        FAIL() << "a gpt-oss model was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("a mixture of experts"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("gpt-oss"), std::string::npos) << e.what();
     }
 }
 

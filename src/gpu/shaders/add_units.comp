@@ -9,15 +9,17 @@
 layout(local_size_x = 64) in;
 layout(std430, set = 0, binding = 0) readonly buffer Dots { float dots[]; };
 layout(std430, set = 0, binding = 1) buffer X { float x[]; };
-layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint x_stride; } p;
+layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint x_stride; uint experts; } p;
 
 void main() {
     const uint r = gl_GlobalInvocationID.x;
     const uint t = gl_GlobalInvocationID.y;
     if (r >= p.rows || t >= p.tokens) return;
     precise double sum = 0.0;
-    for (uint u = 0; u < p.units; ++u) {
-        double d = double(dots[(t * p.rows + r) * p.units + u]);
+    // Every unit of each of the token's experts (one for a dense layer): the
+    // dots are [token][expert][row][unit]; grid sums add exactly in any order.
+    for (uint e = 0; e < p.experts; ++e) for (uint u = 0; u < p.units; ++u) {
+        double d = double(dots[((t * p.experts + e) * p.rows + r) * p.units + u]);
         d = d < -65536.0 ? -65536.0 : d;
         d = d > 65536.0 ? 65536.0 : d;
         precise double snapped = (d + 1572864.0) - 1572864.0;

@@ -18,11 +18,14 @@ layout(push_constant) uniform Params {
     uint units;       // dots per row
     uint rows;
     uint row_blocks;  // blocks (elements) of a whole weight row
-    uint col_begin;   // the first block (element) of a row this product reads
+    uint col_begin;   // the first block (element) of a row this product reads; a multiple of
+                      // row_blocks skips that many whole rows (an expert's band of a stacked matrix)
     uint x_stride;    // one activation row, in blocks (F32/F16: floats)
     uint y_stride;    // one output row, in floats
     uint tokens;
     uint n_blocks;    // blocks (elements) of the whole product: the last unit takes what is left
+    uint x_begin;     // the first activation row it reads (token t reads row x_begin + t)
+    uint y_begin;     // where its output starts in y, in floats
 } p;
 
 uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
@@ -38,5 +41,5 @@ void main() {
     if (g >= p.rows * p.units || t >= p.tokens) return;
     const uint r = g / p.units, u = g % p.units;
     const uint first = u * p.blocks;
-    y[t * p.y_stride + g] = unit_dot(r, t, first, min(p.blocks, p.n_blocks - first));
+    y[p.y_begin + t * p.y_stride + g] = unit_dot(r, p.x_begin + t, first, min(p.blocks, p.n_blocks - first));
 }

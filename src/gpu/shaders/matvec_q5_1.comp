@@ -1,0 +1,5 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Q5_1 weights with Q8_0 activations (block32_types.glsl).
+#define KIND KIND_Q5_1
+#include "block32_types.glsl"
