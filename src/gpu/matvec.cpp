@@ -3,10 +3,27 @@
 #include "gpu/shaders.h"
 #include "util/error.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 
 namespace tessera {
+
+bool serial_products(const VulkanDeviceInfo& info) {
+    if (const char* v = std::getenv("TESSERA_VULKAN_PRODUCTS"); v != nullptr && *v != '\0') {
+        const std::string mode = v;
+        if (mode == "rows") return false;
+        if (mode == "dots") return true;
+        throw make_error("TESSERA_VULKAN_PRODUCTS={}: rows (a workgroup per row) or dots (an invocation per dot)", mode);
+    }
+    return info.type == "cpu";
+}
+
+uint32_t product_groups(bool serial, int64_t rows, int64_t units) {
+    if (serial) return static_cast<uint32_t>((rows * units + 63) / 64);
+    return static_cast<uint32_t>(std::min<int64_t>(rows, 65535));
+}
 
 namespace {
 
@@ -28,7 +45,7 @@ std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t 
 
 }  // namespace
 
-VulkanMatvec::VulkanMatvec(VulkanContext& context) : context_(context) {
+VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial) : context_(context), serial_(serial) {
     const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
         return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
     };
@@ -48,8 +65,9 @@ std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t
     const auto xb = filled(context_, x, x_bytes);
     VulkanBuffer yb(context_, static_cast<size_t>(rows) * 4);
     const auto n_rows = static_cast<uint32_t>(rows);
-    const Params p{a, 1, n_rows, a, 0, a, n_rows, 1, a};
-    kernel.run({wb.get(), xb.get(), &yb}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
+    Params p{a, 1, n_rows, a, 0, a, n_rows, 1, a};
+    p.serial = serial_ ? 1 : 0;
+    kernel.run({wb.get(), xb.get(), &yb}, &p, product_groups(serial_, rows, 1));
     std::vector<float> y(static_cast<size_t>(rows));
     yb.download(y.data(), y.size() * 4);
     return y;

@@ -15,7 +15,8 @@ namespace tessera {
 
 class VulkanMatvec {
 public:
-    explicit VulkanMatvec(VulkanContext& context);
+    // serial: an invocation per dot; else a workgroup per row (gpu/shaders.h).
+    VulkanMatvec(VulkanContext& context, bool serial);
     ~VulkanMatvec();
 
     // w: rows x n floats, row-major; x: n floats.
@@ -37,6 +38,7 @@ private:
                               const void* w, int rows, int n, const void* x);
 
     VulkanContext& context_;
+    bool serial_;
     std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;
 };
 

@@ -49,10 +49,19 @@ TESSERA_SHADER(attention)
 
 namespace tessera {
 
+// How a device runs the products (matmul_common.glsl): a workgroup per row
+// on GPUs, an invocation per dot where the device is a CPU (lavapipe), or as
+// TESSERA_VULKAN_PRODUCTS says ("rows" or "dots", for tests and benchmarks).
+struct VulkanDeviceInfo;
+bool serial_products(const VulkanDeviceInfo& info);
+// The workgroups of a product of `rows` rows (and `units` dots a row).
+uint32_t product_groups(bool serial, int64_t rows, int64_t units);
+
 // matmul_common.glsl.
 struct VulkanMatmulParams {
     uint32_t blocks, units, rows, row_blocks, col_begin, x_stride, y_stride, tokens, n_blocks;
     uint32_t x_begin = 0, y_begin = 0;
+    uint32_t serial = 0;  // 1: an invocation per dot (CPU devices); 0: a workgroup per row
 };
 // rope.comp.
 struct VulkanRopeParams {

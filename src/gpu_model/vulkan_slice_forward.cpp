@@ -251,6 +251,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
                          info.device_local_bytes / 1048576.0, info.device_local_bytes);
     }
     kernels_ = std::make_unique<Kernels>(*context_);
+    serial_ = serial_products(info);
 
     const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
@@ -432,10 +433,11 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
     // Units of unit_cols columns, the last one what is left (model/reduction_units.h).
     const int64_t units = unit_cols > 0 ? (w.cols + unit_cols - 1) / unit_cols : 1;
     const int64_t unit_blocks = unit_cols > 0 ? unit_cols / block : row_blocks;
-    const VulkanMatmulParams p{u32(unit_blocks),    u32(units),    u32(w.rows), u32(row_blocks), 0,
-                               u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
+    VulkanMatmulParams p{u32(unit_blocks),    u32(units),    u32(w.rows), u32(row_blocks), 0,
+                         u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
+    p.serial = serial_ ? 1 : 0;
     VulkanKernel& k = kernels_->product(w.type);
-    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, groups(w.rows * units), u32(n_tok));
+    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units), u32(n_tok));
 }
 
 void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
@@ -581,8 +583,9 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
                              u32(row_blocks), u32(rows * units), 1, u32(row_blocks)};
         p.x_begin = u32(x_row);
         p.y_begin = u32(y_begin);
+        p.serial = serial_ ? 1 : 0;
         VulkanKernel& kernel = kernels_->product(w.type);
-        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, groups(rows * units), 1);
+        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, rows, units), 1);
     };
     const VulkanBuffer& h_gate = record_activation(cb, l.gate_exps.type, *h_, n_tok, n_embd);
     for (int64_t j = 0; j < pairs; ++j) {

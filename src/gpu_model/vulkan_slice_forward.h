@@ -130,6 +130,7 @@ private:
     std::unique_ptr<VulkanBuffer> output_norm_;
     DeviceMatrix output_;
     // Scratch for n_batch rows.
+    bool serial_ = false;  // products an invocation per dot (gpu/shaders.h's serial_products)
     int n_kv_ = 0, n_q_heads_ = 0;  // this share's KV and query heads
     int64_t q_begin_ = 0, q_width_ = 0, kv_begin_ = 0, kv_width_ = 0, n_ffn_ = 0;
     int64_t dot_units_ = 1;    // unit dots per row in dots_

@@ -55,7 +55,8 @@ TEST(VulkanDevices, ABufferBeyondTheDeviceIsAClearError) {
 
 TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    VulkanMatvec matvec(context);
+    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
+    VulkanMatvec matvec(context, serial);
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 1}, {3, 15}, {17, 16}, {65, 33}, {130, 257}, {64, 1024}}) {
@@ -69,11 +70,13 @@ TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
                 << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << expected;
         }
     }
+    }
 }
 
 TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    VulkanMatvec matvec(context);
+    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
+    VulkanMatvec matvec(context, serial);
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(12);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -99,11 +102,13 @@ TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
                 << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << acc;
         }
     }
+    }
 }
 
 TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    VulkanMatvec matvec(context);
+    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
+    VulkanMatvec matvec(context, serial);
     std::mt19937 rng(13);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 1}, {3, 7}, {65, 33}, {130, 257}}) {
@@ -118,11 +123,13 @@ TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
                 << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << expected;
         }
     }
+    }
 }
 
 TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    VulkanMatvec matvec(context);
+    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
+    VulkanMatvec matvec(context, serial);
     const QuantTraits& q4 = require_compute_traits(QuantType::Q4_0, "test");
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(14);
@@ -152,6 +159,7 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
                 << rows << "x" << n << " row " << r << ": " << y[static_cast<size_t>(r)] << " vs " << acc;
         }
     }
+    }
 }
 
 // K-quant rows against Q8_K activations: Q4_K against the order written out
@@ -159,7 +167,8 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
 // canonical block step).
 TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    VulkanMatvec matvec(context);
+    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
+    VulkanMatvec matvec(context, serial);
     std::mt19937 rng(15);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 256}, {5, 512}, {67, 2048}}) {
@@ -201,6 +210,7 @@ TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
             ASSERT_TRUE(same_bits(y6[static_cast<size_t>(r)], q6))
                 << "Q6_K " << rows << "x" << n << " row " << r << ": " << y6[static_cast<size_t>(r)] << " vs " << q6;
         }
+    }
     }
 }
 

@@ -58,30 +58,27 @@ int code(uint wo, uint i) {
 float e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23)); }
 #endif
 
-float unit_dot(uint r, uint t, uint first, uint count) {
-    precise float acc = 0.0;
-    for (uint b = 0; b < count; ++b) {
-        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * kBytes;
-        const uint xo = (t * p.x_stride + first + b) * 34u;
-        int s = 0, sum_x = 0;
-        for (uint i = 0; i < 32u; ++i) {
-            const int xi = signed_byte(x_byte(xo + 2u + i));
-            s += code(wo, i) * xi;
-            sum_x += xi;
-        }
-        const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
+void block_term(uint r, uint t, uint b, out float a, out float d) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * kBytes;
+    const uint xo = (t * p.x_stride + b) * 34u;
+    int s = 0, sum_x = 0;
+    for (uint i = 0; i < 32u; ++i) {
+        const int xi = signed_byte(x_byte(xo + 2u + i));
+        s += code(wo, i) * xi;
+        sum_x += xi;
+    }
+    const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
 #if KIND == KIND_Q4_1 || KIND == KIND_Q5_1
-        precise float ds = w_half(wo) * float(s);
-        const float block = exact_fma(w_half(wo + 2u), float(sum_x), ds);
-        acc = exact_fma(dx, block, acc);
+    precise float ds = w_half(wo) * float(s);
+    a = dx;
+    d = exact_fma(w_half(wo + 2u), float(sum_x), ds);
 #else
 #if KIND == KIND_MXFP4
-        precise float d = e8m0_half(w_byte(wo)) * dx;
+    precise float dd = e8m0_half(w_byte(wo)) * dx;
 #else
-        precise float d = w_half(wo) * dx;
+    precise float dd = w_half(wo) * dx;
 #endif
-        acc = exact_fma(float(s), d, acc);
+    a = float(s);
+    d = dd;
 #endif
-    }
-    return acc;
 }

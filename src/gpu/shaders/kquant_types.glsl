@@ -70,52 +70,48 @@ int sub_scale(uint wo, uint j) {
 }
 #endif
 
-float unit_dot(uint r, uint t, uint first, uint count) {
-    precise float acc = 0.0;
-    for (uint b = 0; b < count; ++b) {
-        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * kBytes;
-        const uint xo = (t * p.x_stride + first + b) * 292u;
-        const float dx = uintBitsToFloat(x[xo >> 2]);
+void block_term(uint r, uint t, uint b, out float a, out float d) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * kBytes;
+    const uint xo = (t * p.x_stride + b) * 292u;
+    a = uintBitsToFloat(x[xo >> 2]);  // d_x: every type's step is fma(d_x, block, acc)
 #if KIND == KIND_Q5_K
-        int scaled = 0, mins = 0;
-        for (uint j = 0; j < 8u; ++j) {
-            int sc, m;
-            scale_min(wo + 4u, j, sc, m);
-            int s = 0;
-            for (uint l = 0; l < 32u; ++l) s += code(wo, 32u * j + l) * x_code(xo, 32u * j + l);
-            scaled += sc * s;
-            mins += m * (x_sum16(xo, 2u * j) + x_sum16(xo, 2u * j + 1u));
-        }
-        precise float ds = w_half(wo) * float(scaled);
-        acc = exact_fma(dx, exact_fma(-w_half(wo + 2u), float(mins), ds), acc);
+    int scaled = 0, mins = 0;
+    for (uint j = 0; j < 8u; ++j) {
+        int sc, m;
+        scale_min(wo + 4u, j, sc, m);
+        int s = 0;
+        for (uint l = 0; l < 32u; ++l) s += code(wo, 32u * j + l) * x_code(xo, 32u * j + l);
+        scaled += sc * s;
+        mins += m * (x_sum16(xo, 2u * j) + x_sum16(xo, 2u * j + 1u));
+    }
+    precise float ds = w_half(wo) * float(scaled);
+    d = exact_fma(-w_half(wo + 2u), float(mins), ds);
 #elif KIND == KIND_Q2_K
-        int scaled = 0, mins = 0;
-        for (uint j = 0; j < 16u; ++j) {
-            int s = 0;
-            for (uint l = 0; l < 16u; ++l) s += low2(wo, 16u * j + l) * x_code(xo, 16u * j + l);
-            const uint sc = w_byte(wo + j);
-            scaled += int(sc & 15u) * s;
-            mins += int(sc >> 4) * x_sum16(xo, j);
-        }
-        precise float ds = w_half(wo + 80u) * float(scaled);
-        acc = exact_fma(dx, exact_fma(-w_half(wo + 82u), float(mins), ds), acc);
+    int scaled = 0, mins = 0;
+    for (uint j = 0; j < 16u; ++j) {
+        int s = 0;
+        for (uint l = 0; l < 16u; ++l) s += low2(wo, 16u * j + l) * x_code(xo, 16u * j + l);
+        const uint sc = w_byte(wo + j);
+        scaled += int(sc & 15u) * s;
+        mins += int(sc >> 4) * x_sum16(xo, j);
+    }
+    precise float ds = w_half(wo + 80u) * float(scaled);
+    d = exact_fma(-w_half(wo + 82u), float(mins), ds);
 #else
 #if KIND == KIND_Q3_K
-        const uint subs = 16u, width = 16u;
-        const float d = w_half(wo + 108u);
+    const uint subs = 16u, width = 16u;
+    const float scale = w_half(wo + 108u);
 #else
-        const uint subs = 8u, width = 32u;
-        const float d = w_half(wo);
+    const uint subs = 8u, width = 32u;
+    const float scale = w_half(wo);
 #endif
-        int total = 0;
-        for (uint j = 0; j < subs; ++j) {
-            int s = 0;
-            for (uint l = 0; l < width; ++l) s += code(wo, width * j + l) * x_code(xo, width * j + l);
-            total += sub_scale(wo, j) * s;
-        }
-        precise float ds = d * float(total);
-        acc = exact_fma(dx, ds, acc);
-#endif
+    int total = 0;
+    for (uint j = 0; j < subs; ++j) {
+        int s = 0;
+        for (uint l = 0; l < width; ++l) s += code(wo, width * j + l) * x_code(xo, width * j + l);
+        total += sub_scale(wo, j) * s;
     }
-    return acc;
+    precise float ds = scale * float(total);
+    d = ds;
+#endif
 }

@@ -1,13 +1,28 @@
-// What every matrix product shader shares: its parameters and which dot an
-// invocation computes. A product of `rows` weight rows by `tokens` activation
-// rows; each row's columns (from block col_begin on) are cut into `units`
-// dots of `blocks` blocks each (F32/F16: elements; the last one what is
-// left of n_blocks), every dot in the
-// canonical order from zero: units = 1 is the plain product, more are the
-// reduction units of wo and w_down (model/reduction_units.h) that
-// add_units.comp snaps and sums. Invocation x = r * units + u, y = token t;
-// the dot goes to y[t * y_stride + r * units + u]. Activation rows hold only
-// the product's own columns (x_stride blocks or floats apart).
+// What every matrix product shader shares: its parameters and the order of
+// its sums. A product of `rows` weight rows by `tokens` activation rows; each
+// row's columns (from block col_begin on) are cut into `units` dots of
+// `blocks` blocks each (F32/F16/BF16: elements; the last one what is left of
+// n_blocks), every dot in the canonical order from zero: units = 1 is the
+// plain product, more are the reduction units of wo and w_down
+// (model/reduction_units.h) that add_units.comp snaps and sums. Dot u of row
+// r and token t goes to y[y_begin + t * y_stride + r * units + u]; activation
+// rows hold only the product's own columns (x_stride blocks or floats apart).
+//
+// One workgroup per row and token (rows beyond the dispatch's width loop),
+// so the threads read a row's blocks side by side:
+//   block types define block_term(r, t, b, a, d): block b's step of the
+//     canonical chain, acc = fma(a, d, acc) (ops/row_groups.h). The threads
+//     compute the steps' terms (the exact integer sums, the scales) in
+//     parallel into shared memory; then one thread per unit runs its chain
+//     in block order, each fma rounded once;
+//   float types (FLOAT_ROWS) define element(r, i): the 16 lanes of each
+//     unit's canonical dot (ops/float_canonical.h) run on 16 threads, lane j
+//     taking elements j, j + 16, ... in order, then one thread adds the fixed
+//     tree.
+// With `serial` (devices that are CPUs, such as lavapipe, where a workgroup's
+// barriers cost more than the parallel reads win), one invocation computes a
+// whole dot instead: invocation x = r * units + u, y = token t. The order of
+// every rounding is the CPU's, whatever the thread layout.
 #include "exact_fma.glsl"
 
 layout(local_size_x = 64) in;
@@ -26,20 +41,112 @@ layout(push_constant) uniform Params {
     uint n_blocks;    // blocks (elements) of the whole product: the last unit takes what is left
     uint x_begin;     // the first activation row it reads (token t reads row x_begin + t)
     uint y_begin;     // where its output starts in y, in floats
+    uint serial;      // 1: one invocation per dot, the whole chain its own (CPU devices)
 } p;
 
 uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 int signed_byte(uint b) { return int(b << 24) >> 24; }
 
-// The dot of weight row r's blocks [first, first + count) (counted from
-// col_begin) with activation row t's same blocks.
-float unit_dot(uint r, uint t, uint first, uint count);
+#ifdef FLOAT_ROWS
+// Weight element i of row r (counted from col_begin), and activation row t's.
+float element(uint r, uint i);
+float activation(uint t, uint i);
 
-void main() {
-    const uint g = gl_GlobalInvocationID.x;
-    const uint t = gl_GlobalInvocationID.y;
+shared float lanes_of[4][16];
+
+void serial_dot() {
+    const uint g = gl_GlobalInvocationID.x, t = gl_GlobalInvocationID.y;
     if (g >= p.rows * p.units || t >= p.tokens) return;
     const uint r = g / p.units, u = g % p.units;
-    const uint first = u * p.blocks;
-    y[p.y_begin + t * p.y_stride + g] = unit_dot(r, p.x_begin + t, first, min(p.blocks, p.n_blocks - first));
+    const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
+    precise float l[16];
+    for (int j = 0; j < 16; ++j) l[j] = 0.0;
+    for (uint i = 0; i < count; ++i) l[i % 16u] = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), l[i % 16u]);
+    for (uint i = count; i % 16u != 0u; ++i) l[i % 16u] = exact_fma(0.0, 0.0, l[i % 16u]);
+    for (int s = 8; s >= 1; s /= 2) {
+        for (int j = 0; j < s; ++j) l[j] = l[j] + l[j + s];
+    }
+    y[p.y_begin + t * p.y_stride + g] = l[0];
 }
+
+void main() {
+    if (p.serial != 0u) {
+        serial_dot();
+        return;
+    }
+    const uint t = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    const uint lane = lid % 16u, slot = lid / 16u;
+    for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+        for (uint u0 = 0; u0 < p.units; u0 += 4u) {
+            const uint u = u0 + slot;
+            if (u < p.units) {
+                const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
+                precise float acc = 0.0;
+                uint i = lane;
+                for (; i < count; i += 16u) acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
+                // Padded to whole rounds of 16 with zeros, as the CPU pads.
+                if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
+                lanes_of[slot][lane] = acc;
+            }
+            barrier();
+            if (lane == 0u && u < p.units) {
+                precise float l[16];
+                for (int j = 0; j < 16; ++j) l[j] = lanes_of[slot][j];
+                for (int s = 8; s >= 1; s /= 2) {
+                    for (int j = 0; j < s; ++j) l[j] = l[j] + l[j + s];
+                }
+                y[p.y_begin + t * p.y_stride + r * p.units + u] = l[0];
+            }
+            barrier();
+        }
+    }
+}
+#else
+// Block b's step (counted from col_begin) of row r with activation row t:
+// the chain goes acc = fma(a, d, acc).
+void block_term(uint r, uint t, uint b, out float a, out float d);
+
+const uint kChunk = 1024u;  // blocks whose terms the workgroup holds at once
+shared float term_a[kChunk], term_d[kChunk];
+
+void serial_dot() {
+    const uint g = gl_GlobalInvocationID.x, t = gl_GlobalInvocationID.y;
+    if (g >= p.rows * p.units || t >= p.tokens) return;
+    const uint r = g / p.units, u = g % p.units;
+    const uint first = u * p.blocks, last = min(p.n_blocks, first + p.blocks);
+    float acc = 0.0;
+    for (uint b = first; b < last; ++b) {
+        float a, d;
+        block_term(r, p.x_begin + t, b, a, d);
+        acc = exact_fma(a, d, acc);
+    }
+    y[p.y_begin + t * p.y_stride + g] = acc;
+}
+
+void main() {
+    if (p.serial != 0u) {
+        serial_dot();
+        return;
+    }
+    const uint t = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+        float acc = 0.0;  // thread u's unit (u < units)
+        for (uint c0 = 0; c0 < p.n_blocks; c0 += kChunk) {
+            const uint c1 = min(p.n_blocks, c0 + kChunk);
+            for (uint b = c0 + lid; b < c1; b += 64u) {
+                float a, d;
+                block_term(r, p.x_begin + t, b, a, d);
+                term_a[b - c0] = a;
+                term_d[b - c0] = d;
+            }
+            barrier();
+            if (lid < p.units) {  // units <= 64 (model/reduction_units.h: at most 8)
+                const uint first = max(c0, lid * p.blocks), last = min(c1, min(p.n_blocks, (lid + 1u) * p.blocks));
+                for (uint b = first; b < last; ++b) acc = exact_fma(term_a[b - c0], term_d[b - c0], acc);
+            }
+            barrier();
+        }
+        if (lid < p.units) y[p.y_begin + t * p.y_stride + r * p.units + lid] = acc;
+    }
+}
+#endif

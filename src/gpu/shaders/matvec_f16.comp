@@ -1,23 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Products of F16 weights and float activations in the canonical float
-// order (as matvec_f32.comp, each half widened exactly first). Indexing:
-// matmul_common.glsl.
+// Products of F16 weights and float activations in the canonical float order
+// (ops/float_canonical.h), each half widened exactly; the threads' layout: matmul_common.glsl.
+#define FLOAT_ROWS
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
 
-float w_half(uint i) { return unpackHalf2x16((w[i >> 1] >> ((i & 1u) * 16u)) & 0xffffu).x; }
-
-float unit_dot(uint r, uint t, uint first, uint count) {
-    precise float lanes[16];
-    for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
-    const uint wbase = r * p.row_blocks + p.col_begin + first;
-    const uint xbase = t * p.x_stride + first;
-    for (uint i = 0; i < count; ++i) lanes[i % 16] = exact_fma(w_half(wbase + i), x[xbase + i], lanes[i % 16]);
-    for (uint i = count; i % 16 != 0; ++i) lanes[i % 16] = exact_fma(0.0, 0.0, lanes[i % 16]);
-    for (int s = 8; s >= 1; s /= 2) {
-        for (int j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
-    }
-    return lanes[0];
+float element(uint r, uint i) {
+    const uint at = r * p.row_blocks + p.col_begin + i;
+    return unpackHalf2x16((w[at >> 1] >> ((at & 1u) * 16u)) & 0xffffu).x;
 }
+float activation(uint t, uint i) { return x[t * p.x_stride + i]; }

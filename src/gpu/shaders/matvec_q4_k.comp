@@ -13,11 +13,10 @@ layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 int x_int16(uint o) { return int((x_byte(o) | (x_byte(o + 1u) << 8)) << 16) >> 16; }
 
-float unit_dot(uint r, uint t, uint first, uint count) {
-    precise float acc = 0.0;
-    for (uint b = 0; b < count; ++b) {
-        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * 144u;
-        const uint xo = (t * p.x_stride + first + b) * 292u;
+void block_term(uint r, uint t, uint b, out float a, out float d) {
+    {
+        const uint wo = (r * p.row_blocks + p.col_begin + b) * 144u;
+        const uint xo = (t * p.x_stride + b) * 292u;
         const uint so = wo + 4u;  // the 12 bytes of packed scales and mins
         int scaled = 0;
         int mins = 0;
@@ -39,12 +38,11 @@ float unit_dot(uint r, uint t, uint first, uint count) {
             scaled += int(sc) * isum;
             mins += int(m) * (x_int16(xo + 260u + 4u * j) + x_int16(xo + 262u + 4u * j));
         }
-        const float d = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
+        const float scale = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
         const float dmin = unpackHalf2x16(w_byte(wo + 2u) | (w_byte(wo + 3u) << 8)).x;
         const float dx = uintBitsToFloat(x[xo >> 2]);
-        precise float ds = d * float(scaled);
-        const float block = exact_fma(-dmin, float(mins), ds);
-        acc = exact_fma(dx, block, acc);
+        precise float ds = scale * float(scaled);
+        a = dx;
+        d = exact_fma(-dmin, float(mins), ds);
     }
-    return acc;
 }

@@ -20,11 +20,10 @@ int code(uint wo, uint i) {
     return int(low | (((qh >> (2u * k)) & 3u) << 4));
 }
 
-float unit_dot(uint r, uint t, uint first, uint count) {
-    precise float acc = 0.0;
-    for (uint b = 0; b < count; ++b) {
-        const uint wo = (r * p.row_blocks + p.col_begin + first + b) * 210u;
-        const uint xo = (t * p.x_stride + first + b) * 292u;
+void block_term(uint r, uint t, uint b, out float a, out float d) {
+    {
+        const uint wo = (r * p.row_blocks + p.col_begin + b) * 210u;
+        const uint xo = (t * p.x_stride + b) * 292u;
         int s = 0;
         for (uint j = 0; j < 16u; ++j) {
             int sub = 0;
@@ -34,10 +33,10 @@ float unit_dot(uint r, uint t, uint first, uint count) {
             }
             s += signed_byte(w_byte(wo + 192u + j)) * sub;
         }
-        const float d = unpackHalf2x16(w_byte(wo + 208u) | (w_byte(wo + 209u) << 8)).x;
+        const float scale = unpackHalf2x16(w_byte(wo + 208u) | (w_byte(wo + 209u) << 8)).x;
         const float dx = uintBitsToFloat(x[xo >> 2]);
-        precise float ds = d * float(s);
-        acc = exact_fma(dx, ds, acc);
+        precise float ds = scale * float(s);
+        a = dx;
+        d = ds;
     }
-    return acc;
 }
