@@ -14,6 +14,22 @@
 
 namespace tessera {
 
+#ifdef TESSERA_VULKAN
+namespace {
+// Whether the kernels use the device's own fma (gpu/fma_probe.h); null where
+// the device cannot be opened.
+nlohmann::json native_fma_of(const VulkanDeviceInfo& d) {
+    if (!d.shader_float64) return nullptr;
+    try {
+        VulkanContext context(d.index);
+        return context.native_fma();
+    } catch (const Error&) {
+        return nullptr;
+    }
+}
+}  // namespace
+#endif
+
 void add_devices_command(CLI::App& app) {
     auto json = std::make_shared<bool>(false);
     CLI::App* cmd = app.add_subcommand("devices", "List what this machine computes on: the CPU and its SIMD target, "
@@ -30,7 +46,8 @@ void add_devices_command(CLI::App& app) {
                                      {"device_local_bytes", d.device_local_bytes},
                                      {"max_storage_buffer_bytes", d.max_storage_buffer_bytes},
                                      {"subgroup_size", d.subgroup_size},
-                                     {"float64", d.shader_float64}});
+                                     {"float64", d.shader_float64},
+                                     {"native_fma", native_fma_of(d)}});
         }
 #else
         out["vulkan"] = nullptr;
@@ -43,10 +60,11 @@ void add_devices_command(CLI::App& app) {
 #ifdef TESSERA_VULKAN
         if (out["vulkan"].empty()) std::printf("vulkan: no device (no driver installed?)\n");
         for (const auto& d : out["vulkan"]) {
-            std::printf("vulkan:%d %s (%s), %.1f GiB device memory, buffers up to %.0f MiB, subgroups of %d%s\n",
+            std::printf("vulkan:%d %s (%s), %.1f GiB device memory, buffers up to %.0f MiB, subgroups of %d, fma %s%s\n",
                         d["index"].get<int>(), d["name"].get<std::string>().c_str(), d["type"].get<std::string>().c_str(),
                         d["device_local_bytes"].get<double>() / (1 << 30),
                         d["max_storage_buffer_bytes"].get<double>() / (1 << 20), d["subgroup_size"].get<int>(),
+                        d["native_fma"].is_null() ? "?" : d["native_fma"].get<bool>() ? "native" : "emulated from doubles",
                         d["float64"].get<bool>() ? "" : "; no 64-bit floats: its kernels cannot round as the CPU does");
         }
 #else

@@ -33,6 +33,8 @@ TESSERA_SHADER(rope)
 TESSERA_SHADER(softmax)
 TESSERA_SHADER(swiglu)
 TESSERA_SHADER(geglu)
+TESSERA_SHADER(swiglu_oai)
+TESSERA_SHADER(add_expert_bias)
 TESSERA_SHADER(soft_cap)
 TESSERA_SHADER(add_rows)
 TESSERA_SHADER(scale_rows)
@@ -41,6 +43,7 @@ TESSERA_SHADER(sum_units)
 TESSERA_SHADER(add_bias)
 TESSERA_SHADER(kv_store)
 TESSERA_SHADER(attention)
+TESSERA_SHADER(fma_probe)
 #undef TESSERA_SHADER
 
 // A shader's words and count, by name: TESSERA_SPIRV(rope) is
@@ -85,11 +88,13 @@ struct VulkanAttentionParams {
     uint32_t k_type, v_type;
     uint32_t stride;
     float soft_cap;  // 0: none
+    uint32_t has_sinks;
 };
 // add_units.comp.
 struct VulkanAddUnitsParams {
     uint32_t rows, units, tokens, x_stride;
     uint32_t experts = 1;  // dot rows per token (a mixture of experts' k)
+    uint32_t down_bias = 0;  // 1: the experts' down biases join (gpt-oss)
 };
 // add_bias.comp.
 struct VulkanAddBiasParams {

@@ -1,5 +1,7 @@
 #include "gpu/vulkan_context.h"
 
+#include "gpu/fma_probe.h"
+
 #include "util/error.h"
 
 #include <algorithm>
@@ -181,6 +183,11 @@ VulkanContext::~VulkanContext() {
     pool_ = VK_NULL_HANDLE;
     device_ = VK_NULL_HANDLE;
     instance_ = VK_NULL_HANDLE;
+}
+
+bool VulkanContext::native_fma() {
+    if (native_fma_ < 0) native_fma_ = probe_native_fma(*this) ? 1 : 0;
+    return native_fma_ == 1;
 }
 
 uint32_t VulkanContext::memory_type(uint32_t allowed_bits, VkMemoryPropertyFlags properties) const {

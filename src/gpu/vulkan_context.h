@@ -43,6 +43,9 @@ public:
     VulkanContext& operator=(const VulkanContext&) = delete;
 
     const VulkanDeviceInfo& info() const { return info_; }
+    // Whether the device's own fma rounds once (gpu/fma_probe.h), probed on
+    // first use.
+    bool native_fma();
     VkDevice device() const { return device_; }
     VkPhysicalDevice physical_device() const { return physical_; }
 
@@ -72,6 +75,7 @@ private:
     uint32_t queue_family_ = 0;
     VkCommandPool pool_ = VK_NULL_HANDLE;
     VkFence fence_ = VK_NULL_HANDLE;
+    int native_fma_ = -1;  // -1: not probed yet
 };
 
 // "vkCreateDevice failed: VK_ERROR_OUT_OF_DEVICE_MEMORY" style messages.

@@ -5,7 +5,7 @@
 namespace tessera {
 
 VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t words, int n_buffers,
-                           uint32_t push_bytes, const char* name)
+                           uint32_t push_bytes, const char* name, std::optional<bool> native_fma)
     : context_(context), n_buffers_(n_buffers), push_bytes_(push_bytes), name_(name) {
     VkDevice d = context.device();
     VkShaderModuleCreateInfo module{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
@@ -33,6 +33,11 @@ VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t
     pipeline.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     pipeline.stage.module = module_;
     pipeline.stage.pName = "main";
+    const bool use_native = native_fma.has_value() ? *native_fma : context.native_fma();  // not value_or: the probe makes a kernel too
+    const VkBool32 native = use_native ? VK_TRUE : VK_FALSE;
+    const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
+    VkSpecializationInfo specialization{1, &entry, sizeof(native), &native};
+    pipeline.stage.pSpecializationInfo = &specialization;
     pipeline.layout = layout_;
     vk_check(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &pipeline, nullptr, &pipeline_), "vkCreateComputePipelines");
 }

@@ -11,14 +11,17 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace tessera {
 
 class VulkanKernel {
 public:
+    // native_fma: the shaders' kNativeFma (shaders/exact_fma.glsl); by
+    // default the context's probe decides.
     VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t words, int n_buffers, uint32_t push_bytes,
-                 const char* name);
+                 const char* name, std::optional<bool> native_fma = std::nullopt);
     ~VulkanKernel();
     VulkanKernel(const VulkanKernel&) = delete;
     VulkanKernel& operator=(const VulkanKernel&) = delete;

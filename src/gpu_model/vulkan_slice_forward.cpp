@@ -117,7 +117,8 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
         for (const std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm,
-                                            &l.post_attn_norm, &l.post_ffn_norm}) {
+                                            &l.post_attn_norm, &l.post_ffn_norm, &l.attn_sinks, &l.wo_bias,
+                                            &l.gate_exps_bias, &l.up_exps_bias, &l.down_exps_bias}) {
             bytes += floats(*v);
         }
         bytes += matrix(l.wq, q_width, l.wq.cols) + matrix(l.wk, kv_width, l.wk.cols) + matrix(l.wv, kv_width, l.wv.cols) +
@@ -131,7 +132,8 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     if (s.outputs) bytes += floats(w.output_norm);
     bytes += matrix(w.output, s.n_vocab_rows(), w.output.cols);
     const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
-    return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores;
+    // (+ 4: the buffer bound where a kernel's optional one is not used.)
+    return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores + 4;
 }
 
 struct VulkanSliceForward::Kernels {
@@ -165,13 +167,15 @@ struct VulkanSliceForward::Kernels {
         rope = make(TESSERA_SPIRV(rope), 3, sizeof(VulkanRopeParams), "rope");
         swiglu = make(TESSERA_SPIRV(swiglu), 2, 8, "swiglu");
         geglu = make(TESSERA_SPIRV(geglu), 2, 8, "geglu");
+        swiglu_oai = make(TESSERA_SPIRV(swiglu_oai), 2, 8, "swiglu_oai");
+        add_expert_bias = make(TESSERA_SPIRV(add_expert_bias), 3, 8, "add_expert_bias");
         add_rows = make(TESSERA_SPIRV(add_rows), 2, 4, "add_rows");
         scale_rows = make(TESSERA_SPIRV(scale_rows), 2, 8, "scale_rows");
-        add_units = make(TESSERA_SPIRV(add_units), 2, sizeof(VulkanAddUnitsParams), "add_units");
-        sum_units = make(TESSERA_SPIRV(sum_units), 2, 20, "sum_units");
+        add_units = make(TESSERA_SPIRV(add_units), 5, sizeof(VulkanAddUnitsParams), "add_units");
+        sum_units = make(TESSERA_SPIRV(sum_units), 5, 24, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
-        attention = make(TESSERA_SPIRV(attention), 5, sizeof(VulkanAttentionParams), "attention");
+        attention = make(TESSERA_SPIRV(attention), 6, sizeof(VulkanAttentionParams), "attention");
     }
     VulkanKernel& product(QuantType t) const {
         const auto it = products.find(t);
@@ -180,13 +184,18 @@ struct VulkanSliceForward::Kernels {
     }
     std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
     std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        geglu, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention;
+        geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention;
+    VulkanKernel& gate(FfnActivation a) const {
+        return a == FfnActivation::kGelu ? *geglu : a == FfnActivation::kSwigluOai ? *swiglu_oai : *swiglu;
+    }
 };
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;
     std::unique_ptr<VulkanBuffer> post_attn_norm, post_ffn_norm;  // Gemma's (null: none)
     DeviceMatrix router, gate_exps, up_exps, down_exps;  // a mixture of experts (router.buffer set)
+    // gpt-oss's: the slice's heads' sinks, wo's bias, the experts' biases (null: none).
+    std::unique_ptr<VulkanBuffer> sinks, wo_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::unique_ptr<VulkanBuffer> k_cache, v_cache;
     int window = 0;
@@ -204,7 +213,6 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     if (hp.has_experts() && (slice.n_ffn() != hp.n_ff || slice.n_experts() != hp.n_expert)) {
         refuse("a tensor-parallel share of a mixture of experts");
     }
-    if (hp.family->activation == FfnActivation::kSwigluOai) refuse("gpt-oss's clamped SwiGLU");
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.track_attention) refuse("attention tracking (--context-full evict)");
     if (config.n_seq != 1) refuse("several sequences (--parallel)");
@@ -256,11 +264,15 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
         const LayerWeights& w = weights_.layers[static_cast<size_t>(layer - slice.layer_begin)];
-        if (!w.wo_bias.empty() || !w.attn_sinks.empty()) refuse("attention sinks and output biases (gpt-oss)");
-        if (!w.router_bias.empty() || !w.gate_exps_bias.empty() || !w.up_exps_bias.empty() || !w.down_exps_bias.empty()) {
-            refuse("biased experts (gpt-oss)");
-        }
         Layer l;
+        if (!w.attn_sinks.empty() && n_q_heads_ > 0) {
+            const auto first = w.attn_sinks.begin() + static_cast<std::ptrdiff_t>(slice.kv_head_begin) * hp.q_per_kv();
+            l.sinks = floats(std::vector<float>(first, first + n_q_heads_));
+        }
+        if (!w.wo_bias.empty()) l.wo_bias = floats(w.wo_bias);
+        if (!w.gate_exps_bias.empty()) l.gate_exps_bias = floats(w.gate_exps_bias);
+        if (!w.up_exps_bias.empty()) l.up_exps_bias = floats(w.up_exps_bias);
+        if (!w.down_exps_bias.empty()) l.down_exps_bias = floats(w.down_exps_bias);
         l.attn_norm = floats(w.attn_norm);
         l.ffn_norm = floats(w.ffn_norm);
         if (!w.q_bias.empty()) l.q_bias = floats(w.q_bias);
@@ -320,9 +332,11 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     act_q8_k_ = device_buffer(sb.q8_k);
     scores_rows_ = sb.scores_rows;
     scores_ = device_buffer(sb.scores);
+    unused_ = device_buffer(4);  // bound where a kernel's optional buffer is not used
     if (hp.has_experts()) {
         router_logits_ = std::make_unique<VulkanBuffer>(*context_, sb.router, VulkanMemory::kHost);
         expert_scale_ = std::make_unique<VulkanBuffer>(*context_, sb.expert_scale, VulkanMemory::kHost);
+        chosen_ = std::make_unique<VulkanBuffer>(*context_, sb.expert_scale, VulkanMemory::kHost);
     }
     if (slice.n_vocab_rows() > 0) logits_ = std::make_unique<VulkanBuffer>(*context_, sb.logits, VulkanMemory::kHost);
     std::vector<std::pair<float, float>> rope_keys;  // each table's (base, scale)
@@ -444,6 +458,7 @@ void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, 
                                      int64_t unit_cols) {
     dot_units_ = (w.cols + unit_cols - 1) / unit_cols;
     dot_experts_ = 1;
+    down_bias_ = nullptr;
     record_product(cb, w, act, n_tok, *dots_, w.rows * dot_units_, unit_cols);
 }
 
@@ -500,13 +515,14 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
     // SliceForward::kRowwiseRows attend as a prompt does on the CPU.
     const float scale = hp.query_scale > 0.0f ? hp.query_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     const VkDescriptorSet attention =
-        kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get()});
+        kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get(),
+                                   l.sinks ? l.sinks.get() : unused_.get()});
     for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
         const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_),
                                        u32(pos0),       u32(n_tok),         u32(t0),
                                        n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
                                        u32(l.window),   scale,              k_type,          v_type,
-                                       u32(q_width_),   hp.attn_soft_cap};
+                                       u32(q_width_),   hp.attn_soft_cap,   l.sinks ? 1u : 0u};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
@@ -521,25 +537,41 @@ void VulkanSliceForward::record_ffn(VkCommandBuffer cb, int layer, int n_tok) {
     record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, hp.n_embd), n_tok, *gate_, n_ffn_, 0);
     record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, hp.n_embd), n_tok, *up_, n_ffn_, 0);
     const uint32_t ps_glu[2] = {u32(n_ffn_), u32(n_tok)};
-    VulkanKernel& gate = hp.family->activation == FfnActivation::kGelu ? *kernels_->geglu : *kernels_->swiglu;
+    VulkanKernel& gate = kernels_->gate(hp.family->activation);
     gate.record(cb, gate.bind({gate_.get(), up_.get()}), ps_glu, groups(n_ffn_), u32(n_tok));
     new_input();
     record_dots(cb, l.w_down, record_activation(cb, l.w_down.type, *gate_, n_tok, n_ffn_), n_tok, units_.ffn_channels);
 }
 
-void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm) {
+std::vector<const VulkanBuffer*> VulkanSliceForward::unit_buffers(const VulkanBuffer& out) const {
+    const bool biased = down_bias_ != nullptr;
+    return {dots_.get(), &out, biased ? expert_scale_.get() : unused_.get(), biased ? chosen_.get() : unused_.get(),
+            biased ? down_bias_ : unused_.get()};
+}
+
+void VulkanSliceForward::record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm,
+                                         const VulkanBuffer* bias) {
     const int64_t n_embd = hparams_.n_embd;
-    if (post_norm == nullptr) {
-        const VulkanAddUnitsParams p{u32(n_embd), u32(dot_units_), u32(n_tok), u32(n_embd), u32(dot_experts_)};
-        kernels_->add_units->record(cb, kernels_->add_units->bind({dots_.get(), x_.get()}), &p, groups(n_embd),
-                                    u32(n_tok));
+    if (post_norm == nullptr && bias == nullptr) {
+        VulkanAddUnitsParams p{u32(n_embd), u32(dot_units_), u32(n_tok), u32(n_embd), u32(dot_experts_)};
+        p.down_bias = down_bias_ != nullptr ? 1 : 0;
+        kernels_->add_units->record(cb, kernels_->add_units->bind(unit_buffers(*x_)), &p, groups(n_embd), u32(n_tok));
         return;
     }
-    // The sum as a float, normed, then added (join_attention_output's order).
+    // The sum as a float, plus wo's bias, normed: then added
+    // (join_attention_output's order).
     record_sum(cb, n_tok, *out_, true);
-    record_norm(cb, *out_, *post_norm, *h_, n_tok, n_embd);
+    if (bias != nullptr) {
+        const VulkanAddBiasParams pb{u32(n_embd), u32(n_tok), u32(n_embd), 0};
+        kernels_->add_bias->record(cb, kernels_->add_bias->bind({out_.get(), bias}), &pb, groups(n_embd), u32(n_tok));
+    }
+    const VulkanBuffer* output = out_.get();
+    if (post_norm != nullptr) {
+        record_norm(cb, *out_, *post_norm, *h_, n_tok, n_embd);
+        output = h_.get();
+    }
     const uint32_t n = u32(n_tok * n_embd);
-    kernels_->add_rows->record(cb, kernels_->add_rows->bind({x_.get(), h_.get()}), &n, groups(n));
+    kernels_->add_rows->record(cb, kernels_->add_rows->bind({x_.get(), output}), &n, groups(n));
 }
 
 void VulkanSliceForward::record_router(VkCommandBuffer cb, int layer, int n_tok) {
@@ -550,19 +582,28 @@ void VulkanSliceForward::record_router(VkCommandBuffer cb, int layer, int n_tok)
                    *router_logits_, hparams_.n_expert, 0);
 }
 
-void VulkanSliceForward::choose_experts(int n_tok) {
+void VulkanSliceForward::choose_experts(int layer, int n_tok) {
     const ModelHParams& hp = hparams_;
     const auto n_expert = static_cast<size_t>(hp.n_expert), k = static_cast<size_t>(hp.n_expert_used);
     router_rows_.resize(static_cast<size_t>(n_tok) * n_expert);
     router_logits_->download(router_rows_.data(), router_rows_.size() * 4);
     choices_.resize(static_cast<size_t>(n_tok) * k);
     std::vector<float> weights(choices_.size());
+    std::vector<uint32_t> chosen(choices_.size());
+    const std::vector<float>& bias = layer_weights(layer).router_bias;
     for (size_t t = 0; t < static_cast<size_t>(n_tok); ++t) {
-        route_token(*hp.family, std::span<float>(router_rows_.data() + t * n_expert, n_expert),
-                    std::span<ExpertChoice>(choices_.data() + t * k, k));
-        for (size_t i = 0; i < k; ++i) weights[t * k + i] = choices_[t * k + i].weight;
+        float* row = router_rows_.data() + t * n_expert;
+        if (!bias.empty()) {
+            for (size_t e = 0; e < n_expert; ++e) row[e] += bias[e];
+        }
+        route_token(*hp.family, std::span<float>(row, n_expert), std::span<ExpertChoice>(choices_.data() + t * k, k));
+        for (size_t i = 0; i < k; ++i) {
+            weights[t * k + i] = choices_[t * k + i].weight;
+            chosen[t * k + i] = static_cast<uint32_t>(choices_[t * k + i].expert);
+        }
     }
     expert_scale_->upload(weights.data(), weights.size() * 4);
+    chosen_->upload(chosen.data(), chosen.size() * 4);
 }
 
 // Each token's k experts (choose_experts) over h_ (the FFN's normed input,
@@ -598,7 +639,14 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
         expert_rows(l.up_exps, e * n_ff, n_ff, h_up, j / k, *up_, j * n_ff, 0);
     }
     const uint32_t glu[2] = {u32(n_ff), u32(pairs)};
-    VulkanKernel& gate = hp.family->activation == FfnActivation::kGelu ? *kernels_->geglu : *kernels_->swiglu;
+    const auto expert_bias = [&](const std::unique_ptr<VulkanBuffer>& bias, VulkanBuffer& y) {
+        if (!bias) return;
+        kernels_->add_expert_bias->record(cb, kernels_->add_expert_bias->bind({&y, bias.get(), chosen_.get()}), glu,
+                                          groups(n_ff), u32(pairs));
+    };
+    expert_bias(l.gate_exps_bias, *gate_);
+    expert_bias(l.up_exps_bias, *up_);
+    VulkanKernel& gate = kernels_->gate(hp.family->activation);
     gate.record(cb, gate.bind({gate_.get(), up_.get()}), glu, groups(n_ff), u32(pairs));
     kernels_->scale_rows->record(cb, kernels_->scale_rows->bind({gate_.get(), expert_scale_.get()}), glu, groups(n_ff),
                                  u32(pairs));
@@ -607,6 +655,7 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
     const int64_t unit_cols = units_.ffn_channels;
     dot_units_ = (n_ff + unit_cols - 1) / unit_cols;
     dot_experts_ = k;
+    down_bias_ = l.down_exps_bias.get();  // joined with the units (record_add_dots)
     for (int64_t j = 0; j < pairs; ++j) {
         const int e = choices_[static_cast<size_t>(j)].expert;
         expert_rows(l.down_exps, e * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols);
@@ -616,7 +665,7 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
 void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     record_attention(cb, layer, pos0, n_tok);
-    record_add_dots(cb, n_tok, l.post_attn_norm.get());
+    record_add_dots(cb, n_tok, l.post_attn_norm.get(), l.wo_bias.get());
     record_ffn(cb, layer, n_tok);
     record_add_dots(cb, n_tok, l.post_ffn_norm.get());
 }
@@ -656,14 +705,14 @@ void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
                     continue;
                 }
                 record_attention(cb, layer, pos0, n_tok);
-                record_add_dots(cb, n_tok, l.post_attn_norm.get());
+                record_add_dots(cb, n_tok, l.post_attn_norm.get(), l.wo_bias.get());
                 record_router(cb, layer, n_tok);
                 routed = true;
                 break;
             }
             record_compute_to_host(cb);
         });
-        if (routed) choose_experts(n_tok);
+        if (routed) choose_experts(layer, n_tok);
     }
     x_->download(x, bytes);
 }
@@ -724,9 +773,9 @@ void VulkanSliceForward::check_rows(int n_tok) const {
 void VulkanSliceForward::new_input() { q8_0_of_ = q8_k_of_ = nullptr; }
 
 void VulkanSliceForward::record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float) {
-    const uint32_t p[5] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), as_float ? 1u : 0u, u32(dot_experts_)};
-    kernels_->sum_units->record(cb, kernels_->sum_units->bind({dots_.get(), &out}), p, groups(hparams_.n_embd),
-                                u32(n_tok));
+    const uint32_t p[6] = {u32(hparams_.n_embd), u32(dot_units_), u32(n_tok), as_float ? 1u : 0u, u32(dot_experts_),
+                           down_bias_ != nullptr ? 1u : 0u};
+    kernels_->sum_units->record(cb, kernels_->sum_units->bind(unit_buffers(out)), p, groups(hparams_.n_embd), u32(n_tok));
 }
 
 void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::span<const SeqRun> runs, double* partial) {

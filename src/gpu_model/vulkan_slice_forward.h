@@ -97,7 +97,9 @@ private:
     void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
     // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
     // (through the post-norm where the layer has one).
-    void record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm);
+    void record_add_dots(VkCommandBuffer cb, int n_tok, const VulkanBuffer* post_norm, const VulkanBuffer* bias = nullptr);
+    // add_units' and sum_units' buffers, writing to `out`.
+    std::vector<const VulkanBuffer*> unit_buffers(const VulkanBuffer& out) const;
     void record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float);
     const LayerWeights& layer_weights(int layer) const;
     // A layer's attention (from x_ to the dots of wo) and FFN (to the dots of w_down).
@@ -107,7 +109,7 @@ private:
     // A mixture of experts' FFN: the norm and router (read back), the host's
     // choice, then the chosen experts' products.
     void record_router(VkCommandBuffer cb, int layer, int n_tok);
-    void choose_experts(int n_tok);
+    void choose_experts(int layer, int n_tok);
     void record_experts(VkCommandBuffer cb, int layer, int n_tok);
     // The head's rows of h into logits_, and read back with the bias.
     void record_head(VkCommandBuffer cb, const VulkanBuffer& h, int n_tok);
@@ -135,7 +137,9 @@ private:
     int64_t q_begin_ = 0, q_width_ = 0, kv_begin_ = 0, kv_width_ = 0, n_ffn_ = 0;
     int64_t dot_units_ = 1;    // unit dots per row in dots_
     int64_t dot_experts_ = 1;  // dot rows per token in dots_ (a mixture of experts' k)
-    std::unique_ptr<VulkanBuffer> router_logits_, expert_scale_;  // host memory: the router's rows, the choices' weights
+    std::unique_ptr<VulkanBuffer> router_logits_, expert_scale_, chosen_;  // host memory: router rows, choices' weights and ids
+    const VulkanBuffer* down_bias_ = nullptr;  // the experts' down biases the dots' sum joins (gpt-oss)
+    std::unique_ptr<VulkanBuffer> unused_;
     std::vector<float> router_rows_;
     std::vector<ExpertChoice> choices_;
     int bands_ = 1, first_band_ = 0;

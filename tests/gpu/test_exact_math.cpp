@@ -2,7 +2,10 @@
 // exact_math.glsl) against the CPU's IEEE operations, bit for bit, on random
 // values over many magnitudes and on values next to ties: fma rounded once,
 // float sqrt, float reciprocal, and a double quotient rounded to float.
+#include "gpu/matvec.h"
 #include "gpu/vulkan_kernel.h"
+#include "ops/float_canonical.h"
+#include "util/error.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace tessera::shaders {
 extern const uint32_t k_exact_math_check[];
@@ -64,5 +69,41 @@ TEST(VulkanExactMath, HelpersRoundOnceAsTheCpuDoes) {
     }
 }
 
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+// The kernels take the device's own fma only where it rounds once on every
+// probe case; TESSERA_VULKAN_FMA forces either way. (Every kernel test runs
+// under the probe's verdict; the emulated path under the override too.)
+TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverride) {
+    const char* was = std::getenv("TESSERA_VULKAN_FMA");
+    const std::string saved = was != nullptr ? was : "";
+    unsetenv("TESSERA_VULKAN_FMA");
+    {
+        VulkanContext a(0), b(0);
+        EXPECT_EQ(a.native_fma(), b.native_fma());
+    }
+    setenv("TESSERA_VULKAN_FMA", "emulate", 1);
+    {
+        VulkanContext c(0);
+        EXPECT_FALSE(c.native_fma());
+        VulkanMatvec matvec(c, true);
+        const float w[3] = {1.0f + 0x1p-12f, 3.0f, -2.5f}, x[3] = {1.0f - 0x1p-12f, 0x1p-30f, 7.0f};
+        const std::vector<float> y = matvec.f32(w, 1, 3, x);
+        EXPECT_EQ(y[0], f32_dot_canonical(3, w, x));
+    }
+    setenv("TESSERA_VULKAN_FMA", "bogus", 1);
+    {
+        VulkanContext d(0);
+        EXPECT_THROW(d.native_fma(), Error);
+    }
+    if (saved.empty()) {
+        unsetenv("TESSERA_VULKAN_FMA");
+    } else {
+        setenv("TESSERA_VULKAN_FMA", saved.c_str(), 1);
+    }
+}
 }  // namespace
 }  // namespace tessera

@@ -24,12 +24,16 @@ layout(std430, set = 0, binding = 1) readonly buffer KC { uint kc[]; };
 layout(std430, set = 0, binding = 2) readonly buffer VC { uint vc[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Out { float out_[]; };
 layout(std430, set = 0, binding = 4) buffer Scores { float scores[]; };
+// gpt-oss's sinks: query head h's softmax counts one more logit, sinks[h],
+// that has no value (the CPU's weigh: appended last, unscaled).
+layout(std430, set = 0, binding = 5) readonly buffer Sinks { float sinks[]; };
 layout(push_constant) uniform Params {
     uint head_dim; uint q_per_kv; uint n_heads; uint n_ctx;
     uint pos0; uint n_tok; uint t_begin; uint batched;
     uint window; float scale; uint k_type; uint v_type;
     uint stride;
     float soft_cap;  // > 0: scores become cap * tanh(score / cap) after the scale (Gemma 2)
+    uint has_sinks;
 } p;
 
 shared float part[64];
@@ -108,6 +112,7 @@ void main() {
     if (lid == 0u) {
         float all = part[0];
         for (int j = 1; j < 64; ++j) all = max(all, part[j]);
+        if (p.has_sinks != 0u) all = max(all, sinks[h]);
         shared_max = all;
     }
     barrier();
@@ -119,6 +124,11 @@ void main() {
     if (lid < 16u) {
         precise float acc = 0.0;
         for (uint s = first + lid; s < n_valid; s += 16u) acc = acc + scores[sbase + s];
+        // The sink is element n_valid - first of the softmax: its lane's last.
+        if (p.has_sinks != 0u && lid == (n_valid - first) % 16u) {
+            precise float shifted = sinks[h] - shared_max;
+            acc = acc + canonical_exp(shifted);
+        }
         lane_sums[lid] = acc;
     }
     barrier();

@@ -6,7 +6,18 @@
 // the sum was inexact) makes the final rounding to float the single
 // rounding of the exact a * b + c (Boldo and Melquiond: 53 >= 2 * 24 + 2).
 // Needs the shaderFloat64 feature.
+//
+// A device whose own fma the probe found rounded once on every case
+// (gpu/fma_probe.h: NVIDIA's and AMD's hardware FMA are) gets kNativeFma set
+// at pipeline creation, and uses it: the same bits, without the doubles
+// (FP64 runs at 1/32 to 1/64 of the float rate on consumer GPUs).
+layout(constant_id = 0) const bool kNativeFma = false;
+
 float exact_fma(float a, float b, float c) {
+    if (kNativeFma) {
+        precise float f = fma(a, b, c);
+        return f;
+    }
     precise double p = double(a) * double(b);
     precise double dc = double(c);
     precise double s = p + dc;

@@ -8,7 +8,13 @@
 layout(local_size_x = 64) in;
 layout(std430, set = 0, binding = 0) readonly buffer Dots { float dots[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Partial { uint partial[]; };
-layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint as_float; uint experts; } p;
+// A mixture of experts' down biases (gpt-oss, with down_bias): each chosen
+// expert adds snap(weight * bias[expert][r]) beside its units, as
+// SliceForward's add_expert_rows adds it (a grid value: exact in any order).
+layout(std430, set = 0, binding = 2) readonly buffer W { float weight[]; };   // [token][expert]
+layout(std430, set = 0, binding = 3) readonly buffer E { uint chosen[]; };    // [token][expert]
+layout(std430, set = 0, binding = 4) readonly buffer DB { float down_bias[]; };  // [expert][row]
+layout(push_constant) uniform Params { uint rows; uint units; uint tokens; uint as_float; uint experts; uint down_bias; } p;
 
 void main() {
     const uint r = gl_GlobalInvocationID.x;
@@ -23,6 +29,17 @@ void main() {
         d = d > 65536.0 ? 65536.0 : d;
         precise double snapped = (d + 1572864.0) - 1572864.0;
         sum = sum + snapped;
+    }
+    if (p.down_bias != 0u) {
+        for (uint e = 0; e < p.experts; ++e) {
+            const uint pair = t * p.experts + e;
+            precise float wb = weight[pair] * down_bias[chosen[pair] * p.rows + r];
+            double d = double(wb);
+            d = d < -65536.0 ? -65536.0 : d;
+            d = d > 65536.0 ? 65536.0 : d;
+            precise double snapped = (d + 1572864.0) - 1572864.0;
+            sum = sum + snapped;
+        }
     }
     const uint at = t * p.rows + r;
     if (p.as_float != 0u) {
