@@ -77,12 +77,12 @@ struct VulkanNormParams {
 };
 // kv_store.comp.
 struct VulkanKvStoreParams {
-    uint32_t kv_heads, head_dim, n_ctx, pos0, tokens, stride, k_type, v_type;  // kv_rows.glsl's type codes
+    uint32_t kv_heads, head_dim, n_ctx, tokens, stride, k_type, v_type;  // kv_rows.glsl's type codes
 };
 // attention.comp.
 struct VulkanAttentionParams {
     uint32_t head_dim, q_per_kv, n_heads, n_ctx;
-    uint32_t pos0, n_tok, t_begin, batched;
+    uint32_t t_begin;
     uint32_t window;
     float scale;
     uint32_t k_type, v_type;

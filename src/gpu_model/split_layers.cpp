@@ -9,7 +9,7 @@ namespace tessera {
 SplitLayers::SplitLayers(const LlamaModel& model, const Slice& slice, const ForwardConfig& config, int device_index,
                          int gpu_layers, int n_threads)
     : hparams_(model.hparams()), slice_(slice), n_ctx_(config.n_ctx),
-      n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))) {
+      n_batch_(std::clamp(config.n_batch, 1, std::max(1, config.n_ctx))), n_seq_(config.n_seq) {
     validate_slice(slice, hparams_);
     if (gpu_layers < 0) throw make_error("--gpu-layers {}: a count of layers, 0 or more", gpu_layers);
     const int on_gpu = std::min(gpu_layers, slice.n_layers());
@@ -48,6 +48,11 @@ void SplitLayers::embed(std::span<const int32_t> tokens, float* x) const {
 void SplitLayers::forward_layers(float* x, int pos0, int n_tok) {
     if (gpu_) gpu_->forward_layers(x, pos0, n_tok);
     if (cpu_) cpu_->forward_layers(x, pos0, n_tok);
+}
+
+void SplitLayers::forward_layers(float* x, std::span<const SeqRun> runs) {
+    if (gpu_) gpu_->forward_layers(x, runs);
+    if (cpu_) cpu_->forward_layers(x, runs);
 }
 
 void SplitLayers::logits(const float* x, int n_tok, float* logits) { last().logits(x, n_tok, logits); }

@@ -26,8 +26,9 @@ public:
     int n_batch() const override { return n_batch_; }
     int check_runs(std::span<const SeqRun> runs) const override;
     void embed(std::span<const int32_t> tokens, float* x) const override;
-    using LayerBlock::forward_layers;
     void forward_layers(float* x, int pos0, int n_tok) override;
+    void forward_layers(float* x, std::span<const SeqRun> runs) override;
+    int n_seq() const { return n_seq_; }
     void logits(const float* x, int n_tok, float* logits) override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
@@ -42,7 +43,7 @@ private:
 
     ModelHParams hparams_;
     Slice slice_;
-    int n_ctx_ = 0, n_batch_ = 0;
+    int n_ctx_ = 0, n_batch_ = 0, n_seq_ = 1;
     std::unique_ptr<VulkanSliceForward> gpu_;
     std::unique_ptr<ThreadPool> pool_;
     std::unique_ptr<SliceForward> cpu_;

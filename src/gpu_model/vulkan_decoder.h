@@ -19,6 +19,7 @@ public:
 
     const ModelHParams& hparams() const override { return forward_.hparams(); }
     int n_ctx() const override { return forward_.n_ctx(); }
+    int n_seq() const override { return forward_.n_seq(); }
     const float* eval(std::span<const int32_t> tokens, int pos) override;
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     const float* eval_seqs(std::span<const SeqEval> evals) override;

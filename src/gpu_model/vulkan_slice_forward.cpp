@@ -102,7 +102,7 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
 }  // namespace
 
 uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units,
-                                       int n_batch, int n_ctx, KvCacheTypes kv) {
+                                       int n_batch, int n_ctx, KvCacheTypes kv, int n_seq) {
     const auto floats = [](const std::vector<float>& v) { return v.empty() ? 0 : padded(v.size() * 4); };
     // The share's rows, or its columns of wo and w_down.
     const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
@@ -112,7 +112,8 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     const int64_t q_width = static_cast<int64_t>(s.n_kv_heads()) * hp.q_per_kv() * hp.head_dim;
     const int64_t kv_width = static_cast<int64_t>(s.n_kv_heads()) * hp.head_dim;
     const auto cache = [&](QuantType t) {
-        return static_cast<uint64_t>(s.n_kv_heads()) * static_cast<uint64_t>(n_ctx) * kv_row_bytes(t, hp.head_dim);
+        return static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(s.n_kv_heads()) * static_cast<uint64_t>(n_ctx) *
+               kv_row_bytes(t, hp.head_dim);
     };
     uint64_t bytes = 0;
     for (const LayerWeights& l : w.layers) {
@@ -174,8 +175,8 @@ struct VulkanSliceForward::Kernels {
         add_units = make(TESSERA_SPIRV(add_units), 5, sizeof(VulkanAddUnitsParams), "add_units");
         sum_units = make(TESSERA_SPIRV(sum_units), 5, 24, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
-        kv_store = make(TESSERA_SPIRV(kv_store), 4, sizeof(VulkanKvStoreParams), "kv_store");
-        attention = make(TESSERA_SPIRV(attention), 6, sizeof(VulkanAttentionParams), "attention");
+        kv_store = make(TESSERA_SPIRV(kv_store), 5, sizeof(VulkanKvStoreParams), "kv_store");
+        attention = make(TESSERA_SPIRV(attention), 7, sizeof(VulkanAttentionParams), "attention");
     }
     VulkanKernel& product(QuantType t) const {
         const auto it = products.find(t);
@@ -215,7 +216,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     }
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.track_attention) refuse("attention tracking (--context-full evict)");
-    if (config.n_seq != 1) refuse("several sequences (--parallel)");
+    if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
     // Values of every cache type; keys in F16 or F32. The CPU scores a
     // position decoding over Q8_0/Q4_0 keys with its SIMD tile kernel, whose
     // order is its own target's (not the canonical one), so no device can give
@@ -245,12 +246,13 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     kv_width_ = static_cast<int64_t>(n_kv_) * hp.head_dim;
     n_ffn_ = slice.n_ffn();
     n_ctx_ = config.n_ctx;
+    n_seq_ = config.n_seq;
     n_batch_ = std::clamp(config.n_batch, 1, std::max(1, config.n_ctx));
     context_ = std::make_unique<VulkanContext>(device_index);
     // All of it or nothing: a share too large for the device is said before
     // anything is uploaded.
     const VulkanDeviceInfo& info = context_->info();
-    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_);
+    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_, n_seq_);
     if (need > info.device_local_bytes) {
         throw make_error("{} needs {:.1f} MiB of device memory ({} bytes of weights, KV cache and scratch), and Vulkan "
                          "device {} ({}) has {:.1f} MiB ({} bytes): give it fewer layers (a pipeline stage, --gpu-layers), "
@@ -289,7 +291,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.wv = matrix(w.wv, "attn_v", layer, kv_begin_, kv_width_, 0, w.wv.cols);
             l.wo = matrix(w.wo, "attn_output", layer, 0, w.wo.rows, q_begin_, q_width_);
             const auto cache = [&](QuantType t) {
-                auto b = device_buffer(static_cast<size_t>(n_kv_ * n_ctx_) * kv_row_bytes(t, hd));
+                auto b = device_buffer(static_cast<size_t>(n_seq_) * static_cast<size_t>(n_kv_ * n_ctx_) * kv_row_bytes(t, hd));
                 b->zero();
                 return b;
             };
@@ -333,6 +335,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     scores_rows_ = sb.scores_rows;
     scores_ = device_buffer(sb.scores);
     unused_ = device_buffer(4);  // bound where a kernel's optional buffer is not used
+    rows_ = std::make_unique<VulkanBuffer>(*context_, static_cast<size_t>(n_batch_) * 16, VulkanMemory::kHost);
     if (hp.has_experts()) {
         router_logits_ = std::make_unique<VulkanBuffer>(*context_, sb.router, VulkanMemory::kHost);
         expert_scale_ = std::make_unique<VulkanBuffer>(*context_, sb.expert_scale, VulkanMemory::kHost);
@@ -462,19 +465,20 @@ void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, 
     record_product(cb, w, act, n_tok, *dots_, w.rows * dot_units_, unit_cols);
 }
 
-void VulkanSliceForward::prepare_rope(int pos0, int n_tok) {
+void VulkanSliceForward::prepare_rope(std::span<const int> positions) {
+    const auto n_tok = static_cast<int>(positions.size());
     for (size_t i = 0; i < ropes_.size(); ++i) {
         RopeTable& rope = ropes_[i];
         const size_t pairs = rope.cos_table().size();
         for (int t = 0; t < n_tok; ++t) {
-            rope.set_position(pos0 + t);
+            rope.set_position(positions[static_cast<size_t>(t)]);
             rope_cos_[i]->upload(rope.cos_table().data(), pairs * 4, static_cast<size_t>(t) * pairs * 4);
             rope_sin_[i]->upload(rope.sin_table().data(), pairs * 4, static_cast<size_t>(t) * pairs * 4);
         }
     }
 }
 
-void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_tok) {
     const ModelHParams& hp = hparams_;
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     const int64_t n_embd = hp.n_embd, hd = hp.head_dim;
@@ -507,8 +511,8 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
         kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(n_kv_ * pairs), u32(n_tok));
     }
     const uint32_t k_type = kv_code(kv_types_.k), v_type = kv_code(kv_types_.v);
-    const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(pos0), u32(n_tok), u32(kv_width_), k_type, v_type};
-    kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get()}), &ps,
+    const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(n_tok), u32(kv_width_), k_type, v_type};
+    kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get(), rows_.get()}), &ps,
                                groups(kv_width_), u32(n_tok));
 
     // Attention itself, in dispatches of scores_rows_ rows; runs longer than
@@ -516,13 +520,12 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int pos
     const float scale = hp.query_scale > 0.0f ? hp.query_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     const VkDescriptorSet attention =
         kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get(),
-                                   l.sinks ? l.sinks.get() : unused_.get()});
+                                   l.sinks ? l.sinks.get() : unused_.get(), rows_.get()});
+    static_assert(SliceForward::kRowwiseRows == 32, "attention.comp attends runs of more than 32 rows as a prompt");
     for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
-        const VulkanAttentionParams pa{u32(hd),         u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_),
-                                       u32(pos0),       u32(n_tok),         u32(t0),
-                                       n_tok > SliceForward::kRowwiseRows ? 1u : 0u,
-                                       u32(l.window),   scale,              k_type,          v_type,
-                                       u32(q_width_),   hp.attn_soft_cap,   l.sinks ? 1u : 0u};
+        const VulkanAttentionParams pa{u32(hd),       u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_), u32(t0),
+                                       u32(l.window), scale,              k_type,          v_type,
+                                       u32(q_width_), hp.attn_soft_cap,   l.sinks ? 1u : 0u};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
@@ -662,26 +665,27 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
     }
 }
 
-void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok) {
+void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int n_tok) {
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
-    record_attention(cb, layer, pos0, n_tok);
+    record_attention(cb, layer, n_tok);
     record_add_dots(cb, n_tok, l.post_attn_norm.get(), l.wo_bias.get());
     record_ffn(cb, layer, n_tok);
     record_add_dots(cb, n_tok, l.post_ffn_norm.get());
 }
 
 void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
-    check_rows(n_tok);
+    const SeqRun run{0, pos0, n_tok};
+    forward_layers(x, std::span<const SeqRun>(&run, 1));
+}
+
+void VulkanSliceForward::forward_layers(float* x, std::span<const SeqRun> runs) {
+    const int n_tok = check_runs(runs);
     const Slice& slice = weights_.slice;
     if (slice.n_kv_heads() != hparams_.n_head_kv || slice.n_ffn() != hparams_.n_ff) {
         throw make_error("internal: whole layers asked of a share ({})", describe_slice(slice));
     }
-    if (pos0 < 0 || static_cast<int64_t>(pos0) + n_tok > n_ctx_) {
-        throw make_error("positions {}..{} of sequence 0 exceed the context of {}", pos0,
-                         static_cast<int64_t>(pos0) + n_tok, n_ctx_);
-    }
     const size_t bytes = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd) * 4;
-    prepare_rope(pos0, n_tok);
+    prepare_rows(runs);
     x_->upload(x, bytes);
     // One submission for every layer of a dense slice. A mixture of experts
     // ends one at each router: the host chooses the experts (as the CPU's
@@ -701,10 +705,10 @@ void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
                     continue;
                 }
                 if (!moe) {
-                    record_layer(cb, layer, pos0, n_tok);
+                    record_layer(cb, layer, n_tok);
                     continue;
                 }
-                record_attention(cb, layer, pos0, n_tok);
+                record_attention(cb, layer, n_tok);
                 record_add_dots(cb, n_tok, l.post_attn_norm.get(), l.wo_bias.get());
                 record_router(cb, layer, n_tok);
                 routed = true;
@@ -784,11 +788,11 @@ void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::sp
     if (n_kv_ == 0) {
         std::fill(partial, partial + n, 0.0);
     } else {
-        prepare_rope(runs[0].pos0, n_tok);
+        prepare_rows(runs);
         x_->upload(x, n * 4);
         context_->run([&](VkCommandBuffer cb) {
             record_host_to_compute(cb);
-            record_attention(cb, layer, runs[0].pos0, n_tok);
+            record_attention(cb, layer, n_tok);
             record_sum(cb, n_tok, *partial_, false);
             record_compute_to_host(cb);
         });
@@ -852,15 +856,36 @@ void VulkanSliceForward::add_ffn_output(int layer, const float* sum, float* x, i
 }
 
 int VulkanSliceForward::check_runs(std::span<const SeqRun> runs) const {
-    if (runs.size() != 1 || runs[0].seq != 0) {
-        throw make_error("the Vulkan backend keeps one sequence: a batch of several needs --device cpu");
+    int64_t n_tok = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const SeqRun& r = runs[i];
+        if (r.seq < 0 || r.seq >= n_seq_) throw make_error("sequence {} is not one of the {} this node keeps", r.seq, n_seq_);
+        if (r.n_tok < 1 || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx_) {
+            throw make_error("positions {}..{} of sequence {} exceed the context of {}", r.pos0,
+                             static_cast<int64_t>(r.pos0) + r.n_tok, r.seq, n_ctx_);
+        }
+        for (size_t j = 0; j < i; ++j) {
+            if (runs[j].seq == r.seq) throw make_error("sequence {} appears twice in one batch", r.seq);
+        }
+        n_tok += r.n_tok;
     }
-    const SeqRun& r = runs[0];
-    if (r.n_tok < 1 || r.n_tok > n_batch_ || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx_) {
-        throw make_error("positions {}..{} of sequence 0 exceed the context of {} (or a batch of {})", r.pos0,
-                         static_cast<int64_t>(r.pos0) + r.n_tok, n_ctx_, n_batch_);
+    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    return static_cast<int>(n_tok);
+}
+
+// Each row's sequence, position, place in its run and the run's length
+// (attention.comp, kv_store.comp), and RoPE's cos/sin of its position.
+void VulkanSliceForward::prepare_rows(std::span<const SeqRun> runs) {
+    std::vector<uint32_t> rows;
+    std::vector<int> positions;
+    for (const SeqRun& r : runs) {
+        for (int i = 0; i < r.n_tok; ++i) {
+            rows.insert(rows.end(), {u32(r.seq), u32(r.pos0 + i), u32(i), u32(r.n_tok)});
+            positions.push_back(r.pos0 + i);
+        }
     }
-    return r.n_tok;
+    rows_->upload(rows.data(), rows.size() * 4);
+    prepare_rope(positions);
 }
 
 void VulkanSliceForward::compact_context(int, std::span<const int>, int) {

@@ -45,12 +45,15 @@ public:
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,
-                              int n_ctx, KvCacheTypes kv);
+                              int n_ctx, KvCacheTypes kv, int n_seq = 1);
+    int n_seq() const { return n_seq_; }
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
     void embed(std::span<const int32_t> tokens, float* x) const override;
-    using LayerBlock::forward_layers;  // runs: one of sequence 0
     void forward_layers(float* x, int pos0, int n_tok) override;
+    // Rows of several sequences (continuous batching, serve --parallel): each
+    // run attends to its own sequence's cache.
+    void forward_layers(float* x, std::span<const SeqRun> runs) override;
     // logits[t] = output · rmsnorm(x[t]) on the device (needs slice.outputs).
     void logits(const float* x, int n_tok, float* logits) override;
     // A tensor-parallel share's partials (RankRunner): the residual rows
@@ -103,9 +106,9 @@ private:
     void record_sum(VkCommandBuffer cb, int n_tok, const VulkanBuffer& out, bool as_float);
     const LayerWeights& layer_weights(int layer) const;
     // A layer's attention (from x_ to the dots of wo) and FFN (to the dots of w_down).
-    void record_attention(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    void record_attention(VkCommandBuffer cb, int layer, int n_tok);
     void record_ffn(VkCommandBuffer cb, int layer, int n_tok);
-    void record_layer(VkCommandBuffer cb, int layer, int pos0, int n_tok);
+    void record_layer(VkCommandBuffer cb, int layer, int n_tok);
     // A mixture of experts' FFN: the norm and router (read back), the host's
     // choice, then the chosen experts' products.
     void record_router(VkCommandBuffer cb, int layer, int n_tok);
@@ -117,13 +120,15 @@ private:
     void check_rows(int n_tok) const;
     void new_input();  // the next products read a new input: convert it anew
     void emit_bands();
-    // Fills each RoPE table's cos/sin rows for positions pos0..pos0 + n_tok.
-    void prepare_rope(int pos0, int n_tok);
+    // The batch rows' sequences and positions (rows_), and each RoPE
+    // table's cos/sin of them.
+    void prepare_rows(std::span<const SeqRun> runs);
+    void prepare_rope(std::span<const int> positions);
 
     ModelHParams hparams_;
     SliceWeights weights_;
     ReductionUnits units_;
-    int n_ctx_ = 0, n_batch_ = 0;
+    int n_ctx_ = 0, n_batch_ = 0, n_seq_ = 1;
     KvCacheTypes kv_types_;
     std::unique_ptr<VulkanContext> context_;
     std::unique_ptr<Kernels> kernels_;
@@ -140,6 +145,7 @@ private:
     std::unique_ptr<VulkanBuffer> router_logits_, expert_scale_, chosen_;  // host memory: router rows, choices' weights and ids
     const VulkanBuffer* down_bias_ = nullptr;  // the experts' down biases the dots' sum joins (gpt-oss)
     std::unique_ptr<VulkanBuffer> unused_;
+    std::unique_ptr<VulkanBuffer> rows_;  // host memory: each batch row's (sequence, position, index in run, run length)
     std::vector<float> router_rows_;
     std::vector<ExpertChoice> choices_;
     int bands_ = 1, first_band_ = 0;

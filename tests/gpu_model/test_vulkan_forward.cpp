@@ -60,7 +60,7 @@ std::string compare(const std::string& path, int n_batch, KvCacheTypes kv, int n
     // the host's own row buffer).
     const SliceWeights views = load_slice_weights(model, full_slice(model.hparams()));
     const uint64_t counted = VulkanSliceForward::footprint(views, model.hparams(), reduction_units(model), config.n_batch,
-                                                           config.n_ctx, kv);
+                                                           config.n_ctx, kv, config.n_seq);
     const VulkanSliceForward* part = gpu.forward().device_part();
     if (gpu_layers >= model.hparams().n_layer &&
         (part == nullptr || part->device_bytes() > counted || part->device_bytes() + (1u << 20) < counted)) {
@@ -199,6 +199,41 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
         EXPECT_EQ(compare(path, 64, QuantType::F16, 20, 3), "") << family << " " << quant_type_name(type);
     }
     unsetenv("TESSERA_VULKAN_PRODUCTS");
+}
+
+// Several sequences in one batch (serve --parallel's continuous batching):
+// prompts beside decoding sequences, each run attending to its own cache,
+// a run longer than 32 rows as a prompt, give the CPU's rows bit for bit.
+TEST(VulkanForward, SequencesBatchedTogetherGiveTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_sequences");
+    const std::string path = dir + "/model.gguf";
+    write_random_model(small_spec(QuantType::Q4_K), path);
+    const LlamaModel model(path);
+    ForwardConfig config;
+    config.n_ctx = 96;
+    config.n_batch = 64;
+    config.n_seq = 3;
+    LocalDecoder cpu(model, config, 2);
+    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+    ASSERT_EQ(gpu.n_seq(), 3);
+    const int n_vocab = model.hparams().n_vocab;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 120; ++i) tokens.push_back((i * 53 + 7) % n_vocab);
+    const auto span = [&](int first, int n) { return std::span<const int32_t>(tokens.data() + first, static_cast<size_t>(n)); };
+    // Step by step: (sequence, position, tokens) per eval.
+    const std::vector<std::vector<SeqEval>> steps = {
+        {{0, 0, span(0, 40), false}, {1, 0, span(40, 5), false}},
+        {{2, 0, span(50, 12), true}, {0, 40, span(90, 1), false}, {1, 5, span(91, 1), false}},
+        {{0, 41, span(92, 1), false}, {1, 6, span(93, 3), true}, {2, 12, span(96, 1), false}},
+        {{2, 13, span(100, 20), false}, {0, 42, span(97, 1), false}}};
+    for (size_t i = 0; i < steps.size(); ++i) {
+        size_t rows = 0;
+        for (const SeqEval& e : steps[i]) rows += e.all ? e.tokens.size() : 1;
+        const float* want = cpu.eval_seqs(steps[i]);
+        const std::vector<float> w(want, want + rows * static_cast<size_t>(n_vocab));
+        const float* got = gpu.eval_seqs(steps[i]);
+        EXPECT_EQ(std::memcmp(w.data(), got, w.size() * 4), 0) << "step " << i;
+    }
 }
 
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {

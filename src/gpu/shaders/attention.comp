@@ -27,9 +27,13 @@ layout(std430, set = 0, binding = 4) buffer Scores { float scores[]; };
 // gpt-oss's sinks: query head h's softmax counts one more logit, sinks[h],
 // that has no value (the CPU's weigh: appended last, unscaled).
 layout(std430, set = 0, binding = 5) readonly buffer Sinks { float sinks[]; };
+// Each batch row's sequence, position, index in its run and the run's
+// length (runs of one sequence's consecutive positions: a prompt, or a
+// decoding sequence of a continuous batch).
+layout(std430, set = 0, binding = 6) readonly buffer Rows { uvec4 rows[]; };
 layout(push_constant) uniform Params {
     uint head_dim; uint q_per_kv; uint n_heads; uint n_ctx;
-    uint pos0; uint n_tok; uint t_begin; uint batched;
+    uint t_begin;
     uint window; float scale; uint k_type; uint v_type;
     uint stride;
     float soft_cap;  // > 0: scores become cap * tanh(score / cap) after the scale (Gemma 2)
@@ -77,16 +81,20 @@ float tree16(inout float lanes[16]) {
 void main() {
     const uint h = gl_WorkGroupID.x, tl = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
     const uint t = p.t_begin + tl;
-    const uint pos = p.pos0 + t;
+    const uvec4 row = rows[t];
+    const uint pos = row.y, in_run = row.z, run_tok = row.w;
     const uint n_valid = pos + 1u;
     const uint first = (p.window > 0u && n_valid > p.window) ? n_valid - p.window : 0u;
+    // Runs longer than 32 rows attend as a prompt does on the CPU (batched).
+    const bool batched = run_tok > 32u;
     uint n_read = n_valid;
-    if (p.batched != 0u) {
-        const uint t0 = (t / 32u) * 32u;
-        n_read = p.pos0 + t0 + min(32u, p.n_tok - t0);
+    if (batched) {
+        const uint t0 = (in_run / 32u) * 32u;
+        n_read = (pos - in_run) + t0 + min(32u, run_tok - t0);
     }
     const uint hd = p.head_dim;
-    const uint kv_row0 = (h / p.q_per_kv) * p.n_ctx;  // the KV head's position 0
+    const uint n_kv = p.n_heads / p.q_per_kv;
+    const uint kv_row0 = (row.x * n_kv + h / p.q_per_kv) * p.n_ctx;  // the sequence's KV head's position 0
     const uint qbase = t * p.stride + h * hd;
     const uint sbase = (tl * p.n_heads + h) * p.n_ctx;
 
@@ -144,7 +152,7 @@ void main() {
     }
     barrier();
     for (uint i = lid; i < hd; i += 64u) {
-        if (p.batched == 0u) {
+        if (!batched) {
             precise float o = 0.0;
             for (uint s = first; s < n_valid; ++s) o = exact_fma(scores[sbase + s], cached(p.v_type, kv_row0 + s, i, false), o);
             out_[qbase + i] = o;

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Stores the K and V rows of `tokens` positions (pos0 on) in one layer's
-// caches (kv_rows.glsl): F32 copied, F16 rounded as util/fp16.h rounds, Q8_0
+// Stores the K and V rows of `tokens` batch rows (each at its sequence and
+// position) in one layer's caches ([sequence][kv_head][position] rows) (kv_rows.glsl): F32 copied, F16 rounded as util/fp16.h rounds, Q8_0
 // and Q4_0 quantized block by block as the CPU's from_float
 // (block_quantize.glsl). Invocation x: an element of a head's row (F32 and
 // F16 write their word; the row's first writes a block type's whole row);
@@ -14,8 +14,9 @@ layout(std430, set = 0, binding = 0) readonly buffer K { float k[]; };
 layout(std430, set = 0, binding = 1) readonly buffer V { float v[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer KC { uint kc[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer VC { uint vc[]; };
+layout(std430, set = 0, binding = 4) readonly buffer Rows { uvec4 rows[]; };  // sequence, position (attention.comp)
 layout(push_constant) uniform Params {
-    uint kv_heads; uint head_dim; uint n_ctx; uint pos0; uint tokens; uint stride; uint k_type; uint v_type;
+    uint kv_heads; uint head_dim; uint n_ctx; uint tokens; uint stride; uint k_type; uint v_type;
 } p;
 
 uint bytes_[272];  // a row of up to 256 values in blocks (8 x 34)
@@ -80,7 +81,7 @@ void main() {
     if (g >= p.kv_heads * p.head_dim || t >= p.tokens) return;
     const uint h = g / p.head_dim, i = g % p.head_dim;
     const uint src = t * p.stride + h * p.head_dim;  // the head's row of K (and V)
-    const uint row = h * p.n_ctx + p.pos0 + t;       // the cached row
+    const uint row = (rows[t].x * p.kv_heads + h) * p.n_ctx + rows[t].y;  // the cached row: [seq][head][pos]
     store_row(true, p.k_type, src, row, i);
     store_row(false, p.v_type, src, row, i);
 }
