@@ -888,8 +888,57 @@ void VulkanSliceForward::prepare_rows(std::span<const SeqRun> runs) {
     prepare_rope(positions);
 }
 
-void VulkanSliceForward::compact_context(int, std::span<const int>, int) {
-    throw make_error("the Vulkan backend cannot shift or evict a context yet (use --device cpu)");
+// A context shift or eviction, on the host: the sequence's used rows come
+// back, move as the CPU's KvCache::compact_positions moves them (keys decoded,
+// rotated by the move with the layer's RoPE table, stored again; values
+// copied), with the CPU's own conversions, and go back up. Rare enough (a
+// full context) that a round trip costs nothing that matters.
+void VulkanSliceForward::compact_context(int seq, std::span<const int> kept, int n_used) {
+    if (seq < 0 || seq >= n_seq_ || n_used > n_ctx_ || kept.size() > static_cast<size_t>(n_used)) {
+        throw make_error("cannot compact sequence {}: {} of {} positions kept (context {}, {} sequences)", seq,
+                         kept.size(), n_used, n_ctx_, n_seq_);
+    }
+    for (size_t j = 0; j < kept.size(); ++j) {
+        if (kept[j] < 0 || kept[j] >= n_used || (j > 0 && kept[j] <= kept[j - 1])) {
+            throw make_error("cannot compact sequence {}: kept position {} at {} is not after {} and under {}", seq,
+                             kept[j], j, j > 0 ? kept[j - 1] : -1, n_used);
+        }
+    }
+    if (n_kv_ == 0 || n_used == 0) return;
+    const int hd = hparams_.head_dim;
+    const uint64_t kb = kv_row_bytes(kv_types_.k, hd), vb = kv_row_bytes(kv_types_.v, hd);
+    const size_t used = static_cast<size_t>(n_used);
+    std::vector<uint8_t> k_rows(used * kb), v_rows(used * vb);
+    std::vector<float> k(static_cast<size_t>(hd));
+    const QuantTraits* k_traits = kv_types_.k == QuantType::F32 ? nullptr : &require_compute_traits(kv_types_.k, "KV cache");
+    for (size_t local = 0; local < layers_.size(); ++local) {
+        const Layer& l = layers_[local];
+        RopeTable rope = ropes_[static_cast<size_t>(rope_of_layer_[local])];
+        for (int h = 0; h < n_kv_; ++h) {
+            const uint64_t row0 = (static_cast<uint64_t>(seq) * n_kv_ + static_cast<uint64_t>(h)) * n_ctx_;
+            l.k_cache->download(k_rows.data(), k_rows.size(), row0 * kb);
+            l.v_cache->download(v_rows.data(), v_rows.size(), row0 * vb);
+            for (size_t j = 0; j < kept.size(); ++j) {
+                const auto from = static_cast<size_t>(kept[j]);
+                if (from == j) continue;
+                if (k_traits == nullptr) {
+                    std::memcpy(k.data(), k_rows.data() + from * kb, static_cast<size_t>(hd) * 4);
+                } else {
+                    k_traits->to_float(k_rows.data() + from * kb, k.data(), hd);
+                }
+                rope.set_position(static_cast<int64_t>(j) - static_cast<int64_t>(from));
+                rope.apply(k.data(), 1, hd);
+                if (k_traits == nullptr) {
+                    std::memcpy(k_rows.data() + j * kb, k.data(), static_cast<size_t>(hd) * 4);
+                } else {
+                    k_traits->from_float(k.data(), k_rows.data() + j * kb, hd);
+                }
+                std::memmove(v_rows.data() + j * vb, v_rows.data() + from * vb, vb);
+            }
+            l.k_cache->upload(k_rows.data(), k_rows.size(), row0 * kb);
+            l.v_cache->upload(v_rows.data(), v_rows.size(), row0 * vb);
+        }
+    }
 }
 
 void VulkanSliceForward::add_attention_mass(int, int, int64_t*) {

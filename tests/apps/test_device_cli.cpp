@@ -46,6 +46,11 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan"}), cpu);
     EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan:0", "-b", "4"}), cpu);
     EXPECT_EQ(test::greedy_tokens(stories, {"--device", "vulkan", "-ngl", "3"}), cpu);  // 3 of 5 layers on the GPU
+    // A context of 24 shifted along the way.
+    const std::vector<std::string> shift = {"-c", "24", "--context-full", "shift"};
+    std::vector<std::string> on_gpu = shift;
+    on_gpu.insert(on_gpu.end(), {"--device", "vulkan"});
+    EXPECT_EQ(test::greedy_tokens(stories, on_gpu), test::greedy_tokens(stories, shift));
 
     // A K-quant file, and a stage of a pipeline on the GPU.
     const std::string dir = test::scratch_dir("device_cli");

@@ -236,6 +236,43 @@ TEST(VulkanForward, SequencesBatchedTogetherGiveTheCpuLogits) {
     }
 }
 
+// A context shift and an eviction (Decoder::compact_context): the kept keys
+// re-rotated to their new positions as the CPU rotates them; the logits after
+// it equal the CPU's.
+TEST(VulkanForward, CompactedContextsGiveTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_compact");
+    for (const KvCacheTypes kv : {KvCacheTypes(QuantType::F16), KvCacheTypes(QuantType::F32, QuantType::Q8_0)}) {
+        const std::string path = dir + "/model.gguf";
+        write_random_model(small_spec(QuantType::Q8_0), path);
+        const LlamaModel model(path);
+        ForwardConfig config;
+        config.n_ctx = 64;
+        config.n_batch = 64;
+        config.kv_types = kv;
+        LocalDecoder cpu(model, config, 2);
+        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        const int n_vocab = model.hparams().n_vocab;
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < 60; ++i) tokens.push_back((i * 29 + 3) % n_vocab);
+        const std::span<const int32_t> all(tokens);
+        cpu.eval(all.subspan(0, 40), 0);
+        gpu.eval(all.subspan(0, 40), 0);
+        cpu.shift_context(0, 4, 16, 40);  // keep 4, drop 16: 24 left
+        gpu.shift_context(0, 4, 16, 40);
+        std::vector<int> kept;  // then an eviction of every third
+        for (int p = 0; p < 24; ++p) {
+            if (p % 3 != 1) kept.push_back(p);
+        }
+        cpu.compact_context(0, kept, 24);
+        gpu.compact_context(0, kept, 24);
+        const int pos = static_cast<int>(kept.size());
+        const float* want = cpu.eval(all.subspan(40, 6), pos);
+        const std::vector<float> w(want, want + n_vocab);
+        const float* got = gpu.eval(all.subspan(40, 6), pos);
+        EXPECT_EQ(std::memcmp(w.data(), got, w.size() * 4), 0) << quant_type_name(kv.k) << "/" << quant_type_name(kv.v);
+    }
+}
+
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {
     EXPECT_EQ(compare(test::stories260k(), 64, QuantType::F16, 60, 20), "");
     EXPECT_EQ(compare(test::stories260k(), 512, QuantType::F16, 5, 60, 512), "");
