@@ -28,7 +28,7 @@ std::vector<float> VulkanRmsNorm::run(const float* x, int rows, int n, const flo
     xb.upload(x, cells * 4);
     wb.upload(weight, static_cast<size_t>(n) * 4);
     const Params p{static_cast<uint32_t>(n), static_cast<uint32_t>(rows), eps};
-    kernel_->run({&xb, &wb, &ob}, &p, (static_cast<uint32_t>(rows) + kGroup - 1) / kGroup);
+    kernel_->run({&xb, &wb, &ob}, &p, static_cast<uint32_t>(std::min(rows, 65535)));  // a workgroup per row
     std::vector<float> out(cells);
     ob.download(out.data(), cells * 4);
     return out;

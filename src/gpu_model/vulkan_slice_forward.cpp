@@ -415,7 +415,8 @@ void VulkanSliceForward::embed(std::span<const int32_t> tokens, float* x) const 
 void VulkanSliceForward::record_norm(VkCommandBuffer cb, const VulkanBuffer& x, const VulkanBuffer& weight,
                                      const VulkanBuffer& out, int rows, int64_t n) {
     const VulkanNormParams p{u32(n), u32(rows), hparams_.rms_eps};
-    kernels_->norm->record(cb, kernels_->norm->bind({&x, &weight, &out}), &p, groups(rows));
+    // A workgroup per row (rms_norm.comp).
+    kernels_->norm->record(cb, kernels_->norm->bind({&x, &weight, &out}), &p, u32(std::min(rows, 65535)));
 }
 
 const VulkanBuffer& VulkanSliceForward::record_activation(VkCommandBuffer cb, QuantType type, const VulkanBuffer& rows,

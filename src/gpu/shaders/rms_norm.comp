@@ -1,11 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // RMS norm of each row as ops/norm.cpp computes it: the float squares summed
-// in double into 8 partial sums in a fixed order, then added in order; the
+// in double into 8 partial sums (element i into sum i % 8, in order), then
+// added in order; the
 // mean rounded to double and then to float; scale = 1 / sqrt(mean + eps) with
 // each operation rounded once (exact_math.glsl: Vulkan's own division and
 // square root may be off by a few units); out = x * scale * weight.
-// One invocation per row.
 #include "exact_math.glsl"
 
 layout(local_size_x = 64) in;
@@ -14,31 +14,40 @@ layout(std430, set = 0, binding = 1) readonly buffer Wt { float weight[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Out { float out_[]; };
 layout(push_constant) uniform Params { uint n; uint rows; float eps; } p;
 
+shared double part[8];
+shared float row_scale;
+
+// One workgroup per row (rows beyond the dispatch's width loop): the 8
+// partial sums on 8 threads, each in its own order (element i to part i % 8,
+// in order), then one thread adds them and takes the scale, then every
+// thread scales its elements.
 void main() {
-    const uint r = gl_GlobalInvocationID.x;
-    if (r >= p.rows) return;
-    const uint base = r * p.n;
-    precise double part[8];
-    for (int k = 0; k < 8; ++k) part[k] = 0.0;
-    uint i = 0;
-    for (; i + 8u <= p.n; i += 8u) {
-        for (uint k = 0; k < 8u; ++k) {
-            precise float sq = x[base + i + k] * x[base + i + k];
-            part[k] = part[k] + double(sq);
+    const uint lid = gl_LocalInvocationID.x;
+    for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+        const uint base = r * p.n;
+        if (lid < 8u) {
+            precise double acc = 0.0;
+            for (uint i = lid; i < p.n; i += 8u) {
+                precise float sq = x[base + i] * x[base + i];
+                acc = acc + double(sq);
+            }
+            part[lid] = acc;
         }
-    }
-    for (uint k = 0; i < p.n; ++i, ++k) {
-        precise float sq = x[base + i] * x[base + i];
-        part[k] = part[k] + double(sq);
-    }
-    precise double sum = 0.0;
-    for (int k = 0; k < 8; ++k) sum = sum + part[k];
-    const float mean = nearest_float(exact_div_d(sum, double(p.n)));
-    precise float shifted = mean + p.eps;
-    const float scale = exact_recip_f(exact_sqrt_f(shifted));
-    for (uint j = 0; j < p.n; ++j) {
-        precise float scaled = x[base + j] * scale;
-        precise float v = scaled * weight[j];
-        out_[base + j] = v;
+        barrier();
+        if (lid == 0u) {
+            precise double sum = 0.0;
+            for (int k = 0; k < 8; ++k) sum = sum + part[k];
+            const float mean = nearest_float(exact_div_d(sum, double(p.n)));
+            precise float shifted = mean + p.eps;
+            row_scale = exact_recip_f(exact_sqrt_f(shifted));
+        }
+        barrier();
+        const float scale = row_scale;
+        for (uint j = lid; j < p.n; j += 64u) {
+            precise float scaled = x[base + j] * scale;
+            precise float v = scaled * weight[j];
+            out_[base + j] = v;
+        }
+        barrier();  // x may be out_ (in place): every read of this row is done before the next row's
     }
 }
