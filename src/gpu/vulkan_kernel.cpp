@@ -108,11 +108,12 @@ void VulkanKernel::write_set(VkDescriptorSet set, const std::vector<const Vulkan
 }
 
 void VulkanKernel::record(VkCommandBuffer cb, VkDescriptorSet set, const void* push, uint32_t groups_x,
-                          uint32_t groups_y, uint32_t groups_z) const {
+                          uint32_t groups_y, uint32_t groups_z, bool then_barrier) const {
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set, 0, nullptr);
     if (push_bytes_ > 0) vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
     vkCmdDispatch(cb, groups_x, groups_y, groups_z);
+    if (!then_barrier) return;
     VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;

@@ -30,9 +30,11 @@ public:
 
     // The descriptor set of these buffers (made once, then reused).
     VkDescriptorSet bind(const std::vector<const VulkanBuffer*>& buffers);
-    // A dispatch of this kernel with a set from bind, then a compute-to-compute barrier.
+    // A dispatch of this kernel with a set from bind, then a compute-to-compute
+    // barrier unless `then_barrier` is false (the next dispatch reads nothing
+    // this one writes: Q, K and V of one input, say).
     void record(VkCommandBuffer cb, VkDescriptorSet set, const void* push, uint32_t groups_x, uint32_t groups_y = 1,
-                uint32_t groups_z = 1) const;
+                uint32_t groups_z = 1, bool then_barrier = true) const;
     const char* name() const { return name_; }
 
 private:

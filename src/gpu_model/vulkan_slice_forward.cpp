@@ -445,7 +445,7 @@ const VulkanBuffer& VulkanSliceForward::record_activation(VkCommandBuffer cb, Qu
 }
 
 void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
-                                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols) {
+                                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols, bool then_barrier) {
     const int64_t block = layout_of(w.type).block_size;
     const int64_t row_blocks = w.cols / block;
     // Units of unit_cols columns, the last one what is left (model/reduction_units.h).
@@ -455,7 +455,8 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
                          u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
     p.serial = serial_ ? 1 : 0;
     VulkanKernel& k = kernels_->product(w.type);
-    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units), u32(n_tok));
+    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units), u32(n_tok), 1,
+             then_barrier);
 }
 
 void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
@@ -487,8 +488,9 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_t
     // Q/K/V of this share's heads, their biases and norms, RoPE, the K/V store.
     new_input();
     record_norm(cb, *x_, *l.attn_norm, *h_, n_tok, n_embd);
-    record_product(cb, l.wq, record_activation(cb, l.wq.type, *h_, n_tok, n_embd), n_tok, *q_, q_width_, 0);
-    record_product(cb, l.wk, record_activation(cb, l.wk.type, *h_, n_tok, n_embd), n_tok, *k_, kv_width_, 0);
+    // Q, K and V of one input: no barrier between their products.
+    record_product(cb, l.wq, record_activation(cb, l.wq.type, *h_, n_tok, n_embd), n_tok, *q_, q_width_, 0, false);
+    record_product(cb, l.wk, record_activation(cb, l.wk.type, *h_, n_tok, n_embd), n_tok, *k_, kv_width_, 0, false);
     record_product(cb, l.wv, record_activation(cb, l.wv.type, *h_, n_tok, n_embd), n_tok, *v_, kv_width_, 0);
     const auto bias = [&](const std::unique_ptr<VulkanBuffer>& b, VulkanBuffer& y, int64_t n, int64_t first) {
         if (!b) return;
@@ -507,7 +509,8 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_t
         const VulkanBuffer* cos = rope_cos_[static_cast<size_t>(table)].get();
         const VulkanBuffer* sin = rope_sin_[static_cast<size_t>(table)].get();
         const VulkanRopeParams pq{u32(n_q_heads_), u32(hd), u32(pairs), halves, u32(n_tok), u32(q_width_)};
-        kernels_->rope->record(cb, kernels_->rope->bind({q_.get(), cos, sin}), &pq, groups(n_q_heads_ * pairs), u32(n_tok));
+        kernels_->rope->record(cb, kernels_->rope->bind({q_.get(), cos, sin}), &pq, groups(n_q_heads_ * pairs), u32(n_tok),
+                               1, false);
         const VulkanRopeParams pk{u32(n_kv_), u32(hd), u32(pairs), halves, u32(n_tok), u32(kv_width_)};
         kernels_->rope->record(cb, kernels_->rope->bind({k_.get(), cos, sin}), &pk, groups(n_kv_ * pairs), u32(n_tok));
     }
@@ -538,7 +541,8 @@ void VulkanSliceForward::record_ffn(VkCommandBuffer cb, int layer, int n_tok) {
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
     new_input();
     record_norm(cb, *x_, *l.ffn_norm, *h_, n_tok, hp.n_embd);
-    record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, hp.n_embd), n_tok, *gate_, n_ffn_, 0);
+    record_product(cb, l.w_gate, record_activation(cb, l.w_gate.type, *h_, n_tok, hp.n_embd), n_tok, *gate_, n_ffn_, 0,
+                   false);
     record_product(cb, l.w_up, record_activation(cb, l.w_up.type, *h_, n_tok, hp.n_embd), n_tok, *up_, n_ffn_, 0);
     const uint32_t ps_glu[2] = {u32(n_ffn_), u32(n_tok)};
     VulkanKernel& gate = kernels_->gate(hp.family->activation);
@@ -620,7 +624,8 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
     const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff, k = hp.n_expert_used;
     const int64_t pairs = static_cast<int64_t>(n_tok) * k;
     const auto expert_rows = [&](const DeviceMatrix& w, int64_t first_row, int64_t rows, const VulkanBuffer& act,
-                                 int64_t x_row, const VulkanBuffer& y, int64_t y_begin, int64_t unit_cols) {
+                                 int64_t x_row, const VulkanBuffer& y, int64_t y_begin, int64_t unit_cols,
+                                 bool then_barrier) {
         const int64_t block = layout_of(w.type).block_size, row_blocks = w.cols / block;
         const int64_t units = unit_cols > 0 ? (w.cols + unit_cols - 1) / unit_cols : 1;
         const int64_t unit_blocks = unit_cols > 0 ? unit_cols / block : row_blocks;
@@ -630,17 +635,18 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
         p.y_begin = u32(y_begin);
         p.serial = serial_ ? 1 : 0;
         VulkanKernel& kernel = kernels_->product(w.type);
-        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, rows, units), 1);
+        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, rows, units), 1, 1,
+                      then_barrier);
     };
     const VulkanBuffer& h_gate = record_activation(cb, l.gate_exps.type, *h_, n_tok, n_embd);
     for (int64_t j = 0; j < pairs; ++j) {
         const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.gate_exps, e * n_ff, n_ff, h_gate, j / k, *gate_, j * n_ff, 0);
+        expert_rows(l.gate_exps, e * n_ff, n_ff, h_gate, j / k, *gate_, j * n_ff, 0, false);  // up's barrier follows
     }
     const VulkanBuffer& h_up = record_activation(cb, l.up_exps.type, *h_, n_tok, n_embd);
     for (int64_t j = 0; j < pairs; ++j) {
         const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.up_exps, e * n_ff, n_ff, h_up, j / k, *up_, j * n_ff, 0);
+        expert_rows(l.up_exps, e * n_ff, n_ff, h_up, j / k, *up_, j * n_ff, 0, j + 1 == pairs);
     }
     const uint32_t glu[2] = {u32(n_ff), u32(pairs)};
     const auto expert_bias = [&](const std::unique_ptr<VulkanBuffer>& bias, VulkanBuffer& y) {
@@ -662,7 +668,7 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
     down_bias_ = l.down_exps_bias.get();  // joined with the units (record_add_dots)
     for (int64_t j = 0; j < pairs; ++j) {
         const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.down_exps, e * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols);
+        expert_rows(l.down_exps, e * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols, j + 1 == pairs);
     }
 }
 

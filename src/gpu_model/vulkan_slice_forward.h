@@ -95,7 +95,7 @@ private:
     const VulkanBuffer& record_activation(VkCommandBuffer cb, QuantType type, const VulkanBuffer& rows, int n_tok,
                                           int64_t n);
     void record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
-                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols);
+                        const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols, bool then_barrier = true);
     // The unit dots of wo or w_down into dots_ (dot_units_ per row).
     void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
     // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
