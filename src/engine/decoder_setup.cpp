@@ -88,6 +88,15 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
     pc.connect_timeout_ms = options.timeout_ms;
     pc.key = key_from_flag_or_env(options.key_file);
     pc.step_timeout_ms = options.step_timeout_ms;
+    // The root's own stage on its GPU (--device vulkan[:N], --gpu-layers).
+    if (const std::optional<int> vulkan = vulkan_device_of(options.device)) {
+#if TESSERA_VULKAN
+        const int index = *vulkan, gpu_layers = options.gpu_layers;
+        pc.root_device = [=](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
+            return std::unique_ptr<SliceRunner>(std::make_unique<SplitLayers>(m, slice, c, index, gpu_layers, n_threads));
+        };
+#endif
+    }
     DecoderSetup setup;
     auto decoder = std::make_unique<PipelineDecoder>(model, pc);
     setup.pipeline = decoder.get();
@@ -131,8 +140,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
     const std::optional<int> vulkan = vulkan_device_of(options.device);
     if (vulkan && (options.local > 1 || !options.workers.empty() || options.sequence_parallel())) {
-        throw make_error("--device {} runs a single node for now: no --local, --workers or --prefill sp with it",
-                         options.device);
+        throw make_error("--device {} runs a single node or a pipeline's first stage for now: no --local, --workers "
+                         "or --prefill sp with it (a worker takes --device for its own share)", options.device);
     }
     DecoderSetup setup;
     std::vector<HostPort> workers = parse_host_port_list(options.workers);

@@ -28,7 +28,7 @@ public:
     void embed(std::span<const int32_t> tokens, float* x) const override;
     void forward_layers(float* x, int pos0, int n_tok) override;
     void forward_layers(float* x, std::span<const SeqRun> runs) override;
-    int n_seq() const { return n_seq_; }
+    int n_seq() const override { return n_seq_; }
     void logits(const float* x, int n_tok, float* logits) override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;

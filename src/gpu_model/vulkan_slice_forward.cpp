@@ -863,21 +863,7 @@ void VulkanSliceForward::add_ffn_output(int layer, const float* sum, float* x, i
 }
 
 int VulkanSliceForward::check_runs(std::span<const SeqRun> runs) const {
-    int64_t n_tok = 0;
-    for (size_t i = 0; i < runs.size(); ++i) {
-        const SeqRun& r = runs[i];
-        if (r.seq < 0 || r.seq >= n_seq_) throw make_error("sequence {} is not one of the {} this node keeps", r.seq, n_seq_);
-        if (r.n_tok < 1 || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx_) {
-            throw make_error("positions {}..{} of sequence {} exceed the context of {}", r.pos0,
-                             static_cast<int64_t>(r.pos0) + r.n_tok, r.seq, n_ctx_);
-        }
-        for (size_t j = 0; j < i; ++j) {
-            if (runs[j].seq == r.seq) throw make_error("sequence {} appears twice in one batch", r.seq);
-        }
-        n_tok += r.n_tok;
-    }
-    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
-    return static_cast<int>(n_tok);
+    return check_seq_runs(runs, n_seq_, n_ctx_, n_batch_);
 }
 
 // Each row's sequence, position, place in its run and the run's length
@@ -901,16 +887,7 @@ void VulkanSliceForward::prepare_rows(std::span<const SeqRun> runs) {
 // copied), with the CPU's own conversions, and go back up. Rare enough (a
 // full context) that a round trip costs nothing that matters.
 void VulkanSliceForward::compact_context(int seq, std::span<const int> kept, int n_used) {
-    if (seq < 0 || seq >= n_seq_ || n_used > n_ctx_ || kept.size() > static_cast<size_t>(n_used)) {
-        throw make_error("cannot compact sequence {}: {} of {} positions kept (context {}, {} sequences)", seq,
-                         kept.size(), n_used, n_ctx_, n_seq_);
-    }
-    for (size_t j = 0; j < kept.size(); ++j) {
-        if (kept[j] < 0 || kept[j] >= n_used || (j > 0 && kept[j] <= kept[j - 1])) {
-            throw make_error("cannot compact sequence {}: kept position {} at {} is not after {} and under {}", seq,
-                             kept[j], j, j > 0 ? kept[j - 1] : -1, n_used);
-        }
-    }
+    check_compaction(seq, kept, n_used, n_seq_, n_ctx_);
     if (n_kv_ == 0 || n_used == 0) return;
     const int hd = hparams_.head_dim;
     const uint64_t kb = kv_row_bytes(kv_types_.k, hd), vb = kv_row_bytes(kv_types_.v, hd);

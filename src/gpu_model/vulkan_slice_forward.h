@@ -46,7 +46,7 @@ public:
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,
                               int n_ctx, KvCacheTypes kv, int n_seq = 1);
-    int n_seq() const { return n_seq_; }
+    int n_seq() const override { return n_seq_; }
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
     void embed(std::span<const int32_t> tokens, float* x) const override;

@@ -48,6 +48,14 @@ public:
     virtual void add_attention_mass(int seq, int n_used, int64_t* totals) = 0;
 };
 
+// Checks runs against a node's sequences (distinct, in [0, n_seq)) and
+// context; returns their rows (at least 1, at most n_batch). Every forward
+// checks alike.
+int check_seq_runs(std::span<const SeqRun> runs, int n_seq, int n_ctx, int n_batch);
+// Checks a compaction of sequence seq (LayerBlock::compact_context): kept
+// strictly increasing inside [0, n_used), n_used inside the context.
+void check_compaction(int seq, std::span<const int> kept, int n_used, int n_seq, int n_ctx);
+
 // A process's own slice of whole layers with the slice's ends: what a
 // pipeline stage serves with, wherever it computes (SliceForward on the CPU,
 // VulkanSliceForward on a GPU).
@@ -56,6 +64,8 @@ public:
     virtual const ModelHParams& hparams() const = 0;
     virtual const Slice& slice() const = 0;
     virtual int n_ctx() const = 0;
+    // Sequences with a cache of their own.
+    virtual int n_seq() const = 0;
     // Most rows one call takes.
     virtual int n_batch() const = 0;
     // Checks runs against the sequences (distinct, in range) and the

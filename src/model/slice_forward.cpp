@@ -67,16 +67,7 @@ RopeTable& SliceForward::rope_of(int layer) {
 }
 
 void SliceForward::compact_context(int seq, std::span<const int> kept, int n_used) {
-    if (seq < 0 || seq >= n_seq() || n_used > n_ctx() || kept.size() > static_cast<size_t>(n_used)) {
-        throw make_error("cannot compact sequence {}: {} of {} positions kept (context {}, {} sequences)", seq,
-                         kept.size(), n_used, n_ctx(), n_seq());
-    }
-    for (size_t j = 0; j < kept.size(); ++j) {
-        if (kept[j] < 0 || kept[j] >= n_used || (j > 0 && kept[j] <= kept[j - 1])) {
-            throw make_error("cannot compact sequence {}: kept position {} at {} is not after {} and under {}", seq,
-                             kept[j], j, j > 0 ? kept[j - 1] : -1, n_used);
-        }
-    }
+    check_compaction(seq, kept, n_used, n_seq(), n_ctx());
     KvCache& cache = caches_[static_cast<size_t>(seq)];
     const Slice& s = weights_.slice;
     const int hd = hparams_.head_dim;
@@ -393,22 +384,39 @@ void SliceForward::check_batch(int n_tok) const {
     if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
 }
 
-int SliceForward::check_runs(std::span<const SeqRun> runs) const {
+int check_seq_runs(std::span<const SeqRun> runs, int n_seq, int n_ctx, int n_batch) {
     int64_t n_tok = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
         const SeqRun& r = runs[i];
-        if (r.seq < 0 || r.seq >= n_seq()) throw make_error("sequence {} is not one of the {} this node keeps", r.seq, n_seq());
-        if (r.n_tok < 1 || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx()) {
+        if (r.seq < 0 || r.seq >= n_seq) throw make_error("sequence {} is not one of the {} this node keeps", r.seq, n_seq);
+        if (r.n_tok < 1 || r.pos0 < 0 || static_cast<int64_t>(r.pos0) + r.n_tok > n_ctx) {
             throw make_error("positions {}..{} of sequence {} exceed the context of {}", r.pos0,
-                             static_cast<int64_t>(r.pos0) + r.n_tok, r.seq, n_ctx());
+                             static_cast<int64_t>(r.pos0) + r.n_tok, r.seq, n_ctx);
         }
         for (size_t j = 0; j < i; ++j) {
             if (runs[j].seq == r.seq) throw make_error("sequence {} appears twice in one batch", r.seq);
         }
         n_tok += r.n_tok;
     }
-    if (n_tok < 1 || n_tok > n_batch_) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch_);
+    if (n_tok < 1 || n_tok > n_batch) throw make_error("internal: batch of {} positions (at most {})", n_tok, n_batch);
     return static_cast<int>(n_tok);
+}
+
+void check_compaction(int seq, std::span<const int> kept, int n_used, int n_seq, int n_ctx) {
+    if (seq < 0 || seq >= n_seq || n_used > n_ctx || kept.size() > static_cast<size_t>(n_used)) {
+        throw make_error("cannot compact sequence {}: {} of {} positions kept (context {}, {} sequences)", seq,
+                         kept.size(), n_used, n_ctx, n_seq);
+    }
+    for (size_t j = 0; j < kept.size(); ++j) {
+        if (kept[j] < 0 || kept[j] >= n_used || (j > 0 && kept[j] <= kept[j - 1])) {
+            throw make_error("cannot compact sequence {}: kept position {} at {} is not after {} and under {}", seq,
+                             kept[j], j, j > 0 ? kept[j - 1] : -1, n_used);
+        }
+    }
+}
+
+int SliceForward::check_runs(std::span<const SeqRun> runs) const {
+    return check_seq_runs(runs, n_seq(), n_ctx(), n_batch_);
 }
 
 SliceForward::ConvertedActivation& SliceForward::slot_for(const Matrix& m) {

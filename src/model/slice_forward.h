@@ -114,7 +114,7 @@ public:
     const ExpertReuse& prompt_expert_reuse() const { return prompt_reuse_; }
     const KvCache& kv_cache(int seq = 0) const { return caches_.at(static_cast<size_t>(seq)); }
     int n_ctx() const override { return caches_[0].n_ctx(); }
-    int n_seq() const { return static_cast<int>(caches_.size()); }
+    int n_seq() const override { return static_cast<int>(caches_.size()); }
     int n_batch() const override { return n_batch_; }
     // Sparse attention's options (disabled: dense).
     const SparseOptions& sparse() const { return sparse_; }

@@ -182,10 +182,18 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
     }
+    if (config.root_device && !group_of(0).empty()) {
+        throw make_error("the root's stage leads a tensor-parallel group: its device (--device) serves a stage alone "
+                         "for now");
+    }
     if (group_of(0).empty()) {
         ForwardConfig root = config.forward;
         root.weight_budget = root_weight_budget;
-        forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, root, pool_);
+        if (config.root_device) {
+            forward_ = config.root_device(model, stages_[0].slice, root);
+        } else {
+            forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, root, pool_);
+        }
         front_ = forward_.get();
         block_ = forward_.get();
     } else {

@@ -20,6 +20,7 @@
 #include "net/channel.h"
 #include "util/thread_pool.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct PipelineConfig {
     // A plan whose stages send heartbeats but no logits for this long is
     // dropped (0: sized from the measured speed, the layers and the batch).
     int step_timeout_ms = 0;
+    // Where the root's own stage computes when not on its CPU (a GPU:
+    // --device vulkan); null: the CPU. Not with a group of its own.
+    std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_device;
 };
 
 struct StageInfo {
@@ -87,8 +91,9 @@ public:
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
     const std::vector<StageInfo>& stages() const { return stages_; }
-    // Stage 0's own slice, on the root (null when stage 0 is a group).
-    SliceForward* root_forward() { return forward_.get(); }
+    // Stage 0's own slice, on the root's CPU (null when stage 0 is a group or
+    // runs on the root's GPU).
+    SliceForward* root_forward() { return dynamic_cast<SliceForward*>(forward_.get()); }
 
 private:
     // Connects to config.stages and reads their hello replies.
@@ -105,9 +110,9 @@ private:
 
     PipelineConfig config_;
     ThreadPool pool_;
-    std::unique_ptr<SliceForward> forward_;           // stage 0 on the root alone
+    std::unique_ptr<SliceRunner> forward_;           // stage 0 on the root alone
     std::unique_ptr<TensorParallelDecoder> group_;    // or stage 0 as a tensor-parallel group
-    SliceForward* front_ = nullptr;                   // embeds (and, with one stage, computes logits)
+    SliceRunner* front_ = nullptr;                    // embeds (and, with one stage, computes logits)
     LayerBlock* block_ = nullptr;                     // runs stage 0's layers
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to stages 1..S-1
     std::vector<StageInfo> stages_;
