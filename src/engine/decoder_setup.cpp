@@ -139,9 +139,8 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     }
     if (options.local < 1) throw make_error("--local needs at least 1 process, got {}", options.local);
     const std::optional<int> vulkan = vulkan_device_of(options.device);
-    if (vulkan && (options.local > 1 || !options.workers.empty() || options.sequence_parallel())) {
-        throw make_error("--device {} runs a single node or a pipeline's first stage for now: no --local, --workers "
-                         "or --prefill sp with it (a worker takes --device for its own share)", options.device);
+    if (vulkan && options.sequence_parallel()) {
+        throw make_error("--device {}: sequence-parallel prefill (--prefill sp) runs on CPUs for now", options.device);
     }
     DecoderSetup setup;
     std::vector<HostPort> workers = parse_host_port_list(options.workers);
@@ -247,6 +246,18 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     tp.partial_bands = options.partial_bands;
     if (options.exchange != "auto") tp.topology = parse_partial_topology(options.exchange);
     tp.moe_split = parse_moe_split(options.moe_split);
+    // The root's own rank on its GPU (--device vulkan[:N]).
+    if (vulkan) {
+#if TESSERA_VULKAN
+        const int index = *vulkan;
+        if (options.gpu_layers < model.hparams().n_layer) {
+            throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all its layers on the device", options.gpu_layers);
+        }
+        tp.root_device = [index](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
+            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(m, slice, c, index));
+        };
+#endif
+    }
     auto decoder = std::make_unique<TensorParallelDecoder>(model, tp);
     setup.tensor_parallel = decoder.get();
     setup.decoder = std::move(decoder);

@@ -4,6 +4,7 @@
 #include "model/moe_router.h"
 #include "ops/activation.h"
 #include "ops/fixed_sum.h"
+#include "ops/norm.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 
@@ -756,6 +757,15 @@ void VulkanSliceForward::head_rows(const float* h, int n_tok, float* logits, int
         record_compute_to_host(cb);
     });
     read_head(n_tok, logits, stride);
+}
+
+void VulkanSliceForward::norm_output_input(const float* x, float* h, int n_tok) const {
+    check_rows(n_tok);
+    if (!weights_.slice.outputs) throw make_error("internal: this slice does not hold the output norm");
+    const int64_t n_embd = hparams_.n_embd;
+    for (int t = 0; t < n_tok; ++t) {
+        rms_norm(x + t * n_embd, weights_.output_norm.data(), n_embd, hparams_.rms_eps, h + t * n_embd);
+    }
 }
 
 void VulkanSliceForward::record_head(VkCommandBuffer cb, const VulkanBuffer& h, int n_tok) {

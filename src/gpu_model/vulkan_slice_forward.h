@@ -66,6 +66,8 @@ public:
     void add_ffn_output(int layer, const float* sum, float* x, int n_tok) override;
     void set_partial_bands(int bands, BandSink on_band, int first_band = 0) override;
     void head_rows(const float* h, int n_tok, float* logits, int64_t stride) override;
+    // On the host, with the CPU's own rms_norm (a tensor-parallel root's).
+    void norm_output_input(const float* x, float* h, int n_tok) const override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 

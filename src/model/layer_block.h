@@ -100,6 +100,8 @@ public:
     // on_band(c0, c1) once columns [c0, c1) of every row are final.
     using BandSink = std::function<void(int c0, int c1)>;
     virtual void set_partial_bands(int bands, BandSink on_band, int first_band = 0) = 0;
+    // h[t] = rmsnorm(x[t]) with the output norm weights (a slice with outputs).
+    virtual void norm_output_input(const float* x, float* h, int n_tok) const = 0;
     // logits[t * stride + v - vocab_begin] for this share's vocab rows, of
     // rows h already normed with the output norm.
     virtual void head_rows(const float* h, int n_tok, float* logits, int64_t stride) = 0;

@@ -170,7 +170,7 @@ public:
     // vocabulary); n_vocab per row.
     void logits(const float* x, int n_tok, float* logits) override;
     // h[t] = rmsnorm(x[t]) with the output norm weights (needs slice.outputs).
-    void norm_output_input(const float* x, float* h, int n_tok) const;
+    void norm_output_input(const float* x, float* h, int n_tok) const override;
     // logits[t * stride + v - vocab_begin] = output[v] · h[t] (+ bias, then
     // the final soft cap where the family has them) for this slice's vocab
     // rows: its share of a head split across ranks.

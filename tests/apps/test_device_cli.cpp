@@ -82,6 +82,8 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     const std::string gpu_rank = test::start_worker(rank_gpu, q4k, "", {"--device", "vulkan"});
     const std::string cpu_rank = test::start_worker(rank_cpu, q4k);
     EXPECT_EQ(test::greedy_tokens(q4k, {"--workers", gpu_rank + "," + cpu_rank, "--exact"}), q4k_cpu);
+    // --local 3 with the root's rank on the GPU, the other two on the CPU.
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--local", "3", "--exact", "--device", "vulkan"}), q4k_cpu);
 
     EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
 }
@@ -114,9 +116,10 @@ TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
     r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "tpu"}), 60);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("the devices are cpu and vulkan[:N]"), std::string::npos) << r.err;
-    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--local", "2"}), 60);
+    r = test::run_process(
+        test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--local", "2", "--prefill", "sp"}), 60);
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("runs a single node or a pipeline's first stage for now"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sequence-parallel prefill (--prefill sp) runs on CPUs for now"), std::string::npos) << r.err;
     r = test::run_process(
         test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--attention", "sparse"}), 60);
     EXPECT_NE(r.exit_code, 0);

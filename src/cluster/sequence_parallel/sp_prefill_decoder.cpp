@@ -187,7 +187,7 @@ void SpPrefillDecoder::hand_off(int positions) {
         tp.key = config_.key;
         if (tp.weights.empty()) tp.weights = config_.weights;
         group_ = std::make_unique<TensorParallelDecoder>(model_, tp, std::move(adopted));
-        root = &group_->root_forward();
+        root = dynamic_cast<SliceForward*>(&group_->root_forward());  // a CPU rank: --prefill sp takes no --device
         handed_ = group_.get();
     } else {
         PipelineConfig pc = *config_.pipeline;

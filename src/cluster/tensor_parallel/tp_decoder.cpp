@@ -226,7 +226,11 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     }
     ForwardConfig root = config.forward;
     root.weight_budget = root_weight_budget;
-    forward_ = std::make_unique<SliceForward>(model, plan[0], root, pool_);
+    if (config.root_device) {
+        forward_ = config.root_device(model, plan[0], root);
+    } else {
+        forward_ = std::make_unique<SliceForward>(model, plan[0], root, pool_);
+    }
     const size_t rows = static_cast<size_t>(forward_->n_batch()) * hp.n_embd;
     x_.resize(rows);
     h_.resize(rows);

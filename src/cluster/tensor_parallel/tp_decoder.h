@@ -63,6 +63,9 @@ struct TpConfig {
     int layer_end = 0;
     bool first = true;
     bool last = true;
+    // Where the root's own rank computes when not on its CPU (a GPU:
+    // --device vulkan); null: the CPU.
+    std::function<std::unique_ptr<RankRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_device;
     // A group that is the whole model splits the output head's rows across
     // its ranks too (the logits are gathered on the root). Off for a group a
     // pipeline drives through its root's own head.
@@ -114,7 +117,7 @@ public:
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
     // The root's own slice: embeds tokens and computes logits when the group
     // is first / last.
-    SliceForward& root_forward() { return *forward_; }
+    RankRunner& root_forward() { return *forward_; }
 
     const std::vector<TpRankInfo>& ranks() const { return ranks_; }
     // How the plan split a mixture of experts (kChannels for a dense model).
@@ -162,7 +165,7 @@ private:
 
     TpConfig config_;
     ThreadPool pool_;
-    std::unique_ptr<SliceForward> forward_;
+    std::unique_ptr<RankRunner> forward_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;
     std::vector<TpRankInfo> ranks_;
     MoeSplit moe_split_ = MoeSplit::kChannels;
