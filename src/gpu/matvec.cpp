@@ -20,6 +20,10 @@ bool serial_products(const VulkanDeviceInfo& info) {
     return info.type == "cpu";
 }
 
+uint32_t product_token_groups(bool serial, int64_t tokens) {
+    return static_cast<uint32_t>(serial ? tokens : (tokens + 7) / 8);
+}
+
 uint32_t product_groups(bool serial, int64_t rows, int64_t units) {
     if (serial) return static_cast<uint32_t>((rows * units + 63) / 64);
     return static_cast<uint32_t>(std::min<int64_t>(rows, 65535));

@@ -57,8 +57,10 @@ namespace tessera {
 // TESSERA_VULKAN_PRODUCTS says ("rows" or "dots", for tests and benchmarks).
 struct VulkanDeviceInfo;
 bool serial_products(const VulkanDeviceInfo& info);
-// The workgroups of a product of `rows` rows (and `units` dots a row).
+// The workgroups of a product of `rows` rows (and `units` dots a row), and
+// of its `tokens` rows of activations (matmul_common.glsl's tiles of 8).
 uint32_t product_groups(bool serial, int64_t rows, int64_t units);
+uint32_t product_token_groups(bool serial, int64_t tokens);
 
 // matmul_common.glsl.
 struct VulkanMatmulParams {

@@ -456,8 +456,8 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
                          u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
     p.serial = serial_ ? 1 : 0;
     VulkanKernel& k = kernels_->product(w.type);
-    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units), u32(n_tok), 1,
-             then_barrier);
+    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units),
+             product_token_groups(serial_, n_tok), 1, then_barrier);
 }
 
 void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,

@@ -80,7 +80,8 @@ TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(12);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 32}, {5, 64}, {63, 96}, {129, 2048}}) {
+    // 16384: 512 blocks a row, two chunks of the workgroup layout's terms.
+    for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 32}, {5, 64}, {63, 96}, {129, 2048}, {3, 16384}}) {
         const int blocks = n / 32;
         std::vector<float> wf(static_cast<size_t>(rows) * static_cast<size_t>(n)), xf(static_cast<size_t>(n));
         for (float& v : wf) v = normal(rng);

@@ -8,8 +8,8 @@
 // r and token t goes to y[y_begin + t * y_stride + r * units + u]; activation
 // rows hold only the product's own columns (x_stride blocks or floats apart).
 //
-// One workgroup per row and token (rows beyond the dispatch's width loop),
-// so the threads read a row's blocks side by side:
+// One workgroup per row and tile of up to 8 tokens (rows beyond the
+// dispatch's width loop), so the threads read a row's blocks side by side:
 //   block types define block_term(r, t, b, a, d): block b's step of the
 //     canonical chain, acc = fma(a, d, acc) (ops/row_groups.h). The threads
 //     compute the steps' terms (the exact integer sums, the scales) in
@@ -26,6 +26,7 @@
 #include "exact_fma.glsl"
 
 layout(local_size_x = 64) in;
+const uint kTokens = 8u;  // tokens a workgroup takes at once (matmul.h's product_groups)
 layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
@@ -74,12 +75,17 @@ void main() {
         serial_dot();
         return;
     }
-    const uint t = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    // A tile of kTokens tokens per workgroup: the row's weights are read for
+    // all of them at once (prompts).
+    const uint t0 = gl_WorkGroupID.y * kTokens, lid = gl_LocalInvocationID.x;
     const uint lane = lid % 16u, slot = lid / 16u;
+    const uint tiles = min(kTokens, p.tokens - t0);
     for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
-        for (uint u0 = 0; u0 < p.units; u0 += 4u) {
-            const uint u = u0 + slot;
-            if (u < p.units) {
+        // Every (token, unit) dot, four at a time (16 lanes each).
+        for (uint d0 = 0; d0 < tiles * p.units; d0 += 4u) {
+            const uint dot = d0 + slot;
+            const uint t = t0 + dot / p.units, u = dot % p.units;
+            if (dot < tiles * p.units) {
                 const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
                 precise float acc = 0.0;
                 uint i = lane;
@@ -89,7 +95,7 @@ void main() {
                 lanes_of[slot][lane] = acc;
             }
             barrier();
-            if (lane == 0u && u < p.units) {
+            if (lane == 0u && dot < tiles * p.units) {
                 precise float l[16];
                 for (int j = 0; j < 16; ++j) l[j] = lanes_of[slot][j];
                 for (int s = 8; s >= 1; s /= 2) {
@@ -106,8 +112,8 @@ void main() {
 // the chain goes acc = fma(a, d, acc).
 void block_term(uint r, uint t, uint b, out float a, out float d);
 
-const uint kChunk = 1024u;  // blocks whose terms the workgroup holds at once
-shared float term_a[kChunk], term_d[kChunk];
+const uint kChunk = 256u;  // blocks whose terms the workgroup holds at once, per token (16 KiB in all: Vulkan's least)
+shared float term_a[kTokens * kChunk], term_d[kTokens * kChunk];
 
 void serial_dot() {
     const uint g = gl_GlobalInvocationID.x, t = gl_GlobalInvocationID.y;
@@ -128,25 +134,34 @@ void main() {
         serial_dot();
         return;
     }
-    const uint t = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    // A tile of kTokens tokens per workgroup: the row's blocks are read for
+    // all of them at once (prompts); thread t * units + u runs the chain of
+    // token t's unit u.
+    const uint t0 = gl_WorkGroupID.y * kTokens, lid = gl_LocalInvocationID.x;
+    const uint tiles = min(kTokens, p.tokens - t0);
+    const uint mine_t = lid / p.units, mine_u = lid % p.units;  // units <= 8 (model/reduction_units.h)
+    const bool chains = mine_t < tiles;
     for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
-        float acc = 0.0;  // thread u's unit (u < units)
+        float acc = 0.0;
         for (uint c0 = 0; c0 < p.n_blocks; c0 += kChunk) {
-            const uint c1 = min(p.n_blocks, c0 + kChunk);
-            for (uint b = c0 + lid; b < c1; b += 64u) {
+            const uint c1 = min(p.n_blocks, c0 + kChunk), width = c1 - c0;
+            for (uint k = lid; k < tiles * width; k += 64u) {
+                const uint t = k / width, b = c0 + k % width;
                 float a, d;
-                block_term(r, p.x_begin + t, b, a, d);
-                term_a[b - c0] = a;
-                term_d[b - c0] = d;
+                block_term(r, p.x_begin + t0 + t, b, a, d);
+                term_a[t * kChunk + b - c0] = a;
+                term_d[t * kChunk + b - c0] = d;
             }
             barrier();
-            if (lid < p.units) {  // units <= 64 (model/reduction_units.h: at most 8)
-                const uint first = max(c0, lid * p.blocks), last = min(c1, min(p.n_blocks, (lid + 1u) * p.blocks));
-                for (uint b = first; b < last; ++b) acc = exact_fma(term_a[b - c0], term_d[b - c0], acc);
+            if (chains) {
+                const uint first = max(c0, mine_u * p.blocks), last = min(c1, min(p.n_blocks, (mine_u + 1u) * p.blocks));
+                for (uint b = first; b < last; ++b) {
+                    acc = exact_fma(term_a[mine_t * kChunk + b - c0], term_d[mine_t * kChunk + b - c0], acc);
+                }
             }
             barrier();
         }
-        if (lid < p.units) y[p.y_begin + t * p.y_stride + r * p.units + lid] = acc;
+        if (chains) y[p.y_begin + (t0 + mine_t) * p.y_stride + r * p.units + mine_u] = acc;
     }
 }
 #endif
