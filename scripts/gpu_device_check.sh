@@ -5,6 +5,8 @@
 #   tests  the kernel and forward tests on the first GPU that is not
 #          lavapipe: every product, norm, RoPE, softmax and the whole forward of
 #          every family and weight type against the CPU's logits, bit for bit
+#          (with the device's own fma if the probe takes it, then with the
+#          emulated one), and which fma `tessera devices` reports
 #   bench  tg128 and pp512 of the 1.1B and 8B shapes in Q4_0 and Q4_K (zero
 #          weights: the speed of real ones, no time to generate): tessera on
 #          the GPU, llama.cpp's Vulkan backend (carried) and CUDA backend (built
@@ -31,7 +33,11 @@ print(gpus[0] if gpus else -1)')
 say "GPU: vulkan:$device"
 if [ "$step" = all ] || [ "$step" = tests ]; then
   TESSERA_VULKAN_DEVICE=$device timeout 120 run "$C/bin/test_gpu" 2>&1 | tail -3 | tee -a "$out"
-  TESSERA_VULKAN_DEVICE=$device timeout 180 run "$C/bin/test_gpu_model" 2>&1 | tail -12 | tee -a "$out"
+  TESSERA_VULKAN_DEVICE=$device timeout 180 run "$C/bin/test_gpu_model" 2>&1 | tail -16 | tee -a "$out"
+  # The same with the fma built from doubles (the probe's other branch) and
+  # with a dot per invocation (lavapipe's layout), on this GPU.
+  TESSERA_VULKAN_FMA=emulate TESSERA_VULKAN_PRODUCTS=dots TESSERA_VULKAN_DEVICE=$device timeout 180 \
+    run "$C/bin/test_gpu_model" 2>&1 | tail -3 | tee -a "$out"
 fi
 if [ "$step" = all ] || [ "$step" = bench ]; then
   m=/tmp/models; mkdir -p $m

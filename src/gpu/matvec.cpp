@@ -33,7 +33,6 @@ namespace {
 
 using Params = VulkanMatmulParams;
 
-constexpr uint32_t kGroup = 64;  // the shaders' local_size_x
 
 // A buffer holding `bytes` bytes, padded to whole 32-bit words.
 std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t bytes) {

@@ -4,6 +4,7 @@
 #include "model/moe_router.h"
 #include "ops/activation.h"
 #include "ops/fixed_sum.h"
+#include "ops/iq_grids.h"
 #include "ops/norm.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -45,10 +46,38 @@ bool on_device(QuantType t) {
         case QuantType::Q5_K:
         case QuantType::Q6_K:
         case QuantType::IQ4_XS:
+        case QuantType::IQ2_XXS:
+        case QuantType::IQ2_XS:
+        case QuantType::IQ2_S:
+        case QuantType::IQ3_XXS:
+        case QuantType::IQ3_S:
             return true;
         default:
             return false;
     }
+}
+
+bool is_grid(QuantType t) {
+    return t == QuantType::IQ2_XXS || t == QuantType::IQ2_XS || t == QuantType::IQ2_S || t == QuantType::IQ3_XXS ||
+           t == QuantType::IQ3_S;
+}
+
+// A grid type's tables as iq_grid_types.glsl reads them: its points (IQ2:
+// 8 bytes each, IQ3: 4), the 256 sign-byte masks, the 128 seven-bit ones.
+std::vector<uint32_t> grid_words(QuantType t) {
+    std::vector<uint32_t> words;
+    const auto add64 = [&](const uint64_t* v, size_t n) {
+        for (size_t i = 0; i < n; ++i) words.insert(words.end(), {static_cast<uint32_t>(v[i]), static_cast<uint32_t>(v[i] >> 32)});
+    };
+    if (t == QuantType::IQ3_XXS || t == QuantType::IQ3_S) {
+        const uint32_t* points = iq3_points(t);
+        words.assign(points, points + (t == QuantType::IQ3_XXS ? 256 : 512));
+    } else {
+        add64(iq2_points(t), t == QuantType::IQ2_XXS ? 256 : t == QuantType::IQ2_XS ? 512 : 1024);
+    }
+    add64(iq_sign_masks(), 256);
+    add64(iq_sign_masks_even(), 128);
+    return words;
 }
 
 // A KV type's code (kv_rows.glsl) and the bytes of a cached row (padded to whole words).
@@ -133,6 +162,21 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     }
     if (s.outputs) bytes += floats(w.output_norm);
     bytes += matrix(w.output, s.n_vocab_rows(), w.output.cols);
+    // The tables of each grid I-quant the matrices use.
+    std::vector<QuantType> grids;
+    const auto note_grid = [&](const Matrix& m) {
+        if (m.rows > 0 && is_grid(m.type) && std::find(grids.begin(), grids.end(), m.type) == grids.end()) {
+            grids.push_back(m.type);
+            bytes += grid_words(m.type).size() * 4;
+        }
+    };
+    for (const LayerWeights& l : w.layers) {
+        for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.gate_exps,
+                                &l.up_exps, &l.down_exps}) {
+            note_grid(*m);
+        }
+    }
+    if (s.n_vocab_rows() > 0) note_grid(w.output);
     const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
     // (+ 4: the buffer bound where a kernel's optional one is not used.)
     return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores + 4;
@@ -145,7 +189,7 @@ struct VulkanSliceForward::Kernels {
         };
         const size_t mm = sizeof(VulkanMatmulParams);
         const auto product_of = [&](QuantType t, const uint32_t* spirv, size_t words, const char* name) {
-            products.emplace(t, make(spirv, words, 3, mm, name));
+            products.emplace(t, make(spirv, words, is_grid(t) ? 4 : 3, mm, name));  // the grids' tables too
         };
         product_of(QuantType::F32, TESSERA_SPIRV(matvec_f32), "matvec_f32");
         product_of(QuantType::F16, TESSERA_SPIRV(matvec_f16), "matvec_f16");
@@ -163,6 +207,11 @@ struct VulkanSliceForward::Kernels {
         product_of(QuantType::Q5_K, TESSERA_SPIRV(matvec_q5_k), "matvec_q5_k");
         product_of(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), "matvec_q6_k");
         product_of(QuantType::IQ4_XS, TESSERA_SPIRV(matvec_iq4_xs), "matvec_iq4_xs");
+        product_of(QuantType::IQ2_XXS, TESSERA_SPIRV(matvec_iq2_xxs), "matvec_iq2_xxs");
+        product_of(QuantType::IQ2_XS, TESSERA_SPIRV(matvec_iq2_xs), "matvec_iq2_xs");
+        product_of(QuantType::IQ2_S, TESSERA_SPIRV(matvec_iq2_s), "matvec_iq2_s");
+        product_of(QuantType::IQ3_XXS, TESSERA_SPIRV(matvec_iq3_xxs), "matvec_iq3_xxs");
+        product_of(QuantType::IQ3_S, TESSERA_SPIRV(matvec_iq3_s), "matvec_iq3_s");
         quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
         quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
         norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");
@@ -388,6 +437,12 @@ VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, con
         throw make_error("internal: rows {}+{}, columns {}+{} of {} are not in its view", first_row, rows, first_col, cols,
                          name);
     }
+    if (is_grid(m.type) && grid_tables_.find(m.type) == grid_tables_.end()) {
+        const std::vector<uint32_t> words = grid_words(m.type);
+        auto tables = device_buffer(words.size() * 4);
+        tables->upload(words.data(), words.size() * 4);
+        grid_tables_.emplace(m.type, std::move(tables));
+    }
     DeviceMatrix d;
     d.type = m.type;
     d.rows = rows;
@@ -456,8 +511,14 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
                          u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
     p.serial = serial_ ? 1 : 0;
     VulkanKernel& k = kernels_->product(w.type);
-    k.record(cb, k.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, w.rows, units),
+    k.record(cb, k.bind(product_buffers(w, act, y)), &p, product_groups(serial_, w.rows, units),
              product_token_groups(serial_, n_tok), 1, then_barrier);
+}
+
+std::vector<const VulkanBuffer*> VulkanSliceForward::product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
+                                                                    const VulkanBuffer& y) const {
+    if (!is_grid(w.type)) return {w.buffer.get(), &act, &y};
+    return {w.buffer.get(), &act, &y, grid_tables_.at(w.type).get()};
 }
 
 void VulkanSliceForward::record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
@@ -636,7 +697,7 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
         p.y_begin = u32(y_begin);
         p.serial = serial_ ? 1 : 0;
         VulkanKernel& kernel = kernels_->product(w.type);
-        kernel.record(cb, kernel.bind({w.buffer.get(), &act, &y}), &p, product_groups(serial_, rows, units), 1, 1,
+        kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, product_groups(serial_, rows, units), 1, 1,
                       then_barrier);
     };
     const VulkanBuffer& h_gate = record_activation(cb, l.gate_exps.type, *h_, n_tok, n_embd);

@@ -22,6 +22,7 @@
 #include "model/slice_forward.h"
 #include "ops/rope.h"
 
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -147,6 +148,10 @@ private:
     std::unique_ptr<VulkanBuffer> router_logits_, expert_scale_, chosen_;  // host memory: router rows, choices' weights and ids
     const VulkanBuffer* down_bias_ = nullptr;  // the experts' down biases the dots' sum joins (gpt-oss)
     std::unique_ptr<VulkanBuffer> unused_;
+    std::map<QuantType, std::unique_ptr<VulkanBuffer>> grid_tables_;  // the grid I-quants' points and sign masks
+    // A product's buffers: weights, activations, output (and a grid type's tables).
+    std::vector<const VulkanBuffer*> product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
+                                                     const VulkanBuffer& y) const;
     std::unique_ptr<VulkanBuffer> rows_;  // host memory: each batch row's (sequence, position, index in run, run length)
     std::vector<float> router_rows_;
     std::vector<ExpertChoice> choices_;

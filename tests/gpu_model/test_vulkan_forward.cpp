@@ -98,7 +98,8 @@ TEST(VulkanForward, EveryWeightTypeGivesTheCpuLogits) {
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16, QuantType::Q8_0, QuantType::Q4_0,
                            QuantType::Q4_1, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
                            QuantType::Q2_K, QuantType::Q3_K, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
-                           QuantType::IQ4_XS}) {
+                           QuantType::IQ4_XS, QuantType::IQ2_XXS, QuantType::IQ2_XS, QuantType::IQ2_S,
+                           QuantType::IQ3_XXS, QuantType::IQ3_S}) {
         const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
         write_random_model(small_spec(type), path);
         // Batches of 16 (every row attends rowwise) for half of the types,
@@ -133,7 +134,9 @@ TEST(VulkanForward, EveryCacheTypeTheDeviceRunsGivesTheCpuLogits) {
                                   KvCacheTypes(QuantType::F32, QuantType::Q8_0)}) {
         const std::string name = std::string(quant_type_name(kv.k)) + "/" + quant_type_name(kv.v);
         EXPECT_EQ(compare(path, 64, kv), "") << name << ", one batch";
-        if (kv.v != QuantType::F16) EXPECT_EQ(compare(path, 8, kv), "") << name << ", batches of 8";
+        if (kv.v != QuantType::F16) {
+            EXPECT_EQ(compare(path, 8, kv), "") << name << ", batches of 8";
+        }
     }
     const LlamaModel model(path);
     ForwardConfig config;
@@ -162,7 +165,9 @@ TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
         // Rowwise for the families with windows (their masks), batched for the others.
         const bool rowwise = family == "mistral" || family == "gemma2" || family == "gemma3";
         EXPECT_EQ(compare(path, rowwise ? 16 : 64, QuantType::F16), "") << family;
-        if (family == "gemma3") EXPECT_EQ(compare(path, 64, QuantType::F16), "") << family << ", one batch";
+        if (family == "gemma3") {
+            EXPECT_EQ(compare(path, 64, QuantType::F16), "") << family << ", one batch";
+        }
     }
 }
 
@@ -191,7 +196,8 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_rows");
     setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);
     for (const auto& [family, type] : std::vector<std::pair<std::string, QuantType>>{
-             {"llama", QuantType::Q4_K}, {"qwen3", QuantType::F16}, {"qwen3moe", QuantType::Q4_0}}) {
+             {"llama", QuantType::Q4_K}, {"qwen3", QuantType::F16}, {"qwen3moe", QuantType::Q4_0},
+             {"mistral", QuantType::IQ3_S}}) {
         RandomModelSpec spec = small_spec(type);
         apply_model_preset(spec, family);
         const std::string path = dir + "/" + family + ".gguf";
@@ -360,17 +366,26 @@ TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
 
 TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const std::string dir = test::scratch_dir("vulkan_forward_refused");
-    RandomModelSpec spec = small_spec(QuantType::IQ2_XXS);
-    const std::string path = dir + "/iq2xxs.gguf";
+    RandomModelSpec spec = small_spec(QuantType::Q4_0);
+    const std::string path = dir + "/model.gguf";
     write_random_model(spec, path);
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = 64;
+    config.sparse.enabled = true;
     try {
         VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "an IQ2_XXS model was taken";
+        FAIL() << "sparse attention was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run IQ2_XXS weights yet"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("does not run sparse attention yet"), std::string::npos) << e.what();
+    }
+    config.sparse.enabled = false;
+    config.kv_types = KvCacheTypes(QuantType::Q4_0, QuantType::F16);
+    try {
+        VulkanDecoder gpu(model, config, device_index());
+        FAIL() << "Q4_0 keys were taken";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("Q4_0 keys"), std::string::npos) << e.what();
     }
 }
 

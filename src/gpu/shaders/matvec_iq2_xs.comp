@@ -1,0 +1,5 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// IQ2_XS weights with Q8_K activations (iq_grid_types.glsl).
+#define KIND KIND_IQ2_XS
+#include "iq_grid_types.glsl"
