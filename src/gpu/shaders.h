@@ -96,6 +96,7 @@ struct VulkanAttentionParams {
     uint32_t stride;
     float soft_cap;  // 0: none
     uint32_t has_sinks;
+    uint32_t track;  // 1: add each weight to its position's attention mass
 };
 // add_units.comp.
 struct VulkanAddUnitsParams {

@@ -26,6 +26,9 @@ public:
     void compact_context(int seq, std::span<const int> kept, int n_used) override {
         forward_.compact_context(seq, kept, n_used);
     }
+    void add_attention_mass(int seq, int n_used, int64_t* totals) override {
+        forward_.add_attention_mass(seq, n_used, totals);
+    }
 
     const SplitLayers& forward() const { return forward_; }
 

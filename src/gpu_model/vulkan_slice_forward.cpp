@@ -132,7 +132,7 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
 }  // namespace
 
 uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units,
-                                       int n_batch, int n_ctx, KvCacheTypes kv, int n_seq) {
+                                       int n_batch, int n_ctx, KvCacheTypes kv, int n_seq, bool track_attention) {
     const auto floats = [](const std::vector<float>& v) { return v.empty() ? 0 : padded(v.size() * 4); };
     // The share's rows, or its columns of wo and w_down.
     const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
@@ -178,6 +178,7 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
     }
     if (s.n_vocab_rows() > 0) note_grid(w.output);
     const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
+    if (track_attention && w.slice.n_kv_heads() > 0) bytes += static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(n_ctx) * 8;
     // (+ 4: the buffer bound where a kernel's optional one is not used.)
     return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores + 4;
 }
@@ -226,7 +227,7 @@ struct VulkanSliceForward::Kernels {
         sum_units = make(TESSERA_SPIRV(sum_units), 5, 24, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 5, sizeof(VulkanKvStoreParams), "kv_store");
-        attention = make(TESSERA_SPIRV(attention), 7, sizeof(VulkanAttentionParams), "attention");
+        attention = make(TESSERA_SPIRV(attention), 8, sizeof(VulkanAttentionParams), "attention");
     }
     VulkanKernel& product(QuantType t) const {
         const auto it = products.find(t);
@@ -265,7 +266,6 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         refuse("a tensor-parallel share of a mixture of experts");
     }
     if (config.sparse.enabled) refuse("sparse attention");
-    if (config.track_attention) refuse("attention tracking (--context-full evict)");
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
     // Values of every cache type; keys in F16 or F32. The CPU scores a
     // position decoding over Q8_0/Q4_0 keys with its SIMD tile kernel, whose
@@ -302,7 +302,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     // All of it or nothing: a share too large for the device is said before
     // anything is uploaded.
     const VulkanDeviceInfo& info = context_->info();
-    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_, n_seq_);
+    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_, n_seq_, config.track_attention);
     if (need > info.device_local_bytes) {
         throw make_error("{} needs {:.1f} MiB of device memory ({} bytes of weights, KV cache and scratch), and Vulkan "
                          "device {} ({}) has {:.1f} MiB ({} bytes): give it fewer layers (a pipeline stage, --gpu-layers), "
@@ -386,6 +386,10 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     scores_ = device_buffer(sb.scores);
     unused_ = device_buffer(4);  // bound where a kernel's optional buffer is not used
     rows_ = std::make_unique<VulkanBuffer>(*context_, static_cast<size_t>(n_batch_) * 16, VulkanMemory::kHost);
+    if (config.track_attention && n_kv_ > 0) {
+        mass_ = device_buffer(static_cast<size_t>(n_seq_) * static_cast<size_t>(n_ctx_) * 8);
+        mass_->zero();
+    }
     if (hp.has_experts()) {
         router_logits_ = std::make_unique<VulkanBuffer>(*context_, sb.router, VulkanMemory::kHost);
         expert_scale_ = std::make_unique<VulkanBuffer>(*context_, sb.expert_scale, VulkanMemory::kHost);
@@ -586,12 +590,14 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_t
     const float scale = hp.query_scale > 0.0f ? hp.query_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     const VkDescriptorSet attention =
         kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get(),
-                                   l.sinks ? l.sinks.get() : unused_.get(), rows_.get()});
+                                   l.sinks ? l.sinks.get() : unused_.get(), rows_.get(),
+                                   mass_ ? mass_.get() : unused_.get()});
     static_assert(SliceForward::kRowwiseRows == 32, "attention.comp attends runs of more than 32 rows as a prompt");
     for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
         const VulkanAttentionParams pa{u32(hd),       u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_), u32(t0),
                                        u32(l.window), scale,              k_type,          v_type,
-                                       u32(q_width_), hp.attn_soft_cap,   l.sinks ? 1u : 0u};
+                                       u32(q_width_), hp.attn_soft_cap,   l.sinks ? 1u : 0u,
+                                       mass_ ? 1u : 0u};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
@@ -747,8 +753,28 @@ void VulkanSliceForward::forward_layers(float* x, int pos0, int n_tok) {
     forward_layers(x, std::span<const SeqRun>(&run, 1));
 }
 
+void VulkanSliceForward::reset_mass(std::span<const SeqRun> runs) {
+    if (!mass_) return;
+    for (const SeqRun& r : runs) {
+        const std::vector<uint64_t> zeros(static_cast<size_t>(r.n_tok), 0);
+        mass_->upload(zeros.data(), zeros.size() * 8, (static_cast<size_t>(r.seq) * n_ctx_ + r.pos0) * 8);
+    }
+}
+
+void VulkanSliceForward::add_attention_mass(int seq, int n_used, int64_t* totals) {
+    if (!mass_) throw make_error("internal: attention is not tracked on this slice");
+    if (seq < 0 || seq >= n_seq_ || n_used < 0 || n_used > n_ctx_) {
+        throw make_error("no attention of {} positions of sequence {} (context {}, {} sequences)", n_used, seq, n_ctx_,
+                         n_seq_);
+    }
+    std::vector<uint64_t> counts(static_cast<size_t>(n_used));
+    mass_->download(counts.data(), counts.size() * 8, static_cast<size_t>(seq) * n_ctx_ * 8);
+    for (int p = 0; p < n_used; ++p) totals[p] += static_cast<int64_t>(counts[static_cast<size_t>(p)]);
+}
+
 void VulkanSliceForward::forward_layers(float* x, std::span<const SeqRun> runs) {
     const int n_tok = check_runs(runs);
+    reset_mass(runs);  // new rows' attention starts from zero (AttentionMass::reset)
     const Slice& slice = weights_.slice;
     if (slice.n_kv_heads() != hparams_.n_head_kv || slice.n_ffn() != hparams_.n_ff) {
         throw make_error("internal: whole layers asked of a share ({})", describe_slice(slice));
@@ -867,6 +893,7 @@ void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::sp
         std::fill(partial, partial + n, 0.0);
     } else {
         prepare_rows(runs);
+        if (layer == weights_.slice.layer_begin) reset_mass(runs);
         x_->upload(x, n * 4);
         context_->run([&](VkCommandBuffer cb) {
             record_host_to_compute(cb);
@@ -960,6 +987,14 @@ void VulkanSliceForward::prepare_rows(std::span<const SeqRun> runs) {
 void VulkanSliceForward::compact_context(int seq, std::span<const int> kept, int n_used) {
     check_compaction(seq, kept, n_used, n_seq_, n_ctx_);
     if (n_kv_ == 0 || n_used == 0) return;
+    if (mass_) {  // AttentionMass::compact
+        std::vector<uint64_t> counts(static_cast<size_t>(n_ctx_));
+        const size_t at = static_cast<size_t>(seq) * n_ctx_ * 8;
+        mass_->download(counts.data(), counts.size() * 8, at);
+        for (size_t j = 0; j < kept.size(); ++j) counts[j] = counts[static_cast<size_t>(kept[j])];
+        std::fill(counts.begin() + static_cast<std::ptrdiff_t>(kept.size()), counts.end(), uint64_t{0});
+        mass_->upload(counts.data(), counts.size() * 8, at);
+    }
     const int hd = hparams_.head_dim;
     const uint64_t kb = kv_row_bytes(kv_types_.k, hd), vb = kv_row_bytes(kv_types_.v, hd);
     const size_t used = static_cast<size_t>(n_used);
@@ -996,9 +1031,7 @@ void VulkanSliceForward::compact_context(int seq, std::span<const int> kept, int
     }
 }
 
-void VulkanSliceForward::add_attention_mass(int, int, int64_t*) {
-    throw make_error("the Vulkan backend does not track attention yet (use --device cpu)");
-}
+
 
 }  // namespace tessera
 

@@ -46,7 +46,7 @@ public:
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,
-                              int n_ctx, KvCacheTypes kv, int n_seq = 1);
+                              int n_ctx, KvCacheTypes kv, int n_seq = 1, bool track_attention = false);
     int n_seq() const override { return n_seq_; }
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
@@ -152,7 +152,9 @@ private:
     // A product's buffers: weights, activations, output (and a grid type's tables).
     std::vector<const VulkanBuffer*> product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
                                                      const VulkanBuffer& y) const;
-    std::unique_ptr<VulkanBuffer> rows_;  // host memory: each batch row's (sequence, position, index in run, run length)
+    std::unique_ptr<VulkanBuffer> rows_;
+    std::unique_ptr<VulkanBuffer> mass_;  // with track_attention: [sequence][position] 64-bit counters
+    void reset_mass(std::span<const SeqRun> runs);  // host memory: each batch row's (sequence, position, index in run, run length)
     std::vector<float> router_rows_;
     std::vector<ExpertChoice> choices_;
     int bands_ = 1, first_band_ = 0;

@@ -51,6 +51,10 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     std::vector<std::string> on_gpu = shift;
     on_gpu.insert(on_gpu.end(), {"--device", "vulkan"});
     EXPECT_EQ(test::greedy_tokens(stories, on_gpu), test::greedy_tokens(stories, shift));
+    const std::vector<std::string> evict = {"-c", "24", "--context-full", "evict"};  // by the attention received
+    on_gpu = evict;
+    on_gpu.insert(on_gpu.end(), {"--device", "vulkan"});
+    EXPECT_EQ(test::greedy_tokens(stories, on_gpu), test::greedy_tokens(stories, evict));
 
     // A K-quant file, and a stage of a pipeline on the GPU.
     const std::string dir = test::scratch_dir("device_cli");

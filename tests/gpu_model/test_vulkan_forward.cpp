@@ -279,6 +279,39 @@ TEST(VulkanForward, CompactedContextsGiveTheCpuLogits) {
     }
 }
 
+// Heavy-hitter eviction's ranking (--context-full evict): the attention
+// each position received, summed over layers and heads in fixed point, is
+// the CPU's integer for integer, through a compaction too.
+TEST(VulkanForward, TrackedAttentionEqualsTheCpus) {
+    const std::string path = test::scratch_dir("vulkan_forward_mass") + "/model.gguf";
+    write_random_model(small_spec(QuantType::Q4_0), path);
+    const LlamaModel model(path);
+    ForwardConfig config;
+    config.n_ctx = 64;
+    config.n_batch = 64;
+    config.track_attention = true;
+    LocalDecoder cpu(model, config, 2);
+    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 50; ++i) tokens.push_back((i * 31 + 5) % model.hparams().n_vocab);
+    const std::span<const int32_t> all(tokens);
+    const auto masses = [&](Decoder& d, int n) {
+        std::vector<int64_t> m(static_cast<size_t>(n), 0);
+        d.add_attention_mass(0, n, m.data());
+        return m;
+    };
+    for (Decoder* d : {static_cast<Decoder*>(&cpu), static_cast<Decoder*>(&gpu)}) {
+        d->eval(all.subspan(0, 40), 0);  // as a prompt
+        for (int p = 40; p < 44; ++p) d->eval(all.subspan(static_cast<size_t>(p), 1), p);  // then rowwise
+    }
+    EXPECT_EQ(masses(cpu, 44), masses(gpu, 44));
+    std::vector<int> kept;
+    for (int p = 0; p < 44; p += 2) kept.push_back(p);
+    cpu.compact_context(0, kept, 44);
+    gpu.compact_context(0, kept, 44);
+    EXPECT_EQ(masses(cpu, 22), masses(gpu, 22));
+}
+
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {
     EXPECT_EQ(compare(test::stories260k(), 64, QuantType::F16, 60, 20), "");
     EXPECT_EQ(compare(test::stories260k(), 512, QuantType::F16, 5, 60, 512), "");

@@ -31,6 +31,11 @@ layout(std430, set = 0, binding = 5) readonly buffer Sinks { float sinks[]; };
 // length (runs of one sequence's consecutive positions: a prompt, or a
 // decoding sequence of a continuous batch).
 layout(std430, set = 0, binding = 6) readonly buffer Rows { uvec4 rows[]; };
+// With track: the attention each position received, per sequence, in the
+// CPU's fixed point (attn/attention_mass.h: weight * 2^32 + 0.5, truncated),
+// 64-bit counters as pairs of words added with 32-bit atomics and a carry:
+// integer sums, so the order of the workgroups does not matter.
+layout(std430, set = 0, binding = 7) buffer Mass { uint mass[]; };
 layout(push_constant) uniform Params {
     uint head_dim; uint q_per_kv; uint n_heads; uint n_ctx;
     uint t_begin;
@@ -38,6 +43,7 @@ layout(push_constant) uniform Params {
     uint stride;
     float soft_cap;  // > 0: scores become cap * tanh(score / cap) after the scale (Gemma 2)
     uint has_sinks;
+    uint track;
 } p;
 
 shared float part[64];
@@ -149,6 +155,15 @@ void main() {
     for (uint s = first + lid; s < n_valid; s += 64u) {
         precise float w = scores[sbase + s] * shared_inv;
         scores[sbase + s] = w;
+        if (p.track != 0u) {
+            precise double units = double(w) * 4294967296.0 + 0.5;  // exact product, one rounded sum
+            const double high = floor(units / 4294967296.0);        // a power of two: exact
+            const uint hi = uint(high), lo = uint(units - high * 4294967296.0);
+            const uint at = 2u * (row.x * p.n_ctx + s);
+            const uint before = atomicAdd(mass[at], lo);
+            const uint carry = before > 0xffffffffu - lo ? 1u : 0u;
+            if (hi + carry != 0u) atomicAdd(mass[at + 1u], hi + carry);
+        }
     }
     barrier();
     for (uint i = lid; i < hd; i += 64u) {
