@@ -59,6 +59,11 @@ private:
 // commands after it, and the shaders' writes visible to the host once the
 // submission is done: the first and last commands of a recording.
 void record_host_to_compute(VkCommandBuffer cb);
+// A barrier after dispatches recorded without one (record's then_barrier).
+void record_compute_barrier(VkCommandBuffer cb);
+// Zeros bytes [offset, offset + bytes) of a buffer inside a recording, the
+// commands after it seeing the zeros.
+void record_zero(VkCommandBuffer cb, const VulkanBuffer& buffer, size_t offset, size_t bytes);
 void record_compute_to_host(VkCommandBuffer cb);
 
 }  // namespace tessera

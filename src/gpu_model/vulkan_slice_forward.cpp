@@ -157,7 +157,12 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
         bytes += matrix(l.w_gate, l.w_gate.rows == 0 ? 0 : s.n_ffn(), l.w_gate.cols) +
                  matrix(l.w_up, l.w_up.rows == 0 ? 0 : s.n_ffn(), l.w_up.cols) +
                  matrix(l.w_down, l.w_down.rows, l.w_down.rows == 0 ? 0 : s.n_ffn());
-        for (const Matrix* m : {&l.router, &l.gate_exps, &l.up_exps, &l.down_exps}) bytes += matrix(*m, m->rows, m->cols);
+        // A mixture of experts: the router whole, the share's experts' bands.
+        bytes += matrix(l.router, l.router.rows, l.router.cols);
+        const int64_t bands = static_cast<int64_t>(s.n_experts());
+        bytes += matrix(l.gate_exps, l.gate_exps.rows == 0 ? 0 : bands * s.n_ffn(), l.gate_exps.cols) +
+                 matrix(l.up_exps, l.up_exps.rows == 0 ? 0 : bands * s.n_ffn(), l.up_exps.cols) +
+                 matrix(l.down_exps, l.down_exps.rows == 0 ? 0 : bands * hp.n_embd, s.n_ffn());
         if (s.n_kv_heads() > 0) bytes += cache(kv.k) + cache(kv.v);
     }
     if (s.outputs) bytes += floats(w.output_norm);
@@ -262,9 +267,6 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const auto refuse = [](const std::string& what) {
         throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
     };
-    if (hp.has_experts() && (slice.n_ffn() != hp.n_ff || slice.n_experts() != hp.n_expert)) {
-        refuse("a tensor-parallel share of a mixture of experts");
-    }
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
     // Values of every cache type; keys in F16 or F32. The CPU scores a
@@ -322,9 +324,21 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.sinks = floats(std::vector<float>(first, first + n_q_heads_));
         }
         if (!w.wo_bias.empty()) l.wo_bias = floats(w.wo_bias);
-        if (!w.gate_exps_bias.empty()) l.gate_exps_bias = floats(w.gate_exps_bias);
-        if (!w.up_exps_bias.empty()) l.up_exps_bias = floats(w.up_exps_bias);
-        if (!w.down_exps_bias.empty()) l.down_exps_bias = floats(w.down_exps_bias);
+        // The experts' biases of this share: its experts, its channels (a
+        // down bias joins where the share holds channel 0, as on the CPU).
+        const auto expert_band = [&](const std::vector<float>& v, int64_t per_expert, int64_t first, int64_t n) {
+            std::vector<float> band;
+            for (int e = slice.expert_begin; e < slice.expert_end; ++e) {
+                const auto at = v.begin() + static_cast<std::ptrdiff_t>(e * per_expert + first);
+                band.insert(band.end(), at, at + n);
+            }
+            return floats(band);
+        };
+        if (!w.gate_exps_bias.empty()) l.gate_exps_bias = expert_band(w.gate_exps_bias, hp.n_ff, slice.ffn_begin, n_ffn_);
+        if (!w.up_exps_bias.empty()) l.up_exps_bias = expert_band(w.up_exps_bias, hp.n_ff, slice.ffn_begin, n_ffn_);
+        if (!w.down_exps_bias.empty() && slice.ffn_begin == 0) {
+            l.down_exps_bias = expert_band(w.down_exps_bias, hp.n_embd, 0, hp.n_embd);
+        }
         l.attn_norm = floats(w.attn_norm);
         l.ffn_norm = floats(w.ffn_norm);
         if (!w.q_bias.empty()) l.q_bias = floats(w.q_bias);
@@ -351,9 +365,13 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         if (hp.has_experts()) {
             // Every expert, stacked as in the file; a token's k are bands of rows.
             l.router = matrix(w.router, "ffn_gate_inp", layer, 0, w.router.rows, 0, w.router.cols);
-            l.gate_exps = matrix(w.gate_exps, "ffn_gate_exps", layer, w.gate_exps.row_begin, w.gate_exps.rows, 0, w.gate_exps.cols);
-            l.up_exps = matrix(w.up_exps, "ffn_up_exps", layer, w.up_exps.row_begin, w.up_exps.rows, 0, w.up_exps.cols);
-            l.down_exps = matrix(w.down_exps, "ffn_down_exps", layer, w.down_exps.row_begin, w.down_exps.rows, 0, w.down_exps.cols);
+            // This share's experts, each its channels' rows (gate, up) and
+            // columns (down), packed: local expert i's band at i * rows.
+            l.gate_exps = experts_matrix(w.gate_exps, "ffn_gate_exps", layer, hp.n_ff, slice.ffn_begin, n_ffn_, 0,
+                                         w.gate_exps.cols);
+            l.up_exps = experts_matrix(w.up_exps, "ffn_up_exps", layer, hp.n_ff, slice.ffn_begin, n_ffn_, 0, w.up_exps.cols);
+            l.down_exps = experts_matrix(w.down_exps, "ffn_down_exps", layer, hp.n_embd, 0, hp.n_embd, slice.ffn_begin,
+                                         n_ffn_);
         } else if (n_ffn_ > 0) {
             l.w_gate = matrix(w.w_gate, "ffn_gate", layer, slice.ffn_begin, n_ffn_, 0, w.w_gate.cols);
             l.w_up = matrix(w.w_up, "ffn_up", layer, slice.ffn_begin, n_ffn_, 0, w.w_up.cols);
@@ -465,6 +483,33 @@ VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, con
     }
     d.buffer->upload(packed.data(), packed.size());
     return d;
+}
+
+VulkanSliceForward::DeviceMatrix VulkanSliceForward::experts_matrix(const Matrix& m, const char* what, int layer,
+                                                                    int64_t per_expert, int64_t first_row, int64_t rows,
+                                                                    int64_t first_col, int64_t cols) {
+    const Slice& s = weights_.slice;
+    const int64_t n_local = s.n_experts();
+    const size_t row_bytes = quant_row_bytes(m.type, cols);
+    const size_t offset = quant_row_bytes(m.type, first_col - m.col_begin);
+    std::vector<uint8_t> packed(static_cast<size_t>(n_local * rows) * row_bytes);
+    for (int64_t i = 0; i < n_local; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t whole = (s.expert_begin + i) * per_expert + first_row + r;  // the stacked tensor's row
+            if (whole < m.row_begin || whole >= m.row_end()) {
+                throw make_error("internal: row {} of blk.{}.{} is not in its view", whole, layer, what);
+            }
+            std::memcpy(packed.data() + static_cast<size_t>(i * rows + r) * row_bytes, m.row(whole) + offset, row_bytes);
+        }
+    }
+    Matrix band = m;
+    band.data = packed.data();
+    band.rows = n_local * rows;
+    band.row_begin = 0;
+    band.cols = cols;
+    band.col_begin = 0;
+    band.row_bytes = row_bytes;
+    return matrix(band, what, layer, 0, band.rows, 0, cols);
 }
 
 void VulkanSliceForward::embed(std::span<const int32_t> tokens, float* x) const {
@@ -673,9 +718,14 @@ void VulkanSliceForward::choose_experts(int layer, int n_tok) {
             for (size_t e = 0; e < n_expert; ++e) row[e] += bias[e];
         }
         route_token(*hp.family, std::span<float>(row, n_expert), std::span<ExpertChoice>(choices_.data() + t * k, k));
+        // This share's experts by their local index; another rank adds the
+        // rest (a weight of 0 here keeps their down biases out).
+        const Slice& s = weights_.slice;
         for (size_t i = 0; i < k; ++i) {
-            weights[t * k + i] = choices_[t * k + i].weight;
-            chosen[t * k + i] = static_cast<uint32_t>(choices_[t * k + i].expert);
+            const ExpertChoice& c = choices_[t * k + i];
+            const bool local = c.expert >= s.expert_begin && c.expert < s.expert_end;
+            weights[t * k + i] = local ? c.weight : 0.0f;
+            chosen[t * k + i] = local ? static_cast<uint32_t>(c.expert - s.expert_begin) : 0u;
         }
     }
     expert_scale_->upload(weights.data(), weights.size() * 4);
@@ -689,7 +739,7 @@ void VulkanSliceForward::choose_experts(int layer, int n_tok) {
 void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok) {
     const ModelHParams& hp = hparams_;
     const Layer& l = layers_[static_cast<size_t>(layer - weights_.slice.layer_begin)];
-    const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff, k = hp.n_expert_used;
+    const int64_t n_embd = hp.n_embd, k = hp.n_expert_used;
     const int64_t pairs = static_cast<int64_t>(n_tok) * k;
     const auto expert_rows = [&](const DeviceMatrix& w, int64_t first_row, int64_t rows, const VulkanBuffer& act,
                                  int64_t x_row, const VulkanBuffer& y, int64_t y_begin, int64_t unit_cols,
@@ -706,38 +756,49 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
         kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, product_groups(serial_, rows, units), 1, 1,
                       then_barrier);
     };
+    const Slice& s = weights_.slice;
+    const int64_t n_ffn = n_ffn_;
+    // pair j's expert among this share's (its band's index), or -1.
+    const auto local = [&](int64_t j) {
+        const int e = choices_[static_cast<size_t>(j)].expert;
+        return e >= s.expert_begin && e < s.expert_end ? e - s.expert_begin : -1;
+    };
     const VulkanBuffer& h_gate = record_activation(cb, l.gate_exps.type, *h_, n_tok, n_embd);
     for (int64_t j = 0; j < pairs; ++j) {
-        const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.gate_exps, e * n_ff, n_ff, h_gate, j / k, *gate_, j * n_ff, 0, false);  // up's barrier follows
+        if (local(j) >= 0) expert_rows(l.gate_exps, local(j) * n_ffn, n_ffn, h_gate, j / k, *gate_, j * n_ffn, 0, false);
     }
     const VulkanBuffer& h_up = record_activation(cb, l.up_exps.type, *h_, n_tok, n_embd);
     for (int64_t j = 0; j < pairs; ++j) {
-        const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.up_exps, e * n_ff, n_ff, h_up, j / k, *up_, j * n_ff, 0, j + 1 == pairs);
+        if (local(j) >= 0) expert_rows(l.up_exps, local(j) * n_ffn, n_ffn, h_up, j / k, *up_, j * n_ffn, 0, false);
     }
-    const uint32_t glu[2] = {u32(n_ff), u32(pairs)};
+    record_compute_barrier(cb);
+    const uint32_t glu[2] = {u32(n_ffn), u32(pairs)};
     const auto expert_bias = [&](const std::unique_ptr<VulkanBuffer>& bias, VulkanBuffer& y) {
         if (!bias) return;
         kernels_->add_expert_bias->record(cb, kernels_->add_expert_bias->bind({&y, bias.get(), chosen_.get()}), glu,
-                                          groups(n_ff), u32(pairs));
+                                          groups(n_ffn), u32(pairs));
     };
     expert_bias(l.gate_exps_bias, *gate_);
     expert_bias(l.up_exps_bias, *up_);
     VulkanKernel& gate = kernels_->gate(hp.family->activation);
-    gate.record(cb, gate.bind({gate_.get(), up_.get()}), glu, groups(n_ff), u32(pairs));
-    kernels_->scale_rows->record(cb, kernels_->scale_rows->bind({gate_.get(), expert_scale_.get()}), glu, groups(n_ff),
+    gate.record(cb, gate.bind({gate_.get(), up_.get()}), glu, groups(n_ffn), u32(pairs));
+    kernels_->scale_rows->record(cb, kernels_->scale_rows->bind({gate_.get(), expert_scale_.get()}), glu, groups(n_ffn),
                                  u32(pairs));
     new_input();
-    const VulkanBuffer& act = record_activation(cb, l.down_exps.type, *gate_, static_cast<int>(pairs), n_ff);
+    const VulkanBuffer& act = record_activation(cb, l.down_exps.type, *gate_, static_cast<int>(pairs), n_ffn);
     const int64_t unit_cols = units_.ffn_channels;
-    dot_units_ = (n_ff + unit_cols - 1) / unit_cols;
+    dot_units_ = (n_ffn + unit_cols - 1) / unit_cols;
     dot_experts_ = k;
     down_bias_ = l.down_exps_bias.get();  // joined with the units (record_add_dots)
+    const size_t slot_bytes = static_cast<size_t>(n_embd * dot_units_) * 4;
     for (int64_t j = 0; j < pairs; ++j) {
-        const int e = choices_[static_cast<size_t>(j)].expert;
-        expert_rows(l.down_exps, e * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols, j + 1 == pairs);
+        if (local(j) >= 0) {
+            expert_rows(l.down_exps, local(j) * n_embd, n_embd, act, j, *dots_, j * n_embd * dot_units_, unit_cols, false);
+        } else {
+            record_zero(cb, *dots_, static_cast<size_t>(j) * slot_bytes, slot_bytes);  // another rank's expert
+        }
     }
+    record_compute_barrier(cb);
 }
 
 void VulkanSliceForward::record_layer(VkCommandBuffer cb, int layer, int n_tok) {
@@ -908,15 +969,28 @@ void VulkanSliceForward::attention_partial_of(int layer, const float* x, std::sp
 
 void VulkanSliceForward::ffn_partial_of(int layer, const float* x, int n_tok, double* partial) {
     check_rows(n_tok);
-    if (hparams_.has_experts()) throw make_error("internal: a mixture of experts' partial asked of the Vulkan backend");
+
     const size_t n = static_cast<size_t>(n_tok) * static_cast<size_t>(hparams_.n_embd);
     if (n_ffn_ == 0) {
         std::fill(partial, partial + n, 0.0);
     } else {
         x_->upload(x, n * 4);
+        if (hparams_.has_experts()) {
+            // The router first (its logits to the host), then the experts.
+            context_->run([&](VkCommandBuffer cb) {
+                record_host_to_compute(cb);
+                record_router(cb, layer, n_tok);
+                record_compute_to_host(cb);
+            });
+            choose_experts(layer, n_tok);
+        }
         context_->run([&](VkCommandBuffer cb) {
             record_host_to_compute(cb);
-            record_ffn(cb, layer, n_tok);
+            if (hparams_.has_experts()) {
+                record_experts(cb, layer, n_tok);
+            } else {
+                record_ffn(cb, layer, n_tok);
+            }
             record_sum(cb, n_tok, *partial_, false);
             record_compute_to_host(cb);
         });

@@ -89,6 +89,11 @@ private:
     // Rows [first_row, +rows) of m, columns [first_col, +cols) (the whole tensor's numbering).
     DeviceMatrix matrix(const Matrix& m, const char* what, int layer, int64_t first_row, int64_t rows,
                         int64_t first_col, int64_t cols);
+    // A mixture of experts' stacked matrix for this share: for each of its
+    // experts, rows [first_row, + rows) of the expert's per_expert-row band,
+    // columns [first_col, + cols), packed expert after expert.
+    DeviceMatrix experts_matrix(const Matrix& m, const char* what, int layer, int64_t per_expert, int64_t first_row,
+                                int64_t rows, int64_t first_col, int64_t cols);
     // Recording steps (gpu/shaders.h's kernels).
     void record_norm(VkCommandBuffer cb, const VulkanBuffer& x, const VulkanBuffer& weight, const VulkanBuffer& out,
                      int rows, int64_t n);

@@ -364,6 +364,48 @@ TEST(VulkanForward, ATensorParallelShareGivesTheCpuPartials) {
     }
 }
 
+// A tensor-parallel rank's share of a mixture of experts, split by channels
+// (a share of every expert) and by experts (whole ones): its FFN partials
+// equal a CPU rank's with the same share.
+TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
+    const std::string dir = test::scratch_dir("vulkan_forward_expert_share");
+    for (const std::string family : {"qwen3moe", "gpt-oss"}) {
+        RandomModelSpec spec = small_spec(QuantType::Q8_0);
+        apply_model_preset(spec, family);
+        const std::string path = dir + "/" + family + ".gguf";
+        write_random_model(spec, path);
+        const LlamaModel model(path);
+        const ModelHParams& hp = model.hparams();
+        Slice by_channels = full_slice(hp), by_experts = full_slice(hp);
+        by_channels.ffn_begin = hp.n_ff / 2;  // the second half of every expert's channels
+        by_experts.expert_begin = 1;          // experts [1, n - 1), every channel
+        by_experts.expert_end = hp.n_expert - 1;
+        for (Slice share : {by_channels, by_experts}) {
+            share.embeds = false;
+            share.outputs = false;
+            share.vocab_end = 0;
+            ForwardConfig config;
+            config.n_ctx = 64;
+            config.n_batch = 64;
+            ThreadPool pool(2);
+            SliceForward cpu(model, share, config, pool);
+            VulkanSliceForward gpu(model, share, config, device_index());
+            const size_t n_embd = static_cast<size_t>(hp.n_embd);
+            std::vector<float> x(20 * n_embd);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.21f * static_cast<float>(i)) * 0.9f;
+            for (const int n_tok : {20, 1}) {
+                std::vector<double> want(static_cast<size_t>(n_tok) * n_embd), got(want.size());
+                for (int layer = 0; layer < hp.n_layer; ++layer) {
+                    cpu.ffn_partial_of(layer, x.data(), n_tok, want.data());
+                    gpu.ffn_partial_of(layer, x.data(), n_tok, got.data());
+                    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 8), 0)
+                        << family << " " << describe_slice(share) << ", layer " << layer << ", " << n_tok << " rows";
+                }
+            }
+        }
+    }
+}
+
 // A model larger than the device's memory (lavapipe offers 2 GiB): refused
 // before anything is uploaded, naming the device and the bytes. The file is
 // sparse (zero weights), so it costs no disk.
