@@ -165,6 +165,7 @@ void print_sequence_chunks(const SpPrefillDecoder& decoder) {
 
 void print_plan(const DecoderSetup& setup) {
     if (!setup.plan_report.empty()) std::fprintf(stderr, "%s", setup.plan_report.c_str());
+    if (!setup.device.empty()) std::fprintf(stderr, "the root computes on %s\n", setup.device.c_str());
     if (setup.streamed_bytes > 0) std::fprintf(stderr, "single node%s\n", streamed_note(setup.streamed_bytes).c_str());
     if (setup.sequence_parallel != nullptr) print_sequence_nodes(*setup.sequence_parallel);
     if (setup.tensor_parallel != nullptr) print_ranks(*setup.tensor_parallel);
@@ -191,7 +192,8 @@ nlohmann::json plan_json(const DecoderSetup& setup) {
         }
     } else {
         nodes.push_back({{"role", "single"}, {"address", "this process"}, {"slice", "the whole model"},
-                         {"weight", 1.0}, {"streamed_mib_per_token", setup.streamed_bytes / 1048576.0}});
+                         {"weight", 1.0}, {"streamed_mib_per_token", setup.streamed_bytes / 1048576.0},
+                         {"device", setup.device.empty() ? "cpu" : setup.device}});
     }
     return nodes;
 }

@@ -17,6 +17,20 @@
 
 namespace tessera {
 
+namespace {
+// "vulkan:0 (NAME)" for --device vulkan[:N] (empty for the CPU).
+std::string device_name(const ParallelOptions& options) {
+    const std::optional<int> vulkan = vulkan_device_of(options.device);
+    if (!vulkan) return "";
+#if TESSERA_VULKAN
+    for (const VulkanDeviceInfo& d : vulkan_devices()) {
+        if (d.index == *vulkan) return fmt::format("vulkan:{} ({})", d.index, d.name);
+    }
+#endif
+    return fmt::format("vulkan:{}", *vulkan);
+}
+}  // namespace
+
 std::optional<int> vulkan_device_of(const std::string& device) {
     if (device.empty() || device == "cpu") return std::nullopt;
     if (device.rfind("vulkan", 0) != 0 || (device.size() > 6 && device[6] != ':')) {
@@ -98,6 +112,7 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
 #endif
     }
     DecoderSetup setup;
+    setup.device = device_name(options);
     auto decoder = std::make_unique<PipelineDecoder>(model, pc);
     setup.pipeline = decoder.get();
     setup.decoder = std::move(decoder);
@@ -143,6 +158,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         throw make_error("--device {}: sequence-parallel prefill (--prefill sp) runs on CPUs for now", options.device);
     }
     DecoderSetup setup;
+    setup.device = device_name(options);
     std::vector<HostPort> workers = parse_host_port_list(options.workers);
     std::shared_ptr<const WireKey> key = key_from_flag_or_env(options.key_file);
     if (options.local > 1) {
@@ -177,7 +193,6 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         if (vulkan) {
 #if TESSERA_VULKAN
             auto gpu = std::make_unique<VulkanDecoder>(model, config, *vulkan, options.gpu_layers, n_threads);
-            if (const VulkanSliceForward* part = gpu->forward().device_part()) setup.device = part->device().name;
             setup.decoder = std::move(gpu);
             return setup;
 #endif

@@ -38,7 +38,7 @@ struct DecoderSetup {
     // it streams from disk every token (0: none).
     uint64_t streamed_bytes = 0;
     const SliceForward* local = nullptr;  // a single node's forward pass on the CPU
-    std::string device;                   // a single node's GPU, by name (empty: the CPU)
+    std::string device;                   // the root's GPU, "vulkan:N (NAME)" (empty: its CPU)
 };
 
 // The Vulkan device --device names ("vulkan" is 0, "vulkan:N" N), nullopt for
