@@ -196,8 +196,8 @@ void bench_main(const BenchOptions& o) {
     }
     if (r.tg.tokens > 0 && vulkan_device_of(params.parallel.device)) {
         // The weights stream from the GPU's memory: the CPU's read loop is no ceiling for them.
-        fmt::print("generation streams {:.2f} GB/s of weights from {}'s memory (the read loop above measures this "
-                   "CPU's, not the device's)\n",
+        fmt::print("generation streams {:.2f} GB/s of weights from the device's memory (--device {}; the read loop "
+                   "above measures this CPU's, not the device's)\n",
                    r.tg_bandwidth_gbs(), params.parallel.device);
     } else if (r.tg.tokens > 0) {
         fmt::print("generation streams {:.2f} GB/s; each repetition against its own ceiling: median {:.1f}% "
