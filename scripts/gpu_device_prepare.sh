@@ -17,7 +17,7 @@ cmake --build build --target tessera test_gpu test_gpu_model
 rm -rf .gpu-carry && mkdir -p .gpu-carry/bin .gpu-carry/lib
 cp build/tessera build/tests/test_gpu build/tests/test_gpu_model .gpu-carry/bin/
 carry_libs() {  # every library the binaries load, the C library and its loader included
-  for b in "$@"; do ldd "$b" | awk '/=> \//{print $3} /^\s*\/lib/{print $1}'; done | sort -u | while read -r lib; do
+  for b in "$@"; do ldd "$b" | awk '/=> \//{print $3} /^[ \t]*\/lib/{print $1}'; done | sort -u | while read -r lib; do
     cp -L "$lib" .gpu-carry/lib/
   done
 }

@@ -43,15 +43,27 @@ class RemoveFoldersOfPassedTests : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-std::string data_dir() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data"; }
+namespace {
+// The build's paths, unless the environment moves them: test binaries run
+// from another copy of the tree (scripts/gpu_device_check.sh on a lent GPU
+// machine) set TESSERA_SOURCE_DIR and TESSERA_TEST_TMP.
+std::string from_env_or(const char* name, const char* built) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : built;
+}
+}  // namespace
 
-std::string stories260k() { return std::string(TESSERA_SOURCE_DIR) + "/models/stories260K.gguf"; }
+std::string source_dir() { return from_env_or("TESSERA_SOURCE_DIR", TESSERA_SOURCE_DIR); }
+
+std::string data_dir() { return source_dir() + "/tests/data"; }
+
+std::string stories260k() { return source_dir() + "/models/stories260K.gguf"; }
 
 // One directory per test: CTest runs tests of one binary as parallel
 // processes, and a directory shared by name would be wiped under another
 // test's feet.
 std::string scratch_dir(const std::string& name) {
-    std::filesystem::path dir = std::filesystem::path(TESSERA_TEST_TMP) / name;
+    std::filesystem::path dir = std::filesystem::path(from_env_or("TESSERA_TEST_TMP", TESSERA_TEST_TMP)) / name;
     if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
         dir /= std::string(info->test_suite_name()) + "." + info->name();
         folders_of_this_test().push_back(dir);
@@ -76,7 +88,6 @@ std::string relay_binary() {
     return (std::filesystem::path(tessera_binary()).parent_path() / "tessera-relay").string();
 }
 
-std::string source_dir() { return TESSERA_SOURCE_DIR; }
 
 std::string read_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
