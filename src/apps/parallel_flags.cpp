@@ -98,9 +98,10 @@ std::string streamed_note(uint64_t streamed_bytes) {
 void print_ranks(const TensorParallelDecoder& decoder) {
     for (size_t r = 0; r < decoder.ranks().size(); ++r) {
         const TpRankInfo& info = decoder.ranks()[r];
-        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB%s%s\n", r, info.address.c_str(),
+        std::fprintf(stderr, "rank %zu %s: %s, weight %.2f, %.1f MiB%s%s%s%s\n", r, info.address.c_str(),
                      describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0,
-                     info.shared_memory ? ", shared memory" : "", streamed_note(info.streamed_bytes).c_str());
+                     info.shared_memory ? ", shared memory" : "", streamed_note(info.streamed_bytes).c_str(),
+                     info.device.empty() ? "" : ", on ", info.device.c_str());
     }
 }
 
@@ -113,9 +114,10 @@ void print_stages(const PipelineDecoder& decoder) {
         const StageInfo& info = decoder.stages()[s];
         std::string group;
         for (const std::string& member : info.group) group += " + " + member;
-        std::fprintf(stderr, "stage %zu %s%s: %s, weight %.2f, %.1f MiB%s\n", s, info.address.c_str(), group.c_str(),
+        std::fprintf(stderr, "stage %zu %s%s: %s, weight %.2f, %.1f MiB%s%s%s\n", s, info.address.c_str(), group.c_str(),
                      describe_slice(info.slice).c_str(), info.weight, info.footprint_bytes / 1048576.0,
-                     streamed_note(info.streamed_bytes).c_str());
+                     streamed_note(info.streamed_bytes).c_str(), info.device.empty() ? "" : ", on ",
+                     info.device.c_str());
     }
 }
 
@@ -180,7 +182,8 @@ nlohmann::json plan_json(const DecoderSetup& setup) {
             nodes.push_back({{"role", "stage " + std::to_string(s)}, {"address", info.address},
                              {"group", info.group}, {"slice", describe_slice(info.slice)}, {"weight", info.weight},
                              {"mib", info.footprint_bytes / 1048576.0},
-                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0}});
+                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0},
+                             {"device", info.device.empty() ? "cpu" : info.device}});
         }
     } else if (setup.tensor_parallel != nullptr) {
         for (size_t r = 0; r < setup.tensor_parallel->ranks().size(); ++r) {
@@ -188,7 +191,8 @@ nlohmann::json plan_json(const DecoderSetup& setup) {
             nodes.push_back({{"role", "rank " + std::to_string(r)}, {"address", info.address},
                              {"slice", describe_slice(info.slice)}, {"weight", info.weight},
                              {"mib", info.footprint_bytes / 1048576.0},
-                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0}});
+                             {"streamed_mib_per_token", info.streamed_bytes / 1048576.0},
+                             {"device", info.device.empty() ? "cpu" : info.device}});
         }
     } else {
         nodes.push_back({{"role", "single"}, {"address", "this process"}, {"slice", "the whole model"},

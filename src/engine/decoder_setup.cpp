@@ -106,6 +106,7 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
     if (const std::optional<int> vulkan = vulkan_device_of(options.device)) {
 #if TESSERA_VULKAN
         const int index = *vulkan, gpu_layers = options.gpu_layers;
+        pc.root_device_name = device_name(options);
         pc.root_device = [=](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
             return std::unique_ptr<SliceRunner>(std::make_unique<SplitLayers>(m, slice, c, index, gpu_layers, n_threads));
         };
@@ -268,6 +269,7 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
         if (options.gpu_layers < model.hparams().n_layer) {
             throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all its layers on the device", options.gpu_layers);
         }
+        tp.root_device_name = device_name(options);
         tp.root_device = [index](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
             return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(m, slice, c, index));
         };

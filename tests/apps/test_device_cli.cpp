@@ -109,6 +109,17 @@ TEST(DeviceCli, AutoPlanSeesAWorkersGpu) {
     EXPECT_GT(j["nodes"][1]["probe_seconds"].get<double>(), 0.0);
     const auto devices = nlohmann::json::parse(test::run_process(test::tessera_cmd({"devices", "--json"}), 60).out);
     EXPECT_LE(j["nodes"][1]["free_memory"].get<uint64_t>(), devices["vulkan"][0]["device_local_bytes"].get<uint64_t>());
+    // A run's plan names each rank's device: the root on its GPU, the worker on its own.
+    std::unique_ptr<test::BackgroundProcess> rank;
+    const std::string rank_address = test::start_worker(rank, stories, "", {"--device", "vulkan"});
+    const auto run = test::run_process(
+        test::tessera_cmd({"run", "-m", stories, "-n", "2", "--workers", rank_address, "--device", "vulkan", "--json"}),
+        120);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto plan = nlohmann::json::parse(run.out)["plan"];
+    ASSERT_EQ(plan.size(), 2u) << run.out;
+    EXPECT_EQ(plan[0]["device"].get<std::string>().rfind("vulkan:0 (", 0), 0u) << plan.dump();
+    EXPECT_EQ(plan[1]["device"].get<std::string>().rfind("vulkan:0 ", 0), 0u) << plan.dump();
 }
 
 TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {

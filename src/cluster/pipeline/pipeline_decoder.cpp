@@ -101,6 +101,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     for (size_t i = 0; i < hellos.size(); ++i) {
         probes[i + 1] = hellos[i].probe_seconds;
         free_memory[i + 1] = hellos[i].free_memory;
+        stages_[i + 1].device = hellos[i].device;
     }
     probes[0] = probe_seconds(model, pool_);
     for (double& p : probes) {
@@ -190,6 +191,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         ForwardConfig root = config.forward;
         root.weight_budget = root_weight_budget;
         if (config.root_device) {
+            stages_[0].device = config.root_device_name;
             forward_ = config.root_device(model, stages_[0].slice, root);
         } else {
             forward_ = std::make_unique<SliceForward>(model, stages_[0].slice, root, pool_);

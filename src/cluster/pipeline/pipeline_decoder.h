@@ -50,10 +50,12 @@ struct PipelineConfig {
     // Where the root's own stage computes when not on its CPU (a GPU:
     // --device vulkan); null: the CPU. Not with a group of its own.
     std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_device;
+    std::string root_device_name;  // it, for the plan's printout
 };
 
 struct StageInfo {
     std::string address;  // "root" for stage 0
+    std::string device;   // the GPU its leader computes on ("": its CPU)
     std::vector<std::string> group;  // tensor-parallel workers joining the leader
     Slice slice;  // the leader's slice
     double weight = 1.0;

@@ -65,6 +65,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
         ranks_[i + 1].sealed = channels_.back()->sealed();
         ranks_[i + 1].probe_seconds = adopted.hellos[i].probe_seconds;
         ranks_[i + 1].free_memory = adopted.hellos[i].free_memory;
+        ranks_[i + 1].device = adopted.hellos[i].device;
     }
     std::vector<std::unique_ptr<ShmLink>> links;
     assign_slices(model, links, &adopted);
@@ -103,6 +104,7 @@ void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector
         // as the root (negative: filled in once the root has probed itself).
         ranks_[i + 1].probe_seconds = f.probe_seconds;
         ranks_[i + 1].free_memory = f.free_memory;
+        ranks_[i + 1].device = f.device;
         // A worker on this host offers a shared-memory link; if its segment
         // cannot be opened here (another machine behind a relay, another
         // user, no /dev/shm) the frames stay on TCP.
@@ -227,6 +229,7 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     ForwardConfig root = config.forward;
     root.weight_budget = root_weight_budget;
     if (config.root_device) {
+        ranks_[0].device = config.root_device_name;
         forward_ = config.root_device(model, plan[0], root);
     } else {
         forward_ = std::make_unique<SliceForward>(model, plan[0], root, pool_);

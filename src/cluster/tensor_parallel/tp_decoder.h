@@ -66,6 +66,7 @@ struct TpConfig {
     // Where the root's own rank computes when not on its CPU (a GPU:
     // --device vulkan); null: the CPU.
     std::function<std::unique_ptr<RankRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_device;
+    std::string root_device_name;  // it, for the plan's printout
     // A group that is the whole model splits the output head's rows across
     // its ranks too (the logits are gathered on the root). Off for a group a
     // pipeline drives through its root's own head.
@@ -74,6 +75,7 @@ struct TpConfig {
 
 struct TpRankInfo {
     std::string address;  // "root" for rank 0
+    std::string device;   // the GPU the rank computes on ("": its CPU)
     Slice slice;
     double weight = 1.0;
     double probe_seconds = 0.0;
