@@ -131,6 +131,9 @@ TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
     r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "tpu"}), 60);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("the devices are cpu and vulkan[:N]"), std::string::npos) << r.err;
+    r = test::run_process(test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "-ngl", "-1"}), 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--gpu-layers -1: a count of layers, 0 or more"), std::string::npos) << r.err;
     r = test::run_process(
         test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--local", "2", "--prefill", "sp"}), 60);
     EXPECT_NE(r.exit_code, 0);

@@ -46,6 +46,21 @@ TEST(SessionMessages, HelloReplyCpuTargetIsAShortStringOrAbsent) {
     }
 }
 
+// A worker on a GPU names it (worker --device vulkan); an older worker, or
+// one on its CPU, says nothing.
+TEST(SessionMessages, HelloReplyDeviceIsABoundedStringOrAbsent) {
+    const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    nlohmann::json j = base;
+    j["device"] = "vulkan:0 NVIDIA H100";
+    EXPECT_EQ(parse_hello_reply(j, "peer").device, "vulkan:0 NVIDIA H100");
+    EXPECT_EQ(parse_hello_reply(base, "peer").device, "");
+    for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json::array({"vulkan:0"}), nlohmann::json(false),
+                                      nlohmann::json::object(), nlohmann::json(std::string(257, 'g'))}) {
+        j["device"] = bad;
+        EXPECT_THROW(parse_hello_reply(j, "peer"), Error) << bad.dump();
+    }
+}
+
 TEST(SessionMessages, HelloReplyDiskRateIsABoundedNumberOrAbsent) {
     const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
     nlohmann::json j = base;

@@ -3,6 +3,7 @@
 // values over many magnitudes and on values next to ties: fma rounded once,
 // float sqrt, float reciprocal, and a double quotient rounded to float.
 #include "gpu/matvec.h"
+#include "gpu/shaders.h"
 #include "gpu/vulkan_kernel.h"
 #include "ops/float_canonical.h"
 #include "util/error.h"
@@ -77,7 +78,7 @@ namespace {
 // The kernels take the device's own fma only where it rounds once on every
 // probe case; TESSERA_VULKAN_FMA forces either way. (Every kernel test runs
 // under the probe's verdict; the emulated path under the override too.)
-TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverride) {
+TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverrides) {
     const char* was = std::getenv("TESSERA_VULKAN_FMA");
     const std::string saved = was != nullptr ? was : "";
     unsetenv("TESSERA_VULKAN_FMA");
@@ -99,6 +100,14 @@ TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverride) {
         VulkanContext d(0);
         EXPECT_THROW(d.native_fma(), Error);
     }
+    // The products' layout switch: either layout or a clear error.
+    setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);
+    EXPECT_FALSE(serial_products(VulkanContext(0).info()));
+    setenv("TESSERA_VULKAN_PRODUCTS", "dots", 1);
+    EXPECT_TRUE(serial_products(VulkanContext(0).info()));
+    setenv("TESSERA_VULKAN_PRODUCTS", "threads", 1);
+    EXPECT_THROW(serial_products(VulkanContext(0).info()), Error);
+    unsetenv("TESSERA_VULKAN_PRODUCTS");
     if (saved.empty()) {
         unsetenv("TESSERA_VULKAN_FMA");
     } else {
