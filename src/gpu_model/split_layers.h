@@ -33,9 +33,8 @@ public:
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
 
-    // The device's part (null when it holds no layer) and the CPU's (null when the device holds them all).
+    // The device's part (null when it holds no layer).
     const VulkanSliceForward* device_part() const { return gpu_.get(); }
-    const SliceForward* cpu_part() const { return cpu_.get(); }
 
 private:
     // The part that computes the slice's ends (the CPU's when it has layers).
