@@ -4,6 +4,7 @@
 #include "ops/cpu_target.h"
 #include "ops/group_prefetch.h"
 #include "util/error.h"
+#include "util/version.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     CLI::App app{"tessera: run one LLM across several small machines (GGUF models, llama.cpp-style tools)"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Show the help of every subcommand");
+    app.set_version_flag("--version", std::string("tessera ") + tessera::tessera_version());
     tessera::add_run_command(app);
     tessera::add_chat_command(app);
     tessera::add_serve_command(app);

@@ -1,6 +1,7 @@
 #include "net/frame.h"
 
 #include "util/error.h"
+#include "util/version.h"
 
 namespace tessera {
 
@@ -37,8 +38,9 @@ FrameHeader decode_frame_header(const FrameHeaderBytes& b, uint32_t max_payload,
     if (h.magic != kFrameMagic) {
         throw make_error("{}: not a tessera peer (bad frame magic {:#010x})", peer, h.magic);
     }
-    if (h.version != kProtocolVersion) {
-        throw make_error("{}: speaks protocol version {}, this build speaks {}", peer, h.version, kProtocolVersion);
+    if (h.version != kFrameVersion) {
+        throw make_error("{}: sends frames of version {}, and this tessera {} frames of version {}: run the same "
+                         "tessera release on both ends", peer, h.version, tessera_version(), kFrameVersion);
     }
     if (h.length > max_payload) {
         throw make_error("{}: frame of {} bytes exceeds the limit of {} bytes", peer, h.length, max_payload);

@@ -17,12 +17,15 @@
 namespace tessera {
 
 constexpr uint32_t kFrameMagic = 0x41525354;  // "TSRA" in little-endian byte order
-constexpr uint16_t kProtocolVersion = 2;  // 2: tensor-parallel ranks exchange partials directly
+// The frame layout's version (what every frame's header says). The messages
+// inside have their own version, exchanged in the hello with the release
+// (cluster/session/session_messages.h: kProtocolVersion).
+constexpr uint16_t kFrameVersion = 2;  // 2: tensor-parallel ranks exchange partials directly
 constexpr size_t kFrameHeaderBytes = 24;
 
 struct FrameHeader {
     uint32_t magic = kFrameMagic;
-    uint16_t version = kProtocolVersion;
+    uint16_t version = kFrameVersion;
     uint16_t type = 0;
     uint64_t sequence = 0;
     uint32_t length = 0;  // payload bytes that follow the header

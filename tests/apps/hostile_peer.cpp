@@ -57,7 +57,13 @@ std::unique_ptr<FrameChannel> connect_as_root(const HostPort& address, const Wir
     return channel;
 }
 
-json good_hello() { return {{"fingerprint", default_fingerprint()}, {"rank", 1}, {"n_ranks", 2}, {"shm", false}}; }
+json good_hello() {
+    json hello = hello_json(default_fingerprint());
+    hello["rank"] = 1;
+    hello["n_ranks"] = 2;
+    hello["shm"] = false;
+    return hello;
+}
 
 json good_assign() {
     return {{"slice", {{"layers", {0, 5}}, {"kv_heads", {0, 4}}, {"ffn", {0, 172}}, {"vocab", {0, 512}}}},
@@ -97,6 +103,13 @@ FakeWorker::FakeWorker(const WireKey* key, StepHandler on_step, json hello_reply
     if (hello_reply.is_null()) {
         hello_reply = {{"ok", true}, {"threads", 1}, {"free_memory", 1ull << 34}, {"has_model", true},
                        {"fingerprint", default_fingerprint()}, {"probe_seconds", 1e-5}};
+    }
+    // This release's protocol fields unless the test gives its own; a null
+    // "protocol" leaves them out, as a worker before 0.9 did.
+    if (!hello_reply.contains("protocol")) hello_reply.update(protocol_fields());
+    if (hello_reply["protocol"].is_null()) {
+        hello_reply.erase("protocol");
+        hello_reply.erase("version");
     }
     link_ = std::move(link);
     thread_ = std::thread([this, key, on_step, hello_reply] {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cluster/session/json_messages.h"
+#include "cluster/session/session_messages.h"
 #include "net/channel.h"
 #include "net/shm_link.h"
 #include "net/tcp.h"

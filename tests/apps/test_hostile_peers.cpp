@@ -534,7 +534,8 @@ TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
 
 // Finding: a wrong fingerprint was answered with the real one, the model
 // path, free memory and thread count. Now only the fingerprint (to name both
-// in the root's error), and with a key only to a peer that proved it.
+// in the root's error) and the release, and with a key only to a peer that
+// proved it.
 TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
     WorkerProcess worker({"-m", test::default_model()}, dir() + "/fingerprint.log");
     auto channel = connect_as_root(worker.address(), nullptr);
@@ -544,7 +545,10 @@ TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
     const json reply = recv_json(*channel, SessionMessage::kHelloReply, "worker", 5000);
     EXPECT_EQ(reply.value("ok", true), false);
     for (const auto& [key, value] : reply.items()) {
-        EXPECT_TRUE(key == "ok" || key == "error" || key == "fingerprint") << "revealed " << key << ": " << reply.dump();
+        // The protocol and release too: every reply names them, so that a
+        // root of another release can say which end to upgrade.
+        EXPECT_TRUE(key == "ok" || key == "error" || key == "fingerprint" || key == "protocol" || key == "version")
+            << "revealed " << key << ": " << reply.dump();
     }
 }
 

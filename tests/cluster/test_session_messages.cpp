@@ -31,10 +31,51 @@ nlohmann::json stage_assign() {
             {"partial_format", 0}};
 }
 
+// A hello-reply of this release with the required fields only.
+nlohmann::json reply_base() {
+    nlohmann::json j = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    j.update(protocol_fields());
+    return j;
+}
+
 }  // namespace
 
+// The protocol is checked before anything else in the hello and its reply,
+// read leniently (any JSON), and a mismatch is a VersionMismatch naming the
+// peer's release, cut short and printable.
+TEST(SessionMessages, HelloAndReplyRequireThisProtocol) {
+    nlohmann::json hello = hello_json(std::string(16, 'a'));
+    EXPECT_NO_THROW(parse_hello(hello, "root"));
+    EXPECT_NO_THROW(parse_hello_reply(reply_base(), "worker"));
+    const std::vector<nlohmann::json> others = {
+        nlohmann::json(nullptr), nlohmann::json("2"), nlohmann::json(2.5), nlohmann::json(kProtocolVersion + 1),
+        nlohmann::json(-7), nlohmann::json(int64_t{1} << 40), nlohmann::json::array({kProtocolVersion})};
+    for (const nlohmann::json& p : others) {
+        nlohmann::json h = hello;
+        h["protocol"] = p;
+        EXPECT_THROW(parse_hello(h, "root"), VersionMismatch) << p.dump();
+        nlohmann::json r = reply_base();
+        r["protocol"] = p;
+        r["ok"] = "not even a boolean";  // the protocol decides first
+        EXPECT_THROW(parse_hello_reply(r, "worker"), VersionMismatch) << p.dump();
+    }
+    nlohmann::json r = reply_base();
+    r.erase("protocol");
+    r["version"] = std::string(300, 'v') + "\n\x01";
+    try {
+        parse_hello_reply(r, "worker w");
+        ADD_FAILURE() << "no protocol accepted";
+    } catch (const VersionMismatch& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+        EXPECT_LT(m.size(), 300u) << m;
+        EXPECT_NE(m.find("worker w runs tessera vvvv"), std::string::npos) << m;
+    }
+    EXPECT_THROW(parse_hello(nlohmann::json::array(), "root"), VersionMismatch);
+}
+
 TEST(SessionMessages, HelloReplyCpuTargetIsAShortStringOrAbsent) {
-    const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    const nlohmann::json base = reply_base();
     nlohmann::json j = base;
     j["cpu_target"] = "AVX2";
     EXPECT_EQ(parse_hello_reply(j, "peer").cpu_target, "AVX2");
@@ -49,7 +90,7 @@ TEST(SessionMessages, HelloReplyCpuTargetIsAShortStringOrAbsent) {
 // A worker on a GPU names it (worker --device vulkan); an older worker, or
 // one on its CPU, says nothing.
 TEST(SessionMessages, HelloReplyDeviceIsABoundedStringOrAbsent) {
-    const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    const nlohmann::json base = reply_base();
     nlohmann::json j = base;
     j["device"] = "vulkan:0 NVIDIA H100";
     EXPECT_EQ(parse_hello_reply(j, "peer").device, "vulkan:0 NVIDIA H100");
@@ -62,7 +103,7 @@ TEST(SessionMessages, HelloReplyDeviceIsABoundedStringOrAbsent) {
 }
 
 TEST(SessionMessages, HelloReplyDiskRateIsABoundedNumberOrAbsent) {
-    const nlohmann::json base = {{"ok", true}, {"free_memory", 1024}, {"has_model", true}};
+    const nlohmann::json base = reply_base();
     nlohmann::json j = base;
     j["disk_read_bps"] = 1.5e9;
     EXPECT_EQ(parse_hello_reply(j, "peer").disk_read_bps, 1.5e9);

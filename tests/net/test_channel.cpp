@@ -57,7 +57,7 @@ TEST(Frame, HeaderRoundTripsAndIsChecked) {
     h.version = 9;
     EXPECT_NE(error_of([&] { decode_frame_header(encode_frame_header(h), 4096, "peer"); }).find("version 9"),
               std::string::npos);
-    h.version = kProtocolVersion;
+    h.version = kFrameVersion;
     EXPECT_NE(error_of([&] { decode_frame_header(encode_frame_header(h), 1000, "peer"); }).find("exceeds"),
               std::string::npos);
 }

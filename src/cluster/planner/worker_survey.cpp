@@ -26,7 +26,11 @@ WorkerFacts survey_one(const LlamaModel& model, const HostPort& address, const W
     }
     FrameChannel& channel = *link;
     const std::string fingerprint = model.file().fingerprint_hex();
-    send_json(channel, SessionMessage::kHello, {{"fingerprint", fingerprint}, {"rank", 1}, {"n_ranks", 2}, {"shm", false}});
+    json hello = hello_json(fingerprint);
+    hello["rank"] = 1;
+    hello["n_ranks"] = 2;
+    hello["shm"] = false;
+    send_json(channel, SessionMessage::kHello, hello);
     const HelloReply f = parse_hello_reply(recv_json(channel, SessionMessage::kHelloReply, who, kHelloTimeoutMs), who);
     require_hello_ok(f, who, fingerprint, model.path());
     WorkerFacts facts;

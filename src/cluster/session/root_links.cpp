@@ -19,7 +19,8 @@ std::vector<RootLink> connect_nodes(const std::vector<HostPort>& addresses, cons
                                                           settings.limits);
             link.round_trip_ms = 1e3 * authenticate_as_client(*link.channel, settings.key, settings.limits.io_timeout_ms);
             link.handshake_ms = 1e3 * (now_seconds() - connecting);
-            nlohmann::json hello = {{"fingerprint", fingerprint}, {"rank", i + 1}};
+            nlohmann::json hello = hello_json(fingerprint);
+            hello["rank"] = i + 1;
             extra(i, *link.channel, hello);
             send_json(*link.channel, SessionMessage::kHello, hello);
         } catch (const Error& e) {

@@ -2,9 +2,11 @@
 
 #include "cluster/session/slice_cache.h"
 #include "util/error.h"
+#include "util/version.h"
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace tessera {
@@ -58,7 +60,42 @@ std::string new_mesh_token() {
     return out;
 }
 
+json protocol_fields() { return {{"protocol", kProtocolVersion}, {"version", tessera_version()}}; }
+
+void require_same_protocol(const json& j, const std::string& who, const char* peer_role) {
+    // Read leniently: whatever else a peer of another release sends, these
+    // two fields decide, and the error must name them.
+    int protocol = 1;
+    std::string version;
+    if (j.is_object()) {
+        const auto p = j.find("protocol");
+        if (p != j.end()) protocol = p->is_number_integer() ? static_cast<int>(std::clamp<int64_t>(p->get<int64_t>(), -1, 1 << 20)) : -1;
+        const auto v = j.find("version");
+        if (v != j.end() && v->is_string()) version = v->get<std::string>().substr(0, 32);
+        for (char& c : version) {
+            if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+        }
+    }
+    if (protocol == kProtocolVersion) return;
+    const std::string theirs = protocol == 1 && version.empty()
+                                   ? std::string("a release before 0.9 (protocol 1)")
+                                   : fmt::format("tessera {} (protocol {})", version.empty() ? "?" : version, protocol);
+    const bool upgrade_them = protocol < kProtocolVersion;
+    const std::string self_role = std::string(peer_role) == "root" ? "worker" : "root";
+    throw VersionMismatch(fmt::format("{} runs {}, this {} tessera {} (protocol {}): upgrade {} to tessera {}", who,
+                                      theirs, self_role, tessera_version(), kProtocolVersion,
+                                      upgrade_them ? fmt::format("that {}", peer_role) : fmt::format("this {}", self_role),
+                                      upgrade_them ? std::string(tessera_version()) : (version.empty() ? "?" : version)));
+}
+
+json hello_json(const std::string& fingerprint) {
+    json j = protocol_fields();
+    j["fingerprint"] = fingerprint;
+    return j;
+}
+
 HelloMessage parse_hello(const json& j, const std::string& peer) {
+    require_same_protocol(j, fmt::format("root {}", peer), "root");
     const JsonFields f(j, peer, "hello");
     HelloMessage m;
     m.fingerprint = f.string("fingerprint", 64);
@@ -171,6 +208,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
 }
 
 HelloReply parse_hello_reply(const json& j, const std::string& peer) {
+    require_same_protocol(j, peer, "worker");
     const JsonFields f(j, peer, "hello-reply");
     HelloReply r;
     r.ok = f.boolean("ok", false);

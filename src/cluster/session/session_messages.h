@@ -25,11 +25,37 @@ constexpr int64_t kMaxContext = 1 << 22;
 constexpr int64_t kMaxBatch = 8192;
 constexpr int64_t kMaxSequences = 256;  // serve --parallel
 
+// The version of these messages and the frames after them. A root and a
+// worker exchange it (with the release, util/version.h) in their hello and
+// serve each other only when it is the same: a mismatch is one error naming
+// both releases and which end to upgrade, never a confusing failure later.
+// Raise it with any change a peer of the previous release would misread.
+constexpr int kProtocolVersion = 2;  // 1: releases before 0.9, which sent no version
+
+// A root and a worker that speak different protocols (or one that predates
+// the exchange): the one error both ends report.
+class VersionMismatch : public Error {
+public:
+    using Error::Error;
+};
+
+// The fields every hello and hello-reply carries: {"protocol", "version"}.
+json protocol_fields();
+
+// Throws VersionMismatch when a hello or hello-reply from `who` carries
+// another protocol (or none); `peer_role` is what `who` is ("worker",
+// "root") and names the end to upgrade.
+void require_same_protocol(const json& j, const std::string& who, const char* peer_role);
+
 struct HelloMessage {
     std::string fingerprint;  // validated hex
     bool shm = false;         // the root would take a shared-memory link
 };
 
+// The root's hello: the model's fingerprint and the protocol fields.
+json hello_json(const std::string& fingerprint);
+
+// Checks the protocol first (VersionMismatch), then the fields.
 HelloMessage parse_hello(const json& j, const std::string& peer);
 
 // A slice as an assign message carries it (parse_assign reads it back).
@@ -99,6 +125,9 @@ struct HelloReply {
     std::string shm_name, shm_nonce;  // both or neither
 };
 
+// Checks the protocol first (VersionMismatch: a worker of another release
+// refuses the session with its own protocol fields; one before 0.9 answers
+// without them), then the fields.
 HelloReply parse_hello_reply(const json& j, const std::string& peer);
 
 // A reply that refuses the session as the Error a root reports: NodeBusy for

@@ -181,6 +181,13 @@ MeshLinks build_mesh(const AssignMessage& assign, const Worker& w, const std::st
     return mesh;
 }
 
+// Every hello-reply carries this worker's protocol and release, so a root of
+// another release names both in its error, whatever else the reply says.
+void send_hello_reply(FrameChannel& channel, json reply) {
+    reply.update(protocol_fields());
+    send_json(channel, SessionMessage::kHelloReply, reply);
+}
+
 // Runs a session's loop; a failure is told to the root (kError) before it
 // ends the session.
 template <class F>
@@ -296,15 +303,15 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         hello = parse_hello(hello_message, peer);
     } catch (const Error& e) {
-        send_json(channel, SessionMessage::kHelloReply, {{"ok", false}, {"error", e.what()}});
+        send_hello_reply(channel, {{"ok", false}, {"error", e.what()}});
         throw;
     }
     const std::string& root_fingerprint = hello.fingerprint;
     if (full_model != nullptr && root_fingerprint != full_model->file().fingerprint_hex()) {
         // The root (authenticated, or this worker is insecure by choice)
         // learns our fingerprint to name both in its error; nothing else.
-        send_json(channel, SessionMessage::kHelloReply,
-                  {{"ok", false}, {"error", "holds a different model"}, {"fingerprint", full_model->file().fingerprint_hex()}});
+        send_hello_reply(channel,
+                         {{"ok", false}, {"error", "holds a different model"}, {"fingerprint", full_model->file().fingerprint_hex()}});
         throw make_error("root {} runs another model (fingerprint {} != this worker's {})", peer, root_fingerprint,
                          full_model->file().fingerprint_hex());
     }
@@ -336,7 +343,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
     }
     reply["ok"] = true;
-    send_json(channel, SessionMessage::kHelloReply, reply);
+    send_hello_reply(channel, reply);
 
     // The root may time the link first; a survey (tessera plan --measure)
     // ends there.
@@ -640,8 +647,7 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
         }
         const json hello = parse_json_message(frame, SessionMessage::kHello, peer);
         if (!w.state.claim()) {
-            send_json(*channel, SessionMessage::kHelloReply,
-                      {{"ok", false}, {"busy", true}, {"error", "busy: serving another root"}});
+            send_hello_reply(*channel, {{"ok", false}, {"busy", true}, {"error", "busy: serving another root"}});
             if (options.log) options.log(fmt::format("{}: told it is busy (serving another root)", peer));
             return;
         }
