@@ -1,5 +1,6 @@
 // tessera worker: serve a slice of a model to a tensor-parallel root.
 #include "apps/commands.h"
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/worker.h"
 #include "engine/decoder_setup.h"
 #include "net/wire_key.h"
@@ -36,6 +37,7 @@ struct WorkerCliOptions {
     bool once = false;
     bool mmap = false;
     int timeout_ms = 5000;
+    int root_silence_ms = kDefaultRootSilenceMs;
     std::string codebooks;
     std::string device = "cpu";
     int gpu_layers = INT_MAX;
@@ -95,6 +97,7 @@ void worker_main(const WorkerCliOptions& o) {
     options.once = o.once;
     options.private_weights = !o.mmap;
     options.limits.io_timeout_ms = o.timeout_ms;
+    options.root_silence_ms = o.root_silence_ms;
     options.on_listening = [](uint16_t port) {
         // The first line on stdout: how `run --local` learns the port.
         std::printf("listening on port %u\n", static_cast<unsigned>(port));
@@ -161,6 +164,12 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout for a frame or a handshake, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
+    cmd->add_option("--root-silence-ms", o->root_silence_ms,
+                    "Drop a session whose root has sent nothing, not even a heartbeat (roots beat every second, busy "
+                    "or idle), for this long, and serve the next root: a root that lost power or its cable frees "
+                    "this worker (0: never)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 86400000));
     cmd->callback([o] { worker_main(*o); });
 }
 

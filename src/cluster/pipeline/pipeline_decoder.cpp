@@ -1,4 +1,6 @@
 #include "cluster/pipeline/pipeline_decoder.h"
+
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/root_links.h"
 
 #include "cluster/session/json_messages.h"
@@ -219,9 +221,11 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     }
     x_.resize(static_cast<size_t>(front_->n_batch()) * hp.n_embd);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
+    beat_ = beat_to_nodes(channels_);
 }
 
 PipelineDecoder::~PipelineDecoder() {
+    beat_.reset();  // no beat after the goodbye
     for (auto& channel : channels_) {
         try {
             channel->send(static_cast<uint16_t>(SessionMessage::kShutdown), std::span<const uint8_t>());

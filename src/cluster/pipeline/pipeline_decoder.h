@@ -10,6 +10,7 @@
 // node does, so greedy output equals a single node's.
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/adopted_workers.h"
 
 #include "cluster/tensor_parallel/tp_decoder.h"
@@ -117,6 +118,9 @@ private:
     SliceRunner* front_ = nullptr;                    // embeds (and, with one stage, computes logits)
     LayerBlock* block_ = nullptr;                     // runs stage 0's layers
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to stages 1..S-1
+    // Beats to every stage once the pipeline is set up, busy or idle: a
+    // stage drops a root that falls silent (cluster/session/heartbeat.h).
+    std::unique_ptr<Heartbeat> beat_;
     std::vector<StageInfo> stages_;
     double probe_seconds_ = 0.0;  // the slowest node's probe (one layer's gate and up products, one position)
     std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;

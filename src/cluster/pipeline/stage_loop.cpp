@@ -54,13 +54,21 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
     std::vector<float> x, logits, run_rows;
     std::vector<uint8_t> out;
     std::vector<SeqRun> runs;  // the last kSeqRuns from the previous stage
+    // The root beats on the control channel all session long, even while
+    // rows come only from the previous stage.
+    RootSilence root(links.root_silence_ms, control.peer());
     for (;;) {
         pollfd fds[2] = {{control.fd(), POLLIN, 0}, {input.fd(), POLLIN, 0}};
         const int n_fds = prev ? 2 : 1;
-        if (::poll(fds, static_cast<nfds_t>(n_fds), kIdlePollMs) <= 0) continue;
+        if (::poll(fds, static_cast<nfds_t>(n_fds), kIdlePollMs) <= 0 ||
+            (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+            root.check();
+        }
+        if ((fds[0].revents | (n_fds == 2 ? fds[1].revents : 0)) == 0) continue;
         FrameChannel& from = (n_fds == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ? input : control;
         try {
             from.recv(frame);
+            if (&from == &control) root.heard();
         } catch (const Error&) {
             // At the end of a session the previous stage may hang up before
             // the root's goodbye reaches this one: that goodbye decides.

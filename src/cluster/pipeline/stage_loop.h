@@ -23,6 +23,7 @@ struct StageLinks {
     std::optional<HostPort> next;     // the next stage's address (none: this is the last stage)
     std::string fingerprint;          // the model's, checked between stages
     const WireKey* key = nullptr;     // the cluster's key (null: plain frames)
+    int root_silence_ms = 0;          // the session ends after this long without a frame from the root (0: never)
 };
 
 // The previous stage, connected to this worker's port, authenticated, and

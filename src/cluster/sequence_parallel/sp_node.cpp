@@ -130,7 +130,7 @@ private:
 }  // namespace
 
 std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
-                                                const KvCodebooks* books,
+                                                const KvCodebooks* books, int root_silence_ms,
                                                 const std::function<void(const std::string&)>& log) {
     send_json(control, SessionMessage::kReady, {{"ok", true}});
     if (log) {
@@ -146,9 +146,14 @@ std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceFor
     Heartbeat heartbeat(control, unused);
     ChunkServer server(control, forward, books);
     Frame frame;
+    RootSilence root(root_silence_ms, control.peer());
     for (;;) {
-        if (!control.poll(kIdlePollMs)) continue;
+        if (!control.poll(kIdlePollMs)) {
+            root.check();
+            continue;
+        }
         control.recv(frame);
+        root.heard();
         const auto type = static_cast<SessionMessage>(frame.type);
         if (type == SessionMessage::kHeartbeat) continue;
         if (type == SessionMessage::kShutdown) return std::nullopt;

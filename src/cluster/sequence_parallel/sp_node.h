@@ -27,8 +27,9 @@ namespace tessera {
 // layer), and the assign is returned with the cache holding the whole
 // prompt. Throws an Error naming the root on any failure. `books`: rows
 // travel as codebook indices (cluster/sequence_parallel/sp_rows.h); null: exactly.
+// A root silent for root_silence_ms (0: never) ends the session.
 std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
-                                                const KvCodebooks* books,
+                                                const KvCodebooks* books, int root_silence_ms,
                                                 const std::function<void(const std::string&)>& log);
 
 }  // namespace tessera

@@ -1,4 +1,6 @@
 #include "cluster/sequence_parallel/sp_prefill_decoder.h"
+
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/root_links.h"
 
 #include "cluster/session/json_messages.h"
@@ -89,6 +91,7 @@ SpPrefillDecoder::SpPrefillDecoder(const LlamaModel& model, const SpPrefillConfi
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its role: {}", who, r.string("error", 4096, "?"));
     }
+    beat_ = beat_to_nodes(channels_);
 }
 
 std::string SpPrefillDecoder::describe_exchange() const {
@@ -103,6 +106,7 @@ std::string SpPrefillDecoder::describe_exchange() const {
 }
 
 SpPrefillDecoder::~SpPrefillDecoder() {
+    beat_.reset();  // no beat after the goodbye
     for (auto& channel : channels_) {
         try {
             channel->send(static_cast<uint16_t>(SessionMessage::kShutdown), std::span<const uint8_t>());
@@ -152,6 +156,7 @@ void SpPrefillDecoder::hand_off(int positions) {
     const double start = now_seconds();
     const int n_batch = local_->forward().n_batch();
     AdoptedWorkers adopted;
+    beat_.reset();  // the group or pipeline that adopts the channels beats on them
     adopted.channels = std::move(channels_);
     channels_.clear();
     adopted.hellos = hellos_;

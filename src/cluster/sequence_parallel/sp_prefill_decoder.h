@@ -22,6 +22,7 @@
 // on every call runs on that plan.
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "cluster/sequence_parallel/sp_chunks.h"
 #include "cluster/pipeline/pipeline_decoder.h"
 #include "cluster/session/session_messages.h"
@@ -148,6 +149,9 @@ private:
     // Per node: its cache holds positions [0, held_[i]) as a single node would.
     std::vector<int> held_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;  // to nodes 1..N-1
+    // Beats to every node while this decoder holds them, busy or idle: a node
+    // drops a root that falls silent (cluster/session/heartbeat.h).
+    std::unique_ptr<Heartbeat> beat_;
     std::vector<PromptChunk> chunks_;        // this prompt's, per node
     std::vector<std::vector<int>> received_;  // [node][layer]: rows of its chunk in so far
     bool have_logits_ = false;

@@ -2,13 +2,25 @@
 
 #include "cluster/session/messages.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 #include <chrono>
 
 namespace tessera {
 
-Heartbeat::Heartbeat(FrameChannel& channel, std::mutex& send_mutex) : channel_(channel), send_mutex_(send_mutex) {
+Heartbeat::Heartbeat(FrameChannel& channel, std::mutex& send_mutex) : channels_{&channel}, send_mutex_(&send_mutex) {
     thread_ = std::thread([this] { loop(); });
+}
+
+Heartbeat::Heartbeat(std::vector<FrameChannel*> channels) : channels_(std::move(channels)), busy_(true) {
+    thread_ = std::thread([this] { loop(); });
+}
+
+std::unique_ptr<Heartbeat> beat_to_nodes(const std::vector<std::unique_ptr<FrameChannel>>& channels) {
+    if (channels.empty()) return nullptr;
+    std::vector<FrameChannel*> raw;
+    for (const auto& c : channels) raw.push_back(c.get());
+    return std::make_unique<Heartbeat>(std::move(raw));
 }
 
 Heartbeat::~Heartbeat() {
@@ -26,14 +38,30 @@ void Heartbeat::loop() {
         wake_.wait_for(lock, std::chrono::milliseconds(kHeartbeatIntervalMs));
         if (stop_ || !busy_.load(std::memory_order_relaxed)) continue;
         lock.unlock();
-        try {
-            std::lock_guard<std::mutex> send(send_mutex_);
-            channel_.send(static_cast<uint16_t>(SessionMessage::kHeartbeat), std::span<const uint8_t>());
-        } catch (const Error&) {
-            // The owner sees the broken connection on its next send.
+        for (FrameChannel* channel : channels_) {
+            try {
+                std::unique_lock<std::mutex> send;
+                if (send_mutex_ != nullptr) send = std::unique_lock<std::mutex>(*send_mutex_);
+                channel->send(static_cast<uint16_t>(SessionMessage::kHeartbeat), std::span<const uint8_t>());
+            } catch (const Error&) {
+                // The owner sees the broken connection on its next send.
+            }
         }
         lock.lock();
     }
+}
+
+RootSilence::RootSilence(int limit_ms, std::string root)
+    : limit_ms_(limit_ms), root_(std::move(root)), last_(now_seconds()) {}
+
+void RootSilence::heard() { last_ = now_seconds(); }
+
+double RootSilence::silent_seconds() const { return now_seconds() - last_; }
+
+void RootSilence::check() const {
+    if (limit_ms_ <= 0 || silent_seconds() * 1e3 <= limit_ms_) return;
+    throw make_error("the root {} sent nothing, not even a heartbeat, for {:.1f} s (--root-silence-ms {}): it is gone, "
+                     "so its session ends and this worker serves the next root", root_, silent_seconds(), limit_ms_);
 }
 
 }  // namespace tessera

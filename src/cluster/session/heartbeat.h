@@ -1,15 +1,25 @@
-// Heartbeats on a channel while its owner is busy, so the peer can tell a
-// slow step from a stalled process: a tensor-parallel worker computing a
-// partial, a pipeline stage whose rows are on their way. Every send on the
-// channel, the owner's too, holds one mutex.
+// Heartbeats on a session's channels, so the other end can tell a slow or
+// idle peer from a vanished one.
+//  - A worker beats to its root while it is busy: a tensor-parallel worker
+//    computing a partial, a pipeline stage whose rows are on their way; the
+//    root tells a stalled worker from a slow one.
+//  - A root beats to every node of its plan all session long, busy or idle (a
+//    serve between requests, a chat waiting for its user): a worker drops a
+//    session whose root sent nothing for its --root-silence-ms (a root that
+//    lost power or its cable), and serves the next root.
+// Every send on a channel holds the channel's own lock (FrameChannel::send),
+// so a beat never splits another frame.
 #pragma once
 
 #include "net/channel.h"
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace tessera {
 
@@ -17,7 +27,11 @@ constexpr int kHeartbeatIntervalMs = 1000;
 
 class Heartbeat {
 public:
+    // A worker's: beats on `channel` only while set_busy(true); `send_mutex`
+    // is held around each beat (the owner's sends that must stay together).
     Heartbeat(FrameChannel& channel, std::mutex& send_mutex);
+    // A root's: beats on every channel until destroyed.
+    explicit Heartbeat(std::vector<FrameChannel*> channels);
     ~Heartbeat();
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
@@ -30,13 +44,37 @@ public:
 private:
     void loop();
 
-    FrameChannel& channel_;
-    std::mutex& send_mutex_;
+    std::vector<FrameChannel*> channels_;
+    std::mutex* send_mutex_ = nullptr;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::atomic<bool> busy_{false};
     bool stop_ = false;
     std::thread thread_;
+};
+
+// A root's beat on each of these channels (none: null).
+std::unique_ptr<Heartbeat> beat_to_nodes(const std::vector<std::unique_ptr<FrameChannel>>& channels);
+
+// How long a worker waits for any frame from its root (a heartbeat counts)
+// before it drops the session: `tessera worker --root-silence-ms`.
+constexpr int kDefaultRootSilenceMs = 15000;
+
+// A worker's watch on its root: heard() at each frame from it; check() in
+// the idle wait throws once nothing came for longer than the limit (0 or
+// less: never).
+class RootSilence {
+public:
+    RootSilence(int limit_ms, std::string root);
+    void heard();
+    void check() const;
+    // Seconds since the last frame from the root.
+    double silent_seconds() const;
+
+private:
+    int limit_ms_;
+    std::string root_;
+    double last_;
 };
 
 }  // namespace tessera

@@ -283,6 +283,7 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
         links.next = assign.next;
         links.fingerprint = fingerprint;
         links.key = options.key.get();
+        links.root_silence_ms = options.root_silence_ms;
         telling_the_root(channel, [&] {
             serve_stage(channel, accept_previous_stage(w), *forward, *forward, links, options.limits, options.log);
             log_peak_memory(model, slice, config, options);
@@ -410,6 +411,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             links.next = assign.next;
             links.fingerprint = root_fingerprint;
             links.key = options.key.get();
+            links.root_silence_ms = options.root_silence_ms;
         }
         if (full_model == nullptr) {
             // No model file: use the cached slice, or have the root send it once.
@@ -469,7 +471,8 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     if (assign.sequence) {
         std::optional<AssignMessage> handoff;
         telling_the_root(channel, [&] {
-            handoff = serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks, options.log);
+            handoff = serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks,
+                                          options.root_silence_ms, options.log);
             if (!handoff) log_peak_memory(model, slice, config, options);
         });
         if (handoff) serve_handoff(channel, w, model, root_fingerprint, std::move(forward), *handoff);
@@ -527,13 +530,15 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     exchange.set_bands(assign.partial_bands);
     exchange.set_topology(assign.topology);
     Heartbeat heartbeat(channel, send_mutex);
+    RootSilence root(options.root_silence_ms, peer);
     Frame frame;
     for (;;) {
-        // Idle between requests is fine (a user may be typing); a frame that
-        // has started must arrive whole within its budget.
-        while (!channel.poll(kHeartbeatIntervalMs)) {
-        }
+        // Idle between requests is fine (a user may be typing, the root
+        // beats meanwhile); a frame that has started must arrive whole within
+        // its budget.
+        while (!channel.poll(kHeartbeatIntervalMs)) root.check();
         channel.recv(frame);
+        root.heard();
         const auto type = static_cast<SessionMessage>(frame.type);
         if (type == SessionMessage::kHeartbeat) continue;
         if (type == SessionMessage::kShutdown) {

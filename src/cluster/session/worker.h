@@ -15,6 +15,7 @@
 // Nothing a peer sends ends the process: every failure ends that connection.
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 #include "net/tcp.h"
@@ -36,6 +37,10 @@ struct WorkerOptions {
     int n_threads = 1;
     bool once = false;  // exit after the first session (workers of --local)
     bool private_weights = true;  // false: compute from the mapped file (--mmap)
+    // A session whose root sends nothing (roots beat every second, busy or
+    // idle) for this long is dropped, so a root that lost power or its cable
+    // frees the worker; 0: never (--root-silence-ms).
+    int root_silence_ms = kDefaultRootSilenceMs;
     ChannelLimits limits;
     // Codebooks of the model's K/V rows (tessera vq-fit), for a root whose
     // sequence-parallel prefill sends rows compressed; empty: none.

@@ -47,6 +47,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
     connect_workers(model, links);
     assign_slices(model, links, nullptr);
+    beat_ = beat_to_nodes(channels_);
 }
 
 TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, AdoptedWorkers adopted)
@@ -69,6 +70,7 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     std::vector<std::unique_ptr<ShmLink>> links;
     assign_slices(model, links, &adopted);
+    beat_ = beat_to_nodes(channels_);
 }
 
 void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links) {
@@ -283,6 +285,7 @@ void TensorParallelDecoder::send_slice(const LlamaModel& model, size_t worker, c
 }
 
 TensorParallelDecoder::~TensorParallelDecoder() {
+    beat_.reset();  // no beat after the goodbye
     for (auto& channel : channels_) {
         try {
             channel->send(static_cast<uint16_t>(SessionMessage::kShutdown), std::span<const uint8_t>());

@@ -11,6 +11,7 @@
 // a quality cost the perplexity tool measures.
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/adopted_workers.h"
 #include "cluster/planner/planner.h"
 #include "cluster/tensor_parallel/partial_exchange.h"
@@ -169,6 +170,9 @@ private:
     ThreadPool pool_;
     std::unique_ptr<RankRunner> forward_;
     std::vector<std::unique_ptr<FrameChannel>> channels_;
+    // Beats to every worker once the group is set up, busy or idle: a worker
+    // drops a root that falls silent (cluster/session/heartbeat.h).
+    std::unique_ptr<Heartbeat> beat_;
     std::vector<TpRankInfo> ranks_;
     MoeSplit moe_split_ = MoeSplit::kChannels;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
