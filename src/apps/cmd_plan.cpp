@@ -9,6 +9,7 @@
 #include "cluster/sequence_parallel/sp_chunks.h"
 #include "model/kv_codebooks.h"
 #include "cluster/planner/auto_plan.h"
+#include "cluster/planner/worker_discovery.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -128,7 +129,10 @@ void print_unit_rounding(const LlamaModel& model, const ReductionUnits& units, c
     }
 }
 
-void plan(const PlanOptions& o) {
+void plan(const PlanOptions& given) {
+    PlanOptions o = given;
+    o.parallel = with_discovered_workers(given.parallel,
+                                         [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     const LlamaModel model(o.model.empty() ? default_model_path() : o.model);
     const ModelHParams& hp = model.hparams();
     const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(hp.n_ctx_train, 4096);

@@ -38,6 +38,8 @@ struct WorkerCliOptions {
     bool mmap = false;
     int timeout_ms = 5000;
     int root_silence_ms = kDefaultRootSilenceMs;
+    bool advertise = false;
+    int discovery_port = 9999;
     std::string codebooks;
     std::string device = "cpu";
     int gpu_layers = INT_MAX;
@@ -98,6 +100,8 @@ void worker_main(const WorkerCliOptions& o) {
     options.private_weights = !o.mmap;
     options.limits.io_timeout_ms = o.timeout_ms;
     options.root_silence_ms = o.root_silence_ms;
+    options.advertise = o.advertise;
+    options.discovery_port = static_cast<uint16_t>(o.discovery_port);
     options.on_listening = [](uint16_t port) {
         // The first line on stdout: how `run --local` learns the port.
         std::printf("listening on port %u\n", static_cast<unsigned>(port));
@@ -164,6 +168,12 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--timeout-ms", o->timeout_ms, "Network timeout for a frame or a handshake, in ms")
         ->capture_default_str()
         ->check(CLI::Range(100, 600000));
+    cmd->add_flag("--advertise", o->advertise,
+                  "Answer keyed discovery (run|chat|serve|plan --discover) on the local network: only roots holding "
+                  "the same --key get an answer (needs --key)");
+    cmd->add_option("--discovery-port", o->discovery_port, "The UDP port --advertise answers on")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65535));
     cmd->add_option("--root-silence-ms", o->root_silence_ms,
                     "Drop a session whose root has sent nothing, not even a heartbeat (roots beat every second, busy "
                     "or idle), for this long, and serve the next root: a root that lost power or its cable frees "

@@ -67,6 +67,16 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_flag("--auto", o.auto_plan,
                   "Survey --workers (speed, free memory, each link's round trip and rate) and run the fastest plan of "
                   "them that fits: one node, tensor parallel, pipeline or hybrid (tessera plan --auto prints them without running)");
+    cmd->add_flag("--discover", o.discover,
+                  "Find the workers on the local network that hold this cluster's key (tessera worker --advertise; "
+                  "sealed UDP probes: IPv4 broadcast and multicast, IPv6 link-local multicast), then survey them and "
+                  "run the fastest plan as --auto does");
+    cmd->add_option("--discover-ms", o.discover_ms, "How long --discover waits for answers, in ms")
+        ->capture_default_str()
+        ->check(CLI::Range(100, 60000));
+    cmd->add_option("--discovery-port", o.discovery_port, "The UDP port of --discover (the workers' --discovery-port)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65535));
     cmd->add_option("--prefill", o.prefill,
                     "How a prompt is computed: 'plan' (on the plan that generates) or 'sp' (sequence parallel: each "
                     "node of --local/--workers holds the whole model and computes a chunk of the prompt; generation "

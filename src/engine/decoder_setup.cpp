@@ -2,6 +2,7 @@
 
 #include "cluster/planner/planner.h"
 #include "cluster/planner/auto_plan.h"
+#include "cluster/planner/worker_discovery.h"
 #include "model/local_decoder.h"
 #include "net/wire_key.h"
 #include "util/system_memory.h"
@@ -124,6 +125,11 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
 
 DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, int n_threads,
                           const ParallelOptions& options) {
+    if (options.discover) {
+        const ParallelOptions found = with_discovered_workers(
+            options, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+        return make_decoder(model, given, n_threads, found);
+    }
     if (options.auto_plan) {
         const PlanSurvey survey = survey_plans(model, given, n_threads, options);
         DecoderSetup setup = make_decoder(model, given, n_threads, chosen_plan_options(survey, options));

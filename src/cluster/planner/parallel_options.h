@@ -37,6 +37,12 @@ struct ParallelOptions {
     std::string spares;       // nodes that may replace a lost one ("H:P,H:P")
     int recover_ms = 30000;   // how long a run tries to recover a lost edge or node (0: not at all)
     bool auto_plan = false;   // --auto: survey --workers and run the fastest plan of them (cluster/planner/auto_plan.h)
+    // --discover: the workers are those of the local network that hold this
+    // cluster's key and answer within discover_ms (worker_discovery.h);
+    // then as --workers with --auto.
+    bool discover = false;
+    int discover_ms = 2000;
+    int discovery_port = 9999;
     // "sp": a long prompt is computed sequence-parallel across --local or
     // --workers, every node holding the whole model (cluster/sequence_parallel/sp_prefill_decoder.h),
     // and generation goes on on the root ("root") or on a tensor-parallel group
@@ -47,7 +53,7 @@ struct ParallelOptions {
     bool sequence_parallel() const { return prefill == "sp"; }
 
     bool pipeline() const { return !stages.empty() || !cluster.empty(); }
-    bool parallel() const { return local > 1 || !workers.empty() || pipeline() || auto_plan; }
+    bool parallel() const { return local > 1 || !workers.empty() || pipeline() || auto_plan || discover; }
     const char* mode() const { return !parallel() ? "single" : fast ? "fast" : "exact"; }
 };
 

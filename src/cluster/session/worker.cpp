@@ -16,6 +16,7 @@
 #include "cluster/tensor_parallel/tp_layers.h"
 #include "cluster/session/messages.h"
 #include "model/slice_forward.h"
+#include "net/discovery.h"
 #include "net/handshake.h"
 #include "ops/cpu_target.h"
 #include "util/disk_speed.h"
@@ -29,6 +30,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 namespace tessera {
 
@@ -682,6 +685,22 @@ void run_worker(const WorkerOptions& options) {
     if (!options.model_path.empty()) model = std::make_unique<LlamaModel>(options.model_path);
     ThreadPool pool(options.n_threads);
     TcpListener listener(options.listen);
+    // Keyless workers never advertise: discovery's secrecy is the key's.
+    std::unique_ptr<DiscoveryAdvertiser> advertiser;
+    if (options.advertise) {
+        if (!options.key) {
+            throw make_error("--advertise needs the cluster's key (--key FILE): only holders of the key may find this "
+                             "worker, and a worker without one is never advertised");
+        }
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+        advertiser = std::make_unique<DiscoveryAdvertiser>(*options.key, listener.port(), options.discovery_port, host,
+                                                           options.log);
+        if (options.log) {
+            options.log(fmt::format("answering discovery on UDP port {} to holders of the cluster key (TCP port {})",
+                                    options.discovery_port, listener.port()));
+        }
+    }
     if (options.on_listening) options.on_listening(listener.port());
     std::unique_ptr<KvCodebooks> codebooks;
     if (!options.codebooks_path.empty()) {

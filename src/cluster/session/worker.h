@@ -41,6 +41,9 @@ struct WorkerOptions {
     // idle) for this long is dropped, so a root that lost power or its cable
     // frees the worker; 0: never (--root-silence-ms).
     int root_silence_ms = kDefaultRootSilenceMs;
+    // Answer keyed discovery probes on this UDP port (--advertise); needs a key.
+    bool advertise = false;
+    uint16_t discovery_port = 9999;
     ChannelLimits limits;
     // Codebooks of the model's K/V rows (tessera vq-fit), for a root whose
     // sequence-parallel prefill sends rows compressed; empty: none.
