@@ -2,15 +2,20 @@
 #include "apps/commands.h"
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/worker.h"
+#include "cluster/session/worker_status.h"
 #include "engine/decoder_setup.h"
 #include "net/wire_key.h"
 #include "util/error.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 
@@ -40,6 +45,8 @@ struct WorkerCliOptions {
     int root_silence_ms = kDefaultRootSilenceMs;
     bool advertise = false;
     int discovery_port = 9999;
+    int metrics_port = 0;  // 0: no metrics
+    std::string metrics_host = "127.0.0.1";
     std::string codebooks;
     std::string device = "cpu";
     int gpu_layers = INT_MAX;
@@ -128,6 +135,55 @@ void worker_main(const WorkerCliOptions& o) {
         };
 #endif
     }
+    // --metrics-port: the status as Prometheus metrics, on its own thread.
+    std::unique_ptr<httplib::Server> metrics;
+    std::thread metrics_thread;
+    if (o.metrics_port > 0) {
+        metrics = std::make_unique<httplib::Server>();
+        if (!metrics->bind_to_port(o.metrics_host, o.metrics_port)) {
+            throw make_error("--metrics-port {}: cannot listen on {}:{}", o.metrics_port, o.metrics_host, o.metrics_port);
+        }
+        // The routes exist before the server runs; the status getter arrives
+        // once the worker listens.
+        struct Getter {
+            std::mutex mutex;
+            std::function<nlohmann::json()> status;
+        };
+        auto getter = std::make_shared<Getter>();
+        options.publish_status = [getter](std::function<nlohmann::json()> status) {
+            std::lock_guard<std::mutex> lock(getter->mutex);
+            getter->status = std::move(status);
+        };
+        auto serve_status = [getter](bool as_metrics) {
+            return [getter, as_metrics](const httplib::Request&, httplib::Response& res) {
+                std::function<nlohmann::json()> status;
+                {
+                    std::lock_guard<std::mutex> lock(getter->mutex);
+                    status = getter->status;
+                }
+                if (!status) {
+                    res.status = 503;
+                    return;
+                }
+                if (as_metrics) {
+                    res.set_content(worker_metrics_text(status()), "text/plain; version=0.0.4");
+                } else {
+                    res.set_content(status().dump(2), "application/json");
+                }
+            };
+        };
+        metrics->Get("/metrics", serve_status(true));
+        metrics->Get("/status", serve_status(false));
+        metrics_thread = std::thread([&metrics] { metrics->listen_after_bind(); });
+    }
+    struct StopMetrics {
+        std::unique_ptr<httplib::Server>& server;
+        std::thread& thread;
+        ~StopMetrics() {
+            if (server) server->stop();
+            if (thread.joinable()) thread.join();
+        }
+    } stop_metrics{metrics, metrics_thread};
     run_worker(options);
 }
 
@@ -174,6 +230,14 @@ void add_worker_command(CLI::App& app) {
     cmd->add_option("--discovery-port", o->discovery_port, "The UDP port --advertise answers on")
         ->capture_default_str()
         ->check(CLI::Range(1, 65535));
+    cmd->add_option("--metrics-port", o->metrics_port,
+                    "Serve the worker's status as Prometheus metrics at http://HOST:PORT/metrics (and as JSON at "
+                    "/status) on --metrics-host")
+        ->check(CLI::Range(1, 65535));
+    cmd->add_option("--metrics-host", o->metrics_host,
+                    "The address of --metrics-port (the metrics are not sealed: expose them only where you would "
+                    "expose the list of models this worker holds)")
+        ->capture_default_str();
     cmd->add_option("--root-silence-ms", o->root_silence_ms,
                     "Drop a session whose root has sent nothing, not even a heartbeat (roots beat every second, busy "
                     "or idle), for this long, and serve the next root: a root that lost power or its cable frees "

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     tessera::add_plan_command(app);
     tessera::add_keygen_command(app);
     tessera::add_devices_command(app);
+    tessera::add_status_command(app);
     tessera::add_vq_commands(app);
     // Before the subcommand (tessera --cpu-target avx2 bench ...); set in the
     // environment too, so that the workers --local starts run on it as well.

@@ -210,6 +210,7 @@ void DiscoveryAdvertiser::handle(int fd, std::span<const uint8_t> packet, size_t
         return;
     }
     switch (gate_.admit(*probe, unix_ms())) {
+        case ProbeDecision::kDuplicate: ++counters_.duplicates; return;
         case ProbeDecision::kStale: ++counters_.stale; return;
         case ProbeDecision::kReplayed: ++counters_.replayed; return;
         case ProbeDecision::kRateLimited: ++counters_.rate_limited; return;

@@ -33,6 +33,7 @@ struct DiscoveryCounters {
     uint64_t answered = 0;
     uint64_t oversized = 0, malformed = 0, unauthenticated = 0;  // dropped unread or unopened
     uint64_t stale = 0, replayed = 0, rate_limited = 0;          // authentic, dropped by the gate
+    uint64_t duplicates = 0;  // a probe again by another path (not counted as dropped)
     uint64_t dropped() const { return oversized + malformed + unauthenticated + stale + replayed + rate_limited; }
 };
 

@@ -16,10 +16,12 @@ ProbeDecision DiscoveryGate::admit(const DiscoveryProbe& probe, int64_t now_ms) 
         seen_.erase(order_.front().second);
         order_.pop_front();
     }
-    if (seen_.count(probe.id) != 0) return ProbeDecision::kReplayed;
+    if (const auto seen = seen_.find(probe.id); seen != seen_.end()) {
+        return now_ms - seen->second < kDuplicateMs ? ProbeDecision::kDuplicate : ProbeDecision::kReplayed;
+    }
     // Remembered before the rate is checked: a probe dropped for the rate is
     // not answered later when replayed.
-    seen_.insert(probe.id);
+    seen_.emplace(probe.id, now_ms);
     order_.emplace_back(now_ms, probe.id);
     if (refilled_ms_ != INT64_MIN && now_ms > refilled_ms_) {
         tokens_ = std::min(burst_, tokens_ + per_second_ * static_cast<double>(now_ms - refilled_ms_) / 1e3);

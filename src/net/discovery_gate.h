@@ -9,12 +9,16 @@
 
 #include <cstdint>
 #include <deque>
-#include <set>
+#include <map>
 #include <utility>
 
 namespace tessera {
 
-enum class ProbeDecision { kAnswer, kStale, kReplayed, kRateLimited };
+// kDuplicate: the same probe again within kDuplicateMs of its first arrival,
+// as a root's one probe arrives by every path it was sent on (broadcast,
+// multicast, IPv6); dropped, but not a replay.
+enum class ProbeDecision { kAnswer, kDuplicate, kStale, kReplayed, kRateLimited };
+constexpr int64_t kDuplicateMs = 2000;
 
 class DiscoveryGate {
 public:
@@ -32,7 +36,7 @@ private:
     double per_second_, burst_, tokens_;
     int64_t refilled_ms_ = INT64_MIN;
     size_t remembered_;
-    std::set<DiscoveryId> seen_;
+    std::map<DiscoveryId, int64_t> seen_;  // id -> when first seen
     std::deque<std::pair<int64_t, DiscoveryId>> order_;  // when each id was seen, oldest first
 };
 

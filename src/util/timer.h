@@ -1,4 +1,5 @@
-// Monotonic wall-clock time for the speed figures that run and bench print.
+// Monotonic wall-clock time for the speed figures that run and bench print,
+// and calendar time for status views.
 #pragma once
 
 #include <chrono>
@@ -8,6 +9,12 @@ namespace tessera {
 inline double now_seconds() {
     using clock = std::chrono::steady_clock;
     return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// Calendar time (seconds since the Unix epoch), for what other machines
+// compare: when a session began, when its root was last heard.
+inline double unix_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace tessera

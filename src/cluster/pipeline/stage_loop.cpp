@@ -56,7 +56,7 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
     std::vector<SeqRun> runs;  // the last kSeqRuns from the previous stage
     // The root beats on the control channel all session long, even while
     // rows come only from the previous stage.
-    RootSilence root(links.root_silence_ms, control.peer());
+    RootSilence root(links.root_silence_ms, control.peer(), links.pulse);
     for (;;) {
         pollfd fds[2] = {{control.fd(), POLLIN, 0}, {input.fd(), POLLIN, 0}};
         const int n_fds = prev ? 2 : 1;
@@ -125,6 +125,7 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
                              from.peer(), step.n_tok, step.width, step.pos0, hp.n_embd, forward.n_batch(),
                              forward.n_ctx());
         }
+        if (links.pulse != nullptr) links.pulse->rows += static_cast<uint64_t>(n_tok);
         if (over_runs) {
             // Sequences and positions checked against this stage's caches.
             if (forward.check_runs(runs) != n_tok) {

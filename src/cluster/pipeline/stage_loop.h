@@ -5,6 +5,7 @@
 // them to the root directly, one hop, never back along the chain.
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "model/slice_forward.h"
 #include "net/channel.h"
 #include "net/wire_key.h"
@@ -24,6 +25,7 @@ struct StageLinks {
     std::string fingerprint;          // the model's, checked between stages
     const WireKey* key = nullptr;     // the cluster's key (null: plain frames)
     int root_silence_ms = 0;          // the session ends after this long without a frame from the root (0: never)
+    SessionPulse* pulse = nullptr;    // told when the root is heard and the rows computed (the status view)
 };
 
 // The previous stage, connected to this worker's port, authenticated, and

@@ -130,7 +130,7 @@ private:
 }  // namespace
 
 std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
-                                                const KvCodebooks* books, int root_silence_ms,
+                                                const KvCodebooks* books, int root_silence_ms, SessionPulse* pulse,
                                                 const std::function<void(const std::string&)>& log) {
     send_json(control, SessionMessage::kReady, {{"ok", true}});
     if (log) {
@@ -146,7 +146,7 @@ std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceFor
     Heartbeat heartbeat(control, unused);
     ChunkServer server(control, forward, books);
     Frame frame;
-    RootSilence root(root_silence_ms, control.peer());
+    RootSilence root(root_silence_ms, control.peer(), pulse);
     for (;;) {
         if (!control.poll(kIdlePollMs)) {
             root.check();
@@ -175,7 +175,9 @@ std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceFor
             throw make_error("{}: unexpected {} message", control.peer(), tp_message_name(frame.type));
         }
         heartbeat.set_busy(true);
-        const bool more = server.serve(decode_sp_chunk(frame.payload, control.peer().c_str()));
+        const SpChunk chunk = decode_sp_chunk(frame.payload, control.peer().c_str());
+        if (pulse != nullptr) pulse->rows += chunk.tokens.size();
+        const bool more = server.serve(chunk);
         heartbeat.set_busy(false);
         if (!more) return std::nullopt;
     }

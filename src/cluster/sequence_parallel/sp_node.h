@@ -8,6 +8,7 @@
 // holding the prompt's end also sends the logits of its last row (kLogits).
 #pragma once
 
+#include "cluster/session/heartbeat.h"
 #include "cluster/session/session_messages.h"
 #include "model/kv_codebooks.h"
 #include "model/slice_forward.h"
@@ -27,9 +28,10 @@ namespace tessera {
 // layer), and the assign is returned with the cache holding the whole
 // prompt. Throws an Error naming the root on any failure. `books`: rows
 // travel as codebook indices (cluster/sequence_parallel/sp_rows.h); null: exactly.
-// A root silent for root_silence_ms (0: never) ends the session.
+// A root silent for root_silence_ms (0: never) ends the session; `pulse`
+// (optional) is told when the root is heard and the rows computed.
 std::optional<AssignMessage> serve_prompt_chunks(FrameChannel& control, SliceForward& forward,
-                                                const KvCodebooks* books, int root_silence_ms,
+                                                const KvCodebooks* books, int root_silence_ms, SessionPulse* pulse,
                                                 const std::function<void(const std::string&)>& log);
 
 }  // namespace tessera

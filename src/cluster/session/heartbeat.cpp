@@ -51,10 +51,15 @@ void Heartbeat::loop() {
     }
 }
 
-RootSilence::RootSilence(int limit_ms, std::string root)
-    : limit_ms_(limit_ms), root_(std::move(root)), last_(now_seconds()) {}
+RootSilence::RootSilence(int limit_ms, std::string root, SessionPulse* pulse)
+    : limit_ms_(limit_ms), root_(std::move(root)), pulse_(pulse), last_(now_seconds()) {
+    heard();
+}
 
-void RootSilence::heard() { last_ = now_seconds(); }
+void RootSilence::heard() {
+    last_ = now_seconds();
+    if (pulse_ != nullptr) pulse_->root_heard.store(unix_seconds(), std::memory_order_relaxed);
+}
 
 double RootSilence::silent_seconds() const { return now_seconds() - last_; }
 

@@ -60,12 +60,20 @@ std::unique_ptr<Heartbeat> beat_to_nodes(const std::vector<std::unique_ptr<Frame
 // before it drops the session: `tessera worker --root-silence-ms`.
 constexpr int kDefaultRootSilenceMs = 15000;
 
+// What a session's loops tell the status view (worker_status.h): when the
+// root was last heard (unix seconds), and the rows (tokens) computed.
+struct SessionPulse {
+    std::atomic<double> root_heard{0.0};
+    std::atomic<uint64_t> rows{0};
+};
+
 // A worker's watch on its root: heard() at each frame from it; check() in
 // the idle wait throws once nothing came for longer than the limit (0 or
 // less: never).
 class RootSilence {
 public:
-    RootSilence(int limit_ms, std::string root);
+    // `pulse` (optional) is told each time the root is heard.
+    RootSilence(int limit_ms, std::string root, SessionPulse* pulse = nullptr);
     void heard();
     void check() const;
     // Seconds since the last frame from the root.
@@ -74,6 +82,7 @@ public:
 private:
     int limit_ms_;
     std::string root_;
+    SessionPulse* pulse_;
     double last_;
 };
 

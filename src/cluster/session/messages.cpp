@@ -36,6 +36,8 @@ const char* tp_message_name(uint16_t type) {
         case SessionMessage::kMass: return "attention-mass";
         case SessionMessage::kSpChunk: return "sp-chunk";
         case SessionMessage::kSpRows: return "sp-rows";
+        case SessionMessage::kStatus: return "status";
+        case SessionMessage::kStatusReply: return "status-reply";
     }
     return "unknown";
 }

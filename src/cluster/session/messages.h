@@ -69,6 +69,8 @@ enum class SessionMessage : uint16_t {
     kMass = 23,  // the attention each position received: asked (MassRequest), answered (i64 per position)
     kSpChunk = 24,  // sequence-parallel prefill: a node's chunk of the prompt (SpChunk)
     kSpRows = 25,   // sequence-parallel prefill: one layer's K/V rows of some positions (SpRowsHeader + rows)
+    kStatus = 26,       // instead of kHello: what the worker holds and does (tessera status), busy or not
+    kStatusReply = 27,  // its answer (cluster/session/worker_status.h)
 };
 
 const char* tp_message_name(uint16_t type);

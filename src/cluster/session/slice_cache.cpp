@@ -70,6 +70,21 @@ std::string SliceCache::path_of(const std::string& fingerprint, const Slice& sli
     return dir_ + "/" + slice_file_name(fingerprint, slice);
 }
 
+std::vector<CachedSlice> SliceCache::entries() const {
+    std::vector<CachedSlice> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        std::error_code size_ec;
+        const uint64_t bytes = it->file_size(size_ec);
+        if (size_ec || !name.ends_with(".gguf")) continue;
+        const std::string fingerprint = name.substr(0, std::min<size_t>(16, name.size()));
+        out.push_back({name, is_fingerprint(fingerprint) ? fingerprint : "", bytes});
+    }
+    std::sort(out.begin(), out.end(), [](const CachedSlice& a, const CachedSlice& b) { return a.name < b.name; });
+    return out;
+}
+
 std::unique_ptr<LlamaModel> SliceCache::open(const std::string& fingerprint, const Slice& slice) const {
     const std::string path = path_of(fingerprint, slice);
     std::error_code ec;

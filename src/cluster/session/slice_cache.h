@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -21,6 +22,13 @@ class FrameChannel;
 
 // Whether `text` is a model fingerprint as this build writes them (hex digits only).
 bool is_fingerprint(const std::string& text);
+
+// A slice file in the cache, for the status view.
+struct CachedSlice {
+    std::string name;         // its file name
+    std::string fingerprint;  // of the model it was cut from
+    uint64_t bytes = 0;
+};
 
 class SliceCache {
 public:
@@ -36,6 +44,8 @@ public:
                                         int timeout_ms);
 
     std::string path_of(const std::string& fingerprint, const Slice& slice) const;
+    // The slices the cache holds (none when its folder does not exist).
+    std::vector<CachedSlice> entries() const;
 
 private:
     // Removes the oldest entries until `bytes` more fit under the cap.

@@ -7,6 +7,7 @@
 #include "cluster/planner/planner.h"
 #include "cluster/session/session_messages.h"
 #include "cluster/session/slice_cache.h"
+#include "cluster/session/worker_status.h"
 #include "cluster/planner/speed_probe.h"
 #include "cluster/sequence_parallel/sp_node.h"
 #include "model/kv_codebooks.h"
@@ -26,6 +27,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -137,7 +139,39 @@ struct Worker {
     ThreadPool& pool;
     WorkerState& state;
     const KvCodebooks* codebooks;  // --codebooks, checked against the model (null: none)
+    WorkerStatusBoard& board;
+    const DiscoveryAdvertiser* advertiser;  // --advertise (null: not advertising)
+    std::string listen;                     // the address it listens on, as bound
 };
+
+// What `tessera status` and /metrics show (worker_status.h).
+json worker_status_json(const Worker& w) {
+    const WorkerOptions& options = w.options;
+    json j = protocol_fields();
+    j["listen"] = w.listen;
+    j["threads"] = w.pool.size();
+    j["cpu_target"] = cpu_target_name();
+    j["device"] = options.device_name;
+    j["free_memory"] = options.stage_device ? std::min<uint64_t>(options.device_memory, available_memory_bytes())
+                                            : available_memory_bytes();
+    j["keyed"] = options.key != nullptr;
+    json models = json::array();
+    if (w.full_model != nullptr) {
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(w.full_model->path(), ec);
+        models.push_back({{"kind", "model file"},
+                          {"name", std::filesystem::path(w.full_model->path()).filename().string()},
+                          {"fingerprint", w.full_model->file().fingerprint_hex()},
+                          {"bytes", ec ? 0 : bytes}});
+    }
+    for (const CachedSlice& c : SliceCache(options.cache_dir, options.cache_max_bytes).entries()) {
+        models.push_back({{"kind", "cached slice"}, {"name", c.name}, {"fingerprint", c.fingerprint}, {"bytes", c.bytes}});
+    }
+    j["models"] = std::move(models);
+    j.update(w.board.snapshot());
+    if (w.advertiser != nullptr) j["discovery"] = discovery_counters_json(w.advertiser->counters());
+    return j;
+}
 
 // A tensor-parallel rank's links to the other workers of its group, indexed
 // by rank (the root's entry, and this rank's, empty).
@@ -274,6 +308,9 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
         send_json(channel, SessionMessage::kReady, {{"ok", false}, {"error", e.what()}});
         throw;
     }
+    w.board.set_role(fmt::format("{} (after sequence-parallel prefill), {}",
+                                 assign.stage ? "pipeline stage" : fmt::format("tensor-parallel rank {}", assign.rank),
+                                 describe_slice(slice)));
     if (options.log) {
         options.log(fmt::format("generation handed over: serving {} to {} as a {}, its cache keeping {} prompt "
                                 "positions ({:.2f} MiB) from the prefill", describe_slice(slice), channel.peer(),
@@ -287,6 +324,7 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
         links.fingerprint = fingerprint;
         links.key = options.key.get();
         links.root_silence_ms = options.root_silence_ms;
+        links.pulse = w.board.pulse();
         telling_the_root(channel, [&] {
             serve_stage(channel, accept_previous_stage(w), *forward, *forward, links, options.limits, options.log);
             log_peak_memory(model, slice, config, options);
@@ -415,6 +453,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             links.fingerprint = root_fingerprint;
             links.key = options.key.get();
             links.root_silence_ms = options.root_silence_ms;
+            links.pulse = w.board.pulse();
         }
         if (full_model == nullptr) {
             // No model file: use the cached slice, or have the root send it once.
@@ -431,6 +470,9 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         }
         const LlamaModel& model = full_model != nullptr ? *full_model : *slice_model;
         validate_slice(slice, model.hparams());
+        w.board.set_role(assign.sequence ? std::string("sequence-parallel node, the whole model")
+                         : stage         ? "pipeline stage, " + describe_slice(slice)
+                                         : fmt::format("tensor-parallel rank {}, {}", assign.rank, describe_slice(slice)));
         if (options.stage_device) {
             if (stage) {
                 on_device = options.stage_device(model, slice, config);
@@ -475,7 +517,7 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         std::optional<AssignMessage> handoff;
         telling_the_root(channel, [&] {
             handoff = serve_prompt_chunks(channel, *forward, assign.codebooks.empty() ? nullptr : w.codebooks,
-                                          options.root_silence_ms, options.log);
+                                          options.root_silence_ms, w.board.pulse(), options.log);
             if (!handoff) log_peak_memory(model, slice, config, options);
         });
         if (handoff) serve_handoff(channel, w, model, root_fingerprint, std::move(forward), *handoff);
@@ -533,7 +575,8 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     exchange.set_bands(assign.partial_bands);
     exchange.set_topology(assign.topology);
     Heartbeat heartbeat(channel, send_mutex);
-    RootSilence root(options.root_silence_ms, peer);
+    SessionPulse* pulse = w.board.pulse();
+    RootSilence root(options.root_silence_ms, peer, pulse);
     Frame frame;
     for (;;) {
         // Idle between requests is fine (a user may be typing, the root
@@ -601,6 +644,7 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
                               scratch, times);
                 runs.clear();  // each batch names its runs
                 ++batches;
+                if (pulse != nullptr) pulse->rows += step.n_tok;
             } else {
                 const StepHeader step = decode_step(frame.payload, h, peer.c_str());
                 if (step.width != n_embd || step.n_tok < 1 || step.n_tok > static_cast<uint32_t>(forward.n_batch())) {
@@ -653,6 +697,13 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
             }
             return;
         }
+        if (frame.type == static_cast<uint16_t>(SessionMessage::kStatus)) {
+            // Answered busy or not, to any release (so that status shows a
+            // mismatched one), to a peer that proved the key.
+            (void)parse_json_message(frame, SessionMessage::kStatus, peer);
+            send_json(*channel, SessionMessage::kStatusReply, worker_status_json(w));
+            return;
+        }
         const json hello = parse_json_message(frame, SessionMessage::kHello, peer);
         if (!w.state.claim()) {
             send_hello_reply(*channel, {{"ok", false}, {"busy", true}, {"error", "busy: serving another root"}});
@@ -663,6 +714,7 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
             options.log(fmt::format("warning: serving {} without a key (--insecure): anyone on the network can use, "
                                     "read or impersonate this worker", peer));
         }
+        w.board.session_started(peer);
         // A survey does not count as --once's session.
         bool served = true;
         try {
@@ -672,6 +724,7 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
             if (options.log) options.log(fmt::format("session with {} failed: {}", peer, e.what()));
             if (options.once) session_error = e.what();
         }
+        w.board.session_ended();
         w.state.release(options.once && served);
     } catch (const std::exception& e) {
         if (options.log) options.log(fmt::format("connection from {} dropped: {}", peer, e.what()));
@@ -710,7 +763,10 @@ void run_worker(const WorkerOptions& options) {
                                  model->hparams().n_head_kv * model->hparams().head_dim);
     }
     WorkerState state;
-    const Worker w{options, model.get(), pool, state, codebooks.get()};
+    WorkerStatusBoard board;
+    const Worker w{options, model.get(), pool, state, codebooks.get(), board, advertiser.get(),
+                   HostPort{options.listen.host, listener.port()}.str()};
+    if (options.publish_status) options.publish_status([&w] { return worker_status_json(w); });
     std::string session_error;  // --once: why the one session failed
     while (!state.stopping()) {
         TcpStream stream;

@@ -21,6 +21,8 @@
 #include "net/tcp.h"
 #include "net/wire_key.h"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -61,6 +63,10 @@ struct WorkerOptions {
     // share must fit) and speed (probe_seconds, as the CPU's is measured).
     uint64_t device_memory = 0;
     std::function<double(const LlamaModel&)> device_probe;
+    // Called once listening with a function that returns the worker's status
+    // (worker_status.h; callable from any thread while run_worker runs):
+    // the CLI serves it as Prometheus metrics (--metrics-port).
+    std::function<void(std::function<nlohmann::json()>)> publish_status;
     // Log lines (session start/end, errors); stderr in the CLI.
     std::function<void(const std::string&)> log;
 };
