@@ -2,13 +2,15 @@
 # packages each needs, running apt-get only when one of them is missing.
 
 # What building and running the engine needs (scripts/setup): the compiler,
-# CMake and Ninja, and the libraries the tessera binary links.
+# CMake and Ninja, the libraries the tessera binary links, and help2man (the
+# man page `cmake --install` installs).
 TESSERA_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev libxxhash-dev
   libhwy-dev libtomlplusplus-dev
   libsodium-dev libssl-dev libcpp-httplib-dev
+  help2man
 )
 
 # What the tests need beyond that (scripts/test): GoogleTest, clang (its build
