@@ -106,15 +106,15 @@ std::string host_of(const sockaddr_storage& from) {
     return host;
 }
 
-// Reads one datagram: its bytes (at most kMaxDiscoveryPacket + 1 kept) and
-// its real size; false when none is waiting.
-bool receive(int fd, std::vector<uint8_t>& buffer, size_t& real_size, sockaddr_storage& from, socklen_t& from_len) {
+// Reads one datagram into `buffer`: at most kMaxDiscoveryPacket + 1 of its
+// bytes, so a longer one is still too long there (and opened as oversized);
+// false when none is waiting.
+bool receive(int fd, std::vector<uint8_t>& buffer, sockaddr_storage& from, socklen_t& from_len) {
     buffer.resize(kMaxDiscoveryPacket + 1);
     from_len = sizeof from;
     const ssize_t n = ::recvfrom(fd, buffer.data(), buffer.size(), MSG_TRUNC, reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n < 0) return false;
-    real_size = static_cast<size_t>(n);
-    buffer.resize(std::min(real_size, buffer.size()));
+    buffer.resize(std::min(static_cast<size_t>(n), buffer.size()));
     return true;
 }
 
@@ -195,15 +195,9 @@ DiscoveryCounters DiscoveryAdvertiser::counters() const {
     return counters_;
 }
 
-void DiscoveryAdvertiser::handle(int fd, std::span<const uint8_t> packet, size_t real_size, const void* from,
-                                 unsigned from_len) {
+void DiscoveryAdvertiser::handle(int fd, std::span<const uint8_t> packet, const void* from, unsigned from_len) {
     PacketVerdict why = PacketVerdict::kOk;
-    std::optional<DiscoveryProbe> probe;
-    if (real_size > kMaxDiscoveryPacket) {
-        why = PacketVerdict::kOversized;
-    } else {
-        probe = open_probe(keys_, packet, why);
-    }
+    const std::optional<DiscoveryProbe> probe = open_probe(keys_, packet, why);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!probe) {
         count(counters_, why);
@@ -277,9 +271,8 @@ void DiscoveryAdvertiser::loop() {
             for (int batch = 0; batch < 256; ++batch) {
                 sockaddr_storage from{};
                 socklen_t from_len = 0;
-                size_t real_size = 0;
-                if (!receive(fds[k].fd, buffer, real_size, from, from_len)) break;
-                handle(fds[k].fd, buffer, real_size, &from, from_len);
+                if (!receive(fds[k].fd, buffer, from, from_len)) break;
+                handle(fds[k].fd, buffer, &from, from_len);
             }
         }
     }
@@ -361,15 +354,9 @@ std::vector<DiscoveredNode> discover_nodes(const WireKey& key, uint16_t udp_port
             for (int batch = 0; batch < 256; ++batch) {
                 sockaddr_storage from{};
                 socklen_t from_len = 0;
-                size_t real_size = 0;
-                if (!receive(p.fd, buffer, real_size, from, from_len)) break;
+                if (!receive(p.fd, buffer, from, from_len)) break;
                 PacketVerdict why = PacketVerdict::kOk;
-                std::optional<DiscoveryReply> reply;
-                if (real_size > kMaxDiscoveryPacket) {
-                    why = PacketVerdict::kOversized;
-                } else {
-                    reply = open_reply(keys, buffer, why);
-                }
+                const std::optional<DiscoveryReply> reply = open_reply(keys, buffer, why);
                 if (!reply) {
                     count(c, why);
                     continue;

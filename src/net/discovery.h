@@ -55,7 +55,7 @@ public:
 
 private:
     void loop();
-    void handle(int fd, std::span<const uint8_t> packet, size_t real_size, const void* from, unsigned from_len);
+    void handle(int fd, std::span<const uint8_t> packet, const void* from, unsigned from_len);
 
     DiscoveryKeys keys_;
     uint16_t tcp_port_;

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -67,13 +68,15 @@ test::ProcessResult in_host(const Lan& lan, int host, const std::vector<std::str
     return run_process(argv, timeout_s);
 }
 
-// A worker in a host's namespace on port 7000, its stderr in a log file.
+// A worker in a host's namespace on port 7000 (0.0.0.0 unless args give
+// --listen), its stderr in a log file.
 class LanWorker {
 public:
     LanWorker(const Lan& lan, int host, const std::vector<std::string>& args, const std::string& log)
         : log_(log) {
+        const bool listen_given = std::find(args.begin(), args.end(), "--listen") != args.end();
         std::string command = "exec /usr/sbin/ip netns exec " + lan.ns(host) + " " + test::tessera_binary() +
-                              " worker -t 1 --listen 0.0.0.0:7000";
+                              " worker -t 1" + (listen_given ? "" : " --listen 0.0.0.0:7000");
         for (const std::string& a : args) command += " '" + a + "'";
         command += " 2> '" + log + "'";
         process_ = std::make_unique<BackgroundProcess>(std::vector<std::string>{"/bin/sh", "-c", command});
@@ -204,6 +207,38 @@ TEST(LanDiscovery, FindsTheKeyedWorkersOnlyAndStatusListsWhatEachHolds) {
     EXPECT_EQ(all[2]["models"][0]["kind"], "cached slice");
     EXPECT_EQ(all[0]["models"][0]["kind"], "model file");
     EXPECT_EQ(all[0]["models"][0]["name"], "stories260K.gguf");
+}
+
+// A host with IPv6 alone (its IPv4 address removed): found by link-local
+// multicast, and a root reaches it at its link-local address through its own
+// interface (fe80::...%if), runs a tensor-parallel plan over it and gets one
+// process's tokens.
+TEST(LanDiscovery, AWorkerWithIPv6AloneIsFoundAndServes) {
+    if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root; run the suite as root to include this test";
+    Lan lan(2);
+    ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
+    ASSERT_EQ(std::system(("/usr/sbin/ip -n " + lan.ns(2) + " -4 addr flush scope global").c_str()), 0);
+    const std::string key = key_file("v6_key"), model = test::default_model();
+    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model, "--listen", "[::]:7000"}, dir() + "/v6.log");
+    ASSERT_TRUE(worker.started()) << worker.log();
+    const std::vector<std::string> prompt = {"-p", "Once upon a time", "-n", "12", "--temp", "0", "-t", "1"};
+    std::vector<std::string> args = {"run", "-m", model, "--discover", "--key", key};
+    args.insert(args.end(), prompt.begin(), prompt.end());
+    const test::ProcessResult found = in_host(lan, 1, args);
+    ASSERT_EQ(found.exit_code, 0) << found.err << worker.log();
+    const std::regex v6(R"(discovered 1 worker holding this cluster's key: \[(fe80::[0-9a-f:]+%[a-z0-9]+)\]:7000)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(found.err, m, v6)) << found.err;
+    const std::string address = "[" + m[1].str() + "]:7000";
+    std::vector<std::string> tp = {"run", "-m", model, "--workers", address, "--key", key, "--exact"};
+    tp.insert(tp.end(), prompt.begin(), prompt.end());
+    const test::ProcessResult over_v6 = in_host(lan, 1, tp);
+    ASSERT_EQ(over_v6.exit_code, 0) << over_v6.err;
+    std::vector<std::string> one = {"run", "-m", model};
+    one.insert(one.end(), prompt.begin(), prompt.end());
+    const test::ProcessResult alone = in_host(lan, 1, one);
+    EXPECT_EQ(over_v6.out, alone.out);
+    EXPECT_NE(over_v6.err.find("rank 1 " + address), std::string::npos) << over_v6.err;
 }
 
 // A worker down when the search begins and started again during it is found.
