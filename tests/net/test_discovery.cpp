@@ -76,7 +76,7 @@ TEST(DiscoveryPackets, EveryAlterationTruncationAndJunkIsRefused) {
     for (int t = 0; t < 20000; ++t) {
         std::vector<uint8_t> junk(static_cast<uint32_t>(rng.next_u64()) % (kMaxDiscoveryPacket + 8));
         for (uint8_t& b : junk) b = static_cast<uint8_t>(static_cast<uint32_t>(rng.next_u64()));
-        if (junk.size() >= 4 && t % 2 == 0) std::copy(sealed.begin(), sealed.begin() + 8, junk.begin());
+        if (junk.size() >= 8 && t % 2 == 0) std::copy(sealed.begin(), sealed.begin() + 8, junk.begin());
         EXPECT_FALSE(open_probe(keys, junk, why));
         EXPECT_FALSE(open_reply(keys, junk, why));
     }
