@@ -16,13 +16,15 @@ TESSERA_PACKAGES=(
 # What the tests need beyond that (scripts/test): GoogleTest, clang (its build
 # and libFuzzer), chromium (the web page's test), the Vulkan loader, glslc and
 # Mesa's software Vulkan device lavapipe (the Vulkan backend is built when the
-# first two are present, and its tests run on lavapipe); node and npm come
+# first two are present, and its tests run on lavapipe), numpy (convert-hf's
+# reference forward on Hugging Face's layout, tests/hf); node and npm come
 # with tessera_install_npm when missing (a machine may have them from elsewhere).
 TESSERA_TEST_PACKAGES=(
   libgtest-dev libgmock-dev zlib1g-dev
   clang libclang-rt-14-dev
   chromium
   libvulkan-dev glslc mesa-vulkan-drivers
+  python3-numpy
 )
 
 # tessera_install_packages [--arch ARCH] PACKAGE...: apt-get install of

@@ -24,6 +24,7 @@ void add_plan_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_status_command(CLI::App& app);
+void add_convert_hf_command(CLI::App& app);
 void add_vq_commands(CLI::App& app);  // vq-fit, vq-eval
 
 // The bundled model (models/stories260K.gguf beside the binary's build tree,

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     tessera::add_gen_model_command(app);
     tessera::add_convert_command(app);
     tessera::add_convert_tokenizer_command(app);
+    tessera::add_convert_hf_command(app);
     tessera::add_bench_command(app);
     tessera::add_worker_command(app);
     tessera::add_quantize_command(app);

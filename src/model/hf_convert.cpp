@@ -1,0 +1,261 @@
+#include "model/hf_convert.h"
+
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "model/hf_checkpoint.h"
+#include "model/hf_tokenizer_import.h"
+#include "ops/quant_traits.h"
+#include "util/error.h"
+#include "util/fp16.h"
+#include "util/mapped_file.h"
+
+#include <unistd.h>
+
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace tessera {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// HF's architectures[0] -> GGUF's general.architecture.
+const std::map<std::string, std::string> kArchitectures = {
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "llama"},
+};
+
+// A config field as the converter needs it: present, of its type, in range.
+struct Config {
+    const nlohmann::json& j;
+    std::string path;
+
+    int64_t integer(const char* key, int64_t lo, int64_t hi) const {
+        const auto it = j.find(key);
+        if (it == j.end() || !it->is_number_integer()) throw make_error("{}: no integer '{}'", path, key);
+        const int64_t v = it->get<int64_t>();
+        if (v < lo || v > hi) throw make_error("{}: '{}' is {}, outside [{}, {}]", path, key, v, lo, hi);
+        return v;
+    }
+    int64_t integer(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
+        const auto it = j.find(key);
+        return it == j.end() || it->is_null() ? fallback : integer(key, lo, hi);
+    }
+    double number(const char* key, double fallback) const {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null()) return fallback;
+        if (!it->is_number()) throw make_error("{}: '{}' is not a number", path, key);
+        return it->get<double>();
+    }
+    bool boolean(const char* key, bool fallback) const {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null()) return fallback;
+        if (!it->is_boolean()) throw make_error("{}: '{}' is not true or false", path, key);
+        return it->get<bool>();
+    }
+};
+
+// One element of a source tensor as float.
+float element(SafetensorsDtype dtype, const uint8_t* p) {
+    switch (dtype) {
+        case SafetensorsDtype::F32: {
+            float f;
+            std::memcpy(&f, p, 4);
+            return f;
+        }
+        case SafetensorsDtype::F16: {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            return fp16_to_fp32(h);
+        }
+        case SafetensorsDtype::BF16: {
+            uint16_t b;
+            std::memcpy(&b, p, 2);
+            const uint32_t bits = static_cast<uint32_t>(b) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        }
+        default: return 0.0f;
+    }
+}
+
+// The source row a GGUF row comes from under llama.cpp's Q/K permutation
+// (convert_hf_to_gguf.py's LlamaModel.permute): within each head of
+// head_dim rows, HF's order is [first halves | second halves] of the
+// rotated pairs; GGUF's llama graph wants each pair adjacent.
+int64_t permuted_source_row(int64_t row, int64_t head_dim) {
+    const int64_t head = row / head_dim, j = row % head_dim, half = head_dim / 2;
+    return head * head_dim + (j % 2) * half + j / 2;
+}
+
+struct TensorPlan {
+    std::string hf, gguf;
+    int64_t permute_head_dim = 0;  // > 0: Q or K rows, permuted per head
+};
+
+}  // namespace
+
+std::string hf_architecture(const std::string& dir) {
+    const nlohmann::json config = read_checkpoint_json(dir + "/config.json", 4u << 20);
+    const auto arch = config.is_object() ? config.find("architectures") : config.end();
+    if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
+        throw make_error("{}/config.json: no architectures list", dir);
+    }
+    const std::string name = (*arch)[0].get<std::string>();
+    const auto known = kArchitectures.find(name);
+    if (known == kArchitectures.end()) {
+        std::string list;
+        for (const auto& [hf, gguf] : kArchitectures) list += (list.empty() ? "" : ", ") + hf;
+        throw make_error("{}/config.json: architecture {} is not converted yet (convert-hf converts {})", dir,
+                         name.substr(0, 100), list);
+    }
+    return known->second;
+}
+
+void convert_hf(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress) {
+    const std::string arch = hf_architecture(options.dir);
+    const HfCheckpoint checkpoint(options.dir);
+    const Config c{checkpoint.config(), options.dir + "/config.json"};
+    const int64_t n_embd = c.integer("hidden_size", 1, 1 << 20);
+    const int64_t n_ff = c.integer("intermediate_size", 1, 1 << 22);
+    const int64_t n_layer = c.integer("num_hidden_layers", 1, 4096);
+    const int64_t n_head = c.integer("num_attention_heads", 1, 4096);
+    const int64_t n_head_kv = c.integer("num_key_value_heads", 1, n_head, n_head);
+    const int64_t head_dim = c.integer("head_dim", 2, 1 << 16, n_embd / n_head);
+    const int64_t n_vocab = c.integer("vocab_size", 1, 1 << 24);
+    const int64_t n_ctx = c.integer("max_position_embeddings", 1, 1 << 24, 4096);
+    if (n_head % n_head_kv != 0 || head_dim % 2 != 0) {
+        throw make_error("{}/config.json: {} heads over {} KV heads of width {}: not a grouped-query layout", options.dir,
+                         n_head, n_head_kv, head_dim);
+    }
+    if (const auto scaling = checkpoint.config().find("rope_scaling");
+        scaling != checkpoint.config().end() && !scaling->is_null()) {
+        throw make_error("{}/config.json: rope_scaling {} is not converted yet (only checkpoints without rope scaling)",
+                         options.dir, scaling->dump().substr(0, 200));
+    }
+    const bool tied = c.boolean("tie_word_embeddings", false) || !checkpoint.has("lm_head.weight");
+
+    // The vocabulary and chat template, through convert-tokenizer's code.
+    const HfTokenizerFiles tok = hf_tokenizer_files(options.dir);
+    const std::string vocab_path = options.output + ".vocab.partial";
+    convert_hf_tokenizer(tok.tokenizer, tok.config, vocab_path, tok.chat_template);
+    struct RemoveVocab {
+        std::string path;
+        ~RemoveVocab() { std::remove(path.c_str()); }
+    } remove_vocab{vocab_path};
+    const GgufFile vocab(vocab_path);
+
+    GgufWriter writer;
+    writer.set_string("general.architecture", arch);
+    writer.set_string("general.name", options.name.empty() ? fs::path(options.dir).filename().string() : options.name);
+    const std::string p = arch + ".";
+    writer.set_u32(p + "context_length", static_cast<uint32_t>(n_ctx));
+    writer.set_u32(p + "embedding_length", static_cast<uint32_t>(n_embd));
+    writer.set_u32(p + "block_count", static_cast<uint32_t>(n_layer));
+    writer.set_u32(p + "feed_forward_length", static_cast<uint32_t>(n_ff));
+    writer.set_u32(p + "attention.head_count", static_cast<uint32_t>(n_head));
+    writer.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
+    writer.set_f32(p + "rope.freq_base", static_cast<float>(c.number("rope_theta", 10000.0)));
+    writer.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.number("rms_norm_eps", 1e-6)));
+    writer.set_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
+    writer.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+    if (head_dim != n_embd / n_head) {
+        writer.set_u32(p + "attention.key_length", static_cast<uint32_t>(head_dim));
+        writer.set_u32(p + "attention.value_length", static_cast<uint32_t>(head_dim));
+    }
+    for (const GgufKv& kv : vocab.metadata()) {
+        if (kv.key.rfind("tokenizer.", 0) == 0) writer.set_value(kv.key, kv.value);
+    }
+
+    // Every tensor the checkpoint holds has its place, or the conversion is refused.
+    std::vector<TensorPlan> plan = {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"}};
+    if (!tied) plan.push_back({"lm_head.weight", "output.weight"});
+    const std::pair<const char*, const char*> per_layer[] = {
+        {"input_layernorm", "attn_norm"},       {"self_attn.q_proj", "attn_q"},  {"self_attn.k_proj", "attn_k"},
+        {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
+        {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
+        {"mlp.down_proj", "ffn_down"}};
+    for (int64_t l = 0; l < n_layer; ++l) {
+        for (const auto& [hf, gguf] : per_layer) {
+            TensorPlan t{fmt::format("model.layers.{}.{}.weight", l, hf), fmt::format("blk.{}.{}.weight", l, gguf)};
+            if (std::strcmp(gguf, "attn_q") == 0 || std::strcmp(gguf, "attn_k") == 0) t.permute_head_dim = head_dim;
+            plan.push_back(t);
+        }
+    }
+    std::set<std::string> planned;
+    for (const TensorPlan& t : plan) planned.insert(t.hf);
+    for (const std::string& name : checkpoint.names()) {
+        // Rotary caches some exporters keep are recomputed, never read.
+        if (planned.count(name) == 0 && name.find("rotary_emb.inv_freq") == std::string::npos) {
+            throw make_error("{}: tensor '{}' of {} has no place in a {} GGUF", checkpoint.shard_of(name).path(),
+                             name.substr(0, 200), arch, arch);
+        }
+    }
+    const std::map<std::string, std::vector<int64_t>> want_shape = [&] {
+        std::map<std::string, std::vector<int64_t>> w;
+        w["token_embd.weight"] = {n_vocab, n_embd};
+        w["output.weight"] = {n_vocab, n_embd};
+        w["output_norm.weight"] = {n_embd};
+        for (int64_t l = 0; l < n_layer; ++l) {
+            const std::string b = fmt::format("blk.{}.", l);
+            w[b + "attn_norm.weight"] = {n_embd};
+            w[b + "ffn_norm.weight"] = {n_embd};
+            w[b + "attn_q.weight"] = {n_head * head_dim, n_embd};
+            w[b + "attn_k.weight"] = {n_head_kv * head_dim, n_embd};
+            w[b + "attn_v.weight"] = {n_head_kv * head_dim, n_embd};
+            w[b + "attn_output.weight"] = {n_embd, n_head * head_dim};
+            w[b + "ffn_gate.weight"] = {n_ff, n_embd};
+            w[b + "ffn_up.weight"] = {n_ff, n_embd};
+            w[b + "ffn_down.weight"] = {n_embd, n_ff};
+        }
+        return w;
+    }();
+    for (const TensorPlan& t : plan) {
+        if (!checkpoint.has(t.hf)) throw make_error("{}: the checkpoint has no tensor '{}'", options.dir, t.hf);
+        const SafetensorsTensor& src = checkpoint.tensor(t.hf);
+        const std::string where = fmt::format("{}: tensor '{}'", checkpoint.shard_of(t.hf).path(), t.hf);
+        if (src.dtype != SafetensorsDtype::F32 && src.dtype != SafetensorsDtype::F16 && src.dtype != SafetensorsDtype::BF16) {
+            throw make_error("{} is {}: convert-hf reads F32, F16 and BF16 weights", where, safetensors_dtype_name(src.dtype));
+        }
+        if (src.shape != want_shape.at(t.gguf)) {
+            throw make_error("{} has shape [{}], and config.json makes it [{}]", where, fmt::join(src.shape, ", "),
+                             fmt::join(want_shape.at(t.gguf), ", "));
+        }
+        const bool matrix = src.shape.size() == 2;
+        const int64_t cols = src.shape.back(), rows = matrix ? src.shape[0] : 1;
+        const QuantType type = matrix ? options.type : QuantType::F32;
+        if (matrix && cols % layout_of(type).block_size != 0) {
+            throw make_error("{}: rows of {} values do not divide into {} blocks of {}", where, cols,
+                             quant_type_name(type), layout_of(type).block_size);
+        }
+        std::vector<int64_t> ne = {cols};
+        if (matrix) ne.push_back(rows);
+        const std::span<const uint8_t> bytes = checkpoint.data(t.hf);
+        const uint64_t elem = safetensors_dtype_bytes(src.dtype);
+        const int64_t permute = t.permute_head_dim;
+        const SafetensorsDtype dtype = src.dtype;
+        const QuantTraits* out = scalar_traits(type);
+        const size_t out_row = quant_row_bytes(type, cols);
+        writer.add_tensor(t.gguf, type, ne, [=](uint8_t* dst, uint64_t n) {
+            if (n != out_row * static_cast<uint64_t>(rows)) throw make_error("{}: {} bytes asked for", t.gguf, n);
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t r = 0; r < rows; ++r) {
+                const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
+                const uint8_t* s = bytes.data() + static_cast<uint64_t>(from) * static_cast<uint64_t>(cols) * elem;
+                for (int64_t i = 0; i < cols; ++i) row[static_cast<size_t>(i)] = element(dtype, s + i * elem);
+                out->from_float(row.data(), dst + static_cast<uint64_t>(r) * out_row, cols);
+            }
+            // Read once: the shard's pages go back to the page cache.
+            release_pages(bytes.data(), bytes.size());
+        });
+    }
+    writer.write(options.output, progress);
+}
+
+}  // namespace tessera

