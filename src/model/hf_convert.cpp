@@ -24,11 +24,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// HF's architectures[0] -> GGUF's general.architecture.
-const std::map<std::string, std::string> kArchitectures = {
-    {"LlamaForCausalLM", "llama"},
-    {"MistralForCausalLM", "llama"},
+// What differs between the families convert-hf knows, as llama.cpp's
+// converter writes each: GGUF's architecture; whether Q/K rows are permuted
+// (the llama graph rotates adjacent pairs; qwen's, like HF, halves); biases
+// on Q, K and V; per-head RMS norms of Q and K.
+struct Family {
+    const char* gguf;
+    bool permute_qk;
+    bool qkv_bias;
+    bool qk_norm;
 };
+
+// HF's architectures[0] -> its family.
+const std::map<std::string, Family> kArchitectures = {
+    {"LlamaForCausalLM", {"llama", true, false, false}},
+    {"MistralForCausalLM", {"llama", true, false, false}},
+    {"Qwen2ForCausalLM", {"qwen2", false, true, false}},
+    {"Qwen3ForCausalLM", {"qwen3", false, false, true}},
+};
+
+const Family& family_of(const std::string& dir);
 
 // A config field as the converter needs it: present, of its type, in range.
 struct Config {
@@ -101,7 +116,11 @@ struct TensorPlan {
 
 }  // namespace
 
-std::string hf_architecture(const std::string& dir) {
+std::string hf_architecture(const std::string& dir) { return family_of(dir).gguf; }
+
+namespace {
+
+const Family& family_of(const std::string& dir) {
     const nlohmann::json config = read_checkpoint_json(dir + "/config.json", 4u << 20);
     const auto arch = config.is_object() ? config.find("architectures") : config.end();
     if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
@@ -118,8 +137,11 @@ std::string hf_architecture(const std::string& dir) {
     return known->second;
 }
 
+}  // namespace
+
 void convert_hf(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress) {
-    const std::string arch = hf_architecture(options.dir);
+    const Family& family = family_of(options.dir);
+    const std::string arch = family.gguf;
     const HfCheckpoint checkpoint(options.dir);
     const Config c{checkpoint.config(), options.dir + "/config.json"};
     const int64_t n_embd = c.integer("hidden_size", 1, 1 << 20);
@@ -184,8 +206,16 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     for (int64_t l = 0; l < n_layer; ++l) {
         for (const auto& [hf, gguf] : per_layer) {
             TensorPlan t{fmt::format("model.layers.{}.{}.weight", l, hf), fmt::format("blk.{}.{}.weight", l, gguf)};
-            if (std::strcmp(gguf, "attn_q") == 0 || std::strcmp(gguf, "attn_k") == 0) t.permute_head_dim = head_dim;
+            const bool qk = std::strcmp(gguf, "attn_q") == 0 || std::strcmp(gguf, "attn_k") == 0;
+            if (qk && family.permute_qk) t.permute_head_dim = head_dim;
             plan.push_back(t);
+            if (family.qkv_bias && (qk || std::strcmp(gguf, "attn_v") == 0)) {
+                plan.push_back({fmt::format("model.layers.{}.{}.bias", l, hf), fmt::format("blk.{}.{}.bias", l, gguf)});
+            }
+        }
+        if (family.qk_norm) {
+            plan.push_back({fmt::format("model.layers.{}.self_attn.q_norm.weight", l), fmt::format("blk.{}.attn_q_norm.weight", l)});
+            plan.push_back({fmt::format("model.layers.{}.self_attn.k_norm.weight", l), fmt::format("blk.{}.attn_k_norm.weight", l)});
         }
     }
     std::set<std::string> planned;
@@ -213,6 +243,11 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
             w[b + "ffn_gate.weight"] = {n_ff, n_embd};
             w[b + "ffn_up.weight"] = {n_ff, n_embd};
             w[b + "ffn_down.weight"] = {n_embd, n_ff};
+            w[b + "attn_q.bias"] = {n_head * head_dim};
+            w[b + "attn_k.bias"] = {n_head_kv * head_dim};
+            w[b + "attn_v.bias"] = {n_head_kv * head_dim};
+            w[b + "attn_q_norm.weight"] = {head_dim};
+            w[b + "attn_k_norm.weight"] = {head_dim};
         }
         return w;
     }();

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""A small Llama checkpoint in Hugging Face's own layout, and a reference
+"""A small Llama (or Qwen 2 / Qwen 3) checkpoint in Hugging Face's own layout, and a reference
 forward pass written directly on that layout (HF's rotary convention:
 rotate_half over the two halves of each head), for `tessera convert-hf`'s
 tests. Uses only Debian's python3-numpy: no torch, no transformers.
 
-  llama_checkpoint.py write DIR --tokenizer-dir D [--seed S] [--layers L] [--dim N] [--heads H]
+  llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3] [--seed S] [--layers L] [--dim N] [--heads H]
                       [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie]
   llama_checkpoint.py forward DIR --tokens 1,2,3 [--n 8]   -> JSON {"tokens": [...]} (greedy)
 """
@@ -62,7 +62,8 @@ def write(args):
     added = json.load(open(os.path.join(args.dir, "tokenizer.json"))).get("added_tokens", [])
     vocab = max([vocab] + [t["id"] + 1 for t in added])
     hd = args.dim // args.heads
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": args.dim,
+    architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[args.arch]
+    config = {"architectures": [architecture], "model_type": args.arch, "hidden_size": args.dim, "head_dim": hd,
               "intermediate_size": args.ff, "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
               "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
               "max_position_embeddings": 256, "vocab_size": vocab, "tie_word_embeddings": args.tie,
@@ -80,6 +81,13 @@ def write(args):
                     (p + "self_attn.q_proj.weight", mat(args.heads * hd, args.dim, args.dim ** -0.5)),
                     (p + "self_attn.k_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
                     (p + "self_attn.v_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
+                    *([(p + "self_attn.q_proj.bias", (0.5 * rng.standard_normal(args.heads * hd)).astype(np.float32)),
+                       (p + "self_attn.k_proj.bias", (0.5 * rng.standard_normal(args.kv_heads * hd)).astype(np.float32)),
+                       (p + "self_attn.v_proj.bias", (0.5 * rng.standard_normal(args.kv_heads * hd)).astype(np.float32))]
+                      if args.arch == "qwen2" else []),
+                    *([(p + "self_attn.q_norm.weight", (1 + 0.2 * rng.standard_normal(hd)).astype(np.float32)),
+                       (p + "self_attn.k_norm.weight", (1 + 0.2 * rng.standard_normal(hd)).astype(np.float32))]
+                      if args.arch == "qwen3" else []),
                     (p + "self_attn.o_proj.weight", mat(args.dim, args.heads * hd, args.dim ** -0.5)),
                     (p + "post_attention_layernorm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)),
                     (p + "mlp.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
@@ -138,7 +146,7 @@ def rotate_half(x):
 
 def logits_of(w, c, tokens):
     H, K = c["num_attention_heads"], c["num_key_value_heads"]
-    hd = c["hidden_size"] // H
+    hd = c["head_dim"]
     eps, T = c["rms_norm_eps"], len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
     inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, hd, 2) / hd))
@@ -149,9 +157,12 @@ def logits_of(w, c, tokens):
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, H, hd)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, K, hd)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, K, hd)
+        q, k, v = (h @ w[p + f"self_attn.{n}_proj.weight"].T + w.get(p + f"self_attn.{n}_proj.bias", 0.0)
+                   for n in "qkv")
+        q, k, v = q.reshape(T, H, hd), k.reshape(T, K, hd), v.reshape(T, K, hd)
+        if p + "self_attn.q_norm.weight" in w:  # Qwen 3: each head's Q and K normed before the rotation
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         out = np.zeros((T, H, hd))
@@ -191,6 +202,7 @@ def main():
     w = sub.add_parser("write")
     w.add_argument("dir")
     w.add_argument("--tokenizer-dir", required=True)
+    w.add_argument("--arch", default="llama", choices=["llama", "qwen2", "qwen3"])
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--layers", type=int, default=2)
     w.add_argument("--dim", type=int, default=64)
