@@ -13,6 +13,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -114,6 +115,66 @@ struct TensorPlan {
     int64_t permute_head_dim = 0;  // > 0: Q or K rows, permuted per head
 };
 
+// config.json's rope_scaling: none, "linear" (positions divided by the
+// factor) or "llama3" (Llama 3.1+: low frequencies divided by the factor,
+// high ones kept, a smooth blend between); anything else is refused.
+struct RopeScaling {
+    std::string kind;  // "" (none), "linear" or "llama3"
+    double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_context = 8192.0;
+};
+
+RopeScaling rope_scaling_of(const nlohmann::json& config, const std::string& path) {
+    RopeScaling r;
+    const auto it = config.find("rope_scaling");
+    if (it == config.end() || it->is_null()) return r;
+    if (!it->is_object()) throw make_error("{}: rope_scaling is not an object", path);
+    const Config s{*it, path + " rope_scaling"};
+    const auto type = it->find("rope_type") != it->end() ? it->find("rope_type") : it->find("type");
+    const std::string kind = type != it->end() && type->is_string() ? type->get<std::string>() : "?";
+    r.factor = s.number("factor", 1.0);
+    if (!(r.factor >= 1.0 && r.factor <= 1024.0)) throw make_error("{}: rope_scaling factor {} out of [1, 1024]", path, r.factor);
+    if (kind == "default") return r;
+    if (kind == "linear") {
+        r.kind = kind;
+        return r;
+    }
+    if (kind == "llama3") {
+        r.kind = kind;
+        r.low_freq_factor = s.number("low_freq_factor", 1.0);
+        r.high_freq_factor = s.number("high_freq_factor", 4.0);
+        r.original_context = s.number("original_max_position_embeddings", 8192.0);
+        if (!(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor && r.original_context >= 1)) {
+            throw make_error("{}: llama3 rope_scaling with low_freq_factor {}, high_freq_factor {}, original context {}",
+                             path, r.low_freq_factor, r.high_freq_factor, r.original_context);
+        }
+        return r;
+    }
+    throw make_error("{}: rope_scaling of type '{}' is not converted yet (none, linear and llama3 are)", path,
+                     kind.substr(0, 40));
+}
+
+// llama.cpp's convert_hf_to_gguf.py (LlamaModel, rope_type llama3): per
+// rotated pair, the factor its frequency is divided by.
+std::vector<float> llama3_rope_factors(const RopeScaling& r, double theta, int64_t head_dim) {
+    const double pi = 3.14159265358979323846;
+    const double low_wavelen = r.original_context / r.low_freq_factor;
+    const double high_wavelen = r.original_context / r.high_freq_factor;
+    std::vector<float> factors;
+    for (int64_t i = 0; i < head_dim; i += 2) {
+        const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / static_cast<double>(head_dim));
+        const double wavelen = 2 * pi / freq;
+        if (wavelen < high_wavelen) {
+            factors.push_back(1.0f);
+        } else if (wavelen > low_wavelen) {
+            factors.push_back(static_cast<float>(r.factor));
+        } else {
+            const double smooth = (r.original_context / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+            factors.push_back(static_cast<float>(1.0 / ((1 - smooth) / r.factor + smooth)));
+        }
+    }
+    return factors;
+}
+
 }  // namespace
 
 std::string hf_architecture(const std::string& dir) { return family_of(dir).gguf; }
@@ -156,11 +217,7 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
         throw make_error("{}/config.json: {} heads over {} KV heads of width {}: not a grouped-query layout", options.dir,
                          n_head, n_head_kv, head_dim);
     }
-    if (const auto scaling = checkpoint.config().find("rope_scaling");
-        scaling != checkpoint.config().end() && !scaling->is_null()) {
-        throw make_error("{}/config.json: rope_scaling {} is not converted yet (only checkpoints without rope scaling)",
-                         options.dir, scaling->dump().substr(0, 200));
-    }
+    const RopeScaling rope = rope_scaling_of(checkpoint.config(), options.dir + "/config.json");
     const bool tied = c.boolean("tie_word_embeddings", false) || !checkpoint.has("lm_head.weight");
 
     // The vocabulary and chat template, through convert-tokenizer's code.
@@ -187,12 +244,48 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     writer.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.number("rms_norm_eps", 1e-6)));
     writer.set_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
     writer.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+    if (rope.kind == "linear") {
+        writer.set_string(p + "rope.scaling.type", "linear");
+        writer.set_f32(p + "rope.scaling.factor", static_cast<float>(rope.factor));
+    }
     if (head_dim != n_embd / n_head) {
         writer.set_u32(p + "attention.key_length", static_cast<uint32_t>(head_dim));
         writer.set_u32(p + "attention.value_length", static_cast<uint32_t>(head_dim));
     }
+    // A vocabulary shorter than the embedding (Qwen 2.5 pads its rows to a
+    // multiple of 128) gets "[PAD<id>]" tokens of the unused type up to
+    // vocab_size, as llama.cpp's converter pads it.
+    const GgufValue* tokens = vocab.find_array("tokenizer.ggml.tokens", GgufValueType::String);
+    const GgufValue* types = vocab.find_array("tokenizer.ggml.token_type", GgufValueType::Int32);
+    if (tokens == nullptr || types == nullptr || types->count != tokens->count) {
+        throw make_error("{}: the converted vocabulary has no tokens and token types of one length", tok.tokenizer);
+    }
+    if (tokens->count > static_cast<uint64_t>(n_vocab)) {
+        throw make_error("{}: {} tokens, more than config.json's vocab_size {}", tok.tokenizer, tokens->count, n_vocab);
+    }
     for (const GgufKv& kv : vocab.metadata()) {
-        if (kv.key.rfind("tokenizer.", 0) == 0) writer.set_value(kv.key, kv.value);
+        if (kv.key.rfind("tokenizer.", 0) != 0) continue;
+        if (kv.key == "tokenizer.ggml.tokens" || kv.key == "tokenizer.ggml.token_type" ||
+            (kv.key == "tokenizer.ggml.scores" && kv.value.count == tokens->count)) {
+            continue;
+        }
+        writer.set_value(kv.key, kv.value);
+    }
+    std::vector<std::string> token_text(tokens->strings.begin(), tokens->strings.end());
+    std::vector<int32_t> token_type;
+    for (uint64_t i = 0; i < types->count; ++i) token_type.push_back(static_cast<int32_t>(types->array_integer(i)));
+    for (int64_t id = static_cast<int64_t>(token_text.size()); id < n_vocab; ++id) {
+        token_text.push_back("[PAD" + std::to_string(id) + "]");
+        token_type.push_back(5);  // unused
+    }
+    writer.set_string_array("tokenizer.ggml.tokens", token_text);
+    writer.set_i32_array("tokenizer.ggml.token_type", token_type);
+    if (const GgufValue* scores = vocab.find_array("tokenizer.ggml.scores", GgufValueType::Float32);
+        scores != nullptr && scores->count == tokens->count) {
+        std::vector<float> score;
+        for (uint64_t i = 0; i < scores->count; ++i) score.push_back(static_cast<float>(scores->array_number(i)));
+        score.resize(static_cast<size_t>(n_vocab), 0.0f);
+        writer.set_f32_array("tokenizer.ggml.scores", score);
     }
 
     // Every tensor the checkpoint holds has its place, or the conversion is refused.
@@ -288,6 +381,14 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
             }
             // Read once: the shard's pages go back to the page cache.
             release_pages(bytes.data(), bytes.size());
+        });
+    }
+    if (rope.kind == "llama3") {
+        // Llama 3.1's long-context rotation, as llama.cpp carries it: a
+        // divisor per rotated pair (rope_freqs.weight), the graph unchanged.
+        const std::vector<float> factors = llama3_rope_factors(rope, c.number("rope_theta", 10000.0), head_dim);
+        writer.add_tensor("rope_freqs.weight", QuantType::F32, {head_dim / 2}, [factors](uint8_t* dst, uint64_t n) {
+            std::memcpy(dst, factors.data(), std::min<uint64_t>(n, factors.size() * sizeof(float)));
         });
     }
     writer.write(options.output, progress);

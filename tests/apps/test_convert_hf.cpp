@@ -95,10 +95,15 @@ TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
         {"f16_one_file_tied", {"--dtype", "f16", "--shards", "1", "--tie", "--seed", "2"}, {"f32", "f16"}},
         {"f32_gqa_three_shards", {"--dtype", "f32", "--shards", "3", "--heads", "8", "--kv-heads", "2", "--seed", "3"},
          {"f32"}},
-        // Qwen 2 (biases on Q, K, V; tied, as its small models are) and
+        // Llama 3.1's rope scaling (rope_freqs.weight) and the linear one.
+        {"llama3_rope", {"--dtype", "f32", "--rope-scaling", "llama3", "--seed", "6"}, {"f32"}},
+        {"linear_rope", {"--dtype", "f32", "--rope-scaling", "linear", "--seed", "7"}, {"f32"}},
+        // Qwen 2 (biases on Q, K, V; tied, as its small models are; its
+        // embedding longer than its vocabulary, as Qwen 2.5 pads it) and
         // Qwen 3 (per-head Q/K norms): no Q/K permutation, their graph
         // rotates halves as HF does.
-        {"qwen2_bf16_tied", {"--arch", "qwen2", "--dtype", "bf16", "--tie", "--seed", "4"}, {"f32", "bf16"}, "tokenizer-qwen3"},
+        {"qwen2_bf16_tied_padded", {"--arch", "qwen2", "--dtype", "bf16", "--tie", "--seed", "4", "--pad-vocab", "107"},
+         {"f32", "bf16"}, "tokenizer-qwen3"},
         {"qwen3_f32", {"--arch", "qwen3", "--dtype", "f32", "--shards", "3", "--seed", "5"}, {"f32"}, "tokenizer-qwen3"},
     };
     for (const Case& c : cases) {
@@ -173,8 +178,8 @@ TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
     EXPECT_NE(refusal([](nlohmann::json& c) { c["intermediate_size"] = 128; })
                   .find("model-00001-of-00002.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape "
                         "[160, 64], and config.json makes it [128, 64]"), std::string::npos);
-    EXPECT_NE(refusal([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; })
-                  .find("rope_scaling"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 8.0}}; })
+                  .find("rope_scaling of type 'longrope' is not converted yet"), std::string::npos);
     EXPECT_NE(refusal([](nlohmann::json& c) { c.erase("hidden_size"); }).find("no integer 'hidden_size'"), std::string::npos);
     std::filesystem::rename(dir + "/model-00002-of-00002.safetensors", base + "/moved");
     const test::ProcessResult missing = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);

@@ -60,7 +60,7 @@ def write(args):
         shutil.copy(os.path.join(args.tokenizer_dir, f), os.path.join(args.dir, f))
     vocab = len(json.load(open(os.path.join(args.dir, "tokenizer.json")))["model"]["vocab"])
     added = json.load(open(os.path.join(args.dir, "tokenizer.json"))).get("added_tokens", [])
-    vocab = max([vocab] + [t["id"] + 1 for t in added])
+    vocab = max([vocab] + [t["id"] + 1 for t in added]) + args.pad_vocab  # embedding rows no token names
     hd = args.dim // args.heads
     architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[args.arch]
     config = {"architectures": [architecture], "model_type": args.arch, "hidden_size": args.dim, "head_dim": hd,
@@ -68,6 +68,11 @@ def write(args):
               "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
               "max_position_embeddings": 256, "vocab_size": vocab, "tie_word_embeddings": args.tie,
               "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[args.dtype]}
+    if args.rope_scaling == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": 4.0}
+    elif args.rope_scaling == "llama3":
+        config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     json.dump(config, open(os.path.join(args.dir, "config.json"), "w"), indent=2)
     rng = np.random.default_rng(args.seed)
 
@@ -150,6 +155,19 @@ def logits_of(w, c, tokens):
     eps, T = c["rms_norm_eps"], len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
     inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, hd, 2) / hd))
+    scaling = c.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "linear":  # transformers' _compute_linear_scaling_rope_parameters
+        inv_freq = inv_freq / scaling["factor"]
+    elif kind == "llama3":  # transformers' _compute_llama3_parameters
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * np.pi / inv_freq
+        scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        inv_freq = np.where(medium, smoothed, scaled)
     freqs = np.outer(np.arange(T), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
@@ -212,6 +230,8 @@ def main():
     w.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16"])
     w.add_argument("--shards", type=int, default=2)
     w.add_argument("--tie", action="store_true")
+    w.add_argument("--rope-scaling", default="none", choices=["none", "linear", "llama3"])
+    w.add_argument("--pad-vocab", type=int, default=0, help="embedding rows beyond the tokenizer's (as Qwen 2.5 pads)")
     f = sub.add_parser("forward")
     f.add_argument("dir")
     f.add_argument("--tokens", required=True)
