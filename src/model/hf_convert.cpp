@@ -373,13 +373,25 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
         writer.add_tensor(t.gguf, type, ne, [=](uint8_t* dst, uint64_t n) {
             if (n != out_row * static_cast<uint64_t>(rows)) throw make_error("{}: {} bytes asked for", t.gguf, n);
             std::vector<float> row(static_cast<size_t>(cols));
+            const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
+            // Read once: the shard's pages go back to the page cache every
+            // 32 MiB (Q/K rows are permuted within a head only, so the rows
+            // before the current head are done), keeping memory near the
+            // output buffer alone.
+            constexpr uint64_t kReleaseBytes = 32u << 20;
+            uint64_t released = 0;
             for (int64_t r = 0; r < rows; ++r) {
                 const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
-                const uint8_t* s = bytes.data() + static_cast<uint64_t>(from) * static_cast<uint64_t>(cols) * elem;
+                const uint8_t* s = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
                 for (int64_t i = 0; i < cols; ++i) row[static_cast<size_t>(i)] = element(dtype, s + i * elem);
                 out->from_float(row.data(), dst + static_cast<uint64_t>(r) * out_row, cols);
+                const int64_t done_rows = permute > 0 ? (r + 1) / permute * permute : r + 1;
+                const uint64_t done = static_cast<uint64_t>(done_rows) * row_bytes;
+                if (done - released >= kReleaseBytes) {
+                    release_pages(bytes.data() + released, done - released);
+                    released = done;
+                }
             }
-            // Read once: the shard's pages go back to the page cache.
             release_pages(bytes.data(), bytes.size());
         });
     }

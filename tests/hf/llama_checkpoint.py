@@ -74,6 +74,9 @@ def write(args):
         config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     json.dump(config, open(os.path.join(args.dir, "config.json"), "w"), indent=2)
+    if args.big:
+        write_big(args, config, vocab)
+        return
     rng = np.random.default_rng(args.seed)
 
     def mat(rows, cols, scale):
@@ -113,6 +116,52 @@ def write(args):
         write_safetensors(os.path.join(args.dir, name), part, args.dtype)
         weight_map.update({n: name for n, _, _ in part})
     json.dump({"metadata": {"total_size": sum(len(d) for _, _, d in encoded)}, "weight_map": weight_map},
+              open(os.path.join(args.dir, "model.safetensors.index.json"), "w"), indent=2)
+
+
+def write_big(args, config, vocab):
+    """A checkpoint too large to hold (the 8B shape): tensors generated and
+    written in slices straight into their shards, BF16 values from random
+    bits in [-2, 2), for memory and time figures; no reference forward."""
+    hd = args.dim // args.heads
+    names = [("model.embed_tokens.weight", (vocab, args.dim))]
+    for l in range(args.layers):
+        p = f"model.layers.{l}."
+        names += [(p + "input_layernorm.weight", (args.dim,)), (p + "self_attn.q_proj.weight", (args.heads * hd, args.dim)),
+                  (p + "self_attn.k_proj.weight", (args.kv_heads * hd, args.dim)),
+                  (p + "self_attn.v_proj.weight", (args.kv_heads * hd, args.dim)),
+                  (p + "self_attn.o_proj.weight", (args.dim, args.heads * hd)),
+                  (p + "post_attention_layernorm.weight", (args.dim,)), (p + "mlp.gate_proj.weight", (args.ff, args.dim)),
+                  (p + "mlp.up_proj.weight", (args.ff, args.dim)), (p + "mlp.down_proj.weight", (args.dim, args.ff))]
+    names.append(("model.norm.weight", (args.dim,)))
+    if not args.tie:
+        names.append(("lm_head.weight", (vocab, args.dim)))
+    rng = np.random.default_rng(args.seed)
+    per = -(-len(names) // args.shards)
+    weight_map = {}
+    for s in range(args.shards):
+        shard = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
+        part = names[s * per:(s + 1) * per]
+        header, at = {"__metadata__": {"format": "pt"}}, 0
+        for n, shape in part:
+            size = 2 * int(np.prod(shape))
+            header[n] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [at, at + size]}
+            at += size
+            weight_map[n] = shard
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(args.dir, shard), "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for n, shape in part:
+                left = int(np.prod(shape))
+                while left > 0:
+                    k = min(left, 1 << 26)
+                    bits = rng.integers(0x3800, 0x4000, size=k, dtype=np.uint16) | (
+                        rng.integers(0, 2, size=k, dtype=np.uint16) << 15)
+                    f.write(bits.tobytes())
+                    left -= k
+    json.dump({"metadata": {}, "weight_map": weight_map},
               open(os.path.join(args.dir, "model.safetensors.index.json"), "w"), indent=2)
 
 
@@ -231,6 +280,7 @@ def main():
     w.add_argument("--shards", type=int, default=2)
     w.add_argument("--tie", action="store_true")
     w.add_argument("--rope-scaling", default="none", choices=["none", "linear", "llama3"])
+    w.add_argument("--big", action="store_true", help="stream random BF16 bits into the shards (8B-shaped checkpoints)")
     w.add_argument("--pad-vocab", type=int, default=0, help="embedding rows beyond the tokenizer's (as Qwen 2.5 pads)")
     f = sub.add_parser("forward")
     f.add_argument("dir")
