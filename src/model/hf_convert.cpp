@@ -34,6 +34,7 @@ struct Family {
     bool permute_qk;
     bool qkv_bias;
     bool qk_norm;
+    bool fused = false;  // Phi-3: one qkv_proj and one gate_up_proj, kept fused (attn_qkv, ffn_up of 2 x FFN rows)
 };
 
 // HF's architectures[0] -> its family.
@@ -42,6 +43,7 @@ const std::map<std::string, Family> kArchitectures = {
     {"MistralForCausalLM", {"llama", true, false, false}},
     {"Qwen2ForCausalLM", {"qwen2", false, true, false}},
     {"Qwen3ForCausalLM", {"qwen3", false, false, true}},
+    {"Phi3ForCausalLM", {"phi3", false, false, false, true}},
 };
 
 const Family& family_of(const std::string& dir);
@@ -243,7 +245,14 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     writer.set_f32(p + "rope.freq_base", static_cast<float>(c.number("rope_theta", 10000.0)));
     writer.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.number("rms_norm_eps", 1e-6)));
     writer.set_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
-    writer.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+    // Phi-4-mini rotates only part of each head (partial_rotary_factor).
+    const double partial = c.number("partial_rotary_factor", 1.0);
+    const int64_t n_rot = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
+    if (!(partial > 0.0 && partial <= 1.0) || n_rot % 2 != 0 || n_rot < 2) {
+        throw make_error("{}/config.json: partial_rotary_factor {} of heads of {} rotates no even number of values",
+                         options.dir, partial, head_dim);
+    }
+    writer.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(n_rot));
     if (rope.kind == "linear") {
         writer.set_string(p + "rope.scaling.type", "linear");
         writer.set_f32(p + "rope.scaling.factor", static_cast<float>(rope.factor));
@@ -291,11 +300,16 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     // Every tensor the checkpoint holds has its place, or the conversion is refused.
     std::vector<TensorPlan> plan = {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"}};
     if (!tied) plan.push_back({"lm_head.weight", "output.weight"});
-    const std::pair<const char*, const char*> per_layer[] = {
-        {"input_layernorm", "attn_norm"},       {"self_attn.q_proj", "attn_q"},  {"self_attn.k_proj", "attn_k"},
-        {"self_attn.v_proj", "attn_v"},         {"self_attn.o_proj", "attn_output"},
-        {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-        {"mlp.down_proj", "ffn_down"}};
+    const std::vector<std::pair<const char*, const char*>> per_layer =
+        family.fused ? std::vector<std::pair<const char*, const char*>>{
+                           {"input_layernorm", "attn_norm"}, {"self_attn.qkv_proj", "attn_qkv"},
+                           {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
+                           {"mlp.gate_up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"}}
+                     : std::vector<std::pair<const char*, const char*>>{
+                           {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"},
+                           {"self_attn.k_proj", "attn_k"}, {"self_attn.v_proj", "attn_v"},
+                           {"self_attn.o_proj", "attn_output"}, {"post_attention_layernorm", "ffn_norm"},
+                           {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"}};
     for (int64_t l = 0; l < n_layer; ++l) {
         for (const auto& [hf, gguf] : per_layer) {
             TensorPlan t{fmt::format("model.layers.{}.{}.weight", l, hf), fmt::format("blk.{}.{}.weight", l, gguf)};
@@ -334,7 +348,8 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
             w[b + "attn_v.weight"] = {n_head_kv * head_dim, n_embd};
             w[b + "attn_output.weight"] = {n_embd, n_head * head_dim};
             w[b + "ffn_gate.weight"] = {n_ff, n_embd};
-            w[b + "ffn_up.weight"] = {n_ff, n_embd};
+            w[b + "ffn_up.weight"] = {family.fused ? 2 * n_ff : n_ff, n_embd};
+            w[b + "attn_qkv.weight"] = {(n_head + 2 * n_head_kv) * head_dim, n_embd};
             w[b + "ffn_down.weight"] = {n_embd, n_ff};
             w[b + "attn_q.bias"] = {n_head * head_dim};
             w[b + "attn_k.bias"] = {n_head_kv * head_dim};

@@ -1,6 +1,6 @@
 // tessera convert-hf: a Hugging Face checkpoint folder (hf_checkpoint.h) to
 // the GGUF llama.cpp's convert_hf_to_gguf.py writes for it: the same tensor
-// names, shapes and metadata keys (Llama, Mistral, Qwen 2, Qwen 3), the same
+// names, shapes and metadata keys (Llama, Mistral, Qwen 2, Qwen 3, Phi-3), the same
 // transforms (the Q/K row permutation of Llama-family checkpoints: HF rotates halves of each head,
 // GGUF's llama graph rotates adjacent pairs), the tokenizer and chat
 // template through convert-tokenizer's code, the weights in the chosen type.

@@ -1,6 +1,6 @@
 // tessera convert-hf (issue: convert-hf) against a reference written on Hugging
-// Face's own layout: tests/hf/llama_checkpoint.py writes a small Llama, Qwen 2
-// or Qwen 3 checkpoint (random weights, HF's tensor names, shapes and rotary
+// Face's own layout: tests/hf/llama_checkpoint.py writes a small Llama, Qwen 2,
+// Qwen 3 or Phi-3 checkpoint (random weights, HF's tensor names, shapes and rotary
 // convention, the real Llama 3 or Qwen 3 tokenizer, sharded or not,
 // BF16/F16/F32), and its
 // numpy forward gives the greedy tokens that `tessera run` must give on the
@@ -105,6 +105,10 @@ TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
         {"qwen2_bf16_tied_padded", {"--arch", "qwen2", "--dtype", "bf16", "--tie", "--seed", "4", "--pad-vocab", "107"},
          {"f32", "bf16"}, "tokenizer-qwen3"},
         {"qwen3_f32", {"--arch", "qwen3", "--dtype", "f32", "--shards", "3", "--seed", "5"}, {"f32"}, "tokenizer-qwen3"},
+        // Phi-3 (fused QKV and gate/up projections, kept fused), and
+        // Phi-4-mini's partial rotation of each head.
+        {"phi3_bf16", {"--arch", "phi3", "--dtype", "bf16", "--seed", "8"}, {"f32", "bf16"}},
+        {"phi3_partial_rotary", {"--arch", "phi3", "--dtype", "f32", "--partial-rotary", "0.75", "--seed", "9"}, {"f32"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A small Llama (or Qwen 2 / Qwen 3) checkpoint in Hugging Face's own layout, and a reference
+"""A small Llama (or Qwen 2, Qwen 3, Phi-3) checkpoint in Hugging Face's own layout, and a reference
 forward pass written directly on that layout (HF's rotary convention:
 rotate_half over the two halves of each head), for `tessera convert-hf`'s
 tests. Uses only Debian's python3-numpy: no torch, no transformers.
@@ -62,12 +62,15 @@ def write(args):
     added = json.load(open(os.path.join(args.dir, "tokenizer.json"))).get("added_tokens", [])
     vocab = max([vocab] + [t["id"] + 1 for t in added]) + args.pad_vocab  # embedding rows no token names
     hd = args.dim // args.heads
-    architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[args.arch]
+    architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                    "phi3": "Phi3ForCausalLM"}[args.arch]
     config = {"architectures": [architecture], "model_type": args.arch, "hidden_size": args.dim, "head_dim": hd,
               "intermediate_size": args.ff, "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
               "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
               "max_position_embeddings": 256, "vocab_size": vocab, "tie_word_embeddings": args.tie,
               "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[args.dtype]}
+    if args.partial_rotary < 1.0:
+        config["partial_rotary_factor"] = args.partial_rotary
     if args.rope_scaling == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": 4.0}
     elif args.rope_scaling == "llama3":
@@ -101,6 +104,18 @@ def write(args):
                     (p + "mlp.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
                     (p + "mlp.up_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
                     (p + "mlp.down_proj.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
+    if args.arch == "phi3":  # Phi-3 keeps Q, K, V in one projection, gate and up in another
+        fused = []
+        for l in range(args.layers):
+            p = f"model.layers.{l}."
+            named = dict(t for t in tensors if t[0].startswith(p))
+            for n, a in [(p + "self_attn.qkv_proj.weight", np.concatenate(
+                             [named[p + f"self_attn.{x}_proj.weight"] for x in "qkv"])),
+                         (p + "mlp.gate_up_proj.weight", np.concatenate(
+                             [named[p + "mlp.gate_proj.weight"], named[p + "mlp.up_proj.weight"]]))]:
+                fused.append((n, a))
+        drop = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+        tensors = [t for t in tensors if not any(d in t[0] for d in drop)] + fused
     tensors.append(("model.norm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)))
     if not args.tie:
         tensors.append(("lm_head.weight", mat(vocab, args.dim, 3 * args.dim ** -0.5)))
@@ -203,7 +218,8 @@ def logits_of(w, c, tokens):
     hd = c["head_dim"]
     eps, T = c["rms_norm_eps"], len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
-    inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, hd, 2) / hd))
+    rot = int(hd * c.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, rot, 2) / rot))
     scaling = c.get("rope_scaling") or {}
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind == "linear":  # transformers' _compute_linear_scaling_rope_parameters
@@ -224,14 +240,19 @@ def logits_of(w, c, tokens):
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q, k, v = (h @ w[p + f"self_attn.{n}_proj.weight"].T + w.get(p + f"self_attn.{n}_proj.bias", 0.0)
-                   for n in "qkv")
+        if p + "self_attn.qkv_proj.weight" in w:
+            qkv = h @ w[p + "self_attn.qkv_proj.weight"].T
+            q, k, v = qkv[:, :H * hd], qkv[:, H * hd:(H + K) * hd], qkv[:, (H + K) * hd:]
+        else:
+            q, k, v = (h @ w[p + f"self_attn.{n}_proj.weight"].T + w.get(p + f"self_attn.{n}_proj.bias", 0.0)
+                       for n in "qkv")
         q, k, v = q.reshape(T, H, hd), k.reshape(T, K, hd), v.reshape(T, K, hd)
         if p + "self_attn.q_norm.weight" in w:  # Qwen 3: each head's Q and K normed before the rotation
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        # Only the first `rot` values of a head rotate (Phi-4-mini: partial_rotary_factor).
+        q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
+        k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
         out = np.zeros((T, H, hd))
         for head in range(H):
             kv = head // (H // K)
@@ -240,8 +261,12 @@ def logits_of(w, c, tokens):
             out[:, head, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
         x = x + out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        g = h @ w[p + "mlp.gate_proj.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        if p + "mlp.gate_up_proj.weight" in w:
+            gu = h @ w[p + "mlp.gate_up_proj.weight"].T
+            g, u = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        else:
+            g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * u) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return x[-1] @ head.T
@@ -269,7 +294,8 @@ def main():
     w = sub.add_parser("write")
     w.add_argument("dir")
     w.add_argument("--tokenizer-dir", required=True)
-    w.add_argument("--arch", default="llama", choices=["llama", "qwen2", "qwen3"])
+    w.add_argument("--arch", default="llama", choices=["llama", "qwen2", "qwen3", "phi3"])
+    w.add_argument("--partial-rotary", type=float, default=1.0, help="partial_rotary_factor (Phi-4-mini: 0.75)")
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--layers", type=int, default=2)
     w.add_argument("--dim", type=int, default=64)
