@@ -15,7 +15,11 @@ set -euo pipefail
 action=$1 name=$2
 switch="$name-s"
 if [ "$action" = down ]; then
-  for i in $(seq 1 "$3"); do ip netns del "$name-h$i" 2>/dev/null || true; done
+  # Whatever still runs in a host (a test that failed half-way) goes with it.
+  for i in $(seq 1 "$3"); do
+    ip netns pids "$name-h$i" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$name-h$i" 2>/dev/null || true
+  done
   ip netns del "$switch" 2>/dev/null || true
   exit 0
 fi
