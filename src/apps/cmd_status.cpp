@@ -69,17 +69,7 @@ void print_status(const std::string& address, const nlohmann::json& s) {
     std::printf("  served %.0f sessions, %.0f rows since it started %s ago\n", num(s, "sessions_served"),
                 num(s, "rows_served"), duration(num(s, "uptime_s")).c_str());
     if (const auto d = s.find("discovery"); d != s.end() && d->is_object()) {
-        DiscoveryCounters c;
-        c.answered = static_cast<uint64_t>(num(*d, "answered"));
-        if (const auto dropped = d->find("dropped"); dropped != d->end() && dropped->is_object()) {
-            c.oversized = static_cast<uint64_t>(num(*dropped, "oversized"));
-            c.malformed = static_cast<uint64_t>(num(*dropped, "malformed"));
-            c.unauthenticated = static_cast<uint64_t>(num(*dropped, "unauthenticated"));
-            c.stale = static_cast<uint64_t>(num(*dropped, "stale"));
-            c.replayed = static_cast<uint64_t>(num(*dropped, "replayed"));
-            c.rate_limited = static_cast<uint64_t>(num(*dropped, "rate_limited"));
-        }
-        std::printf("  discovery: %s\n", describe_counters(c).c_str());
+        std::printf("  discovery: %s\n", describe_counters(discovery_counters_from_json(*d)).c_str());
     }
 }
 

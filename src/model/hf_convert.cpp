@@ -242,8 +242,13 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     writer.set_u32(p + "feed_forward_length", static_cast<uint32_t>(n_ff));
     writer.set_u32(p + "attention.head_count", static_cast<uint32_t>(n_head));
     writer.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
-    writer.set_f32(p + "rope.freq_base", static_cast<float>(c.number("rope_theta", 10000.0)));
-    writer.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.number("rms_norm_eps", 1e-6)));
+    const double theta = c.number("rope_theta", 10000.0), eps = c.number("rms_norm_eps", 1e-6);
+    if (!(theta > 1.0 && theta < 1e12) || !(eps > 0.0 && eps < 1.0)) {
+        throw make_error("{}/config.json: rope_theta {} or rms_norm_eps {} out of range ((1, 1e12) and (0, 1))",
+                         options.dir, theta, eps);
+    }
+    writer.set_f32(p + "rope.freq_base", static_cast<float>(theta));
+    writer.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(eps));
     writer.set_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
     // Phi-4-mini rotates only part of each head (partial_rotary_factor).
     const double partial = c.number("partial_rotary_factor", 1.0);

@@ -185,6 +185,12 @@ TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
     EXPECT_NE(refusal([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 8.0}}; })
                   .find("rope_scaling of type 'longrope' is not converted yet"), std::string::npos);
     EXPECT_NE(refusal([](nlohmann::json& c) { c.erase("hidden_size"); }).find("no integer 'hidden_size'"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["hidden_size"] = "64"; }).find("no integer 'hidden_size'"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["num_hidden_layers"] = int64_t{1} << 40; }).find("outside"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["rope_theta"] = -1.0; }).find("rope_theta -1"), std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["rms_norm_eps"] = "small"; }).find("'rms_norm_eps' is not a number"),
+              std::string::npos);
+    EXPECT_NE(refusal([](nlohmann::json& c) { c["architectures"] = 5; }).find("no architectures list"), std::string::npos);
     std::filesystem::rename(dir + "/model-00002-of-00002.safetensors", base + "/moved");
     const test::ProcessResult missing = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
     EXPECT_EQ(missing.exit_code, 1);

@@ -3,6 +3,7 @@
 // it serves with its root's last sign of life; --metrics-port serves the same
 // in Prometheus' text format; status asks nothing of the session it observes.
 #include "hostile_peer.h"
+#include "net/handshake.h"
 #include "net/tcp.h"
 #include "subprocess.h"
 #include "tessera_cli.h"
@@ -92,6 +93,51 @@ TEST(WorkerStatus, StatusAndMetricsShowTheSessionAndItsRootsLastSignOfLife) {
         test::tessera_cmd({"status", "--workers", "127.0.0.1:" + std::to_string(free_port()), "--timeout-ms", "500"}), 30);
     EXPECT_EQ(gone.exit_code, 1);
     EXPECT_NE(gone.out.find("unreachable"), std::string::npos) << gone.out;
+}
+
+// A peer answering `tessera status` as it likes: mistyped fields are shown as
+// unknown, an oversized answer and a silent peer are errors naming it within
+// --timeout-ms, never a crash or a hang.
+TEST(WorkerStatus, AStatusCommandSurvivesAHostileOrSilentWorker) {
+    enum class Mode { kMistyped, kOversized, kSilent };
+    for (const Mode mode : {Mode::kMistyped, Mode::kOversized, Mode::kSilent}) {
+        TcpListener listener(HostPort{"127.0.0.1", 0});
+        std::thread peer([&] {
+            try {
+                FrameChannel channel(listener.accept(10000), ChannelLimits{64u << 20, 5000, 0});
+                authenticate_as_server(channel, nullptr, 5000, 64u << 20);
+                Frame frame;
+                channel.recv(frame, 5000);
+                if (mode == Mode::kMistyped) {
+                    send_json(channel, SessionMessage::kStatusReply,
+                              {{"version", 5}, {"protocol", "two"}, {"threads", -1}, {"models", "none"},
+                               {"session", {1, 2}}, {"discovery", {{"answered", "lots"}, {"dropped", 7}}},
+                               {"free_memory", nlohmann::json::array()}});
+                } else if (mode == Mode::kOversized) {
+                    channel.send(static_cast<uint16_t>(SessionMessage::kStatusReply), std::vector<uint8_t>(2u << 20, '1'));
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(mode == Mode::kSilent ? 3000 : 200));
+            } catch (const Error&) {
+            }
+        });
+        const auto start = std::chrono::steady_clock::now();
+        const test::ProcessResult r = test::run_process(
+            test::tessera_cmd({"status", "--workers", "127.0.0.1:" + std::to_string(listener.port()), "--timeout-ms",
+                               "1000"}),
+            30);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        peer.join();
+        SCOPED_TRACE(static_cast<int>(mode));
+        if (mode == Mode::kMistyped) {
+            EXPECT_EQ(r.exit_code, 0) << r.err;
+            EXPECT_NE(r.out.find("tessera ? (protocol 0)"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find("discovery: answered 0"), std::string::npos) << r.out;
+        } else {
+            EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+            EXPECT_NE(r.out.find("unreachable"), std::string::npos) << r.out;
+            EXPECT_LT(seconds, 10.0);
+        }
+    }
 }
 
 }  // namespace

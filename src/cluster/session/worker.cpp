@@ -144,16 +144,25 @@ struct Worker {
     std::string listen;                     // the address it listens on, as bound
 };
 
+// What a worker computes with, as its hello-reply and its status say it:
+// threads, SIMD target, and the memory a share must fit (its GPU's, named,
+// when it computes on one).
+json worker_facts(const Worker& w) {
+    const WorkerOptions& options = w.options;
+    json j = {{"threads", w.pool.size()}, {"cpu_target", cpu_target_name()}, {"free_memory", available_memory_bytes()}};
+    if (options.stage_device) {
+        j["device"] = options.device_name;
+        j["free_memory"] = std::min<uint64_t>(options.device_memory, available_memory_bytes());
+    }
+    return j;
+}
+
 // What `tessera status` and /metrics show (worker_status.h).
 json worker_status_json(const Worker& w) {
     const WorkerOptions& options = w.options;
     json j = protocol_fields();
+    j.update(worker_facts(w));
     j["listen"] = w.listen;
-    j["threads"] = w.pool.size();
-    j["cpu_target"] = cpu_target_name();
-    j["device"] = options.device_name;
-    j["free_memory"] = options.stage_device ? std::min<uint64_t>(options.device_memory, available_memory_bytes())
-                                            : available_memory_bytes();
     j["keyed"] = options.key != nullptr;
     json models = json::array();
     if (w.full_model != nullptr) {
@@ -357,14 +366,8 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         throw make_error("root {} runs another model (fingerprint {} != this worker's {})", peer, root_fingerprint,
                          full_model->file().fingerprint_hex());
     }
-    json reply = {{"threads", w.pool.size()},
-                  {"free_memory", available_memory_bytes()},
-                  {"cpu_target", cpu_target_name()},
-                  {"has_model", full_model != nullptr}};
-    if (options.stage_device) {
-        reply["device"] = options.device_name;
-        reply["free_memory"] = std::min<uint64_t>(options.device_memory, available_memory_bytes());
-    }
+    json reply = worker_facts(w);
+    reply["has_model"] = full_model != nullptr;
     if (full_model != nullptr) {
         reply["fingerprint"] = full_model->file().fingerprint_hex();
         reply["probe_seconds"] =

@@ -75,6 +75,35 @@ json discovery_counters_json(const DiscoveryCounters& c) {
 
 namespace {
 
+double number(const json& j, const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+}  // namespace
+
+DiscoveryCounters discovery_counters_from_json(const json& j) {
+    DiscoveryCounters c;
+    if (!j.is_object()) return c;
+    const auto count = [](const json& o, const char* key) {
+        const double v = number(o, key);
+        return v > 0 && v < 1e18 ? static_cast<uint64_t>(v) : uint64_t{0};
+    };
+    c.answered = count(j, "answered");
+    c.duplicates = count(j, "duplicates");
+    if (const auto d = j.find("dropped"); d != j.end() && d->is_object()) {
+        c.oversized = count(*d, "oversized");
+        c.malformed = count(*d, "malformed");
+        c.unauthenticated = count(*d, "unauthenticated");
+        c.stale = count(*d, "stale");
+        c.replayed = count(*d, "replayed");
+        c.rate_limited = count(*d, "rate_limited");
+    }
+    return c;
+}
+
+namespace {
+
 // A label value as Prometheus' text format quotes it.
 std::string label(const json& v) {
     std::string out;
@@ -87,11 +116,6 @@ std::string label(const json& v) {
         out += c;
     }
     return out;
-}
-
-double number(const json& j, const char* key) {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
 }  // namespace

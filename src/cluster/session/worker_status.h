@@ -41,8 +41,10 @@ private:
     uint64_t sessions_ = 0, rows_before_ = 0;  // rows of the sessions that ended
 };
 
-// The counters as JSON ({"answered", "dropped": {reason: n}}).
+// The counters as JSON ({"answered", "duplicates", "dropped": {reason: n}}),
+// and back from a peer's status (fields of another type read as 0).
 json discovery_counters_json(const DiscoveryCounters& c);
+DiscoveryCounters discovery_counters_from_json(const json& j);
 
 // A worker's status in Prometheus' text format (names tessera_worker_*).
 std::string worker_metrics_text(const json& status);
