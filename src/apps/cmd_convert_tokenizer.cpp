@@ -19,7 +19,7 @@ void add_convert_tokenizer_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "convert-tokenizer", "Write a Hugging Face tokenizer.json (and tokenizer_config.json) as a vocabulary GGUF");
     cmd->add_option("tokenizer", o->tokenizer,
-                    "tokenizer.json (byte-level BPE: Llama 3, Qwen 2/2.5/3, gpt-oss), or a checkpoint's folder holding it "
+                    "tokenizer.json (byte-level BPE: Llama 3, Qwen 2/2.5/3, gpt-oss; SentencePiece BPE: Llama 2, Mistral, Gemma), or a checkpoint's folder holding it "
                     "(its tokenizer_config.json and chat_template.jinja are read too)")
         ->required();
     cmd->add_option("config", o->config, "tokenizer_config.json: special tokens and the chat template");

@@ -1,13 +1,14 @@
 #include "model/hf_tokenizer_import.h"
 
-#include "model/tokenizer_bpe.h"
-
 #include "model/gguf_writer.h"
+#include "model/hf_tokenizer_spm.h"
+#include "model/tokenizer_bpe.h"
 #include "model/vocab.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -95,9 +96,10 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
         throw make_error("{}: model type '{}' is not supported (byte-level BPE with vocab and merges only)", tokenizer_json,
                          model.value("type", "?"));
     }
-    if (model.value("byte_fallback", false)) {
-        throw make_error("{}: a BPE with byte_fallback (SentencePiece style) is not supported", tokenizer_json);
-    }
+    // A BPE with byte_fallback is a SentencePiece model (Llama 2, Mistral,
+    // Gemma): llama.cpp's "llama" tokenizer, with scores; otherwise byte-level
+    // BPE (GPT-2 style): "gpt2", with merges.
+    const bool sentencepiece = model.value("byte_fallback", false);
 
     // Every id, from the vocabulary and the added tokens.
     std::map<int64_t, std::pair<std::string, TokenType>> by_id;
@@ -118,6 +120,17 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
                                              t.value("special", false) ? TokenType::Control : TokenType::UserDefined};
         }
     }
+    if (sentencepiece) {
+        // SentencePiece's own kinds: its byte pieces and its unknown piece.
+        const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+        for (auto& [id, entry] : by_id) {
+            const std::string& text = entry.first;
+            const bool byte = text.size() == 6 && text.starts_with("<0x") && text.ends_with(">") &&
+                              std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4]));
+            if (byte) entry.second = TokenType::Byte;
+            if (!unk.empty() && text == unk) entry.second = TokenType::Unknown;
+        }
+    }
     if (by_id.empty()) throw make_error("{}: the vocabulary is empty", tokenizer_json);
     const int64_t n_vocab = by_id.rbegin()->first + 1;
     std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
@@ -130,27 +143,50 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
         id_of.emplace(entry.first, static_cast<int32_t>(id));
     }
 
-    std::vector<std::string> merges;
+    std::vector<std::pair<std::string, std::string>> merges;
     merges.reserve(model["merges"].size());
     for (const json& m : model["merges"]) {
         if (m.is_string()) {
-            merges.push_back(m.get<std::string>());
+            // "a b": split at the first space after the first byte (as the vocabulary reader does).
+            const std::string text = m.get<std::string>();
+            const size_t space = text.find(' ', 1);
+            if (space == std::string::npos) throw make_error("{}: merge '{}' has no space", tokenizer_json, text.substr(0, 80));
+            merges.emplace_back(text.substr(0, space), text.substr(space + 1));
         } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+            merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
         } else {
             throw make_error("{}: a merge is neither \"a b\" nor [\"a\", \"b\"]", tokenizer_json);
         }
     }
 
-    const std::string pre = pre_name(tokenizer, tokenizer_json);
     GgufWriter w;
     w.set_string("general.architecture", "llama");
     w.set_string("general.name", "vocab from " + tokenizer_json);
-    w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", pre);
-    w.set_string_array("tokenizer.ggml.tokens", tokens);
-    w.set_i32_array("tokenizer.ggml.token_type", types);
-    w.set_string_array("tokenizer.ggml.merges", merges);
+    std::string pre;
+    if (sentencepiece) {
+        const SpmFromHf spm = spm_from_hf(tokenizer, tokens, merges, tokenizer_json);
+        w.set_string("tokenizer.ggml.model", "llama");
+        w.set_string("tokenizer.ggml.pre", "default");
+        w.set_string_array("tokenizer.ggml.tokens", tokens);
+        w.set_f32_array("tokenizer.ggml.scores", spm.scores);
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+        w.set_bool("tokenizer.ggml.add_space_prefix", spm.add_space_prefix);
+        if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
+            if (const auto it = id_of.find(unk->get<std::string>()); it != id_of.end()) {
+                w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(it->second));
+            }
+        }
+    } else {
+        pre = pre_name(tokenizer, tokenizer_json);
+        std::vector<std::string> joined;
+        joined.reserve(merges.size());
+        for (const auto& [a, b] : merges) joined.push_back(a + " " + b);
+        w.set_string("tokenizer.ggml.model", "gpt2");
+        w.set_string("tokenizer.ggml.pre", pre);
+        w.set_string_array("tokenizer.ggml.tokens", tokens);
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+        w.set_string_array("tokenizer.ggml.merges", joined);
+    }
     const auto special_id = [&](const char* key) -> std::optional<int32_t> {
         const std::optional<std::string> text = token_text(config, key);
         if (!text) return std::nullopt;
@@ -166,9 +202,13 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
     }
     // Llama 3 prepends BOS (llama.cpp assumes so for its pre-tokenizer);
     // others say so in their config, or do not.
+    // SentencePiece models prepend BOS unless they say otherwise.
     const bool add_bos = config.contains("add_bos_token") && config["add_bos_token"].is_boolean()
                              ? config["add_bos_token"].get<bool>()
-                             : (pre == "llama-bpe" && bos.has_value());
+                             : ((sentencepiece || pre == "llama-bpe") && bos.has_value());
+    if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean()) {
+        w.set_bool("tokenizer.ggml.add_eos_token", config["add_eos_token"].get<bool>());
+    }
     w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
     if (!chat_template.empty()) {
         std::ifstream in(chat_template, std::ios::binary);

@@ -2,7 +2,10 @@
 // special tokens and the chat template) turned into a vocabulary-only GGUF, as
 // llama.cpp's converter writes one: tokenizer.ggml.* metadata that gen-model
 // --vocab-from copies into a model and the tokenizers read. Byte-level BPE
-// (GPT-2 style) models only: Llama 3, Qwen 2/2.5/3 and the like.
+// (GPT-2 style: Llama 3, Qwen 2/2.5/3, gpt-oss) becomes "gpt2"; a BPE with
+// byte_fallback (SentencePiece's, as transformers writes it: Llama 2,
+// Mistral, Gemma) becomes "llama", with scores and byte tokens
+// (model/hf_tokenizer_spm.h).
 //
 // What is read, and where it goes:
 //   model.vocab, model.merges     tokenizer.ggml.tokens / .merges ("a b")

