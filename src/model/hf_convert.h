@@ -1,8 +1,8 @@
 // tessera convert-hf: a Hugging Face checkpoint folder (hf_checkpoint.h) to
 // the GGUF llama.cpp's convert_hf_to_gguf.py writes for it: the same tensor
-// names, shapes and metadata keys (Llama, Mistral, Qwen 2, Qwen 3, Phi-3), the same
-// transforms (the Q/K row permutation of Llama-family checkpoints: HF rotates halves of each head,
-// GGUF's llama graph rotates adjacent pairs), the tokenizer and chat
+// names, shapes and metadata keys (the families of model/hf_families.h), the
+// same transforms (the Q/K row permutation of Llama-family checkpoints,
+// Gemma's norms + 1, experts stacked), the tokenizer and chat
 // template through convert-tokenizer's code, the weights in the chosen type.
 // Tensors are converted row by row from the mapped shards, each shard's
 // pages released as it is read: memory stays near one row, whatever the
@@ -25,10 +25,6 @@ struct HfConvertOptions {
     QuantType type = QuantType::F16;
     std::string name;  // general.name (default: the folder's name)
 };
-
-// The GGUF architecture the checkpoint's config.json names (refused by name
-// when there is none convert-hf knows).
-std::string hf_architecture(const std::string& dir);
 
 void convert_hf(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress = {});
 
