@@ -1,10 +1,10 @@
 // tessera convert-hf (issue: convert-hf) against a reference written on Hugging
 // Face's own layout: tests/hf/llama_checkpoint.py writes a small Llama, Qwen 2,
-// Qwen 3 or Phi-3 checkpoint (random weights, HF's tensor names, shapes and rotary
-// convention, the real Llama 3 or Qwen 3 tokenizer, sharded or not,
-// BF16/F16/F32), and its
-// numpy forward gives the greedy tokens that `tessera run` must give on the
-// converted file. BF16 weights arrive in a BF16 GGUF bit for bit (Q and K
+// Qwen 3, Phi-3, Gemma 2, Gemma 3, Qwen3-MoE or Mixtral checkpoint (random
+// weights, HF's tensor names, shapes and rotary convention, a real tokenizer,
+// sharded or not, BF16/F16/F32), and its numpy forward gives the greedy
+// tokens that `tessera run` must give on the converted file, and the
+// distributions it must give at every position of a text (KL divergence). BF16 weights arrive in a BF16 GGUF bit for bit (Q and K
 // rows in llama.cpp's permuted order); what cannot be converted is refused
 // naming the file.
 #include "model/gguf_file.h"
@@ -75,6 +75,34 @@ std::vector<int> reference_greedy(const std::string& dir, const std::vector<int>
     return r.exit_code == 0 ? nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>() : std::vector<int>{};
 }
 
+// The converted model's distributions against the reference forward's at
+// every scored position of a short text, over the whole vocabulary: tessera
+// writes a KL base file (for its tokens), the reference writes its own over
+// the same tokens, and `tessera perplexity --kl-divergence` compares them.
+// Returns {maximum KL divergence, share of positions with the same top token}.
+std::pair<double, double> kl_to_reference(const std::string& dir, const std::string& model) {
+    const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
+    const std::string own = model + ".kld", reference = model + ".reference.kld";
+    const test::ProcessResult b = run_process(test::tessera_cmd({"perplexity", "-m", model, "--cache-type", "f32", "-t", "1",
+                                                                 "-f", text, "-c", "32", "--chunks", "1",
+                                                                 "--kl-divergence-base", own}),
+                                              120);
+    EXPECT_EQ(b.exit_code, 0) << b.err;
+    const test::ProcessResult r =
+        run_process({"/usr/bin/python3", script(), "kl-base", dir, "--like", own, "-o", reference}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const test::ProcessResult k = run_process(test::tessera_cmd({"perplexity", "-m", model, "--cache-type", "f32", "-t", "1",
+                                                                 "--kl-divergence-base", reference, "--kl-divergence"}),
+                                              120);
+    EXPECT_EQ(k.exit_code, 0) << k.err;
+    const std::string out = k.out + k.err;
+    const auto value_after = [&](const std::string& label) {
+        const size_t at = out.find(label);
+        return at == std::string::npos ? -1.0 : std::stod(out.substr(at + label.size()));
+    };
+    return {value_after("Maximum KLD:"), value_after("Same top p:")};
+}
+
 std::string convert(const std::string& dir, const std::string& out, const std::string& type) {
     const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", out, "--type", type}), 300);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -109,6 +137,26 @@ TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
         // Phi-4-mini's partial rotation of each head.
         {"phi3_bf16", {"--arch", "phi3", "--dtype", "bf16", "--seed", "8"}, {"f32", "bf16"}},
         {"phi3_partial_rotary", {"--arch", "phi3", "--dtype", "f32", "--partial-rotary", "0.75", "--seed", "9"}, {"f32"}},
+        // Gemma 2 (norms of 1 + w, four a layer; soft caps; a 4-token window
+        // on every other layer; the embedding scaled and tied), with a
+        // SentencePiece tokenizer; and as Q8_0.
+        {"gemma2_bf16", {"--arch", "gemma2", "--dtype", "bf16", "--seed", "10"}, {"f32", "q8_0"}, "tokenizer-llama2"},
+        // Gemma 3 (Q/K norms, two window layers to one global, the local
+        // layers on their own RoPE base, linear scaling on the global ones,
+        // embedding rows past the tokenizer's cut off), with its own 262k
+        // tokenizer; and a multimodal checkpoint's text model (layer_types,
+        // tensors under language_model., a vision tower left out).
+        {"gemma3_bf16", {"--arch", "gemma3", "--dtype", "bf16", "--layers", "4", "--pad-vocab", "64", "--rope-scaling",
+                         "linear", "--seed", "11"}, {"f32"}, "tokenizer-gemma3"},
+        {"gemma3_multimodal", {"--arch", "gemma3mm", "--dtype", "bf16", "--layers", "4", "--window-period", "2",
+                               "--layer-types", "--seed", "12"}, {"bf16"}, "tokenizer-gemma3"},
+        // Mixtures of experts: Qwen3-MoE (mlp.experts.N.*_proj) and Mixtral
+        // (block_sparse_moe.experts.N.w1/w2/w3, Q/K permuted), each expert's
+        // matrices stacked into one GGUF tensor, the router in F32.
+        {"qwen3moe_bf16", {"--arch", "qwen3moe", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
+                           "--seed", "13"}, {"f32", "bf16"}, "tokenizer-qwen3"},
+        {"mixtral_f16", {"--arch", "mixtral", "--dtype", "f16", "--ff", "64", "--experts", "4", "--experts-used", "2",
+                         "--heads", "8", "--kv-heads", "2", "--seed", "14"}, {"f32"}, "tokenizer-llama2"},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.name);
@@ -125,6 +173,11 @@ TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
             }
             if (want.empty()) want = reference_greedy(dir, prompt);
             EXPECT_EQ(tokens, want) << type;
+            const auto [max_kl, same_top] = kl_to_reference(dir, out);
+            EXPECT_GE(max_kl, 0.0) << type;
+            EXPECT_LT(max_kl, type == "q8_0" ? 5e-3 : 1e-4) << type << ": the largest KL divergence from the reference";
+            // Q8_0 rounds the weights: a near tie may go the other way.
+            EXPECT_GE(same_top, type == "q8_0" ? 90.0 : 100.0) << type << ": the same top token at every position";
         }
     }
 }
@@ -196,6 +249,50 @@ TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
     EXPECT_EQ(missing.exit_code, 1);
     EXPECT_NE(missing.err.find("model-00002-of-00002.safetensors named by model.safetensors.index.json is missing"),
               std::string::npos) << missing.err;
+    EXPECT_FALSE(std::filesystem::exists(base + "/x.gguf"));
+}
+
+// What llama.cpp's gemma and qwen3moe graphs cannot compute as HF does is
+// refused, naming the field, rather than converted into a model that runs
+// and gives other numbers.
+TEST(ConvertHf, GemmaAndExpertsTheGraphsCannotComputeAreRefused) {
+    if (!have_inputs()) return;
+    const std::string base = test::scratch_dir("convert_hf_refused_families");
+    const auto refusal = [&](const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+        const std::string config_path = dir + "/config.json";
+        nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
+        const nlohmann::json original = config;
+        edit(config);
+        std::ofstream(config_path) << config.dump();
+        const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
+        std::ofstream(config_path) << original.dump();
+        EXPECT_EQ(r.exit_code, 1);
+        return r.err;
+    };
+    const std::string gemma = base + "/gemma3";
+    write_checkpoint(gemma, {"--arch", "gemma3", "--dtype", "f32", "--layers", "4"}, "tokenizer-llama2");
+    EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["query_pre_attn_scalar"] = 100; })
+                  .find("query_pre_attn_scalar 100: llama.cpp's gemma3 graph scales queries by 1/sqrt(16)"),
+              std::string::npos);
+    EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["hidden_activation"] = "silu"; }).find("hidden_activation"),
+              std::string::npos);
+    EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["attn_logit_softcapping"] = 50.0; })
+                  .find("a Gemma 3 with attn_logit_softcapping"), std::string::npos);
+    EXPECT_NE(refusal(gemma, [](nlohmann::json& c) {
+                  c.erase("sliding_window_pattern");
+                  c["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "sliding_attention"};
+              }).find("layer_types is not periodic"), std::string::npos);
+    const std::string moe = base + "/qwen3moe";
+    write_checkpoint(moe, {"--arch", "qwen3moe", "--dtype", "f32", "--ff", "32"}, "tokenizer-qwen3");
+    EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["norm_topk_prob"] = false; }).find("norm_topk_prob false"),
+              std::string::npos);
+    EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["mlp_only_layers"] = {1}; }).find("dense layers among the experts'"),
+              std::string::npos);
+    EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["num_experts"] = 5; })
+                  .find("tensor 'model.layers.0.mlp.gate.weight' has shape [4, 64], and config.json makes it [5, 64]"),
+              std::string::npos);
+    EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["moe_intermediate_size"] = 48; })
+                  .find("has shape [32, 64], and config.json makes it [48, 64]"), std::string::npos);
     EXPECT_FALSE(std::filesystem::exists(base + "/x.gguf"));
 }
 

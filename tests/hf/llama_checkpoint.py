@@ -1,12 +1,17 @@
 #!/usr/bin/python3
-"""A small Llama (or Qwen 2, Qwen 3, Phi-3) checkpoint in Hugging Face's own layout, and a reference
-forward pass written directly on that layout (HF's rotary convention:
-rotate_half over the two halves of each head), for `tessera convert-hf`'s
-tests. Uses only Debian's python3-numpy: no torch, no transformers.
+"""A small Llama (or Qwen 2, Qwen 3, Phi-3, Gemma 2, Gemma 3, Qwen3-MoE, Mixtral) checkpoint in Hugging
+Face's own layout, and a reference forward pass written directly on that
+layout as transformers computes it (HF's rotary convention: rotate_half over
+the two halves of each head; Gemma's norms multiplying by 1 + w, its soft
+caps, windows and scaled embedding; the experts' softmax router), for
+`tessera convert-hf`'s tests. Uses only Debian's python3-numpy: no torch,
+no transformers.
 
-  llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3] [--seed S] [--layers L] [--dim N] [--heads H]
+  llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma3mm|qwen3moe|mixtral]
+                      [--seed S] [--layers L] [--dim N] [--heads H]
                       [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie]
   llama_checkpoint.py forward DIR --tokens 1,2,3 [--n 8]   -> JSON {"tokens": [...]} (greedy)
+  llama_checkpoint.py kl-base DIR --like TESSERA.kld -o REFERENCE.kld   (the reference's distributions)
 """
 import argparse
 import json
@@ -62,13 +67,37 @@ def write(args):
     added = json.load(open(os.path.join(args.dir, "tokenizer.json"))).get("added_tokens", [])
     vocab = max([vocab] + [t["id"] + 1 for t in added]) + args.pad_vocab  # embedding rows no token names
     hd = args.dim // args.heads
+    gemma = args.arch in ("gemma2", "gemma3", "gemma3mm")
+    if gemma:
+        args.tie = True  # Gemma's output head is its embedding
     architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                    "phi3": "Phi3ForCausalLM"}[args.arch]
+                    "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                    "gemma3mm": "Gemma3ForConditionalGeneration", "qwen3moe": "Qwen3MoeForCausalLM",
+                    "mixtral": "MixtralForCausalLM"}[args.arch]
     config = {"architectures": [architecture], "model_type": args.arch, "hidden_size": args.dim, "head_dim": hd,
               "intermediate_size": args.ff, "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
               "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
               "max_position_embeddings": 256, "vocab_size": vocab, "tie_word_embeddings": args.tie,
               "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[args.dtype]}
+    if gemma:
+        config.update({"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": hd,
+                       "sliding_window": args.window, "rms_norm_eps": 1e-6})
+    if args.arch == "gemma2":
+        config.update({"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})
+    if args.arch in ("gemma3", "gemma3mm"):
+        config.update({"model_type": "gemma3_text", "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                       "attn_logit_softcapping": None, "final_logit_softcapping": None})
+        if args.layer_types:
+            config["layer_types"] = ["full_attention" if (l + 1) % args.window_period == 0 else "sliding_attention"
+                                     for l in range(args.layers)]
+        else:
+            config["sliding_window_pattern"] = args.window_period
+    if args.arch == "qwen3moe":
+        config.update({"num_experts": args.experts, "num_experts_per_tok": args.experts_used,
+                       "moe_intermediate_size": args.ff, "intermediate_size": 3 * args.ff, "norm_topk_prob": True,
+                       "decoder_sparse_step": 1, "mlp_only_layers": []})
+    if args.arch == "mixtral":
+        config.update({"num_local_experts": args.experts, "num_experts_per_tok": args.experts_used})
     if args.partial_rotary < 1.0:
         config["partial_rotary_factor"] = args.partial_rotary
     if args.rope_scaling == "linear":
@@ -76,6 +105,12 @@ def write(args):
     elif args.rope_scaling == "llama3":
         config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    if args.arch == "gemma3mm":  # the text model's config nested, as the multimodal checkpoints keep it
+        text = dict(config, architectures=None)
+        del text["architectures"]
+        config = {"architectures": [architecture], "model_type": "gemma3", "text_config": text,
+                  "vision_config": {"hidden_size": 16, "model_type": "siglip_vision_model"},
+                  "torch_dtype": config["torch_dtype"]}
     json.dump(config, open(os.path.join(args.dir, "config.json"), "w"), indent=2)
     if args.big:
         write_big(args, config, vocab)
@@ -85,10 +120,18 @@ def write(args):
     def mat(rows, cols, scale):
         return (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
 
-    tensors = [("model.embed_tokens.weight", mat(vocab, args.dim, 1.0))]
+    def norm(n):  # Gemma's norms multiply by 1 + w: its weights sit near 0
+        return ((0.0 if gemma else 1.0) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    # Gemma scales its embedding by sqrt(dim) on the way in and ties it to
+    # the head: rows of norm ~1 keep the last token from always winning.
+    embedding = mat(vocab, args.dim, 0.15 if gemma else 1.0)
+    if args.pad_vocab and args.arch in ("gemma3", "gemma3mm"):
+        embedding[vocab - args.pad_vocab:] = 0  # rows no token names (llama.cpp's converter cuts them off)
+    tensors = [("model.embed_tokens.weight", embedding)]
     for l in range(args.layers):
         p = f"model.layers.{l}."
-        tensors += [(p + "input_layernorm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)),
+        tensors += [(p + "input_layernorm.weight", norm(args.dim)),
                     (p + "self_attn.q_proj.weight", mat(args.heads * hd, args.dim, args.dim ** -0.5)),
                     (p + "self_attn.k_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
                     (p + "self_attn.v_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
@@ -96,14 +139,29 @@ def write(args):
                        (p + "self_attn.k_proj.bias", (0.5 * rng.standard_normal(args.kv_heads * hd)).astype(np.float32)),
                        (p + "self_attn.v_proj.bias", (0.5 * rng.standard_normal(args.kv_heads * hd)).astype(np.float32))]
                       if args.arch == "qwen2" else []),
-                    *([(p + "self_attn.q_norm.weight", (1 + 0.2 * rng.standard_normal(hd)).astype(np.float32)),
-                       (p + "self_attn.k_norm.weight", (1 + 0.2 * rng.standard_normal(hd)).astype(np.float32))]
-                      if args.arch == "qwen3" else []),
+                    *([(p + "self_attn.q_norm.weight", ((0.0 if gemma else 1.0) + 0.2 * rng.standard_normal(hd)).astype(np.float32)),
+                       (p + "self_attn.k_norm.weight", ((0.0 if gemma else 1.0) + 0.2 * rng.standard_normal(hd)).astype(np.float32))]
+                      if args.arch in ("qwen3", "qwen3moe", "gemma3", "gemma3mm") else []),
                     (p + "self_attn.o_proj.weight", mat(args.dim, args.heads * hd, args.dim ** -0.5)),
-                    (p + "post_attention_layernorm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)),
-                    (p + "mlp.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
-                    (p + "mlp.up_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
-                    (p + "mlp.down_proj.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
+                    (p + "post_attention_layernorm.weight", norm(args.dim)),
+                    *([(p + "pre_feedforward_layernorm.weight", norm(args.dim)),
+                       (p + "post_feedforward_layernorm.weight", norm(args.dim))] if gemma else [])]
+        if args.arch == "qwen3moe":
+            tensors.append((p + "mlp.gate.weight", mat(args.experts, args.dim, args.dim ** -0.5)))
+            for e in range(args.experts):
+                tensors += [(p + f"mlp.experts.{e}.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                            (p + f"mlp.experts.{e}.up_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                            (p + f"mlp.experts.{e}.down_proj.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
+        elif args.arch == "mixtral":
+            tensors.append((p + "block_sparse_moe.gate.weight", mat(args.experts, args.dim, args.dim ** -0.5)))
+            for e in range(args.experts):
+                tensors += [(p + f"block_sparse_moe.experts.{e}.w1.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                            (p + f"block_sparse_moe.experts.{e}.w3.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                            (p + f"block_sparse_moe.experts.{e}.w2.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
+        else:
+            tensors += [(p + "mlp.gate_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                        (p + "mlp.up_proj.weight", mat(args.ff, args.dim, args.dim ** -0.5)),
+                        (p + "mlp.down_proj.weight", mat(args.dim, args.ff, args.ff ** -0.5))]
     if args.arch == "phi3":  # Phi-3 keeps Q, K, V in one projection, gate and up in another
         fused = []
         for l in range(args.layers):
@@ -116,9 +174,13 @@ def write(args):
                 fused.append((n, a))
         drop = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
         tensors = [t for t in tensors if not any(d in t[0] for d in drop)] + fused
-    tensors.append(("model.norm.weight", (1 + 0.1 * rng.standard_normal(args.dim)).astype(np.float32)))
+    tensors.append(("model.norm.weight", norm(args.dim)))
     if not args.tie:
         tensors.append(("lm_head.weight", mat(vocab, args.dim, 3 * args.dim ** -0.5)))
+    if args.arch == "gemma3mm":  # the text model under language_model.model., beside a vision tower
+        tensors = [("language_model." + n, a) for n, a in tensors]
+        tensors += [("vision_tower.vision_model.embeddings.patch_embedding.weight", mat(16, 48, 0.1)),
+                    ("multi_modal_projector.mm_input_projection_weight", mat(16, args.dim, 0.1))]
     encoded = [(n, a.shape, encode(a, args.dtype)[0]) for n, a in tensors]
     if args.shards == 1:
         write_safetensors(os.path.join(args.dir, "model.safetensors"), encoded, args.dtype)
@@ -213,14 +275,14 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def logits_of(w, c, tokens):
-    H, K = c["num_attention_heads"], c["num_key_value_heads"]
-    hd = c["head_dim"]
-    eps, T = c["rms_norm_eps"], len(tokens)
-    x = w["model.embed_tokens.weight"][tokens]
-    rot = int(hd * c.get("partial_rotary_factor", 1.0))
-    inv_freq = 1.0 / (c["rope_theta"] ** (np.arange(0, rot, 2) / rot))
-    scaling = c.get("rope_scaling") or {}
+def gelu_tanh(x):  # transformers' gelu_pytorch_tanh
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def rope_tables(c, rot, T, theta, scaled):
+    """cos and sin of each position and rotated value; `scaled`: with config's rope_scaling."""
+    inv_freq = 1.0 / (theta ** (np.arange(0, rot, 2) / rot))
+    scaling = (c.get("rope_scaling") or {}) if scaled else {}
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind == "linear":  # transformers' _compute_linear_scaling_rope_parameters
         inv_freq = inv_freq / scaling["factor"]
@@ -235,11 +297,64 @@ def logits_of(w, c, tokens):
         inv_freq = np.where(medium, smoothed, scaled)
     freqs = np.outer(np.arange(T), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)
-    cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+
+
+def experts_of(w, p, c, h):
+    """A mixture of experts' FFN (Qwen3-MoE, Mixtral): softmax over the
+    router's logits, the top k, their weights renormalized to sum to 1."""
+    mixtral = p + "block_sparse_moe.gate.weight" in w
+    moe = p + ("block_sparse_moe." if mixtral else "mlp.")
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    k = c["num_experts_per_tok"]
+    logits = h @ w[moe + "gate.weight"].T
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-probs[t])[:k]
+        weights = probs[t, top] / probs[t, top].sum()
+        for e, weight in zip(top, weights):
+            g = h[t] @ w[moe + f"experts.{e}.{names[0]}.weight"].T
+            u = h[t] @ w[moe + f"experts.{e}.{names[1]}.weight"].T
+            out[t] += weight * (((g / (1 + np.exp(-g))) * u) @ w[moe + f"experts.{e}.{names[2]}.weight"].T)
+    return out
+
+
+def logits_of(w, c, tokens, all_positions=False):
+    H, K = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c["head_dim"]
+    eps, T = c["rms_norm_eps"], len(tokens)
+    gemma = c["model_type"].startswith("gemma")
+    x = w["model.embed_tokens.weight"][tokens]
+    if gemma:
+        x = x * np.sqrt(c["hidden_size"])  # Gemma scales its embedding (sqrt of 64: exact in any dtype)
+
+    def norm(v, weight):
+        return rms_norm(v, (1 + weight) if gemma else weight, eps)
+
+    rot = int(hd * c.get("partial_rotary_factor", 1.0))
+    global_rope = rope_tables(c, rot, T, c["rope_theta"], True)
+    # Gemma 3's local layers: their own base, no scaling.
+    local_rope = rope_tables(c, rot, T, c.get("rope_local_base_freq", c["rope_theta"]), not gemma)
+    causal = np.triu(np.full((T, T), -np.inf), 1)
+    window = c.get("sliding_window") if gemma else None
+    distance = np.arange(T)[:, None] - np.arange(T)[None, :]
+    windowed = np.where(distance >= window, -np.inf, causal) if window else causal
+    scale = c.get("query_pre_attn_scalar", hd) ** -0.5
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        if c["model_type"] == "gemma2":
+            sliding = l % 2 == 0
+        elif "layer_types" in c:
+            sliding = c["layer_types"][l] == "sliding_attention"
+        elif gemma:
+            sliding = (l + 1) % c["sliding_window_pattern"] != 0
+        else:
+            sliding = False
+        cos, sin = local_rope if sliding else global_rope
+        mask = windowed if sliding else causal
+        h = norm(x, w[p + "input_layernorm.weight"])
         if p + "self_attn.qkv_proj.weight" in w:
             qkv = h @ w[p + "self_attn.qkv_proj.weight"].T
             q, k, v = qkv[:, :H * hd], qkv[:, H * hd:(H + K) * hd], qkv[:, (H + K) * hd:]
@@ -248,33 +363,85 @@ def logits_of(w, c, tokens):
                        for n in "qkv")
         q, k, v = q.reshape(T, H, hd), k.reshape(T, K, hd), v.reshape(T, K, hd)
         if p + "self_attn.q_norm.weight" in w:  # Qwen 3: each head's Q and K normed before the rotation
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+            q = norm(q, w[p + "self_attn.q_norm.weight"])
+            k = norm(k, w[p + "self_attn.k_norm.weight"])
         # Only the first `rot` values of a head rotate (Phi-4-mini: partial_rotary_factor).
         q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
         k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
         out = np.zeros((T, H, hd))
         for head in range(H):
             kv = head // (H // K)
-            s = q[:, head, :] @ k[:, kv, :].T / np.sqrt(hd) + mask
+            s = q[:, head, :] @ k[:, kv, :].T * scale
+            if c.get("attn_logit_softcapping"):
+                s = np.tanh(s / c["attn_logit_softcapping"]) * c["attn_logit_softcapping"]
+            s = s + mask
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             out[:, head, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
-        x = x + out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+        attn = out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+        if gemma:  # Gemma: a norm on each block's output; the FFN's input norm is pre_feedforward_layernorm
+            x = x + norm(attn, w[p + "post_attention_layernorm.weight"])
+            h = norm(x, w[p + "pre_feedforward_layernorm.weight"])
+            g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+            x = x + norm((gelu_tanh(g) * u) @ w[p + "mlp.down_proj.weight"].T, w[p + "post_feedforward_layernorm.weight"])
+            continue
+        x = x + attn
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        if "num_experts_per_tok" in c:
+            x = x + experts_of(w, p, c, h)
+            continue
         if p + "mlp.gate_up_proj.weight" in w:
             gu = h @ w[p + "mlp.gate_up_proj.weight"].T
             g, u = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
         else:
             g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
         x = x + ((g / (1 + np.exp(-g))) * u) @ w[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, w["model.norm.weight"], eps)
-    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    return x[-1] @ head.T
+    x = norm(x, w["model.norm.weight"])
+    head = w["model.embed_tokens.weight"] if gemma else w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    logits = (x if all_positions else x[-1]) @ head.T
+    if c.get("final_logit_softcapping"):
+        logits = np.tanh(logits / c["final_logit_softcapping"]) * c["final_logit_softcapping"]
+    return logits
+
+
+def load(d):
+    c = json.load(open(os.path.join(d, "config.json")))
+    w = read_checkpoint(d)
+    if "text_config" in c:  # a multimodal Gemma 3: its text model
+        c = c["text_config"]
+        w = {n[len("language_model."):]: a for n, a in w.items() if n.startswith("language_model.")}
+    return c, w
+
+
+def kl_base(args):
+    """The reference's distributions in llama-perplexity's KL base file
+    format (src/eval/kl_divergence.h), over the tokens of a base file
+    `tessera perplexity --chunks 1` wrote for the converted model: `tessera
+    perplexity --kl-divergence` then compares the converted model with HF's
+    forward at every scored position, over the whole vocabulary."""
+    c, w = load(args.dir)
+    raw = open(args.like, "rb").read()
+    assert raw[:8] == b"_logits_", "not a KL base file"
+    n_ctx, n_vocab, n_chunk = struct.unpack("<iii", raw[8:20])
+    if n_chunk != 1:
+        raise SystemExit(f"{args.like}: {n_chunk} chunks; write it with --chunks 1")
+    tokens = list(struct.unpack(f"<{n_ctx}i", raw[20:20 + 4 * n_ctx]))
+    logits = logits_of(w, c, tokens, all_positions=True)[:, :n_vocab]  # Gemma 3's rows past its tokenizer are cut
+    out = [raw[:20 + 4 * n_ctx]]
+    for i in range(n_ctx // 2, n_ctx - 1):
+        row = logits[i].astype(np.float64)
+        top, low = row.max(), max(row.min(), row.max() - 16)
+        scale = (top - low) / 65535
+        log_sum = top + np.log(np.exp(row - top).sum())
+        codes = np.where(row > low, np.rint((row - low) / scale) if scale > 0 else 0, 0).astype(np.uint16)
+        out.append(struct.pack("<ff", scale, low - log_sum))
+        out.append(codes.tobytes())
+        if n_vocab % 2:
+            out.append(b"\0\0")
+    open(args.output, "wb").write(b"".join(out))
 
 
 def forward(args):
-    c = json.load(open(os.path.join(args.dir, "config.json")))
-    w = read_checkpoint(args.dir)
+    c, w = load(args.dir)
     tokens = [int(t) for t in args.tokens.split(",")]
     generated, first = [], None
     for _ in range(args.n):
@@ -294,7 +461,13 @@ def main():
     w = sub.add_parser("write")
     w.add_argument("dir")
     w.add_argument("--tokenizer-dir", required=True)
-    w.add_argument("--arch", default="llama", choices=["llama", "qwen2", "qwen3", "phi3"])
+    w.add_argument("--arch", default="llama",
+                   choices=["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma3mm", "qwen3moe", "mixtral"])
+    w.add_argument("--window", type=int, default=4, help="Gemma's sliding_window")
+    w.add_argument("--window-period", type=int, default=3, help="Gemma 3's sliding_window_pattern")
+    w.add_argument("--layer-types", action="store_true", help="Gemma 3's window pattern as layer_types (newer configs)")
+    w.add_argument("--experts", type=int, default=4)
+    w.add_argument("--experts-used", type=int, default=2)
     w.add_argument("--partial-rotary", type=float, default=1.0, help="partial_rotary_factor (Phi-4-mini: 0.75)")
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--layers", type=int, default=2)
@@ -312,8 +485,12 @@ def main():
     f.add_argument("dir")
     f.add_argument("--tokens", required=True)
     f.add_argument("--n", type=int, default=8)
+    k = sub.add_parser("kl-base")
+    k.add_argument("dir")
+    k.add_argument("--like", required=True, help="a base file of `tessera perplexity --chunks 1` (its tokens)")
+    k.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
-    write(args) if args.command == "write" else forward(args)
+    {"write": write, "forward": forward, "kl-base": kl_base}[args.command](args)
 
 
 if __name__ == "__main__":

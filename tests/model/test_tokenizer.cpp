@@ -620,8 +620,20 @@ TEST(ConvertTokenizer, BadFilesAreClearErrors) {
                            "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}}})")
                   .find("is not one Tessera knows"),
               std::string::npos);
-    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []}})")
-                  .find("byte_fallback"),
+    // SentencePiece-style (byte_fallback): a normalizer or pre-tokenizer
+    // llama.cpp's tokenizer would not apply, a merge that makes no token.
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []},
+                           "normalizer": {"type": "NFKC"}})")
+                  .find("a SentencePiece-style normalizer step '{\"type\":\"NFKC\"}'"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []},
+                           "pre_tokenizer": {"type": "Whitespace"}})")
+                  .find("a SentencePiece-style pre-tokenizer"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})")
+                  .find("merge 0 ('a b') makes no token of the vocabulary"),
+              std::string::npos);
+    EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})").find("merge 'ab' has no space"),
               std::string::npos);
 }
 
