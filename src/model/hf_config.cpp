@@ -62,7 +62,24 @@ HfRopeScaling hf_rope_scaling(const nlohmann::json& scaling, const std::string& 
         }
         return r;
     }
-    throw make_error("{}: rope_scaling of type '{}' is not converted yet (none, linear and llama3 are)", path,
+    if (kind == "yarn") {
+        r.kind = kind;
+        r.original_context = s.number("original_max_position_embeddings", 0.0);
+        r.beta_fast = s.number("beta_fast", 32.0);
+        r.beta_slow = s.number("beta_slow", 1.0);
+        if (!(r.original_context >= 1 && r.original_context <= (1 << 24)) || !(r.beta_fast > 0 && r.beta_slow > 0)) {
+            throw make_error("{}: yarn rope_scaling needs original_max_position_embeddings in [1, 2^24] and positive "
+                             "beta_fast and beta_slow", path);
+        }
+        // transformers' attention_factor / mscale / mscale_all_dim change the
+        // magnitude llama.cpp's graph derives from the factor alone.
+        for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"}) {
+            if (s.has(key)) throw make_error("{}: yarn rope_scaling with '{}' is not converted yet", path, key);
+        }
+        r.truncate = s.boolean("truncate", true);
+        return r;
+    }
+    throw make_error("{}: rope_scaling of type '{}' is not converted yet (none, linear, llama3 and yarn are)", path,
                      kind.substr(0, 40));
 }
 

@@ -163,6 +163,76 @@ void write_gemma_keys(const HfConfig& c, const HfDims& d, const HfFamily& family
     }
 }
 
+// What llama.cpp's gpt-oss graph computes, and the checkpoint must say:
+// the clamped SwiGLU at 7, a window on every other layer from the first, the
+// experts in MXFP4 (the released form; a dequantized checkpoint keeps its
+// experts transposed and is not converted).
+void check_gpt_oss(const HfConfig& c, const HfDims& d) {
+    if (const double limit = c.number("swiglu_limit", 7.0); limit != 7.0) {
+        throw make_error("{}: swiglu_limit {}: llama.cpp's gpt-oss graph clamps at 7", c.path, limit);
+    }
+    const auto q = c.j.find("quantization_config");
+    if (q == c.j.end() || !q->is_object() || q->value("quant_method", "") != "mxfp4") {
+        throw make_error("{}: a gpt-oss checkpoint without quantization_config.quant_method \"mxfp4\": convert-hf "
+                         "reads the released MXFP4 experts only", c.path);
+    }
+    if (const auto types = c.j.find("layer_types"); types != c.j.end() && !types->is_null()) {
+        if (!types->is_array() || static_cast<int64_t>(types->size()) != d.n_layer) {
+            throw make_error("{}: layer_types is not a list of {} layer types", c.path, d.n_layer);
+        }
+        for (int64_t l = 0; l < d.n_layer; ++l) {
+            if ((*types)[static_cast<size_t>(l)] != (l % 2 == 0 ? "sliding_attention" : "full_attention")) {
+                throw make_error("{}: layer_types: layer {} breaks the pattern llama.cpp's gpt-oss graph has (a "
+                                 "window on every other layer, from the first)", c.path, l);
+            }
+        }
+    }
+    if (d.n_embd % 32 != 0 || d.n_ff_expert % 32 != 0) {
+        throw make_error("{}: widths {} and {} are not whole MXFP4 blocks of 32", c.path, d.n_embd, d.n_ff_expert);
+    }
+}
+
+// gpt-oss's MXFP4 experts, block by block: the scale byte (E8M0, the same
+// in both formats) and the 32 4-bit codes, which the checkpoint packs two
+// neighbours to a byte (element 2k low, 2k + 1 high) and ggml packs half a
+// block apart (element j low, j + 16 high). No value is rounded.
+void add_mxfp4_tensor(const HfCheckpoint& checkpoint, const HfTensorPlan& t, GgufWriter& writer) {
+    for (const std::string& name : {t.sources[0], t.mxfp4_scales}) {
+        if (!checkpoint.has(name)) throw make_error("{}: the checkpoint has no tensor '{}'", checkpoint.dir(), name);
+        if (checkpoint.tensor(name).dtype != SafetensorsDtype::U8) {
+            throw make_error("{}: tensor '{}' is {}, and MXFP4 blocks and scales are U8", checkpoint.shard_of(name).path(),
+                             name, safetensors_dtype_name(checkpoint.tensor(name).dtype));
+        }
+    }
+    const std::vector<int64_t>& shape = t.source_shape;  // [experts, rows, blocks, 16]
+    const std::vector<int64_t> scale_shape = {shape[0], shape[1], shape[2]};
+    for (const auto& [name, want] : {std::pair{t.sources[0], shape}, std::pair{t.mxfp4_scales, scale_shape}}) {
+        if (checkpoint.tensor(name).shape != want) {
+            throw make_error("{}: tensor '{}' has shape [{}], and config.json makes it [{}]", checkpoint.shard_of(name).path(),
+                             name, fmt::join(checkpoint.tensor(name).shape, ", "), fmt::join(want, ", "));
+        }
+    }
+    const int64_t experts = shape[0], rows = shape[1], blocks = shape[2];
+    const int64_t out_rows = t.row_parity >= 0 ? rows / 2 : rows;
+    const std::span<const uint8_t> codes = checkpoint.data(t.sources[0]), scales = checkpoint.data(t.mxfp4_scales);
+    writer.add_tensor(t.gguf, QuantType::MXFP4, {blocks * 32, out_rows, experts},
+                      [=, gguf = t.gguf, parity = t.row_parity](uint8_t* dst, uint64_t n) {
+        if (n != static_cast<uint64_t>(experts * out_rows * blocks) * 17) throw make_error("{}: {} bytes asked for", gguf, n);
+        for (int64_t e = 0; e < experts; ++e) {
+            for (int64_t r = 0; r < out_rows; ++r) {
+                const int64_t from = e * rows + (parity >= 0 ? 2 * r + parity : r);
+                for (int64_t b = 0; b < blocks; ++b) {
+                    const uint8_t* in = codes.data() + (from * blocks + b) * 16;
+                    *dst++ = scales[static_cast<size_t>(from * blocks + b)];
+                    const auto code = [in](int m) { return (in[m / 2] >> (4 * (m % 2))) & 0x0F; };
+                    for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
+                }
+            }
+        }
+        release_pages(codes.data(), codes.size());
+    });
+}
+
 // The tokenizer's metadata into the model's GGUF; a vocabulary shorter than
 // the embedding (Qwen 2.5 pads its rows to a multiple of 128) gets
 // "[PAD<id>]" tokens of the unused type up to n_vocab, as llama.cpp's
@@ -199,6 +269,10 @@ void write_vocabulary(const GgufFile& vocab, const GgufValue& tokens, const Gguf
 // One GGUF tensor, its sources checked against the plan and converted row
 // by row when the writer asks for its bytes.
 void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options, const HfTensorPlan& t, GgufWriter& writer) {
+    if (!t.mxfp4_scales.empty()) {
+        add_mxfp4_tensor(checkpoint, t, writer);
+        return;
+    }
     std::vector<std::span<const uint8_t>> sources;
     SafetensorsDtype dtype = SafetensorsDtype::F32;
     for (const std::string& name : t.sources) {
@@ -219,7 +293,9 @@ void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options,
         sources.push_back(checkpoint.data(name));
     }
     const bool matrix = t.source_shape.size() == 2;
-    const int64_t cols = t.source_shape.back();
+    const int64_t source_cols = t.source_shape.back();
+    const int parity = t.column_parity;
+    const int64_t cols = parity >= 0 ? source_cols / 2 : source_cols;
     const int64_t rows = matrix ? (t.keep_rows > 0 ? t.keep_rows : t.source_shape[0]) : 1;
     const QuantType type = matrix && !t.keep_f32 ? options.type : QuantType::F32;
     if (cols % layout_of(type).block_size != 0) {
@@ -235,7 +311,7 @@ void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options,
     writer.add_tensor(t.gguf, type, ne, [=, gguf = t.gguf, permute = t.permute_head_dim, shift = t.shift](uint8_t* dst, uint64_t n) {
         if (n != out_row * static_cast<uint64_t>(rows) * sources.size()) throw make_error("{}: {} bytes asked for", gguf, n);
         std::vector<float> row(static_cast<size_t>(cols));
-        const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
+        const uint64_t row_bytes = static_cast<uint64_t>(source_cols) * elem;
         for (size_t s = 0; s < sources.size(); ++s) {
             const std::span<const uint8_t> bytes = sources[s];
             uint8_t* out_rows = dst + s * out_row * static_cast<uint64_t>(rows);
@@ -248,7 +324,10 @@ void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options,
             for (int64_t r = 0; r < rows; ++r) {
                 const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
                 const uint8_t* src = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
-                for (int64_t i = 0; i < cols; ++i) row[static_cast<size_t>(i)] = element(dtype, src + i * elem) + shift;
+                for (int64_t i = 0; i < cols; ++i) {
+                    const int64_t at = parity >= 0 ? 2 * i + parity : i;
+                    row[static_cast<size_t>(i)] = element(dtype, src + at * elem) + shift;
+                }
                 out->from_float(row.data(), out_rows + static_cast<uint64_t>(r) * out_row, cols);
                 const int64_t done_rows = permute > 0 ? (r + 1) / permute * permute : r + 1;
                 const uint64_t done = static_cast<uint64_t>(done_rows) * row_bytes;
@@ -311,11 +390,15 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
             throw make_error("{}: norm_topk_prob false: llama.cpp's qwen3moe graph always normalizes the chosen "
                              "experts' weights", config_path);
         }
-    } else if (family.kind == HfFamilyKind::kMixtral) {
+    } else if (family.kind == HfFamilyKind::kMixtral || family.kind == HfFamilyKind::kGptOss) {
         d.n_expert = c.integer("num_local_experts", 1, 1 << 12);
         d.n_ff_expert = d.n_ff;
     }
-    const int64_t n_expert_used = d.n_expert > 0 ? c.integer("num_experts_per_tok", 1, d.n_expert) : 0;
+    // gpt-oss's config says experts_per_token.
+    const char* used_key = family.kind == HfFamilyKind::kGptOss && !c.has("num_experts_per_tok") ? "experts_per_token"
+                                                                                              : "num_experts_per_tok";
+    const int64_t n_expert_used = d.n_expert > 0 ? c.integer(used_key, 1, d.n_expert) : 0;
+    if (family.kind == HfFamilyKind::kGptOss) check_gpt_oss(c, d);
     const HfRopeScaling rope = hf_rope_scaling(c.j.contains("rope_scaling") ? c.j["rope_scaling"] : nlohmann::json(),
                                                config_path);
 
@@ -369,6 +452,12 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     if (rope.kind == "linear") {
         writer.set_string(p + "rope.scaling.type", "linear");
         writer.set_f32(p + "rope.scaling.factor", static_cast<float>(rope.factor));
+    } else if (rope.kind == "yarn") {
+        writer.set_string(p + "rope.scaling.type", "yarn");
+        writer.set_f32(p + "rope.scaling.factor", static_cast<float>(rope.factor));
+        writer.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(rope.original_context));
+        writer.set_f32(p + "rope.scaling.yarn_beta_fast", static_cast<float>(rope.beta_fast));
+        writer.set_f32(p + "rope.scaling.yarn_beta_slow", static_cast<float>(rope.beta_slow));
     }
     if (gemma || d.head_dim != d.n_embd / d.n_head) {
         writer.set_u32(p + "attention.key_length", static_cast<uint32_t>(d.head_dim));
@@ -377,9 +466,12 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     if (d.n_expert > 0) {
         writer.set_u32(p + "expert_count", static_cast<uint32_t>(d.n_expert));
         writer.set_u32(p + "expert_used_count", static_cast<uint32_t>(n_expert_used));
-        if (family.kind == HfFamilyKind::kQwen3Moe) {
+        if (family.kind == HfFamilyKind::kQwen3Moe || family.kind == HfFamilyKind::kGptOss) {
             writer.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(d.n_ff_expert));
         }
+    }
+    if (family.kind == HfFamilyKind::kGptOss) {
+        writer.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.integer("sliding_window", 1, 1 << 24)));
     }
     if (gemma) write_gemma_keys(c, d, family, writer);
 
@@ -389,7 +481,10 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     std::vector<HfTensorPlan> plan = hf_tensor_plan(family, d, text.prefix);
     if (gemma3 && n_vocab < checkpoint_vocab) plan.front().keep_rows = n_vocab;  // token_embd
     std::set<std::string> planned;
-    for (const HfTensorPlan& t : plan) planned.insert(t.sources.begin(), t.sources.end());
+    for (const HfTensorPlan& t : plan) {
+        planned.insert(t.sources.begin(), t.sources.end());
+        if (!t.mxfp4_scales.empty()) planned.insert(t.mxfp4_scales);
+    }
     for (const std::string& name : checkpoint.names()) {
         if (planned.count(name) != 0) continue;
         // Rotary caches some exporters keep are recomputed, never read;

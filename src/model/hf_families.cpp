@@ -8,7 +8,7 @@ namespace tessera {
 
 namespace {
 
-const std::array<HfFamily, 10> kFamilies = {{
+const std::array<HfFamily, 11> kFamilies = {{
     {HfFamilyKind::kLlama, "LlamaForCausalLM", "llama"},
     {HfFamilyKind::kLlama, "MistralForCausalLM", "llama"},
     {HfFamilyKind::kMixtral, "MixtralForCausalLM", "llama"},
@@ -19,7 +19,42 @@ const std::array<HfFamily, 10> kFamilies = {{
     {HfFamilyKind::kGemma2, "Gemma2ForCausalLM", "gemma2"},
     {HfFamilyKind::kGemma3, "Gemma3ForCausalLM", "gemma3"},
     {HfFamilyKind::kGemma3, "Gemma3ForConditionalGeneration", "gemma3"},
+    {HfFamilyKind::kGptOss, "GptOssForCausalLM", "gpt-oss"},
 }};
+
+// gpt-oss's layer: biased projections, sinks, the FFN's norm under
+// post_attention_norm, a biased router and MXFP4 experts.
+void gpt_oss_layer(const HfDims& d, const std::string& hf, const std::string& b, std::vector<HfTensorPlan>& plan) {
+    const int64_t q_rows = d.n_head * d.head_dim, kv_rows = d.n_head_kv * d.head_dim;
+    const auto add = [&](std::string gguf, std::string source, std::vector<int64_t> shape, bool f32) {
+        HfTensorPlan t{std::move(gguf), {hf + std::move(source)}, std::move(shape)};
+        t.keep_f32 = f32;
+        plan.push_back(std::move(t));
+        return &plan.back();
+    };
+    add(b + "attn_norm.weight", "input_layernorm.weight", {d.n_embd}, true);
+    for (const auto& [x, rows] : {std::pair<const char*, int64_t>{"q", q_rows}, {"k", kv_rows}, {"v", kv_rows}}) {
+        add(fmt::format("{}attn_{}.weight", b, x), fmt::format("self_attn.{}_proj.weight", x), {rows, d.n_embd}, false);
+        add(fmt::format("{}attn_{}.bias", b, x), fmt::format("self_attn.{}_proj.bias", x), {rows}, true);
+    }
+    add(b + "attn_output.weight", "self_attn.o_proj.weight", {d.n_embd, q_rows}, false);
+    add(b + "attn_output.bias", "self_attn.o_proj.bias", {d.n_embd}, true);
+    add(b + "attn_sinks.weight", "self_attn.sinks", {d.n_head}, true);
+    add(b + "post_attention_norm.weight", "post_attention_layernorm.weight", {d.n_embd}, true);
+    add(b + "ffn_gate_inp.weight", "mlp.router.weight", {d.n_expert, d.n_embd}, true);
+    add(b + "ffn_gate_inp.bias", "mlp.router.bias", {d.n_expert}, true);
+    const std::string e = hf + "mlp.experts.";
+    for (const auto& [name, parity] : {std::pair<const char*, int>{"ffn_gate_exps", 0}, {"ffn_up_exps", 1}}) {
+        HfTensorPlan* w = add(b + name + ".weight", "mlp.experts.gate_up_proj_blocks",
+                              {d.n_expert, 2 * d.n_ff_expert, d.n_embd / 32, 16}, false);
+        w->mxfp4_scales = e + "gate_up_proj_scales";
+        w->row_parity = parity;
+        add(b + name + ".bias", "mlp.experts.gate_up_proj_bias", {d.n_expert, 2 * d.n_ff_expert}, true)->column_parity = parity;
+    }
+    add(b + "ffn_down_exps.weight", "mlp.experts.down_proj_blocks", {d.n_expert, d.n_embd, d.n_ff_expert / 32, 16}, false)
+        ->mxfp4_scales = e + "down_proj_scales";
+    add(b + "ffn_down_exps.bias", "mlp.experts.down_proj_bias", {d.n_expert, d.n_embd}, true);
+}
 
 }  // namespace
 
@@ -54,6 +89,10 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family, const HfDims& d
     if (!d.tied) plan.push_back({"output.weight", {"lm_head.weight"}, {d.n_vocab, d.n_embd}});
     for (int64_t l = 0; l < d.n_layer; ++l) {
         const std::string hf = fmt::format("layers.{}.", l), b = fmt::format("blk.{}.", l);
+        if (k == HfFamilyKind::kGptOss) {
+            gpt_oss_layer(d, prefix + hf, b, plan);
+            continue;
+        }
         vector(b + "attn_norm.weight", hf + "input_layernorm.weight", d.n_embd, norm_shift);
         if (k == HfFamilyKind::kPhi3) {
             matrix(b + "attn_qkv.weight", hf + "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows, d.n_embd);

@@ -12,6 +12,12 @@
 //                             embedding is the output head
 //   qwen3moe, mixtral         a router and experts: each expert's matrices
 //                             stacked into one tensor, expert outermost
+//   gpt-oss                   biases everywhere, attention sinks, a router
+//                             with a bias, and experts as the checkpoint
+//                             ships them: MXFP4 blocks and scales, repacked
+//                             into ggml's MXFP4 blocks without a rounding;
+//                             gate and up interleaved row by row in one
+//                             tensor, split apart
 #pragma once
 
 #include <cstdint>
@@ -20,14 +26,16 @@
 
 namespace tessera {
 
-enum class HfFamilyKind : uint8_t { kLlama, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3, kQwen3Moe, kMixtral };
+enum class HfFamilyKind : uint8_t { kLlama, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3, kQwen3Moe, kMixtral, kGptOss };
 
 struct HfFamily {
     HfFamilyKind kind;
     const char* hf;    // config.json's architectures[0]
     const char* gguf;  // general.architecture
     bool gemma() const { return kind == HfFamilyKind::kGemma2 || kind == HfFamilyKind::kGemma3; }
-    bool experts() const { return kind == HfFamilyKind::kQwen3Moe || kind == HfFamilyKind::kMixtral; }
+    bool experts() const {
+        return kind == HfFamilyKind::kQwen3Moe || kind == HfFamilyKind::kMixtral || kind == HfFamilyKind::kGptOss;
+    }
 };
 
 // The family of architectures[0], or nullptr; the names known, for messages.
@@ -53,6 +61,12 @@ struct HfTensorPlan {
     float shift = 0.0f;                 // added to every value (Gemma's norms)
     int64_t keep_rows = 0;              // > 0: only the first rows (Gemma 3's embedding, cut to its tokenizer)
     bool keep_f32 = false;              // F32 whatever the chosen type (norms, biases, the router)
+    // gpt-oss's experts: sources[0] is the blocks ([experts, rows, columns /
+    // 32, 16] bytes) and this the scales ([experts, rows, columns / 32]),
+    // written as MXFP4 whatever the chosen type.
+    std::string mxfp4_scales;
+    int row_parity = -1;     // 0 / 1: only the even / odd rows (gpt-oss's interleaved gate and up)
+    int column_parity = -1;  // 0 / 1: only the even / odd columns (their biases)
 };
 
 // Every tensor of the family's GGUF. `prefix` is where the text model's

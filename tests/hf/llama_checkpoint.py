@@ -1,13 +1,14 @@
 #!/usr/bin/python3
-"""A small Llama (or Qwen 2, Qwen 3, Phi-3, Gemma 2, Gemma 3, Qwen3-MoE, Mixtral) checkpoint in Hugging
+"""A small Llama (or Qwen 2, Qwen 3, Phi-3, Gemma 2, Gemma 3, Qwen3-MoE, Mixtral, gpt-oss) checkpoint in Hugging
 Face's own layout, and a reference forward pass written directly on that
 layout as transformers computes it (HF's rotary convention: rotate_half over
 the two halves of each head; Gemma's norms multiplying by 1 + w, its soft
-caps, windows and scaled embedding; the experts' softmax router), for
+caps, windows and scaled embedding; the experts' softmax router; gpt-oss's
+MXFP4 experts, sinks, biases and YaRN), for
 `tessera convert-hf`'s tests. Uses only Debian's python3-numpy: no torch,
 no transformers.
 
-  llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma3mm|qwen3moe|mixtral]
+  llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma3mm|qwen3moe|mixtral|gptoss]
                       [--seed S] [--layers L] [--dim N] [--heads H]
                       [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie]
   llama_checkpoint.py forward DIR --tokens 1,2,3 [--n 8]   -> JSON {"tokens": [...]} (greedy)
@@ -44,18 +45,18 @@ def encode(a, dtype):
 
 
 def write_safetensors(path, tensors, dtype):
-    """tensors: list of (name, shape, bytes); the format's header, padded to 8."""
+    """tensors: list of (name, shape, bytes[, safetensors dtype]); the format's header, padded to 8."""
     name = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[dtype]
     header, at = {"__metadata__": {"format": "pt"}}, 0
-    for t, shape, data in tensors:
-        header[t] = {"dtype": name, "shape": list(shape), "data_offsets": [at, at + len(data)]}
+    for t, shape, data, *own in tensors:
+        header[t] = {"dtype": own[0] if own else name, "shape": list(shape), "data_offsets": [at, at + len(data)]}
         at += len(data)
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
-        for _, _, data in tensors:
+        for _, _, data, *_ in tensors:
             f.write(data)
 
 
@@ -73,7 +74,7 @@ def write(args):
     architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                     "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
                     "gemma3mm": "Gemma3ForConditionalGeneration", "qwen3moe": "Qwen3MoeForCausalLM",
-                    "mixtral": "MixtralForCausalLM"}[args.arch]
+                    "mixtral": "MixtralForCausalLM", "gptoss": "GptOssForCausalLM"}[args.arch]
     config = {"architectures": [architecture], "model_type": args.arch, "hidden_size": args.dim, "head_dim": hd,
               "intermediate_size": args.ff, "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
               "num_key_value_heads": args.kv_heads, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
@@ -98,6 +99,14 @@ def write(args):
                        "decoder_sparse_step": 1, "mlp_only_layers": []})
     if args.arch == "mixtral":
         config.update({"num_local_experts": args.experts, "num_experts_per_tok": args.experts_used})
+    if args.arch == "gptoss":
+        config.update({"model_type": "gpt_oss", "num_local_experts": args.experts, "experts_per_token": args.experts_used,
+                       "num_experts_per_tok": args.experts_used, "rope_theta": 150000.0, "sliding_window": args.window,
+                       "layer_types": ["sliding_attention" if l % 2 == 0 else "full_attention" for l in range(args.layers)],
+                       "swiglu_limit": 7.0, "attention_bias": True, "max_position_embeddings": 131072,
+                       "quantization_config": {"quant_method": "mxfp4"},
+                       "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                        "original_max_position_embeddings": 4096, "truncate": args.yarn_truncate}})
     if args.partial_rotary < 1.0:
         config["partial_rotary_factor"] = args.partial_rotary
     if args.rope_scaling == "linear":
@@ -131,6 +140,9 @@ def write(args):
     tensors = [("model.embed_tokens.weight", embedding)]
     for l in range(args.layers):
         p = f"model.layers.{l}."
+        if args.arch == "gptoss":
+            tensors += gpt_oss_layer(args, p, rng, mat, norm)
+            continue
         tensors += [(p + "input_layernorm.weight", norm(args.dim)),
                     (p + "self_attn.q_proj.weight", mat(args.heads * hd, args.dim, args.dim ** -0.5)),
                     (p + "self_attn.k_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
@@ -181,7 +193,9 @@ def write(args):
         tensors = [("language_model." + n, a) for n, a in tensors]
         tensors += [("vision_tower.vision_model.embeddings.patch_embedding.weight", mat(16, 48, 0.1)),
                     ("multi_modal_projector.mm_input_projection_weight", mat(16, args.dim, 0.1))]
-    encoded = [(n, a.shape, encode(a, args.dtype)[0]) for n, a in tensors]
+    # MXFP4 blocks and scales (gpt-oss) are bytes, kept as U8.
+    encoded = [(n, a.shape, a.tobytes(), "U8") if a.dtype == np.uint8 else (n, a.shape, encode(a, args.dtype)[0])
+               for n, a in tensors]
     if args.shards == 1:
         write_safetensors(os.path.join(args.dir, "model.safetensors"), encoded, args.dtype)
         return
@@ -191,9 +205,47 @@ def write(args):
         name = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
         part = encoded[s * per:(s + 1) * per]
         write_safetensors(os.path.join(args.dir, name), part, args.dtype)
-        weight_map.update({n: name for n, _, _ in part})
-    json.dump({"metadata": {"total_size": sum(len(d) for _, _, d in encoded)}, "weight_map": weight_map},
+        weight_map.update({t[0]: name for t in part})
+    json.dump({"metadata": {"total_size": sum(len(t[2]) for t in encoded)}, "weight_map": weight_map},
               open(os.path.join(args.dir, "model.safetensors.index.json"), "w"), indent=2)
+
+
+def mxfp4(rng, experts, rows, cols):
+    """Random MXFP4 weights as the gpt-oss checkpoints ship them: [experts,
+    rows, cols / 32, 16] bytes of two 4-bit codes, [experts, rows, cols / 32]
+    E8M0 scales near 2^-5 (values near 1 / sqrt(64))."""
+    blocks = rng.integers(0, 256, size=(experts, rows, cols // 32, 16), dtype=np.uint8)
+    scales = rng.integers(121, 124, size=(experts, rows, cols // 32), dtype=np.uint8)
+    return blocks, scales
+
+
+def gpt_oss_layer(args, p, rng, mat, norm):
+    hd, E, ff = args.dim // args.heads, args.experts, args.ff
+
+    def bias(*shape):
+        return (0.3 * rng.standard_normal(shape)).astype(np.float32)
+
+    gate_up_blocks, gate_up_scales = mxfp4(rng, E, 2 * ff, args.dim)
+    down_blocks, down_scales = mxfp4(rng, E, args.dim, ff)
+    return [(p + "input_layernorm.weight", norm(args.dim)),
+            (p + "self_attn.q_proj.weight", mat(args.heads * hd, args.dim, args.dim ** -0.5)),
+            (p + "self_attn.q_proj.bias", bias(args.heads * hd)),
+            (p + "self_attn.k_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
+            (p + "self_attn.k_proj.bias", bias(args.kv_heads * hd)),
+            (p + "self_attn.v_proj.weight", mat(args.kv_heads * hd, args.dim, args.dim ** -0.5)),
+            (p + "self_attn.v_proj.bias", bias(args.kv_heads * hd)),
+            (p + "self_attn.o_proj.weight", mat(args.dim, args.heads * hd, args.dim ** -0.5)),
+            (p + "self_attn.o_proj.bias", bias(args.dim)),
+            (p + "self_attn.sinks", bias(args.heads) * 5),
+            (p + "post_attention_layernorm.weight", norm(args.dim)),
+            (p + "mlp.router.weight", mat(E, args.dim, args.dim ** -0.5)),
+            (p + "mlp.router.bias", bias(E)),
+            (p + "mlp.experts.gate_up_proj_blocks", gate_up_blocks),
+            (p + "mlp.experts.gate_up_proj_scales", gate_up_scales),
+            (p + "mlp.experts.gate_up_proj_bias", bias(E, 2 * ff)),
+            (p + "mlp.experts.down_proj_blocks", down_blocks),
+            (p + "mlp.experts.down_proj_scales", down_scales),
+            (p + "mlp.experts.down_proj_bias", bias(E, args.dim))]
 
 
 def write_big(args, config, vocab):
@@ -258,6 +310,9 @@ def read_checkpoint(d):
             b, e = t["data_offsets"]
             if t["dtype"] == "F32":
                 a = np.frombuffer(data[b:e], dtype=np.float32)
+            elif t["dtype"] == "U8":
+                out[name] = np.frombuffer(data[b:e], dtype=np.uint8).reshape(t["shape"])
+                continue
             elif t["dtype"] == "F16":
                 a = np.frombuffer(data[b:e], dtype=np.float16).astype(np.float32)
             else:
@@ -295,9 +350,59 @@ def rope_tables(c, rot, T, theta, scaled):
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelen < old / high) & ~(wavelen > old / low)
         inv_freq = np.where(medium, smoothed, scaled)
+    magnitude = 1.0
+    if kind == "yarn":  # transformers' _compute_yarn_parameters
+        factor, dim = scaling["factor"], rot
+        magnitude = 0.1 * np.log(factor) + 1.0
+
+        def correction_dim(rotations):
+            return dim * np.log(scaling["original_max_position_embeddings"] / (rotations * 2 * np.pi)) / (2 * np.log(theta))
+
+        low, high = correction_dim(scaling.get("beta_fast", 32)), correction_dim(scaling.get("beta_slow", 1))
+        if scaling.get("truncate", True):
+            low, high = np.floor(low), np.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        inv_freq = inv_freq / factor * (1 - extrapolation) + inv_freq * extrapolation
     freqs = np.outer(np.arange(T), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)
-    return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
+    return np.cos(emb)[:, None, :] * magnitude, np.sin(emb)[:, None, :] * magnitude
+
+
+FP4 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def dequantize_mxfp4(blocks, scales):
+    """[..., rows, cols / 32, 16] bytes and [..., rows, cols / 32] scales ->
+    [..., rows, cols] (transformers' convert_moe_packed_tensors)."""
+    values = np.empty(blocks.shape[:-1] + (32,))
+    values[..., 0::2] = FP4[blocks & 0x0F]
+    values[..., 1::2] = FP4[blocks >> 4]
+    values *= np.exp2(scales.astype(np.float64) - 127)[..., None]
+    return values.reshape(blocks.shape[:-2] + (-1,))
+
+
+def gpt_oss_experts(w, p, c, h):
+    """gpt-oss's FFN: the router's top k logits (with its bias), a softmax
+    over those; each expert's clamped SwiGLU with biases."""
+    e = p + "mlp.experts."
+    gate_up = dequantize_mxfp4(w[e + "gate_up_proj_blocks"], w[e + "gate_up_proj_scales"])
+    down = dequantize_mxfp4(w[e + "down_proj_blocks"], w[e + "down_proj_scales"])
+    logits = h @ w[p + "mlp.router.weight"].T + w[p + "mlp.router.bias"]
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        top = np.argsort(-logits[t])[:c["num_experts_per_tok"]]
+        weights = np.exp(logits[t, top] - logits[t, top].max())
+        weights /= weights.sum()
+        for x, weight in zip(top, weights):
+            gu = gate_up[x] @ h[t] + w[e + "gate_up_proj_bias"][x]
+            g, u = np.minimum(gu[0::2], 7.0), np.clip(gu[1::2], -7.0, 7.0)
+            y = down[x] @ ((u + 1) * g / (1 + np.exp(-1.702 * g))) + w[e + "down_proj_bias"][x]
+            out[t] += weight * y
+    return out
 
 
 def experts_of(w, p, c, h):
@@ -338,13 +443,14 @@ def logits_of(w, c, tokens, all_positions=False):
     # Gemma 3's local layers: their own base, no scaling.
     local_rope = rope_tables(c, rot, T, c.get("rope_local_base_freq", c["rope_theta"]), not gemma)
     causal = np.triu(np.full((T, T), -np.inf), 1)
-    window = c.get("sliding_window") if gemma else None
+    gpt_oss = c["model_type"] == "gpt_oss"
+    window = c.get("sliding_window") if gemma or gpt_oss else None
     distance = np.arange(T)[:, None] - np.arange(T)[None, :]
     windowed = np.where(distance >= window, -np.inf, causal) if window else causal
     scale = c.get("query_pre_attn_scalar", hd) ** -0.5
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        if c["model_type"] == "gemma2":
+        if c["model_type"] in ("gemma2", "gpt_oss"):
             sliding = l % 2 == 0
         elif "layer_types" in c:
             sliding = c["layer_types"][l] == "sliding_attention"
@@ -375,9 +481,12 @@ def logits_of(w, c, tokens, all_positions=False):
             if c.get("attn_logit_softcapping"):
                 s = np.tanh(s / c["attn_logit_softcapping"]) * c["attn_logit_softcapping"]
             s = s + mask
+            if gpt_oss:  # the sink: a logit per head in each softmax's denominator
+                s = np.concatenate([s, np.full((T, 1), w[p + "self_attn.sinks"][head])], axis=-1)
             s = np.exp(s - s.max(axis=-1, keepdims=True))
-            out[:, head, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
-        attn = out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T
+            s = s / s.sum(axis=-1, keepdims=True)
+            out[:, head, :] = s[:, :T] @ v[:, kv, :]
+        attn = out.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T + w.get(p + "self_attn.o_proj.bias", 0.0)
         if gemma:  # Gemma: a norm on each block's output; the FFN's input norm is pre_feedforward_layernorm
             x = x + norm(attn, w[p + "post_attention_layernorm.weight"])
             h = norm(x, w[p + "pre_feedforward_layernorm.weight"])
@@ -386,6 +495,9 @@ def logits_of(w, c, tokens, all_positions=False):
             continue
         x = x + attn
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        if gpt_oss:
+            x = x + gpt_oss_experts(w, p, c, h)
+            continue
         if "num_experts_per_tok" in c:
             x = x + experts_of(w, p, c, h)
             continue
@@ -462,7 +574,10 @@ def main():
     w.add_argument("dir")
     w.add_argument("--tokenizer-dir", required=True)
     w.add_argument("--arch", default="llama",
-                   choices=["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma3mm", "qwen3moe", "mixtral"])
+                   choices=["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma3mm", "qwen3moe", "mixtral",
+                            "gptoss"])
+    w.add_argument("--yarn-truncate", type=lambda v: v == "true", default=True,
+                   help="gpt-oss's rope_scaling truncate (true|false; the released config says false)")
     w.add_argument("--window", type=int, default=4, help="Gemma's sliding_window")
     w.add_argument("--window-period", type=int, default=3, help="Gemma 3's sliding_window_pattern")
     w.add_argument("--layer-types", action="store_true", help="Gemma 3's window pattern as layer_types (newer configs)")
