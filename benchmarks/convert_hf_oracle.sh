@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # convert-hf against llama.cpp: small checkpoints of each family convert-hf
 # knows (Llama, Qwen 2, Qwen 3, Phi-3, Gemma 2, Gemma 3 and its multimodal
-# checkpoints, Qwen3-MoE, Mixtral) are written on Hugging Face's layout
+# checkpoints, Qwen3-MoE, Mixtral, gpt-oss) are written on Hugging Face's layout
 # (tests/hf/llama_checkpoint.py, random weights, real tokenizers), converted to F32 and F16, and their
 # perplexity over tests/data/little_stories.txt measured by llama.cpp's
 # llama-perplexity and by tessera perplexity on the same files (-c 128). The
@@ -27,7 +27,8 @@ echo "|---|---|---|---|---|---|"
 for spec in "llama:bf16:tokenizer-llama3" "qwen2:bf16:tokenizer-qwen3" "qwen3:f32:tokenizer-qwen3" "phi3:bf16:tokenizer-llama3" \
             "gemma2:bf16:tokenizer-llama2" "gemma3:bf16:tokenizer-gemma3:--layers,4,--pad-vocab,64,--rope-scaling,linear" \
             "gemma3mm:bf16:tokenizer-gemma3:--layers,4,--window-period,2,--layer-types" \
-            "qwen3moe:bf16:tokenizer-qwen3:--ff,64" "mixtral:f16:tokenizer-llama2:--ff,64,--heads,8,--kv-heads,2"; do
+            "qwen3moe:bf16:tokenizer-qwen3:--ff,64" "mixtral:f16:tokenizer-llama2:--ff,64,--heads,8,--kv-heads,2" \
+            "gptoss:bf16:tokenizer-gptoss:--ff,64"; do
   IFS=: read -r arch dtype tok extra <<<"$spec"
   IFS=, read -r -a flags <<<"${extra:-}"
   /usr/bin/python3 tests/hf/llama_checkpoint.py write "$work/$arch" --arch "$arch" --dtype "$dtype" \

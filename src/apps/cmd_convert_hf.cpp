@@ -22,7 +22,8 @@ void add_convert_hf_command(CLI::App& app) {
     auto o = std::make_shared<ConvertHfOptions>();
     CLI::App* cmd = app.add_subcommand(
         "convert-hf", "Convert a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json) to GGUF, as "
-                      "llama.cpp's convert_hf_to_gguf.py does (Llama, Mistral, Qwen 2, Qwen 3 and Phi-3 so far)");
+                      "llama.cpp's convert_hf_to_gguf.py does (Llama, Mistral, Mixtral, Qwen 2, Qwen 3, Qwen3-MoE, Phi-3, "
+                      "Gemma 2, Gemma 3, gpt-oss)");
     cmd->add_option("dir", o->convert.dir, "The checkpoint folder")->required();
     cmd->add_option("-o,--output", o->convert.output, "Output GGUF file")->required();
     cmd->add_option("--type", o->type,

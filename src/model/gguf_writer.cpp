@@ -4,6 +4,7 @@
 #include "util/checked.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -179,7 +180,12 @@ void GgufWriter::add_tensor(const std::string& name, QuantType type, const std::
     for (const auto& t : tensors_) {
         if (t.name == name) throw make_error("duplicate tensor '{}'", name);
     }
-    tensors_.push_back({name, type, ne, n_bytes, std::move(fill)});
+    tensors_.push_back({name, type, ne, n_bytes, std::move(fill), {}});
+}
+
+void GgufWriter::add_tensor_rows(const std::string& name, QuantType type, const std::vector<int64_t>& ne, FillRows fill) {
+    add_tensor(name, type, ne, {});
+    tensors_.back().fill_rows = std::move(fill);
 }
 
 void GgufWriter::write(const std::string& path, const std::function<void(size_t, size_t)>& progress) const {
@@ -223,9 +229,24 @@ void GgufWriter::write(const std::string& path, const std::function<void(size_t,
     for (size_t i = 0; i < tensors_.size(); ++i) {
         const auto& t = tensors_[i];
         const uint64_t padded = checked_align_up(t.n_bytes, alignment_, "tensor size");
-        buffer.assign(padded, 0);
-        t.fill(buffer.data(), t.n_bytes);
-        write_bytes(buffer.data(), buffer.size());
+        if (t.fill_rows) {
+            int64_t rows = 1;
+            for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+            const uint64_t row_bytes = rows > 0 ? t.n_bytes / static_cast<uint64_t>(rows) : 0;
+            const int64_t per_chunk = static_cast<int64_t>(std::max<uint64_t>(1, row_chunk_bytes_ / std::max<uint64_t>(1, row_bytes)));
+            for (int64_t first = 0; first < rows; first += per_chunk) {
+                const int64_t n = std::min(per_chunk, rows - first);
+                buffer.assign(static_cast<size_t>(n) * row_bytes, 0);
+                t.fill_rows(buffer.data(), first, n);
+                write_bytes(buffer.data(), buffer.size());
+            }
+            buffer.assign(padded - t.n_bytes, 0);
+            write_bytes(buffer.data(), buffer.size());
+        } else {
+            buffer.assign(padded, 0);
+            t.fill(buffer.data(), t.n_bytes);
+            write_bytes(buffer.data(), buffer.size());
+        }
         if (progress) progress(i + 1, tensors_.size());
     }
     if (std::fflush(file.get()) != 0) throw make_error("{}: write failed: {}", path, std::strerror(errno));

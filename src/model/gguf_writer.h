@@ -1,7 +1,8 @@
 // Writes GGUF version 3 files: metadata in the order it was set, then the
 // tensor table, then each tensor's bytes at `general.alignment`. Tensor bytes
-// come from a fill callback, called one tensor at a time while writing, so a
-// multi-gigabyte model is written with one tensor in memory at a time. The
+// come from a fill callback, called one tensor (or one run of rows) at a
+// time while writing, so a multi-gigabyte model is written with one tensor
+// (or one run of rows) in memory at a time. The
 // output is a pure function of what was added (same input, same bytes).
 #pragma once
 
@@ -33,6 +34,13 @@ public:
 
     // ne[0] is the contiguous dimension, as in GGUF.
     void add_tensor(const std::string& name, QuantType type, const std::vector<int64_t>& ne, Fill fill);
+    // The same, its bytes asked for a run of rows at a time (at most the
+    // row chunk's bytes, at least one row; rows counted over every dimension
+    // but ne[0]), in order: a tensor larger than memory is written through a
+    // buffer of one chunk (convert-hf's 2 GiB F32 embedding of an 8B model).
+    using FillRows = std::function<void(uint8_t* dst, int64_t first_row, int64_t n_rows)>;
+    void add_tensor_rows(const std::string& name, QuantType type, const std::vector<int64_t>& ne, FillRows fill);
+    void set_row_chunk_bytes(uint64_t bytes) { row_chunk_bytes_ = bytes; }  // default 32 MiB
 
     // Every tensor's bytes zero, left as holes of a sparse file (no fill is
     // called, no disk space taken): a file of a model's real shape for
@@ -54,6 +62,7 @@ private:
         std::vector<int64_t> ne;
         uint64_t n_bytes;
         Fill fill;
+        FillRows fill_rows;  // instead of fill
     };
     void set_entry(const std::string& key, std::vector<uint8_t> bytes);
 
@@ -61,6 +70,7 @@ private:
     std::vector<Tensor> tensors_;
     uint32_t alignment_ = 32;
     bool zero_data_ = false;
+    uint64_t row_chunk_bytes_ = 32u << 20;
 };
 
 }  // namespace tessera

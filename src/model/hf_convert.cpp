@@ -6,6 +6,7 @@
 #include "model/hf_config.h"
 #include "model/hf_families.h"
 #include "model/hf_tokenizer_import.h"
+#include "model/quant_mix.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 namespace tessera {
@@ -215,21 +217,19 @@ void add_mxfp4_tensor(const HfCheckpoint& checkpoint, const HfTensorPlan& t, Ggu
     const int64_t experts = shape[0], rows = shape[1], blocks = shape[2];
     const int64_t out_rows = t.row_parity >= 0 ? rows / 2 : rows;
     const std::span<const uint8_t> codes = checkpoint.data(t.sources[0]), scales = checkpoint.data(t.mxfp4_scales);
-    writer.add_tensor(t.gguf, QuantType::MXFP4, {blocks * 32, out_rows, experts},
-                      [=, gguf = t.gguf, parity = t.row_parity](uint8_t* dst, uint64_t n) {
-        if (n != static_cast<uint64_t>(experts * out_rows * blocks) * 17) throw make_error("{}: {} bytes asked for", gguf, n);
-        for (int64_t e = 0; e < experts; ++e) {
-            for (int64_t r = 0; r < out_rows; ++r) {
-                const int64_t from = e * rows + (parity >= 0 ? 2 * r + parity : r);
-                for (int64_t b = 0; b < blocks; ++b) {
-                    const uint8_t* in = codes.data() + (from * blocks + b) * 16;
-                    *dst++ = scales[static_cast<size_t>(from * blocks + b)];
-                    const auto code = [in](int m) { return (in[m / 2] >> (4 * (m % 2))) & 0x0F; };
-                    for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
-                }
+    writer.add_tensor_rows(t.gguf, QuantType::MXFP4, {blocks * 32, out_rows, experts},
+                           [=, parity = t.row_parity](uint8_t* dst, int64_t first, int64_t n) {
+        for (int64_t g = first; g < first + n; ++g) {
+            const int64_t e = g / out_rows, r = g % out_rows;
+            const int64_t from = e * rows + (parity >= 0 ? 2 * r + parity : r);
+            for (int64_t b = 0; b < blocks; ++b) {
+                const uint8_t* in = codes.data() + (from * blocks + b) * 16;
+                *dst++ = scales[static_cast<size_t>(from * blocks + b)];
+                const auto code = [in](int m) { return (in[m / 2] >> (4 * (m % 2))) & 0x0F; };
+                for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
             }
         }
-        release_pages(codes.data(), codes.size());
+        if (first + n == experts * out_rows) release_pages(codes.data(), codes.size());
     });
 }
 
@@ -308,35 +308,37 @@ void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options,
     const uint64_t elem = safetensors_dtype_bytes(dtype);
     const QuantTraits* out = scalar_traits(type);
     const size_t out_row = quant_row_bytes(type, cols);
-    writer.add_tensor(t.gguf, type, ne, [=, gguf = t.gguf, permute = t.permute_head_dim, shift = t.shift](uint8_t* dst, uint64_t n) {
-        if (n != out_row * static_cast<uint64_t>(rows) * sources.size()) throw make_error("{}: {} bytes asked for", gguf, n);
+    // The shards' pages go back to the page cache every 32 MiB read (Q/K
+    // rows are permuted within a head only, so the rows before the current
+    // head are done): memory stays near the writer's chunk of rows.
+    auto released = std::make_shared<std::vector<uint64_t>>(sources.size(), 0);
+    writer.add_tensor_rows(t.gguf, type, ne, [=, permute = t.permute_head_dim, shift = t.shift](uint8_t* dst, int64_t first,
+                                                                                                 int64_t n) {
+        constexpr uint64_t kReleaseBytes = 32u << 20;
         std::vector<float> row(static_cast<size_t>(cols));
         const uint64_t row_bytes = static_cast<uint64_t>(source_cols) * elem;
-        for (size_t s = 0; s < sources.size(); ++s) {
+        for (int64_t g = first; g < first + n; ++g) {
+            const size_t s = static_cast<size_t>(g / rows);
+            const int64_t r = g % rows;
             const std::span<const uint8_t> bytes = sources[s];
-            uint8_t* out_rows = dst + s * out_row * static_cast<uint64_t>(rows);
-            // Read once: the shard's pages go back to the page cache every
-            // 32 MiB (Q/K rows are permuted within a head only, so the rows
-            // before the current head are done), keeping memory near the
-            // output buffer alone.
-            constexpr uint64_t kReleaseBytes = 32u << 20;
-            uint64_t released = 0;
-            for (int64_t r = 0; r < rows; ++r) {
-                const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
-                const uint8_t* src = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
-                for (int64_t i = 0; i < cols; ++i) {
-                    const int64_t at = parity >= 0 ? 2 * i + parity : i;
-                    row[static_cast<size_t>(i)] = element(dtype, src + at * elem) + shift;
-                }
-                out->from_float(row.data(), out_rows + static_cast<uint64_t>(r) * out_row, cols);
-                const int64_t done_rows = permute > 0 ? (r + 1) / permute * permute : r + 1;
-                const uint64_t done = static_cast<uint64_t>(done_rows) * row_bytes;
-                if (done - released >= kReleaseBytes) {
-                    release_pages(bytes.data() + released, done - released);
-                    released = done;
-                }
+            const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
+            const uint8_t* src = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
+            for (int64_t i = 0; i < cols; ++i) {
+                const int64_t at = parity >= 0 ? 2 * i + parity : i;
+                row[static_cast<size_t>(i)] = element(dtype, src + at * elem) + shift;
             }
-            release_pages(bytes.data(), bytes.size());
+            out->from_float(row.data(), dst + static_cast<uint64_t>(g - first) * out_row, cols);
+            uint64_t& done_before = (*released)[s];
+            if (r + 1 == rows) {
+                release_pages(bytes.data(), bytes.size());
+                continue;
+            }
+            const int64_t done_rows = permute > 0 ? (r + 1) / permute * permute : r + 1;
+            const uint64_t done = static_cast<uint64_t>(done_rows) * row_bytes;
+            if (done - done_before >= kReleaseBytes) {
+                release_pages(bytes.data() + done_before, done - done_before);
+                done_before = done;
+            }
         }
     });
 }
@@ -427,6 +429,12 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     GgufWriter writer;
     writer.set_string("general.architecture", arch);
     writer.set_string("general.name", options.name.empty() ? fs::path(options.dir).filename().string() : options.name);
+    // llama.cpp's LLAMA_FTYPE of the chosen type, and the quantization
+    // version its converter always writes.
+    if (const std::optional<QuantizeTarget> target = parse_quantize_target(quant_type_name(options.type))) {
+        writer.set_u32("general.file_type", target->file_type);
+    }
+    writer.set_u32("general.quantization_version", 2);
     const std::string p = arch + ".";
     writer.set_u32(p + "context_length", static_cast<uint32_t>(n_ctx));
     writer.set_u32(p + "embedding_length", static_cast<uint32_t>(d.n_embd));

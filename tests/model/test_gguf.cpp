@@ -126,6 +126,47 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
     EXPECT_NE(GgufFile(dir + "/d.gguf").fingerprint(), f.fingerprint());
 }
 
+// A tensor written a run of rows at a time (convert-hf's way through an
+// embedding larger than memory) gives the same file as one written whole;
+// the runs come in order, cover every row once, and hold at most the chunk.
+TEST(GgufWriter, RowsWrittenInRunsGiveTheSameFile) {
+    const std::string dir = test::test_dir("gguf_writer_rows");
+    const auto value = [](int64_t row, int64_t col) { return static_cast<float>(row * 1000 + col) * 0.5f; };
+    GgufWriter whole, runs;
+    for (GgufWriter* w : {&whole, &runs}) w->set_string("general.architecture", "llama");
+    whole.add_tensor("a", QuantType::F32, {96, 5, 11}, [&](uint8_t* dst, uint64_t n) {
+        ASSERT_EQ(n, 96u * 55 * 4);
+        for (int64_t r = 0; r < 55; ++r) {
+            for (int64_t c = 0; c < 96; ++c) {
+                const float v = value(r, c);
+                std::memcpy(dst + (r * 96 + c) * 4, &v, 4);
+            }
+        }
+    });
+    whole.add_tensor("b", QuantType::Q8_0, {64, 3}, [](uint8_t* dst, uint64_t n) { std::memset(dst, 7, n); });
+    runs.set_row_chunk_bytes(96 * 4 * 7 + 100);  // 7 rows a run
+    int64_t next = 0;
+    runs.add_tensor_rows("a", QuantType::F32, {96, 5, 11}, [&](uint8_t* dst, int64_t first, int64_t n) {
+        EXPECT_EQ(first, next);
+        EXPECT_GE(n, 1);
+        EXPECT_LE(n, 7);
+        next = first + n;
+        for (int64_t r = first; r < first + n; ++r) {
+            for (int64_t c = 0; c < 96; ++c) {
+                const float v = value(r, c);
+                std::memcpy(dst + ((r - first) * 96 + c) * 4, &v, 4);
+            }
+        }
+    });
+    runs.add_tensor_rows("b", QuantType::Q8_0, {64, 3}, [](uint8_t* dst, int64_t, int64_t n) {
+        std::memset(dst, 7, static_cast<size_t>(n) * 68);
+    });
+    whole.write(dir + "/whole.gguf");
+    runs.write(dir + "/runs.gguf");
+    EXPECT_EQ(next, 55);
+    EXPECT_EQ(read_bytes(dir + "/whole.gguf"), read_bytes(dir + "/runs.gguf"));
+}
+
 TEST(GgufWriter, RejectsImpossibleTensors) {
     GgufWriter w;
     auto fill = [](uint8_t*, uint64_t) {};
