@@ -221,22 +221,26 @@ TEST(ConvertHf, Bf16WeightsArriveBitForBit) {
     EXPECT_EQ(gguf.find_tensor("output_norm.weight")->type, QuantType::F32) << "norms stay F32";
 }
 
+// convert-hf's error on the checkpoint in `dir` with its config.json
+// edited (and put back after): it must fail with exit code 1.
+std::string refusal_of(const std::string& dir, const std::string& out, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string config_path = dir + "/config.json";
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
+    const nlohmann::json original = config;
+    edit(config);
+    std::ofstream(config_path) << config.dump();
+    const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", out}), 120);
+    std::ofstream(config_path) << original.dump();
+    EXPECT_EQ(r.exit_code, 1);
+    return r.err;
+}
+
 TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
     if (!have_inputs()) return;
     const std::string base = test::scratch_dir("convert_hf_refused");
     const std::string dir = base + "/ckpt";
     write_checkpoint(dir, {"--dtype", "f32", "--shards", "2"});
-    auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
-        const std::string config_path = dir + "/config.json";
-        nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
-        const nlohmann::json original = config;
-        edit(config);
-        std::ofstream(config_path) << config.dump();
-        const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
-        std::ofstream(config_path) << original.dump();
-        EXPECT_EQ(r.exit_code, 1);
-        return r.err;
-    };
+    auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) { return refusal_of(dir, base + "/x.gguf", edit); };
     EXPECT_NE(refusal([](nlohmann::json& c) { c["architectures"] = {"Qwen2MoeForCausalLM"}; })
                   .find("architecture Qwen2MoeForCausalLM is not converted yet"), std::string::npos);
     EXPECT_NE(refusal([](nlohmann::json& c) { c["intermediate_size"] = 128; })
@@ -266,15 +270,7 @@ TEST(ConvertHf, GemmaAndExpertsTheGraphsCannotComputeAreRefused) {
     if (!have_inputs()) return;
     const std::string base = test::scratch_dir("convert_hf_refused_families");
     const auto refusal = [&](const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
-        const std::string config_path = dir + "/config.json";
-        nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
-        const nlohmann::json original = config;
-        edit(config);
-        std::ofstream(config_path) << config.dump();
-        const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", base + "/x.gguf"}), 120);
-        std::ofstream(config_path) << original.dump();
-        EXPECT_EQ(r.exit_code, 1);
-        return r.err;
+        return refusal_of(dir, base + "/x.gguf", edit);
     };
     const std::string gemma = base + "/gemma3";
     write_checkpoint(gemma, {"--arch", "gemma3", "--dtype", "f32", "--layers", "4"}, "tokenizer-llama2");
