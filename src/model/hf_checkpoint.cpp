@@ -35,14 +35,19 @@ nlohmann::json read_checkpoint_json(const std::string& path, uint64_t max_bytes)
     std::ifstream in(path, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
+    return parse_checkpoint_json(text.str(), path);
+}
+
+nlohmann::json parse_checkpoint_json(std::string_view text, const std::string& path) {
     try {
-        // nlohmann's parser recurses per level: a callback refuses deep nesting first.
-        return nlohmann::json::parse(text.str(), [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        // What reads the value walks it level by level: a callback refuses
+        // deep nesting while parsing.
+        return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
             if (depth > 64) throw make_error("nested deeper than 64 levels");
             return true;
         });
     } catch (const nlohmann::json::exception& e) {
-        throw make_error("{}: not JSON: {}", path, e.what());
+        throw make_error("{}: not valid JSON: {}", path, e.what());
     } catch (const Error& e) {
         throw make_error("{}: {}", path, e.what());
     }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera {
@@ -47,5 +48,7 @@ private:
 // A JSON file of a checkpoint (config.json, the index), size- and
 // depth-bounded before parsing; an Error naming the file otherwise.
 nlohmann::json read_checkpoint_json(const std::string& path, uint64_t max_bytes);
+// The same for text already read; `path` names it in errors.
+nlohmann::json parse_checkpoint_json(std::string_view text, const std::string& path);
 
 }  // namespace tessera

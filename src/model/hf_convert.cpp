@@ -26,6 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+void convert_checkpoint(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress);
+
 // One element of a source tensor as float.
 float element(SafetensorsDtype dtype, const uint8_t* p) {
     switch (dtype) {
@@ -346,6 +348,17 @@ void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options,
 }  // namespace
 
 void convert_hf(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress) {
+    try {
+        convert_checkpoint(options, progress);
+    } catch (const nlohmann::json::exception& e) {
+        // A config field of another JSON type than the one read.
+        throw make_error("{}/config.json: a field of the wrong type: {}", options.dir, e.what());
+    }
+}
+
+namespace {
+
+void convert_checkpoint(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress) {
     const nlohmann::json top = read_checkpoint_json(options.dir + "/config.json", 4u << 20);
     const auto arch_list = top.is_object() ? top.find("architectures") : top.end();
     if (arch_list == top.end() || !arch_list->is_array() || arch_list->empty() || !(*arch_list)[0].is_string()) {
@@ -516,5 +529,7 @@ void convert_hf(const HfConvertOptions& options, const std::function<void(size_t
     }
     writer.write(options.output, progress);
 }
+
+}  // namespace
 
 }  // namespace tessera

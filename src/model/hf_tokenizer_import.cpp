@@ -1,6 +1,7 @@
 #include "model/hf_tokenizer_import.h"
 
 #include "model/gguf_writer.h"
+#include "model/hf_checkpoint.h"
 #include "model/hf_tokenizer_spm.h"
 #include "model/tokenizer_bpe.h"
 #include "model/vocab.h"
@@ -21,15 +22,16 @@ namespace {
 
 using nlohmann::json;
 
+GgufWriter vocabulary_of(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& tokenizer_json,
+                         const std::string& config_json, const std::string& chat_template);
+
+// Gemma 3's tokenizer.json is 33 MB; a bound far above any real one.
+constexpr uint64_t kMaxTokenizerJsonBytes = 1u << 30;
+
 json read_json(const std::string& path) {
     if (std::filesystem::is_directory(path)) throw make_error("{}: is a folder, not a JSON file", path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw make_error("{}: cannot open", path);
-    try {
-        return json::parse(in);
-    } catch (const json::exception& e) {
-        throw make_error("{}: not valid JSON: {}", path, e.what());
-    }
+    if (!std::ifstream(path, std::ios::binary)) throw make_error("{}: cannot open", path);
+    return read_checkpoint_json(path, kMaxTokenizerJsonBytes);
 }
 
 // The Split regexes of a pre_tokenizer (alone or in a Sequence), and whether
@@ -87,6 +89,31 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
                           const std::string& chat_template) {
     const json tokenizer = read_json(tokenizer_json);
     const json config = config_json.empty() ? json::object() : read_json(config_json);
+    std::string template_text;
+    if (!chat_template.empty()) {
+        std::ifstream in(chat_template, std::ios::binary);
+        if (!in) throw make_error("{}: cannot open", chat_template);
+        template_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        if (template_text.empty()) throw make_error("{}: the chat template is empty", chat_template);
+    }
+    hf_vocabulary(tokenizer, config, tokenizer_json, config_json, template_text).write(out_path);
+}
+
+GgufWriter hf_vocabulary(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& tokenizer_json,
+                         const std::string& config_json, const std::string& chat_template) {
+    try {
+        return vocabulary_of(tokenizer, config, tokenizer_json, config_json, chat_template);
+    } catch (const nlohmann::json::exception& e) {
+        // A field of another JSON type than the one read (value() of a number as a string).
+        throw make_error("{} / {}: a field of the wrong type: {}", tokenizer_json, config_json.empty() ? "no config" : config_json,
+                         e.what());
+    }
+}
+
+namespace {
+
+GgufWriter vocabulary_of(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& tokenizer_json,
+                         const std::string& config_json, const std::string& chat_template) {
     if (!tokenizer.is_object() || !tokenizer.contains("model") || !tokenizer["model"].is_object()) {
         throw make_error("{}: has no 'model' object (not a tokenizer.json)", tokenizer_json);
     }
@@ -211,11 +238,7 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
     }
     w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
     if (!chat_template.empty()) {
-        std::ifstream in(chat_template, std::ios::binary);
-        if (!in) throw make_error("{}: cannot open", chat_template);
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (text.empty()) throw make_error("{}: the chat template is empty", chat_template);
-        w.set_string("tokenizer.chat_template", text);
+        w.set_string("tokenizer.chat_template", chat_template);
     } else if (config.contains("chat_template")) {
         const json& t = config["chat_template"];
         if (t.is_string()) {
@@ -230,7 +253,9 @@ void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& 
             }
         }
     }
-    w.write(out_path);
+    return w;
 }
+
+}  // namespace
 
 }  // namespace tessera

@@ -21,6 +21,10 @@
 // A normalizer (Qwen's NFC) is not applied, as llama.cpp does not.
 #pragma once
 
+#include "model/gguf_writer.h"
+
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 namespace tessera {
@@ -30,6 +34,11 @@ namespace tessera {
 // and the field on anything it cannot read or does not support.
 void convert_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json, const std::string& out_path,
                           const std::string& chat_template = "");
+
+// The same vocabulary from parsed files (the paths name them in errors) and
+// a chat template's text (empty: the config's, if any); not yet written.
+GgufWriter hf_vocabulary(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& tokenizer_json,
+                         const std::string& config_json, const std::string& chat_template);
 
 // The files of a checkpoint folder: DIR/tokenizer.json, and
 // DIR/tokenizer_config.json and DIR/chat_template.jinja where they exist.

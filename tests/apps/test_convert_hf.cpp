@@ -299,6 +299,8 @@ TEST(ConvertHf, GemmaAndExpertsTheGraphsCannotComputeAreRefused) {
     const std::string oss = base + "/gptoss";
     write_checkpoint(oss, {"--arch", "gptoss", "--dtype", "bf16", "--ff", "32"}, "tokenizer-gptoss");
     EXPECT_NE(refusal(oss, [](nlohmann::json& c) { c["swiglu_limit"] = 5.0; }).find("swiglu_limit 5"), std::string::npos);
+    EXPECT_NE(refusal(oss, [](nlohmann::json& c) { c["quantization_config"]["quant_method"] = 4; })
+                  .find("config.json: a field of the wrong type"), std::string::npos);
     EXPECT_NE(refusal(oss, [](nlohmann::json& c) { c.erase("quantization_config"); })
                   .find("reads the released MXFP4 experts only"), std::string::npos);
     EXPECT_NE(refusal(oss, [](nlohmann::json& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; })

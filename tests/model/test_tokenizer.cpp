@@ -635,6 +635,16 @@ TEST(ConvertTokenizer, BadFilesAreClearErrors) {
               std::string::npos);
     EXPECT_NE(error_for(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})").find("merge 'ab' has no space"),
               std::string::npos);
+    // Steps nested without end (the readers walk them level by level) are
+    // refused while parsing, not followed until the stack runs out.
+    std::string deep = R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []}, "normalizer": )";
+    for (int i = 0; i < 100000; ++i) deep += R"({"type": "Sequence", "normalizers": [)";
+    for (int i = 0; i < 100000; ++i) deep += "]}";
+    deep += "}";
+    EXPECT_NE(error_for(deep).find("nested deeper than 64 levels"), std::string::npos);
+    // A field of another JSON type (found by fuzz_hf_tokenizer).
+    EXPECT_NE(error_for(R"({"model": {"type": true, "vocab": {"a": 0}, "merges": []}})").find("a field of the wrong type"),
+              std::string::npos);
 }
 
 }  // namespace tessera
