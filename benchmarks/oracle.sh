@@ -8,6 +8,7 @@
 # top-1 agreement both ways. Target: KL <= 1e-4 and top-1 >= 99.5%.
 #
 #   benchmarks/oracle.sh LLAMA_CPP_DIR [--archs "llama llama3 ..."] [--types "F16 Q8_0"] [--ctx 128] [--keep DIR]
+#                        [--upcast]
 #   (families: llama llama3 mistral mixtral qwen2 qwen3 qwen3moe gpt-oss gemma2 gemma3 phi3; the default leaves out
 #   the mixtures of experts, mixtral, qwen3moe and gpt-oss)
 #
@@ -21,6 +22,12 @@
 # implementations' rounding differences reach once Q8_0 re-quantizes the
 # activations of random-weight models (a difference of one unit in the last
 # place can flip an int8 rounding, which grows layer by layer).
+# --upcast: each F16 model also as F32 (the same values, `tessera quantize
+# F32`), run by llama.cpp as the reference of exact arithmetic: KL of
+# llama.cpp's F16 run from it (llama.cpp rounds the activations to F16 before
+# each F16 product; Tessera does not) beside KL of Tessera's F16 run from it,
+# with the share of positions above 1e-3 (a mixture of experts' router
+# choosing another expert at a near tie gives a large KL at that position).
 # Mistral is generated with Mistral's own window (4096), longer than the
 # context: llama.cpp ignores llama.attention.sliding_window, Tessera applies it.
 set -euo pipefail
@@ -32,8 +39,10 @@ archs="llama llama3 mistral qwen2 qwen3 gemma2 gemma3 phi3"
 types="F16 Q8_0"
 ctx=128
 keep=""
+upcast=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --upcast) upcast=1; shift ;;
     --archs) archs=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
     --ctx) ctx=$2; shift 2 ;;
@@ -101,6 +110,30 @@ top = r"Same top p:\s+([0-9.]+)"
 print(f"{arch}\t{typ}\t{find(lbase, ppl):.4f}\t{find(tbase, ppl):.4f}\t{find(tvl, kld):.2e}\t{find(tvl, top):.2f}\t"
       f"{find(lvt, kld):.2e}\t{find(lvt, top):.2f}\t{find(lself, kld):.2e}\t{find(lself, top):.2f}")
 PY
+    if [ "$upcast" = 1 ] && [ "$type" = F16 ]; then
+      "$tessera" quantize "$m" "$work/upcast.gguf" F32 > /dev/null 2>&1
+      "$perplexity" -m "$work/upcast.gguf" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$(nproc)" \
+        --kl-divergence-base "$work/exact.kld" > /dev/null 2>&1
+      "$perplexity" -m "$m" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$(nproc)" --kl-divergence-base "$work/exact.kld" \
+        --kl-divergence > "$work/llama-f16-vs-exact.out" 2>&1
+      "$tessera" perplexity -m "$m" -f "$text" -c "$ctx" --kl-divergence-base "$work/exact.kld" --kl-divergence \
+        > "$work/tessera-f16-vs-exact.out" 2>&1
+      python3 - "$arch" "$work/llama-f16-vs-exact.out" "$work/tessera-f16-vs-exact.out" >> "$work/upcast.txt" <<'PY'
+import re, sys
+arch, l, t = sys.argv[1:]
+def stats(path):
+    text = open(path, errors="replace").read()
+    mean = re.search(r"Mean\s+KLD:\s+(-?[0-9.e+-]+)", text)
+    top = re.search(r"Same top p:\s+([0-9.]+)", text)
+    # the per-chunk lines are not the distribution; the percentiles are
+    p99 = re.search(r"99\.0%\s+KLD:\s+(-?[0-9.e+-]+)", text)
+    med = re.search(r"Median\s+KLD:\s+(-?[0-9.e+-]+)", text)
+    f = lambda m: float(m.group(1)) if m else float("nan")
+    return f"{f(mean):.2e}\t{f(med):.1e}\t{f(p99):.1e}\t{f(top):.2f}"
+print(f"{arch}\t{stats(l)}\t{stats(t)}")
+PY
+      rm -f "$work/upcast.gguf"
+    fi
     rm -f "$m"
   done
 done
@@ -123,3 +156,11 @@ print("-+-".join("-" * x for x in w))
 for r in out:
     print(" | ".join(c.ljust(w[i]) for i, c in enumerate(r)))
 PY
+if [ "$upcast" = 1 ] && [ -s "$work/upcast.txt" ]; then
+  echo
+  echo "F16 against exact arithmetic (llama.cpp on the same weights in F32): mean, median and 99th percentile KL, top-1 %"
+  printf '%-9s | %-38s | %-38s\n' family "llama.cpp F16: mean median p99 top-1" "tessera F16: mean median p99 top-1"
+  while IFS=$'\t' read -r a lm lmed lp ltop tm tmed tp ttop; do
+    printf '%-9s | %-9s %-8s %-8s %-8s | %-9s %-8s %-8s %-8s\n' "$a" "$lm" "$lmed" "$lp" "$ltop" "$tm" "$tmed" "$tp" "$ttop"
+  done < "$work/upcast.txt"
+fi

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 
 namespace tessera {
 namespace {
@@ -109,85 +110,94 @@ std::string convert(const std::string& dir, const std::string& out, const std::s
     return r.err;
 }
 
-TEST(ConvertHf, ALlamaCheckpointGivesTheReferenceForwardsGreedyTokens) {
+// One checkpoint: written by the reference script, converted to each type,
+// each conversion giving the reference's greedy tokens and distributions.
+struct HfCase {
+    std::string name;
+    std::vector<std::string> flags;
+    std::vector<std::string> types;  // converted to each; each must give the reference's tokens
+    std::string tokenizer = "tokenizer-llama3";
+};
+
+const std::vector<HfCase> kCases = {
+    {"bf16_two_shards", {"--dtype", "bf16", "--shards", "2"}, {"f32", "bf16"}},
+    {"f16_one_file_tied", {"--dtype", "f16", "--shards", "1", "--tie", "--seed", "2"}, {"f32", "f16"}},
+    {"f32_gqa_three_shards", {"--dtype", "f32", "--shards", "3", "--heads", "8", "--kv-heads", "2", "--seed", "3"},
+     {"f32"}},
+    // Llama 3.1's rope scaling (rope_freqs.weight) and the linear one.
+    {"llama3_rope", {"--dtype", "f32", "--rope-scaling", "llama3", "--seed", "6"}, {"f32"}},
+    {"linear_rope", {"--dtype", "f32", "--rope-scaling", "linear", "--seed", "7"}, {"f32"}},
+    // Qwen 2 (biases on Q, K, V; tied, as its small models are; its
+    // embedding longer than its vocabulary, as Qwen 2.5 pads it) and
+    // Qwen 3 (per-head Q/K norms): no Q/K permutation, their graph
+    // rotates halves as HF does.
+    {"qwen2_bf16_tied_padded", {"--arch", "qwen2", "--dtype", "bf16", "--tie", "--seed", "4", "--pad-vocab", "107"},
+     {"f32", "bf16"}, "tokenizer-qwen3"},
+    {"qwen3_f32", {"--arch", "qwen3", "--dtype", "f32", "--shards", "3", "--seed", "5"}, {"f32"}, "tokenizer-qwen3"},
+    // Phi-3 (fused QKV and gate/up projections, kept fused), and
+    // Phi-4-mini's partial rotation of each head.
+    {"phi3_bf16", {"--arch", "phi3", "--dtype", "bf16", "--seed", "8"}, {"f32", "bf16"}},
+    {"phi3_partial_rotary", {"--arch", "phi3", "--dtype", "f32", "--partial-rotary", "0.75", "--seed", "9"}, {"f32"}},
+    // Gemma 2 (norms of 1 + w, four a layer; soft caps; a 4-token window
+    // on every other layer; the embedding scaled and tied), with a
+    // SentencePiece tokenizer; and as Q8_0.
+    {"gemma2_bf16", {"--arch", "gemma2", "--dtype", "bf16", "--seed", "10"}, {"f32", "q8_0"}, "tokenizer-llama2"},
+    // Gemma 3 (Q/K norms, two window layers to one global, the local
+    // layers on their own RoPE base, linear scaling on the global ones,
+    // embedding rows past the tokenizer's cut off), with its own 262k
+    // tokenizer; and a multimodal checkpoint's text model (layer_types,
+    // tensors under language_model., a vision tower left out).
+    {"gemma3_bf16", {"--arch", "gemma3", "--dtype", "bf16", "--layers", "4", "--pad-vocab", "64", "--rope-scaling",
+                     "linear", "--seed", "11"}, {"f32"}, "tokenizer-gemma3"},
+    {"gemma3_multimodal", {"--arch", "gemma3mm", "--dtype", "bf16", "--layers", "4", "--window-period", "2",
+                           "--layer-types", "--seed", "12"}, {"bf16"}, "tokenizer-gemma3"},
+    // Mixtures of experts: Qwen3-MoE (mlp.experts.N.*_proj) and Mixtral
+    // (block_sparse_moe.experts.N.w1/w2/w3, Q/K permuted), each expert's
+    // matrices stacked into one GGUF tensor, the router in F32.
+    {"qwen3moe_bf16", {"--arch", "qwen3moe", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
+                       "--seed", "13"}, {"f32", "bf16"}, "tokenizer-qwen3"},
+    {"mixtral_f16", {"--arch", "mixtral", "--dtype", "f16", "--ff", "64", "--experts", "4", "--experts-used", "2",
+                     "--heads", "8", "--kv-heads", "2", "--seed", "14"}, {"f32"}, "tokenizer-llama2"},
+    // gpt-oss: its MXFP4 experts repacked (gate and up interleaved in
+    // the checkpoint), biases, sinks, YaRN, a window on every other layer,
+    // the o200k tokenizer. MXFP4 products take Q8_0 activations (as
+    // llama.cpp's do), so it is held to the Q8_0 bounds.
+    {"gptoss_bf16", {"--arch", "gptoss", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
+                     "--seed", "15"}, {"f32"}, "tokenizer-gptoss"},
+};
+
+void PrintTo(const HfCase& c, std::ostream* os) { *os << c.name; }
+
+class ConvertHfFamilies : public testing::TestWithParam<HfCase> {};
+
+TEST_P(ConvertHfFamilies, TheConvertedModelGivesTheReferenceForwardsTokensAndDistributions) {
     if (!have_inputs()) return;
+    const HfCase& c = GetParam();
     const std::string base = test::scratch_dir("convert_hf");
-    struct Case {
-        std::string name;
-        std::vector<std::string> flags;
-        std::vector<std::string> types;  // converted to each; each must give the reference's tokens
-        std::string tokenizer = "tokenizer-llama3";
-    };
-    const std::vector<Case> cases = {
-        {"bf16_two_shards", {"--dtype", "bf16", "--shards", "2"}, {"f32", "bf16"}},
-        {"f16_one_file_tied", {"--dtype", "f16", "--shards", "1", "--tie", "--seed", "2"}, {"f32", "f16"}},
-        {"f32_gqa_three_shards", {"--dtype", "f32", "--shards", "3", "--heads", "8", "--kv-heads", "2", "--seed", "3"},
-         {"f32"}},
-        // Llama 3.1's rope scaling (rope_freqs.weight) and the linear one.
-        {"llama3_rope", {"--dtype", "f32", "--rope-scaling", "llama3", "--seed", "6"}, {"f32"}},
-        {"linear_rope", {"--dtype", "f32", "--rope-scaling", "linear", "--seed", "7"}, {"f32"}},
-        // Qwen 2 (biases on Q, K, V; tied, as its small models are; its
-        // embedding longer than its vocabulary, as Qwen 2.5 pads it) and
-        // Qwen 3 (per-head Q/K norms): no Q/K permutation, their graph
-        // rotates halves as HF does.
-        {"qwen2_bf16_tied_padded", {"--arch", "qwen2", "--dtype", "bf16", "--tie", "--seed", "4", "--pad-vocab", "107"},
-         {"f32", "bf16"}, "tokenizer-qwen3"},
-        {"qwen3_f32", {"--arch", "qwen3", "--dtype", "f32", "--shards", "3", "--seed", "5"}, {"f32"}, "tokenizer-qwen3"},
-        // Phi-3 (fused QKV and gate/up projections, kept fused), and
-        // Phi-4-mini's partial rotation of each head.
-        {"phi3_bf16", {"--arch", "phi3", "--dtype", "bf16", "--seed", "8"}, {"f32", "bf16"}},
-        {"phi3_partial_rotary", {"--arch", "phi3", "--dtype", "f32", "--partial-rotary", "0.75", "--seed", "9"}, {"f32"}},
-        // Gemma 2 (norms of 1 + w, four a layer; soft caps; a 4-token window
-        // on every other layer; the embedding scaled and tied), with a
-        // SentencePiece tokenizer; and as Q8_0.
-        {"gemma2_bf16", {"--arch", "gemma2", "--dtype", "bf16", "--seed", "10"}, {"f32", "q8_0"}, "tokenizer-llama2"},
-        // Gemma 3 (Q/K norms, two window layers to one global, the local
-        // layers on their own RoPE base, linear scaling on the global ones,
-        // embedding rows past the tokenizer's cut off), with its own 262k
-        // tokenizer; and a multimodal checkpoint's text model (layer_types,
-        // tensors under language_model., a vision tower left out).
-        {"gemma3_bf16", {"--arch", "gemma3", "--dtype", "bf16", "--layers", "4", "--pad-vocab", "64", "--rope-scaling",
-                         "linear", "--seed", "11"}, {"f32"}, "tokenizer-gemma3"},
-        {"gemma3_multimodal", {"--arch", "gemma3mm", "--dtype", "bf16", "--layers", "4", "--window-period", "2",
-                               "--layer-types", "--seed", "12"}, {"bf16"}, "tokenizer-gemma3"},
-        // Mixtures of experts: Qwen3-MoE (mlp.experts.N.*_proj) and Mixtral
-        // (block_sparse_moe.experts.N.w1/w2/w3, Q/K permuted), each expert's
-        // matrices stacked into one GGUF tensor, the router in F32.
-        {"qwen3moe_bf16", {"--arch", "qwen3moe", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
-                           "--seed", "13"}, {"f32", "bf16"}, "tokenizer-qwen3"},
-        {"mixtral_f16", {"--arch", "mixtral", "--dtype", "f16", "--ff", "64", "--experts", "4", "--experts-used", "2",
-                         "--heads", "8", "--kv-heads", "2", "--seed", "14"}, {"f32"}, "tokenizer-llama2"},
-        // gpt-oss: its MXFP4 experts repacked (gate and up interleaved in
-        // the checkpoint), biases, sinks, YaRN, a window on every other layer,
-        // the o200k tokenizer. MXFP4 products take Q8_0 activations (as
-        // llama.cpp's do), so it is held to the Q8_0 bounds.
-        {"gptoss_bf16", {"--arch", "gptoss", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
-                         "--seed", "15"}, {"f32"}, "tokenizer-gptoss"},
-    };
-    for (const Case& c : cases) {
-        SCOPED_TRACE(c.name);
-        const std::string dir = base + "/" + c.name;
-        write_checkpoint(dir, c.flags, c.tokenizer);
-        std::vector<int> want;
-        for (const std::string& type : c.types) {
-            const std::string out = base + "/" + c.name + "." + type + ".gguf";
-            convert(dir, out, type);
-            const auto [prompt, tokens] = tessera_greedy(out);
-            ASSERT_GE(prompt.size(), 4u);
-            if (c.tokenizer == "tokenizer-llama3") {
-                EXPECT_EQ(prompt[0], 128000) << "Llama 3's <|begin_of_text|>";
-            }
-            if (want.empty()) want = reference_greedy(dir, prompt);
-            EXPECT_EQ(tokens, want) << type;
-            const auto [max_kl, same_top] = kl_to_reference(dir, out);
-            const bool rounded = type == "q8_0" || c.name.starts_with("gptoss");
-            EXPECT_GE(max_kl, 0.0) << type;
-            EXPECT_LT(max_kl, rounded ? 5e-3 : 1e-4) << type << ": the largest KL divergence from the reference";
-            // Q8_0 rounds the weights or the activations: a near tie may go the other way.
-            EXPECT_GE(same_top, rounded ? 90.0 : 100.0) << type << ": the same top token at every position";
+    const std::string dir = base + "/" + c.name;
+    write_checkpoint(dir, c.flags, c.tokenizer);
+    std::vector<int> want;
+    for (const std::string& type : c.types) {
+        const std::string out = base + "/" + c.name + "." + type + ".gguf";
+        convert(dir, out, type);
+        const auto [prompt, tokens] = tessera_greedy(out);
+        ASSERT_GE(prompt.size(), 4u);
+        if (c.tokenizer == "tokenizer-llama3") {
+            EXPECT_EQ(prompt[0], 128000) << "Llama 3's <|begin_of_text|>";
         }
+        if (want.empty()) want = reference_greedy(dir, prompt);
+        EXPECT_EQ(tokens, want) << type;
+        const auto [max_kl, same_top] = kl_to_reference(dir, out);
+        const bool rounded = type == "q8_0" || c.name.starts_with("gptoss");
+        EXPECT_GE(max_kl, 0.0) << type;
+        EXPECT_LT(max_kl, rounded ? 5e-3 : 1e-4) << type << ": the largest KL divergence from the reference";
+        // Q8_0 rounds the weights or the activations: a near tie may go the other way.
+        EXPECT_GE(same_top, rounded ? 90.0 : 100.0) << type << ": the same top token at every position";
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, ConvertHfFamilies, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<HfCase>& info) { return info.param.name; });
 
 TEST(ConvertHf, Bf16WeightsArriveBitForBit) {
     if (!have_inputs()) return;
