@@ -5,19 +5,14 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
 #include "model/hf_families.h"
+#include "model/hf_family_keys.h"
+#include "model/hf_tensor_writer.h"
 #include "model/hf_tokenizer_import.h"
 #include "model/quant_mix.h"
-#include "ops/quant_traits.h"
 #include "util/error.h"
-#include "util/fp16.h"
-#include "util/mapped_file.h"
 
-#include <fmt/ranges.h>
-
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <set>
 
 namespace tessera {
@@ -27,40 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 void convert_checkpoint(const HfConvertOptions& options, const std::function<void(size_t, size_t)>& progress);
-
-// One element of a source tensor as float.
-float element(SafetensorsDtype dtype, const uint8_t* p) {
-    switch (dtype) {
-        case SafetensorsDtype::F32: {
-            float f;
-            std::memcpy(&f, p, 4);
-            return f;
-        }
-        case SafetensorsDtype::F16: {
-            uint16_t h;
-            std::memcpy(&h, p, 2);
-            return fp16_to_fp32(h);
-        }
-        case SafetensorsDtype::BF16: {
-            uint16_t b;
-            std::memcpy(&b, p, 2);
-            const uint32_t bits = static_cast<uint32_t>(b) << 16;
-            float f;
-            std::memcpy(&f, &bits, 4);
-            return f;
-        }
-        default: return 0.0f;
-    }
-}
-
-// The source row a GGUF row comes from under llama.cpp's Q/K permutation
-// (convert_hf_to_gguf.py's LlamaModel.permute): within each head of
-// head_dim rows, HF's order is [first halves | second halves] of the
-// rotated pairs; GGUF's llama graph wants each pair adjacent.
-int64_t permuted_source_row(int64_t row, int64_t head_dim) {
-    const int64_t head = row / head_dim, j = row % head_dim, half = head_dim / 2;
-    return head * head_dim + (j % 2) * half + j / 2;
-}
 
 // The config of the text model: config.json, or its text_config in a
 // multimodal Gemma 3 checkpoint (whose text tensors live under their own
@@ -87,152 +48,6 @@ TextModel text_model_of(const HfFamily& family, const HfCheckpoint& checkpoint) 
     throw make_error("{}: a Gemma3ForConditionalGeneration whose text model's embedding is neither "
                      "language_model.model.embed_tokens.weight nor model.language_model.embed_tokens.weight",
                      checkpoint.dir());
-}
-
-// Gemma 3's sliding-window period: sliding_window_pattern, or the period of
-// layer_types (newer configs), whose last layer of each period is global.
-int64_t gemma3_window_period(const HfConfig& c, int64_t n_layer) {
-    const auto types = c.j.find("layer_types");
-    if (types == c.j.end() || types->is_null()) return c.integer("sliding_window_pattern", 1, 4096, 6);
-    if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layer) {
-        throw make_error("{}: layer_types is not a list of {} layer types", c.path, n_layer);
-    }
-    int64_t period = 0;
-    for (int64_t l = 0; l < n_layer && period == 0; ++l) {
-        if ((*types)[static_cast<size_t>(l)] == "full_attention") period = l + 1;
-    }
-    if (period == 0) period = n_layer + 1;  // no global layer
-    for (int64_t l = 0; l < n_layer; ++l) {
-        const bool global = l % period == period - 1;
-        if ((*types)[static_cast<size_t>(l)] != (global ? "full_attention" : "sliding_attention")) {
-            throw make_error("{}: layer_types is not periodic (every {}th layer global), as llama.cpp's gemma3 graph "
-                             "needs it: layer {} breaks it", c.path, period, l);
-        }
-    }
-    return period;
-}
-
-}  // namespace
-
-namespace {
-
-// What Gemma's GGUF says beyond Llama's: soft caps, the sliding window and
-// (Gemma 3) its period and the local layers' RoPE base. Refuses what
-// llama.cpp's gemma graphs cannot compute as HF does.
-void write_gemma_keys(const HfConfig& c, const HfDims& d, const HfFamily& family, GgufWriter& w) {
-    const std::string p = std::string(family.gguf) + ".";
-    const bool gemma3 = family.kind == HfFamilyKind::kGemma3;
-    for (const char* key : {"hidden_activation", "hidden_act"}) {
-        const auto it = c.j.find(key);
-        if (it != c.j.end() && !it->is_null() && *it != "gelu_pytorch_tanh") {
-            throw make_error("{}: {} '{}': llama.cpp's gemma graph computes gelu_pytorch_tanh", c.path, key,
-                             it->dump().substr(0, 40));
-        }
-    }
-    // The graph scales queries by 1/sqrt(head_dim), or by 1/sqrt(n_embd /
-    // n_head) for the 27B shapes it recognizes by their layer count.
-    const int64_t wide_layers = gemma3 ? 62 : 46;
-    const double used = d.n_layer == wide_layers ? static_cast<double>(d.n_embd / d.n_head) : static_cast<double>(d.head_dim);
-    const double scalar = c.number("query_pre_attn_scalar", used);
-    if (std::abs(scalar - used) > 1e-6) {
-        throw make_error("{}: query_pre_attn_scalar {}: llama.cpp's {} graph scales queries by 1/sqrt({}) for {} layers",
-                         c.path, scalar, family.gguf, used, d.n_layer);
-    }
-    const auto cap = [&](const char* key, double fallback) {
-        const double v = c.number(key, fallback);
-        if (!(v > 0.0 && v < 1e6)) throw make_error("{}: {} {} is not a usable soft cap", c.path, key, v);
-        w.set_f32(p + key, static_cast<float>(v));
-    };
-    if (!gemma3) {
-        // Gemma 2: both caps, a window on every other layer from the first.
-        if (!c.has("attn_logit_softcapping") || !c.has("final_logit_softcapping")) {
-            throw make_error("{}: a Gemma 2 without attn_logit_softcapping and final_logit_softcapping", c.path);
-        }
-        cap("attn_logit_softcapping", 50.0);
-        cap("final_logit_softcapping", 30.0);
-        w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.integer("sliding_window", 1, 1 << 24, 4096)));
-        return;
-    }
-    if (c.has("attn_logit_softcapping")) {
-        throw make_error("{}: a Gemma 3 with attn_logit_softcapping (llama.cpp's gemma3 graph has none)", c.path);
-    }
-    if (c.has("final_logit_softcapping")) cap("final_logit_softcapping", 30.0);
-    const int64_t period = gemma3_window_period(c, d.n_layer);
-    if (period != 1) {
-        w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.integer("sliding_window", 1, 1 << 24)));
-        w.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(period));
-        const double local = c.number("rope_local_base_freq", 10000.0);
-        if (!(local > 1.0 && local < 1e12)) throw make_error("{}: rope_local_base_freq {} out of (1, 1e12)", c.path, local);
-        w.set_f32(p + "rope.freq_base_swa", static_cast<float>(local));
-    }
-}
-
-// What llama.cpp's gpt-oss graph computes, and the checkpoint must say:
-// the clamped SwiGLU at 7, a window on every other layer from the first, the
-// experts in MXFP4 (the released form; a dequantized checkpoint keeps its
-// experts transposed and is not converted).
-void check_gpt_oss(const HfConfig& c, const HfDims& d) {
-    if (const double limit = c.number("swiglu_limit", 7.0); limit != 7.0) {
-        throw make_error("{}: swiglu_limit {}: llama.cpp's gpt-oss graph clamps at 7", c.path, limit);
-    }
-    const auto q = c.j.find("quantization_config");
-    if (q == c.j.end() || !q->is_object() || q->value("quant_method", "") != "mxfp4") {
-        throw make_error("{}: a gpt-oss checkpoint without quantization_config.quant_method \"mxfp4\": convert-hf "
-                         "reads the released MXFP4 experts only", c.path);
-    }
-    if (const auto types = c.j.find("layer_types"); types != c.j.end() && !types->is_null()) {
-        if (!types->is_array() || static_cast<int64_t>(types->size()) != d.n_layer) {
-            throw make_error("{}: layer_types is not a list of {} layer types", c.path, d.n_layer);
-        }
-        for (int64_t l = 0; l < d.n_layer; ++l) {
-            if ((*types)[static_cast<size_t>(l)] != (l % 2 == 0 ? "sliding_attention" : "full_attention")) {
-                throw make_error("{}: layer_types: layer {} breaks the pattern llama.cpp's gpt-oss graph has (a "
-                                 "window on every other layer, from the first)", c.path, l);
-            }
-        }
-    }
-    if (d.n_embd % 32 != 0 || d.n_ff_expert % 32 != 0) {
-        throw make_error("{}: widths {} and {} are not whole MXFP4 blocks of 32", c.path, d.n_embd, d.n_ff_expert);
-    }
-}
-
-// gpt-oss's MXFP4 experts, block by block: the scale byte (E8M0, the same
-// in both formats) and the 32 4-bit codes, which the checkpoint packs two
-// neighbours to a byte (element 2k low, 2k + 1 high) and ggml packs half a
-// block apart (element j low, j + 16 high). No value is rounded.
-void add_mxfp4_tensor(const HfCheckpoint& checkpoint, const HfTensorPlan& t, GgufWriter& writer) {
-    for (const std::string& name : {t.sources[0], t.mxfp4_scales}) {
-        if (!checkpoint.has(name)) throw make_error("{}: the checkpoint has no tensor '{}'", checkpoint.dir(), name);
-        if (checkpoint.tensor(name).dtype != SafetensorsDtype::U8) {
-            throw make_error("{}: tensor '{}' is {}, and MXFP4 blocks and scales are U8", checkpoint.shard_of(name).path(),
-                             name, safetensors_dtype_name(checkpoint.tensor(name).dtype));
-        }
-    }
-    const std::vector<int64_t>& shape = t.source_shape;  // [experts, rows, blocks, 16]
-    const std::vector<int64_t> scale_shape = {shape[0], shape[1], shape[2]};
-    for (const auto& [name, want] : {std::pair{t.sources[0], shape}, std::pair{t.mxfp4_scales, scale_shape}}) {
-        if (checkpoint.tensor(name).shape != want) {
-            throw make_error("{}: tensor '{}' has shape [{}], and config.json makes it [{}]", checkpoint.shard_of(name).path(),
-                             name, fmt::join(checkpoint.tensor(name).shape, ", "), fmt::join(want, ", "));
-        }
-    }
-    const int64_t experts = shape[0], rows = shape[1], blocks = shape[2];
-    const int64_t out_rows = t.row_parity >= 0 ? rows / 2 : rows;
-    const std::span<const uint8_t> codes = checkpoint.data(t.sources[0]), scales = checkpoint.data(t.mxfp4_scales);
-    writer.add_tensor_rows(t.gguf, QuantType::MXFP4, {blocks * 32, out_rows, experts},
-                           [=, parity = t.row_parity](uint8_t* dst, int64_t first, int64_t n) {
-        for (int64_t g = first; g < first + n; ++g) {
-            const int64_t e = g / out_rows, r = g % out_rows;
-            const int64_t from = e * rows + (parity >= 0 ? 2 * r + parity : r);
-            for (int64_t b = 0; b < blocks; ++b) {
-                const uint8_t* in = codes.data() + (from * blocks + b) * 16;
-                *dst++ = scales[static_cast<size_t>(from * blocks + b)];
-                const auto code = [in](int m) { return (in[m / 2] >> (4 * (m % 2))) & 0x0F; };
-                for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
-            }
-        }
-        if (first + n == experts * out_rows) release_pages(codes.data(), codes.size());
-    });
 }
 
 // The tokenizer's metadata into the model's GGUF; a vocabulary shorter than
@@ -266,83 +81,6 @@ void write_vocabulary(const GgufFile& vocab, const GgufValue& tokens, const Gguf
         score.resize(static_cast<size_t>(n_vocab), -10000.0f);
         writer.set_f32_array("tokenizer.ggml.scores", score);
     }
-}
-
-// One GGUF tensor, its sources checked against the plan and converted row
-// by row when the writer asks for its bytes.
-void add_tensor(const HfCheckpoint& checkpoint, const HfConvertOptions& options, const HfTensorPlan& t, GgufWriter& writer) {
-    if (!t.mxfp4_scales.empty()) {
-        add_mxfp4_tensor(checkpoint, t, writer);
-        return;
-    }
-    std::vector<std::span<const uint8_t>> sources;
-    SafetensorsDtype dtype = SafetensorsDtype::F32;
-    for (const std::string& name : t.sources) {
-        if (!checkpoint.has(name)) throw make_error("{}: the checkpoint has no tensor '{}'", options.dir, name);
-        const SafetensorsTensor& src = checkpoint.tensor(name);
-        const std::string where = fmt::format("{}: tensor '{}'", checkpoint.shard_of(name).path(), name);
-        if (src.dtype != SafetensorsDtype::F32 && src.dtype != SafetensorsDtype::F16 && src.dtype != SafetensorsDtype::BF16) {
-            throw make_error("{} is {}: convert-hf reads F32, F16 and BF16 weights", where, safetensors_dtype_name(src.dtype));
-        }
-        if (src.shape != t.source_shape) {
-            throw make_error("{} has shape [{}], and config.json makes it [{}]", where, fmt::join(src.shape, ", "),
-                             fmt::join(t.source_shape, ", "));
-        }
-        if (!sources.empty() && src.dtype != dtype) {
-            throw make_error("{} is {}, unlike the other experts it is stacked with", where, safetensors_dtype_name(src.dtype));
-        }
-        dtype = src.dtype;
-        sources.push_back(checkpoint.data(name));
-    }
-    const bool matrix = t.source_shape.size() == 2;
-    const int64_t source_cols = t.source_shape.back();
-    const int parity = t.column_parity;
-    const int64_t cols = parity >= 0 ? source_cols / 2 : source_cols;
-    const int64_t rows = matrix ? (t.keep_rows > 0 ? t.keep_rows : t.source_shape[0]) : 1;
-    const QuantType type = matrix && !t.keep_f32 ? options.type : QuantType::F32;
-    if (cols % layout_of(type).block_size != 0) {
-        throw make_error("{}: rows of {} values do not divide into {} blocks of {}", t.sources[0], cols,
-                         quant_type_name(type), layout_of(type).block_size);
-    }
-    std::vector<int64_t> ne = {cols};
-    if (matrix) ne.push_back(rows);
-    if (sources.size() > 1) ne.push_back(static_cast<int64_t>(sources.size()));
-    const uint64_t elem = safetensors_dtype_bytes(dtype);
-    const QuantTraits* out = scalar_traits(type);
-    const size_t out_row = quant_row_bytes(type, cols);
-    // The shards' pages go back to the page cache every 32 MiB read (Q/K
-    // rows are permuted within a head only, so the rows before the current
-    // head are done): memory stays near the writer's chunk of rows.
-    auto released = std::make_shared<std::vector<uint64_t>>(sources.size(), 0);
-    writer.add_tensor_rows(t.gguf, type, ne, [=, permute = t.permute_head_dim, shift = t.shift](uint8_t* dst, int64_t first,
-                                                                                                 int64_t n) {
-        constexpr uint64_t kReleaseBytes = 32u << 20;
-        std::vector<float> row(static_cast<size_t>(cols));
-        const uint64_t row_bytes = static_cast<uint64_t>(source_cols) * elem;
-        for (int64_t g = first; g < first + n; ++g) {
-            const size_t s = static_cast<size_t>(g / rows);
-            const int64_t r = g % rows;
-            const std::span<const uint8_t> bytes = sources[s];
-            const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
-            const uint8_t* src = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
-            for (int64_t i = 0; i < cols; ++i) {
-                const int64_t at = parity >= 0 ? 2 * i + parity : i;
-                row[static_cast<size_t>(i)] = element(dtype, src + at * elem) + shift;
-            }
-            out->from_float(row.data(), dst + static_cast<uint64_t>(g - first) * out_row, cols);
-            uint64_t& done_before = (*released)[s];
-            if (r + 1 == rows) {
-                release_pages(bytes.data(), bytes.size());
-                continue;
-            }
-            const int64_t done_rows = permute > 0 ? (r + 1) / permute * permute : r + 1;
-            const uint64_t done = static_cast<uint64_t>(done_rows) * row_bytes;
-            if (done - done_before >= kReleaseBytes) {
-                release_pages(bytes.data() + done_before, done - done_before);
-                done_before = done;
-            }
-        }
-    });
 }
 
 }  // namespace
@@ -518,7 +256,7 @@ void convert_checkpoint(const HfConvertOptions& options, const std::function<voi
         throw make_error("{}: tensor '{}' of {} has no place in a {} GGUF", checkpoint.shard_of(name).path(),
                          name.substr(0, 200), arch, arch);
     }
-    for (const HfTensorPlan& t : plan) add_tensor(checkpoint, options, t, writer);
+    for (const HfTensorPlan& t : plan) add_hf_tensor(checkpoint, options.type, t, writer);
     if (rope.kind == "llama3") {
         // Llama 3.1's long-context rotation, as llama.cpp carries it: a
         // divisor per rotated pair (rope_freqs.weight), the graph unchanged.
