@@ -120,8 +120,9 @@ GgufWriter vocabulary_of(const nlohmann::json& tokenizer, const nlohmann::json& 
     const json& model = tokenizer["model"];
     if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object() ||
         !model.contains("merges") || !model["merges"].is_array()) {
-        throw make_error("{}: model type '{}' is not supported (a BPE with vocab and merges only: byte-level, or SentencePiece-style with byte_fallback)", tokenizer_json,
-                         model.value("type", "?"));
+        throw make_error("{}: model type '{}' is not supported (a BPE with vocab and merges only: byte-level, or "
+                         "SentencePiece-style with byte_fallback)",
+                         tokenizer_json, model.value("type", "?"));
     }
     // A BPE with byte_fallback is a SentencePiece model (Llama 2, Mistral,
     // Gemma): llama.cpp's "llama" tokenizer, with scores; otherwise byte-level
