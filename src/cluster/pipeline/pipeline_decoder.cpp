@@ -185,6 +185,10 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
     }
+    // Every stage now waits for rows, watching for the root's silence: the
+    // beat starts before the root loads its own stage (longer than a
+    // stage's --root-silence-ms on a large model).
+    beat_ = beat_to_nodes(channels_);
     if (config.root_device && !group_of(0).empty()) {
         throw make_error("the root's stage leads a tensor-parallel group: its device (--device) serves a stage alone "
                          "for now");
@@ -221,7 +225,6 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     }
     x_.resize(static_cast<size_t>(front_->n_batch()) * hp.n_embd);
     logits_.resize(static_cast<size_t>(hp.n_vocab));
-    beat_ = beat_to_nodes(channels_);
 }
 
 PipelineDecoder::~PipelineDecoder() {

@@ -47,7 +47,6 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     std::vector<std::unique_ptr<ShmLink>> links;  // per worker, where one is taken
     connect_workers(model, links);
     assign_slices(model, links, nullptr);
-    beat_ = beat_to_nodes(channels_);
 }
 
 TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpConfig& config, AdoptedWorkers adopted)
@@ -70,7 +69,6 @@ TensorParallelDecoder::TensorParallelDecoder(const LlamaModel& model, const TpCo
     }
     std::vector<std::unique_ptr<ShmLink>> links;
     assign_slices(model, links, &adopted);
-    beat_ = beat_to_nodes(channels_);
 }
 
 void TensorParallelDecoder::connect_workers(const LlamaModel& model, std::vector<std::unique_ptr<ShmLink>>& links) {
@@ -228,6 +226,10 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its slice: {}", who, r.string("error", 4096, "?"));
     }
+    // Every worker now waits in its step loop, watching for the root's
+    // silence: the beat starts before the root loads its own share, which
+    // takes longer than a worker's --root-silence-ms on a large model.
+    beat_ = beat_to_nodes(channels_);
     ForwardConfig root = config.forward;
     root.weight_budget = root_weight_budget;
     if (config.root_device) {
