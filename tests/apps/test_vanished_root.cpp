@@ -78,5 +78,25 @@ TEST(VanishedRoot, AnIdleChatKeepsItsWorkersBeyondTheBound) {
     EXPECT_NE(rank.log().find("ended"), std::string::npos) << rank.log();
 }
 
+// A root whose own share takes longer to load than its workers' silence
+// bound (a 17 GB model's half) keeps them: it beats from the moment every
+// node is ready, before loading its share. (The load is made slow here by a
+// test-only delay; a worker ends its session if the beat started later.)
+TEST(VanishedRoot, ARootStillLoadingItsShareKeepsItsWorkers) {
+    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/loading_rank.log");
+    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/loading_stage.log");
+    for (const std::vector<std::string>& plan :
+         {std::vector<std::string>{"--workers", rank.address_text()},
+          std::vector<std::string>{"--stages", "root/" + stage.address_text()}}) {
+        std::string command = "TESSERA_TEST_ROOT_LOAD_DELAY_MS=4000 '" + test::tessera_binary() + "' run -m '" +
+                              test::default_model() + "' -p 'Once upon a time' -n 8 --temp 0 -t 1";
+        for (const std::string& a : plan) command += " '" + a + "'";
+        const test::ProcessResult r = test::run_process({"/bin/sh", "-c", command}, 120);
+        EXPECT_EQ(r.exit_code, 0) << plan[0] << ": " << r.err;
+    }
+    EXPECT_EQ(rank.log().find("sent nothing"), std::string::npos) << rank.log();
+    EXPECT_EQ(stage.log().find("sent nothing"), std::string::npos) << stage.log();
+}
+
 }  // namespace
 }  // namespace tessera

@@ -189,6 +189,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     // beat starts before the root loads its own stage (longer than a
     // stage's --root-silence-ms on a large model).
     beat_ = beat_to_nodes(channels_);
+    before_root_load();
     if (config.root_device && !group_of(0).empty()) {
         throw make_error("the root's stage leads a tensor-parallel group: its device (--device) serves a stage alone "
                          "for now");

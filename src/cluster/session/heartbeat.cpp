@@ -5,6 +5,7 @@
 #include "util/timer.h"
 
 #include <chrono>
+#include <cstdlib>
 
 namespace tessera {
 
@@ -21,6 +22,13 @@ std::unique_ptr<Heartbeat> beat_to_nodes(const std::vector<std::unique_ptr<Frame
     std::vector<FrameChannel*> raw;
     for (const auto& c : channels) raw.push_back(c.get());
     return std::make_unique<Heartbeat>(std::move(raw));
+}
+
+void before_root_load() {
+    const char* delay = std::getenv("TESSERA_TEST_ROOT_LOAD_DELAY_MS");
+    if (delay == nullptr || *delay == '\0') return;
+    const long ms = std::strtol(delay, nullptr, 10);
+    if (ms > 0 && ms <= 60000) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 Heartbeat::~Heartbeat() {

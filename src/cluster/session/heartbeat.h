@@ -56,6 +56,13 @@ private:
 // A root's beat on each of these channels (none: null).
 std::unique_ptr<Heartbeat> beat_to_nodes(const std::vector<std::unique_ptr<FrameChannel>>& channels);
 
+// Called by a root between its nodes' kReady and loading its own share: a
+// share of a large model takes longer to load than a worker's silence bound,
+// so the beat must already run. The environment variable
+// TESSERA_TEST_ROOT_LOAD_DELAY_MS (tests only) makes that load this much
+// slower, so a test can show that the beat covers it.
+void before_root_load();
+
 // How long a worker waits for any frame from its root (a heartbeat counts)
 // before it drops the session: `tessera worker --root-silence-ms`.
 constexpr int kDefaultRootSilenceMs = 15000;

@@ -230,6 +230,7 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     // silence: the beat starts before the root loads its own share, which
     // takes longer than a worker's --root-silence-ms on a large model.
     beat_ = beat_to_nodes(channels_);
+    before_root_load();
     ForwardConfig root = config.forward;
     root.weight_budget = root_weight_budget;
     if (config.root_device) {
