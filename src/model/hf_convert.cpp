@@ -123,8 +123,11 @@ void convert_checkpoint(const HfConvertOptions& options, const std::function<voi
     // Gemma 3's configs leave out what transformers defaults (as llama.cpp's converter assumes too).
     d.n_head = gemma3 ? c.integer("num_attention_heads", 1, 4096, 8) : c.integer("num_attention_heads", 1, 4096);
     d.n_head_kv = c.integer("num_key_value_heads", 1, d.n_head, gemma3 ? std::min<int64_t>(4, d.n_head) : d.n_head);
-    d.head_dim = gemma ? c.integer("head_dim", 2, 1 << 16, gemma3 ? 256 : -1) : c.integer("head_dim", 2, 1 << 16, d.n_embd / d.n_head);
-    d.n_vocab = c.integer("vocab_size", 1, 1 << 24, gemma3 ? 262208 : -1);
+    // Gemma 2 says its head width and vocabulary; Gemma 3's transformers defaults them.
+    d.head_dim = gemma3                ? c.integer("head_dim", 2, 1 << 16, 256)
+                 : family.gemma()      ? c.integer("head_dim", 2, 1 << 16)
+                                       : c.integer("head_dim", 2, 1 << 16, d.n_embd / d.n_head);
+    d.n_vocab = gemma3 ? c.integer("vocab_size", 1, 1 << 24, 262208) : c.integer("vocab_size", 1, 1 << 24);
     const int64_t n_ctx = c.integer("max_position_embeddings", 1, 1 << 24, gemma3 ? 131072 : 4096);
     if (d.n_head % d.n_head_kv != 0 || d.head_dim % 2 != 0) {
         throw make_error("{}: {} heads over {} KV heads of width {}: not a grouped-query layout", config_path, d.n_head,

@@ -289,6 +289,8 @@ TEST(ConvertHf, GemmaAndExpertsTheGraphsCannotComputeAreRefused) {
               std::string::npos);
     EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["hidden_activation"] = "silu"; }).find("hidden_activation"),
               std::string::npos);
+    EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["head_dim"] = 15; }).find("not a grouped-query layout"),
+              std::string::npos);
     EXPECT_NE(refusal(gemma, [](nlohmann::json& c) { c["attn_logit_softcapping"] = 50.0; })
                   .find("a Gemma 3 with attn_logit_softcapping"), std::string::npos);
     EXPECT_NE(refusal(gemma, [](nlohmann::json& c) {
@@ -298,6 +300,8 @@ TEST(ConvertHf, GemmaAndExpertsTheGraphsCannotComputeAreRefused) {
     const std::string moe = base + "/qwen3moe";
     write_checkpoint(moe, {"--arch", "qwen3moe", "--dtype", "f32", "--ff", "32"}, "tokenizer-qwen3");
     EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["norm_topk_prob"] = false; }).find("norm_topk_prob false"),
+              std::string::npos);
+    EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c.erase("vocab_size"); }).find("no integer 'vocab_size'"),
               std::string::npos);
     EXPECT_NE(refusal(moe, [](nlohmann::json& c) { c["mlp_only_layers"] = {1}; }).find("dense layers among the experts'"),
               std::string::npos);
