@@ -5,40 +5,22 @@
 #include "model/hf_families.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
-#include "util/fp16.h"
 #include "util/mapped_file.h"
 
 #include <fmt/ranges.h>
 
-#include <cstring>
 #include <memory>
 
 namespace tessera {
 
 namespace {
 
-// One element of a source tensor as float.
-float element(SafetensorsDtype dtype, const uint8_t* p) {
+// A source dtype as the type whose converter reads it (F32, F16, BF16).
+QuantType quant_type_of(SafetensorsDtype dtype) {
     switch (dtype) {
-        case SafetensorsDtype::F32: {
-            float f;
-            std::memcpy(&f, p, 4);
-            return f;
-        }
-        case SafetensorsDtype::F16: {
-            uint16_t h;
-            std::memcpy(&h, p, 2);
-            return fp16_to_fp32(h);
-        }
-        case SafetensorsDtype::BF16: {
-            uint16_t b;
-            std::memcpy(&b, p, 2);
-            const uint32_t bits = static_cast<uint32_t>(b) << 16;
-            float f;
-            std::memcpy(&f, &bits, 4);
-            return f;
-        }
-        default: return 0.0f;
+        case SafetensorsDtype::F16: return QuantType::F16;
+        case SafetensorsDtype::BF16: return QuantType::BF16;
+        default: return QuantType::F32;
     }
 }
 
@@ -132,6 +114,7 @@ void add_hf_tensor(const HfCheckpoint& checkpoint, QuantType chosen, const HfTen
     if (matrix) ne.push_back(rows);
     if (sources.size() > 1) ne.push_back(static_cast<int64_t>(sources.size()));
     const uint64_t elem = safetensors_dtype_bytes(dtype);
+    const QuantTraits* in = scalar_traits(quant_type_of(dtype));
     const QuantTraits* out = scalar_traits(type);
     const size_t out_row = quant_row_bytes(type, cols);
     // The shards' pages go back to the page cache every 32 MiB read (Q/K
@@ -141,7 +124,7 @@ void add_hf_tensor(const HfCheckpoint& checkpoint, QuantType chosen, const HfTen
     writer.add_tensor_rows(t.gguf, type, ne, [=, permute = t.permute_head_dim, shift = t.shift](uint8_t* dst, int64_t first,
                                                                                                  int64_t n) {
         constexpr uint64_t kReleaseBytes = 32u << 20;
-        std::vector<float> row(static_cast<size_t>(cols));
+        std::vector<float> source_row(static_cast<size_t>(source_cols)), row(static_cast<size_t>(cols));
         const uint64_t row_bytes = static_cast<uint64_t>(source_cols) * elem;
         for (int64_t g = first; g < first + n; ++g) {
             const size_t s = static_cast<size_t>(g / rows);
@@ -149,9 +132,10 @@ void add_hf_tensor(const HfCheckpoint& checkpoint, QuantType chosen, const HfTen
             const std::span<const uint8_t> bytes = sources[s];
             const int64_t from = permute > 0 ? permuted_source_row(r, permute) : r;
             const uint8_t* src = bytes.data() + static_cast<uint64_t>(from) * row_bytes;
+            in->to_float(src, source_row.data(), source_cols);
             for (int64_t i = 0; i < cols; ++i) {
                 const int64_t at = parity >= 0 ? 2 * i + parity : i;
-                row[static_cast<size_t>(i)] = element(dtype, src + at * elem) + shift;
+                row[static_cast<size_t>(i)] = source_row[static_cast<size_t>(at)] + shift;
             }
             out->from_float(row.data(), dst + static_cast<uint64_t>(g - first) * out_row, cols);
             uint64_t& done_before = (*released)[s];
