@@ -15,7 +15,7 @@
 #   benchmarks/single_node.sh [--llama-cpp DIR] [--types "Q4_0 Q8_0 Q4_K"] [--threads "1 2"] [--archs "llama"]
 #                             [--reps 5] [--models DIR] [--n-prompt 512] [--n-gen 128]
 #                             [--tessera BIN] [--vocab GGUF] [--raw DIR] [--target NAME] [--moe-layers 48]
-#                             [--shape 1b|8b]
+#                             [--shape 1b|8b] [--discard]
 #
 # --llama-cpp: a llama.cpp checkout (its llama-bench at DIR/build/bin) or the
 #   directory holding llama-bench itself; default /tmp/llama.cpp. Without it
@@ -30,6 +30,8 @@
 # --shape: the dense models' shape: 1b (TinyLlama-1.1B, default) or 8b
 #   (Llama-3-8B: dim 4096, 32 layers, 32/8 heads, FFN 14336; give it Llama 3's
 #   128,256-token head with --vocab, a convert-tokenizer of tokenizer-llama3).
+# --discard: delete each model this run generated once it is measured (the 8b
+#   shape in every type is ~100 GB together).
 # --target: tessera's kernels on this SIMD target or a lesser one (avx2, sse4,
 #   ...: TESSERA_CPU_TARGET); compare with a llama.cpp built for the same
 #   (e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF for avx2).
@@ -53,8 +55,9 @@ raw=""
 target=""
 moe_layers=48
 shape_name=1b
+discard=0
 
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "single_node.sh: $*" >&2; exit 1; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
     --target) need_value "$@"; target=$2; shift 2 ;;
     --moe-layers) need_value "$@"; moe_layers=$2; shift 2 ;;
     --shape) need_value "$@"; shape_name=$2; shift 2 ;;
+    --discard) discard=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -213,7 +217,9 @@ for q in $types; do
   fi
   arch_vocab=$vocab
   [ "$arch" = phi3 ] && arch_vocab=$llama_dir/models/ggml-vocab-phi-3.gguf
+  generated=0
   if [ ! -f "$model" ]; then
+    generated=1
     [ -f "$arch_vocab" ] || die "vocabulary $arch_vocab not found (needed to generate $model); pass --vocab GGUF"
     echo "generating $model"
     "$tessera" gen-model --arch "$arch" "${shape[@]}" \
@@ -241,6 +247,7 @@ for q in $types; do
     [ -z "$llama_json" ] || [ "$llama_json" = FAILED ] || merge_llama "$out/llama-$tag" "$reps" > "$llama_json"
     printf '%s\t%s\t%s\t%s\n' "$arch $q" "$t" "$tessera_json" "$llama_json" >> "$manifest"
   done
+  if [ "$discard" = 1 ] && [ "$generated" = 1 ]; then rm -f "$model"; fi
 done
 done
 

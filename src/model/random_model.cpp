@@ -203,19 +203,29 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
         default: {
             // Every other type: Gaussian weights through the type's own
             // quantizer (slower than random codes, but each type's scales and
-            // grids come out as real files have them).
+            // grids come out as real files have them). The quantizers take
+            // ~100 ns a value, over ten minutes for an 8B model's matrices, so
+            // only a tensor's first kQuantizedValues are quantized; each block
+            // after them is a copy of one of those, drawn at random.
             const QuantTraits* traits = scalar_traits(type);
             if (traits == nullptr || traits->from_float == nullptr) {
                 throw make_error("gen-model cannot write {} weights", quant_type_name(type));
             }
+            constexpr int64_t kQuantizedValues = int64_t{1} << 21;
             const QuantLayout& layout = layout_of(type);
-            const int64_t n = static_cast<int64_t>(n_bytes / layout.block_bytes) * layout.block_size;
+            const auto n_blocks = static_cast<int64_t>(n_bytes / layout.block_bytes);
+            const int64_t n = std::min(n_blocks * layout.block_size, kQuantizedValues);
             constexpr int64_t kChunk = 64 * 256;
             std::vector<float> values(static_cast<size_t>(std::min(n, kChunk)));
             for (int64_t i = 0; i < n; i += kChunk) {
                 const int64_t count = std::min(kChunk, n - i);
                 for (int64_t k = 0; k < count; ++k) values[static_cast<size_t>(k)] = stddev * rng.next_normal();
                 traits->from_float(values.data(), dst + quant_row_bytes(type, i), count);
+            }
+            const auto quantized = static_cast<uint64_t>(n / layout.block_size);
+            for (auto b = quantized; b < static_cast<uint64_t>(n_blocks); ++b) {
+                std::memcpy(dst + b * layout.block_bytes, dst + rng.next_u64() % quantized * layout.block_bytes,
+                            layout.block_bytes);
             }
             break;
         }

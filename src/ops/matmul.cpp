@@ -232,6 +232,17 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
             const int64_t r0 = (b - job.first_block) * kRowBlock;
             const int64_t rows = std::min((stop - b) * kRowBlock, job.n_rows - r0);
             if (b == begin) prefetch_chunk(job.source, job.row0 + r0, job.col0, rows);
+            // The next product of this chunk (an expert's gate after its up,
+            // the next expert) starts cold as well: its first lines are asked
+            // for now, so they arrive while this run streams.
+            if (whole_runs && stop < end) {
+                size_t next = j;
+                while (next + 1 < n_jobs && prepared[next + 1].first_block <= stop) ++next;
+                const PreparedJob& after = prepared[next];
+                const int64_t after_r0 = (stop - after.first_block) * kRowBlock;
+                const int64_t after_rows = std::min((end - stop) * kRowBlock, after.n_rows - after_r0);
+                if (after_rows > 0) prefetch_chunk(after.source, after.row0 + after_r0, after.col0, after_rows);
+            }
             run_block(job, r0, rows, x, n_cols);
             b = stop;
         }
@@ -363,7 +374,15 @@ void matmul_units_many(const Matrix& w, std::span<const UnitsJob> jobs, const Qu
     pool.parallel_for(first[jobs.size()], [&](int64_t begin, int64_t end) {
         for (size_t i = 0; i < jobs.size(); ++i) {
             const int64_t b0 = std::max(begin, first[i]), b1 = std::min(end, first[i + 1]);
-            if (b0 < b1) units_chunk(products[i], x, b0 - first[i], b1 - first[i]);
+            if (b0 >= b1) continue;
+            // The next product's first lines, asked for while this one streams
+            // (units_chunk's own start prefetch would wait for them).
+            if (i + 1 < jobs.size() && b1 < end) {
+                const UnitsProduct& after = products[i + 1];
+                prefetch_chunk(after.source, after.rect.row_begin, after.col0,
+                               std::min((end - b1) * kRowBlock, after.n_rows));
+            }
+            units_chunk(products[i], x, b0 - first[i], b1 - first[i]);
         }
     });
 }
