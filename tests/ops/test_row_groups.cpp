@@ -145,6 +145,16 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             }
             runs.emplace_back(target, false);
         }
+        // Every target gets the same cases: the inputs, the reference's and
+        // the canonical order's outputs are made by the first and kept (the
+        // quantizers and the scalar code were most of this test's time,
+        // repeated once per target).
+        struct Case {
+            std::vector<uint8_t> w, x;
+            std::vector<int32_t> sums;
+            std::vector<float> start, want, canon;  // per (unit, accumulate)
+        };
+        std::vector<Case> cases;
         for (const auto& [target, with_dot] : runs) {
             hwy::SetSupportedTargetsForTest(target);
             allow_int8_dot_extension(with_dot);
@@ -152,6 +162,8 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
             if (simd.vec_dot_groups == nullptr) continue;
             ++tested;
             names += std::string(" ") + hwy::TargetName(target) + (with_dot ? "+dot" : "");
+            const bool first = cases.empty();
+            size_t case_index = 0;
             Rng rng(7);
             for (int64_t blocks : {1, 2, 3, 7, 64, 65}) {
                 if (is_kquant(type) && blocks > 8) continue;  // 8 super-blocks is 2048 elements
@@ -161,58 +173,68 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                 if (!family_leader && !is_kquant(type) && blocks > 8) continue;
                 const int64_t n = blocks * block_of(type);
                 for (int n_groups : {1, 3}) {
-                    const auto plain = random_rows(type, n_groups * kGroupRows, n, rng);
-                    const auto w = grouped(type, plain, n_groups * kGroupRows, n);
+                    std::vector<uint8_t> w;
+                    if (first) w = grouped(type, random_rows(type, n_groups * kGroupRows, n, rng), n_groups * kGroupRows, n);
                     for (int cols : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
                         // Activations strided and off alignment, with their sums.
                         const size_t x_stride = quant_row_bytes(vdt, n) + 5, x_off = 3;
-                        std::vector<uint8_t> x(x_off + cols * x_stride);
-                        std::vector<int32_t> sums(static_cast<size_t>(cols * blocks));
-                        std::vector<float> v(static_cast<size_t>(n));
-                        for (int c = 0; c < cols; ++c) {
-                            for (float& f : v) f = rng.next_normal();
-                            uint8_t* xc = x.data() + x_off + c * x_stride;
-                            scalar_traits(vdt)->from_float(v.data(), xc, n);
-                            if (vdt != QuantType::Q8_0) continue;
-                            for (int64_t b = 0; b < blocks; ++b) {
-                                for (int i = 0; i < 32; ++i) {
-                                    sums[c * blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
+                        const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
+                        const size_t unit_stride = cols * y_stride + 2;
+                        if (first) {
+                            Case c;
+                            c.w = w;
+                            c.x.resize(x_off + cols * x_stride);
+                            c.sums.resize(static_cast<size_t>(cols * blocks));
+                            std::vector<float> v(static_cast<size_t>(n));
+                            for (int col = 0; col < cols; ++col) {
+                                for (float& f : v) f = rng.next_normal();
+                                uint8_t* xc = c.x.data() + x_off + col * x_stride;
+                                scalar_traits(vdt)->from_float(v.data(), xc, n);
+                                if (vdt != QuantType::Q8_0) continue;
+                                for (int64_t b = 0; b < blocks; ++b) {
+                                    for (int i = 0; i < 32; ++i) {
+                                        c.sums[col * blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
+                                    }
                                 }
                             }
+                            cases.push_back(std::move(c));
                         }
-                        const size_t y_stride = static_cast<size_t>(n_groups * kGroupRows) + 1;
+                        Case& c = cases[case_index++];
                         // Whole rows, units of one block, and units of 3
                         // blocks (the last one shorter unless 3 divides).
                         // With accumulate, the sums continue from what y held.
+                        size_t output = 0;
                         for (int64_t unit_blocks : {blocks, int64_t{1}, int64_t{3}}) {
                             for (bool accumulate : {false, true}) {
                                 const int64_t unit_n = unit_blocks * block_of(type);
                                 const int64_t n_units = (blocks + unit_blocks - 1) / unit_blocks;
-                                const size_t unit_stride = cols * y_stride + 2;
-                                std::vector<float> want(n_units * unit_stride);
-                                for (size_t i = 0; i < want.size(); ++i) want[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
-                                std::vector<float> got = want;
-                                vec_dot_groups_reference(type, n, w.data(), group_bytes(type, n), n_groups,
-                                                         x.data() + x_off, x_stride, cols, want.data(), y_stride,
-                                                         unit_n, unit_stride, accumulate);
-                                simd.vec_dot_groups(n, w.data(), group_bytes(type, n), n_groups, x.data() + x_off,
-                                                    x_stride, sums.data(), static_cast<size_t>(blocks), cols,
-                                                    got.data(), y_stride, unit_n, unit_stride, accumulate);
-                                {
-                                    // Every target gives the canonical bits.
-                                    std::vector<float> canon(want.size());
-                                    for (size_t i = 0; i < canon.size(); ++i) {
-                                        canon[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
-                                    }
-                                    vec_dot_groups_canonical(type, n, w.data(), group_bytes(type, n), n_groups,
-                                                             x.data() + x_off, x_stride, cols, canon.data(), y_stride,
+                                const size_t size = n_units * unit_stride, at = output;
+                                output += size;
+                                if (first) {
+                                    std::vector<float> start(size);
+                                    for (size_t i = 0; i < size; ++i) start[i] = 0.25f * static_cast<float>(i % 13) - 1.0f;
+                                    std::vector<float> want = start, canon = start;
+                                    vec_dot_groups_reference(type, n, c.w.data(), group_bytes(type, n), n_groups,
+                                                             c.x.data() + x_off, x_stride, cols, want.data(), y_stride,
                                                              unit_n, unit_stride, accumulate);
-                                    ASSERT_EQ(0, std::memcmp(canon.data(), got.data(), got.size() * sizeof(float)))
-                                        << hwy::TargetName(target) << (with_dot ? "+dot " : " ") << quant_type_name(type) << " n " << n
-                                        << " groups " << n_groups << " cols " << cols << " unit " << unit_n
-                                        << " accumulate " << accumulate;
+                                    vec_dot_groups_canonical(type, n, c.w.data(), group_bytes(type, n), n_groups,
+                                                             c.x.data() + x_off, x_stride, cols, canon.data(), y_stride,
+                                                             unit_n, unit_stride, accumulate);
+                                    c.start.insert(c.start.end(), start.begin(), start.end());
+                                    c.want.insert(c.want.end(), want.begin(), want.end());
+                                    c.canon.insert(c.canon.end(), canon.begin(), canon.end());
                                 }
-                                for (size_t i = 0; i < got.size(); ++i) {
+                                const float* want = c.want.data() + at;
+                                std::vector<float> got(c.start.begin() + at, c.start.begin() + at + size);
+                                simd.vec_dot_groups(n, c.w.data(), group_bytes(type, n), n_groups, c.x.data() + x_off,
+                                                    x_stride, c.sums.data(), static_cast<size_t>(blocks), cols,
+                                                    got.data(), y_stride, unit_n, unit_stride, accumulate);
+                                // Every target gives the canonical bits.
+                                ASSERT_EQ(0, std::memcmp(c.canon.data() + at, got.data(), size * sizeof(float)))
+                                    << hwy::TargetName(target) << (with_dot ? "+dot " : " ") << quant_type_name(type) << " n " << n
+                                    << " groups " << n_groups << " cols " << cols << " unit " << unit_n
+                                    << " accumulate " << accumulate;
+                                for (size_t i = 0; i < size; ++i) {
                                     const size_t in_unit = i % unit_stride;
                                     const bool padding =
                                         in_unit >= cols * y_stride || in_unit % y_stride == y_stride - 1;
