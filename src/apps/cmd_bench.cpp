@@ -62,14 +62,17 @@ void speculative_main(const BenchOptions& o) {
     GenerationParams bounds;
     const std::unique_ptr<Drafter> drafter = make_drafter(o.draft, model, config.n_ctx, n_threads, bounds);
     const SpeculativeBenchResult r = run_speculative_bench(plan.decoder(), *tokenizer, *drafter, prompt, o.n_gen, o.reps,
-                                                           bounds.draft_max, bounds.draft_min);
+                                                           bounds.draft_max, bounds.draft_min, bounds.draft_ahead);
     const auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
         return v.empty() ? 0.0 : v[v.size() / 2];
     };
-    const double plain = median(r.plain_tps), spec = median(r.speculative_tps);
+    const double plain = median(r.plain_tps), spec = median(r.speculative_tps), ahead = median(r.ahead_tps);
+    const auto per_traversal_ms = [](double seconds, int traversals) {
+        return traversals > 0 ? seconds * 1e3 / traversals : 0.0;
+    };
     if (o.json) {
-        std::puts(nlohmann::json{{"model", path},
+        nlohmann::json j{{"model", path},
                                  {"draft", drafter->name()},
                                  {"mode", plan.options.mode()},
                                  {"tokens", r.tokens},
@@ -84,9 +87,17 @@ void speculative_main(const BenchOptions& o) {
                                  {"traversal_ms", r.traversal_ms()},
                                  {"draft_ms", r.draft_ms()},
                                  {"drafted", r.drafted},
-                                 {"accepted", r.accepted}}
-                      .dump()
-                      .c_str());
+                                 {"accepted", r.accepted}};
+        if (bounds.draft_ahead) {
+            j["ahead_tps"] = r.ahead_tps;
+            j["ahead_tps_median"] = ahead;
+            j["ahead_speedup"] = spec > 0 ? ahead / spec : 0.0;
+            j["ahead_traversals"] = r.ahead_traversals;
+            j["drafts_ahead"] = r.drafts_ahead;
+            j["ahead_draft_ms"] = per_traversal_ms(r.ahead_draft_seconds, r.ahead_traversals);
+            j["ahead_hidden_ms"] = per_traversal_ms(r.ahead_hidden_seconds, r.ahead_traversals);
+        }
+        std::puts(j.dump().c_str());
         return;
     }
     fmt::print("model: {}, draft: {}, {} tokens from \"{}\", repetitions: {}\n", path, drafter->name(), r.tokens,
@@ -95,10 +106,18 @@ void speculative_main(const BenchOptions& o) {
     fmt::print("| {:->12} | {:->12} |\n", "", "");
     fmt::print("| {:>12} | {:>12.2f} |\n", "plain", plain);
     fmt::print("| {:>12} | {:>12.2f} |\n", "speculative", spec);
+    if (bounds.draft_ahead) fmt::print("| {:>12} | {:>12.2f} |\n", "draft ahead", ahead);
     fmt::print("speedup {:.2f}x; {} of {} drafted tokens accepted ({:.1f}%), {:.2f} tokens per traversal, {:.2f} ms per "
                "traversal of which {:.3f} ms drafting\n",
                plain > 0 ? spec / plain : 0.0, r.accepted, r.drafted, 100.0 * r.acceptance(), r.tokens_per_traversal(),
                r.traversal_ms(), r.draft_ms());
+    if (bounds.draft_ahead) {
+        fmt::print("drafting ahead: {:.2f}x speculative; {} of {} traversals started on a draft made during the one "
+                   "before; per traversal {:.3f} ms drafting between traversals, {:.3f} ms during them\n",
+                   spec > 0 ? ahead / spec : 0.0, r.drafts_ahead, r.ahead_traversals,
+                   per_traversal_ms(r.ahead_draft_seconds, r.ahead_traversals),
+                   per_traversal_ms(r.ahead_hidden_seconds, r.ahead_traversals));
+    }
 }
 
 nlohmann::json rate_json(const BenchRate& rate) {
@@ -234,6 +253,7 @@ void add_bench_command(CLI::App& app) {
     add_parallel_flags(cmd, o->parallel);
     add_attention_flags(cmd, o->attention);
     add_draft_flags(cmd, o->draft);
+    add_draft_ahead_flag(cmd, o->draft);
     cmd->add_option("--prompt", o->prompt, "With a draft: the prompt both generations start from")->capture_default_str();
     cmd->callback([o] { bench_main(*o); });
 }

@@ -137,6 +137,7 @@ void add_chat_command(CLI::App& app) {
     add_attention_flags(cmd, o->attention);
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
+    add_draft_ahead_flag(cmd, o->draft);
     cmd->callback([o] { chat(*o); });
 }
 

@@ -200,7 +200,12 @@ void run(const RunOptions& o) {
             j["speculative"] = {{"draft", drafter->name()},
                                 {"traversals", result.traversals},
                                 {"drafted", result.drafted},
-                                {"accepted", result.accepted}};
+                                {"accepted", result.accepted},
+                                {"draft_ms", result.draft_seconds * 1e3}};
+            if (o.draft.ahead) {
+                j["speculative"]["drafts_ahead"] = result.drafts_ahead;
+                j["speculative"]["draft_ahead_ms"] = result.draft_ahead_seconds * 1e3;
+            }
         }
         j["timings"] = {{"prompt_ms", result.prompt_seconds * 1e3},
                         {"prompt_tokens_per_second", prompt_tps},
@@ -230,6 +235,12 @@ void run(const RunOptions& o) {
                          drafter->name().c_str(), result.accepted, result.drafted,
                          result.drafted > 0 ? 100.0 * result.accepted / result.drafted : 0.0,
                          result.traversals > 0 ? static_cast<double>(result.tokens.size() - 1) / result.traversals : 0.0);
+            if (o.draft.ahead) {
+                std::fprintf(stderr, "drafted ahead: %d of %d traversals started on a draft made during the one before "
+                             "(%.1f ms drafting between traversals, %.1f ms during them)\n",
+                             result.drafts_ahead, result.traversals, result.draft_seconds * 1e3,
+                             result.draft_ahead_seconds * 1e3);
+            }
         }
         if (setup.sequence_parallel != nullptr) print_sequence_chunks(*setup.sequence_parallel);
         if (o.verbose && supervised) {
@@ -268,6 +279,7 @@ void add_run_command(CLI::App& app) {
     add_parallel_flags(cmd, o->parallel);
     add_sampler_flags(cmd, o->sampler, o->seed);
     add_draft_flags(cmd, o->draft);
+    add_draft_ahead_flag(cmd, o->draft);
     add_attention_flags(cmd, o->attention);
     add_grammar_flags(cmd, o->grammar);
     cmd->add_option("--context-full", o->context_full,

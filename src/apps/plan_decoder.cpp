@@ -71,12 +71,22 @@ void add_draft_flags(CLI::App* cmd, DraftOptions& draft) {
         ->check(CLI::Range(1, SliceForward::kRowwiseRows - 1));
 }
 
+void add_draft_ahead_flag(CLI::App* cmd, DraftOptions& draft) {
+    cmd->add_flag("--draft-ahead", draft.ahead,
+                  "Draft the next tokens while the model verifies the last ones (hides drafting behind traversals "
+                  "that wait on other nodes; output unchanged)");
+}
+
 std::unique_ptr<Drafter> make_drafter(const DraftOptions& draft, const LlamaModel& target, int n_ctx, int n_threads,
                                       GenerationParams& params) {
     if (!draft.model.empty() && !draft.kind.empty()) throw make_error("use either --draft-model or --draft, not both");
     if (draft.min > draft.max) throw make_error("--draft-min {} is above --draft-max {}", draft.min, draft.max);
     params.draft_max = draft.max;
     params.draft_min = draft.min;
+    params.draft_ahead = draft.ahead;
+    if (draft.ahead && draft.model.empty() && draft.kind.empty()) {
+        throw make_error("--draft-ahead needs a drafter: --draft-model FILE or --draft ngram");
+    }
     if (!draft.model.empty()) return std::make_unique<ModelDrafter>(draft.model, target, n_ctx, n_threads);
     if (draft.kind == "ngram") return std::make_unique<NgramDrafter>();
     return nullptr;

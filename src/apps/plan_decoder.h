@@ -43,8 +43,10 @@ struct DraftOptions {
     std::string kind;   // "ngram" (prompt lookup), or empty
     int max = 8;
     int min = 1;
+    bool ahead = false;  // --draft-ahead (run, chat, bench: serve's slots verify in shared batches)
 };
 void add_draft_flags(CLI::App* cmd, DraftOptions& draft);
+void add_draft_ahead_flag(CLI::App* cmd, DraftOptions& draft);
 // The drafter the flags ask for (null for none); a draft model gets its own
 // single-node decoder with n_ctx positions and n_threads threads. Sets the
 // draft bounds in params.

@@ -40,6 +40,10 @@ struct GenerationParams {
     Drafter* drafter = nullptr;
     int draft_max = 8;
     int draft_min = 1;
+    // Draft the next block while the model verifies one (on a thread of its
+    // own; engine/speculative_decoding.h): hides drafting behind traversals
+    // that wait on other nodes, and competes for this node's cores otherwise.
+    bool draft_ahead = false;
     // When the context is full: stop ("context"), or make room and go on:
     // keep the first n_keep tokens (and a BOS before them) and drop half of
     // the rest, re-rotating the kept keys to their new positions. kShift
@@ -71,7 +75,9 @@ struct GenerationResult {
     int traversals = 0;  // decoder evals after the prompt (a verification counts once)
     int drafted = 0;     // draft tokens verified
     int accepted = 0;    // of those, accepted
-    double draft_seconds = 0.0;  // in the drafter's propose (what drafting during verification could hide)
+    double draft_seconds = 0.0;  // in the drafter's propose between traversals (what drafting ahead could hide)
+    double draft_ahead_seconds = 0.0;  // drafting during traversals (draft_ahead): hidden when a traversal is longer
+    int drafts_ahead = 0;              // traversals whose draft was made during the one before
     int shifts = 0;              // context shifts or evictions (ContextFull::kShift, kEvict)
 };
 

@@ -7,6 +7,15 @@
 // output in the model's distribution). Rejected positions stay in the cache
 // to be overwritten. The draft length adapts: +2 when a whole draft stood,
 // -1 when one was cut.
+//
+// Drafting ahead (draft_ahead): while the model verifies a draft, the
+// drafter proposes the next one on a thread of its own, from the context as
+// if the whole draft stands, one token longer: its first token is a guess of
+// the model's own next token. When the draft stands and the model's token is
+// that guess, the next traversal starts at once, its drafting hidden behind
+// the one before (Shard's case: a pipeline over slow links, the root idle
+// while a traversal is away). Otherwise the guess is dropped and the drafter
+// proposes as usual. Verification is unchanged, and so is the output.
 #pragma once
 
 #include "engine/drafter.h"
@@ -23,7 +32,7 @@ namespace tessera {
 class SpeculativeDecoding {
 public:
     // `prompt`: the tokens already in the decoder's cache before the first step.
-    SpeculativeDecoding(Drafter& drafter, int draft_min, int draft_max, std::vector<int32_t> prompt);
+    SpeculativeDecoding(Drafter& drafter, int draft_min, int draft_max, bool draft_ahead, std::vector<int32_t> prompt);
 
     // The generation loop's side of a step.
     struct Loop {
@@ -46,11 +55,19 @@ public:
     std::vector<int32_t>& context() { return context_; }
 
 private:
+    // The model's rows for batch_ at pos; with draft_ahead, drafts the next
+    // block into ahead_ meanwhile.
+    const float* verify(Decoder& decoder, int pos, GenerationResult& result);
+
     Drafter& drafter_;
     int draft_min_;
     int draft_max_;
     int draft_len_;
+    bool draft_ahead_;
     std::vector<int32_t> context_, draft_, batch_;
+    // Drafted during the last traversal: the guess of the model's next
+    // token, then the next draft (empty unless the last draft stood whole).
+    std::vector<int32_t> ahead_, ahead_context_;
 };
 
 }  // namespace tessera

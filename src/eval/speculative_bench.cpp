@@ -11,7 +11,7 @@ double SpeculativeBenchResult::tokens_per_traversal() const {
 
 SpeculativeBenchResult run_speculative_bench(Decoder& decoder, const Tokenizer& tokenizer, Drafter& drafter,
                                              const std::vector<int32_t>& prompt, int n_gen, int reps, int draft_max,
-                                             int draft_min) {
+                                             int draft_min, bool draft_ahead) {
     GenerationParams params;
     params.n_predict = n_gen;
     params.stop_at_eos = false;
@@ -29,10 +29,25 @@ SpeculativeBenchResult run_speculative_bench(Decoder& decoder, const Tokenizer& 
         if (spec.tokens != plain.tokens) {
             throw make_error("speculative output differs from plain greedy output (repetition {})", rep);
         }
-        if (rep == 0) continue;
         const auto tps = [&](const GenerationResult& g) {
             return g.generation_seconds > 0 ? static_cast<double>(g.tokens.size() - 1) / g.generation_seconds : 0.0;
         };
+        if (draft_ahead) {
+            params.draft_ahead = true;
+            const GenerationResult ahead = generate(decoder, tokenizer, prompt, params);
+            params.draft_ahead = false;
+            if (ahead.tokens != plain.tokens) {
+                throw make_error("drafting ahead changed the greedy output (repetition {})", rep);
+            }
+            if (rep > 0) {
+                r.ahead_tps.push_back(tps(ahead));
+                r.ahead_traversals += ahead.traversals;
+                r.drafts_ahead += ahead.drafts_ahead;
+                r.ahead_draft_seconds += ahead.draft_seconds;
+                r.ahead_hidden_seconds += ahead.draft_ahead_seconds;
+            }
+        }
+        if (rep == 0) continue;
         r.plain_tps.push_back(tps(plain));
         r.speculative_tps.push_back(tps(spec));
         r.drafted += spec.drafted;

@@ -2,6 +2,8 @@
 // plain and with a drafter, alternating repetitions on one decoder: tok/s of
 // each, the acceptance rate, tokens per traversal and the traversal time.
 // (Random tokens, as the tg test uses, would give a draft nothing to guess.)
+// With draft_ahead, a third generation drafts ahead (GenerationParams::
+// draft_ahead) in the same rotation.
 #pragma once
 
 #include "engine/drafter.h"
@@ -28,12 +30,19 @@ struct SpeculativeBenchResult {
     // Drafting time per traversal: the most that drafting the next block
     // while the target verifies the current one could save.
     double draft_ms() const { return traversals > 0 ? draft_seconds * 1e3 / traversals : 0.0; }
+
+    // Drafting ahead (empty unless asked): tok/s, traversals, those started
+    // on a draft made during the one before, and drafting between and
+    // during traversals.
+    std::vector<double> ahead_tps;
+    int ahead_traversals = 0, drafts_ahead = 0;
+    double ahead_draft_seconds = 0.0, ahead_hidden_seconds = 0.0;
 };
 
 // reps repetitions of each, alternating; throws when a speculative answer
 // differs from the plain one (greedy must not change).
 SpeculativeBenchResult run_speculative_bench(Decoder& decoder, const Tokenizer& tokenizer, Drafter& drafter,
                                              const std::vector<int32_t>& prompt, int n_gen, int reps, int draft_max,
-                                             int draft_min);
+                                             int draft_min, bool draft_ahead = false);
 
 }  // namespace tessera

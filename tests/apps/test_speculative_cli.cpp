@@ -6,6 +6,8 @@
 #include "tessera_cli.h"
 #include "test_paths.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -42,9 +44,10 @@ TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
     const auto want = plain["tokens"].get<std::vector<int>>();
     ASSERT_EQ(want.size(), 80u);
     const std::vector<std::vector<std::string>> drafts = {
-        {"--draft-model", good}, {"--draft-model", bad}, {"--draft", "ngram"}};
+        {"--draft-model", good}, {"--draft-model", bad}, {"--draft", "ngram"}, {"--draft-model", good, "--draft-ahead"}};
     for (const char* plan : {"single", "local3", "pipeline3", "hybrid"}) {
         for (const auto& draft : drafts) {
+            SCOPED_TRACE(fmt::format("{} {}", plan, fmt::join(draft, " ")));
             std::vector<std::unique_ptr<BackgroundProcess>> workers(2);
             std::vector<std::string> args = draft;
             const std::string p = plan;
@@ -64,6 +67,13 @@ TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
             if (draft[1] == good) {
                 // A good draft saves traversals: fewer than one per token.
                 EXPECT_LT(got["speculative"]["traversals"].get<int>(), 60) << plan;
+            }
+            if (draft.size() > 2) {
+                // Drafted ahead: some traversals start on a draft made during
+                // the one before (a good draft stands whole often).
+                EXPECT_GT(got["speculative"]["drafts_ahead"].get<int>(), 0) << plan;
+            } else {
+                EXPECT_FALSE(got["speculative"].contains("drafts_ahead")) << plan;
             }
         }
     }

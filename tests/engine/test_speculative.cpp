@@ -2,7 +2,10 @@
 // plain greedy token for token with n-gram drafts, a good draft model (the
 // bundled model quantized) and a bad one (random weights, same vocabulary:
 // nearly every draft rejected); a draft with another vocabulary is refused;
-// sampled output follows the target's distribution (chi-square).
+// sampled output follows the target's distribution (chi-square). Drafting
+// ahead (the next draft made during a traversal) changes no token, greedy or
+// sampled, and starts every traversal on its guess when the draft is the
+// model itself.
 #include "engine/drafter.h"
 #include "engine/generation.h"
 #include "model/llama_model.h"
@@ -46,7 +49,7 @@ std::string random_same_vocab() {
 }
 
 GenerationResult run(const LlamaModel& model, Drafter* drafter, const std::string& prompt, int n, float temp = 0.0f,
-                     uint64_t seed = 1, int draft_max = 6) {
+                     uint64_t seed = 1, int draft_max = 6, bool draft_ahead = false) {
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
     ForwardConfig config;
     config.n_ctx = 256;
@@ -62,6 +65,7 @@ GenerationResult run(const LlamaModel& model, Drafter* drafter, const std::strin
     params.sampler.min_p = 0.0f;
     params.drafter = drafter;
     params.draft_max = draft_max;
+    params.draft_ahead = draft_ahead;
     return generate(decoder, *tokenizer, tokenizer->encode(prompt, true), params);
 }
 
@@ -91,6 +95,44 @@ TEST(Speculative, GreedyOutputEqualsPlainWithEveryDraft) {
     EXPECT_GT(with_good.accepted * 10, with_good.drafted * 7) << with_good.accepted << " of " << with_good.drafted;
     EXPECT_LT(with_good.traversals * 2, 119);
     EXPECT_LT(with_bad.accepted * 4, with_bad.drafted) << with_bad.accepted << " of " << with_bad.drafted;
+}
+
+TEST(Speculative, DraftingAheadChangesNoTokenAndStartsOnItsGuess) {
+    const LlamaModel target(stories());
+    const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
+    const GenerationResult plain = run(target, nullptr, prompt, 100);
+    NgramDrafter ngram;
+    ModelDrafter good(quantized_stories(), target, 256, 1);
+    ModelDrafter bad(random_same_vocab(), target, 256, 1);
+    ModelDrafter itself(stories(), target, 256, 1);
+    for (Drafter* d : std::initializer_list<Drafter*>{&ngram, &good, &bad, &itself}) {
+        for (int draft_max : {1, 4, 12}) {
+            SCOPED_TRACE(d->name() + ", draft-max " + std::to_string(draft_max));
+            const GenerationResult ahead = run(target, d, prompt, 100, 0.0f, 1, draft_max, true);
+            EXPECT_EQ(ahead.tokens, plain.tokens);
+            EXPECT_EQ(ahead.text, plain.text);
+            // The same drafter gives the same drafts, whether made ahead or
+            // not: the same verifications, so the same sampled tokens too.
+            const GenerationResult sampled = run(target, d, prompt, 60, 0.9f, 11, draft_max);
+            const GenerationResult sampled_ahead = run(target, d, prompt, 60, 0.9f, 11, draft_max, true);
+            EXPECT_EQ(sampled_ahead.tokens, sampled.tokens);
+            EXPECT_EQ(sampled_ahead.traversals, sampled.traversals);
+            EXPECT_EQ(sampled_ahead.accepted, sampled.accepted);
+            if (d == &itself) {
+                // Every draft stands and every guess holds: each traversal
+                // after the first starts on the draft made during the one
+                // before (the last ones may be cut by the token budget).
+                // (The token that meets the budget ends generation before it counts as accepted.)
+                EXPECT_GE(ahead.accepted, ahead.drafted - 1);
+                EXPECT_GE(ahead.drafts_ahead, ahead.traversals - 2) << ahead.traversals << " traversals";
+                EXPECT_GT(ahead.draft_ahead_seconds, 0.0);
+            }
+            if (d == &bad) EXPECT_LT(ahead.drafts_ahead * 4, ahead.traversals);
+            const GenerationResult not_ahead = run(target, d, prompt, 100, 0.0f, 1, draft_max);
+            EXPECT_EQ(not_ahead.drafts_ahead, 0);
+            EXPECT_EQ(not_ahead.draft_ahead_seconds, 0.0);
+        }
+    }
 }
 
 TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
