@@ -99,13 +99,19 @@ TEST(SpeculativeCli, ADraftWithAnotherVocabularyIsRefused) {
              {{"--draft", "ngram", "--draft-min", "5", "--draft-max", "3"}, "--draft-min 5 is above --draft-max 3"},
              {{"--draft", "ngram", "--draft-max", "40"}, "--draft-max"},
              {{"--draft", "bigram"}, "--draft"},
-             {{"--draft-model", dir + "/missing.gguf"}, "missing.gguf"}}) {
+             {{"--draft-model", dir + "/missing.gguf"}, "missing.gguf"},
+             {{"--draft-ahead"}, "--draft-ahead needs a drafter"},
+             {{"--draft-ahead=maybe", "--draft", "ngram"}, "--draft-ahead"}}) {
         std::vector<std::string> argv = {test::tessera_binary(), "run", "-m", model, "-p", "Once", "-n", "4"};
         argv.insert(argv.end(), flags.begin(), flags.end());
         const auto bad = run_process(argv, 60);
         EXPECT_NE(bad.exit_code, 0) << flags[0];
         EXPECT_NE(bad.err.find(want), std::string::npos) << bad.err;
     }
+    // serve's slots verify in shared batches: it has no --draft-ahead.
+    const auto serve = run_process(tessera_cmd({"serve", "-m", model, "--draft", "ngram", "--draft-ahead"}), 60);
+    EXPECT_NE(serve.exit_code, 0);
+    EXPECT_NE(serve.err.find("--draft-ahead"), std::string::npos) << serve.err;
 }
 
 }  // namespace tessera
