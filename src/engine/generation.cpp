@@ -124,7 +124,9 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         return true;
     };
     std::optional<SpeculativeDecoding> speculative;
-    if (params.drafter != nullptr) speculative.emplace(*params.drafter, params.draft_min, params.draft_max, params.draft_ahead, prompt_tokens);
+    if (params.drafter != nullptr) {
+        speculative.emplace(*params.drafter, params.draft_min, params.draft_max, params.draft_ahead, prompt_tokens);
+    }
     // Before a token is evaluated at `pos`: true when the context is full and
     // generation stops; with kShift, makes room instead.
     const bool has_bos = prompt_tokens[0] == vocab.bos_id;
