@@ -68,9 +68,6 @@ void speculative_main(const BenchOptions& o) {
         return v.empty() ? 0.0 : v[v.size() / 2];
     };
     const double plain = median(r.plain_tps), spec = median(r.speculative_tps), ahead = median(r.ahead_tps);
-    const auto per_traversal_ms = [](double seconds, int traversals) {
-        return traversals > 0 ? seconds * 1e3 / traversals : 0.0;
-    };
     if (o.json) {
         nlohmann::json j{{"model", path},
                                  {"draft", drafter->name()},
@@ -94,8 +91,8 @@ void speculative_main(const BenchOptions& o) {
             j["ahead_speedup"] = spec > 0 ? ahead / spec : 0.0;
             j["ahead_traversals"] = r.ahead_traversals;
             j["drafts_ahead"] = r.drafts_ahead;
-            j["ahead_draft_ms"] = per_traversal_ms(r.ahead_draft_seconds, r.ahead_traversals);
-            j["ahead_hidden_ms"] = per_traversal_ms(r.ahead_hidden_seconds, r.ahead_traversals);
+            j["ahead_draft_ms"] = r.ahead_draft_ms();
+            j["ahead_hidden_ms"] = r.ahead_hidden_ms();
         }
         std::puts(j.dump().c_str());
         return;
@@ -115,8 +112,8 @@ void speculative_main(const BenchOptions& o) {
         fmt::print("drafting ahead: {:.2f}x speculative; {} of {} traversals started on a draft made during the one "
                    "before; per traversal {:.3f} ms drafting between traversals, {:.3f} ms during them\n",
                    spec > 0 ? ahead / spec : 0.0, r.drafts_ahead, r.ahead_traversals,
-                   per_traversal_ms(r.ahead_draft_seconds, r.ahead_traversals),
-                   per_traversal_ms(r.ahead_hidden_seconds, r.ahead_traversals));
+                   r.ahead_draft_ms(),
+                   r.ahead_hidden_ms());
     }
 }
 

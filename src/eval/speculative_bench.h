@@ -37,6 +37,8 @@ struct SpeculativeBenchResult {
     std::vector<double> ahead_tps;
     int ahead_traversals = 0, drafts_ahead = 0;
     double ahead_draft_seconds = 0.0, ahead_hidden_seconds = 0.0;
+    double ahead_draft_ms() const { return ahead_traversals > 0 ? ahead_draft_seconds * 1e3 / ahead_traversals : 0.0; }
+    double ahead_hidden_ms() const { return ahead_traversals > 0 ? ahead_hidden_seconds * 1e3 / ahead_traversals : 0.0; }
 };
 
 // reps repetitions of each, alternating; throws when a speculative answer
