@@ -153,7 +153,7 @@ int run(int argc, char** argv) {
             only_type = argv[++i];
         } else {
             std::fprintf(stderr,
-                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|Q8_0|Q4_0] [--tile R C]\n"
+                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|BF16|Q8_0|Q4_0] [--tile R C]\n"
                          "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
                          "  --quick        fewer runs per figure\n"
                          "  --type T       only this weight type\n"
@@ -166,7 +166,7 @@ int run(int argc, char** argv) {
     std::printf("matrix %lld x %lld, tile %lld rows x %d columns in calls of %d x %d, one thread\n",
                 static_cast<long long>(kRows), static_cast<long long>(kCols), static_cast<long long>(kTileRows),
                 kTileColumns, g_tile_rows, g_tile_cols);
-    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
+    for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16, QuantType::Q8_0, QuantType::Q4_0}) {
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits& ref = *scalar_traits(type);
         const auto w = random_rows(type, kRows, kCols, 1);

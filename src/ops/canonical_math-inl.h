@@ -118,6 +118,22 @@ public:
         }
     }
 
+    // The 16 lanes back from store(), to go on adding where it stopped: the
+    // lanes' order of additions does not change.
+    HWY_INLINE void load(const float* lanes) {
+        if constexpr (hn::MaxLanes(DF()) == 1) {
+            for (int j = 0; j < 16; ++j) scalar_[j] = lanes[j];
+        } else {
+            const size_t n = hn::Lanes(df_);
+            a0_ = hn::LoadU(df_, lanes);
+            if (n < 16) a1_ = hn::LoadU(df_, lanes + n);
+            if (n < 8) {
+                a2_ = hn::LoadU(df_, lanes + 2 * n);
+                a3_ = hn::LoadU(df_, lanes + 3 * n);
+            }
+        }
+    }
+
     // The fixed tree over 16 lanes: lane j + lane j + 8, then + 4, + 2, + 1.
     static float tree(float* lanes) { return lanes16_tree(lanes); }
 

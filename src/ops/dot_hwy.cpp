@@ -31,8 +31,12 @@
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
@@ -96,14 +100,23 @@ HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
 #if !HWY_HAVE_SCALABLE
 using DC = hn::CappedTag<float, 16>;
 
-// R weight rows x C activation rows, in registers.
+// R weight rows x C activation rows over the elements [begin, end) of n, in
+// registers. Each cell's 16 lanes start at zero when begin is 0, else from
+// `lanes` (R x C x 16 floats, as the last span left them); at end == n they
+// are reduced into y, else stored back to `lanes`. A cell adds its elements
+// in the same order however n is cut into spans (begin a multiple of 16).
 template <int kHalf, int R, int C>
-void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
-                size_t y_stride) {
+void float_tile_span(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride, const uint8_t* x,
+                     size_t x_stride, float* lanes, float* y, size_t y_stride) {
     const DC d;
     canonical::Lanes16<DC> acc[R][C];
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    if (begin > 0) {
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) acc[r][c].load(lanes + (r * C + c) * 16);
+        }
+    }
+    int64_t i = begin;
+    for (; i + 16 <= end; i += 16) {
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride;
             for (int c = 0; c < C; ++c) {
@@ -112,6 +125,12 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
                                   [&](size_t o) { return hn::LoadU(d, xc + o); });
             }
         }
+    }
+    if (end < n) {
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) acc[r][c].store(lanes + (r * C + c) * 16);
+        }
+        return;
     }
     if (i < n) {
         // The last elements, zero-padded to 16 (float_canonical.h's definition).
@@ -132,6 +151,79 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     }
 }
 
+// The elements [i, n) (fewer than 16) into each cell's 16 lanes, zero-padded
+// to 16 (float_canonical.h's definition).
+template <int kHalf, int R, int C>
+HWY_NOINLINE void float_tile_tail(int64_t n, int64_t i, const uint8_t* w, size_t w_stride, const uint8_t* x,
+                                  size_t x_stride, float* lanes) {
+    const DC d;
+    HWY_ALIGN float w_tail[R][16] = {}, x_tail[C][16] = {};
+    for (int64_t j = i; j < n; ++j) {
+        for (int r = 0; r < R; ++r) w_tail[r][j - i] = weight_scalar<kHalf>(w + r * w_stride, j);
+        for (int c = 0; c < C; ++c) x_tail[c][j - i] = activation_scalar(x + c * x_stride, j);
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) {
+            canonical::Lanes16<DC> cell;
+            cell.load(lanes + (r * C + c) * 16);
+            cell.mul_add([&](size_t o) { return hn::Load(d, w_tail[r] + o); },
+                         [&](size_t o) { return hn::Load(d, x_tail[c] + o); });
+            cell.store(lanes + (r * C + c) * 16);
+        }
+    }
+}
+
+#if HWY_TARGET == HWY_AVX2
+// float_tile_span for AVX2, whose 16 registers hold only 6 cells of 16 lanes
+// (2 registers each) beside the tile's weights and activations: lanes 0-7 and
+// 8-15 of a cell never meet before the tree, so they go through the span in
+// two passes, a cell one register in each, and a tile holds R x C cells of
+// one half. Each pass leaves its half of the cell's lanes in `lanes`; the
+// elements past the last multiple of 16 and the tree are Lanes16's, as in
+// float_tile_span.
+template <int kHalf, int R, int C>
+void float_tile_span_halves(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride,
+                            const uint8_t* x, size_t x_stride, float* lanes, float* y, size_t y_stride) {
+    const hn::CappedTag<float, 8> d;
+    const int64_t whole_end = begin + (end - begin) / 16 * 16;
+    for (int64_t half = 0; half < 16; half += 8) {
+        hn::Vec<decltype(d)> acc[R][C];
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) {
+                acc[r][c] = begin > 0 ? hn::LoadU(d, lanes + (r * C + c) * 16 + half) : hn::Zero(d);
+            }
+        }
+        for (int64_t i = begin + half; i < whole_end; i += 16) {
+            hn::Vec<decltype(d)> xv[C];
+            for (int c = 0; c < C; ++c) xv[c] = hn::LoadU(d, reinterpret_cast<const float*>(x + c * x_stride) + i);
+            for (int r = 0; r < R; ++r) {
+                const auto wv = load_weights<kHalf>(d, w + r * w_stride, i);
+                for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(wv, xv[c], acc[r][c]);
+            }
+        }
+        for (int r = 0; r < R; ++r) {
+            for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], d, lanes + (r * C + c) * 16 + half);
+        }
+    }
+    if (end < n) return;
+    if (whole_end < n) float_tile_tail<kHalf, R, C>(n, whole_end, w, w_stride, x, x_stride, lanes);
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) {
+            canonical::Lanes16<DC> cell;
+            cell.load(lanes + (r * C + c) * 16);
+            y[c * y_stride + r] = cell.reduce();
+        }
+    }
+}
+#endif
+
+// The whole row: one span.
+template <int kHalf, int R, int C>
+void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                size_t y_stride) {
+    float_tile_span<kHalf, R, C>(n, 0, n, w, w_stride, x, x_stride, nullptr, y, y_stride);
+}
+
 template <int kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
     float y;
@@ -148,6 +240,56 @@ float float_dot(int64_t n, const void* w, const void* x) {
 }
 #endif  // !HWY_HAVE_SCALABLE
 
+#if !HWY_HAVE_SCALABLE
+using SpanKernel = void (*)(int64_t, int64_t, int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, float*,
+                            size_t);
+
+// kernels[r - 1][c - 1] = float_tile_span<kHalf, r, c>: every tile shape up
+// to R x C, the edges of a matrix as smaller instantiations.
+template <int kHalf, bool kHalves, int R, int... Cs>
+constexpr std::array<SpanKernel, sizeof...(Cs)> span_kernel_row(std::integer_sequence<int, Cs...>) {
+#if HWY_TARGET == HWY_AVX2
+    if constexpr (kHalves) return {float_tile_span_halves<kHalf, R, Cs + 1>...};
+#endif
+    return {float_tile_span<kHalf, R, Cs + 1>...};
+}
+template <int kHalf, bool kHalves, int C, int... Rs>
+constexpr std::array<std::array<SpanKernel, C>, sizeof...(Rs)> span_kernels(std::integer_sequence<int, Rs...>) {
+    return {span_kernel_row<kHalf, kHalves, Rs + 1>(std::make_integer_sequence<int, C>())...};
+}
+
+// Tile shapes per target: as many independent chains of fused multiply-adds
+// as the registers hold beside a tile's weight and activation vectors; and
+// the span, the elements of n that several columns go through before the
+// next: a tile's weight rows (8 KiB of BF16 at 4 rows of 1024) stay in L1
+// while every column passes them, and the columns' span (256 KiB at 64
+// columns) in L2.
+// - AVX-512 (32 registers, a cell is 1): 4 x 4, 8 rows for one column; whole
+//   rows (spans are not measured there).
+// - AVX2 (16 registers, a cell is 2, or 1 by halves): 4 x 3 cells by halves,
+//   12 registers, 4 rows for one column. Measured on a 2-vCPU AMD EPYC
+//   (AVX2), BF16 prefill of the 1.1B shape, 1 thread: 19.6 tok/s with 2 x 4
+//   tiles of 16 lanes (4 of the 16 cells' registers spilled) over whole rows;
+//   26.7 by halves; 29.4 in spans of 1024 (512: 28.5, 2048: 28.2).
+// - 128-bit targets (a cell is 4 registers): 2 x 4, 2 rows for one column;
+//   whole rows.
+constexpr int64_t kWholeRows = std::numeric_limits<int64_t>::max() / 2;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kFloatTileRows = 4, kFloatTileCols = 4, kFloatColumnRows = 8;
+constexpr bool kFloatHalves = false;
+constexpr int64_t kFloatSpan = kWholeRows;
+#elif HWY_TARGET == HWY_AVX2
+constexpr int kFloatTileRows = 4, kFloatTileCols = 3, kFloatColumnRows = 4;
+constexpr bool kFloatHalves = true;
+constexpr int64_t kFloatSpan = 1024;
+#else
+constexpr int kFloatTileRows = 2, kFloatTileCols = 4, kFloatColumnRows = 2;
+constexpr bool kFloatHalves = false;
+constexpr int64_t kFloatSpan = kWholeRows;
+#endif
+constexpr int kFloatMaxRows = 16, kFloatMaxCols = 64;  // a call of matmul's blocking
+#endif  // !HWY_HAVE_SCALABLE
+
 template <int kHalf>
 void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
                         int n_cols, float* y, size_t y_stride) {
@@ -155,47 +297,42 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
     // Scalable vectors cannot be held in arrays: tiles as single dot products.
     vec_dot_tile_by_dots<float_dot<kHalf>>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
 #else
-    // Register tiles, the edges as smaller instantiations. Each cell is its
-    // own chain of fused multiply-adds (16 lanes in a fixed order): a tile is
-    // as many independent chains as fit the registers. One column (a token's
-    // matrix-vector product) takes more rows at once: 2 rows left AVX-512
-    // latency-bound at ~0.7 of the memory's speed (BF16, 1.1B shape).
-    using Kernel = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-    static constexpr int kRows = 4, kRowsOneColumn = 8;
-    static constexpr Kernel kernels[kRows][4] = {
-        {float_tile<kHalf, 1, 1>, float_tile<kHalf, 1, 2>, float_tile<kHalf, 1, 3>, float_tile<kHalf, 1, 4>},
-        {float_tile<kHalf, 2, 1>, float_tile<kHalf, 2, 2>, float_tile<kHalf, 2, 3>, float_tile<kHalf, 2, 4>},
-        {float_tile<kHalf, 3, 1>, float_tile<kHalf, 3, 2>, float_tile<kHalf, 3, 3>, float_tile<kHalf, 3, 4>},
-        {float_tile<kHalf, 4, 1>, float_tile<kHalf, 4, 2>, float_tile<kHalf, 4, 3>, float_tile<kHalf, 4, 4>},
-    };
-    static constexpr Kernel column_kernels[kRowsOneColumn] = {
-        float_tile<kHalf, 1, 1>, float_tile<kHalf, 2, 1>, float_tile<kHalf, 3, 1>, float_tile<kHalf, 4, 1>,
-        float_tile<kHalf, 5, 1>, float_tile<kHalf, 6, 1>, float_tile<kHalf, 7, 1>, float_tile<kHalf, 8, 1>};
-#else
-    static constexpr int kRows = 2, kRowsOneColumn = HWY_TARGET == HWY_AVX2 ? 4 : 2;
-    static constexpr Kernel kernels[kRows][4] = {
-        {float_tile<kHalf, 1, 1>, float_tile<kHalf, 1, 2>, float_tile<kHalf, 1, 3>, float_tile<kHalf, 1, 4>},
-        {float_tile<kHalf, 2, 1>, float_tile<kHalf, 2, 2>, float_tile<kHalf, 2, 3>, float_tile<kHalf, 2, 4>},
-    };
-    static constexpr Kernel column_kernels[4] = {float_tile<kHalf, 1, 1>, float_tile<kHalf, 2, 1>,
-                                                 float_tile<kHalf, 3, 1>, float_tile<kHalf, 4, 1>};
-#endif
+    static constexpr auto kernels =
+        span_kernels<kHalf, kFloatHalves, kFloatTileCols>(std::make_integer_sequence<int, kFloatTileRows>());
+    static constexpr auto column_kernels =
+        span_kernels<kHalf, false, 1>(std::make_integer_sequence<int, kFloatColumnRows>());
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
     if (n_cols == 1) {
-        for (int r0 = 0; r0 < n_rows; r0 += kRowsOneColumn) {
-            const int rr = n_rows - r0 < kRowsOneColumn ? n_rows - r0 : kRowsOneColumn;
-            column_kernels[rr - 1](n, wb + r0 * w_stride, w_stride, xb, x_stride, y + r0, y_stride);
+        // One column (a token's matrix-vector product) reads each weight once:
+        // whole rows, more of them at once (2 rows left AVX-512 latency-bound
+        // at ~0.7 of the memory's speed, BF16 at the 1.1B shape).
+        for (int r0 = 0; r0 < n_rows; r0 += kFloatColumnRows) {
+            const int rr = std::min(n_rows - r0, kFloatColumnRows);
+            column_kernels[rr - 1][0](n, 0, n, wb + r0 * w_stride, w_stride, xb, x_stride, nullptr, y + r0, y_stride);
         }
         return;
     }
-    for (int r0 = 0; r0 < n_rows; r0 += kRows) {
-        const int rr = n_rows - r0 < kRows ? n_rows - r0 : kRows;
-        for (int c0 = 0; c0 < n_cols; c0 += 4) {
-            const int cc = n_cols - c0 < 4 ? n_cols - c0 : 4;
-            kernels[rr - 1][cc - 1](n, wb + r0 * w_stride, w_stride, xb + c0 * x_stride, x_stride,
-                                    y + c0 * y_stride + r0, y_stride);
+    // Each cell's 16 lanes between spans: 64 KiB per thread.
+    alignas(64) thread_local float lanes[kFloatMaxRows * kFloatMaxCols * 16];
+    for (int rs = 0; rs < n_rows; rs += kFloatMaxRows) {
+        const int nr = std::min(n_rows - rs, kFloatMaxRows);
+        for (int cs = 0; cs < n_cols; cs += kFloatMaxCols) {
+            const int nc = std::min(n_cols - cs, kFloatMaxCols);
+            for (int64_t begin = 0; begin < n || begin == 0; begin += kFloatSpan) {
+                const int64_t end = std::min(n, begin + kFloatSpan);
+                for (int r0 = 0; r0 < nr; r0 += kFloatTileRows) {
+                    const int rr = std::min(nr - r0, kFloatTileRows);
+                    const uint8_t* tile_w = wb + (rs + r0) * w_stride;
+                    for (int c0 = 0; c0 < nc; c0 += kFloatTileCols) {
+                        const int cc = std::min(nc - c0, kFloatTileCols);
+                        kernels[rr - 1][cc - 1](n, begin, end, tile_w, w_stride,
+                                                xb + (cs + c0) * x_stride, x_stride,
+                                                lanes + (r0 * nc + c0 * rr) * 16,
+                                                y + (cs + c0) * y_stride + rs + r0, y_stride);
+                    }
+                }
+            }
         }
     }
 #endif

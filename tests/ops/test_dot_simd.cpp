@@ -190,8 +190,18 @@ TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
         Rng rng(21);
         for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16}) {
             const QuantTraits& simd = *simd_block_traits(type);
-            for (int64_t n : {1, 5, 15, 16, 17, 33, 64, 100, 1000}) {
-                constexpr int kRows = 3, kCols = 5;
+            // Past 512 elements several columns go through n in spans; past
+            // 16 rows or 64 columns a call is cut into tiles of that size.
+            struct Shape {
+                int64_t n;
+                int rows, cols;
+            };
+            for (const Shape shape : {Shape{1, 3, 5}, Shape{5, 3, 5}, Shape{15, 3, 5}, Shape{16, 3, 5},
+                                      Shape{17, 3, 5}, Shape{33, 3, 5}, Shape{64, 3, 5}, Shape{100, 3, 5},
+                                      Shape{1000, 3, 5}, Shape{1024, 7, 2}, Shape{1040, 3, 5},
+                                      Shape{2053, 17, 70}, Shape{1537, 4, 65}}) {
+                const int64_t n = shape.n;
+                const int kRows = shape.rows, kCols = shape.cols;
                 const size_t row_bytes = quant_row_bytes(type, n) + 6;  // strided and off alignment
                 std::vector<uint8_t> w(2 + kRows * row_bytes);
                 std::vector<float> x(static_cast<size_t>(kCols * (n + 1)));
