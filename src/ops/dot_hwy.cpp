@@ -100,6 +100,18 @@ HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
 #if !HWY_HAVE_SCALABLE
 using DC = hn::CappedTag<float, 16>;
 
+// The last elements [i, n) of R weight rows and C activation rows (fewer
+// than 16), zero-padded to 16 as float_canonical.h defines them.
+template <int kHalf, int R, int C>
+HWY_INLINE void tail_rows(int64_t n, int64_t i, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride,
+                          float (&w_tail)[R][16], float (&x_tail)[C][16]) {
+    for (int64_t j = 0; j < 16; ++j) {
+        const bool in = i + j < n;
+        for (int r = 0; r < R; ++r) w_tail[r][j] = in ? weight_scalar<kHalf>(w + r * w_stride, i + j) : 0.0f;
+        for (int c = 0; c < C; ++c) x_tail[c][j] = in ? activation_scalar(x + c * x_stride, i + j) : 0.0f;
+    }
+}
+
 // R weight rows x C activation rows over the elements [begin, end) of n, in
 // registers. Each cell's 16 lanes start at zero when begin is 0, else from
 // `lanes` (R x C x 16 floats, as the last span left them); at end == n they
@@ -133,12 +145,8 @@ void float_tile_span(int64_t n, int64_t begin, int64_t end, const uint8_t* w, si
         return;
     }
     if (i < n) {
-        // The last elements, zero-padded to 16 (float_canonical.h's definition).
-        HWY_ALIGN float w_tail[R][16] = {}, x_tail[C][16] = {};
-        for (int64_t j = i; j < n; ++j) {
-            for (int r = 0; r < R; ++r) w_tail[r][j - i] = weight_scalar<kHalf>(w + r * w_stride, j);
-            for (int c = 0; c < C; ++c) x_tail[c][j - i] = activation_scalar(x + c * x_stride, j);
-        }
+        HWY_ALIGN float w_tail[R][16], x_tail[C][16];
+        tail_rows<kHalf, R, C>(n, i, w, w_stride, x, x_stride, w_tail, x_tail);
         for (int r = 0; r < R; ++r) {
             for (int c = 0; c < C; ++c) {
                 acc[r][c].mul_add([&](size_t o) { return hn::Load(d, w_tail[r] + o); },
@@ -157,11 +165,8 @@ template <int kHalf, int R, int C>
 HWY_NOINLINE void float_tile_tail(int64_t n, int64_t i, const uint8_t* w, size_t w_stride, const uint8_t* x,
                                   size_t x_stride, float* lanes) {
     const DC d;
-    HWY_ALIGN float w_tail[R][16] = {}, x_tail[C][16] = {};
-    for (int64_t j = i; j < n; ++j) {
-        for (int r = 0; r < R; ++r) w_tail[r][j - i] = weight_scalar<kHalf>(w + r * w_stride, j);
-        for (int c = 0; c < C; ++c) x_tail[c][j - i] = activation_scalar(x + c * x_stride, j);
-    }
+    HWY_ALIGN float w_tail[R][16], x_tail[C][16];
+    tail_rows<kHalf, R, C>(n, i, w, w_stride, x, x_stride, w_tail, x_tail);
     for (int r = 0; r < R; ++r) {
         for (int c = 0; c < C; ++c) {
             canonical::Lanes16<DC> cell;
