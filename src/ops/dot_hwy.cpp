@@ -37,6 +37,7 @@
 #include <cstring>
 #include <limits>
 #include <utility>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
@@ -318,8 +319,14 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
         }
         return;
     }
-    // Each cell's 16 lanes between spans: 64 KiB per thread.
-    alignas(64) thread_local float lanes[kFloatMaxRows * kFloatMaxCols * 16];
+    // Each cell's 16 lanes between spans, up to 64 KiB per thread: on the
+    // heap when first needed, not in every thread's static TLS block (which
+    // each thread of every process would carry, float weights or not).
+    thread_local std::vector<float> lanes_store;
+    const size_t lanes_needed = static_cast<size_t>(std::min(n_rows, kFloatMaxRows)) *
+                                static_cast<size_t>(std::min(n_cols, kFloatMaxCols)) * 16;
+    const bool keeps_lanes = kFloatHalves || kFloatSpan < n;  // else each cell stays in registers
+    if (keeps_lanes && lanes_store.size() < lanes_needed) lanes_store.resize(lanes_needed);
     for (int rs = 0; rs < n_rows; rs += kFloatMaxRows) {
         const int nr = std::min(n_rows - rs, kFloatMaxRows);
         for (int cs = 0; cs < n_cols; cs += kFloatMaxCols) {
@@ -333,7 +340,7 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
                         const int cc = std::min(nc - c0, kFloatTileCols);
                         kernels[rr - 1][cc - 1](n, begin, end, tile_w, w_stride,
                                                 xb + (cs + c0) * x_stride, x_stride,
-                                                lanes + (r0 * nc + c0 * rr) * 16,
+                                                keeps_lanes ? lanes_store.data() + (r0 * nc + c0 * rr) * 16 : nullptr,
                                                 y + (cs + c0) * y_stride + rs + r0, y_stride);
                     }
                 }
