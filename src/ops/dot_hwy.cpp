@@ -113,23 +113,14 @@ HWY_INLINE void tail_rows(int64_t n, int64_t i, const uint8_t* w, size_t w_strid
     }
 }
 
-// R weight rows x C activation rows over the elements [begin, end) of n, in
-// registers. Each cell's 16 lanes start at zero when begin is 0, else from
-// `lanes` (R x C x 16 floats, as the last span left them); at end == n they
-// are reduced into y, else stored back to `lanes`. A cell adds its elements
-// in the same order however n is cut into spans (begin a multiple of 16).
+// R weight rows x C activation rows, whole rows, in registers.
 template <int kHalf, int R, int C>
-void float_tile_span(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride, const uint8_t* x,
-                     size_t x_stride, float* lanes, float* y, size_t y_stride) {
+void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                size_t y_stride) {
     const DC d;
     canonical::Lanes16<DC> acc[R][C];
-    if (begin > 0) {
-        for (int r = 0; r < R; ++r) {
-            for (int c = 0; c < C; ++c) acc[r][c].load(lanes + (r * C + c) * 16);
-        }
-    }
-    int64_t i = begin;
-    for (; i + 16 <= end; i += 16) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride;
             for (int c = 0; c < C; ++c) {
@@ -138,12 +129,6 @@ void float_tile_span(int64_t n, int64_t begin, int64_t end, const uint8_t* w, si
                                   [&](size_t o) { return hn::LoadU(d, xc + o); });
             }
         }
-    }
-    if (end < n) {
-        for (int r = 0; r < R; ++r) {
-            for (int c = 0; c < C; ++c) acc[r][c].store(lanes + (r * C + c) * 16);
-        }
-        return;
     }
     if (i < n) {
         HWY_ALIGN float w_tail[R][16], x_tail[C][16];
@@ -180,13 +165,13 @@ HWY_NOINLINE void float_tile_tail(int64_t n, int64_t i, const uint8_t* w, size_t
 }
 
 #if HWY_TARGET == HWY_AVX2
-// float_tile_span for AVX2, whose 16 registers hold only 6 cells of 16 lanes
+// Several columns on AVX2, whose 16 registers hold only 6 cells of 16 lanes
 // (2 registers each) beside the tile's weights and activations: lanes 0-7 and
 // 8-15 of a cell never meet before the tree, so they go through the span in
 // two passes, a cell one register in each, and a tile holds R x C cells of
 // one half. Each pass leaves its half of the cell's lanes in `lanes`; the
 // elements past the last multiple of 16 and the tree are Lanes16's, as in
-// float_tile_span.
+// float_tile.
 template <int kHalf, int R, int C>
 void float_tile_span_halves(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride,
                             const uint8_t* x, size_t x_stride, float* lanes, float* y, size_t y_stride) {
@@ -223,11 +208,12 @@ void float_tile_span_halves(int64_t n, int64_t begin, int64_t end, const uint8_t
 }
 #endif
 
-// The whole row: one span.
+// float_tile as a span kernel, for the targets whose span is the whole row
+// (begin 0, end n; no lanes kept between spans).
 template <int kHalf, int R, int C>
-void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
-                size_t y_stride) {
-    float_tile_span<kHalf, R, C>(n, 0, n, w, w_stride, x, x_stride, nullptr, y, y_stride);
+void float_tile_whole(int64_t n, int64_t, int64_t, const uint8_t* w, size_t w_stride, const uint8_t* x,
+                      size_t x_stride, float*, float* y, size_t y_stride) {
+    float_tile<kHalf, R, C>(n, w, w_stride, x, x_stride, y, y_stride);
 }
 
 template <int kHalf>
@@ -250,14 +236,14 @@ float float_dot(int64_t n, const void* w, const void* x) {
 using SpanKernel = void (*)(int64_t, int64_t, int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, float*,
                             size_t);
 
-// kernels[r - 1][c - 1] = float_tile_span<kHalf, r, c>: every tile shape up
+// kernels[r - 1][c - 1]: the kernel of an r x c tile, every tile shape up
 // to R x C, the edges of a matrix as smaller instantiations.
 template <int kHalf, bool kHalves, int R, int... Cs>
 constexpr std::array<SpanKernel, sizeof...(Cs)> span_kernel_row(std::integer_sequence<int, Cs...>) {
 #if HWY_TARGET == HWY_AVX2
     if constexpr (kHalves) return {float_tile_span_halves<kHalf, R, Cs + 1>...};
 #endif
-    return {float_tile_span<kHalf, R, Cs + 1>...};
+    return {float_tile_whole<kHalf, R, Cs + 1>...};
 }
 template <int kHalf, bool kHalves, int C, int... Rs>
 constexpr std::array<std::array<SpanKernel, C>, sizeof...(Rs)> span_kernels(std::integer_sequence<int, Rs...>) {
@@ -296,6 +282,8 @@ constexpr int kFloatTileRows = 2, kFloatTileCols = 4, kFloatColumnRows = 2;
 constexpr bool kFloatHalves = false;
 constexpr int64_t kFloatSpan = kWholeRows;
 #endif
+// Only the halves kernel keeps lanes between spans.
+static_assert(kFloatHalves || kFloatSpan == kWholeRows);
 constexpr int kFloatMaxRows = 16, kFloatMaxCols = 64;  // a call of matmul's blocking
 #endif  // !HWY_HAVE_SCALABLE
 
