@@ -91,6 +91,20 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         if (on_text) on_text(piece);
     };
 
+    // A plan whose logits cross a wire sends only those the sampler reads,
+    // when it reads few (model/decoder.h); logprobs and speculative
+    // verification read them all.
+    const bool sparse = !params.on_token && params.drafter == nullptr;
+    LogitsNeed need;
+    const auto tell_need = [&] {
+        if (sparse) decoder.set_logits_need(sampler.logits_need(n_vocab, need) ? &need : nullptr);
+    };
+    struct NeedReset {
+        Decoder& decoder;
+        ~NeedReset() { decoder.set_logits_need(nullptr); }
+    } need_reset{decoder};
+    tell_need();
+
     const int n_past = std::clamp(params.n_past, 0, static_cast<int>(prompt_tokens.size()) - 1);
     result.n_evaluated_prompt = static_cast<int>(prompt_tokens.size()) - n_past;
     const double t0 = now_seconds();
@@ -162,6 +176,7 @@ GenerationResult generate(Decoder& decoder, const Tokenizer& tokenizer, const st
         if (speculative && !speculative->run(decoder, sampler, token, pos, result, loop)) break;
         // A plain step: the pending token alone.
         const int32_t next[1] = {token};
+        tell_need();
         logits = decoder.eval(next, pos);
         ++result.traversals;
         ++pos;

@@ -28,6 +28,30 @@ int32_t Sampler::argmax(const float* logits, int32_t n_vocab) {
     return best;
 }
 
+bool Sampler::logits_need(int32_t n_vocab, LogitsNeed& need) const {
+    if (constraint_ != nullptr) return false;
+    if (params_.temperature <= 0.0f) {
+        need.top_k = 1;
+    } else if (params_.top_k > 0 && params_.top_k <= LogitsNeed::kMaxTopK) {
+        need.top_k = params_.top_k;
+    } else {
+        return false;
+    }
+    // distribution() changes these tokens' logits before its top-k: the
+    // rest keep their own order, so each is among the top-k after the
+    // changes only if among the top-k of the unchanged.
+    need.tokens.clear();
+    const bool penalties =
+        params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+    if (penalties) need.tokens.assign(recent_.begin(), recent_.end());
+    for (const auto& [token, bias] : params_.logit_bias) need.tokens.push_back(token);
+    // Out of the vocabulary: distribution() skips them too.
+    std::erase_if(need.tokens, [&](int32_t t) { return t < 0 || t >= n_vocab; });
+    std::sort(need.tokens.begin(), need.tokens.end());
+    need.tokens.erase(std::unique(need.tokens.begin(), need.tokens.end()), need.tokens.end());
+    return need.tokens.size() <= LogitsNeed::kMaxTokens;
+}
+
 const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits, int32_t n_vocab) {
     const float* x = logits;
     const bool penalties =

@@ -4,6 +4,7 @@
 // the same sequence of draws on every platform.
 #pragma once
 
+#include "model/decoder.h"
 #include "util/rng.h"
 
 #include <cstdint>
@@ -63,6 +64,12 @@ public:
     // mask's cost on most steps. The caller feeds generated tokens to the
     // constraint (GrammarConstraint::accept).
     void set_constraint(GrammarConstraint* constraint) { constraint_ = constraint; }
+
+    // Which logits the next sample() reads (model/decoder.h): greedy, the
+    // argmax; a top-k chain, its k; with the tokens the penalties and
+    // logit_bias change. False when it reads them all: top-k off or above
+    // LogitsNeed::kMaxTopK, or a grammar (its mask may reach any token).
+    bool logits_need(int32_t n_vocab, LogitsNeed& need) const;
 
     // Records a token of the context (prompt or generated) for the repetition penalty.
     void accept(int32_t token);

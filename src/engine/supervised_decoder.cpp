@@ -54,7 +54,16 @@ SupervisedDecoder::SupervisedDecoder(const LlamaModel& model, const ForwardConfi
 
 SupervisedDecoder::~SupervisedDecoder() { teardown(); }
 
-void SupervisedDecoder::build() { setup_ = make_decoder(model_, config_, n_threads_, options_); }
+void SupervisedDecoder::build() {
+    setup_ = make_decoder(model_, config_, n_threads_, options_);
+    setup_.decoder->set_logits_need(has_need_ ? &need_ : nullptr);
+}
+
+void SupervisedDecoder::set_logits_need(const LogitsNeed* need) {
+    has_need_ = need != nullptr;
+    if (need != nullptr) need_ = *need;
+    if (setup_.decoder) setup_.decoder->set_logits_need(need);
+}
 
 const float* SupervisedDecoder::eval(std::span<const int32_t> tokens, int pos) {
     return run({std::vector<int32_t>(tokens.begin(), tokens.end()), pos, false});

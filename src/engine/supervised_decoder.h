@@ -64,6 +64,8 @@ public:
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     // Asked of the current plan (a rebuilt one has replayed the same history).
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
+    // Passed on to the current plan, and to a rebuilt one.
+    void set_logits_need(const LogitsNeed* need) override;
 
     // The current plan (it changes when a node is replaced).
     const DecoderSetup& setup() const { return setup_; }
@@ -113,6 +115,8 @@ private:
     std::vector<SeqEval> seq_evals_;  // apply's scratch
     std::vector<EdgeHealth> health_;
     RecoveryStats stats_;
+    LogitsNeed need_;  // the caller's, when has_need_
+    bool has_need_ = false;
 };
 
 }  // namespace tessera

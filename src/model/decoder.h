@@ -21,6 +21,21 @@ struct SeqEval {
     bool all = false;  // the logits of every token (as eval_all), not only the last one's
 };
 
+// Which logits a caller reads of the next evals (a sampler's top-k, and the
+// tokens its penalties and biases change): a plan whose logits cross a wire
+// may then send only those. Each row keeps the exact logits of `tokens` and
+// of at least the top_k largest (ties: the lower id) among the other tokens;
+// the others may come back as -inf. A sampler whose chain starts with the
+// top-k of the penalized logits draws the same token from such a row as
+// from the whole one: a token outside `tokens` among the top_k after the
+// penalties is among the top_k of its own logits.
+struct LogitsNeed {
+    int top_k = 0;                // 1..kMaxTopK
+    std::vector<int32_t> tokens;  // sorted, each once
+    static constexpr int kMaxTopK = 4096;
+    static constexpr size_t kMaxTokens = size_t{1} << 16;
+};
+
 class Decoder {
 public:
     virtual ~Decoder() = default;
@@ -33,6 +48,11 @@ public:
     // of n_vocab floats (perplexity and KL divergence need them all); valid
     // until the next call.
     virtual const float* eval_all(std::span<const int32_t> tokens, int pos) = 0;
+
+    // From the next eval on, rows need only hold what `need` names (null:
+    // every logit, the default). The decoder copies it. Plans that compute
+    // every logit where they are read ignore it.
+    virtual void set_logits_need(const LogitsNeed* need) { (void)need; }
 
     // Sequences with a KV cache of their own (eval and eval_all use sequence 0).
     virtual int n_seq() const { return 1; }

@@ -116,10 +116,17 @@ SpPrefillDecoder::~SpPrefillDecoder() {
     }
 }
 
+void SpPrefillDecoder::set_logits_need(const LogitsNeed* need) {
+    has_need_ = need != nullptr;
+    if (need != nullptr) need_ = *need;
+    if (handed_ != nullptr) handed_->set_logits_need(need);
+}
+
 Decoder& SpPrefillDecoder::generator(int pos) {
     if (handed_ != nullptr) return *handed_;
     if (hands_off() && pos > 0 && pos <= n_ctx_) {
         hand_off(pos);
+        handed_->set_logits_need(has_need_ ? &need_ : nullptr);
         return *handed_;
     }
     root_alone_from(pos);

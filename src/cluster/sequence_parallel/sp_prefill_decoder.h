@@ -91,6 +91,8 @@ public:
     const float* eval_seqs(std::span<const SeqEval> evals) override;
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
     void add_attention_mass(int seq, int n_used, int64_t* totals) override;
+    // Passed on to the plan generation is handed to.
+    void set_logits_need(const LogitsNeed* need) override;
 
     // Whether generation goes to a group or a pipeline after the prompt.
     bool hands_off() const { return config_.group.has_value() || config_.pipeline.has_value(); }
@@ -143,6 +145,8 @@ private:
     std::unique_ptr<TensorParallelDecoder> group_;
     std::unique_ptr<PipelineDecoder> pipeline_;
     Decoder* handed_ = nullptr;  // group_ or pipeline_ once handed over
+    LogitsNeed need_;            // the caller's, when has_need_ (for the plan handed to)
+    bool has_need_ = false;
     SpHandoffInfo handoff_;
     std::vector<SpNodeInfo> nodes_;
     std::vector<HelloReply> hellos_;  // per worker

@@ -38,6 +38,8 @@ const char* tp_message_name(uint16_t type) {
         case SessionMessage::kSpRows: return "sp-rows";
         case SessionMessage::kStatus: return "status";
         case SessionMessage::kStatusReply: return "status-reply";
+        case SessionMessage::kHeadNeed: return "head-need";
+        case SessionMessage::kCandidates: return "candidates";
     }
     return "unknown";
 }

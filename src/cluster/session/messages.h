@@ -30,6 +30,8 @@
 // Per token, after the last layer (a group splitting the output head):
 //   root -> worker  kHead               the output-normed rows
 //   worker -> root  kPartial            the logits of the rank's vocab rows
+//   (or, after kHeadNeed named a sampler's top-k and tokens, kCandidates:
+//   only those, head_candidates.h; a need holds until the next kHeadNeed)
 // Either side: kHeartbeat (a worker sends them while it computes a long step,
 // so a stalled worker is told apart from a slow one), kError {message} from a
 // worker that failed, kShutdown from the root.
@@ -71,6 +73,8 @@ enum class SessionMessage : uint16_t {
     kSpRows = 25,   // sequence-parallel prefill: one layer's K/V rows of some positions (SpRowsHeader + rows)
     kStatus = 26,       // instead of kHello: what the worker holds and does (tessera status), busy or not
     kStatusReply = 27,  // its answer (cluster/session/worker_status.h)
+    kHeadNeed = 28,     // which logits the root reads from the next kHead on (cluster/tensor_parallel/head_candidates.h)
+    kCandidates = 29,   // a worker's logits under such a need, instead of kPartial's whole rows
 };
 
 const char* tp_message_name(uint16_t type);

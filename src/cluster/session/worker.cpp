@@ -12,6 +12,7 @@
 #include "cluster/sequence_parallel/sp_node.h"
 #include "model/kv_codebooks.h"
 #include "cluster/pipeline/stage_loop.h"
+#include "cluster/tensor_parallel/head_candidates.h"
 #include "cluster/tensor_parallel/partial_exchange.h"
 #include "cluster/tensor_parallel/tp_decoder.h"
 #include "cluster/tensor_parallel/tp_layers.h"
@@ -562,6 +563,9 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
     std::vector<float> x, h;
     std::vector<float> head_logits;  // grows once, to the largest batch of logits asked for
     std::vector<SeqRun> runs;        // the last kSeqRuns
+    LogitsNeed need;                 // the last kHeadNeed's, when has_need
+    bool has_need = false;
+    SessionMessage reply_type = SessionMessage::kPartial;
     TpLayerScratch scratch;
     TpLayerTimes times;
     uint64_t batches = 0;
@@ -617,6 +621,10 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
             channel.send(static_cast<uint16_t>(SessionMessage::kMass), out);
             continue;
         }
+        if (type == SessionMessage::kHeadNeed) {
+            has_need = decode_logits_need(frame.payload, model.hparams().n_vocab, need, peer.c_str());
+            continue;
+        }
         if (type != SessionMessage::kSeqRuns && type != SessionMessage::kResidual && type != SessionMessage::kHead) {
             throw make_error("{}: unexpected {} message", peer, tp_message_name(frame.type));
         }
@@ -662,8 +670,17 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
                 if (rows == 0) throw make_error("{}: asked for logits, but this rank holds no rows of the head", peer);
                 head_logits.resize(std::max(head_logits.size(), static_cast<size_t>(n_tok * rows)));
                 forward.head_rows(h.data(), n_tok, head_logits.data(), rows);
-                reply_header.width = static_cast<uint32_t>(rows);
-                encode_step(reply_header, head_logits.data(), out);
+                if (has_need) {
+                    // Checked here: the root sees only the candidates.
+                    require_finite(head_logits.data(), static_cast<size_t>(n_tok * rows), "this worker's logits");
+                    encode_candidates(head_logits.data(), n_tok, static_cast<int>(rows),
+                                      static_cast<int32_t>(slice.vocab_begin), need, out);
+                    reply_type = SessionMessage::kCandidates;
+                } else {
+                    reply_header.width = static_cast<uint32_t>(rows);
+                    encode_step(reply_header, head_logits.data(), out);
+                    reply_type = SessionMessage::kPartial;
+                }
                 reply = true;
             }
         } catch (const std::exception& e) {
@@ -675,7 +692,7 @@ void serve_steps(FrameChannel& channel, const Worker& w, const LlamaModel& model
         heartbeat.set_busy(false);
         if (reply) {
             std::lock_guard<std::mutex> lock(send_mutex);
-            channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
+            channel.send(static_cast<uint16_t>(reply_type), out);
         }
     }
 }

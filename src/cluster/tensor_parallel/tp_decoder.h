@@ -109,6 +109,9 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return forward_->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
+    // Workers holding rows of the head then send only the candidates
+    // (head_candidates.h); the root's own rows stay whole.
+    void set_logits_need(const LogitsNeed* need) override;
 
     // The group's layers over residual rows x in place (LayerBlock): a stage
     // of a hybrid plan drives the group this way.
@@ -176,6 +179,9 @@ private:
     std::vector<TpRankInfo> ranks_;
     MoeSplit moe_split_ = MoeSplit::kChannels;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
+    LogitsNeed need_;                   // what the caller reads of the logits, when has_need_
+    bool has_need_ = false;
+    bool need_changed_ = false;         // not yet sent to the head workers
     std::vector<float> x_, h_, received_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
     std::unique_ptr<PartialExchange> exchange_;

@@ -1,0 +1,41 @@
+// The output head's logits as a sampler needs them (model/decoder.h's
+// LogitsNeed): a worker holding rows [first, first + width) of the head sends
+// each row's top_k among the tokens the need does not name, and the named
+// tokens' logits, instead of the whole row. On Qwen 3's vocabulary a worker of
+// two sends 304 KB of logits a token; greedy sampling needs 8 bytes of them.
+// The root places them in its row and fills the rest with -inf.
+//
+//   root -> worker  kHeadNeed   u32 top_k (0: every logit), u32 count, count x i32 token (sorted, each once)
+//   worker -> root  kCandidates u32 n_tok, u32 width, per row u32 count and count x (u32 column, f32 logit),
+//                               columns rising
+#pragma once
+
+#include "model/decoder.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tessera {
+
+// null: every logit.
+void encode_logits_need(const LogitsNeed* need, std::vector<uint8_t>& out);
+// false: every logit. Checks top_k, the count, and that the tokens are
+// sorted, each once, and below n_vocab.
+bool decode_logits_need(std::span<const uint8_t> payload, int32_t n_vocab, LogitsNeed& need, const char* peer);
+
+// n_tok rows of `width` logits (vocab ids first.. first + width - 1): each
+// row's candidates under `need`, as kCandidates. Ties at the k-th place go to
+// the lower id, as the sampler's top-k does.
+void encode_candidates(const float* rows, int n_tok, int width, int32_t first, const LogitsNeed& need,
+                       std::vector<uint8_t>& out);
+
+// Writes a kCandidates payload into n_tok rows of `logits` (row stride
+// `stride`) at columns [first, first + width): the candidates' logits, -inf
+// elsewhere. Checks the shape, the counts against the need, the columns
+// (rising, inside the width) and that every logit is finite; `peer` names
+// the sender in errors.
+void place_candidates(std::span<const uint8_t> payload, int n_tok, int width, int32_t first, const LogitsNeed& need,
+                      float* logits, size_t stride, const char* peer);
+
+}  // namespace tessera
