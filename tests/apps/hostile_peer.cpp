@@ -129,7 +129,8 @@ FakeWorker::FakeWorker(const WireKey* key, StepHandler on_step, json hello_reply
                 // A batch's runs and residual rows need no answer: the root's
                 // partials and head steps do.
                 if (frame.type == static_cast<uint16_t>(SessionMessage::kSeqRuns) ||
-                    frame.type == static_cast<uint16_t>(SessionMessage::kResidual)) {
+                    frame.type == static_cast<uint16_t>(SessionMessage::kResidual) ||
+                    frame.type == static_cast<uint16_t>(SessionMessage::kHeadNeed)) {
                     continue;
                 }
                 on_step(channel, frame);

@@ -3,6 +3,7 @@
 // malicious or broken node on loopback, and checks that the process on the
 // other end names the problem, drops that connection or session, and goes on
 // serving: a real root run afterwards succeeds.
+#include "cluster/session/head_candidates.h"
 #include "hostile_peer.h"
 #include "net/handshake.h"
 #include "net/shm_link.h"
@@ -639,19 +640,37 @@ TEST(HostilePeers, RootDropsAWorkerThatStallsTricklesOrSendsNaN) {
     }
     {
         // Exact partials are integers now (NaN cannot be said in them): the
-        // layers get zeros, the head's logits NaN.
+        // layers get zeros, the head's logits NaN. A greedy run asks for the
+        // argmax alone (a kHeadNeed of top 1): the fake sends a NaN as it.
+        FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame& step) {
+            if (step.type != static_cast<uint16_t>(SessionMessage::kHead)) return test::answer_with_zeros(channel, step);
+            const StepHeader h = test::step_header(step);
+            const int width = 512 - 256;  // the fake's vocab rows: half of stories260K's 512 at weights 1,1
+            std::vector<float> logits(static_cast<size_t>(width) * h.n_tok, std::nanf(""));
+            LogitsNeed argmax;
+            argmax.top_k = 1;
+            std::vector<uint8_t> out;
+            encode_candidates(logits.data(), static_cast<int>(h.n_tok), width, 256, argmax, out);
+            channel.send(static_cast<uint16_t>(SessionMessage::kCandidates), out);
+        });
+        const test::ProcessResult r = run_root(fake.address_text(), "", {"--recover-ms", "0", "--weights", "1,1"});
+        EXPECT_EQ(r.exit_code, 1);
+        EXPECT_NE(r.err.find("sent a non-finite value"), std::string::npos) << r.err;
+    }
+    {
+        // Whole rows where the root asked for candidates: refused by name.
         FakeWorker fake(nullptr, [](FrameChannel& channel, const Frame& step) {
             if (step.type != static_cast<uint16_t>(SessionMessage::kHead)) return test::answer_with_zeros(channel, step);
             StepHeader h = test::step_header(step);
-            h.width = 512 - 256;  // the fake's vocab rows: half of stories260K's 512 at weights 1,1
-            std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, std::nanf(""));
+            h.width = 512 - 256;
+            std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, 1.0f);
             std::vector<uint8_t> out;
             encode_step(h, logits.data(), out);
             channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
         });
         const test::ProcessResult r = run_root(fake.address_text(), "", {"--recover-ms", "0", "--weights", "1,1"});
         EXPECT_EQ(r.exit_code, 1);
-        EXPECT_NE(r.err.find("sent a non-finite value"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("unexpected partial message"), std::string::npos) << r.err;
     }
 }
 
@@ -664,14 +683,15 @@ TEST(HostilePeers, RootTakesAnyTilingOfBandsAndRefusesForgedOnes) {
     const auto answer_in = [](Bands bands) {
         return [bands](FrameChannel& channel, const Frame& step) {
             if (step.type == static_cast<uint16_t>(SessionMessage::kHead)) {
-                // The fake's vocab rows: half of stories260K's 512 at weights 1,1.
-                StepHeader h = test::step_header(step);
-                h.width = 512 - 256;
-                h.format = WireFormat::F32;
-                std::vector<float> logits(static_cast<size_t>(h.width) * h.n_tok, 0.0f);
+                // The fake's vocab rows: half of stories260K's 512 at weights
+                // 1,1; the greedy run asks for their argmax alone.
+                const StepHeader h = test::step_header(step);
+                std::vector<float> logits(static_cast<size_t>(256) * h.n_tok, 0.0f);
+                LogitsNeed argmax;
+                argmax.top_k = 1;
                 std::vector<uint8_t> out;
-                encode_step(h, logits.data(), out);
-                return channel.send(static_cast<uint16_t>(SessionMessage::kPartial), out);
+                encode_candidates(logits.data(), static_cast<int>(h.n_tok), 256, 256, argmax, out);
+                return channel.send(static_cast<uint16_t>(SessionMessage::kCandidates), out);
             }
             const StepHeader whole = test::step_header(step);
             for (auto [c0, w] : bands) {

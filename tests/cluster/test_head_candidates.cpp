@@ -3,7 +3,7 @@
 // (ties to the lower id, as the sampler's top-k), -inf elsewhere, checked
 // against a brute-force selection on random rows full of ties; hostile needs
 // and candidate frames are refused by name.
-#include "cluster/tensor_parallel/head_candidates.h"
+#include "cluster/session/head_candidates.h"
 #include "util/error.h"
 
 #include <gtest/gtest.h>
@@ -160,7 +160,7 @@ TEST(HeadCandidates, HostileCandidateFramesAreRefusedByName) {
         {with(8, 0xffffffffu), "at most 3 were asked"},
         {with(12, 6), "column 6"},          // past the width
         {with(20, 1), "column 1"},          // not rising (the first is column 1)
-        {with(16, nan_bits), "candidate logit nan"},
+        {with(16, nan_bits), "sent a non-finite value (nan"},
         {trailing, "1 bytes after"},
         {truncated, "or the frame ends"},
         {std::vector<uint8_t>(5), "where 1 rows of 6 were due"},

@@ -72,7 +72,9 @@ TEST(LinkProbe, MeasuresTheRoundTripAndRateThePeerGives) {
 
     // A peer that answers every probe 5 ms late: each ping takes at least
     // that, and the 4 timed bulk frames (1 MiB), answered one after another,
-    // take at least 20 ms less half a round trip: at most 1 MiB / 17.5 ms.
+    // take at least 20 ms less half the measured round trip: at most 1 MiB /
+    // 17.5 ms when the pings took 5 ms. (A loaded machine oversleeps: pings
+    // of 13 ms once gave 62 MB/s, within the bound of their own round trip.)
     ChannelPair slow = connect_pair();
     std::thread b = answer_probes(*slow.worker, 5);
     const LinkCost late = measure_link(*slow.root, "worker", 5000);
@@ -80,7 +82,7 @@ TEST(LinkProbe, MeasuresTheRoundTripAndRateThePeerGives) {
     b.join();
     EXPECT_GE(late.rtt_seconds, 0.005);
     EXPECT_LT(late.rtt_seconds, 0.1);
-    EXPECT_LT(late.bytes_per_second, 1048576 / 0.0175);
+    if (late.rtt_seconds < 0.039) EXPECT_LT(late.bytes_per_second, 1048576 / (0.020 - late.rtt_seconds / 2));
 }
 
 TEST(LinkProbe, AWorkerRefusesProbesThatWouldMakeItWork) {

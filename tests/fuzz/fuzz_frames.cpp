@@ -1,5 +1,8 @@
 // The frame decoder: a 24-byte header, then a step payload (header + rows in
-// F32/F16/Q8_0 and packed exact partials) and the same bytes opened as a sealed frame.
+// F32/F16/Q8_0 and packed exact partials), the other binary messages (a
+// sampler's need and candidate logits among them) and the same bytes opened
+// as a sealed frame.
+#include "cluster/session/head_candidates.h"
 #include "cluster/session/messages.h"
 #include "model/kv_codebooks.h"
 #include "net/frame.h"
@@ -7,6 +10,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -67,6 +71,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         const SpRowsHeader h = decode_sp_rows_header(payload, "fuzz");
         if (h.n < 1 || h.pos0 < 0 || h.layer < 0) __builtin_trap();
+    } catch (const Error&) {
+    }
+    try {
+        // A sampler's need, then candidate logits under it placed in rows
+        // of a 300-token vocabulary (columns 100..299): never outside them.
+        LogitsNeed need;
+        if (decode_logits_need(payload, 300, need, "fuzz")) {
+            if (need.top_k < 1 || need.top_k > LogitsNeed::kMaxTopK) __builtin_trap();
+        } else {
+            need.top_k = 3;
+            need.tokens = {120, 250};
+        }
+        std::vector<float> logits(2 * 310, 1.0f);
+        place_candidates(payload, 2, 200, 100, need, logits.data(), 310, "fuzz");
+        for (size_t t = 0; t < 2; ++t) {
+            for (size_t c = 0; c < 310; ++c) {
+                const float v = logits[t * 310 + c];
+                if ((c < 100 || c >= 300) ? v != 1.0f : !(std::isfinite(v) || v == -INFINITY)) __builtin_trap();
+            }
+        }
     } catch (const Error&) {
     }
     {

@@ -1,6 +1,7 @@
 #include "cluster/pipeline/pipeline_decoder.h"
 
 #include "cluster/session/heartbeat.h"
+#include "cluster/session/head_candidates.h"
 #include "cluster/session/root_links.h"
 
 #include "cluster/session/json_messages.h"
@@ -289,8 +290,16 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows, uint32_t positio
             const auto type = static_cast<SessionMessage>(frame_.type);
             if (type == SessionMessage::kHeartbeat) continue;
             if (type == SessionMessage::kError) parse_json_message(frame_, SessionMessage::kLogits, who);  // throws "failed: ..."
-            if (type != SessionMessage::kLogits || channels_[i].get() != &last) {
+            const SessionMessage want = has_need_ ? SessionMessage::kCandidates : SessionMessage::kLogits;
+            if (type != want || channels_[i].get() != &last) {
                 throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
+            }
+            if (has_need_) {
+                place_candidates(frame_.payload, static_cast<int>(rows), width, 0, need_, dst, static_cast<size_t>(width),
+                                 who.c_str());
+                stages_.back().steps++;
+                stages_.back().step_seconds += now_seconds() - last_sent_;
+                return;
             }
             const StepHeader got = decode_step(frame_.payload, received_, who.c_str());
             if (got.n_tok != rows || got.width != static_cast<uint32_t>(width)) {
@@ -333,6 +342,7 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         else if (last_batch) flags = kWantLastLogits;
         const StepHeader header{flags, static_cast<uint32_t>(pos + static_cast<int>(b)), static_cast<uint32_t>(n_tok),
                                 static_cast<uint32_t>(hp.n_embd), WireFormat::F32};
+        send_need();
         encode_step(header, x_.data(), message_);
         send_to_first_stage(SessionMessage::kStageInput, message_);
         last_sent_ = now_seconds();
@@ -342,6 +352,23 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
         if (all) receive_logits(out + b * hp.n_vocab, static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_tok));
         else if (last_batch) receive_logits(out, 1, static_cast<uint32_t>(tokens.size()));
     }
+}
+
+void PipelineDecoder::set_logits_need(const LogitsNeed* need) {
+    const bool same = need == nullptr ? !has_need_
+                                      : has_need_ && need->top_k == need_.top_k && need->tokens == need_.tokens;
+    if (same) return;
+    has_need_ = need != nullptr;
+    if (need != nullptr) need_ = *need;
+    need_changed_ = true;
+}
+
+void PipelineDecoder::send_need() {
+    // Along the stages, in order with the rows, to the last one.
+    if (!need_changed_ || channels_.empty()) return;
+    encode_logits_need(has_need_ ? &need_ : nullptr, message_);
+    send_to_first_stage(SessionMessage::kHeadNeed, message_);
+    need_changed_ = false;
 }
 
 void PipelineDecoder::send_to_first_stage(SessionMessage type, std::span<const uint8_t> payload) {
@@ -431,6 +458,7 @@ const float* PipelineDecoder::eval_seqs(std::span<const SeqEval> evals) {
         StepHeader header{batch_.rows.empty() ? 0u : static_cast<uint32_t>(kWantRunLogits), 0,
                           static_cast<uint32_t>(n_tok), static_cast<uint32_t>(hp.n_embd), WireFormat::F32, kStepOverRuns};
         send_to_first_stage(SessionMessage::kSeqRuns, message_);
+        send_need();
         encode_step(header, x_.data(), message_);
         send_to_first_stage(SessionMessage::kStageInput, message_);
         last_sent_ = now_seconds();

@@ -86,6 +86,8 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override;
     int n_seq() const override { return front_->n_seq(); }
     const float* eval_seqs(std::span<const SeqEval> evals) override;
+    // The last stage then sends only the candidates (head_candidates.h).
+    void set_logits_need(const LogitsNeed* need) override;
     // Stage 0's layers here, then a kShift down the pipeline, each stage
     // compacting its own layers before passing it on.
     void compact_context(int seq, std::span<const int> kept, int n_used) override;
@@ -106,6 +108,8 @@ private:
     // Runs tokens through all stages; the last stage's logits land in out.
     void run(std::span<const int32_t> tokens, int pos, bool all, float* out);
     void receive_logits(float* dst, uint32_t rows, uint32_t positions);
+    // A changed need, to the first stage (passed on to the last).
+    void send_need();
     // A message to stage 1 (its bytes counted; an error names the stage).
     void send_to_first_stage(SessionMessage type, std::span<const uint8_t> payload);
     // How long a batch of n_tok positions may take through all stages.
@@ -126,6 +130,9 @@ private:
     std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;
     SeqBatch batch_;
     double last_sent_ = 0.0;  // when the last rows left for stage 1
+    LogitsNeed need_;         // what the caller reads of the logits, when has_need_
+    bool has_need_ = false;
+    bool need_changed_ = false;  // not yet sent along the stages
     std::vector<int> reply_row_;  // eval_seqs: the last stage's reply row of each batch row
     std::vector<uint8_t> message_;
     Frame frame_;

@@ -1,5 +1,7 @@
 #include "cluster/pipeline/stage_loop.h"
 
+#include "cluster/session/head_candidates.h"
+
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/json_messages.h"
 #include "cluster/session/messages.h"
@@ -54,6 +56,8 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
     std::vector<float> x, logits, run_rows;
     std::vector<uint8_t> out;
     std::vector<SeqRun> runs;  // the last kSeqRuns from the previous stage
+    LogitsNeed need;           // the last kHeadNeed's, when has_need
+    bool has_need = false;
     // The root beats on the control channel all session long, even while
     // rows come only from the previous stage.
     RootSilence root(links.root_silence_ms, control.peer(), links.pulse);
@@ -85,6 +89,12 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
             // ahead of its rows.
             runs = decode_seq_runs(frame.payload, from.peer().c_str());
             if (next) next->send(static_cast<uint16_t>(SessionMessage::kSeqRuns), frame.payload);
+            continue;
+        }
+        if (type == SessionMessage::kHeadNeed && &from == &input) {
+            // Held until the next; used by the last stage, in order with the rows.
+            has_need = decode_logits_need(frame.payload, hp.n_vocab, need, from.peer().c_str());
+            if (next) next->send(static_cast<uint16_t>(SessionMessage::kHeadNeed), frame.payload);
             continue;
         }
         if (type == SessionMessage::kShift && &from == &input) {
@@ -164,6 +174,13 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
                                : all                              ? x.data()
                                    : x.data() + static_cast<size_t>(n_tok - 1) * hp.n_embd;
         forward.logits(rows_in, rows, logits.data());
+        if (has_need) {
+            require_finite(logits.data(), logits.size(), "this stage's logits");
+            encode_candidates(logits.data(), rows, hp.n_vocab, 0, need, out);
+            std::lock_guard<std::mutex> lock(send_mutex);
+            control.send(static_cast<uint16_t>(SessionMessage::kCandidates), out);
+            continue;
+        }
         StepHeader reply = step;
         reply.n_tok = static_cast<uint32_t>(rows);
         reply.width = static_cast<uint32_t>(hp.n_vocab);

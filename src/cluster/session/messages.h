@@ -59,7 +59,7 @@ enum class SessionMessage : uint16_t {
     kMeshHello = 11,  // a rank introducing itself to a higher rank of its group
     kPartial = 12,
     kStageInput = 13,  // pipeline: residual rows into a stage (StepHeader.layer holds StageFlags)
-    kLogits = 14,      // pipeline: the last stage's logits, straight to the root
+    kLogits = 14,      // pipeline: the last stage's logits, straight to the root (kCandidates under a kHeadNeed)
     kStageHello = 15,  // pipeline: a stage introducing itself to the next one
     kHead = 16,        // the output-normed rows, to the workers holding rows of the output head
     kSeqRuns = 17,     // the sequences of the next batch's rows (continuous batching): SeqRun table
@@ -73,7 +73,7 @@ enum class SessionMessage : uint16_t {
     kSpRows = 25,   // sequence-parallel prefill: one layer's K/V rows of some positions (SpRowsHeader + rows)
     kStatus = 26,       // instead of kHello: what the worker holds and does (tessera status), busy or not
     kStatusReply = 27,  // its answer (cluster/session/worker_status.h)
-    kHeadNeed = 28,     // which logits the root reads from the next kHead on (cluster/tensor_parallel/head_candidates.h)
+    kHeadNeed = 28,     // which logits the root reads from the next kHead on (cluster/session/head_candidates.h)
     kCandidates = 29,   // a worker's logits under such a need, instead of kPartial's whole rows
 };
 

@@ -12,7 +12,7 @@
 #include "cluster/sequence_parallel/sp_node.h"
 #include "model/kv_codebooks.h"
 #include "cluster/pipeline/stage_loop.h"
-#include "cluster/tensor_parallel/head_candidates.h"
+#include "cluster/session/head_candidates.h"
 #include "cluster/tensor_parallel/partial_exchange.h"
 #include "cluster/tensor_parallel/tp_decoder.h"
 #include "cluster/tensor_parallel/tp_layers.h"

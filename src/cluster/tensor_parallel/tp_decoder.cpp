@@ -1,6 +1,6 @@
 #include "cluster/tensor_parallel/tp_decoder.h"
 
-#include "cluster/tensor_parallel/head_candidates.h"
+#include "cluster/session/head_candidates.h"
 
 #include "cluster/session/json_messages.h"
 #include "cluster/planner/planner.h"

@@ -1,13 +1,16 @@
 // The output head's logits as a sampler needs them (model/decoder.h's
-// LogitsNeed): a worker holding rows [first, first + width) of the head sends
-// each row's top_k among the tokens the need does not name, and the named
-// tokens' logits, instead of the whole row. On Qwen 3's vocabulary a worker of
-// two sends 304 KB of logits a token; greedy sampling needs 8 bytes of them.
-// The root places them in its row and fills the rest with -inf.
+// LogitsNeed): a node computing rows [first, first + width) of the head (a
+// tensor-parallel worker's share of the vocabulary, a pipeline's last stage
+// all of it) sends each row's top_k among the tokens the need does not name,
+// and the named tokens' logits, instead of the whole row. On Qwen 3's
+// vocabulary a tensor-parallel worker of two sends 304 KB of logits a token
+// and a last stage 608 KB; greedy sampling needs 8 bytes of them. The root
+// places them in its row and fills the rest with -inf.
 //
-//   root -> worker  kHeadNeed   u32 top_k (0: every logit), u32 count, count x i32 token (sorted, each once)
-//   worker -> root  kCandidates u32 n_tok, u32 width, per row u32 count and count x (u32 column, f32 logit),
-//                               columns rising
+//   root -> node  kHeadNeed   u32 top_k (0: every logit), u32 count, count x i32 token (sorted, each once);
+//                             held until the next (a pipeline passes it along the stages, in order with the rows)
+//   node -> root  kCandidates u32 n_tok, u32 width, per row u32 count and count x (u32 column, f32 logit),
+//                             columns rising
 #pragma once
 
 #include "model/decoder.h"

@@ -1,4 +1,4 @@
-#include "cluster/tensor_parallel/head_candidates.h"
+#include "cluster/session/head_candidates.h"
 
 #include "util/error.h"
 
@@ -132,9 +132,13 @@ void place_candidates(std::span<const uint8_t> payload, int n_tok, int width, in
             const uint32_t column = get_u32(payload.data() + at), bits = get_u32(payload.data() + at + 4);
             float value;
             std::memcpy(&value, &bits, 4);
-            if (column >= static_cast<uint32_t>(width) || static_cast<int64_t>(column) <= last || !std::isfinite(value)) {
-                throw make_error("{}: candidate logit {} at column {} of row {} (after column {}, width {}) is refused",
-                                 peer, value, column, t, last, width);
+            if (column >= static_cast<uint32_t>(width) || static_cast<int64_t>(column) <= last) {
+                throw make_error("{}: candidate logit at column {} of row {} (after column {}, width {}) is refused",
+                                 peer, column, t, last, width);
+            }
+            if (!std::isfinite(value)) {
+                throw make_error("{} sent a non-finite value ({} as the logit of column {} of row {}): refusing its "
+                                 "result", peer, static_cast<double>(value), column, t);
             }
             row[column] = value;
             last = column;
