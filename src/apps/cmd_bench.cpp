@@ -34,6 +34,7 @@ struct BenchOptions {
     int reps = 5;
     int n_batch = 512;
     bool json = false;
+    bool all_logits = false;
     ParallelOptions parallel;
     AttentionFlags attention;
     DraftOptions draft;
@@ -138,6 +139,7 @@ void bench_main(const BenchOptions& o) {
         throw make_error("--depth-fill must be prompt or random (got '{}')", o.depth_fill);
     }
     params.depth_random = o.depth_fill == "random";
+    params.all_logits = o.all_logits;
     const BenchResult r = run_bench(params);
 
     if (o.json) {
@@ -170,6 +172,7 @@ void bench_main(const BenchOptions& o) {
             {"attention", describe(params.sparse)},
             {"cache_type_k", quant_type_name(params.kv_types.k)},
             {"cache_type_v", quant_type_name(params.kv_types.v)},
+            {"logits", params.all_logits ? "all" : "top-40"},
         };
         if (r.ranks > 1) {
             j["tp"] = {{"wire_bytes_per_token_per_worker", r.wire_bytes_per_token_per_worker},
@@ -204,9 +207,10 @@ void bench_main(const BenchOptions& o) {
                                : " over 1 s",
                r.mem_peak_gbs);
     if (r.ranks > 1) {
-        fmt::print("tensor parallel ({} ranks, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per token; "
-                   "root computes {:.2f} ms and waits {:.2f} ms per token; key handshake {:.2f} ms\n",
+        fmt::print("tensor parallel ({} ranks, {}, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per "
+                   "token; root computes {:.2f} ms and waits {:.2f} ms per token; key handshake {:.2f} ms\n",
                    r.ranks, params.parallel.mode(), r.sealed ? "sealed" : "plain",
+                   params.all_logits ? "every logit gathered" : "the logits of a sampler's top 40",
                    r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token, r.own_ms_per_token,
                    r.wait_ms_per_token, r.handshake_ms);
     }
@@ -247,6 +251,9 @@ void add_bench_command(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
+    cmd->add_flag("--all-logits", o->all_logits,
+                  "Distributed plans gather every logit of each token (as perplexity and logprobs do), not only the "
+                  "top 40 a default sampler reads");
     add_parallel_flags(cmd, o->parallel);
     add_attention_flags(cmd, o->attention);
     add_draft_flags(cmd, o->draft);

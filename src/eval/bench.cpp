@@ -1,5 +1,7 @@
 #include "eval/bench.h"
 
+#include "engine/sampler.h"
+
 #include "model/llama_model.h"
 #include "ops/group_prefetch.h"
 #include "model/local_decoder.h"
@@ -131,6 +133,9 @@ BenchResult run_bench(const BenchParams& params) {
     config.n_batch = params.n_batch;
     const DecoderSetup setup = make_decoder(model, config, params.n_threads, params.parallel);
     Decoder& decoder = *setup.decoder;
+    LogitsNeed sampler_need;
+    sampler_need.top_k = SamplerParams().top_k;
+    if (!params.all_logits) decoder.set_logits_need(&sampler_need);
 
     // One untimed run of each test first: page in the weights, warm caches.
     const std::vector<int32_t> prompt = random_tokens(std::max(params.n_prompt, 1), hp.n_vocab, 1);

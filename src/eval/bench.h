@@ -33,6 +33,10 @@ struct BenchParams {
     // their values, and a 32K history then takes seconds, not many minutes.
     int depth = 0;
     bool depth_random = false;
+    // Every logit of each token crosses the wire of a distributed plan
+    // (perplexity and logprobs need them); else only those a default
+    // sampler reads, its top 40 (model/decoder.h LogitsNeed), as `run` does.
+    bool all_logits = false;
 };
 
 struct BenchRate {
