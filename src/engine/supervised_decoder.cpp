@@ -56,12 +56,11 @@ SupervisedDecoder::~SupervisedDecoder() { teardown(); }
 
 void SupervisedDecoder::build() {
     setup_ = make_decoder(model_, config_, n_threads_, options_);
-    setup_.decoder->set_logits_need(has_need_ ? &need_ : nullptr);
+    setup_.decoder->set_logits_need(need_ ? &*need_ : nullptr);
 }
 
 void SupervisedDecoder::set_logits_need(const LogitsNeed* need) {
-    has_need_ = need != nullptr;
-    if (need != nullptr) need_ = *need;
+    need_ = need != nullptr ? std::optional<LogitsNeed>(*need) : std::nullopt;
     if (setup_.decoder) setup_.decoder->set_logits_need(need);
 }
 

@@ -20,6 +20,7 @@
 #include "engine/decoder_setup.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,8 +116,7 @@ private:
     std::vector<SeqEval> seq_evals_;  // apply's scratch
     std::vector<EdgeHealth> health_;
     RecoveryStats stats_;
-    LogitsNeed need_;  // the caller's, when has_need_
-    bool has_need_ = false;
+    std::optional<LogitsNeed> need_;  // the caller's (none: every logit)
 };
 
 }  // namespace tessera

@@ -1,7 +1,6 @@
 #include "cluster/pipeline/pipeline_decoder.h"
 
 #include "cluster/session/heartbeat.h"
-#include "cluster/session/head_candidates.h"
 #include "cluster/session/root_links.h"
 
 #include "cluster/session/json_messages.h"
@@ -290,12 +289,13 @@ void PipelineDecoder::receive_logits(float* dst, uint32_t rows, uint32_t positio
             const auto type = static_cast<SessionMessage>(frame_.type);
             if (type == SessionMessage::kHeartbeat) continue;
             if (type == SessionMessage::kError) parse_json_message(frame_, SessionMessage::kLogits, who);  // throws "failed: ..."
-            const SessionMessage want = has_need_ ? SessionMessage::kCandidates : SessionMessage::kLogits;
+            const LogitsNeed* need = need_.get();
+            const SessionMessage want = need != nullptr ? SessionMessage::kCandidates : SessionMessage::kLogits;
             if (type != want || channels_[i].get() != &last) {
                 throw make_error("{}: unexpected {} message", who, tp_message_name(frame_.type));
             }
-            if (has_need_) {
-                place_candidates(frame_.payload, static_cast<int>(rows), width, 0, need_, dst, static_cast<size_t>(width),
+            if (need != nullptr) {
+                place_candidates(frame_.payload, static_cast<int>(rows), width, 0, *need, dst, static_cast<size_t>(width),
                                  who.c_str());
                 stages_.back().steps++;
                 stages_.back().step_seconds += now_seconds() - last_sent_;
@@ -354,21 +354,11 @@ void PipelineDecoder::run(std::span<const int32_t> tokens, int pos, bool all, fl
     }
 }
 
-void PipelineDecoder::set_logits_need(const LogitsNeed* need) {
-    const bool same = need == nullptr ? !has_need_
-                                      : has_need_ && need->top_k == need_.top_k && need->tokens == need_.tokens;
-    if (same) return;
-    has_need_ = need != nullptr;
-    if (need != nullptr) need_ = *need;
-    need_changed_ = true;
-}
+void PipelineDecoder::set_logits_need(const LogitsNeed* need) { need_.set(need); }
 
 void PipelineDecoder::send_need() {
     // Along the stages, in order with the rows, to the last one.
-    if (!need_changed_ || channels_.empty()) return;
-    encode_logits_need(has_need_ ? &need_ : nullptr, message_);
-    send_to_first_stage(SessionMessage::kHeadNeed, message_);
-    need_changed_ = false;
+    if (!channels_.empty() && need_.take_change(message_)) send_to_first_stage(SessionMessage::kHeadNeed, message_);
 }
 
 void PipelineDecoder::send_to_first_stage(SessionMessage type, std::span<const uint8_t> payload) {

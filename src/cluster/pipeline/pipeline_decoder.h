@@ -10,6 +10,7 @@
 // node does, so greedy output equals a single node's.
 #pragma once
 
+#include "cluster/session/head_candidates.h"
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/adopted_workers.h"
 
@@ -130,9 +131,7 @@ private:
     std::vector<float> x_, logits_, all_logits_, received_, seq_logits_, last_x_, run_logits_;
     SeqBatch batch_;
     double last_sent_ = 0.0;  // when the last rows left for stage 1
-    LogitsNeed need_;         // what the caller reads of the logits, when has_need_
-    bool has_need_ = false;
-    bool need_changed_ = false;  // not yet sent along the stages
+    HeldNeed need_;           // what the caller reads of the logits, as the last stage holds it
     std::vector<int> reply_row_;  // eval_seqs: the last stage's reply row of each batch row
     std::vector<uint8_t> message_;
     Frame frame_;

@@ -117,8 +117,7 @@ SpPrefillDecoder::~SpPrefillDecoder() {
 }
 
 void SpPrefillDecoder::set_logits_need(const LogitsNeed* need) {
-    has_need_ = need != nullptr;
-    if (need != nullptr) need_ = *need;
+    need_ = need != nullptr ? std::optional<LogitsNeed>(*need) : std::nullopt;
     if (handed_ != nullptr) handed_->set_logits_need(need);
 }
 
@@ -126,7 +125,7 @@ Decoder& SpPrefillDecoder::generator(int pos) {
     if (handed_ != nullptr) return *handed_;
     if (hands_off() && pos > 0 && pos <= n_ctx_) {
         hand_off(pos);
-        handed_->set_logits_need(has_need_ ? &need_ : nullptr);
+        handed_->set_logits_need(need_ ? &*need_ : nullptr);
         return *handed_;
     }
     root_alone_from(pos);

@@ -145,8 +145,7 @@ private:
     std::unique_ptr<TensorParallelDecoder> group_;
     std::unique_ptr<PipelineDecoder> pipeline_;
     Decoder* handed_ = nullptr;  // group_ or pipeline_ once handed over
-    LogitsNeed need_;            // the caller's, when has_need_ (for the plan handed to)
-    bool has_need_ = false;
+    std::optional<LogitsNeed> need_;  // the caller's, for the plan handed to (none: every logit)
     SpHandoffInfo handoff_;
     std::vector<SpNodeInfo> nodes_;
     std::vector<HelloReply> hellos_;  // per worker

@@ -37,6 +37,21 @@ std::span<const int32_t> tokens_in(const LogitsNeed& need, int32_t first, int wi
 
 }  // namespace
 
+void HeldNeed::set(const LogitsNeed* need) {
+    const bool same = need == nullptr ? !has_ : has_ && need->top_k == need_.top_k && need->tokens == need_.tokens;
+    if (same) return;
+    has_ = need != nullptr;
+    if (need != nullptr) need_ = *need;
+    changed_ = true;
+}
+
+bool HeldNeed::take_change(std::vector<uint8_t>& payload) {
+    if (!changed_) return false;
+    encode_logits_need(get(), payload);
+    changed_ = false;
+    return true;
+}
+
 void encode_logits_need(const LogitsNeed* need, std::vector<uint8_t>& out) {
     out.clear();
     put_u32(out, need != nullptr ? static_cast<uint32_t>(need->top_k) : 0);

@@ -21,6 +21,22 @@
 
 namespace tessera {
 
+// A root's need as its nodes hold it: set() each eval (it only marks a
+// change when the need differs: a sampler's changes with its penalties'
+// window, greedy's never), then take_change() before the rows go out.
+class HeldNeed {
+public:
+    void set(const LogitsNeed* need);
+    const LogitsNeed* get() const { return has_ ? &need_ : nullptr; }
+    // The kHeadNeed payload when the nodes hold an older need (once per change).
+    bool take_change(std::vector<uint8_t>& payload);
+
+private:
+    LogitsNeed need_;
+    bool has_ = false;
+    bool changed_ = false;
+};
+
 // null: every logit.
 void encode_logits_need(const LogitsNeed* need, std::vector<uint8_t>& out);
 // false: every logit. Checks top_k, the count, and that the tokens are

@@ -1,7 +1,5 @@
 #include "cluster/tensor_parallel/tp_decoder.h"
 
-#include "cluster/session/head_candidates.h"
-
 #include "cluster/session/json_messages.h"
 #include "cluster/planner/planner.h"
 #include "cluster/session/root_links.h"
@@ -357,12 +355,8 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     // single node computes, so the exact mode stays exact.
     const StepHeader header{static_cast<uint32_t>(hp.n_layer), 0, static_cast<uint32_t>(n_tok),
                             static_cast<uint32_t>(hp.n_embd), config_.fast ? WireFormat::Q8_0 : WireFormat::F32};
-    if (need_changed_) {
-        // Held by the workers until the next one: a sampler's need changes
-        // only with its penalties' window, and greedy's never.
-        encode_logits_need(has_need_ ? &need_ : nullptr, message_);
+    if (need_.take_change(message_)) {
         for (size_t w : head_workers_) send_to(w, SessionMessage::kHeadNeed, message_);
-        need_changed_ = false;
     }
     encode_step(header, h_.data(), message_);
     for (size_t w : head_workers_) send_to(w, SessionMessage::kHead, message_);
@@ -371,9 +365,9 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     const double computed = now_seconds();
     for (size_t w : head_workers_) {
         const Slice& s = ranks_[w + 1].slice;
-        if (has_need_) {
+        if (const LogitsNeed* need = need_.get()) {
             const std::string who = receive_reply(w, SessionMessage::kCandidates, step_deadline_ms(n_tok));
-            place_candidates(frame_.payload, n_tok, s.n_vocab_rows(), s.vocab_begin, need_, logits,
+            place_candidates(frame_.payload, n_tok, s.n_vocab_rows(), s.vocab_begin, *need, logits,
                              static_cast<size_t>(hp.n_vocab), who.c_str());
             continue;
         }
@@ -388,14 +382,7 @@ void TensorParallelDecoder::head(const float* x, int n_tok, float* logits) {
     update_stats();
 }
 
-void TensorParallelDecoder::set_logits_need(const LogitsNeed* need) {
-    const bool same = need == nullptr ? !has_need_
-                                      : has_need_ && need->top_k == need_.top_k && need->tokens == need_.tokens;
-    if (same) return;
-    has_need_ = need != nullptr;
-    if (need != nullptr) need_ = *need;
-    need_changed_ = true;
-}
+void TensorParallelDecoder::set_logits_need(const LogitsNeed* need) { need_.set(need); }
 
 void TensorParallelDecoder::update_stats() {
     // The root's own messages to each worker, and the exchange's partials.

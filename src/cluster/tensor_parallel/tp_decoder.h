@@ -11,6 +11,7 @@
 // a quality cost the perplexity tool measures.
 #pragma once
 
+#include "cluster/session/head_candidates.h"
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/adopted_workers.h"
 #include "cluster/planner/planner.h"
@@ -179,9 +180,7 @@ private:
     std::vector<TpRankInfo> ranks_;
     MoeSplit moe_split_ = MoeSplit::kChannels;
     std::vector<size_t> head_workers_;  // workers holding rows of the output head
-    LogitsNeed need_;                   // what the caller reads of the logits, when has_need_
-    bool has_need_ = false;
-    bool need_changed_ = false;         // not yet sent to the head workers
+    HeldNeed need_;                     // what the caller reads of the logits, as the head workers hold it
     std::vector<float> x_, h_, received_, seq_logits_, last_x_, head_out_;
     SeqBatch batch_;
     std::unique_ptr<PartialExchange> exchange_;
