@@ -39,7 +39,10 @@ for i in $(seq 1 "$n"); do
   ip -n "$ns" route add default via "10.$subnet.$i.1"
   if [ "$rate" != 0 ]; then
     # Burst of a few ms at the rate; queue up to 50 ms before dropping.
-    ip netns exec "$root" tc qdisc add dev "$a" root tbf rate "${rate}mbit" burst 256kb latency 50ms
-    ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "${rate}mbit" burst 256kb latency 50ms
+    # TESSERA_NETNS_BURST shrinks it: 256 KB pass at once after an idle
+    # moment, which hides a message of that size on a slow link.
+    burst=${TESSERA_NETNS_BURST:-256kb}
+    ip netns exec "$root" tc qdisc add dev "$a" root tbf rate "${rate}mbit" burst "$burst" latency 50ms
+    ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "${rate}mbit" burst "$burst" latency 50ms
   fi
 done
