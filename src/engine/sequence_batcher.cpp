@@ -19,6 +19,7 @@ public:
     const float* eval_all(std::span<const int32_t> tokens, int pos) override {
         return batcher_.submit(seq_, tokens, pos, true);
     }
+    void set_logits_need(const LogitsNeed* need) override { batcher_.set_need(seq_, need); }
 
 private:
     SequenceBatcher& batcher_;
@@ -84,6 +85,25 @@ const float* SequenceBatcher::submit(int seq, std::span<const int32_t> tokens, i
     return s.logits.data();
 }
 
+void SequenceBatcher::set_need(int seq, const LogitsNeed* need) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seqs_.at(static_cast<size_t>(seq)).need = need != nullptr ? std::optional<LogitsNeed>(*need) : std::nullopt;
+}
+
+bool SequenceBatcher::batch_need(const std::vector<size_t>& seqs, LogitsNeed& need) const {
+    need.top_k = 0;
+    need.tokens.clear();
+    for (size_t i : seqs) {
+        const std::optional<LogitsNeed>& n = seqs_[i].need;
+        if (!n) return false;
+        need.top_k = std::max(need.top_k, n->top_k);
+        need.tokens.insert(need.tokens.end(), n->tokens.begin(), n->tokens.end());
+    }
+    std::sort(need.tokens.begin(), need.tokens.end());
+    need.tokens.erase(std::unique(need.tokens.begin(), need.tokens.end()), need.tokens.end());
+    return need.top_k > 0 && need.tokens.size() <= LogitsNeed::kMaxTokens;
+}
+
 bool SequenceBatcher::all_running_submitted() const {
     // A sequence whose logits are ready but whose thread has not woken yet
     // is still to hand in its next token.
@@ -96,6 +116,7 @@ void SequenceBatcher::loop() {
     const size_t n_vocab = static_cast<size_t>(decoder_.hparams().n_vocab);
     std::vector<SeqEval> evals;
     std::vector<size_t> who;
+    LogitsNeed need;
     for (;;) {
         const auto pending = [&] {
             return std::any_of(seqs_.begin(), seqs_.end(), [](const Seq& s) { return s.submitted && !s.ready && !s.error; });
@@ -121,6 +142,7 @@ void SequenceBatcher::loop() {
             evals.push_back({static_cast<int>(i), s.pos + static_cast<int>(s.done), s.tokens.subspan(s.done, take), s.all});
             who.push_back(i);
         }
+        const bool sparse = batch_need(who, need);
         // The decoder runs unlocked: generations may submit meanwhile (they
         // join the next batch), and begin/end need not wait for it.
         lock.unlock();
@@ -128,6 +150,7 @@ void SequenceBatcher::loop() {
         const float* logits = nullptr;
         std::exception_ptr error;
         try {
+            decoder_.set_logits_need(sparse ? &need : nullptr);
             logits = decoder_.eval_seqs(evals);
         } catch (...) {
             error = std::current_exception();

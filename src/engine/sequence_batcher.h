@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -81,9 +82,15 @@ private:
         bool ready = false;
         std::exception_ptr error;
         std::vector<float> logits;
+        std::optional<LogitsNeed> need;  // what its generation reads of the logits (none: every one)
     };
 
     const float* submit(int seq, std::span<const int32_t> tokens, int pos, bool all);
+    void set_need(int seq, const LogitsNeed* need);
+    // What a batch of these sequences reads: the largest top-k and every
+    // token any of them names (each row then holds what its own sampler
+    // reads, and more); false when one reads every logit.
+    bool batch_need(const std::vector<size_t>& seqs, LogitsNeed& need) const;
     void loop();
     bool all_running_submitted() const;
 

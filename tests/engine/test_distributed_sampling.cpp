@@ -7,12 +7,15 @@
 #include "cluster/pipeline/pipeline_decoder.h"
 #include "cluster/tensor_parallel/tp_decoder.h"
 #include "engine/generation.h"
+#include "engine/sequence_batcher.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
 #include "model/tokenizer.h"
 #include "test_paths.h"
 
 #include <gtest/gtest.h>
+
+#include <thread>
 
 namespace tessera {
 
@@ -111,6 +114,46 @@ TEST(DistributedSampling, EverySamplerGivesTheSingleNodesTokens) {
         for (const char* plan : {"tp 2", "tp 3", "pipeline 2", "pipeline 3", "hybrid"}) {
             EXPECT_EQ(generate_on(model, plan, params, prompt).tokens, want) << name << ", " << plan;
         }
+    }
+}
+
+// serve --parallel: generations with their own samplers share batches; the
+// workers send the union of what they read, and each draws its own tokens.
+TEST(DistributedSampling, BatchedGenerationsWithTheirOwnSamplersGiveTheSingleNodesTokens) {
+    const LlamaModel model(test::stories260k());
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
+    std::vector<GenerationParams> params = {sampling(0.0f, 40, 1), sampling(0.9f, 40, 3), sampling(1.5f, 3, 9),
+                                            sampling(0.8f, 0, 5)};
+    params[0].sampler.repeat_penalty = 1.3f;
+    params[1].sampler.frequency_penalty = 0.4f;
+    params[2].sampler.logit_bias = {{450, 3.0f}};
+    const int n = static_cast<int>(params.size());
+    const auto prompt = [&](int i) { return std::vector<int32_t>{1, 403, 407, 261 + 10 * i, 378}; };
+    std::vector<std::vector<int32_t>> want(n);
+    for (int i = 0; i < n; ++i) want[i] = generate_on(model, "single", params[i], prompt(i)).tokens;
+    for (const bool with_all : {false, true}) {
+        // with_all: the last generation reads every logit (no top-k) and joins them.
+        const int m = with_all ? n : n - 1;
+        TestWorker worker(model.path());
+        TpConfig config;
+        config.workers.push_back(worker.address());
+        config.forward.n_ctx = 256;
+        config.forward.n_seq = m;
+        config.limits.io_timeout_ms = 3000;
+        TensorParallelDecoder decoder(model, config);
+        SequenceBatcher batcher(decoder, BatcherOptions{});
+        std::vector<std::vector<int32_t>> got(static_cast<size_t>(m));
+        std::vector<std::thread> threads;
+        for (int i = 0; i < m; ++i) {
+            threads.emplace_back([&, i] {
+                batcher.begin(i);
+                got[i] = generate(batcher.sequence(i), *tokenizer, prompt(i), params[i]).tokens;
+                batcher.end(i);
+            });
+        }
+        for (std::thread& t : threads) t.join();
+        for (int i = 0; i < m; ++i) EXPECT_EQ(got[i], want[i]) << "generation " << i << (with_all ? ", with one reading all" : "");
+        EXPECT_LT(batcher.stats().batches, batcher.stats().sequences);
     }
 }
 
