@@ -1,9 +1,11 @@
 // Q8_0 and Q4_0 dot products against Q8_0 activations in portable Highway
 // ops, for every target without the x86 kernels of dot_int8_x86-inl.h (NEON,
 // SVE, SSSE3/SSE4, EMU128): bytes widened to int16, multiplied and summed in
-// pairs into int32 (ReorderWidenMulAccumulate), one float FMA per block with
-// the product of the two scales. Included by dot_hwy.cpp once per target
-// (hence the toggling include guard), inside nothing.
+// pairs into int32 (ReorderWidenMulAccumulate), the block's lanes summed to
+// one exact integer, then one scalar fused multiply-add per block with the
+// product of the two scales, in block order: the canonical order of
+// ops/row_groups.h, whatever the vector length. Included by dot_hwy.cpp once
+// per target (hence the toggling include guard), inside nothing.
 
 #if defined(TESSERA_OPS_DOT_INT8_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TESSERA_OPS_DOT_INT8_HWY_INL_H_
@@ -17,6 +19,7 @@
 #include "ops/quant_traits.h"
 #include "util/fp16.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -30,7 +33,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 // block and the 32 of a Q8_0 one on every vector length.
 using D16 = hn::CappedTag<int16_t, 16>;
 using D32 = hn::RepartitionToWide<D16>;
-using DF = hn::Rebind<float, D32>;
 
 constexpr int64_t kBlockBytesQ4 = 18;
 constexpr int64_t kBlockBytesQ8 = 34;
@@ -63,6 +65,12 @@ HWY_INLINE hn::Vec<D16> q4_hi(hn::Vec<hn::RebindToUnsigned<D16>> q) {
     return hn::Sub(hn::BitCast(d16, hn::ShiftRight<4>(q)), hn::Set(d16, 8));
 }
 
+// A block's integer products, summed over the lanes: exact in any order.
+HWY_INLINE float block_sum(hn::Vec<D32> s0, hn::Vec<D32> s1) {
+    const D32 d32;
+    return static_cast<float>(hn::GetLane(hn::SumOfLanes(d32, hn::Add(s0, s1))));
+}
+
 // One weight row against one activation row (no arrays of vectors, which
 // scalable targets cannot hold).
 template <bool kQ4>
@@ -70,11 +78,10 @@ float int8_dot(int64_t n, const void* w, const void* x) {
     constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
     const D16 d16;
     const D32 d32;
-    const DF df;
     const size_t N = hn::Lanes(d16);
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    auto acc = hn::Zero(df);
+    float acc = 0.0f;
     for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* wr = wb + b * wbytes;
         const uint8_t* xr = xb + b * kBlockBytesQ8;
@@ -90,9 +97,9 @@ float int8_dot(int64_t n, const void* w, const void* x) {
                 s0 = hn::ReorderWidenMulAccumulate(d32, load_i8(wr + 2 + i), load_i8(xr + 2 + i), s0, s1);
             }
         }
-        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, scale_of(wr) * scale_of(xr)), acc);
+        acc = std::fma(block_sum(s0, s1), scale_of(wr) * scale_of(xr), acc);
     }
-    return hn::GetLane(hn::SumOfLanes(df, acc));
+    return acc;
 }
 
 inline float q8_0_dot(int64_t n, const void* w, const void* x) { return int8_dot<false>(n, w, x); }
@@ -101,18 +108,15 @@ inline float q4_0_dot(int64_t n, const void* w, const void* x) { return int8_dot
 #if !HWY_HAVE_SCALABLE
 // R weight rows x C activation rows: per step each weight chunk is widened
 // once for C columns and each activation chunk once for R rows. Integer sums
-// per block, then one FMA per cell with the scales' product.
+// per block, then one scalar FMA per cell with the scales' product.
 template <bool kQ4, int R, int C>
 void int8_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
                size_t y_stride) {
     constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
     const D16 d16;
     const D32 d32;
-    const DF df;
     const size_t N = hn::Lanes(d16);
-    hn::Vec<DF> acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(df);
+    float acc[R][C] = {};
     for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* wb[R];
         const uint8_t* xb[C];
@@ -154,14 +158,11 @@ void int8_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, s
         for (int c = 0; c < C; ++c) dx[c] = scale_of(xb[c]);
         for (int r = 0; r < R; ++r) {
             const float dw = scale_of(wb[r]);
-            for (int c = 0; c < C; ++c) {
-                const auto sum = hn::ConvertTo(df, hn::Add(s0[r][c], s1[r][c]));
-                acc[r][c] = hn::MulAdd(sum, hn::Set(df, dw * dx[c]), acc[r][c]);
-            }
+            for (int c = 0; c < C; ++c) acc[r][c] = std::fma(block_sum(s0[r][c], s1[r][c]), dw * dx[c], acc[r][c]);
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) y[c * y_stride + r] = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = acc[r][c];
 }
 
 // Any tile shape as register tiles of at most 2 x 2 (small enough for the

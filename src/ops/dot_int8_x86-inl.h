@@ -13,8 +13,14 @@
 // seeded with -128 * sum(w). Activations never hold -128 (Q8_0 quantizes to
 // [-127, 127]), so y * sign(w) and y + 128 stay within a byte.
 //
-// Tiles hold R rows x C columns in registers, one cell per vector; on AVX3_DL
-// tiles of many columns run 16 rows per vector instead (dot_int8_vnni-inl.h).
+// Each cell (a row against a column) sums a block's integer products in 8
+// int32 lanes, adds the lanes to one exact integer and takes one scalar
+// fused multiply-add with the scales' product, block after block: the
+// canonical order of ops/row_groups.h, the bits of the scalar reference and
+// of every other target (attention over block keys reads rows this way).
+// Tiles hold R rows x C columns of such cells; on AVX3_DL tiles of many
+// columns run 16 rows per vector instead (dot_int8_vnni-inl.h, one row per
+// lane: the same order).
 
 #if defined(TESSERA_OPS_DOT_INT8_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TESSERA_OPS_DOT_INT8_X86_INL_H_
@@ -28,6 +34,7 @@
 #include "ops/dot_int8_vnni-inl.h"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -70,12 +77,6 @@ HWY_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
-HWY_INLINE float hsum(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
 // The block's fp16 scale, converted by the F16C instruction every AVX2 CPU
 // has (the portable fp16 conversion would cost more than the block's dot).
 HWY_INLINE float scale_of(const uint8_t* block) {
@@ -109,131 +110,41 @@ HWY_INLINE __m256i q8_0_block_dot(__m256i w, __m256i y) {
     return dot_u8s8(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
 }
 
-// ---- Two blocks per 512-bit vector (AVX3, AVX3_DL) ----
-// Lanes 0-7 hold block b, lanes 8-15 block b + 1, so one float FMA applies
-// both blocks' scales.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define TESSERA_X86_512 1
-
-HWY_INLINE __m512i dot_u8s8_512(__m512i acc, __m512i u, __m512i s) {
-#if HWY_TARGET == HWY_AVX3_DL
-    return _mm512_dpbusd_epi32(acc, u, s);
-#else
-    const __m512i pairs = _mm512_maddubs_epi16(u, s);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
-#endif
+// The lanes of a block's integer sum added: exact in any order.
+HWY_INLINE float block_sum(__m256i i) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return static_cast<float>(_mm_cvtsi128_si32(s));
 }
-
-HWY_INLINE __m512i q8_0_pair(const uint8_t* b0, const uint8_t* b1) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(q8_0_values(b0)), q8_0_values(b1), 1);
-}
-
-// Two Q4_0 blocks' weights as bytes 0..15: each block's 16 bytes go to two
-// 128-bit lanes, the second of which is shifted down to the high nibbles.
-HWY_INLINE __m512i q4_0_nibble_pair(const uint8_t* b0, const uint8_t* b1) {
-    const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)));
-    const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)));
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    // 16-bit lanes 8-15 and 24-31 are the 128-bit lanes 1 and 3.
-    const __m512i shifted = _mm512_mask_srli_epi16(both, 0xFF00FF00u, both, 4);
-    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
-}
-
-// The scales of two blocks as [s0 x8 | s1 x8], one fp16 conversion for both.
-HWY_INLINE __m512 scale_pair(const uint8_t* b0, const uint8_t* b1) {
-    uint16_t h1;
-    std::memcpy(&h1, b1, 2);
-    // Word 0: b0's scale (word 1 of the 4-byte load is replaced by b1's).
-    const __m128i h = _mm_insert_epi16(_mm_loadu_si32(b0), h1, 1);
-    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                                 _mm512_castps128_ps512(_mm_cvtph_ps(h)));
-}
-
-HWY_INLINE __m512i minus_eight_sum_512(__m512i y) {
-    return _mm512_sub_epi32(_mm512_setzero_si512(), dot_u8s8_512(_mm512_setzero_si512(), _mm512_set1_epi8(8), y));
-}
-
-// sum(w * y) of a Q8_0 pair by |w| and y * sign(w) (AVX-512 has no
-// sign_epi8, so y is negated by mask).
-HWY_INLINE __m512i q8_0_pair_dot_sign(__m512i wabs, __mmask64 negative, __m512i y) {
-    return dot_u8s8_512(_mm512_setzero_si512(), wabs, _mm512_mask_sub_epi8(y, negative, _mm512_setzero_si512(), y));
-}
-#endif
 
 // ---- vec_dot ----
 
 inline float q4_0_dot(int64_t n, const void* w, const void* x) {
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    const int64_t nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-#ifdef TESSERA_X86_512
-    __m512 acc512 = _mm512_setzero_ps();
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t* w0 = wb + b * kBlockBytesQ4;
-        const uint8_t* x0 = xb + b * kBlockBytesQ8;
-        const __m512i y = q8_0_pair(x0, x0 + kBlockBytesQ8);
-        const __m512i i = dot_u8s8_512(minus_eight_sum_512(y), q4_0_nibble_pair(w0, w0 + kBlockBytesQ4), y);
-        const __m512 d = _mm512_mul_ps(scale_pair(w0, w0 + kBlockBytesQ4), scale_pair(x0, x0 + kBlockBytesQ8));
-        acc512 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), d, acc512);
-    }
-    acc0 = _mm256_add_ps(_mm512_castps512_ps256(acc512), _mm512_extractf32x8_ps(acc512, 1));
-#endif
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t* w0 = wb + b * kBlockBytesQ4;
-        const uint8_t* x0 = xb + b * kBlockBytesQ8;
-        const __m256i y0 = q8_0_values(x0), y1 = q8_0_values(x0 + kBlockBytesQ8);
-        const __m256i i0 = q4_0_block_dot(q4_0_nibbles(w0), y0, minus_eight_sum(y0));
-        const __m256i i1 = q4_0_block_dot(q4_0_nibbles(w0 + kBlockBytesQ4), y1, minus_eight_sum(y1));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1),
-                               _mm256_set1_ps(scale_of(w0 + kBlockBytesQ4) * scale_of(x0 + kBlockBytesQ8)), acc1);
-    }
-    for (; b < nb; ++b) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* w0 = wb + b * kBlockBytesQ4;
         const uint8_t* x0 = xb + b * kBlockBytesQ8;
         const __m256i y0 = q8_0_values(x0);
         const __m256i i0 = q4_0_block_dot(q4_0_nibbles(w0), y0, minus_eight_sum(y0));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
+        acc = std::fma(block_sum(i0), scale_of(w0) * scale_of(x0), acc);
     }
-    return hsum(_mm256_add_ps(acc0, acc1));
+    return acc;
 }
 
 inline float q8_0_dot(int64_t n, const void* w, const void* x) {
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    const int64_t nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-#ifdef TESSERA_X86_512
-    __m512 acc512 = _mm512_setzero_ps();
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t* w0 = wb + b * kBlockBytesQ8;
-        const uint8_t* x0 = xb + b * kBlockBytesQ8;
-        const __m512i wv = q8_0_pair(w0, w0 + kBlockBytesQ8);
-        const __m512i i = q8_0_pair_dot_sign(_mm512_abs_epi8(wv), _mm512_movepi8_mask(wv), q8_0_pair(x0, x0 + kBlockBytesQ8));
-        const __m512 d = _mm512_mul_ps(scale_pair(w0, w0 + kBlockBytesQ8), scale_pair(x0, x0 + kBlockBytesQ8));
-        acc512 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), d, acc512);
-    }
-    acc0 = _mm256_add_ps(_mm512_castps512_ps256(acc512), _mm512_extractf32x8_ps(acc512, 1));
-#endif
-    for (; b + 2 <= nb; b += 2) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
         const uint8_t* w0 = wb + b * kBlockBytesQ8;
         const uint8_t* x0 = xb + b * kBlockBytesQ8;
         const __m256i i0 = q8_0_block_dot(q8_0_values(w0), q8_0_values(x0));
-        const __m256i i1 = q8_0_block_dot(q8_0_values(w0 + kBlockBytesQ8), q8_0_values(x0 + kBlockBytesQ8));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1),
-                               _mm256_set1_ps(scale_of(w0 + kBlockBytesQ8) * scale_of(x0 + kBlockBytesQ8)), acc1);
+        acc = std::fma(block_sum(i0), scale_of(w0) * scale_of(x0), acc);
     }
-    for (; b < nb; ++b) {
-        const uint8_t* w0 = wb + b * kBlockBytesQ8;
-        const uint8_t* x0 = xb + b * kBlockBytesQ8;
-        const __m256i i0 = q8_0_block_dot(q8_0_values(w0), q8_0_values(x0));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_set1_ps(scale_of(w0) * scale_of(x0)), acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+    return acc;
 }
 
 // ---- Register tiles ----
@@ -241,7 +152,7 @@ inline float q8_0_dot(int64_t n, const void* w, const void* x) {
 // Fetches the weight bytes [p, p + kSpan) of the rows two tiles ahead: R
 // interleaved short row streams defeat the hardware prefetcher, and one tile
 // ahead is too late for a matrix-vector product streaming from memory. Both
-// ends, so a span over 64 bytes (a Q8_0 block pair) misses no line.
+// ends, so a span over 64 bytes misses no line.
 template <int64_t kSpan>
 HWY_INLINE void prefetch_ahead(const uint8_t* p) {
     static_assert(kSpan <= 128, "two lines at most");
@@ -250,16 +161,14 @@ HWY_INLINE void prefetch_ahead(const uint8_t* p) {
 }
 constexpr int kPrefetchTiles = 2;
 
-// R weight rows x C activation rows, one block per step (AVX2): each weight
-// block is unpacked once for C columns, each activation block (and its
-// offset term) loaded once for R rows.
+// R weight rows x C activation rows, one block per step: each weight block is
+// unpacked once for C columns, each activation block (and its offset term)
+// loaded once for R rows.
 template <bool kQ4, int R, int C>
-void int8_tile256(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride,
-                             float* y, size_t y_stride) {
+void int8_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+               size_t y_stride) {
     constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
-    __m256 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    float acc[R][C] = {};
     const int64_t nb = n / 32;
     for (int64_t b = 0; b < nb; ++b) {
         __m256i yv[C];
@@ -278,109 +187,28 @@ void int8_tile256(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x
             if constexpr (kQ4) {
                 const __m256i nib = q4_0_nibbles(wr);
                 for (int c = 0; c < C; ++c) {
-                    const __m256i i = q4_0_block_dot(nib, yv[c], offset[c]);
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+                    acc[r][c] = std::fma(block_sum(q4_0_block_dot(nib, yv[c], offset[c])), dw * dx[c], acc[r][c]);
                 }
             } else {
                 const __m256i wv = q8_0_values(wr);
                 const __m256i wabs = _mm256_sign_epi8(wv, wv);
                 for (int c = 0; c < C; ++c) {
                     const __m256i i = dot_u8s8(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(yv[c], wv));
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+                    acc[r][c] = std::fma(block_sum(i), dw * dx[c], acc[r][c]);
                 }
             }
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) y[c * y_stride + r] = hsum(acc[r][c]);
+        for (int c = 0; c < C; ++c) y[c * y_stride + r] = acc[r][c];
 }
-
-#ifdef TESSERA_X86_512
-// R x C, two blocks per step (AVX-512). Per step each activation pair is
-// loaded (with its offset term and scales) once for R rows, each weight pair
-// unpacked (with its scales) once for C columns.
-template <bool kQ4, int R, int C>
-void int8_tile512(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride,
-                             float* y, size_t y_stride) {
-    constexpr int64_t wbytes = kQ4 ? kBlockBytesQ4 : kBlockBytesQ8;
-    // Q8_0 weights with VNNI: (y + 128) * w, seeded per row with -128 * sum(w).
-    constexpr bool kOffsetY = !kQ4 && HWY_TARGET == HWY_AVX3_DL;
-    __m512 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    const int64_t nb = n / 32;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        __m512i yv[C];
-        __m512i offset[C];
-        __m512 dx[C];
-        for (int c = 0; c < C; ++c) {
-            const uint8_t* xc = x + c * x_stride + b * kBlockBytesQ8;
-            yv[c] = q8_0_pair(xc, xc + kBlockBytesQ8);
-            if constexpr (kQ4) offset[c] = minus_eight_sum_512(yv[c]);
-            if constexpr (kOffsetY) yv[c] = _mm512_xor_si512(yv[c], _mm512_set1_epi8(static_cast<char>(0x80)));
-            dx[c] = scale_pair(xc, xc + kBlockBytesQ8);
-        }
-        for (int r = 0; r < R; ++r) {
-            const uint8_t* wr = w + r * w_stride + b * wbytes;
-            prefetch_ahead<2 * wbytes>(wr + kPrefetchTiles * R * w_stride);
-            const __m512 dw = scale_pair(wr, wr + wbytes);
-            if constexpr (kQ4) {
-                const __m512i nib = q4_0_nibble_pair(wr, wr + wbytes);
-                for (int c = 0; c < C; ++c) {
-                    const __m512i i = dot_u8s8_512(offset[c], nib, yv[c]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
-                }
-            } else if constexpr (kOffsetY) {
-                const __m512i wv = q8_0_pair(wr, wr + wbytes);
-                const __m512i seed = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    dot_u8s8_512(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), wv));
-                for (int c = 0; c < C; ++c) {
-                    const __m512i i = dot_u8s8_512(seed, yv[c], wv);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
-                }
-            } else {
-                const __m512i wv = q8_0_pair(wr, wr + wbytes);
-                const __mmask64 negative = _mm512_movepi8_mask(wv);
-                const __m512i wabs = _mm512_abs_epi8(wv);
-                for (int c = 0; c < C; ++c) {
-                    const __m512i i = q8_0_pair_dot_sign(wabs, negative, yv[c]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw, dx[c]), acc[r][c]);
-                }
-            }
-        }
-    }
-    // An odd last block: one 256-bit step per cell.
-    float tail[R][C] = {};
-    if (b < nb) {
-        for (int c = 0; c < C; ++c) {
-            const uint8_t* xc = x + c * x_stride + b * kBlockBytesQ8;
-            const __m256i yc = q8_0_values(xc);
-            const __m256i offset = minus_eight_sum(yc);
-            for (int r = 0; r < R; ++r) {
-                const uint8_t* wr = w + r * w_stride + b * wbytes;
-                const __m256i i =
-                    kQ4 ? q4_0_block_dot(q4_0_nibbles(wr), yc, offset) : q8_0_block_dot(q8_0_values(wr), yc);
-                tail[r][c] = hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(scale_of(wr) * scale_of(xc))));
-            }
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) y[c * y_stride + r] = _mm512_reduce_add_ps(acc[r][c]) + tail[r][c];
-}
-#endif
 
 using TileKernel = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, size_t);
 
 // kernels[(rows - 1) * kC + cols - 1] is the rows x cols register tile.
 template <bool kQ4, int kC, size_t... I>
 constexpr std::array<TileKernel, sizeof...(I)> tile_kernels(std::index_sequence<I...>) {
-#ifdef TESSERA_X86_512
-    return {&int8_tile512<kQ4, static_cast<int>(I) / kC + 1, static_cast<int>(I) % kC + 1>...};
-#else
-    return {&int8_tile256<kQ4, static_cast<int>(I) / kC + 1, static_cast<int>(I) % kC + 1>...};
-#endif
+    return {&int8_tile<kQ4, static_cast<int>(I) / kC + 1, static_cast<int>(I) % kC + 1>...};
 }
 
 // Any tile shape as register tiles of at most kR x kC (the edges as smaller
@@ -388,15 +216,9 @@ constexpr std::array<TileKernel, sizeof...(I)> tile_kernels(std::index_sequence<
 template <bool kQ4>
 void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
                        int n_cols, float* y, size_t y_stride) {
-#ifdef TESSERA_X86_512
-    // 32 registers: 4 x 4 accumulators plus operands (4 x 5, 5 x 4, 6 x 4 and
-    // 4 x 6 measured no faster); a single column (a matrix-vector product)
-    // runs 4 rows at once on one activation load.
-    constexpr int kR = 4, kC = 4;
-#else
-    // 2 x 4 accumulators plus operands fit AVX2's 16 registers.
+    // The accumulators are scalars now; each step holds C activation blocks
+    // and one weight block in registers.
     constexpr int kR = 2, kC = 4;
-#endif
     static constexpr auto kernels = tile_kernels<kQ4, kC>(std::make_index_sequence<kR * kC>());
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
@@ -420,8 +242,6 @@ void int8_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, co
         }
     }
 }
-
-#undef TESSERA_X86_512
 
 }  // namespace x86
 }  // namespace HWY_NAMESPACE

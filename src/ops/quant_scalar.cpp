@@ -77,6 +77,10 @@ void q8_0_from_float(const float* src, void* dst, int64_t n) {
         store(dst, b, block);
     }
 }
+// Q8_0 and Q4_0 rows against Q8_0 activations in the canonical order
+// (ops/row_groups.h): per block in order, the exact integer sum, then
+// acc = fma(float(s), d_w * d_x, acc). Every target's row kernels give these
+// bits (attention over block keys rests on it).
 float q8_0_vec_dot(int64_t n, const void* w, const void* x) {
     float sum = 0.0f;
     for (int64_t k = 0; k < n / kQ8_0Block; ++k) {
@@ -84,7 +88,7 @@ float q8_0_vec_dot(int64_t n, const void* w, const void* x) {
         const auto b = load<BlockQ8_0>(x, k);
         int32_t isum = 0;
         for (int i = 0; i < kQ8_0Block; ++i) isum += int32_t{a.qs[i]} * int32_t{b.qs[i]};
-        sum += static_cast<float>(isum) * (fp16_to_fp32(a.d) * fp16_to_fp32(b.d));
+        sum = std::fma(static_cast<float>(isum), fp16_to_fp32(a.d) * fp16_to_fp32(b.d), sum);
     }
     return sum;
 }
@@ -137,7 +141,7 @@ float q4_0_vec_dot(int64_t n, const void* w, const void* x) {
             isum += ((a.qs[i] & 0x0f) - 8) * int32_t{b.qs[i]};
             isum += ((a.qs[i] >> 4) - 8) * int32_t{b.qs[i + half]};
         }
-        sum += static_cast<float>(isum) * (fp16_to_fp32(a.d) * fp16_to_fp32(b.d));
+        sum = std::fma(static_cast<float>(isum), fp16_to_fp32(a.d) * fp16_to_fp32(b.d), sum);
     }
     return sum;
 }

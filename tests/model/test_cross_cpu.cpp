@@ -31,10 +31,11 @@ namespace tessera {
 namespace {
 
 // A 40-token prompt in batches of 16, then 8 greedy steps: every step's logits.
-std::vector<float> logits_of(const std::string& path) {
+std::vector<float> logits_of(const std::string& path, KvCacheTypes kv_types = KvCacheTypes()) {
     const LlamaModel model(path);
     const int n_vocab = model.hparams().n_vocab;
     ForwardConfig config;
+    config.kv_types = kv_types;
     config.n_ctx = 64;
     config.n_batch = 16;
     LocalDecoder decoder(model, config, 2);
@@ -108,6 +109,58 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
         std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", quant_type_name(type),
                      targets.size(), first.c_str(), fnv1a(want));
         if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << fnv1a(want) << std::dec << "\n";
+    }
+}
+
+// The cache types too: attention over block keys (the query quantized to
+// Q8_0, integer sums per block) and the weighted sums over block values give
+// the same bits on every target, prompt and decode alike. With
+// TESSERA_LOGITS_DIGEST=FILE, one line per cache type goes to FILE.kv.
+TEST(CrossCpu, EveryTargetGivesTheSameLogitsOverEveryCacheType) {
+    const std::string dir = test::scratch_dir("cross_cpu");
+    const char* digest_file = std::getenv("TESSERA_LOGITS_DIGEST");
+    std::ofstream digests;
+    if (digest_file != nullptr && *digest_file != '\0') digests.open(std::string(digest_file) + ".kv");
+    const std::vector<int64_t> targets = simd_block_targets();
+    ASSERT_FALSE(targets.empty());
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.n_vocab = 300;
+    spec.type = QuantType::Q8_0;
+    const std::string path = dir + "/model-kv.gguf";
+    write_random_model(spec, path);
+    for (const KvCacheTypes kv : {KvCacheTypes(QuantType::Q8_0), KvCacheTypes(QuantType::Q4_0),
+                                  KvCacheTypes(QuantType::Q8_0, QuantType::F16), KvCacheTypes(QuantType::F32),
+                                  KvCacheTypes(QuantType::Q4_0, QuantType::F16), KvCacheTypes(QuantType::F16, QuantType::Q8_0),
+                                  KvCacheTypes(QuantType::F16), KvCacheTypes(QuantType::Q8_0, QuantType::F32),
+                                  KvCacheTypes(QuantType::F32, QuantType::F16)}) {
+        const std::string kv_name = std::string(quant_type_name(kv.k)) + "/" + quant_type_name(kv.v);
+        std::vector<float> want;
+        std::string first;
+        for (int64_t target : targets) {
+            for (const bool with_dot : {true, false}) {
+                if (with_dot && !((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported())) continue;
+                hwy::SetSupportedTargetsForTest(target);
+                allow_int8_dot_extension(with_dot);
+                const std::vector<float> got = logits_of(path, kv);
+                const std::string name = std::string(hwy::TargetName(target)) + (with_dot ? "+dot" : "");
+                if (first.empty()) {
+                    first = name;
+                    want = got;
+                    continue;
+                }
+                ASSERT_EQ(got.size(), want.size());
+                EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                    << "cache " << kv_name << ": " << name << " != " << first;
+            }
+        }
+        hwy::SetSupportedTargetsForTest(0);
+        allow_int8_dot_extension(true);
+        if (digests.is_open()) digests << kv_name << " " << std::hex << fnv1a(want) << std::dec << "\n";
     }
 }
 
