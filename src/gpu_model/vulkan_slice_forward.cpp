@@ -269,22 +269,17 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     };
     if (config.sparse.enabled) refuse("sparse attention");
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
-    // Values of every cache type; keys in F16 or F32. The CPU scores a
-    // position decoding over Q8_0/Q4_0 keys with its SIMD tile kernel, whose
-    // order is its own target's (not the canonical one), so no device can give
-    // its bits there.
-    if (config.kv_types.k != QuantType::F16 && config.kv_types.k != QuantType::F32) {
-        refuse(std::string(quant_type_name(config.kv_types.k)) +
-               " keys (the CPU's decode attention over block keys follows its SIMD target's order, which the device "
-               "cannot reproduce; keys in F16 or F32, values in any type)");
-    }
-    const QuantType v = config.kv_types.v;
-    if (v != QuantType::F16 && v != QuantType::F32 && v != QuantType::Q8_0 && v != QuantType::Q4_0) {
-        refuse(std::string(quant_type_name(v)) + " KV caches");
+    // Every cache type the CPU holds, keys and values: F32, F16, Q8_0, Q4_0.
+    for (const QuantType t : {config.kv_types.k, config.kv_types.v}) {
+        if (t != QuantType::F16 && t != QuantType::F32 && t != QuantType::Q8_0 && t != QuantType::Q4_0) {
+            refuse(std::string(quant_type_name(t)) + " KV caches");
+        }
     }
     if (hp.head_dim % 2 != 0) refuse("odd head sizes");
     const auto block_kv = [](QuantType t) { return t == QuantType::Q8_0 || t == QuantType::Q4_0; };
-    if (block_kv(config.kv_types.v) && hp.head_dim > 256) refuse("Q8_0/Q4_0 value caches of heads wider than 256");
+    if ((block_kv(config.kv_types.k) || block_kv(config.kv_types.v)) && hp.head_dim > 256) {
+        refuse("Q8_0/Q4_0 KV caches of heads wider than 256");
+    }
     weights_ = load_slice_weights(model, slice, ColumnSlices::kView);
     if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0) {
         throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",

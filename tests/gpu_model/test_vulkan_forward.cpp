@@ -122,31 +122,25 @@ TEST(VulkanForward, LayersSplitBetweenTheDeviceAndTheCpuGiveTheCpuLogits) {
     }
 }
 
-// Every value cache type (llama.cpp's -ctv) beside F16 and F32 keys,
-// decoding rowwise and as a prompt; block keys are refused with the reason.
-TEST(VulkanForward, EveryCacheTypeTheDeviceRunsGivesTheCpuLogits) {
+// Every cache type (llama.cpp's -ctk/-ctv), keys and values, decoding
+// rowwise and as a prompt: block keys score a decoding position with the
+// query in Q8_0 and integer block sums (the CPU's canonical row order), a
+// prompt over their decoded elements.
+TEST(VulkanForward, EveryCacheTypeGivesTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_caches");
     const std::string path = dir + "/model.gguf";
     write_random_model(small_spec(QuantType::Q8_0), path);
     for (const KvCacheTypes kv : {KvCacheTypes(QuantType::F32), KvCacheTypes(QuantType::F32, QuantType::F16),
                                   KvCacheTypes(QuantType::F16, QuantType::Q8_0),
                                   KvCacheTypes(QuantType::F16, QuantType::Q4_0),
-                                  KvCacheTypes(QuantType::F32, QuantType::Q8_0)}) {
+                                  KvCacheTypes(QuantType::F32, QuantType::Q8_0), KvCacheTypes(QuantType::Q8_0),
+                                  KvCacheTypes(QuantType::Q4_0), KvCacheTypes(QuantType::Q8_0, QuantType::F16),
+                                  KvCacheTypes(QuantType::Q4_0, QuantType::F32)}) {
         const std::string name = std::string(quant_type_name(kv.k)) + "/" + quant_type_name(kv.v);
         EXPECT_EQ(compare(path, 64, kv), "") << name << ", one batch";
-        if (kv.v != QuantType::F16) {
+        if (kv.v != QuantType::F16 || kv.k != QuantType::F16) {
             EXPECT_EQ(compare(path, 8, kv), "") << name << ", batches of 8";
         }
-    }
-    const LlamaModel model(path);
-    ForwardConfig config;
-    config.n_ctx = 64;
-    config.kv_types = KvCacheTypes(QuantType::Q8_0, QuantType::F16);
-    try {
-        VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "Q8_0 keys were taken";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("Q8_0 keys"), std::string::npos) << e.what();
     }
 }
 
@@ -454,13 +448,21 @@ TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("does not run sparse attention yet"), std::string::npos) << e.what();
     }
+    // A block cache's row is quantized by one invocation, in a buffer of
+    // 256 values.
+    spec.n_embd = 512;
+    spec.n_head = 1;
+    spec.n_head_kv = 1;
+    const std::string wide = dir + "/wide.gguf";
+    write_random_model(spec, wide);
+    const LlamaModel wide_model(wide);
     config.sparse.enabled = false;
     config.kv_types = KvCacheTypes(QuantType::Q4_0, QuantType::F16);
     try {
-        VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "Q4_0 keys were taken";
+        VulkanDecoder gpu(wide_model, config, device_index());
+        FAIL() << "Q4_0 keys of 512-wide heads were taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("Q4_0 keys"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("KV caches of heads wider than 256"), std::string::npos) << e.what();
     }
 }
 

@@ -1,9 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // One query head of one position per workgroup, as attn/attention.cpp
-// computes it over float keys (F32, F16) and values of any KV type
-// (kv_rows.glsl): scores q . k_p in the canonical float order (16 lanes, the
-// fixed tree), each times the scale rounded once (then soft-capped, with
+// computes it over keys and values of any KV type (kv_rows.glsl): scores
+// q . k_p in the canonical float order (16 lanes, the fixed tree) over float
+// keys, and over the decoded elements of block keys in a batched run; in a
+// rowwise one (see below) over block keys, the query quantized to Q8_0 as
+// the CPU's from_float quantizes it (block_quantize.glsl) and the canonical
+// block order of ops/row_groups.h (an exact integer sum per block, then
+// acc = fma(float(s), d_k * d_q, acc)); each score times the scale rounded
+// once (then soft-capped, with
 // Highway's tanh, where the family caps); softmax over the visible positions
 // [first, pos] (canonical exp, the 16-lane sum counted from `first`, one
 // rounded reciprocal). The output then as the CPU's two paths give it:
@@ -14,7 +19,7 @@
 //     weights and V's column i over the positions the last query of the
 //     position's block of 32 reads, the weights outside [first, pos] zero.
 // Scores live in `scores` (row tl = t - t_begin of this dispatch, head h).
-#include "exact_math.glsl"
+#include "block_quantize.glsl"
 #include "hwy_tanh.glsl"
 #include "kv_rows.glsl"
 
@@ -47,6 +52,10 @@ layout(push_constant) uniform Params {
 } p;
 
 shared float part[64];
+// The query head in Q8_0 (block keys, rowwise): codes and each block's scale
+// (the stored half's value). Heads of block caches are at most 256 wide.
+shared int q_codes[256];
+shared float q_scales[8];
 shared float lane_sums[16];
 shared float shared_max, shared_inv;
 
@@ -104,14 +113,40 @@ void main() {
     const uint qbase = t * p.stride + h * hd;
     const uint sbase = (tl * p.n_heads + h) * p.n_ctx;
 
-    for (uint s = first + lid; s < n_valid; s += 64u) {
-        precise float lanes[16];
-        for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
-        for (uint i = 0; i < hd; ++i) {
-            lanes[i % 16u] = exact_fma(cached(p.k_type, kv_row0 + s, i, true), q[qbase + i], lanes[i % 16u]);
+    // (Uniform across the workgroup: the barrier below is reached by all.)
+    const bool block_keys = !batched && (p.k_type == kQ8_0 || p.k_type == kQ4_0);
+    if (block_keys) {
+        if (lid < hd / 32u) {
+            float x[32];
+            for (uint j = 0; j < 32u; ++j) x[j] = q[qbase + 32u * lid + j];
+            int codes[32];
+            q_scales[lid] = unpackHalf2x16(q8_0_block(x, codes)).x;
+            for (uint j = 0; j < 32u; ++j) q_codes[32u * lid + j] = codes[j];
         }
-        for (uint i = hd; i % 16u != 0u; ++i) lanes[i % 16u] = exact_fma(0.0, 0.0, lanes[i % 16u]);
-        precise float scaled = tree16(lanes) * p.scale;
+        barrier();
+    }
+    for (uint s = first + lid; s < n_valid; s += 64u) {
+        precise float dot;
+        if (block_keys) {
+            precise float acc = 0.0;
+            for (uint b = 0; b < hd / 32u; ++b) {
+                const uint o = block_at(p.k_type, kv_row0 + s, 32u * b);
+                int sum = 0;
+                for (uint j = 0; j < 32u; ++j) sum += block_code(true, p.k_type, o, 32u * b + j) * q_codes[32u * b + j];
+                precise float d = block_scale(true, o) * q_scales[b];
+                acc = exact_fma(float(sum), d, acc);
+            }
+            dot = acc;
+        } else {
+            precise float lanes[16];
+            for (int j = 0; j < 16; ++j) lanes[j] = 0.0;
+            for (uint i = 0; i < hd; ++i) {
+                lanes[i % 16u] = exact_fma(cached(p.k_type, kv_row0 + s, i, true), q[qbase + i], lanes[i % 16u]);
+            }
+            for (uint i = hd; i % 16u != 0u; ++i) lanes[i % 16u] = exact_fma(0.0, 0.0, lanes[i % 16u]);
+            dot = tree16(lanes);
+        }
+        precise float scaled = dot * p.scale;
         if (p.soft_cap > 0.0) {
             precise float capped = p.soft_cap * hwy_tanh(exact_div_f(scaled, p.soft_cap));
             scaled = capped;
