@@ -176,12 +176,15 @@ void KvCache::update_landmark(int layer, int head, int block_index) {
         } else {
             load_rows(v_rows(layer, head) + first * v_row_bytes_, types_.v, static_cast<int64_t>(n) * hd, rows.data());
         }
-        float* mean = (kv == 0 ? lm_k_.get() : lm_v_.get()) + at;
-        for (int i = 0; i < hd; ++i) {
-            double sum = 0.0;
-            for (int r = 0; r < n; ++r) sum += rows[static_cast<size_t>(r) * hd + i];
-            mean[i] = static_cast<float>(sum / n);
-        }
+        landmark_mean(rows.data(), n, hd, (kv == 0 ? lm_k_.get() : lm_v_.get()) + at);
+    }
+}
+
+void landmark_mean(const float* rows, int n, int hd, float* mean) {
+    for (int i = 0; i < hd; ++i) {
+        double sum = 0.0;
+        for (int r = 0; r < n; ++r) sum += rows[static_cast<size_t>(r) * hd + i];
+        mean[i] = static_cast<float>(sum / n);
     }
 }
 

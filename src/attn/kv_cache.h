@@ -28,6 +28,11 @@ struct KvCacheTypes {
     bool operator==(const KvCacheTypes&) const = default;
 };
 
+// A landmark (sparse attention): the mean of n decoded rows of hd elements,
+// each element summed in double in row order, divided once and rounded to
+// float. The Vulkan backend's landmarks.comp computes the same bits.
+void landmark_mean(const float* rows, int n, int hd, float* mean);
+
 // Whether a KV cache can hold rows of `type`.
 bool is_kv_cache_type(QuantType type);
 

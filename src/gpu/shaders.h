@@ -48,6 +48,7 @@ TESSERA_SHADER(sum_units)
 TESSERA_SHADER(add_bias)
 TESSERA_SHADER(kv_store)
 TESSERA_SHADER(attention)
+TESSERA_SHADER(landmarks)
 TESSERA_SHADER(fma_probe)
 #undef TESSERA_SHADER
 
@@ -97,6 +98,13 @@ struct VulkanAttentionParams {
     float soft_cap;  // 0: none
     uint32_t has_sinks;
     uint32_t track;  // 1: add each weight to its position's attention mass
+    uint32_t sparse;      // 1: each row follows its sparse entry (mode, window, candidates)
+    uint32_t lm_block;    // positions per landmark block (sparse)
+    uint32_t score_span;  // floats of scores per row and head
+};
+// landmarks.comp.
+struct VulkanLandmarkParams {
+    uint32_t kv_heads, head_dim, n_ctx, tokens, k_type, v_type, lm_block;
 };
 // add_units.comp.
 struct VulkanAddUnitsParams {

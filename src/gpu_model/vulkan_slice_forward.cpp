@@ -95,13 +95,34 @@ uint64_t kv_row_bytes(QuantType t, int64_t head_dim) { return (quant_row_bytes(t
 // Whole 32-bit words, and room for quantize_q8_0's last word.
 size_t padded(size_t bytes) { return (bytes + 3) / 4 * 4 + 4; }
 
+// One layer's landmark keys (or values): [sequence][KV head][block] rows of
+// head_dim floats (attention.comp, landmarks.comp).
+size_t landmark_bytes(int n_seq, int n_kv, int n_ctx, int block, int head_dim) {
+    return padded(static_cast<size_t>(n_seq) * static_cast<size_t>(n_kv) * static_cast<size_t>(n_ctx / block) *
+                  static_cast<size_t>(head_dim) * 4);
+}
+
 // The scratch of a call of n_batch rows, in bytes per buffer.
 struct ScratchBytes {
     size_t x, partial, q, kv, ffn, dots, q8_0, q8_k, scores, logits, router, expert_scale;
     int scores_rows;  // rows of attention one dispatch holds scores for
 };
 
-ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, int n_batch, int n_ctx) {
+// Floats of attention scores per row and head: a position's keys, and with
+// sparse attention its landmarks too (at most one per complete block).
+int score_span(int n_ctx, const SparseOptions& sparse) {
+    return sparse.enabled ? n_ctx + n_ctx / sparse.block + 1 : n_ctx;
+}
+
+// Whether a layer keeps landmarks on the device: sparse attention with
+// landmarks, on a layer without a sliding window (those never attend
+// sparsely).
+bool keeps_landmarks(const SparseOptions& sparse, int window) {
+    return sparse.enabled && sparse.landmarks != LandmarkMode::kOff && window == 0;
+}
+
+ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, int n_batch, int n_ctx,
+                           const SparseOptions& sparse) {
     const auto nb = static_cast<size_t>(n_batch);
     const auto n_embd = static_cast<size_t>(hp.n_embd), q_dim = static_cast<size_t>(hp.q_dim());
     // A mixture of experts keeps its k experts' rows per token.
@@ -122,7 +143,7 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
     // Q8_0: 34 bytes per 32 values; Q8_K: 292 per 256 (both under 1.1 bytes a value).
     b.q8_0 = padded(nb * widest / 32 * 34);
     b.q8_k = padded(nb * widest / 256 * 292 + 292);
-    const uint64_t per_row = static_cast<uint64_t>(hp.n_head) * static_cast<uint64_t>(n_ctx) * 4;
+    const uint64_t per_row = static_cast<uint64_t>(hp.n_head) * static_cast<uint64_t>(score_span(n_ctx, sparse)) * 4;
     b.scores_rows = static_cast<int>(std::clamp<uint64_t>(kScoresBytes / per_row, 1, nb));
     b.scores = padded(static_cast<size_t>(b.scores_rows) * per_row);
     b.logits = padded(nb * static_cast<size_t>(hp.n_vocab) * 4);
@@ -132,7 +153,8 @@ ScratchBytes scratch_bytes(const ModelHParams& hp, const ReductionUnits& units, 
 }  // namespace
 
 uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units,
-                                       int n_batch, int n_ctx, KvCacheTypes kv, int n_seq, bool track_attention) {
+                                       int n_batch, int n_ctx, KvCacheTypes kv, int n_seq, bool track_attention,
+                                       const SparseOptions& sparse) {
     const auto floats = [](const std::vector<float>& v) { return v.empty() ? 0 : padded(v.size() * 4); };
     // The share's rows, or its columns of wo and w_down.
     const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
@@ -164,6 +186,10 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
                  matrix(l.up_exps, l.up_exps.rows == 0 ? 0 : bands * s.n_ffn(), l.up_exps.cols) +
                  matrix(l.down_exps, l.down_exps.rows == 0 ? 0 : bands * hp.n_embd, s.n_ffn());
         if (s.n_kv_heads() > 0) bytes += cache(kv.k) + cache(kv.v);
+        const int layer = s.layer_begin + static_cast<int>(&l - w.layers.data());
+        if (s.n_kv_heads() > 0 && keeps_landmarks(sparse, hp.is_sliding(layer) ? hp.sliding_window : 0)) {
+            bytes += 2 * landmark_bytes(n_seq, s.n_kv_heads(), n_ctx, sparse.block, hp.head_dim);
+        }
     }
     if (s.outputs) bytes += floats(w.output_norm);
     bytes += matrix(w.output, s.n_vocab_rows(), w.output.cols);
@@ -182,7 +208,7 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
         }
     }
     if (s.n_vocab_rows() > 0) note_grid(w.output);
-    const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx);
+    const ScratchBytes b = scratch_bytes(hp, units, n_batch, n_ctx, sparse);
     if (track_attention && w.slice.n_kv_heads() > 0) bytes += static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(n_ctx) * 8;
     // (+ 4: the buffer bound where a kernel's optional one is not used.)
     return bytes + 2 * b.x + 2 * (b.q + b.kv + b.ffn) + b.dots + b.q8_0 + b.q8_k + b.scores + 4;
@@ -232,7 +258,8 @@ struct VulkanSliceForward::Kernels {
         sum_units = make(TESSERA_SPIRV(sum_units), 5, 24, "sum_units");
         add_bias = make(TESSERA_SPIRV(add_bias), 2, sizeof(VulkanAddBiasParams), "add_bias");
         kv_store = make(TESSERA_SPIRV(kv_store), 5, sizeof(VulkanKvStoreParams), "kv_store");
-        attention = make(TESSERA_SPIRV(attention), 8, sizeof(VulkanAttentionParams), "attention");
+        attention = make(TESSERA_SPIRV(attention), 11, sizeof(VulkanAttentionParams), "attention");
+        landmarks = make(TESSERA_SPIRV(landmarks), 5, sizeof(VulkanLandmarkParams), "landmarks");
     }
     VulkanKernel& product(QuantType t) const {
         const auto it = products.find(t);
@@ -241,7 +268,7 @@ struct VulkanSliceForward::Kernels {
     }
     std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
     std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention;
+        geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention, landmarks;
     VulkanKernel& gate(FfnActivation a) const {
         return a == FfnActivation::kGelu ? *geglu : a == FfnActivation::kSwigluOai ? *swiglu_oai : *swiglu;
     }
@@ -255,6 +282,7 @@ struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> sinks, wo_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::unique_ptr<VulkanBuffer> k_cache, v_cache;
+    std::unique_ptr<VulkanBuffer> lm_k, lm_v;  // sparse attention's landmarks (null: none)
     int window = 0;
 };
 
@@ -267,7 +295,10 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     const auto refuse = [](const std::string& what) {
         throw make_error("the Vulkan backend does not run {} yet (use --device cpu)", what);
     };
-    if (config.sparse.enabled) refuse("sparse attention");
+    if (config.sparse.enabled) {
+        validate(config.sparse);
+        sparse_ = config.sparse;
+    }
     if (config.n_seq < 1) throw make_error("internal: {} sequences", config.n_seq);
     // Every cache type the CPU holds, keys and values: F32, F16, Q8_0, Q4_0.
     for (const QuantType t : {config.kv_types.k, config.kv_types.v}) {
@@ -299,7 +330,8 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     // All of it or nothing: a share too large for the device is said before
     // anything is uploaded.
     const VulkanDeviceInfo& info = context_->info();
-    const uint64_t need = footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_, n_seq_, config.track_attention);
+    const uint64_t need =
+        footprint(weights_, hp, units_, n_batch_, n_ctx_, kv_types_, n_seq_, config.track_attention, sparse_);
     if (need > info.device_local_bytes) {
         throw make_error("{} needs {:.1f} MiB of device memory ({} bytes of weights, KV cache and scratch), and Vulkan "
                          "device {} ({}) has {:.1f} MiB ({} bytes): give it fewer layers (a pipeline stage, --gpu-layers), "
@@ -373,6 +405,13 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.w_down = matrix(w.w_down, "ffn_down", layer, 0, w.w_down.rows, slice.ffn_begin, n_ffn_);
         }
         l.window = hp.is_sliding(layer) ? hp.sliding_window : 0;
+        if (n_kv_ > 0 && keeps_landmarks(sparse_, l.window)) {
+            const size_t bytes = landmark_bytes(n_seq_, n_kv_, n_ctx_, sparse_.block, hd);
+            l.lm_k = device_buffer(bytes);
+            l.lm_v = device_buffer(bytes);
+            l.lm_k->zero();
+            l.lm_v->zero();
+        }
         layers_.push_back(std::move(l));
     }
     if (slice.outputs) output_norm_ = floats(weights_.output_norm);
@@ -381,7 +420,8 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
                          weights_.output.cols);
     }
 
-    const ScratchBytes sb = scratch_bytes(hp, units_, n_batch_, n_ctx_);
+    const ScratchBytes sb = scratch_bytes(hp, units_, n_batch_, n_ctx_, sparse_);
+    score_span_ = score_span(n_ctx_, sparse_);
     partial_ = std::make_unique<VulkanBuffer>(*context_, sb.partial, VulkanMemory::kHost);
     x_ = std::make_unique<VulkanBuffer>(*context_, sb.x, VulkanMemory::kHost);
     h_ = device_buffer(sb.x);
@@ -624,6 +664,13 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_t
     const VulkanKvStoreParams ps{u32(n_kv_), u32(hd), u32(n_ctx_), u32(n_tok), u32(kv_width_), k_type, v_type};
     kernels_->kv_store->record(cb, kernels_->kv_store->bind({k_.get(), v_.get(), l.k_cache.get(), l.v_cache.get(), rows_.get()}), &ps,
                                groups(kv_width_), u32(n_tok));
+    if (l.lm_k) {
+        // The blocks the batch's rows complete (KvCache::store_head's).
+        const VulkanLandmarkParams pl{u32(n_kv_), u32(hd), u32(n_ctx_), u32(n_tok), k_type, v_type, u32(sparse_.block)};
+        kernels_->landmarks->record(
+            cb, kernels_->landmarks->bind({l.k_cache.get(), l.v_cache.get(), l.lm_k.get(), l.lm_v.get(), rows_.get()}),
+            &pl, groups(kv_width_), u32(n_tok));
+    }
 
     // Attention itself, in dispatches of scores_rows_ rows; runs longer than
     // SliceForward::kRowwiseRows attend as a prompt does on the CPU.
@@ -631,13 +678,15 @@ void VulkanSliceForward::record_attention(VkCommandBuffer cb, int layer, int n_t
     const VkDescriptorSet attention =
         kernels_->attention->bind({q_.get(), l.k_cache.get(), l.v_cache.get(), attn_.get(), scores_.get(),
                                    l.sinks ? l.sinks.get() : unused_.get(), rows_.get(),
-                                   mass_ ? mass_.get() : unused_.get()});
+                                   mass_ ? mass_.get() : unused_.get(), sparse_rows_ ? sparse_rows_.get() : unused_.get(),
+                                   l.lm_k ? l.lm_k.get() : unused_.get(), l.lm_v ? l.lm_v.get() : unused_.get()});
     static_assert(SliceForward::kRowwiseRows == 32, "attention.comp attends runs of more than 32 rows as a prompt");
     for (int t0 = 0; t0 < n_tok; t0 += scores_rows_) {
         const VulkanAttentionParams pa{u32(hd),       u32(hp.q_per_kv()), u32(n_q_heads_), u32(n_ctx_), u32(t0),
                                        u32(l.window), scale,              k_type,          v_type,
                                        u32(q_width_), hp.attn_soft_cap,   l.sinks ? 1u : 0u,
-                                       mass_ ? 1u : 0u};
+                                       mass_ ? 1u : 0u,   sparse_.enabled ? 1u : 0u,
+                                       u32(sparse_.block), u32(score_span_)};
         kernels_->attention->record(cb, attention, &pa, u32(n_q_heads_), u32(std::min(scores_rows_, n_tok - t0)));
     }
     new_input();
@@ -1045,7 +1094,43 @@ void VulkanSliceForward::prepare_rows(std::span<const SeqRun> runs) {
         }
     }
     rows_->upload(rows.data(), rows.size() * 4);
+    if (sparse_.enabled) prepare_sparse_rows(runs);
     prepare_rope(positions);
+}
+
+// Each row's attention as attn/attention.cpp decides it: a run longer than
+// SliceForward::kRowwiseRows whose last position still reads what dense
+// reads attends as a prompt (mode 0); otherwise each position alone, dense
+// (1) where sparse_is_dense_at says so, else sparse (2) over its window, its
+// scattered positions and its landmark blocks (sparse_candidates).
+void VulkanSliceForward::prepare_sparse_rows(std::span<const SeqRun> runs) {
+    std::vector<uint32_t> header, indices;
+    SparseCandidates c;
+    for (const SeqRun& r : runs) {
+        const bool batched = r.n_tok > SliceForward::kRowwiseRows && sparse_is_dense_at(r.pos0 + r.n_tok - 1, sparse_);
+        for (int i = 0; i < r.n_tok; ++i) {
+            const int pos = r.pos0 + i;
+            if (batched || sparse_is_dense_at(pos, sparse_)) {
+                header.insert(header.end(), {batched ? 0u : 1u, 0u, 0u, 0u, 0u, 0u, 0u, 0u});
+                continue;
+            }
+            sparse_candidates(pos, sparse_, c);
+            header.insert(header.end(), {2u, u32(c.window_begin), u32(c.tokens.size()), u32(c.blocks.size()),
+                                         u32(indices.size()), 0u, 0u, 0u});
+            for (int t : c.tokens) indices.push_back(u32(t));
+            for (int b : c.blocks) indices.push_back(u32(b));
+        }
+    }
+    // The candidates follow the headers: offsets count from the buffer's start.
+    for (size_t row = 0; row < header.size() / 8; ++row) {
+        if (header[row * 8] == 2u) header[row * 8 + 4] += u32(header.size());
+    }
+    header.insert(header.end(), indices.begin(), indices.end());
+    const size_t bytes = header.size() * 4;
+    if (!sparse_rows_ || sparse_rows_->size() < bytes) {
+        sparse_rows_ = std::make_unique<VulkanBuffer>(*context_, std::max<size_t>(bytes, 4096), VulkanMemory::kHost);
+    }
+    sparse_rows_->upload(header.data(), bytes);
 }
 
 // A context shift or eviction, on the host: the sequence's used rows come
@@ -1096,6 +1181,37 @@ void VulkanSliceForward::compact_context(int seq, std::span<const int> kept, int
             }
             l.k_cache->upload(k_rows.data(), k_rows.size(), row0 * kb);
             l.v_cache->upload(v_rows.data(), v_rows.size(), row0 * vb);
+            if (l.lm_k) update_landmarks(l, seq, h, kept, k_rows, v_rows);
+        }
+    }
+}
+
+// KvCache::compact_positions' landmarks: those of the blocks from the first
+// moved position on, from the moved rows, with the CPU's own code.
+void VulkanSliceForward::update_landmarks(const Layer& l, int seq, int head, std::span<const int> kept,
+                                          const std::vector<uint8_t>& k_rows, const std::vector<uint8_t>& v_rows) {
+    size_t first_moved = 0;
+    while (first_moved < kept.size() && kept[first_moved] == static_cast<int>(first_moved)) ++first_moved;
+    const int hd = hparams_.head_dim, block = sparse_.block;
+    const size_t n_blocks = static_cast<size_t>(n_ctx_ / block);
+    std::vector<float> rows(static_cast<size_t>(block) * hd), mean(static_cast<size_t>(hd));
+    for (size_t b = first_moved / block; (b + 1) * block <= kept.size(); ++b) {
+        for (const bool is_k : {true, false}) {
+            const QuantType type = is_k ? kv_types_.k : kv_types_.v;
+            const uint64_t rb = kv_row_bytes(type, hd);
+            const std::vector<uint8_t>& bytes = is_k ? k_rows : v_rows;
+            for (int r = 0; r < block; ++r) {
+                const uint8_t* src = bytes.data() + (b * block + static_cast<size_t>(r)) * rb;
+                float* dst = rows.data() + static_cast<size_t>(r) * hd;
+                if (type == QuantType::F32) {
+                    std::memcpy(dst, src, static_cast<size_t>(hd) * 4);
+                } else {
+                    require_compute_traits(type, "KV cache").to_float(src, dst, hd);
+                }
+            }
+            landmark_mean(rows.data(), block, hd, mean.data());
+            const size_t at = ((static_cast<size_t>(seq) * n_kv_ + static_cast<size_t>(head)) * n_blocks + b) * hd * 4;
+            (is_k ? l.lm_k : l.lm_v)->upload(mean.data(), mean.size() * 4, at);
         }
     }
 }

@@ -13,6 +13,7 @@
 // Q4_0; one sequence.
 #pragma once
 
+#include "attn/sparse_pattern.h"
 #include "gpu/vulkan_buffer.h"
 #include "gpu/vulkan_kernel.h"
 #include "model/layer_block.h"
@@ -46,7 +47,8 @@ public:
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,
-                              int n_ctx, KvCacheTypes kv, int n_seq = 1, bool track_attention = false);
+                              int n_ctx, KvCacheTypes kv, int n_seq = 1, bool track_attention = false,
+                              const SparseOptions& sparse = SparseOptions());
     int n_seq() const override { return n_seq_; }
 
     // x[t] = embedding of tokens[t], on the CPU (needs slice.embeds).
@@ -131,6 +133,9 @@ private:
     // The batch rows' sequences and positions (rows_), and each RoPE
     // table's cos/sin of them.
     void prepare_rows(std::span<const SeqRun> runs);
+    void prepare_sparse_rows(std::span<const SeqRun> runs);
+    void update_landmarks(const Layer& l, int seq, int head, std::span<const int> kept,
+                          const std::vector<uint8_t>& k_rows, const std::vector<uint8_t>& v_rows);
     void prepare_rope(std::span<const int> positions);
 
     ModelHParams hparams_;
@@ -158,6 +163,12 @@ private:
     std::vector<const VulkanBuffer*> product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
                                                      const VulkanBuffer& y) const;
     std::unique_ptr<VulkanBuffer> rows_;
+    // Sparse attention (sparse_.enabled): each batch row's mode, window and
+    // candidates (attention.comp's Sparse), in host memory; the landmarks
+    // live in each dense layer's lm_k / lm_v.
+    SparseOptions sparse_;
+    std::unique_ptr<VulkanBuffer> sparse_rows_;
+    int score_span_ = 0;  // floats of scores per row and head
     std::unique_ptr<VulkanBuffer> mass_;  // with track_attention: [sequence][position] 64-bit counters
     void reset_mass(std::span<const SeqRun> runs);  // host memory: each batch row's (sequence, position, index in run, run length)
     std::vector<float> router_rows_;

@@ -55,6 +55,17 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     on_gpu = evict;
     on_gpu.insert(on_gpu.end(), {"--device", "vulkan"});
     EXPECT_EQ(test::greedy_tokens(stories, on_gpu), test::greedy_tokens(stories, evict));
+    // Sparse attention past its window of 4 (landmarks of 4 positions, every
+    // block before the window or ruvllm's log choice).
+    for (const std::vector<std::string>& sparse :
+         {std::vector<std::string>{"--attention", "sparse", "--sparse-window", "4", "--sparse-block", "4"},
+          std::vector<std::string>{"--attention", "sparse", "--sparse-window", "4", "--sparse-block", "4",
+                                   "--sparse-landmarks", "log"}}) {
+        const std::vector<int> sparse_cpu = test::greedy_tokens(stories, sparse);
+        on_gpu = sparse;
+        on_gpu.insert(on_gpu.end(), {"--device", "vulkan"});
+        EXPECT_EQ(test::greedy_tokens(stories, on_gpu), sparse_cpu);
+    }
 
     // A K-quant file, and a stage of a pipeline on the GPU.
     const std::string dir = test::scratch_dir("device_cli");
@@ -138,10 +149,6 @@ TEST(DeviceCli, WhatTheGpuDoesNotRunYetIsRefusedByName) {
         test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--local", "2", "--prefill", "sp"}), 60);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("sequence-parallel prefill (--prefill sp) runs on CPUs for now"), std::string::npos) << r.err;
-    r = test::run_process(
-        test::tessera_cmd({"run", "-m", stories, "-n", "2", "--device", "vulkan", "--attention", "sparse"}), 60);
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("does not run sparse attention yet"), std::string::npos) << r.err;
     // A worker on the GPU asked for a sequence-parallel chunk.
     std::unique_ptr<test::BackgroundProcess> worker;
     const std::string address = test::start_worker(worker, stories, "", {"--device", "vulkan"});

@@ -48,19 +48,20 @@ std::vector<float> logits_of(Decoder& decoder, int n_prompt, int steps) {
 
 // Where the device's logits first differ from the CPU's ("" when equal).
 std::string compare(const std::string& path, int n_batch, KvCacheTypes kv, int n_prompt = 36, int steps = 4,
-                    int n_ctx = 96, int gpu_layers = INT_MAX) {
+                    int n_ctx = 96, int gpu_layers = INT_MAX, const SparseOptions& sparse = SparseOptions()) {
     const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = n_ctx;
     config.n_batch = n_batch;
     config.kv_types = kv;
+    config.sparse = sparse;
     LocalDecoder cpu(model, config, 2);
     VulkanDecoder gpu(model, config, device_index(), gpu_layers, 2);
     // What the device holds is what the check before uploading counted (less
     // the host's own row buffer).
     const SliceWeights views = load_slice_weights(model, full_slice(model.hparams()));
     const uint64_t counted = VulkanSliceForward::footprint(views, model.hparams(), reduction_units(model), config.n_batch,
-                                                           config.n_ctx, kv, config.n_seq);
+                                                           config.n_ctx, kv, config.n_seq, false, sparse);
     const VulkanSliceForward* part = gpu.forward().device_part();
     if (gpu_layers >= model.hparams().n_layer &&
         (part == nullptr || part->device_bytes() > counted || part->device_bytes() + (1u << 20) < counted)) {
@@ -78,6 +79,19 @@ std::string compare(const std::string& path, int n_batch, KvCacheTypes kv, int n
         }
     }
     return "";
+}
+
+// Sparse attention that leaves dense early in a short prompt: a window of
+// 8, blocks of 4, one global token, log-stride positions.
+SparseOptions small_sparse(LandmarkMode landmarks) {
+    SparseOptions o;
+    o.enabled = true;
+    o.window = 8;
+    o.block = 4;
+    o.globals = 1;
+    o.log_stride = true;
+    o.landmarks = landmarks;
+    return o;
 }
 
 RandomModelSpec small_spec(QuantType type) {
@@ -142,6 +156,31 @@ TEST(VulkanForward, EveryCacheTypeGivesTheCpuLogits) {
             EXPECT_EQ(compare(path, 8, kv), "") << name << ", batches of 8";
         }
     }
+}
+
+// Sparse attention (window, global and log-stride positions, landmark
+// blocks in each mode): a prompt (one run past dense attends position by
+// position, as on the CPU), batches of 8, then decoding, over float and
+// block caches; gpt-oss's sinks and alternating sliding windows beside it.
+TEST(VulkanForward, SparseAttentionGivesTheCpuLogits) {
+    const std::string dir = test::scratch_dir("vulkan_forward_sparse");
+    const std::string path = dir + "/model.gguf";
+    write_random_model(small_spec(QuantType::Q4_0), path);
+    for (const LandmarkMode mode : {LandmarkMode::kAll, LandmarkMode::kLog, LandmarkMode::kOff}) {
+        for (const KvCacheTypes kv : {KvCacheTypes(QuantType::F16), KvCacheTypes(QuantType::Q8_0),
+                                      KvCacheTypes(QuantType::F32, QuantType::Q4_0)}) {
+            const std::string name = std::string(landmark_mode_name(mode)) + ", " + quant_type_name(kv.k) + "/" +
+                                     quant_type_name(kv.v);
+            EXPECT_EQ(compare(path, 64, kv, 44, 6, 96, INT_MAX, small_sparse(mode)), "") << name << ", one batch";
+            EXPECT_EQ(compare(path, 8, kv, 44, 6, 96, INT_MAX, small_sparse(mode)), "") << name << ", batches of 8";
+        }
+    }
+    RandomModelSpec spec = small_spec(QuantType::MXFP4);
+    apply_model_preset(spec, "gpt-oss");
+    const std::string gpt_oss = dir + "/gpt-oss.gguf";
+    write_random_model(spec, gpt_oss);
+    EXPECT_EQ(compare(gpt_oss, 64, KvCacheTypes(), 44, 6, 96, INT_MAX, small_sparse(LandmarkMode::kAll)), "")
+        << "gpt-oss";
 }
 
 TEST(VulkanForward, FamiliesGiveTheCpuLogits) {
@@ -239,16 +278,20 @@ TEST(VulkanForward, SequencesBatchedTogetherGiveTheCpuLogits) {
 // A context shift and an eviction (Decoder::compact_context): the kept keys
 // re-rotated to their new positions as the CPU rotates them; the logits after
 // it equal the CPU's.
+// (With sparse attention the moved blocks' landmarks are recomputed.)
 TEST(VulkanForward, CompactedContextsGiveTheCpuLogits) {
     const std::string dir = test::scratch_dir("vulkan_forward_compact");
-    for (const KvCacheTypes kv : {KvCacheTypes(QuantType::F16), KvCacheTypes(QuantType::F32, QuantType::Q8_0)}) {
-        const std::string path = dir + "/model.gguf";
-        write_random_model(small_spec(QuantType::Q8_0), path);
+    const std::string path = dir + "/model.gguf";
+    write_random_model(small_spec(QuantType::Q8_0), path);
+    for (const auto& [kv, sparse] : {std::pair{KvCacheTypes(QuantType::F16), SparseOptions()},
+                                     std::pair{KvCacheTypes(QuantType::F32, QuantType::Q8_0), SparseOptions()},
+                                     std::pair{KvCacheTypes(QuantType::F16), small_sparse(LandmarkMode::kAll)}}) {
         const LlamaModel model(path);
         ForwardConfig config;
         config.n_ctx = 64;
         config.n_batch = 64;
         config.kv_types = kv;
+        config.sparse = sparse;
         LocalDecoder cpu(model, config, 2);
         VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
         const int n_vocab = model.hparams().n_vocab;
@@ -269,41 +312,46 @@ TEST(VulkanForward, CompactedContextsGiveTheCpuLogits) {
         const float* want = cpu.eval(all.subspan(40, 6), pos);
         const std::vector<float> w(want, want + n_vocab);
         const float* got = gpu.eval(all.subspan(40, 6), pos);
-        EXPECT_EQ(std::memcmp(w.data(), got, w.size() * 4), 0) << quant_type_name(kv.k) << "/" << quant_type_name(kv.v);
+        EXPECT_EQ(std::memcmp(w.data(), got, w.size() * 4), 0)
+            << quant_type_name(kv.k) << "/" << quant_type_name(kv.v) << ", " << describe(sparse);
     }
 }
 
 // Heavy-hitter eviction's ranking (--context-full evict): the attention
 // each position received, summed over layers and heads in fixed point, is
 // the CPU's integer for integer, through a compaction too.
+// (Sparse attention's landmarks spread their weight over their blocks.)
 TEST(VulkanForward, TrackedAttentionEqualsTheCpus) {
     const std::string path = test::scratch_dir("vulkan_forward_mass") + "/model.gguf";
     write_random_model(small_spec(QuantType::Q4_0), path);
     const LlamaModel model(path);
-    ForwardConfig config;
-    config.n_ctx = 64;
-    config.n_batch = 64;
-    config.track_attention = true;
-    LocalDecoder cpu(model, config, 2);
-    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < 50; ++i) tokens.push_back((i * 31 + 5) % model.hparams().n_vocab);
-    const std::span<const int32_t> all(tokens);
-    const auto masses = [&](Decoder& d, int n) {
-        std::vector<int64_t> m(static_cast<size_t>(n), 0);
-        d.add_attention_mass(0, n, m.data());
-        return m;
-    };
-    for (Decoder* d : {static_cast<Decoder*>(&cpu), static_cast<Decoder*>(&gpu)}) {
-        d->eval(all.subspan(0, 40), 0);  // as a prompt
-        for (int p = 40; p < 44; ++p) d->eval(all.subspan(static_cast<size_t>(p), 1), p);  // then rowwise
+    for (const SparseOptions& sparse : {SparseOptions(), small_sparse(LandmarkMode::kAll)}) {
+        ForwardConfig config;
+        config.n_ctx = 64;
+        config.n_batch = 64;
+        config.track_attention = true;
+        config.sparse = sparse;
+        LocalDecoder cpu(model, config, 2);
+        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < 50; ++i) tokens.push_back((i * 31 + 5) % model.hparams().n_vocab);
+        const std::span<const int32_t> all(tokens);
+        const auto masses = [&](Decoder& d, int n) {
+            std::vector<int64_t> m(static_cast<size_t>(n), 0);
+            d.add_attention_mass(0, n, m.data());
+            return m;
+        };
+        for (Decoder* d : {static_cast<Decoder*>(&cpu), static_cast<Decoder*>(&gpu)}) {
+            d->eval(all.subspan(0, 40), 0);  // as a prompt
+            for (int p = 40; p < 44; ++p) d->eval(all.subspan(static_cast<size_t>(p), 1), p);  // then rowwise
+        }
+        EXPECT_EQ(masses(cpu, 44), masses(gpu, 44)) << describe(sparse);
+        std::vector<int> kept;
+        for (int p = 0; p < 44; p += 2) kept.push_back(p);
+        cpu.compact_context(0, kept, 44);
+        gpu.compact_context(0, kept, 44);
+        EXPECT_EQ(masses(cpu, 22), masses(gpu, 22)) << describe(sparse);
     }
-    EXPECT_EQ(masses(cpu, 44), masses(gpu, 44));
-    std::vector<int> kept;
-    for (int p = 0; p < 44; p += 2) kept.push_back(p);
-    cpu.compact_context(0, kept, 44);
-    gpu.compact_context(0, kept, 44);
-    EXPECT_EQ(masses(cpu, 22), masses(gpu, 22));
 }
 
 TEST(VulkanForward, Stories260kGivesTheCpuLogits) {
@@ -436,18 +484,8 @@ TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
 TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const std::string dir = test::scratch_dir("vulkan_forward_refused");
     RandomModelSpec spec = small_spec(QuantType::Q4_0);
-    const std::string path = dir + "/model.gguf";
-    write_random_model(spec, path);
-    const LlamaModel model(path);
     ForwardConfig config;
     config.n_ctx = 64;
-    config.sparse.enabled = true;
-    try {
-        VulkanDecoder gpu(model, config, device_index());
-        FAIL() << "sparse attention was taken";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run sparse attention yet"), std::string::npos) << e.what();
-    }
     // A block cache's row is quantized by one invocation, in a buffer of
     // 256 values.
     spec.n_embd = 512;
@@ -456,7 +494,6 @@ TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const std::string wide = dir + "/wide.gguf";
     write_random_model(spec, wide);
     const LlamaModel wide_model(wide);
-    config.sparse.enabled = false;
     config.kv_types = KvCacheTypes(QuantType::Q4_0, QuantType::F16);
     try {
         VulkanDecoder gpu(wide_model, config, device_index());
