@@ -61,54 +61,72 @@ uint64_t fnv1a(const std::vector<float>& v) {
     return h;
 }
 
+// A generated model of that type, as the two tests below use it.
+std::string write_model(const std::string& dir, QuantType type) {
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.n_vocab = 300;
+    spec.type = type;
+    const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
+    write_random_model(spec, path);
+    return path;
+}
+
+// The model's logits (with these caches) on every target this build runs on
+// this CPU, AVX2 and NEON also with their int8 dot extension where the CPU
+// has it (ops/int8_dot_extension.h): each must equal the first's. Returns
+// the first's logits' digest.
+uint64_t expect_every_target_agrees(const std::string& path, KvCacheTypes kv, const std::string& label) {
+    const std::vector<int64_t> targets = simd_block_targets();
+    EXPECT_FALSE(targets.empty());
+    std::vector<float> want;
+    std::string first;
+    for (int64_t target : targets) {
+        for (const bool with_dot : {true, false}) {
+            if (with_dot && !((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported())) continue;
+            hwy::SetSupportedTargetsForTest(target);
+            allow_int8_dot_extension(with_dot);
+            const std::vector<float> got = logits_of(path, kv);
+            const std::string name = std::string(hwy::TargetName(target)) + (with_dot ? "+dot" : "");
+            if (first.empty()) {
+                first = name;
+                want = got;
+                continue;
+            }
+            EXPECT_EQ(got.size(), want.size());
+            EXPECT_TRUE(got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0)
+                << label << ": " << name << " != " << first;
+        }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    allow_int8_dot_extension(true);
+    std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", label.c_str(), targets.size(),
+                 first.c_str(), fnv1a(want));
+    return fnv1a(want);
+}
+
+// With TESSERA_LOGITS_DIGEST set: FILE + suffix, to write one line per case.
+std::ofstream digest_file(const char* suffix) {
+    const char* file = std::getenv("TESSERA_LOGITS_DIGEST");
+    std::ofstream out;
+    if (file != nullptr && *file != '\0') out.open(std::string(file) + suffix);
+    return out;
+}
+
 }  // namespace
 
 TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
     const std::string dir = test::scratch_dir("cross_cpu");
-    const char* digest_file = std::getenv("TESSERA_LOGITS_DIGEST");
-    std::ofstream digests;
-    if (digest_file != nullptr && *digest_file != '\0') digests.open(digest_file);
-    const std::vector<int64_t> targets = simd_block_targets();
-    ASSERT_FALSE(targets.empty());
+    std::ofstream digests = digest_file("");
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K,
                            QuantType::Q6_K, QuantType::Q5_K, QuantType::IQ4_XS, QuantType::MXFP4, QuantType::IQ2_XXS,
                            QuantType::IQ3_S}) {
-        RandomModelSpec spec;
-        spec.n_embd = 256;
-        spec.n_layer = 2;
-        spec.n_head = 4;
-        spec.n_head_kv = 2;
-        spec.n_ff = 512;
-        spec.n_vocab = 300;
-        spec.type = type;
-        const std::string path = dir + "/model-" + quant_type_name(type) + ".gguf";
-        write_random_model(spec, path);
-        std::vector<float> want;
-        std::string first;
-        for (int64_t target : targets) {
-            // AVX2 and NEON also with their int8 dot extension where the CPU
-            // has it (ops/int8_dot_extension.h).
-            for (const bool with_dot : {true, false}) {
-                if (with_dot && !((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported())) continue;
-                hwy::SetSupportedTargetsForTest(target);
-                allow_int8_dot_extension(with_dot);
-                const std::vector<float> got = logits_of(path);
-                const std::string name = std::string(hwy::TargetName(target)) + (with_dot ? "+dot" : "");
-                if (first.empty()) {
-                    first = name;
-                    want = got;
-                    continue;
-                }
-                ASSERT_EQ(got.size(), want.size());
-                EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-                    << quant_type_name(type) << ": " << name << " != " << first;
-            }
-        }
-        hwy::SetSupportedTargetsForTest(0);
-        allow_int8_dot_extension(true);
-        std::fprintf(stderr, "%s: %zu target(s) from %s, digest %016" PRIx64 "\n", quant_type_name(type),
-                     targets.size(), first.c_str(), fnv1a(want));
-        if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << fnv1a(want) << std::dec << "\n";
+        const uint64_t digest = expect_every_target_agrees(write_model(dir, type), KvCacheTypes(), quant_type_name(type));
+        if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << digest << std::dec << "\n";
     }
 }
 
@@ -118,49 +136,16 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
 // TESSERA_LOGITS_DIGEST=FILE, one line per cache type goes to FILE.kv.
 TEST(CrossCpu, EveryTargetGivesTheSameLogitsOverEveryCacheType) {
     const std::string dir = test::scratch_dir("cross_cpu");
-    const char* digest_file = std::getenv("TESSERA_LOGITS_DIGEST");
-    std::ofstream digests;
-    if (digest_file != nullptr && *digest_file != '\0') digests.open(std::string(digest_file) + ".kv");
-    const std::vector<int64_t> targets = simd_block_targets();
-    ASSERT_FALSE(targets.empty());
-    RandomModelSpec spec;
-    spec.n_embd = 256;
-    spec.n_layer = 2;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 512;
-    spec.n_vocab = 300;
-    spec.type = QuantType::Q8_0;
-    const std::string path = dir + "/model-kv.gguf";
-    write_random_model(spec, path);
+    std::ofstream digests = digest_file(".kv");
+    const std::string path = write_model(dir, QuantType::Q8_0);
     for (const KvCacheTypes kv : {KvCacheTypes(QuantType::Q8_0), KvCacheTypes(QuantType::Q4_0),
                                   KvCacheTypes(QuantType::Q8_0, QuantType::F16), KvCacheTypes(QuantType::F32),
                                   KvCacheTypes(QuantType::Q4_0, QuantType::F16), KvCacheTypes(QuantType::F16, QuantType::Q8_0),
                                   KvCacheTypes(QuantType::F16), KvCacheTypes(QuantType::Q8_0, QuantType::F32),
                                   KvCacheTypes(QuantType::F32, QuantType::F16)}) {
         const std::string kv_name = std::string(quant_type_name(kv.k)) + "/" + quant_type_name(kv.v);
-        std::vector<float> want;
-        std::string first;
-        for (int64_t target : targets) {
-            for (const bool with_dot : {true, false}) {
-                if (with_dot && !((target == HWY_AVX2 || target == HWY_NEON) && int8_dot_extension_supported())) continue;
-                hwy::SetSupportedTargetsForTest(target);
-                allow_int8_dot_extension(with_dot);
-                const std::vector<float> got = logits_of(path, kv);
-                const std::string name = std::string(hwy::TargetName(target)) + (with_dot ? "+dot" : "");
-                if (first.empty()) {
-                    first = name;
-                    want = got;
-                    continue;
-                }
-                ASSERT_EQ(got.size(), want.size());
-                EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-                    << "cache " << kv_name << ": " << name << " != " << first;
-            }
-        }
-        hwy::SetSupportedTargetsForTest(0);
-        allow_int8_dot_extension(true);
-        if (digests.is_open()) digests << kv_name << " " << std::hex << fnv1a(want) << std::dec << "\n";
+        const uint64_t digest = expect_every_target_agrees(path, kv, "cache " + kv_name);
+        if (digests.is_open()) digests << kv_name << " " << std::hex << digest << std::dec << "\n";
     }
 }
 
