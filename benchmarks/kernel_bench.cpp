@@ -9,6 +9,11 @@
 //   tile       256 rows x 512 activation columns in 16 x 64 tiles (matmul's
 //              prefill blocking); GB/s counts the weights once per column,
 //              i.e. the bandwidth a matrix-vector product would need to match
+//   peak       (x86-64 with FMA) one thread's float multiply-add peak: 12
+//              independent chains of 256-bit fused multiply-adds, the most
+//              any float kernel can reach; the float types' tile figure is
+//              also shown as GFLOP/s and as a fraction of it (a prompt over
+//              F16/BF16 weights is bound by it, not by memory)
 //
 // Not a test: the figures depend on the machine. Each figure is the best of
 // several runs, timed in the thread's CPU time so that other processes on a
@@ -54,6 +59,32 @@ std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, uint64
     return out;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// `iters` rounds of 12 independent 256-bit fused multiply-adds (the chains
+// outnumber the FMA latency times its throughput on every x86 core, so the
+// units never wait); written in assembly so no compiler reorders or spills it.
+__attribute__((target("avx2,fma"))) void fma_chains(int64_t iters) {
+    __asm__ volatile(
+        "vxorps %%ymm0,%%ymm0,%%ymm0\n vxorps %%ymm1,%%ymm1,%%ymm1\n vxorps %%ymm2,%%ymm2,%%ymm2\n"
+        "vxorps %%ymm3,%%ymm3,%%ymm3\n vxorps %%ymm4,%%ymm4,%%ymm4\n vxorps %%ymm5,%%ymm5,%%ymm5\n"
+        "vxorps %%ymm6,%%ymm6,%%ymm6\n vxorps %%ymm7,%%ymm7,%%ymm7\n vxorps %%ymm8,%%ymm8,%%ymm8\n"
+        "vxorps %%ymm9,%%ymm9,%%ymm9\n vxorps %%ymm10,%%ymm10,%%ymm10\n vxorps %%ymm11,%%ymm11,%%ymm11\n"
+        "vxorps %%ymm14,%%ymm14,%%ymm14\n vxorps %%ymm15,%%ymm15,%%ymm15\n"
+        "1:\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm0\n vfmadd231ps %%ymm14,%%ymm15,%%ymm1\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm2\n vfmadd231ps %%ymm14,%%ymm15,%%ymm3\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm4\n vfmadd231ps %%ymm14,%%ymm15,%%ymm5\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm6\n vfmadd231ps %%ymm14,%%ymm15,%%ymm7\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm8\n vfmadd231ps %%ymm14,%%ymm15,%%ymm9\n"
+        "vfmadd231ps %%ymm14,%%ymm15,%%ymm10\n vfmadd231ps %%ymm14,%%ymm15,%%ymm11\n"
+        "dec %0\n jnz 1b\n vzeroupper\n"
+        : "+r"(iters)
+        :
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm14",
+          "xmm15", "cc");
+}
+#endif
+
 double thread_seconds() {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -74,6 +105,20 @@ double best_seconds(Body body, double budget) {
         if (s > budget) break;
     }
     return best;
+}
+
+// One thread's float FMA peak in GFLOP/s (0 where not measured: not x86-64,
+// or no FMA).
+double fma_peak_gflops(double budget) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    constexpr int64_t kIters = 20'000'000;
+    const double s = best_seconds([] { fma_chains(kIters); }, budget);
+    return static_cast<double>(kIters) * 12 * 8 * 2 * 1e-9 / s;  // 12 FMAs of 8 lanes, 2 flops each
+#else
+    (void)budget;
+    return 0;
+#endif
 }
 
 struct Figures {
@@ -121,12 +166,21 @@ Figures measure(const QuantTraits& t, const std::vector<uint8_t>& w, const std::
     return f;
 }
 
-void print(const char* type, const char* target, const Figures& f, const Figures* scalar) {
+// weight_bytes: bytes per weight of a float type (0: a block type, whose
+// products are integer, not float multiply-adds).
+void print(const char* type, const char* target, const Figures& f, const Figures* scalar, double weight_bytes,
+           double peak_gflops) {
     std::printf("%-5s %-10s vec_dot %7.2f GB/s   matvec %7.2f GB/s   tile %8.2f GB/s", type, target, f.vec_dot_gbs,
                 f.matvec_gbs, f.tile_gbs);
     if (scalar != nullptr) {
         std::printf("   (x%.1f, x%.1f, x%.1f)", f.vec_dot_gbs / scalar->vec_dot_gbs,
                     f.matvec_gbs / scalar->matvec_gbs, f.tile_gbs / scalar->tile_gbs);
+    }
+    if (weight_bytes > 0) {
+        // Each weight meets each column once: 2 flops (a multiply and an add).
+        const double gflops = f.tile_gbs / weight_bytes * 2;
+        std::printf("   tile %.1f GFLOP/s", gflops);
+        if (peak_gflops > 0) std::printf(" = %.2f of peak", gflops / peak_gflops);
     }
     std::printf("\n");
 }
@@ -166,17 +220,25 @@ int run(int argc, char** argv) {
     std::printf("matrix %lld x %lld, tile %lld rows x %d columns in calls of %d x %d, one thread\n",
                 static_cast<long long>(kRows), static_cast<long long>(kCols), static_cast<long long>(kTileRows),
                 kTileColumns, g_tile_rows, g_tile_cols);
+    const double peak = fma_peak_gflops(budget);
+    if (peak > 0) {
+        std::printf("peak: %.1f GFLOP/s of 256-bit fused multiply-adds, one thread\n", peak);
+    } else {
+        std::printf("peak: not measured on this CPU (x86-64 with FMA only)\n");
+    }
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16, QuantType::Q8_0, QuantType::Q4_0}) {
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits& ref = *scalar_traits(type);
         const auto w = random_rows(type, kRows, kCols, 1);
         const auto x = random_rows(ref.vec_dot_type, kTileColumns, kCols, 2);
         const Figures scalar = measure(ref, w, x, budget);
-        print(quant_type_name(type), "scalar", scalar, nullptr);
+        const double weight_bytes =
+            type == QuantType::F32 ? 4.0 : (type == QuantType::F16 || type == QuantType::BF16) ? 2.0 : 0.0;
+        print(quant_type_name(type), "scalar", scalar, nullptr, weight_bytes, peak);
         for (int64_t target : targets) {
             hwy::SetSupportedTargetsForTest(target);
             print(quant_type_name(type), hwy::TargetName(target), measure(*simd_block_traits(type), w, x, budget),
-                  &scalar);
+                  &scalar, weight_bytes, peak);
         }
         hwy::SetSupportedTargetsForTest(0);
     }

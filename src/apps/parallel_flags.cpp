@@ -31,8 +31,8 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                   "Refuse a plan where a node's share of the weights does not fit its memory (default: that node "
                   "keeps what fits and streams its later layers from disk every token)");
     cmd->add_option("--device", o.device,
-                    "Where this process computes: cpu (default) or vulkan[:N], the Nth Vulkan device of `tessera "
-                    "devices` (a single node for now)");
+                    "Where this process computes (a single node, the root's pipeline stage or tensor-parallel rank): "
+                    "cpu (default) or vulkan[:N], the Nth Vulkan device of `tessera devices`");
     cmd->add_option("--gpu-layers", o.gpu_layers,
                     "With --device vulkan: the first N layers on the GPU, the rest on the CPU (default: all); also -ngl");
     cmd->add_flag("--tcp", o.tcp_only,

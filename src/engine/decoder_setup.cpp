@@ -111,6 +111,16 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
         pc.root_device = [=](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
             return std::unique_ptr<SliceRunner>(std::make_unique<SplitLayers>(m, slice, c, index, gpu_layers, n_threads));
         };
+        // A hybrid plan's root stage leads a tensor-parallel group: the
+        // root's rank of it on the GPU, as a worker's rank is (no split of
+        // its layers with the CPU: its partials meet the group's every layer).
+        pc.root_rank_device = [=](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
+            if (gpu_layers < slice.n_layers()) {
+                throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all {} of its layers on the device",
+                                 gpu_layers, slice.n_layers());
+            }
+            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(m, slice, c, index));
+        };
 #endif
     }
     DecoderSetup setup;

@@ -1,5 +1,6 @@
 // --device vulkan end to end (lavapipe in CI): a single node, a pipeline
-// stage and a tensor-parallel rank on the GPU generate the CPU's tokens,
+// stage, a tensor-parallel rank and a hybrid plan's ranks on the GPU
+// generate the CPU's tokens,
 // perplexity gives the CPU's figure, and what the device does not run yet
 // (a sequence-parallel chunk, an unknown device) is refused with a message
 // saying so. A binary built
@@ -99,6 +100,28 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     EXPECT_EQ(test::greedy_tokens(q4k, {"--workers", gpu_rank + "," + cpu_rank, "--exact"}), q4k_cpu);
     // --local 3 with the root's rank on the GPU, the other two on the CPU.
     EXPECT_EQ(test::greedy_tokens(q4k, {"--local", "3", "--exact", "--device", "vulkan"}), q4k_cpu);
+    // A hybrid plan: the root's stage a tensor-parallel group of the root (on
+    // the GPU) and a CPU worker, then a stage on a GPU worker; and the same
+    // with the group's worker on the GPU and the root on its CPU. (A worker
+    // serves one session: fresh ones for each plan.)
+    std::vector<std::unique_ptr<test::BackgroundProcess>> hybrid(6);
+    const std::string h_cpu_rank = test::start_worker(hybrid[0], q4k);
+    const std::string h_gpu_stage = test::start_worker(hybrid[1], q4k, "", {"--device", "vulkan"});
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root," + h_cpu_rank + "/" + h_gpu_stage, "--device", "vulkan"}),
+              q4k_cpu);
+    const std::string h_gpu_rank = test::start_worker(hybrid[2], q4k, "", {"--device", "vulkan"});
+    const std::string h_cpu_stage = test::start_worker(hybrid[3], q4k);
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root," + h_gpu_rank + "/" + h_cpu_stage}), q4k_cpu);
+    // The root's rank holds every layer of its share on the device.
+    const std::string p_rank = test::start_worker(hybrid[4], q4k);
+    const std::string p_stage = test::start_worker(hybrid[5], q4k);
+    const auto partial = test::run_process(test::tessera_cmd({"run", "-m", q4k, "-n", "2", "--stages",
+                                                              "root," + p_rank + "/" + p_stage, "--device", "vulkan",
+                                                              "--gpu-layers", "1"}),
+                                           60);
+    EXPECT_NE(partial.exit_code, 0);
+    EXPECT_NE(partial.err.find("--gpu-layers 1: a tensor-parallel rank keeps all"), std::string::npos)
+        << partial.err;
 
     EXPECT_EQ(final_estimate({"--device", "vulkan"}), final_estimate({}));
 }

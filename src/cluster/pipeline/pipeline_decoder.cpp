@@ -190,9 +190,9 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     // stage's --root-silence-ms on a large model).
     beat_ = beat_to_nodes(channels_);
     before_root_load();
-    if (config.root_device && !group_of(0).empty()) {
-        throw make_error("the root's stage leads a tensor-parallel group: its device (--device) serves a stage alone "
-                         "for now");
+    if (config.root_device && !config.root_rank_device && !group_of(0).empty()) {
+        throw make_error("the root's stage leads a tensor-parallel group: its device ({}) runs a stage alone here",
+                         config.root_device_name);
     }
     if (group_of(0).empty()) {
         ForwardConfig root = config.forward;
@@ -220,6 +220,11 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         tp.first = true;
         tp.last = n_stages == 1;
         tp.shard_vocab = false;  // this decoder computes the logits through the root's own head
+        if (config.root_rank_device) {
+            tp.root_device = config.root_rank_device;
+            tp.root_device_name = config.root_device_name;
+            stages_[0].device = config.root_device_name;
+        }
         group_ = std::make_unique<TensorParallelDecoder>(model, tp);
         front_ = &group_->root_forward();
         block_ = group_.get();

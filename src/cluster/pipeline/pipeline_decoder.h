@@ -50,8 +50,11 @@ struct PipelineConfig {
     // dropped (0: sized from the measured speed, the layers and the batch).
     int step_timeout_ms = 0;
     // Where the root's own stage computes when not on its CPU (a GPU:
-    // --device vulkan); null: the CPU. Not with a group of its own.
+    // --device vulkan); null: the CPU. root_device runs the stage alone;
+    // root_rank_device is the root's rank when its stage leads a
+    // tensor-parallel group (a hybrid plan), every layer of its share there.
     std::function<std::unique_ptr<SliceRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_device;
+    std::function<std::unique_ptr<RankRunner>(const LlamaModel&, const Slice&, const ForwardConfig&)> root_rank_device;
     std::string root_device_name;  // it, for the plan's printout
 };
 
