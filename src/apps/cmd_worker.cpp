@@ -127,11 +127,7 @@ void worker_main(const WorkerCliOptions& o) {
                 std::make_unique<SplitLayers>(model, slice, config, index, gpu_layers, n_threads));
         };
         options.rank_device = [=](const LlamaModel& model, const Slice& slice, const ForwardConfig& config) {
-            if (gpu_layers < slice.n_layers()) {
-                throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all {} of its layers on the device",
-                                 gpu_layers, slice.n_layers());
-            }
-            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(model, slice, config, index));
+            return make_vulkan_rank(model, slice, config, index, gpu_layers);
         };
 #endif
     }

@@ -115,11 +115,7 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
         // root's rank of it on the GPU, as a worker's rank is (no split of
         // its layers with the CPU: its partials meet the group's every layer).
         pc.root_rank_device = [=](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
-            if (gpu_layers < slice.n_layers()) {
-                throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all {} of its layers on the device",
-                                 gpu_layers, slice.n_layers());
-            }
-            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(m, slice, c, index));
+            return make_vulkan_rank(m, slice, c, index, gpu_layers);
         };
 #endif
     }
@@ -281,13 +277,10 @@ DecoderSetup make_decoder(const LlamaModel& model, const ForwardConfig& given, i
     // The root's own rank on its GPU (--device vulkan[:N]).
     if (vulkan) {
 #if TESSERA_VULKAN
-        const int index = *vulkan;
-        if (options.gpu_layers < model.hparams().n_layer) {
-            throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all its layers on the device", options.gpu_layers);
-        }
+        const int index = *vulkan, gpu_layers = options.gpu_layers;
         tp.root_device_name = device_name(options);
-        tp.root_device = [index](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
-            return std::unique_ptr<RankRunner>(std::make_unique<VulkanSliceForward>(m, slice, c, index));
+        tp.root_device = [index, gpu_layers](const LlamaModel& m, const Slice& slice, const ForwardConfig& c) {
+            return make_vulkan_rank(m, slice, c, index, gpu_layers);
         };
 #endif
     }

@@ -1218,5 +1218,14 @@ void VulkanSliceForward::update_landmarks(const Layer& l, int seq, int head, std
 
 
 
+std::unique_ptr<RankRunner> make_vulkan_rank(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
+                                             int device_index, int gpu_layers) {
+    if (gpu_layers < slice.n_layers()) {
+        throw make_error("--gpu-layers {}: a tensor-parallel rank keeps all {} of its layers on the device", gpu_layers,
+                         slice.n_layers());
+    }
+    return std::make_unique<VulkanSliceForward>(model, slice, config, device_index);
+}
+
 }  // namespace tessera
 

@@ -190,4 +190,10 @@ private:
     std::vector<std::unique_ptr<VulkanBuffer>> rope_cos_, rope_sin_;
 };
 
+// A tensor-parallel rank on device `device_index`: its partials meet the
+// group's at every layer, so all of its layers stay on the device, and
+// --gpu-layers (`gpu_layers`) short of them is refused by name.
+std::unique_ptr<RankRunner> make_vulkan_rank(const LlamaModel& model, const Slice& slice, const ForwardConfig& config,
+                                             int device_index, int gpu_layers);
+
 }  // namespace tessera

@@ -100,6 +100,12 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     EXPECT_EQ(test::greedy_tokens(q4k, {"--workers", gpu_rank + "," + cpu_rank, "--exact"}), q4k_cpu);
     // --local 3 with the root's rank on the GPU, the other two on the CPU.
     EXPECT_EQ(test::greedy_tokens(q4k, {"--local", "3", "--exact", "--device", "vulkan"}), q4k_cpu);
+    const auto short_rank = test::run_process(
+        test::tessera_cmd({"run", "-m", q4k, "-n", "2", "--local", "2", "--device", "vulkan", "-ngl", "3"}), 60);
+    EXPECT_NE(short_rank.exit_code, 0);
+    EXPECT_NE(short_rank.err.find("--gpu-layers 3: a tensor-parallel rank keeps all 4 of its layers on the device"),
+              std::string::npos)
+        << short_rank.err;
     // A hybrid plan: the root's stage a tensor-parallel group of the root (on
     // the GPU) and a CPU worker, then a stage on a GPU worker; and the same
     // with the group's worker on the GPU and the root on its CPU. (A worker
