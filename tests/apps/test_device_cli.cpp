@@ -1,5 +1,6 @@
 // --device vulkan end to end (lavapipe in CI): a single node, a pipeline
-// stage, a tensor-parallel rank and a hybrid plan's ranks on the GPU
+// stage, a tensor-parallel rank and a hybrid plan's ranks (the root's, a
+// group leader's, a member's) on the GPU
 // generate the CPU's tokens,
 // perplexity gives the CPU's figure, and what the device does not run yet
 // (a sequence-parallel chunk, an unknown device) is refused with a message
@@ -118,6 +119,15 @@ TEST(DeviceCli, AGpuNodeStageAndRankGenerateTheCpuTokens) {
     const std::string h_gpu_rank = test::start_worker(hybrid[2], q4k, "", {"--device", "vulkan"});
     const std::string h_cpu_stage = test::start_worker(hybrid[3], q4k);
     EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root," + h_gpu_rank + "/" + h_cpu_stage}), q4k_cpu);
+    // The second stage a group led by a GPU worker (its rank on the device)
+    // with a CPU worker; then led by a CPU worker with a GPU member.
+    std::vector<std::unique_ptr<test::BackgroundProcess>> led(4);
+    const std::string g_leader = test::start_worker(led[0], q4k, "", {"--device", "vulkan"});
+    const std::string g_member = test::start_worker(led[1], q4k);
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + g_leader + "," + g_member}), q4k_cpu);
+    const std::string c_leader = test::start_worker(led[2], q4k);
+    const std::string c_member = test::start_worker(led[3], q4k, "", {"--device", "vulkan"});
+    EXPECT_EQ(test::greedy_tokens(q4k, {"--stages", "root/" + c_leader + "," + c_member}), q4k_cpu);
     // The root's rank holds every layer of its share on the device.
     const std::string p_rank = test::start_worker(hybrid[4], q4k);
     const std::string p_stage = test::start_worker(hybrid[5], q4k);

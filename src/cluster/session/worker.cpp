@@ -428,9 +428,9 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
     try {
         slice.outputs = stage && assign.last;
         if (stage && full_model == nullptr) throw make_error("a pipeline stage needs the model file (-m)");
-        if (options.stage_device && ((stage && !assign.group.empty()) || assign.sequence)) {
+        if (options.stage_device && assign.sequence) {
             throw make_error("this worker computes on {}, which serves pipeline stages and tensor-parallel ranks only "
-                             "for now (not a stage led as a group, nor a sequence-parallel chunk)", options.device_name);
+                             "for now (not a sequence-parallel chunk)", options.device_name);
         }
         if (assign.sequence) {
             // Sequence-parallel prefill: every node holds the whole model.
@@ -477,18 +477,22 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         w.board.set_role(assign.sequence ? std::string("sequence-parallel node, the whole model")
                          : stage         ? "pipeline stage, " + describe_slice(slice)
                                          : fmt::format("tensor-parallel rank {}, {}", assign.rank, describe_slice(slice)));
-        if (options.stage_device) {
-            if (stage) {
-                on_device = options.stage_device(model, slice, config);
-            } else {
-                rank_on_device = options.rank_device(model, slice, config);
-            }
-            if (options.log) options.log(fmt::format("{} on {}", describe_slice(slice), options.device_name));
-        } else {
+        const bool leads_group = stage && !assign.group.empty();
+        if (!options.stage_device) {
             have = fit_in_memory(model, slice, assign, w.pool.size(), config);
+        } else if (leads_group) {
+            // Its rank of the group goes on the device below, as the root's does.
+        } else if (stage) {
+            on_device = options.stage_device(model, slice, config);
+        } else {
+            rank_on_device = options.rank_device(model, slice, config);
+        }
+        if (options.stage_device && options.log) {
+            options.log(fmt::format("{}{} on {}", leads_group ? "its rank of " : "", describe_slice(slice),
+                                    options.device_name));
         }
         if (on_device || rank_on_device) {
-        } else if (stage && !assign.group.empty()) {
+        } else if (leads_group) {
             // Hybrid plan: this stage is a tensor-parallel group led by this
             // worker, which plans the group and checks its members' memory.
             TpConfig tp;
@@ -503,6 +507,12 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
             tp.layer_end = slice.layer_end;
             tp.first = false;
             tp.last = slice.outputs;
+            if (options.stage_device) {
+                // The leader's rank on its device, as a group member's is
+                // (every layer of its share there: partials meet every layer).
+                tp.root_device = options.rank_device;
+                tp.root_device_name = options.device_name;
+            }
             group = std::make_unique<TensorParallelDecoder>(model, tp);
         } else {
             forward = std::make_unique<SliceForward>(model, slice, config, w.pool);
