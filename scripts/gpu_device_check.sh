@@ -10,7 +10,8 @@
 #   bench  tg128 and pp512 of the 1.1B and 8B shapes in Q4_0 and Q4_K (zero
 #          weights: the speed of real ones, no time to generate): tessera on
 #          the GPU, llama.cpp's Vulkan backend (carried) and CUDA backend (built
-#          here from the carried sources, sm_90), side by side
+#          here from the carried sources, sm_90), side by side; tessera with
+#          plain integer sums and with packed dot products (TESSERA_VULKAN_DOT)
 # Figures land in $OUT/gpu_check.txt. TESSERA_GPU_CHECK_ANY=1 takes a
 # software device too (a rehearsal of the script on lavapipe).
 set -uo pipefail
@@ -60,10 +61,17 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
       -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null &&
       timeout 300 cmake --build build --target llama-bench -j16 >/dev/null) || say "llama.cpp CUDA build failed"
   fi
+  packed=$(tessera devices --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["vulkan"][int(sys.argv[1])]
+print("packed" if d.get("integer_dot") else "")' "$device")
   for f in $m/1b-Q4_0.gguf $m/1b-Q4_K.gguf $m/8b-Q4_0.gguf $m/8b-Q4_K.gguf; do
     say "== $(basename $f)"
-    timeout 120 "${loader[@]}" "$C/bin/tessera" bench -m $f -p 512 -n 128 -r 2 \
-      --device vulkan:$device 2>&1 | grep -E "pp|tg" | sed 's/^/tessera vulkan /' | tee -a "$out"
+    # Plain integer sums, then the packed dot instructions where the device has them.
+    for dot in plain $packed; do
+      TESSERA_VULKAN_DOT=$dot timeout 120 "${loader[@]}" "$C/bin/tessera" bench -m $f -p 512 -n 128 -r 2 \
+        --device vulkan:$device 2>&1 | grep -E "pp|tg" | sed "s/^/tessera vulkan ($dot) /" | tee -a "$out"
+    done
     [ -x $C/llama-vk/llama-bench ] && timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/llama-vk:$C/lib" \
       $C/llama-vk/llama-bench -m $f -p 512 -n 128 -r 2 -ngl 99 2>&1 | grep -E "pp|tg" | sed 's/^/llama vulkan /' | tee -a "$out"
     [ -x /tmp/llama/build/bin/llama-bench ] && timeout 120 /tmp/llama/build/bin/llama-bench -m $f -p 512 -n 128 -r 2 \

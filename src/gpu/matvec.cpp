@@ -48,16 +48,24 @@ std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t 
 
 }  // namespace
 
-VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial) : context_(context), serial_(serial) {
+VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed) : context_(context), serial_(serial) {
     const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
         return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
     };
     f32_ = kernel(shaders::k_matvec_f32, shaders::k_matvec_f32_words, "matvec_f32");
     f16_ = kernel(shaders::k_matvec_f16, shaders::k_matvec_f16_words, "matvec_f16");
-    q8_0_ = kernel(shaders::k_matvec_q8_0, shaders::k_matvec_q8_0_words, "matvec_q8_0");
-    q4_0_ = kernel(shaders::k_matvec_q4_0, shaders::k_matvec_q4_0_words, "matvec_q4_0");
-    q4_k_ = kernel(shaders::k_matvec_q4_k, shaders::k_matvec_q4_k_words, "matvec_q4_k");
-    q6_k_ = kernel(shaders::k_matvec_q6_k, shaders::k_matvec_q6_k_words, "matvec_q6_k");
+    if (packed) {
+        if (!context.info().integer_dot) throw make_error("Vulkan device {} has no integer dot products", context.info().name);
+        q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_idot), "matvec_q8_0_idot");
+        q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0_idot), "matvec_q4_0_idot");
+        q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k_idot), "matvec_q4_k_idot");
+        q6_k_ = kernel(TESSERA_SPIRV(matvec_q6_k_idot), "matvec_q6_k_idot");
+    } else {
+        q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0), "matvec_q8_0");
+        q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0), "matvec_q4_0");
+        q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k), "matvec_q4_k");
+        q6_k_ = kernel(TESSERA_SPIRV(matvec_q6_k), "matvec_q6_k");
+    }
 }
 
 VulkanMatvec::~VulkanMatvec() = default;

@@ -16,7 +16,9 @@ namespace tessera {
 class VulkanMatvec {
 public:
     // serial: an invocation per dot; else a workgroup per row (gpu/shaders.h).
-    VulkanMatvec(VulkanContext& context, bool serial);
+    // packed: the block products' integer sums with the device's packed dot
+    // instructions (int_dot.glsl; VulkanDeviceInfo::integer_dot).
+    VulkanMatvec(VulkanContext& context, bool serial, bool packed = false);
     ~VulkanMatvec();
 
     // w: rows x n floats, row-major; x: n floats.

@@ -5,6 +5,8 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace tessera {
@@ -69,6 +71,15 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
     return devices;
 }
 
+bool has_extension(VkPhysicalDevice d, const char* name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> extensions(n);
+    if (vkEnumerateDeviceExtensionProperties(d, nullptr, &n, extensions.data()) != VK_SUCCESS) return false;
+    return std::any_of(extensions.begin(), extensions.begin() + n,
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
 VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
     VulkanDeviceInfo info;
     info.index = index;
@@ -92,10 +103,44 @@ VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
     vkGetPhysicalDeviceFeatures(d, &features);
     info.shader_int64 = features.shaderInt64 == VK_TRUE;
     info.shader_float64 = features.shaderFloat64 == VK_TRUE;
+    // The extension's structures may be chained only where it is offered.
+    if (has_extension(d, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+        VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+        VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+        features2.pNext = &dot;
+        vkGetPhysicalDeviceFeatures2(d, &features2);
+        info.integer_dot = dot.shaderIntegerDotProduct == VK_TRUE;
+        VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR dot_props{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+        VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        props2.pNext = &dot_props;
+        vkGetPhysicalDeviceProperties2(d, &props2);
+        // The shaders use the signed and the mixed-sign packed forms.
+        info.integer_dot_accelerated = info.integer_dot &&
+                                       dot_props.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE &&
+                                       dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated == VK_TRUE;
+    }
     return info;
 }
 
 }  // namespace
+
+bool integer_dot_products(const VulkanDeviceInfo& info) {
+    if (const char* v = std::getenv("TESSERA_VULKAN_DOT"); v != nullptr && *v != '\0') {
+        const std::string mode = v;
+        if (mode == "plain") return false;
+        if (mode != "packed") {
+            throw make_error("TESSERA_VULKAN_DOT={}: packed (the integer dot instructions) or plain", mode);
+        }
+        if (!info.integer_dot) {
+            throw make_error("TESSERA_VULKAN_DOT=packed: Vulkan device {} ({}) has no integer dot products "
+                             "(VK_KHR_shader_integer_dot_product)", info.index, info.name);
+        }
+        return true;
+    }
+    return info.integer_dot_accelerated;
+}
 
 void vk_check(VkResult result, const char* call) {
     if (result != VK_SUCCESS) throw make_error("{} failed: {} ({})", call, result_name(result), static_cast<int>(result));
@@ -151,11 +196,20 @@ VulkanContext::VulkanContext(int index) {
             throw make_error("Vulkan device {} ({}) lacks 64-bit floats (shaderFloat64), which its kernels need to "
                              "round as the CPU does", index, info_.name);
         }
-        VkPhysicalDeviceFeatures enabled{};
-        enabled.shaderFloat64 = VK_TRUE;
-        enabled.shaderInt64 = info_.shader_int64 ? VK_TRUE : VK_FALSE;
+        VkPhysicalDeviceFeatures2 enabled{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+        enabled.features.shaderFloat64 = VK_TRUE;
+        enabled.features.shaderInt64 = info_.shader_int64 ? VK_TRUE : VK_FALSE;
+        VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+        const char* dot_extension = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
         VkDeviceCreateInfo device{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        device.pEnabledFeatures = &enabled;
+        device.pNext = &enabled;
+        if (info_.integer_dot) {
+            dot.shaderIntegerDotProduct = VK_TRUE;
+            enabled.pNext = &dot;
+            device.enabledExtensionCount = 1;
+            device.ppEnabledExtensionNames = &dot_extension;
+        }
         device.queueCreateInfoCount = 1;
         device.pQueueCreateInfos = &queue;
         vk_check(vkCreateDevice(physical_, &device, nullptr, &device_), "vkCreateDevice");

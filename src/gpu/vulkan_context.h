@@ -27,7 +27,18 @@ struct VulkanDeviceInfo {
     uint32_t api_version = 0;
     bool shader_int64 = false;
     bool shader_float64 = false;
+    // VK_KHR_shader_integer_dot_product: packed 4x8-bit dot products
+    // (the products' exact integer sums in one instruction), and whether
+    // the device says they are faster than the plain multiply-adds.
+    bool integer_dot = false;
+    bool integer_dot_accelerated = false;
 };
+
+// Whether the block products sum their integers with the packed dot
+// instructions (the *_idot shaders): where the device has them and says
+// they are accelerated, or as TESSERA_VULKAN_DOT says ("packed" or "plain",
+// for tests and benchmarks). Either gives the same bits: the sums are exact.
+bool integer_dot_products(const VulkanDeviceInfo& info);
 
 // Every Vulkan device this machine offers (empty when there is no loader,
 // no driver or no device).

@@ -226,8 +226,17 @@ struct VulkanSliceForward::Kernels {
         product_of(QuantType::F32, TESSERA_SPIRV(matvec_f32), "matvec_f32");
         product_of(QuantType::F16, TESSERA_SPIRV(matvec_f16), "matvec_f16");
         product_of(QuantType::BF16, TESSERA_SPIRV(matvec_bf16), "matvec_bf16");
-        product_of(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0), "matvec_q8_0");
-        product_of(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0), "matvec_q4_0");
+        // The integer sums with packed dot instructions where the device
+        // has them fast (int_dot.glsl): the same exact sums, so the same bits.
+        idot = integer_dot_products(c.info());
+        const auto block_product_of = [&](QuantType t, const uint32_t* plain, size_t plain_words, const uint32_t* packed,
+                                          size_t packed_words, const char* name) {
+            products.emplace(t, idot ? make(packed, packed_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
+        };
+        block_product_of(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0), TESSERA_SPIRV(matvec_q8_0_idot), "matvec_q8_0");
+        block_product_of(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0), TESSERA_SPIRV(matvec_q4_0_idot), "matvec_q4_0");
+        block_product_of(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k), TESSERA_SPIRV(matvec_q4_k_idot), "matvec_q4_k");
+        block_product_of(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), TESSERA_SPIRV(matvec_q6_k_idot), "matvec_q6_k");
         product_of(QuantType::Q4_1, TESSERA_SPIRV(matvec_q4_1), "matvec_q4_1");
         product_of(QuantType::Q5_0, TESSERA_SPIRV(matvec_q5_0), "matvec_q5_0");
         product_of(QuantType::Q5_1, TESSERA_SPIRV(matvec_q5_1), "matvec_q5_1");
@@ -235,9 +244,7 @@ struct VulkanSliceForward::Kernels {
         product_of(QuantType::MXFP4, TESSERA_SPIRV(matvec_mxfp4), "matvec_mxfp4");
         product_of(QuantType::Q2_K, TESSERA_SPIRV(matvec_q2_k), "matvec_q2_k");
         product_of(QuantType::Q3_K, TESSERA_SPIRV(matvec_q3_k), "matvec_q3_k");
-        product_of(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k), "matvec_q4_k");
         product_of(QuantType::Q5_K, TESSERA_SPIRV(matvec_q5_k), "matvec_q5_k");
-        product_of(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), "matvec_q6_k");
         product_of(QuantType::IQ4_XS, TESSERA_SPIRV(matvec_iq4_xs), "matvec_iq4_xs");
         product_of(QuantType::IQ2_XXS, TESSERA_SPIRV(matvec_iq2_xxs), "matvec_iq2_xxs");
         product_of(QuantType::IQ2_XS, TESSERA_SPIRV(matvec_iq2_xs), "matvec_iq2_xs");
@@ -267,12 +274,15 @@ struct VulkanSliceForward::Kernels {
         return *it->second;
     }
     std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
+    bool idot = false;  // the block products' *_idot kernels
     std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
         geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention, landmarks;
     VulkanKernel& gate(FfnActivation a) const {
         return a == FfnActivation::kGelu ? *geglu : a == FfnActivation::kSwigluOai ? *swiglu_oai : *swiglu;
     }
 };
+
+bool VulkanSliceForward::packed_dots() const { return kernels_->idot; }
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;

@@ -44,6 +44,9 @@ public:
     const VulkanDeviceInfo& device() const { return context_->info(); }
     // What this slice holds in device memory: weights, caches and scratch.
     uint64_t device_bytes() const { return device_bytes_; }
+    // Whether its block products sum with packed integer dot instructions
+    // (gpu/vulkan_context.h's integer_dot_products).
+    bool packed_dots() const;
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,

@@ -17,6 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 namespace {
@@ -53,6 +56,15 @@ TEST(VulkanDevices, ABufferBeyondTheDeviceIsAClearError) {
     }
 }
 
+// The block products' variants: an invocation per dot or a workgroup per
+// row, each with plain integer sums and, where the device has them (lavapipe
+// does), packed dot products.
+std::vector<std::pair<bool, bool>> block_variants(const VulkanContext& context) {
+    std::vector<std::pair<bool, bool>> v = {{true, false}, {false, false}};
+    if (context.info().integer_dot) v.insert(v.end(), {{true, true}, {false, true}});
+    return v;
+}
+
 TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
     for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
@@ -75,8 +87,9 @@ TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
 
 TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
-    VulkanMatvec matvec(context, serial);
+    for (const auto& [serial, packed] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed);
+    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(12);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -129,8 +142,9 @@ TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
 
 TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
-    VulkanMatvec matvec(context, serial);
+    for (const auto& [serial, packed] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed);
+    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
     const QuantTraits& q4 = require_compute_traits(QuantType::Q4_0, "test");
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(14);
@@ -168,8 +182,9 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
 // canonical block step).
 TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
-    VulkanMatvec matvec(context, serial);
+    for (const auto& [serial, packed] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed);
+    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
     std::mt19937 rng(15);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 256}, {5, 512}, {67, 2048}}) {

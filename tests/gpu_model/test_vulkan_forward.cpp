@@ -4,6 +4,7 @@
 // (rowwise in batches of at most 32, and as one batched prompt) and greedy
 // steps after it, F16 and F32 caches. The CrossCpu protocol
 // (tests/model/test_cross_cpu.cpp) with a GPU beside the CPU.
+#include "gpu/vulkan_context.h"
 #include "gpu_model/vulkan_decoder.h"
 #include "model/llama_model.h"
 #include "model/local_decoder.h"
@@ -238,6 +239,49 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
         EXPECT_EQ(compare(path, 64, QuantType::F16, 20, 3), "") << family << " " << quant_type_name(type);
     }
     unsetenv("TESSERA_VULKAN_PRODUCTS");
+}
+
+// Packed integer dot products (TESSERA_VULKAN_DOT=packed; the default only
+// where the device says they are fast, which lavapipe does not) give the
+// same exact block sums: the CPU's logits, in both layouts of the products,
+// on a prompt in batches and in one, and through a mixture of experts.
+TEST(VulkanForward, PackedIntegerDotProductsGiveTheCpuLogits) {
+    {
+        VulkanContext context(device_index());
+        if (!context.info().integer_dot) GTEST_SKIP() << context.info().name << " has no integer dot products";
+    }
+    const std::string dir = test::scratch_dir("vulkan_forward_idot");
+    setenv("TESSERA_VULKAN_DOT", "packed", 1);
+    {
+        // The products the decoders below use are the packed ones.
+        const std::string stories = test::stories260k();
+        const LlamaModel model(stories);
+        ForwardConfig config;
+        config.n_ctx = 32;
+        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        ASSERT_NE(gpu.forward().device_part(), nullptr);
+        EXPECT_TRUE(gpu.forward().device_part()->packed_dots());
+        setenv("TESSERA_VULKAN_DOT", "plain", 1);
+        VulkanDecoder plain(model, config, device_index(), INT_MAX, 2);
+        EXPECT_FALSE(plain.forward().device_part()->packed_dots());
+        setenv("TESSERA_VULKAN_DOT", "packed", 1);
+    }
+    for (const char* layout : {"dots", "rows"}) {
+        setenv("TESSERA_VULKAN_PRODUCTS", layout, 1);
+        for (const auto& [family, type] : std::vector<std::pair<std::string, QuantType>>{
+                 {"llama", QuantType::Q8_0}, {"llama", QuantType::Q4_0}, {"llama", QuantType::Q4_K},
+                 {"llama", QuantType::Q6_K}, {"qwen3moe", QuantType::Q4_K}}) {
+            RandomModelSpec spec = small_spec(type);
+            apply_model_preset(spec, family);
+            const std::string path = dir + "/" + family + "-" + quant_type_name(type) + ".gguf";
+            if (std::string(layout) == "dots") write_random_model(spec, path);
+            const bool rowwise = type == QuantType::Q4_0 || type == QuantType::Q6_K;
+            EXPECT_EQ(compare(path, rowwise ? 16 : 64, QuantType::F16, 20, 3), "")
+                << family << " " << quant_type_name(type) << ", " << layout << (rowwise ? ", batches of 16" : "");
+        }
+    }
+    unsetenv("TESSERA_VULKAN_PRODUCTS");
+    unsetenv("TESSERA_VULKAN_DOT");
 }
 
 // Several sequences in one batch (serve --parallel's continuous batching):

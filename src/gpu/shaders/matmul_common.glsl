@@ -46,6 +46,12 @@ layout(push_constant) uniform Params {
 } p;
 
 uint w_byte(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+// The four bytes from byte o on, as one word (o need not be a word's start:
+// buffers are whole words, so the next word is there).
+uint w_word(uint o) {
+    const uint s = (o & 3u) * 8u, lo = w[o >> 2];
+    return s == 0u ? lo : (lo >> s) | (w[(o >> 2) + 1u] << (32u - s));
+}
 int signed_byte(uint b) { return int(b << 24) >> 24; }
 
 #ifdef FLOAT_ROWS

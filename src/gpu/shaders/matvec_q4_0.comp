@@ -5,21 +5,38 @@
 // (element i < 16 the low nibble of byte i, i + 16 its high nibble), acc =
 // fma(float(s), d_w * d_x, acc). Blocks: Q4_0 18 bytes, Q8_0 34, packed. The
 // threads' layout: matmul_common.glsl.
+#include "int_dot.glsl"
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
 
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+uint x_word(uint o) {
+    const uint s = (o & 3u) * 8u, lo = x[o >> 2];
+    return s == 0u ? lo : (lo >> s) | (x[(o >> 2) + 1u] << (32u - s));
+}
 
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     const uint wo = (r * p.row_blocks + p.col_begin + b) * 18u;
     const uint xo = (t * p.x_stride + b) * 34u;
     int s = 0;
+#ifdef INTEGER_DOT
+    // sum (q - 8) x = sum q x - 8 sum x, the nibbles unsigned bytes.
+    int sum_x = 0;
+    for (uint i = 0; i < 16u; i += 4u) {
+        const uint q = w_word(wo + 2u + i);
+        const uint lo = x_word(xo + 2u + i), hi = x_word(xo + 18u + i);
+        s += dot4_mixed(lo, q & 0x0f0f0f0fu) + dot4_mixed(hi, (q >> 4) & 0x0f0f0f0fu);
+        sum_x += dot4_signed(lo, 0x01010101u) + dot4_signed(hi, 0x01010101u);
+    }
+    s -= 8 * sum_x;
+#else
     for (uint i = 0; i < 16u; ++i) {
         const uint q = w_byte(wo + 2u + i);
         s += (int(q & 15u) - 8) * signed_byte(x_byte(xo + 2u + i));
         s += (int(q >> 4) - 8) * signed_byte(x_byte(xo + 18u + i));
     }
+#endif
     const float dw = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
     const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
     precise float dd = dw * dx;

@@ -6,6 +6,7 @@
 // sum m_j sum(y)_j (two of Q8_K's bsums each); block = fma(-dmin,
 // float(mins), d * float(scaled)), acc = fma(d_x, block, acc), each fma
 // rounded once. Indexing: matmul_common.glsl. Q4_K blocks are 144 bytes, Q8_K 292 (both whole words).
+#include "int_dot.glsl"
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
@@ -32,9 +33,15 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
             const uint q = wo + 16u + 32u * (j / 2u);
             const uint shift = (j % 2u) * 4u;
             int isum = 0;
+#ifdef INTEGER_DOT
+            for (uint l = 0; l < 32u; l += 4u) {
+                isum += dot4_mixed(x[(xo + 4u + 32u * j + l) >> 2], (w[(q + l) >> 2] >> shift) & 0x0f0f0f0fu);
+            }
+#else
             for (uint l = 0; l < 32u; ++l) {
                 isum += int((w_byte(q + l) >> shift) & 15u) * signed_byte(x_byte(xo + 4u + 32u * j + l));
             }
+#endif
             scaled += int(sc) * isum;
             mins += int(m) * (x_int16(xo + 260u + 4u * j) + x_int16(xo + 262u + 4u * j));
         }

@@ -5,6 +5,7 @@
 // integer sum over its 16 sub-blocks of scale_j * ((q - 32) . y)_j, acc =
 // fma(d_x, d * float(s), acc) rounded once. Q6_K blocks are 210 bytes
 // (ql 128, qh 64, scales 16, d), read out of words; Q8_K 292.
+#include "int_dot.glsl"
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
@@ -20,6 +21,17 @@ int code(uint wo, uint i) {
     return int(low | (((qh >> (2u * k)) & 3u) << 4));
 }
 
+#ifdef INTEGER_DOT
+// The codes of elements i..i+3 (i a multiple of 4), one per byte.
+uint codes4(uint wo, uint i) {
+    const uint h = i / 128u, k = (i % 128u) / 32u, l = i % 32u;
+    const uint ql = w_word(wo + 64u * h + 32u * (k % 2u) + l);
+    const uint qh = w_word(wo + 128u + 32u * h + l);
+    const uint low = (k < 2u ? ql : (ql >> 4)) & 0x0f0f0f0fu;
+    return low | (((qh >> (2u * k)) & 0x03030303u) << 4);
+}
+#endif
+
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     {
         const uint wo = (r * p.row_blocks + p.col_begin + b) * 210u;
@@ -27,10 +39,21 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
         int s = 0;
         for (uint j = 0; j < 16u; ++j) {
             int sub = 0;
+#ifdef INTEGER_DOT
+            // sum (code - 32) y = sum code y - 32 sum y, the codes unsigned bytes.
+            int sum_y = 0;
+            for (uint l = 0; l < 16u; l += 4u) {
+                const uint y4 = x[(xo + 4u + 16u * j + l) >> 2];
+                sub += dot4_mixed(y4, codes4(wo, 16u * j + l));
+                sum_y += dot4_signed(y4, 0x01010101u);
+            }
+            sub -= 32 * sum_y;
+#else
             for (uint l = 0; l < 16u; ++l) {
                 const uint i = 16u * j + l;
                 sub += (code(wo, i) - 32) * signed_byte(x_byte(xo + 4u + i));
             }
+#endif
             s += signed_byte(w_byte(wo + 192u + j)) * sub;
         }
         const float scale = unpackHalf2x16(w_byte(wo + 208u) | (w_byte(wo + 209u) << 8)).x;
