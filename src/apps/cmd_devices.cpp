@@ -46,6 +46,7 @@ void add_devices_command(CLI::App& app) {
                                      {"device_local_bytes", d.device_local_bytes},
                                      {"max_storage_buffer_bytes", d.max_storage_buffer_bytes},
                                      {"subgroup_size", d.subgroup_size},
+                                     {"subgroup_shuffle", d.subgroup_shuffle},
                                      {"float64", d.shader_float64},
                                      {"integer_dot", d.integer_dot},
                                      {"integer_dot_accelerated", d.integer_dot_accelerated},

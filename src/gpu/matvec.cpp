@@ -52,8 +52,13 @@ VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed) : c
     const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
         return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
     };
-    f32_ = kernel(shaders::k_matvec_f32, shaders::k_matvec_f32_words, "matvec_f32");
-    f16_ = kernel(shaders::k_matvec_f16, shaders::k_matvec_f16_words, "matvec_f16");
+    if (!serial && subgroup_trees(context.info())) {
+        f32_ = kernel(TESSERA_SPIRV(matvec_f32_sg), "matvec_f32_sg");
+        f16_ = kernel(TESSERA_SPIRV(matvec_f16_sg), "matvec_f16_sg");
+    } else {
+        f32_ = kernel(TESSERA_SPIRV(matvec_f32), "matvec_f32");
+        f16_ = kernel(TESSERA_SPIRV(matvec_f16), "matvec_f16");
+    }
     if (packed) {
         if (!context.info().integer_dot) throw make_error("Vulkan device {} has no integer dot products", context.info().name);
         q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_idot), "matvec_q8_0_idot");

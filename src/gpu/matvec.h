@@ -17,7 +17,8 @@ class VulkanMatvec {
 public:
     // serial: an invocation per dot; else a workgroup per row (gpu/shaders.h).
     // packed: the block products' integer sums with the device's packed dot
-    // instructions (int_dot.glsl; VulkanDeviceInfo::integer_dot).
+    // instructions (int_dot.glsl; VulkanDeviceInfo::integer_dot). The float
+    // products' trees run by subgroup shuffles where subgroup_trees() says.
     VulkanMatvec(VulkanContext& context, bool serial, bool packed = false);
     ~VulkanMatvec();
 

@@ -16,6 +16,10 @@ TESSERA_SHADER(matvec_q8_0)
 TESSERA_SHADER(matvec_q4_0)
 TESSERA_SHADER(matvec_q4_k)
 TESSERA_SHADER(matvec_q6_k)
+// The float products with subgroup trees (subgroup_tree.glsl).
+TESSERA_SHADER(matvec_f32_sg)
+TESSERA_SHADER(matvec_f16_sg)
+TESSERA_SHADER(matvec_bf16_sg)
 // The block products with packed integer dot products (int_dot.glsl).
 TESSERA_SHADER(matvec_q8_0_idot)
 TESSERA_SHADER(matvec_q4_0_idot)

@@ -92,6 +92,8 @@ VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
     info.api_version = props.properties.apiVersion;
     info.max_storage_buffer_bytes = props.properties.limits.maxStorageBufferRange;
     info.subgroup_size = subgroup.subgroupSize;
+    info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
     VkPhysicalDeviceMemoryProperties memory;
     vkGetPhysicalDeviceMemoryProperties(d, &memory);
     for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
@@ -140,6 +142,22 @@ bool integer_dot_products(const VulkanDeviceInfo& info) {
         return true;
     }
     return info.integer_dot_accelerated;
+}
+
+bool subgroup_trees(const VulkanDeviceInfo& info) {
+    const bool fits = info.subgroup_shuffle && info.subgroup_size >= 16 && 64 % info.subgroup_size == 0;
+    if (const char* v = std::getenv("TESSERA_VULKAN_SUBGROUPS"); v != nullptr && *v != '\0') {
+        const std::string mode = v;
+        if (mode == "off") return false;
+        if (mode != "on") throw make_error("TESSERA_VULKAN_SUBGROUPS={}: on (shuffles) or off", mode);
+        if (!fits) {
+            throw make_error("TESSERA_VULKAN_SUBGROUPS=on: Vulkan device {} ({}) has subgroups of {}{}, and the products' "
+                             "trees need shuffles in subgroups of 16, 32 or 64", info.index, info.name,
+                             info.subgroup_size, info.subgroup_shuffle ? "" : " without shuffles");
+        }
+        return true;
+    }
+    return fits;
 }
 
 void vk_check(VkResult result, const char* call) {

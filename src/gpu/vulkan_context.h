@@ -32,6 +32,7 @@ struct VulkanDeviceInfo {
     // the device says they are faster than the plain multiply-adds.
     bool integer_dot = false;
     bool integer_dot_accelerated = false;
+    bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders
 };
 
 // Whether the block products sum their integers with the packed dot
@@ -39,6 +40,12 @@ struct VulkanDeviceInfo {
 // they are accelerated, or as TESSERA_VULKAN_DOT says ("packed" or "plain",
 // for tests and benchmarks). Either gives the same bits: the sums are exact.
 bool integer_dot_products(const VulkanDeviceInfo& info);
+
+// Whether the float products run their 16-lane tree with subgroup shuffles
+// (the *_sg shaders, subgroup_tree.glsl) when they run a workgroup per row:
+// where the device shuffles in subgroups of 16, 32 or 64, or as
+// TESSERA_VULKAN_SUBGROUPS says ("on" or "off"). Same bits either way.
+bool subgroup_trees(const VulkanDeviceInfo& info);
 
 // Every Vulkan device this machine offers (empty when there is no loader,
 // no driver or no device).

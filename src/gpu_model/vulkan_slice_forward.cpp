@@ -223,20 +223,23 @@ struct VulkanSliceForward::Kernels {
         const auto product_of = [&](QuantType t, const uint32_t* spirv, size_t words, const char* name) {
             products.emplace(t, make(spirv, words, is_grid(t) ? 4 : 3, mm, name));  // the grids' tables too
         };
-        product_of(QuantType::F32, TESSERA_SPIRV(matvec_f32), "matvec_f32");
-        product_of(QuantType::F16, TESSERA_SPIRV(matvec_f16), "matvec_f16");
-        product_of(QuantType::BF16, TESSERA_SPIRV(matvec_bf16), "matvec_bf16");
-        // The integer sums with packed dot instructions where the device
-        // has them fast (int_dot.glsl): the same exact sums, so the same bits.
+        // Variants with the same bits (gpu/vulkan_context.h): the float
+        // products' trees by subgroup shuffles where a workgroup runs a row
+        // (subgroup_tree.glsl), the block products' integer sums by packed
+        // dot instructions where the device has them fast (int_dot.glsl).
+        sg = !serial_products(c.info()) && ::tessera::subgroup_trees(c.info());
         idot = integer_dot_products(c.info());
-        const auto block_product_of = [&](QuantType t, const uint32_t* plain, size_t plain_words, const uint32_t* packed,
-                                          size_t packed_words, const char* name) {
-            products.emplace(t, idot ? make(packed, packed_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
+        const auto variant_of = [&](bool use, QuantType t, const uint32_t* plain, size_t plain_words,
+                                    const uint32_t* other, size_t other_words, const char* name) {
+            products.emplace(t, use ? make(other, other_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
         };
-        block_product_of(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0), TESSERA_SPIRV(matvec_q8_0_idot), "matvec_q8_0");
-        block_product_of(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0), TESSERA_SPIRV(matvec_q4_0_idot), "matvec_q4_0");
-        block_product_of(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k), TESSERA_SPIRV(matvec_q4_k_idot), "matvec_q4_k");
-        block_product_of(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), TESSERA_SPIRV(matvec_q6_k_idot), "matvec_q6_k");
+        variant_of(sg, QuantType::F32, TESSERA_SPIRV(matvec_f32), TESSERA_SPIRV(matvec_f32_sg), "matvec_f32");
+        variant_of(sg, QuantType::F16, TESSERA_SPIRV(matvec_f16), TESSERA_SPIRV(matvec_f16_sg), "matvec_f16");
+        variant_of(sg, QuantType::BF16, TESSERA_SPIRV(matvec_bf16), TESSERA_SPIRV(matvec_bf16_sg), "matvec_bf16");
+        variant_of(idot, QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0), TESSERA_SPIRV(matvec_q8_0_idot), "matvec_q8_0");
+        variant_of(idot, QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0), TESSERA_SPIRV(matvec_q4_0_idot), "matvec_q4_0");
+        variant_of(idot, QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k), TESSERA_SPIRV(matvec_q4_k_idot), "matvec_q4_k");
+        variant_of(idot, QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k), TESSERA_SPIRV(matvec_q6_k_idot), "matvec_q6_k");
         product_of(QuantType::Q4_1, TESSERA_SPIRV(matvec_q4_1), "matvec_q4_1");
         product_of(QuantType::Q5_0, TESSERA_SPIRV(matvec_q5_0), "matvec_q5_0");
         product_of(QuantType::Q5_1, TESSERA_SPIRV(matvec_q5_1), "matvec_q5_1");
@@ -275,6 +278,7 @@ struct VulkanSliceForward::Kernels {
     }
     std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
     bool idot = false;  // the block products' *_idot kernels
+    bool sg = false;    // the float products' *_sg kernels
     std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
         geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention, landmarks;
     VulkanKernel& gate(FfnActivation a) const {
@@ -283,6 +287,7 @@ struct VulkanSliceForward::Kernels {
 };
 
 bool VulkanSliceForward::packed_dots() const { return kernels_->idot; }
+bool VulkanSliceForward::subgroup_trees() const { return kernels_->sg; }
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;

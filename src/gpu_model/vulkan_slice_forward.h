@@ -47,6 +47,9 @@ public:
     // Whether its block products sum with packed integer dot instructions
     // (gpu/vulkan_context.h's integer_dot_products).
     bool packed_dots() const;
+    // Whether its float products run their trees by subgroup shuffles
+    // (gpu/vulkan_context.h's subgroup_trees).
+    bool subgroup_trees() const;
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,

@@ -86,6 +86,29 @@ void main() {
     const uint t0 = gl_WorkGroupID.y * kTokens, lid = gl_LocalInvocationID.x;
     const uint lane = lid % 16u, slot = lid / 16u;
     const uint tiles = min(kTokens, p.tokens - t0);
+#ifdef SUBGROUP_TREE
+    if (subgroups_hold_lanes()) {
+        // No barrier: each dot's 16 lanes finish it among themselves (the
+        // condition below holds for all 16 or none of them).
+        for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+            for (uint d0 = 0; d0 < tiles * p.units; d0 += 4u) {
+                const uint dot = d0 + slot;
+                const uint t = t0 + dot / p.units, u = dot % p.units;
+                if (dot < tiles * p.units) {
+                    const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
+                    precise float acc = 0.0;
+                    for (uint i = lane; i < count; i += 16u) {
+                        acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
+                    }
+                    if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
+                    const float sum = lane_tree(acc);
+                    if (lane == 0u) y[p.y_begin + t * p.y_stride + r * p.units + u] = sum;
+                }
+            }
+        }
+        return;
+    }
+#endif
     for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
         // Every (token, unit) dot, four at a time (16 lanes each).
         for (uint d0 = 0; d0 < tiles * p.units; d0 += 4u) {

@@ -3,6 +3,7 @@
 // Products of F32 weights and float activations in the canonical float order
 // (ops/float_canonical.h); the threads' layout: matmul_common.glsl.
 #define FLOAT_ROWS
+#include "subgroup_tree.glsl"
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
