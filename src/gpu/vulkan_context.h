@@ -36,9 +36,9 @@ struct VulkanDeviceInfo {
 };
 
 // Whether the block products sum their integers with the packed dot
-// instructions (the *_idot shaders): where the device has them and says
-// they are accelerated, or as TESSERA_VULKAN_DOT says ("packed" or "plain",
-// for tests and benchmarks). Either gives the same bits: the sums are exact.
+// instructions (the *_idot shaders): wherever the device has them, or as
+// TESSERA_VULKAN_DOT says ("packed" or "plain", for tests and benchmarks).
+// Either gives the same bits: the sums are exact.
 bool integer_dot_products(const VulkanDeviceInfo& info);
 
 // Whether the float products run their 16-lane tree with subgroup shuffles

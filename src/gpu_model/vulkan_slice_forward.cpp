@@ -226,7 +226,7 @@ struct VulkanSliceForward::Kernels {
         // Variants with the same bits (gpu/vulkan_context.h): the float
         // products' trees by subgroup shuffles where a workgroup runs a row
         // (subgroup_tree.glsl), the block products' integer sums by packed
-        // dot instructions where the device has them fast (int_dot.glsl).
+        // dot instructions where the device has them (int_dot.glsl).
         sg = !serial_products(c.info()) && ::tessera::subgroup_trees(c.info());
         idot = integer_dot_products(c.info());
         const auto variant_of = [&](bool use, QuantType t, const uint32_t* plain, size_t plain_words,
