@@ -13,11 +13,16 @@
 #define KIND_Q5_1 3
 #define KIND_IQ4_NL 4
 #define KIND_MXFP4 5
+// (Each shader includes int_dot.glsl first: its integer-dot build.)
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
 
 uint x_byte(uint o) { return (x[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+uint x_word(uint o) {
+    const uint s = (o & 3u) * 8u, lo = x[o >> 2];
+    return s == 0u ? lo : (lo >> s) | (x[(o >> 2) + 1u] << (32u - s));
+}
 float w_half(uint o) { return unpackHalf2x16(w_byte(o) | (w_byte(o + 1u) << 8)).x; }
 
 #if KIND == KIND_Q4_1
@@ -62,11 +67,19 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
     const uint wo = (r * p.row_blocks + p.col_begin + b) * kBytes;
     const uint xo = (t * p.x_stride + b) * 34u;
     int s = 0, sum_x = 0;
+#ifdef INTEGER_DOT
+    for (uint i = 0; i < 32u; i += 4u) {
+        const uint xw = x_word(xo + 2u + i);
+        s += dot4_signed(pack4(code(wo, i), code(wo, i + 1u), code(wo, i + 2u), code(wo, i + 3u)), xw);
+        sum_x += dot4_signed(xw, 0x01010101u);
+    }
+#else
     for (uint i = 0; i < 32u; ++i) {
         const int xi = signed_byte(x_byte(xo + 2u + i));
         s += code(wo, i) * xi;
         sum_x += xi;
     }
+#endif
     const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
 #if KIND == KIND_Q4_1 || KIND == KIND_Q5_1
     precise float ds = w_half(wo) * float(s);

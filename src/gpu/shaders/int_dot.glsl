@@ -18,4 +18,8 @@ int spv_sudot(uint a, uint b, spirv_literal int packed_format);
 int dot4_signed(uint a, uint b) { return spv_sdot(a, b, 0); }
 // sum over the four bytes of signed a[i] * unsigned b[i]
 int dot4_mixed(uint a, uint b) { return spv_sudot(a, b, 0); }
+// Four signed codes (each within a byte) packed for dot4_signed.
+uint pack4(int a, int b, int c, int d) {
+    return (uint(a) & 0xffu) | ((uint(b) & 0xffu) << 8) | ((uint(c) & 0xffu) << 16) | (uint(d) << 24);
+}
 #endif

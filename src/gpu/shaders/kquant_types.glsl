@@ -10,6 +10,7 @@
 #define KIND_Q3_K 2
 #define KIND_Q2_K 3
 #define KIND_IQ4_XS 4
+// (Each shader includes int_dot.glsl first: its integer-dot build.)
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
@@ -70,6 +71,28 @@ int sub_scale(uint wo, uint j) {
 }
 #endif
 
+#ifdef INTEGER_DOT
+// sum over l < width of code(base + l) * y(base + l) (Q2_K: its 2-bit low
+// codes), base and width multiples of 4: whole words of activations.
+#if KIND == KIND_Q2_K
+int dot_codes(uint wo, uint xo, uint base, uint width) {
+    int s = 0;
+    for (uint q = base; q < base + width; q += 4u) {
+        s += dot4_signed(pack4(low2(wo, q), low2(wo, q + 1u), low2(wo, q + 2u), low2(wo, q + 3u)), x[(xo + 4u + q) >> 2]);
+    }
+    return s;
+}
+#else
+int dot_codes(uint wo, uint xo, uint base, uint width) {
+    int s = 0;
+    for (uint q = base; q < base + width; q += 4u) {
+        s += dot4_signed(pack4(code(wo, q), code(wo, q + 1u), code(wo, q + 2u), code(wo, q + 3u)), x[(xo + 4u + q) >> 2]);
+    }
+    return s;
+}
+#endif
+#endif
+
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     const uint wo = (r * p.row_blocks + p.col_begin + b) * kBytes;
     const uint xo = (t * p.x_stride + b) * 292u;
@@ -79,8 +102,12 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
     for (uint j = 0; j < 8u; ++j) {
         int sc, m;
         scale_min(wo + 4u, j, sc, m);
+#ifdef INTEGER_DOT
+        const int s = dot_codes(wo, xo, 32u * j, 32u);
+#else
         int s = 0;
         for (uint l = 0; l < 32u; ++l) s += code(wo, 32u * j + l) * x_code(xo, 32u * j + l);
+#endif
         scaled += sc * s;
         mins += m * (x_sum16(xo, 2u * j) + x_sum16(xo, 2u * j + 1u));
     }
@@ -89,8 +116,12 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
 #elif KIND == KIND_Q2_K
     int scaled = 0, mins = 0;
     for (uint j = 0; j < 16u; ++j) {
+#ifdef INTEGER_DOT
+        const int s = dot_codes(wo, xo, 16u * j, 16u);
+#else
         int s = 0;
         for (uint l = 0; l < 16u; ++l) s += low2(wo, 16u * j + l) * x_code(xo, 16u * j + l);
+#endif
         const uint sc = w_byte(wo + j);
         scaled += int(sc & 15u) * s;
         mins += int(sc >> 4) * x_sum16(xo, j);
@@ -107,8 +138,12 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
 #endif
     int total = 0;
     for (uint j = 0; j < subs; ++j) {
+#ifdef INTEGER_DOT
+        const int s = dot_codes(wo, xo, width * j, width);
+#else
         int s = 0;
         for (uint l = 0; l < width; ++l) s += code(wo, width * j + l) * x_code(xo, width * j + l);
+#endif
         total += sub_scale(wo, j) * s;
     }
     precise float ds = scale * float(total);

@@ -2,4 +2,5 @@
 #extension GL_GOOGLE_include_directive : require
 // Q3_K weights with Q8_K activations (kquant_types.glsl).
 #define KIND KIND_Q3_K
+#include "int_dot.glsl"
 #include "kquant_types.glsl"

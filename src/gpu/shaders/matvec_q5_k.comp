@@ -2,4 +2,5 @@
 #extension GL_GOOGLE_include_directive : require
 // Q5_K weights with Q8_K activations (kquant_types.glsl).
 #define KIND KIND_Q5_K
+#include "int_dot.glsl"
 #include "kquant_types.glsl"
