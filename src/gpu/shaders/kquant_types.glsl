@@ -75,22 +75,18 @@ int sub_scale(uint wo, uint j) {
 // sum over l < width of code(base + l) * y(base + l) (Q2_K: its 2-bit low
 // codes), base and width multiples of 4: whole words of activations.
 #if KIND == KIND_Q2_K
-int dot_codes(uint wo, uint xo, uint base, uint width) {
-    int s = 0;
-    for (uint q = base; q < base + width; q += 4u) {
-        s += dot4_signed(pack4(low2(wo, q), low2(wo, q + 1u), low2(wo, q + 2u), low2(wo, q + 3u)), x[(xo + 4u + q) >> 2]);
-    }
-    return s;
-}
+#define DOT_CODE low2
 #else
+#define DOT_CODE code
+#endif
 int dot_codes(uint wo, uint xo, uint base, uint width) {
     int s = 0;
     for (uint q = base; q < base + width; q += 4u) {
-        s += dot4_signed(pack4(code(wo, q), code(wo, q + 1u), code(wo, q + 2u), code(wo, q + 3u)), x[(xo + 4u + q) >> 2]);
+        const uint codes = pack4(DOT_CODE(wo, q), DOT_CODE(wo, q + 1u), DOT_CODE(wo, q + 2u), DOT_CODE(wo, q + 3u));
+        s += dot4_signed(codes, x[(xo + 4u + q) >> 2]);
     }
     return s;
 }
-#endif
 #endif
 
 void block_term(uint r, uint t, uint b, out float a, out float d) {

@@ -76,6 +76,17 @@ void serial_dot() {
     y[p.y_begin + t * p.y_stride + g] = l[0];
 }
 
+// Lane `lane` of unit u's canonical dot of row r with token t: elements
+// lane, lane + 16, ... in order, padded to whole rounds of 16 with zeros as
+// the CPU pads.
+float lane_sum(uint r, uint t, uint u, uint lane) {
+    const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
+    precise float acc = 0.0;
+    for (uint i = lane; i < count; i += 16u) acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
+    if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
+    return acc;
+}
+
 void main() {
     if (p.serial != 0u) {
         serial_dot();
@@ -95,13 +106,7 @@ void main() {
                 const uint dot = d0 + slot;
                 const uint t = t0 + dot / p.units, u = dot % p.units;
                 if (dot < tiles * p.units) {
-                    const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
-                    precise float acc = 0.0;
-                    for (uint i = lane; i < count; i += 16u) {
-                        acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
-                    }
-                    if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
-                    const float sum = lane_tree(acc);
+                    const float sum = lane_tree(lane_sum(r, t, u, lane));
                     if (lane == 0u) y[p.y_begin + t * p.y_stride + r * p.units + u] = sum;
                 }
             }
@@ -114,15 +119,7 @@ void main() {
         for (uint d0 = 0; d0 < tiles * p.units; d0 += 4u) {
             const uint dot = d0 + slot;
             const uint t = t0 + dot / p.units, u = dot % p.units;
-            if (dot < tiles * p.units) {
-                const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
-                precise float acc = 0.0;
-                uint i = lane;
-                for (; i < count; i += 16u) acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
-                // Padded to whole rounds of 16 with zeros, as the CPU pads.
-                if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
-                lanes_of[slot][lane] = acc;
-            }
+            if (dot < tiles * p.units) lanes_of[slot][lane] = lane_sum(r, t, u, lane);
             barrier();
             if (lane == 0u && dot < tiles * p.units) {
                 precise float l[16];
