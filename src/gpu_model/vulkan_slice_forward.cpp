@@ -220,9 +220,6 @@ struct VulkanSliceForward::Kernels {
             return std::make_unique<VulkanKernel>(c, spirv, words, buffers, static_cast<uint32_t>(push), name);
         };
         const size_t mm = sizeof(VulkanMatmulParams);
-        const auto product_of = [&](QuantType t, const uint32_t* spirv, size_t words, const char* name) {
-            products.emplace(t, make(spirv, words, is_grid(t) ? 4 : 3, mm, name));  // the grids' tables too
-        };
         // Variants with the same bits (gpu/vulkan_context.h): the float
         // products' trees by subgroup shuffles where a workgroup runs a row
         // (subgroup_tree.glsl), the block products' integer sums by packed
@@ -231,7 +228,8 @@ struct VulkanSliceForward::Kernels {
         idot = integer_dot_products(c.info());
         const auto variant_of = [&](bool use, QuantType t, const uint32_t* plain, size_t plain_words,
                                     const uint32_t* other, size_t other_words, const char* name) {
-            products.emplace(t, use ? make(other, other_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
+            const int buffers = is_grid(t) ? 4 : 3;  // the grids' tables too
+            products.emplace(t, use ? make(other, other_words, buffers, mm, name) : make(plain, plain_words, buffers, mm, name));
         };
         variant_of(sg, QuantType::F32, TESSERA_SPIRV(matvec_f32), TESSERA_SPIRV(matvec_f32_sg), "matvec_f32");
         variant_of(sg, QuantType::F16, TESSERA_SPIRV(matvec_f16), TESSERA_SPIRV(matvec_f16_sg), "matvec_f16");
@@ -249,11 +247,11 @@ struct VulkanSliceForward::Kernels {
         variant_of(idot, QuantType::Q3_K, TESSERA_SPIRV(matvec_q3_k), TESSERA_SPIRV(matvec_q3_k_idot), "matvec_q3_k");
         variant_of(idot, QuantType::Q5_K, TESSERA_SPIRV(matvec_q5_k), TESSERA_SPIRV(matvec_q5_k_idot), "matvec_q5_k");
         variant_of(idot, QuantType::IQ4_XS, TESSERA_SPIRV(matvec_iq4_xs), TESSERA_SPIRV(matvec_iq4_xs_idot), "matvec_iq4_xs");
-        product_of(QuantType::IQ2_XXS, TESSERA_SPIRV(matvec_iq2_xxs), "matvec_iq2_xxs");
-        product_of(QuantType::IQ2_XS, TESSERA_SPIRV(matvec_iq2_xs), "matvec_iq2_xs");
-        product_of(QuantType::IQ2_S, TESSERA_SPIRV(matvec_iq2_s), "matvec_iq2_s");
-        product_of(QuantType::IQ3_XXS, TESSERA_SPIRV(matvec_iq3_xxs), "matvec_iq3_xxs");
-        product_of(QuantType::IQ3_S, TESSERA_SPIRV(matvec_iq3_s), "matvec_iq3_s");
+        variant_of(idot, QuantType::IQ2_XXS, TESSERA_SPIRV(matvec_iq2_xxs), TESSERA_SPIRV(matvec_iq2_xxs_idot), "matvec_iq2_xxs");
+        variant_of(idot, QuantType::IQ2_XS, TESSERA_SPIRV(matvec_iq2_xs), TESSERA_SPIRV(matvec_iq2_xs_idot), "matvec_iq2_xs");
+        variant_of(idot, QuantType::IQ2_S, TESSERA_SPIRV(matvec_iq2_s), TESSERA_SPIRV(matvec_iq2_s_idot), "matvec_iq2_s");
+        variant_of(idot, QuantType::IQ3_XXS, TESSERA_SPIRV(matvec_iq3_xxs), TESSERA_SPIRV(matvec_iq3_xxs_idot), "matvec_iq3_xxs");
+        variant_of(idot, QuantType::IQ3_S, TESSERA_SPIRV(matvec_iq3_s), TESSERA_SPIRV(matvec_iq3_s_idot), "matvec_iq3_s");
         quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
         quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
         norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");

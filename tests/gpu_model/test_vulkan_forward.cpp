@@ -276,9 +276,11 @@ TEST(VulkanForward, PackedAndPlainIntegerSumsGiveTheCpuLogits) {
                  {"llama", QuantType::Q6_K}, {"qwen3moe", QuantType::Q4_K}, {"llama", QuantType::Q4_1},
                  {"llama", QuantType::Q5_0}, {"llama", QuantType::Q5_1}, {"llama", QuantType::IQ4_NL},
                  {"llama", QuantType::MXFP4}, {"llama", QuantType::Q2_K}, {"llama", QuantType::Q3_K},
-                 {"llama", QuantType::Q5_K}, {"llama", QuantType::IQ4_XS}}) {
+                 {"llama", QuantType::Q5_K}, {"llama", QuantType::IQ4_XS}, {"llama", QuantType::IQ2_XXS},
+                 {"llama", QuantType::IQ2_XS}, {"llama", QuantType::IQ2_S}, {"llama", QuantType::IQ3_XXS},
+                 {"llama", QuantType::IQ3_S}}) {
             // The types whose codes are packed one by one (block32_types.glsl,
-            // kquant_types.glsl): their plain sums an invocation per dot
+            // kquant_types.glsl, iq_grid_types.glsl): their plain sums an invocation per dot
             // (EveryWeightTypeGivesTheCpuLogits runs them packed).
             const bool by_code = type != QuantType::Q8_0 && type != QuantType::Q4_0 && type != QuantType::Q4_K &&
                                  type != QuantType::Q6_K;

@@ -11,6 +11,7 @@
 #define KIND_IQ2_S 3
 #define KIND_IQ3_XXS 4
 #define KIND_IQ3_S 5
+// (Each shader includes int_dot.glsl first: its integer-dot build.)
 #include "matmul_common.glsl"
 
 layout(std430, set = 0, binding = 1) readonly buffer X { uint x[]; };
@@ -49,12 +50,22 @@ int odd(uint s) { return 2 * int(s) + 1; }
 // sum over the group's 8 weights of sign * point byte * y.
 int group_sum(uvec2 points, uvec2 signs, uint xo, uint first) {
     int part = 0;
+#ifdef INTEGER_DOT
+    // sum v y - 2 sum over the negated bytes of v y (the points' bytes are
+    // unsigned; first is a multiple of 8, so the activations' words are whole).
+    for (uint w = 0; w < 2u; ++w) {
+        const uint y = x[(xo + 4u + first + 4u * w) >> 2];
+        const uint minus = (signs[w] & 0x01010101u) * 0xffu;
+        part += dot4_mixed(y, points[w]) - 2 * dot4_mixed(y, points[w] & minus);
+    }
+#else
     for (uint i = 0; i < 8u; ++i) {
         const uint word = i / 4u, shift = 8u * (i % 4u);
         const int v = int((points[word] >> shift) & 0xffu);
         const bool minus = ((signs[word] >> shift) & 1u) != 0u;
         part += (minus ? -v : v) * x_code(xo, first + i);
     }
+#endif
     return part;
 }
 
