@@ -10,6 +10,7 @@
 #include "model/local_decoder.h"
 #include "model/random_model.h"
 #include "test_paths.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -299,6 +300,45 @@ TEST(VulkanForward, PackedAndPlainIntegerSumsGiveTheCpuLogits) {
     }
     unsetenv("TESSERA_VULKAN_PRODUCTS");
     unsetenv("TESSERA_VULKAN_DOT");
+}
+
+// TESSERA_VULKAN_DOT and TESSERA_VULKAN_SUBGROUPS: a wrong value, or a
+// path the device cannot run, is an Error naming it, before any upload.
+TEST(VulkanForward, WrongProductVariantsAreRefusedByName) {
+    const LlamaModel model(test::stories260k());
+    ForwardConfig config;
+    config.n_ctx = 32;
+    const auto error_of = [&] {
+        try {
+            VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    setenv("TESSERA_VULKAN_DOT", "fast", 1);
+    EXPECT_NE(error_of().find("TESSERA_VULKAN_DOT=fast: packed (the integer dot instructions) or plain"),
+              std::string::npos);
+    unsetenv("TESSERA_VULKAN_DOT");
+    setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);  // the layout the trees serve
+    setenv("TESSERA_VULKAN_SUBGROUPS", "maybe", 1);
+    EXPECT_NE(error_of().find("TESSERA_VULKAN_SUBGROUPS=maybe: on (shuffles) or off"), std::string::npos);
+    VulkanContext context(device_index());
+    const VulkanDeviceInfo& info = context.info();
+    setenv("TESSERA_VULKAN_SUBGROUPS", "on", 1);
+    if (!info.subgroup_shuffle || info.subgroup_size < 16 || 64 % info.subgroup_size != 0) {  // lavapipe at 256 bits
+        EXPECT_NE(error_of().find("has subgroups of " + std::to_string(info.subgroup_size)), std::string::npos)
+            << error_of();
+    } else {
+        EXPECT_EQ(error_of(), "no error");
+    }
+    unsetenv("TESSERA_VULKAN_SUBGROUPS");
+    unsetenv("TESSERA_VULKAN_PRODUCTS");
+    if (!info.integer_dot) {
+        setenv("TESSERA_VULKAN_DOT", "packed", 1);
+        EXPECT_NE(error_of().find("has no integer dot products"), std::string::npos) << error_of();
+        unsetenv("TESSERA_VULKAN_DOT");
+    }
 }
 
 // Several sequences in one batch (serve --parallel's continuous batching):
