@@ -51,8 +51,24 @@ inline int odd(int s) { return 2 * s + 1; }
 
 }  // namespace iq_decode
 
-// Sub-block j (0..7) of the block at `block` (its GGUF bytes).
+// Whether a type's signs are stored as whole bytes (bit i of byte l: weight
+// 8 l + i is negative), 4 per sub-block, rather than 7 bits and a parity:
+// SIMD kernels then spread them without a table.
 template <QuantType kType>
+inline constexpr bool kIqSignBytes = kType == QuantType::IQ2_S || kType == QuantType::IQ3_S;
+
+// The 4 sign bytes of sub-block j of such a type's block.
+template <QuantType kType>
+inline const uint8_t* iq_sign_bytes(const uint8_t* block, int j) {
+    static_assert(kIqSignBytes<kType>);
+    if constexpr (kType == QuantType::IQ2_S) return block + offsetof(BlockIQ2_S, qs) + kQK_K / 8 + 4 * j;
+    return block + offsetof(BlockIQ3_S, signs) + 4 * j;
+}
+
+// Sub-block j (0..7) of the block at `block` (its GGUF bytes). kSignBytes
+// false: signs[] of the types with sign bytes is left unset (a kernel that
+// spreads the bytes itself).
+template <QuantType kType, bool kSignBytes = true>
 inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
     using namespace iq_decode;
     IqSub32 s;
@@ -79,7 +95,7 @@ inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
         const int qh = block[offsetof(BlockIQ2_S, qh) + j];
         for (int l = 0; l < 4; ++l) {
             s.points[l] = t.points8[qs[4 * j + l] | ((qh << (8 - 2 * l)) & 0x300)];
-            s.signs[l] = t.signs[qs[kQK_K / 8 + 4 * j + l]];
+            if constexpr (kSignBytes) s.signs[l] = t.signs[iq_sign_bytes<kType>(block, j)[l]];
         }
         const uint8_t sc = block[offsetof(BlockIQ2_S, scales) + j];
         s.scale_lo = odd(sc & 15);
@@ -96,10 +112,10 @@ inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
         static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
         const uint8_t* q = block + offsetof(BlockIQ3_S, qs) + 8 * j;
         const int qh = block[offsetof(BlockIQ3_S, qh) + j];
-        const uint8_t* sg = block + offsetof(BlockIQ3_S, signs) + 4 * j;
+        [[maybe_unused]] const uint8_t* sg = iq_sign_bytes<kType>(block, j);
         for (int l = 0; l < 4; ++l) {
             s.points[l] = pair(t, q[2 * l] | ((qh << (8 - 2 * l)) & 256), q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256));
-            s.signs[l] = t.signs[sg[l]];
+            if constexpr (kSignBytes) s.signs[l] = t.signs[sg[l]];
         }
         s.scale_lo = s.scale_hi = odd((block[offsetof(BlockIQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 15);
     }
