@@ -56,14 +56,34 @@ inline int8x16_t signed_points(const IqSub32& s, int l) {
     return vsubq_s8(veorq_s8(v, m), m);
 }
 
+// The same for the types whose signs are whole bytes (kIqSignBytes): bytes
+// l and l + 1 spread over the vector's halves, each byte tested against its
+// own bit (the masks the table gives, without its two lookups).
+inline int8x16_t signed_points(const IqSub32& s, const uint8_t* sign_bytes, int l) {
+    static const uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const int8x16_t v = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(s.points[l]), vcreate_u64(s.points[l + 1])));
+    const uint8x16_t spread = vcombine_u8(vdup_n_u8(sign_bytes[l]), vdup_n_u8(sign_bytes[l + 1]));
+    const int8x16_t m = vreinterpretq_s8_u8(vtstq_u8(spread, vld1q_u8(kBits)));
+    return vsubq_s8(veorq_s8(v, m), m);
+}
+
 // S of one block against 256 activation codes: iq_block_sum's integer.
 template <QuantType kType>
 inline int32_t block_sum(const uint8_t* block, const int8_t* y, const IqTables& t) {
     int32x4_t total = vdupq_n_s32(0);
     for (int j = 0; j < 8; ++j) {
-        const IqSub32 s = iq_decode32<kType>(block, j, t);
-        const int32x4_t lo = vdotq_s32(vdupq_n_s32(0), signed_points(s, 0), vld1q_s8(y + 32 * j));
-        const int32x4_t hi = vdotq_s32(vdupq_n_s32(0), signed_points(s, 2), vld1q_s8(y + 32 * j + 16));
+        const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>>(block, j, t);
+        int8x16_t first, second;
+        if constexpr (kIqSignBytes<kType>) {
+            const uint8_t* sign_bytes = iq_sign_bytes<kType>(block, j);
+            first = signed_points(s, sign_bytes, 0);
+            second = signed_points(s, sign_bytes, 2);
+        } else {
+            first = signed_points(s, 0);
+            second = signed_points(s, 2);
+        }
+        const int32x4_t lo = vdotq_s32(vdupq_n_s32(0), first, vld1q_s8(y + 32 * j));
+        const int32x4_t hi = vdotq_s32(vdupq_n_s32(0), second, vld1q_s8(y + 32 * j + 16));
         total = vmlaq_n_s32(total, lo, s.scale_lo);
         total = vmlaq_n_s32(total, hi, s.scale_hi);
     }
