@@ -65,6 +65,26 @@ inline const uint8_t* iq_sign_bytes(const uint8_t* block, int j) {
     return block + offsetof(BlockIQ3_S, signs) + 4 * j;
 }
 
+// Whether a type's scales are 4-bit fields, one for each half of a
+// sub-block (IQ2_XS, IQ2_S: byte j, low then high nibble) or one for a whole
+// sub-block (IQ3_S: nibble j of its 4 bytes), rather than the top bits of a
+// sign word: SIMD kernels then widen them all at once.
+template <QuantType kType>
+inline constexpr bool kIqScaleNibbles =
+    kType == QuantType::IQ2_XS || kType == QuantType::IQ2_S || kType == QuantType::IQ3_S;
+
+// Those nibbles, little-endian: nibble 2j / 2j + 1 is sub-block j's low /
+// high half (IQ2_XS, IQ2_S), nibble j sub-block j (IQ3_S).
+template <QuantType kType>
+inline uint64_t iq_scale_nibbles(const uint8_t* block) {
+    static_assert(kIqScaleNibbles<kType>);
+    uint64_t v = 0;
+    if constexpr (kType == QuantType::IQ2_XS) std::memcpy(&v, block + offsetof(BlockIQ2_XS, scales), 8);
+    if constexpr (kType == QuantType::IQ2_S) std::memcpy(&v, block + offsetof(BlockIQ2_S, scales), 8);
+    if constexpr (kType == QuantType::IQ3_S) std::memcpy(&v, block + offsetof(BlockIQ3_S, scales), 4);
+    return v;
+}
+
 // Sub-block j (0..7) of the block at `block` (its GGUF bytes). kSignBytes
 // false: signs[] of the types with sign bytes is left unset (a kernel that
 // spreads the bytes itself).

@@ -52,6 +52,35 @@ HWY_INLINE __m256i sign_byte_masks(const uint8_t* bytes) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
+// kIqScaleNibbles types: a block's odd scales 2 s + 1 as bytes, in both
+// 128-bit lanes (nibble i of iq_scale_nibbles at byte i).
+template <QuantType kType>
+HWY_INLINE __m256i odd_scale_bytes(const uint8_t* block) {
+    const __m128i v = _mm_cvtsi64_si128(static_cast<int64_t>(iq_scale_nibbles<kType>(block)));
+    const __m128i m4 = _mm_set1_epi8(15);
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+    return _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_add_epi8(nibbles, nibbles), _mm_set1_epi8(1)));
+}
+
+// The vpshufb masks that take sub-block j's scales out of odd_scale_bytes as
+// 16-bit words: its first 16 weights' scale in the low lane, its second 16's
+// in the high lane (the same byte for IQ3_S).
+template <QuantType kType>
+struct ScaleMasks {
+    alignas(32) uint8_t bytes[8][32];
+    constexpr ScaleMasks() : bytes() {
+        for (int j = 0; j < 8; ++j) {
+            for (int i = 0; i < 32; i += 2) {
+                const int half = i / 16;
+                bytes[j][i] = static_cast<uint8_t>(kType == QuantType::IQ3_S ? j : 2 * j + half);
+                bytes[j][i + 1] = 0x80;  // zero: the word's high byte
+            }
+        }
+    }
+};
+template <QuantType kType>
+inline constexpr ScaleMasks<kType> kScaleMasks{};
+
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
 // for C columns at once.
 template <QuantType kType, class Products, int C>
@@ -59,6 +88,8 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     const __m256i plus = _mm256_set1_epi8(1);
     __m256i sum[C];
     for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+    __m256i scale_bytes = _mm256_setzero_si256();
+    if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
     for (int j = 0; j < 8; ++j) {
         const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>>(block, j, t);
         const __m256i points = _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
@@ -72,8 +103,13 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
                                       static_cast<int64_t>(s.signs[1]), static_cast<int64_t>(s.signs[0]));
         }
         const __m256i signs = _mm256_or_si256(masks, plus);
-        const __m256i scales =
-            _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale_hi)), _mm_set1_epi16(static_cast<int16_t>(s.scale_lo)));
+        __m256i scales;
+        if constexpr (kIqScaleNibbles<kType>) {
+            scales = _mm256_shuffle_epi8(
+                scale_bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
+        } else {
+            scales = _mm256_set1_epi16(static_cast<int16_t>(s.scale_lo));  // the same for both halves
+        }
         for (int c = 0; c < C; ++c) {
             const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + 32 * j));
             const __m256i products = _mm256_maddubs_epi16(points, _mm256_sign_epi8(y, signs));
