@@ -85,10 +85,18 @@ inline uint64_t iq_scale_nibbles(const uint8_t* block) {
     return v;
 }
 
+// Whether a type's point indices take their top bits from the qh bytes
+// (IQ2_S: 2 bits a point, qh[j] bits 2l, 2l + 1 for point l of sub-block j;
+// IQ3_S: 1 bit, qh[j] bit i for point i of its 8): SIMD kernels then build
+// a block's indices at once.
+template <QuantType kType>
+inline constexpr bool kIqHighBits = kType == QuantType::IQ2_S || kType == QuantType::IQ3_S;
+
 // Sub-block j (0..7) of the block at `block` (its GGUF bytes). kSignBytes
 // false: signs[] of the types with sign bytes is left unset (a kernel that
-// spreads the bytes itself).
-template <QuantType kType, bool kSignBytes = true>
+// spreads the bytes itself); kPoints false: points[] of kIqHighBits types
+// (a kernel that builds the indices itself).
+template <QuantType kType, bool kSignBytes = true, bool kPoints = true>
 inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
     using namespace iq_decode;
     IqSub32 s;
@@ -111,10 +119,10 @@ inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
         s.scale_lo = odd(sc & 15);
         s.scale_hi = odd(sc >> 4);
     } else if constexpr (kType == QuantType::IQ2_S) {
-        const uint8_t* qs = block + offsetof(BlockIQ2_S, qs);
-        const int qh = block[offsetof(BlockIQ2_S, qh) + j];
+        [[maybe_unused]] const uint8_t* qs = block + offsetof(BlockIQ2_S, qs);
+        [[maybe_unused]] const int qh = block[offsetof(BlockIQ2_S, qh) + j];
         for (int l = 0; l < 4; ++l) {
-            s.points[l] = t.points8[qs[4 * j + l] | ((qh << (8 - 2 * l)) & 0x300)];
+            if constexpr (kPoints) s.points[l] = t.points8[qs[4 * j + l] | ((qh << (8 - 2 * l)) & 0x300)];
             if constexpr (kSignBytes) s.signs[l] = t.signs[iq_sign_bytes<kType>(block, j)[l]];
         }
         const uint8_t sc = block[offsetof(BlockIQ2_S, scales) + j];
@@ -130,11 +138,13 @@ inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
         s.scale_lo = s.scale_hi = odd(static_cast<int>(signs >> 28));
     } else {
         static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
-        const uint8_t* q = block + offsetof(BlockIQ3_S, qs) + 8 * j;
-        const int qh = block[offsetof(BlockIQ3_S, qh) + j];
+        [[maybe_unused]] const uint8_t* q = block + offsetof(BlockIQ3_S, qs) + 8 * j;
+        [[maybe_unused]] const int qh = block[offsetof(BlockIQ3_S, qh) + j];
         [[maybe_unused]] const uint8_t* sg = iq_sign_bytes<kType>(block, j);
         for (int l = 0; l < 4; ++l) {
-            s.points[l] = pair(t, q[2 * l] | ((qh << (8 - 2 * l)) & 256), q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256));
+            if constexpr (kPoints) {
+                s.points[l] = pair(t, q[2 * l] | ((qh << (8 - 2 * l)) & 256), q[2 * l + 1] | ((qh << (7 - 2 * l)) & 256));
+            }
             if constexpr (kSignBytes) s.signs[l] = t.signs[sg[l]];
         }
         s.scale_lo = s.scale_hi = odd((block[offsetof(BlockIQ3_S, scales) + j / 2] >> (4 * (j % 2))) & 15);

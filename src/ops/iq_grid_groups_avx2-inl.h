@@ -81,6 +81,35 @@ struct ScaleMasks {
 template <QuantType kType>
 inline constexpr ScaleMasks<kType> kScaleMasks{};
 
+// kIqHighBits types: every point index of a block (IQ2_S: 32, point l of
+// sub-block j at 4 j + l; IQ3_S: 64, point i of sub-block j at 8 j + i), the
+// qs byte or'ed with its qh bits: each qh byte spread over its points' words,
+// masked to the point's bits and moved to bit 8 by a multiply, 16 words a
+// vector, where the scalar decode spends 5 operations a point.
+template <QuantType kType>
+HWY_INLINE void point_indices(const uint8_t* block, uint16_t* idx) {
+    constexpr bool kIq2 = kType == QuantType::IQ2_S;
+    constexpr int kPoints = kIq2 ? 32 : 64;
+    constexpr int kPerQh = kPoints / 8;  // points sharing a qh byte
+    const uint8_t* qs = block + (kIq2 ? offsetof(BlockIQ2_S, qs) : offsetof(BlockIQ3_S, qs));
+    const __m128i qh = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(
+        block + (kIq2 ? offsetof(BlockIQ2_S, qh) : offsetof(BlockIQ3_S, qh))));
+    // Word i of a vector: point p = 16 v + i takes qh byte p / kPerQh, bits
+    // (IQ2_S) 2 (p % 4), + 1 or (IQ3_S) p % 8, times 2^(8 - that bit).
+    const __m256i bits = kIq2 ? _mm256_set_epi16(192, 48, 12, 3, 192, 48, 12, 3, 192, 48, 12, 3, 192, 48, 12, 3)
+                              : _mm256_set_epi16(128, 64, 32, 16, 8, 4, 2, 1, 128, 64, 32, 16, 8, 4, 2, 1);
+    const __m256i shift = kIq2 ? _mm256_set_epi16(4, 16, 64, 256, 4, 16, 64, 256, 4, 16, 64, 256, 4, 16, 64, 256)
+                               : _mm256_set_epi16(2, 4, 8, 16, 32, 64, 128, 256, 2, 4, 8, 16, 32, 64, 128, 256);
+    for (int v = 0; v < kPoints / 16; ++v) {
+        alignas(16) uint8_t spread[16];
+        for (int i = 0; i < 16; ++i) spread[i] = static_cast<uint8_t>((16 * v + i) / kPerQh);
+        const __m128i qh16 = _mm_shuffle_epi8(qh, _mm_load_si128(reinterpret_cast<const __m128i*>(spread)));
+        const __m256i high = _mm256_mullo_epi16(_mm256_and_si256(_mm256_cvtepu8_epi16(qh16), bits), shift);
+        const __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * v)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * v), _mm256_or_si256(low, high));
+    }
+}
+
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
 // for C columns at once.
 template <QuantType kType, class Products, int C>
@@ -90,10 +119,26 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
     __m256i scale_bytes = _mm256_setzero_si256();
     if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
+    alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
+    if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
     for (int j = 0; j < 8; ++j) {
-        const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>>(block, j, t);
-        const __m256i points = _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
-                                                 static_cast<int64_t>(s.points[1]), static_cast<int64_t>(s.points[0]));
+        const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>, !kIqHighBits<kType>>(block, j, t);
+        __m256i points;
+        if constexpr (kType == QuantType::IQ2_S) {
+            const uint16_t* p = idx + 4 * j;
+            points = _mm256_set_epi64x(static_cast<int64_t>(t.points8[p[3]]), static_cast<int64_t>(t.points8[p[2]]),
+                                       static_cast<int64_t>(t.points8[p[1]]), static_cast<int64_t>(t.points8[p[0]]));
+        } else if constexpr (kType == QuantType::IQ3_S) {
+            const uint16_t* p = idx + 8 * j;
+            points = _mm256_set_epi32(
+                static_cast<int32_t>(t.points4[p[7]]), static_cast<int32_t>(t.points4[p[6]]),
+                static_cast<int32_t>(t.points4[p[5]]), static_cast<int32_t>(t.points4[p[4]]),
+                static_cast<int32_t>(t.points4[p[3]]), static_cast<int32_t>(t.points4[p[2]]),
+                static_cast<int32_t>(t.points4[p[1]]), static_cast<int32_t>(t.points4[p[0]]));
+        } else {
+            points = _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
+                                       static_cast<int64_t>(s.points[1]), static_cast<int64_t>(s.points[0]));
+        }
         // 0xFF | 1 = -1 where the weight is negative, 1 elsewhere.
         __m256i masks;
         if constexpr (kIqSignBytes<kType>) {
