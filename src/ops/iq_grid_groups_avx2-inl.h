@@ -2,7 +2,10 @@
 // layout (16 rows' GGUF blocks back to back, ops/group_codecs.cpp) against
 // Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 without VNNI;
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
-// the 4 point words and sign masks by table lookups (ops/iq_grid_decode.h),
+// the 4 point words by table lookups (ops/iq_grid_decode.h; IQ2_S's and
+// IQ3_S's indices built a block at a time in vector registers), the sign
+// masks by table lookups or, where the signs are whole bytes, spread in
+// registers; the 4-bit scales widened a block at a time,
 // maddubs of the unsigned point bytes with the activations negated where
 // the signs say (|y| <= 127: no saturation), madd with the sub-blocks' odd
 // scales (vpdpwssd with AVX-VNNI); per block and row S exactly, then the canonical step
