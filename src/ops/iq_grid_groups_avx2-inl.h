@@ -156,7 +156,8 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
             scales = _mm256_shuffle_epi8(
                 scale_bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
         } else {
-            scales = _mm256_set1_epi16(static_cast<int16_t>(s.scale_lo));  // the same for both halves
+            scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale_hi)),
+                                      _mm_set1_epi16(static_cast<int16_t>(s.scale_lo)));
         }
         for (int c = 0; c < C; ++c) {
             const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + 32 * j));
