@@ -55,6 +55,45 @@ HWY_INLINE __m256i sign_byte_masks(const uint8_t* bytes) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
+// IQ2_XXS and IQ3_XXS keep each sub-block's signs in a 32-bit word: 4
+// groups of 7 sign bits (the 8th sign of each group is their parity, so
+// that a group has an even count of minus signs) under the 4-bit scale.
+template <QuantType kType>
+inline constexpr bool kIqSignWords = kType == QuantType::IQ2_XXS || kType == QuantType::IQ3_XXS;
+
+// A block's 8 sign words, word j in 32-bit lane j.
+template <QuantType kType>
+HWY_INLINE __m256i sign_words(const uint8_t* block) {
+    if constexpr (kType == QuantType::IQ3_XXS) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ3_XXS, qs) + kQK_K / 4));
+    } else {
+        // IQ2_XXS: word j follows sub-block j's 4 point bytes, at 8 j + 4.
+        const uint8_t* qs = block + offsetof(BlockIQ2_XXS, qs);
+        const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(qs));
+        const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(qs + 32));
+        // Odd words: j = 0 1 4 5 | 2 3 6 7, then the 64-bit pairs in order.
+        const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(lo, hi, 0xDD));
+        return _mm256_permute4x64_epi64(odd, 0xD8);
+    }
+}
+
+// The sign bytes those words stand for (the bytes kIqSignBytes types store:
+// group l of word j is byte l of lane j), each group moved to its byte and
+// its parity set as bit 7: a block's 32 table lookups, and the inserts that
+// gather them, in 17 vector operations.
+HWY_INLINE __m256i sign_bytes_of_words(__m256i w) {
+    __m256i v = _mm256_and_si256(w, _mm256_set1_epi32(0x7F));
+    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_slli_epi32(w, 1), _mm256_set1_epi32(0x7F00)));
+    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x7F0000)));
+    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_slli_epi32(w, 3), _mm256_set1_epi32(0x7F000000)));
+    // Bit 0 of each byte folded into the parity of that byte alone (each
+    // shift's bits from the next byte land above bit 0 and are masked off).
+    __m256i p = _mm256_xor_si256(v, _mm256_srli_epi32(v, 4));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    return _mm256_or_si256(v, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+}
+
 // kIqScaleNibbles types: a block's odd scales 2 s + 1 as bytes, in both
 // 128-bit lanes (nibble i of iq_scale_nibbles at byte i).
 template <QuantType kType>
@@ -124,13 +163,34 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
     alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
     if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
+    alignas(32) uint32_t words[8], word_signs[8];
+    if constexpr (kIqSignWords<kType>) {
+        const __m256i w = sign_words<kType>(block);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words), w);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(word_signs), sign_bytes_of_words(w));
+    }
     for (int j = 0; j < 8; ++j) {
-        const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>, !kIqHighBits<kType>>(block, j, t);
+        // The sign-word types decode nothing per sub-block but their points,
+        // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
+        // from the table), not through 64-bit words in scalar registers.
+        IqSub32 s;
+        if constexpr (!kIqSignWords<kType>) s = iq_decode32<kType, !kIqSignBytes<kType>, !kIqHighBits<kType>>(block, j, t);
         __m256i points;
-        if constexpr (kType == QuantType::IQ2_S) {
+        if constexpr (kType == QuantType::IQ2_XXS) {
+            const uint8_t* p = block + offsetof(BlockIQ2_XXS, qs) + 8 * j;
+            points = _mm256_set_epi64x(static_cast<int64_t>(t.points8[p[3]]), static_cast<int64_t>(t.points8[p[2]]),
+                                       static_cast<int64_t>(t.points8[p[1]]), static_cast<int64_t>(t.points8[p[0]]));
+        } else if constexpr (kType == QuantType::IQ2_S) {
             const uint16_t* p = idx + 4 * j;
             points = _mm256_set_epi64x(static_cast<int64_t>(t.points8[p[3]]), static_cast<int64_t>(t.points8[p[2]]),
                                        static_cast<int64_t>(t.points8[p[1]]), static_cast<int64_t>(t.points8[p[0]]));
+        } else if constexpr (kType == QuantType::IQ3_XXS) {
+            const uint8_t* p = block + offsetof(BlockIQ3_XXS, qs) + 8 * j;
+            points = _mm256_set_epi32(
+                static_cast<int32_t>(t.points4[p[7]]), static_cast<int32_t>(t.points4[p[6]]),
+                static_cast<int32_t>(t.points4[p[5]]), static_cast<int32_t>(t.points4[p[4]]),
+                static_cast<int32_t>(t.points4[p[3]]), static_cast<int32_t>(t.points4[p[2]]),
+                static_cast<int32_t>(t.points4[p[1]]), static_cast<int32_t>(t.points4[p[0]]));
         } else if constexpr (kType == QuantType::IQ3_S) {
             const uint16_t* p = idx + 8 * j;
             points = _mm256_set_epi32(
@@ -144,7 +204,9 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
         }
         // 0xFF | 1 = -1 where the weight is negative, 1 elsewhere.
         __m256i masks;
-        if constexpr (kIqSignBytes<kType>) {
+        if constexpr (kIqSignWords<kType>) {
+            masks = sign_byte_masks(reinterpret_cast<const uint8_t*>(word_signs + j));
+        } else if constexpr (kIqSignBytes<kType>) {
             masks = sign_byte_masks(iq_sign_bytes<kType>(block, j));
         } else {
             masks = _mm256_set_epi64x(static_cast<int64_t>(s.signs[3]), static_cast<int64_t>(s.signs[2]),
@@ -155,6 +217,8 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
         if constexpr (kIqScaleNibbles<kType>) {
             scales = _mm256_shuffle_epi8(
                 scale_bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
+        } else if constexpr (kIqSignWords<kType>) {
+            scales = _mm256_set1_epi16(static_cast<int16_t>(2 * (words[j] >> 28) + 1));
         } else {
             scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale_hi)),
                                       _mm_set1_epi16(static_cast<int16_t>(s.scale_lo)));
