@@ -28,6 +28,7 @@
 #include "ops/dot_kernels.h"
 #include "ops/block32_scalar.h"
 #include "ops/float_canonical.h"
+#include "ops/group_prefetch.h"
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
 
@@ -119,8 +120,23 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
                 size_t y_stride) {
     const DC d;
     canonical::Lanes16<DC> acc[R][C];
+    // One column (a token's product) streams its R rows at once, R streams of
+    // memory, and a hardware prefetcher restarts at each 4 KiB page of each
+    // (ops/group_prefetch.h): the kernel asks for every row's lines ahead
+    // itself, the policy's distance shared among the rows. A hint: no bits
+    // change.
+    constexpr int64_t kElementBytes = kHalf == kF32 ? 4 : 2;
+    const bool near = C == 1 && near_prefetch();
+    const int64_t far_ahead = far_prefetch_bytes(near) / R, near_ahead = kL1PolicyNearBytes / R;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        if (C == 1 && (i * kElementBytes) % 64 == 0) {
+            for (int r = 0; r < R; ++r) {
+                const uint8_t* line = w + r * w_stride + i * kElementBytes;
+                __builtin_prefetch(line + far_ahead, 0, 2);
+                if (near) __builtin_prefetch(line + near_ahead, 0, 3);
+            }
+        }
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride;
             for (int c = 0; c < C; ++c) {
