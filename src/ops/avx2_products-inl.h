@@ -28,10 +28,26 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
 namespace HWY_NAMESPACE {
 namespace avx2_products {
+
+// 8 rows' scale bytes (one a row) as each row's 32-bit lane holding its
+// byte twice, as int16: the factor a vpmaddwd applies to both int16 pair
+// sums of a lane, widening and scaling at once (the 8 bytes broadcast to
+// both 128-bit halves; 0x80 in the shuffle zeroes each int16's high byte).
+HWY_INLINE __m256i scale_pairs(const uint8_t* bytes) {
+    alignas(32) static constexpr int8_t kShuffle[32] = {
+        0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128,
+        4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128};
+    int64_t eight;
+    std::memcpy(&eight, bytes, 8);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x(eight), _mm256_load_si256(reinterpret_cast<const __m256i*>(kShuffle)));
+}
 
 struct Maddubs {
     // s (int16 pair sums) plus w's bytes times y's, pairwise.

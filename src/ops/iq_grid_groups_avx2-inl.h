@@ -4,8 +4,9 @@
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
 // the 4 point words by table lookups (ops/iq_grid_decode.h; IQ2_S's and
 // IQ3_S's indices built a block at a time in vector registers), the sign
-// masks by table lookups or, where the signs are whole bytes, spread in
-// registers; the 4-bit scales widened a block at a time,
+// masks by table lookups (IQ2_XS) or spread in registers from sign bytes
+// (IQ2_XXS's and IQ3_XXS's made from their sign words a block at a time);
+// the 4-bit scales widened a block at a time,
 // maddubs of the unsigned point bytes with the activations negated where
 // the signs say (|y| <= 127: no saturation), madd with the sub-blocks' odd
 // scales (vpdpwssd with AVX-VNNI); per block and row S exactly, then the canonical step
@@ -80,7 +81,7 @@ HWY_INLINE __m256i sign_words(const uint8_t* block) {
 // The sign bytes those words stand for (the bytes kIqSignBytes types store:
 // group l of word j is byte l of lane j), each group moved to its byte and
 // its parity set as bit 7: a block's 32 table lookups, and the inserts that
-// gather them, in 17 vector operations.
+// gather them, in 19 vector operations.
 HWY_INLINE __m256i sign_bytes_of_words(__m256i w) {
     __m256i v = _mm256_and_si256(w, _mm256_set1_epi32(0x7F));
     v = _mm256_or_si256(v, _mm256_and_si256(_mm256_slli_epi32(w, 1), _mm256_set1_epi32(0x7F00)));

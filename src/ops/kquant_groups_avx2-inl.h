@@ -9,9 +9,9 @@
 // nibbles (sub-block 2h + 1); maddubs multiplies them (unsigned, 0..15) by 4
 // of the column's activation bytes (signed) broadcast, adding pairs into
 // int16: a pair is at most 2 * 15 * 128 = 3840, so a sub-block's 8 chunk
-// products add up in int16 (at most 30720) and one madd with ones widens
-// them. Each sub-block's sum is multiplied by its row's 6-bit scale; the
-// mins take one madd per pair of sub-blocks (the rows' int16 pairs of mins
+// products add up in int16 (at most 30720), and one madd by the row's 6-bit
+// scale (held in both int16 of the row's lane: avx2_products-inl.h's
+// scale_pairs) widens and scales them at once; the mins take one madd per pair of sub-blocks (the rows' int16 pairs of mins
 // against the column's pair of sub-block sums, from Q8_K's bsums). The float
 // step is the canonical one (vec_dot_groups_canonical):
 //   block = fma(-dmin_r, float(mins), d_r * float(scaled));  acc = fma(d_x, block, acc)
@@ -25,6 +25,9 @@
 #endif
 
 #include <hwy/highway.h>
+
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
@@ -43,10 +46,12 @@ namespace HWY_NAMESPACE {
 namespace avx2_kgroups {
 
 #define TESSERA_KQ_SUB_ADD(s, w, y) _mm256_add_epi16((s), _mm256_maddubs_epi16((w), (y)))
-#define TESSERA_KQ_SUB_WIDEN(s) _mm256_madd_epi16((s), _mm256_set1_epi16(1))
+#define TESSERA_KQ_SCALES(p) avx2_products::scale_pairs(p)
+#define TESSERA_KQ_SUB_SCALE(s, sc) _mm256_madd_epi16((s), (sc))
 #include "ops/kquant_groups_avx2_kernel.inc"
 #undef TESSERA_KQ_SUB_ADD
-#undef TESSERA_KQ_SUB_WIDEN
+#undef TESSERA_KQ_SCALES
+#undef TESSERA_KQ_SUB_SCALE
 
 }  // namespace avx2_kgroups
 }  // namespace HWY_NAMESPACE

@@ -36,10 +36,12 @@ namespace HWY_NAMESPACE {
 namespace avxvnni_kgroups {
 
 #define TESSERA_KQ_SUB_ADD(s, w, y) _mm256_dpbusd_avx_epi32((s), (w), (y))
-#define TESSERA_KQ_SUB_WIDEN(s) (s)
+#define TESSERA_KQ_SCALES(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))
+#define TESSERA_KQ_SUB_SCALE(s, sc) _mm256_mullo_epi32((s), (sc))
 #include "ops/kquant_groups_avx2_kernel.inc"
 #undef TESSERA_KQ_SUB_ADD
-#undef TESSERA_KQ_SUB_WIDEN
+#undef TESSERA_KQ_SCALES
+#undef TESSERA_KQ_SUB_SCALE
 
 }  // namespace avxvnni_kgroups
 }  // namespace HWY_NAMESPACE

@@ -65,11 +65,6 @@ HWY_INLINE __m256i low_pair(__m256i q, int t) {
     }
 }
 
-// Row r's byte of a sub-block's 8 scale bytes (broadcast to both 128-bit
-// halves) as both int16 of row r's 32-bit lane: 0x80 zeroes the high bytes.
-alignas(32) inline constexpr int8_t kScalePairShuffle[32] = {
-    0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128,
-    4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7, -128};
 // Where unpacklo/unpackhi of the 16 bsums (stored one after the other) put
 // sub-block j's lane: each unpack takes 4 from each 128-bit half.
 inline constexpr int kBsumSlot[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
@@ -98,7 +93,6 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     constexpr int64_t kChunkBytes = kQ3 ? q3k_group::kChunkBytes : q2k_group::kChunkBytes;
     const __m256i two_bits = _mm256_set1_epi8(0x03);
     const __m256i bit2 = _mm256_set1_epi8(0x04);
-    const __m256i pair_shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kScalePairShuffle));
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
@@ -178,9 +172,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                     for (int t = 0; t < 4; ++t) {
                         const uint8_t* scale_bytes = p + kScales + 16 * (4 * h + t) + 8 * h8;
                         if constexpr (kPairs) {
-                            int64_t eight;
-                            std::memcpy(&eight, scale_bytes, 8);
-                            const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi64x(eight), pair_shuffle);
+                            const __m256i bytes = avx2_products::scale_pairs(scale_bytes);
                             const __m256i sc = kQ3 ? _mm256_sub_epi16(bytes, _mm256_set1_epi16(32))
                                                    : _mm256_and_si256(bytes, _mm256_set1_epi16(0x0F));
                             for (int c = 0; c < C; ++c) scaled[c] = Products::add_pairs(scaled[c], s[t][c], sc);
