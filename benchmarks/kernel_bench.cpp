@@ -9,6 +9,11 @@
 //   tile       256 rows x 512 activation columns in 16 x 64 tiles (matmul's
 //              prefill blocking); GB/s counts the weights once per column,
 //              i.e. the bandwidth a matrix-vector product would need to match
+//   groups     (--groups) the block types' grouped kernels, as matmul runs
+//              a prompt over weights in the group layout (ops/row_groups.h):
+//              256 rows x 512 activation columns, one call per 16-row group
+//              and 64 columns; GB/s as in tile, and the integer
+//              multiply-adds per second
 //   peak       (x86-64 with FMA) one thread's float multiply-add peak: 12
 //              independent chains of 256-bit fused multiply-adds, the most
 //              any float kernel can reach; the float types' tile figure is
@@ -18,8 +23,11 @@
 // Not a test: the figures depend on the machine. Each figure is the best of
 // several runs, timed in the thread's CPU time so that other processes on a
 // busy machine stretch a run less (they still share the caches).
+#include "ops/cpu_target.h"
 #include "ops/dot_kernels.h"
+#include "ops/matvec.h"
 #include "ops/quant_traits.h"
+#include "ops/row_groups.h"
 #include "util/rng.h"
 
 #include <hwy/targets.h>
@@ -166,6 +174,41 @@ Figures measure(const QuantTraits& t, const std::vector<uint8_t>& w, const std::
     return f;
 }
 
+// The grouped tile product's weight GB/s (counted once per column, as in
+// tile): rows grouped by 16 as a loaded model holds them, activations
+// quantized as the forward pass quantizes them.
+double measure_groups(const QuantTraits& t, const std::vector<uint8_t>& rows, double budget) {
+    const uint64_t row_bytes = quant_row_bytes(t.type, kCols);
+    const uint64_t gb = group_bytes(t.type, kCols);
+    std::vector<uint8_t> w(gb * (kTileRows / kGroupRows));
+    for (int64_t g = 0; g < kTileRows / kGroupRows; ++g) {
+        group_rows(t.type, rows.data() + g * kGroupRows * row_bytes, row_bytes, kGroupRows, kCols, w.data() + g * gb);
+    }
+    std::vector<float> xf(static_cast<size_t>(kTileColumns) * kCols);
+    Rng rng(3);
+    for (auto& v : xf) v = rng.next_normal();
+    QuantizedActivation x;
+    x.quantize(xf.data(), kCols, t.vec_dot_type, kTileColumns, kCols);
+    const bool sums = t.vec_dot_type == QuantType::Q8_0;
+    std::vector<float> y(static_cast<size_t>(kTileRows) * kTileColumns);
+    constexpr int kColumns = 64;  // matmul's token block
+    const double tile_gb = static_cast<double>(kTileRows * row_bytes) * kTileColumns * 1e-9;
+    return tile_gb / best_seconds(
+                         [&] {
+                             for (int64_t g = 0; g < kTileRows / kGroupRows; ++g) {
+                                 for (int c = 0; c < kTileColumns; c += kColumns) {
+                                     t.vec_dot_groups(kCols, w.data() + g * gb, gb, 1, x.row(c), x.row_bytes(),
+                                                      sums ? x.block_sums(c) : nullptr,
+                                                      static_cast<size_t>(x.sums_stride()), kColumns,
+                                                      y.data() + static_cast<size_t>(c) * kTileRows + g * kGroupRows,
+                                                      kTileRows, 0, 0, false);
+                                 }
+                             }
+                             g_sink += y[0];
+                         },
+                         budget);
+}
+
 // weight_bytes: bytes per weight of a float type (0: a block type, whose
 // products are integer, not float multiply-adds).
 void print(const char* type, const char* target, const Figures& f, const Figures* scalar, double weight_bytes,
@@ -185,8 +228,40 @@ void print(const char* type, const char* target, const Figures& f, const Figures
     std::printf("\n");
 }
 
+// --groups: every block type with a grouped kernel, on the CPU target
+// TESSERA_CPU_TARGET names (the best by default), or on each target this CPU
+// runs with --all-targets (AVX2 with and without AVX-VNNI among them).
+int run_groups(bool all_targets, const std::string& only_type, double budget) {
+    std::vector<std::string> targets = cpu_target_names();
+    if (!all_targets) {
+        limit_cpu_target_from_environment();
+        targets = {cpu_target_name()};
+    }
+    for (uint32_t id = 0; id < 64; ++id) {
+        const auto layout = quant_layout(id);
+        if (!layout || layout->block_size <= 1) continue;
+        const QuantType type = layout->type;
+        if (!only_type.empty() && only_type != quant_type_name(type)) continue;
+        const QuantTraits* ref = scalar_traits(type);
+        if (ref == nullptr || ref->vec_dot == nullptr) continue;
+        const auto rows = random_rows(type, kTileRows, kCols, 1);
+        const double macs = static_cast<double>(kTileRows) * kCols * kTileColumns;
+        const double bytes = static_cast<double>(kTileRows) * quant_row_bytes(type, kCols) * kTileColumns;
+        for (const std::string& target : targets) {
+            limit_cpu_target(target);
+            const QuantTraits* t = compute_traits(type);
+            if (t == nullptr || t->vec_dot_groups == nullptr) continue;
+            const double gbs = measure_groups(*t, rows, budget);
+            std::printf("%-7s %-10s groups %8.2f GB/s   %6.1f G int8 multiply-adds/s\n", quant_type_name(type),
+                        target.c_str(), gbs, gbs / bytes * 1e9 * macs * 1e-9);
+        }
+    }
+    return g_sink == 12345.0f ? 1 : 0;
+}
+
 int run(int argc, char** argv) {
     bool all_targets = false;
+    bool groups = false;
     double budget = 0.5;
     std::string only_type;
     for (int i = 1; i < argc; ++i) {
@@ -203,14 +278,18 @@ int run(int argc, char** argv) {
                              kTileColumns);
                 return 2;
             }
+        } else if (arg == "--groups") {
+            groups = true;
         } else if (arg == "--type" && i + 1 < argc) {
             only_type = argv[++i];
         } else {
             std::fprintf(stderr,
-                         "usage: kernel_bench [--all-targets] [--quick] [--type F32|F16|BF16|Q8_0|Q4_0] [--tile R C]\n"
+                         "usage: kernel_bench [--all-targets] [--quick] [--groups] [--type T] [--tile R C]\n"
                          "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
                          "  --quick        fewer runs per figure\n"
-                         "  --type T       only this weight type\n"
+                         "  --groups       the grouped kernels of every block type (a prompt's products)\n"
+                         "  --type T       only this weight type (F32|F16|BF16|Q8_0|Q4_0; with --groups any\n"
+                         "                 block type with a grouped kernel)\n"
                          "  --tile R C     R rows x C columns per vec_dot_tile call in the tile figure (16 64)\n");
             return 2;
         }
@@ -226,6 +305,7 @@ int run(int argc, char** argv) {
     } else {
         std::printf("peak: not measured on this CPU (x86-64 with FMA only)\n");
     }
+    if (groups) return run_groups(all_targets, only_type, budget);
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16, QuantType::Q8_0, QuantType::Q4_0}) {
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits& ref = *scalar_traits(type);

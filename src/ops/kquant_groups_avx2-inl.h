@@ -45,10 +45,12 @@ namespace tessera {
 namespace HWY_NAMESPACE {
 namespace avx2_kgroups {
 
-#define TESSERA_KQ_SUB_ADD(s, w, y) _mm256_add_epi16((s), _mm256_maddubs_epi16((w), (y)))
+#define TESSERA_KQ_SUB_ADD(s, w, y) avx2_products::Maddubs::add((s), (w), (y))
 #define TESSERA_KQ_SCALES(p) avx2_products::scale_pairs(p)
 #define TESSERA_KQ_SUB_SCALE(s, sc) _mm256_madd_epi16((s), (sc))
+#define TESSERA_KQ_SUB_FIRST(w, y) _mm256_maddubs_epi16((w), (y))
 #include "ops/kquant_groups_avx2_kernel.inc"
+#undef TESSERA_KQ_SUB_FIRST
 #undef TESSERA_KQ_SUB_ADD
 #undef TESSERA_KQ_SCALES
 #undef TESSERA_KQ_SUB_SCALE

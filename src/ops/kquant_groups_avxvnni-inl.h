@@ -38,7 +38,9 @@ namespace avxvnni_kgroups {
 #define TESSERA_KQ_SUB_ADD(s, w, y) _mm256_dpbusd_avx_epi32((s), (w), (y))
 #define TESSERA_KQ_SCALES(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))
 #define TESSERA_KQ_SUB_SCALE(s, sc) _mm256_mullo_epi32((s), (sc))
+#define TESSERA_KQ_SUB_FIRST(w, y) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (w), (y))
 #include "ops/kquant_groups_avx2_kernel.inc"
+#undef TESSERA_KQ_SUB_FIRST
 #undef TESSERA_KQ_SUB_ADD
 #undef TESSERA_KQ_SCALES
 #undef TESSERA_KQ_SUB_SCALE
