@@ -49,16 +49,24 @@ HWY_INLINE __m256i scale_pairs(const uint8_t* bytes) {
     return _mm256_shuffle_epi8(_mm256_set1_epi64x(eight), _mm256_load_si256(reinterpret_cast<const __m256i*>(kShuffle)));
 }
 
+// s + v in int16 / int32 lanes, added into s's own register. As asm: with
+// the add an intrinsic, GCC reassociates a kernel's unrolled chain of adds
+// into a tree whose leaves (every product of a chunk) outlive the 16
+// registers and go through the stack, or adds into a new register and copies
+// it back each step.
+HWY_INLINE __m256i accumulate16(__m256i s, __m256i v) {
+    asm("vpaddw %1, %0, %0" : "+x"(s) : "x"(v));
+    return s;
+}
+HWY_INLINE __m256i accumulate32(__m256i s, __m256i v) {
+    asm("vpaddd %1, %0, %0" : "+x"(s) : "x"(v));
+    return s;
+}
+
 struct Maddubs {
-    // s (int16 pair sums) plus w's bytes times y's, pairwise. The add is asm,
-    // into s's own register: as an intrinsic, GCC reassociates a kernel's
-    // unrolled chain of adds into a tree whose leaves (every product of a
-    // chunk) outlive the 16 registers and go through the stack, or adds into
-    // a new register and copies it back each step.
+    // s (int16 pair sums) plus w's bytes times y's, pairwise.
     static HWY_INLINE __m256i add(__m256i s, __m256i w, __m256i y) {
-        const __m256i p = _mm256_maddubs_epi16(w, y);
-        asm("vpaddw %1, %0, %0" : "+x"(s) : "x"(p));
-        return s;
+        return accumulate16(s, _mm256_maddubs_epi16(w, y));
     }
     // add's sums as int32 lanes (4 products each).
     static HWY_INLINE __m256i widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }

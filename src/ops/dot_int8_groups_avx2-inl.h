@@ -25,6 +25,9 @@
 
 #include <hwy/highway.h>
 
+// Outside the target test: toggling headers must be seen on every pass.
+#include "ops/avx2_products-inl.h"
+
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
@@ -47,6 +50,58 @@ HWY_INLINE __m256i broadcast4(const uint8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
+}
+
+// Q8_0, 16 rows x C columns (C <= 8) as group_kernel below, chunk by chunk:
+// each of a half's 8 chunks is loaded and its magnitudes taken once for all
+// C columns, whose int32 sums take C registers of the 16. The float sums
+// (2 C) do not fit beside them, so they run in y: each block's are loaded,
+// fused-multiply-added and stored, in the same order as in registers.
+template <int C>
+void q8_0_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                       const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride,
+                       size_t unit_stride, bool accumulate) {
+    constexpr int64_t kGroupBlockBytes = 544, kScaleBytes = 32, kActBlockBytes = 34;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    const bool near = near_prefetch();
+    for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
+        const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+        if (!accumulate) {
+            for (int c = 0; c < C; ++c) {
+                for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + c * y_stride + 8 * h, _mm256_setzero_ps());
+            }
+        }
+        for (int64_t b = u0; b < u1; ++b) {
+            const uint8_t* p = g + b * kGroupBlockBytes;
+            prefetch_ahead(p, kGroupBlockBytes, near);
+            for (int h = 0; h < 2; ++h) {
+                const uint8_t* q = p + kScaleBytes + 32 * h;
+                __m256i s[C];
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; ++k) {
+                    // Signed codes: their magnitudes, and the signs applied to y.
+                    const __m256i w =
+                        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * k)), flip);
+                    const __m256i mag = _mm256_abs_epi8(w);
+                    for (int c = 0; c < C; ++c) {
+                        const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
+                        const __m256i signed_y = _mm256_sign_epi8(broadcast4(xb + 2 + 4 * k), w);
+                        const __m256i pairs = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, signed_y), ones);
+                        s[c] = k == 0 ? pairs : avx2_products::accumulate32(s[c], pairs);
+                    }
+                }
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+                for (int c = 0; c < C; ++c) {
+                    uint16_t hx;
+                    std::memcpy(&hx, x + c * x_stride + b * kActBlockBytes, 2);
+                    const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(hx)));
+                    float* yc = y + c * y_stride + 8 * h;
+                    _mm256_storeu_ps(yc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), scale, _mm256_loadu_ps(yc)));
+                }
+            }
+        }
+    }
 }
 
 // 16 rows x C columns over all nb blocks of one group, in units of unit_nb
@@ -131,6 +186,10 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
 template <bool kQ4>
 constexpr VecDotGroupsFn int8_vec_dot_groups =
     int8_group_entry<32, group_kernel<kQ4, 1>, group_kernel<kQ4, 2>, group_kernel<kQ4, 3>, group_kernel<kQ4, 4>>;
+template <>
+constexpr VecDotGroupsFn int8_vec_dot_groups<false> =
+    int8_group_entry<32, q8_0_group_kernel<1>, q8_0_group_kernel<2>, q8_0_group_kernel<3>, q8_0_group_kernel<4>,
+                     q8_0_group_kernel<5>, q8_0_group_kernel<6>, q8_0_group_kernel<7>, q8_0_group_kernel<8>>;
 
 }  // namespace avx2_groups
 }  // namespace HWY_NAMESPACE
