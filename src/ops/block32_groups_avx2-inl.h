@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera {
@@ -62,6 +63,11 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     static constexpr Layout L = kType == QuantType::Q5_0 ? kQ5_0 : kType == QuantType::Q5_1 ? kQ5_1 : kType == QuantType::Q4_1 ? kQ4_1
                               : kType == QuantType::IQ4_NL ? kIQ4_NL : kMXFP4;
     constexpr bool kSigned = kType == QuantType::IQ4_NL;
+    // With maddubs, the unsigned codes' int16 pair sums add up over 4 steps
+    // before a widening madd: a pair is at most 2 * 31 * 127 = 7874 (Q5_0/Q5_1;
+    // MXFP4's codes + 12 reach 24, Q4_1's 15), 4 of them 31496 < 2^15. IQ4_NL's
+    // signed grid values reach 127: its pairs (32258) widen every step.
+    constexpr bool kPairSums = !kSigned && std::is_same_v<Products, avx2_products::Maddubs>;
     constexpr int32_t kOffset = kType == QuantType::Q5_0 ? 16 : kType == QuantType::MXFP4 ? 12 : 0;
     constexpr int64_t kActBlockBytes = 34;
     const __m256i low = _mm256_set1_epi8(0x0F);
@@ -115,12 +121,26 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
                     const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
                     const int32_t ysum = sums[c * sums_stride + b];
                     __m256i s = _mm256_set1_epi32(-kOffset * ysum);
-                    for (int j = 0; j < 8; ++j) {
-                        int32_t y4;
-                        std::memcpy(&y4, xb + 2 + (j < 4 ? 4 * j : 16 + 4 * (j - 4)), 4);
-                        const __m256i yv = _mm256_set1_epi32(y4);
-                        s = kSigned ? Products::add32(s, _mm256_sign_epi8(w[j], w[j]), _mm256_sign_epi8(yv, w[j]))
-                                    : Products::add32(s, w[j], yv);
+                    if constexpr (kPairSums) {
+                        // 4 steps' pair sums add up in int16, then widen once.
+                        for (int j0 = 0; j0 < 8; j0 += 4) {
+                            __m256i s16 = _mm256_setzero_si256();
+                            for (int j = j0; j < j0 + 4; ++j) {
+                                int32_t y4;
+                                std::memcpy(&y4, xb + 2 + (j < 4 ? 4 * j : 16 + 4 * (j - 4)), 4);
+                                const __m256i products = _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(y4));
+                                s16 = j == j0 ? products : avx2_products::accumulate16(s16, products);
+                            }
+                            s = avx2_products::accumulate32(s, avx2_products::Maddubs::widen(s16));
+                        }
+                    } else {
+                        for (int j = 0; j < 8; ++j) {
+                            int32_t y4;
+                            std::memcpy(&y4, xb + 2 + (j < 4 ? 4 * j : 16 + 4 * (j - 4)), 4);
+                            const __m256i yv = _mm256_set1_epi32(y4);
+                            s = kSigned ? Products::add32(s, _mm256_sign_epi8(w[j], w[j]), _mm256_sign_epi8(yv, w[j]))
+                                        : Products::add32(s, w[j], yv);
+                        }
                     }
                     uint16_t h;
                     std::memcpy(&h, xb, 2);
