@@ -162,17 +162,92 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     }
 }
 
+// IQ4_NL, 16 rows x C columns (C <= 6) as block32_group_kernel, chunk by
+// chunk: a chunk's grid values and their magnitudes are formed once for all
+// C columns (the signed products take |v| against y * sign(v), and only the
+// signs follow the column), and the columns' int32 sums keep C registers;
+// the float sums run in y, in the same order as in registers.
+template <class Products, int C>
+void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
+                         const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride,
+                         size_t unit_stride, bool accumulate) {
+    using namespace block32_group;
+    constexpr Layout L = kIQ4_NL;
+    constexpr int64_t kActBlockBytes = 34;
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i grid =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    const bool near = near_prefetch();
+    // s + the 4 products of each lane (int32), added in s's register.
+    const auto add = [](__m256i s, __m256i mag, __m256i signed_y, bool first) {
+        if constexpr (std::is_same_v<Products, avx2_products::Maddubs>) {
+            const __m256i d = avx2_products::Maddubs::dot4(mag, signed_y);
+            return first ? d : avx2_products::accumulate32(s, d);
+        } else {
+            return first ? Products::dot4(mag, signed_y) : Products::add32(s, mag, signed_y);
+        }
+    };
+    for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
+        const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+        if (!accumulate) {
+            for (int c = 0; c < C; ++c) {
+                for (int h8 = 0; h8 < 2; ++h8) _mm256_storeu_ps(y + c * y_stride + 8 * h8, _mm256_setzero_ps());
+            }
+        }
+        for (int64_t b = u0; b < u1; ++b) {
+            const uint8_t* p = g + b * L.bytes;
+            prefetch_ahead(p, L.bytes, near);
+            for (int h8 = 0; h8 < 2; ++h8) {
+                __m256i s[C];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    // Codes 4k.. of the rows (low nibbles) and 16 + 4k.. (high).
+                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.qs + 64 * k + 32 * h8));
+                    const __m256i w_lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(q, low));
+                    const __m256i w_hi = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
+                    const __m256i mag_lo = _mm256_abs_epi8(w_lo), mag_hi = _mm256_abs_epi8(w_hi);
+                    for (int c = 0; c < C; ++c) {
+                        const uint8_t* xb = x + c * x_stride + b * kActBlockBytes;
+                        int32_t y_lo, y_hi;
+                        std::memcpy(&y_lo, xb + 2 + 4 * k, 4);
+                        std::memcpy(&y_hi, xb + 2 + 16 + 4 * k, 4);
+                        s[c] = add(s[c], mag_lo, _mm256_sign_epi8(_mm256_set1_epi32(y_lo), w_lo), k == 0);
+                        s[c] = add(s[c], mag_hi, _mm256_sign_epi8(_mm256_set1_epi32(y_hi), w_hi), false);
+                    }
+                }
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h8)));
+                for (int c = 0; c < C; ++c) {
+                    uint16_t h;
+                    std::memcpy(&h, x + c * x_stride + b * kActBlockBytes, 2);
+                    float* yc = y + c * y_stride + 8 * h8;
+                    _mm256_storeu_ps(yc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
+                                                         _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(h))),
+                                                         _mm256_loadu_ps(yc)));
+                }
+            }
+        }
+    }
+}
+
 // QuantTraits::vec_dot_groups for the type, with products formed by
 // Products (avx2_products-inl.h).
 template <QuantType kType, class Products = avx2_products::Maddubs>
 void block32_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                             size_t x_stride, const int32_t* x_sums, size_t sums_stride, int n_cols, float* y,
                             size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    static constexpr Int8GroupKernel kernels[kMaxCols] = {
-        block32_group_kernel<kType, Products, 1>, block32_group_kernel<kType, Products, 2>,
-        block32_group_kernel<kType, Products, 3>, block32_group_kernel<kType, Products, 4>};
-    run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
-                         y_stride, unit_n, unit_stride, accumulate);
+    if constexpr (kType == QuantType::IQ4_NL) {
+        static constexpr Int8GroupKernel kernels[6] = {
+            iq4_nl_group_kernel<Products, 1>, iq4_nl_group_kernel<Products, 2>, iq4_nl_group_kernel<Products, 3>,
+            iq4_nl_group_kernel<Products, 4>, iq4_nl_group_kernel<Products, 5>, iq4_nl_group_kernel<Products, 6>};
+        run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
+                             y_stride, unit_n, unit_stride, accumulate);
+    } else {
+        static constexpr Int8GroupKernel kernels[kMaxCols] = {
+            block32_group_kernel<kType, Products, 1>, block32_group_kernel<kType, Products, 2>,
+            block32_group_kernel<kType, Products, 3>, block32_group_kernel<kType, Products, 4>};
+        run_int8_group_tiles(kernels, n, w, group_stride, n_groups, x, x_stride, x_sums, sums_stride, n_cols, y,
+                             y_stride, unit_n, unit_stride, accumulate);
+    }
 }
 
 }  // namespace block32_avx2
