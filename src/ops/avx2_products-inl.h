@@ -63,6 +63,20 @@ HWY_INLINE __m256i accumulate32(__m256i s, __m256i v) {
     return s;
 }
 
+// For kernels whose registers hold only their integer sums, the float sums
+// run in y (16 rows a column, y_stride apart): cleared for a unit's first
+// block (where the sums do not accumulate onto y), then each block's added
+// as acc = fma(float(s), scale, acc), the canonical step, as in registers.
+HWY_INLINE void clear_sums(float* y, size_t y_stride, int n_cols) {
+    for (int c = 0; c < n_cols; ++c) {
+        _mm256_storeu_ps(y + c * y_stride, _mm256_setzero_ps());
+        _mm256_storeu_ps(y + c * y_stride + 8, _mm256_setzero_ps());
+    }
+}
+HWY_INLINE void add_block_sums(float* y8, __m256i s, __m256 scale) {
+    _mm256_storeu_ps(y8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, _mm256_loadu_ps(y8)));
+}
+
 struct Maddubs {
     // s (int16 pair sums) plus w's bytes times y's, pairwise.
     static HWY_INLINE __m256i add(__m256i s, __m256i w, __m256i y) {

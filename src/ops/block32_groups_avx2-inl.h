@@ -166,7 +166,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
 // chunk: a chunk's grid values and their magnitudes are formed once for all
 // C columns (the signed products take |v| against y * sign(v), and only the
 // signs follow the column), and the columns' int32 sums keep C registers;
-// the float sums run in y, in the same order as in registers.
+// the float sums run in y (avx2_products::add_block_sums).
 template <class Products, int C>
 void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                          const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride,
@@ -189,11 +189,7 @@ void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     };
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
-        if (!accumulate) {
-            for (int c = 0; c < C; ++c) {
-                for (int h8 = 0; h8 < 2; ++h8) _mm256_storeu_ps(y + c * y_stride + 8 * h8, _mm256_setzero_ps());
-            }
-        }
+        if (!accumulate) avx2_products::clear_sums(y, y_stride, C);
         for (int64_t b = u0; b < u1; ++b) {
             const uint8_t* p = g + b * L.bytes;
             prefetch_ahead(p, L.bytes, near);
@@ -219,10 +215,8 @@ void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                 for (int c = 0; c < C; ++c) {
                     uint16_t h;
                     std::memcpy(&h, x + c * x_stride + b * kActBlockBytes, 2);
-                    float* yc = y + c * y_stride + 8 * h8;
-                    _mm256_storeu_ps(yc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
-                                                         _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(h))),
-                                                         _mm256_loadu_ps(yc)));
+                    avx2_products::add_block_sums(y + c * y_stride + 8 * h8, s[c],
+                                                  _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(h))));
                 }
             }
         }

@@ -55,8 +55,7 @@ HWY_INLINE __m256i broadcast4(const uint8_t* p) {
 // Q8_0, 16 rows x C columns (C <= 8) as group_kernel below, chunk by chunk:
 // each of a half's 8 chunks is loaded and its magnitudes taken once for all
 // C columns, whose int32 sums take C registers of the 16. The float sums
-// (2 C) do not fit beside them, so they run in y: each block's are loaded,
-// fused-multiply-added and stored, in the same order as in registers.
+// (2 C) do not fit beside them, so they run in y (avx2_products::add_block_sums).
 template <int C>
 void q8_0_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* x, size_t x_stride,
                        const int32_t* /*sums*/, size_t /*sums_stride*/, float* y, size_t y_stride,
@@ -67,11 +66,7 @@ void q8_0_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     const bool near = near_prefetch();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
-        if (!accumulate) {
-            for (int c = 0; c < C; ++c) {
-                for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + c * y_stride + 8 * h, _mm256_setzero_ps());
-            }
-        }
+        if (!accumulate) avx2_products::clear_sums(y, y_stride, C);
         for (int64_t b = u0; b < u1; ++b) {
             const uint8_t* p = g + b * kGroupBlockBytes;
             prefetch_ahead(p, kGroupBlockBytes, near);
@@ -96,8 +91,7 @@ void q8_0_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                     uint16_t hx;
                     std::memcpy(&hx, x + c * x_stride + b * kActBlockBytes, 2);
                     const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(hx)));
-                    float* yc = y + c * y_stride + 8 * h;
-                    _mm256_storeu_ps(yc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), scale, _mm256_loadu_ps(yc)));
+                    avx2_products::add_block_sums(y + c * y_stride + 8 * h, s[c], scale);
                 }
             }
         }
