@@ -27,6 +27,7 @@
 #include "ops/dot_kernels.h"
 #include "ops/matvec.h"
 #include "ops/quant_traits.h"
+#include "ops/quant_type.h"
 #include "ops/row_groups.h"
 #include "util/rng.h"
 
@@ -232,6 +233,7 @@ void print(const char* type, const char* target, const Figures& f, const Figures
 // TESSERA_CPU_TARGET names (the best by default), or on each target this CPU
 // runs with --all-targets (AVX2 with and without AVX-VNNI among them).
 int run_groups(bool all_targets, const std::string& only_type, double budget) {
+    int shown = 0;
     std::vector<std::string> targets = cpu_target_names();
     if (!all_targets) {
         limit_cpu_target_from_environment();
@@ -251,10 +253,15 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
             limit_cpu_target(target);
             const QuantTraits* t = compute_traits(type);
             if (t == nullptr || t->vec_dot_groups == nullptr) continue;
+            ++shown;
             const double gbs = measure_groups(*t, rows, budget);
             std::printf("%-7s %-10s groups %8.2f GB/s   %6.1f G int8 multiply-adds/s\n", quant_type_name(type),
                         target.c_str(), gbs, gbs / bytes * 1e9 * macs * 1e-9);
         }
+    }
+    if (shown == 0 && !only_type.empty()) {
+        std::fprintf(stderr, "kernel_bench: %s has no grouped kernel on this CPU's targets\n", only_type.c_str());
+        return 2;
     }
     return g_sink == 12345.0f ? 1 : 0;
 }
@@ -293,6 +300,14 @@ int run(int argc, char** argv) {
                          "  --tile R C     R rows x C columns per vec_dot_tile call in the tile figure (16 64)\n");
             return 2;
         }
+    }
+    if (!only_type.empty()) {
+        const auto type = parse_quant_type(only_type);
+        if (!type) {
+            std::fprintf(stderr, "kernel_bench: unknown --type '%s'\n", only_type.c_str());
+            return 2;
+        }
+        only_type = quant_type_name(*type);  // the spelling the loops compare
     }
     std::vector<int64_t> targets = simd_block_targets();
     if (!all_targets) targets.resize(1);  // the best one comes first
