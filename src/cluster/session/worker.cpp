@@ -784,7 +784,6 @@ void run_worker(const WorkerOptions& options) {
                                     options.discovery_port, listener.port()));
         }
     }
-    if (options.on_listening) options.on_listening(listener.port());
     std::unique_ptr<KvCodebooks> codebooks;
     if (!options.codebooks_path.empty()) {
         if (!model) throw make_error("--codebooks needs the model file (-m) they were fitted on");
@@ -797,6 +796,9 @@ void run_worker(const WorkerOptions& options) {
     const Worker w{options, model.get(), pool, state, codebooks.get(), board, advertiser.get(),
                    HostPort{options.listen.host, listener.port()}.str()};
     if (options.publish_status) options.publish_status([&w] { return worker_status_json(w); });
+    // Announced only now, so whoever waits for the address (a test, a
+    // supervisor) finds --metrics-port already answering, never a 503.
+    if (options.on_listening) options.on_listening(listener.port());
     std::string session_error;  // --once: why the one session failed
     while (!state.stopping()) {
         TcpStream stream;
