@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Vulkan backend on a lent GPU machine, in one call of the device tool's
-# `run` (at most 8 minutes; carry [".gpu-carry"], made here by
+# `run` (at most 9 minutes; carry [".gpu-carry", ".gl"], made here by
 # scripts/gpu_device_prepare.sh). Steps, by argument (default: all):
 #   tests  the kernel and forward tests on the first GPU that is not
 #          lavapipe: every product, norm, RoPE, softmax and the whole forward of
@@ -9,72 +9,120 @@
 #          emulated one), and which fma `tessera devices` reports
 #   bench  tg128 and pp512 of the 1.1B and 8B shapes in Q4_0 and Q4_K (zero
 #          weights: the speed of real ones, no time to generate): tessera on
-#          the GPU, llama.cpp's Vulkan backend (carried) and CUDA backend (built
-#          here from the carried sources, sm_90), side by side; tessera with
+#          the GPU, llama.cpp's Vulkan and CUDA backends (carried builds, or
+#          CUDA built there from carried sources), side by side; tessera with
 #          plain integer sums and with packed dot products (TESSERA_VULKAN_DOT)
-# Figures land in $OUT/gpu_check.txt. TESSERA_GPU_CHECK_ANY=1 takes a
-# software device too (a rehearsal of the script on lavapipe).
+# Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt.
+# TESSERA_GPU_CHECK_ANY=1 takes a software device too (a rehearsal of the
+# script on lavapipe); GPU_CHECK_SHAPES=small benches the 1.1B shape only,
+# GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
 out=${OUT:-/tmp}/gpu_check.txt
+log=${OUT:-/tmp}/gpu_log.txt
 : > "$out"
-say() { echo "$*" | tee -a "$out"; }
+: > "$log"
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$out"; }
 C=.gpu-carry
+W=${GPU_CHECK_TMP:-/tmp/gpu-check}
+mkdir -p $W
+# The Vulkan loader and the GL dispatch libraries NVIDIA's driver loads, where
+# the image lacks them (the device tool's README).
+if [ -d .gl ] && ! ldconfig -p | grep -q libGLdispatch.so.0; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
 # The NVIDIA driver's ICD, where the machine keeps it (the device tool's README).
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f $nvidia_icd ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
 loader=("$C/lib/ld-linux-x86-64.so.2" --library-path "$C/lib")  # the carried libraries, whatever the image has
-run() { "${loader[@]}" "$@"; }
 # The test binaries were built elsewhere: their data is this tree's.
-export TESSERA_SOURCE_DIR=$PWD TESSERA_TEST_TMP=/tmp/tessera-test
-tessera() { run "$C/bin/tessera" "$@"; }
-say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
-tessera devices | tee -a "$out"
+export TESSERA_SOURCE_DIR=$PWD TESSERA_TEST_TMP=$W/tessera-test
+tessera() { "${loader[@]}" "$C/bin/tessera" "$@"; }
+say "$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null)"
+say "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+tessera devices 2>&1 | tee -a "$out"
 device=$(tessera devices --json | python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)["vulkan"] or []
 gpus = [x["index"] for x in d if x["type"] != "cpu"]
 any_device = [x["index"] for x in d] if os.environ.get("TESSERA_GPU_CHECK_ANY") else []
 print(gpus[0] if gpus else any_device[0] if any_device else -1)')
-[ "$device" -ge 0 ] || { say "no Vulkan GPU"; exit 1; }
+[ "${device:--1}" -ge 0 ] || { say "no Vulkan GPU"; exit 1; }
 say "GPU: vulkan:$device"
+
+# Work that needs only the CPUs starts at once, beside the GPU tests: the
+# models, the peer's builds unpacked (or its CUDA build from sources).
+m=$W/models
+pp=${GPU_CHECK_PP:-512} tg=${GPU_CHECK_TG:-128}  # smaller for a rehearsal
+if [ "$step" = all ] || [ "$step" = bench ]; then
+  mkdir -p $m
+  shapes="1b 8b"; [ "${GPU_CHECK_SHAPES:-}" = small ] && shapes=1b
+  (
+    for t in Q4_0 Q4_K; do
+      tessera gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --vocab 32000 --type $t \
+        --zero-weights -q -o $m/1b-$t.gguf
+      [ "$shapes" = 1b ] || tessera gen-model --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 \
+        --vocab 128256 --type $t --zero-weights -q -o $m/8b-$t.gguf
+    done
+  ) >> "$log" 2>&1 &
+  gen=$!
+  for p in llama-vk llama-cuda; do [ -f $C/$p.tar.xz ] && tar -C $W -xJf $C/$p.tar.xz; done
+  cuda_build=
+  if [ ! -x $W/llama-cuda/llama-bench ] && [ -f $C/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
+    mkdir -p $W/llama-src && tar -C $W/llama-src -xzf $C/llama-src.tar.gz
+    (cd $W/llama-src && cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF &&
+      cmake --build build --target llama-bench -j$(($(nproc) - 2)) && mkdir -p $W/llama-cuda &&
+      cp build/bin/llama-bench build/bin/*.so* $W/llama-cuda/) >> "$log" 2>&1 &
+    cuda_build=$!
+  fi
+fi
+
 if [ "$step" = all ] || [ "$step" = tests ]; then
-  TESSERA_VULKAN_DEVICE=$device timeout 120 "${loader[@]}" "$C/bin/test_gpu" 2>&1 | tail -3 | tee -a "$out"
-  TESSERA_VULKAN_DEVICE=$device timeout 180 "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tail -16 | tee -a "$out"
+  say "tests"
+  TESSERA_VULKAN_DEVICE=$device timeout 90 "${loader[@]}" "$C/bin/test_gpu" 2>&1 | tee -a "$log" | tail -3 | tee -a "$out"
+  TESSERA_VULKAN_DEVICE=$device timeout 150 "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" |
+    grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
   # The same with the fma built from doubles (the probe's other branch) and
   # with a dot per invocation (lavapipe's layout), on this GPU.
-  TESSERA_VULKAN_FMA=emulate TESSERA_VULKAN_PRODUCTS=dots TESSERA_VULKAN_DEVICE=$device timeout 180 \
-    "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tail -3 | tee -a "$out"
+  TESSERA_VULKAN_FMA=emulate TESSERA_VULKAN_PRODUCTS=dots TESSERA_VULKAN_DEVICE=$device timeout 150 \
+    "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" | grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
 fi
+
 if [ "$step" = all ] || [ "$step" = bench ]; then
-  m=/tmp/models; mkdir -p $m
-  for t in Q4_0 Q4_K; do
-    tessera gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --vocab 32000 --type $t \
-      --zero-weights -q -o $m/1b-$t.gguf
-    tessera gen-model --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --type $t \
-      --zero-weights -q -o $m/8b-$t.gguf
-  done
-  if [ -f $C/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
-    mkdir -p /tmp/llama && tar -C /tmp/llama -xzf $C/llama-src.tar.gz
-    (cd /tmp/llama && timeout 300 cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null &&
-      timeout 300 cmake --build build --target llama-bench -j16 >/dev/null) || say "llama.cpp CUDA build failed"
-  fi
+  wait $gen || say "gen-model failed (see gpu_log.txt)"
+  say "models ready"
   packed=$(tessera devices --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)["vulkan"][int(sys.argv[1])]
 print("packed" if d.get("integer_dot") else "")' "$device")
-  for f in $m/1b-Q4_0.gguf $m/1b-Q4_K.gguf $m/8b-Q4_0.gguf $m/8b-Q4_K.gguf; do
+  # CUDA's runtime and cuBLAS: the machine's toolkit (the carried build links CUDA 13's).
+  cuda_lib=$(dirname "$(ls /usr/local/cuda/lib64/libcublas.so.* /usr/local/cuda*/lib64/libcublas.so.* \
+    /usr/local/cuda*/targets/x86_64-linux/lib/libcublas.so.* 2>/dev/null | head -1)" 2>/dev/null)
+  llama_cuda() {
+    LD_LIBRARY_PATH=$W/llama-cuda:${cuda_lib:-/usr/local/cuda/lib64} timeout 120 $W/llama-cuda/llama-bench "$@"
+  }
+  capture() {  # LABEL, then the command: its pp and tg rows, or why there are none
+    local label=$1; shift
+    "$@" > $W/run.txt 2>&1
+    cat $W/run.txt >> "$log"
+    grep -E "^\|.*(pp|tg)[0-9]" $W/run.txt | sed "s/^/$label /" | tee -a "$out" | grep -q . ||
+      say "$label: no figures: $(tail -3 $W/run.txt | tr '\n' ' ')"
+  }
+  for f in $(ls $m/*.gguf | sort); do
     say "== $(basename $f)"
     # Plain integer sums, then the packed dot instructions where the device has them.
     for dot in plain $packed; do
-      TESSERA_VULKAN_DOT=$dot timeout 120 "${loader[@]}" "$C/bin/tessera" bench -m $f -p 512 -n 128 -r 2 \
-        --device vulkan:$device 2>&1 | grep -E "pp|tg" | sed "s/^/tessera vulkan ($dot) /" | tee -a "$out"
+      capture "tessera vulkan ($dot)" env TESSERA_VULKAN_DOT=$dot timeout 150 "${loader[@]}" "$C/bin/tessera" bench \
+        -m $f -p $pp -n $tg -r 2 --device vulkan:$device
     done
-    [ -x $C/llama-vk/llama-bench ] && timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/llama-vk:$C/lib" \
-      $C/llama-vk/llama-bench -m $f -p 512 -n 128 -r 2 -ngl 99 2>&1 | grep -E "pp|tg" | sed 's/^/llama vulkan /' | tee -a "$out"
-    [ -x /tmp/llama/build/bin/llama-bench ] && timeout 120 /tmp/llama/build/bin/llama-bench -m $f -p 512 -n 128 -r 2 \
-      -ngl 99 2>&1 | grep -E "pp|tg" | sed 's/^/llama cuda /' | tee -a "$out"
+    [ -x $W/llama-vk/llama-bench ] && capture "llama vulkan" timeout 120 "$C/lib/ld-linux-x86-64.so.2" \
+      --library-path "$W/llama-vk:$C/lib" $W/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
+    if [ -n "$cuda_build" ]; then wait $cuda_build || say "llama.cpp CUDA build failed"; cuda_build=; fi
+    [ -x $W/llama-cuda/llama-bench ] && capture "llama cuda" llama_cuda -m $f -p $pp -n $tg -r 2 -ngl 99
   done
 fi
+say "done"

@@ -4,9 +4,14 @@
 
 #include "util/error.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 namespace tessera {
@@ -180,6 +185,25 @@ std::vector<VulkanDeviceInfo> vulkan_devices() {
     return out;
 }
 
+// Where a token's time goes on the device: per kernel and grid, the time
+// from the dispatch before it ended to its own end (its launch, its barrier
+// and its work), summed over every submission of the context's life.
+struct VulkanContext::Profile {
+    static constexpr uint32_t kQueries = 1u << 14;
+    VkQueryPool pool = VK_NULL_HANDLE;
+    double period_ns = 1.0;
+    uint64_t mask = ~0ull;
+    std::vector<std::string> pending;  // the recording's marks, in order (query i + 1 ends pending[i])
+    struct Row {
+        uint64_t calls = 0;
+        double ns = 0.0;
+    };
+    std::map<std::string, Row> rows;
+    uint64_t submissions = 0;
+    double device_ns = 0.0;  // first to last timestamp, summed
+    double wait_ns = 0.0;    // submit to fence, summed
+};
+
 VulkanContext::VulkanContext(int index) {
     instance_ = create_instance();
     try {
@@ -241,15 +265,58 @@ VulkanContext::VulkanContext(int index) {
         vk_check(vkCreateCommandPool(device_, &pool, nullptr, &pool_), "vkCreateCommandPool");
         VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
         vk_check(vkCreateFence(device_, &fence, nullptr, &fence_), "vkCreateFence");
+        if (const char* v = std::getenv("TESSERA_VULKAN_PROFILE"); v != nullptr && *v != '\0' && *v != '0') {
+            if (families[queue_family_].timestampValidBits == 0) {
+                throw make_error("TESSERA_VULKAN_PROFILE: Vulkan device {} ({}) has no timestamps on its compute queue",
+                                 index, info_.name);
+            }
+            VkPhysicalDeviceProperties properties;
+            vkGetPhysicalDeviceProperties(physical_, &properties);
+            profile_ = std::make_unique<Profile>();
+            profile_->period_ns = properties.limits.timestampPeriod;
+            profile_->mask = families[queue_family_].timestampValidBits >= 64
+                                 ? ~0ull
+                                 : (1ull << families[queue_family_].timestampValidBits) - 1;
+            VkQueryPoolCreateInfo queries{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+            queries.queryType = VK_QUERY_TYPE_TIMESTAMP;
+            queries.queryCount = Profile::kQueries;
+            vk_check(vkCreateQueryPool(device_, &queries, nullptr, &profile_->pool), "vkCreateQueryPool");
+        }
     } catch (...) {
-        this->~VulkanContext();
+        release();
         throw;
     }
 }
 
-VulkanContext::~VulkanContext() {
+void VulkanContext::mark(VkCommandBuffer cb, const char* kernel, uint32_t groups_x, uint32_t groups_y,
+                         uint32_t groups_z) {
+    if (!profile_ || profile_->pending.size() + 1 >= Profile::kQueries) return;
+    profile_->pending.push_back(fmt::format("{} [{}x{}x{}]", kernel, groups_x, groups_y, groups_z));
+    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_->pool,
+                        static_cast<uint32_t>(profile_->pending.size()));
+}
+
+void VulkanContext::print_profile() const {
+    if (!profile_ || profile_->submissions == 0) return;
+    const Profile& p = *profile_;
+    std::vector<std::pair<std::string, Profile::Row>> rows(p.rows.begin(), p.rows.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+    std::string text = fmt::format(
+        "Vulkan profile of device {} ({}): {} submissions, {:.3f} ms on the device between their first and last "
+        "timestamps, {:.3f} ms from submit to fence\n{:>10} {:>8} {:>10} {:>6}  kernel [grid]\n",
+        info_.index, info_.name, p.submissions, p.device_ns * 1e-6, p.wait_ns * 1e-6, "ms", "calls", "us/call", "share");
+    for (const auto& [name, row] : rows) {
+        text += fmt::format("{:10.3f} {:8} {:10.2f} {:5.1f}%  {}\n", row.ns * 1e-6, row.calls,
+                            row.ns * 1e-3 / static_cast<double>(row.calls), 100.0 * row.ns / std::max(p.device_ns, 1.0),
+                            name);
+    }
+    std::fputs(text.c_str(), stderr);
+}
+
+void VulkanContext::release() {
     if (device_ != VK_NULL_HANDLE) {
         vkDeviceWaitIdle(device_);
+        if (profile_ && profile_->pool != VK_NULL_HANDLE) vkDestroyQueryPool(device_, profile_->pool, nullptr);
         if (fence_ != VK_NULL_HANDLE) vkDestroyFence(device_, fence_, nullptr);
         if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
         vkDestroyDevice(device_, nullptr);
@@ -258,6 +325,12 @@ VulkanContext::~VulkanContext() {
     pool_ = VK_NULL_HANDLE;
     device_ = VK_NULL_HANDLE;
     instance_ = VK_NULL_HANDLE;
+    profile_.reset();
+}
+
+VulkanContext::~VulkanContext() {
+    print_profile();
+    release();
 }
 
 bool VulkanContext::native_fma() {
@@ -285,6 +358,11 @@ VkCommandBuffer VulkanContext::begin() {
     VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     vk_check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+    if (profile_) {
+        profile_->pending.clear();
+        vkCmdResetQueryPool(cb, profile_->pool, 0, Profile::kQueries);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, profile_->pool, 0);
+    }
     return cb;
 }
 
@@ -300,12 +378,29 @@ void VulkanContext::submit_and_wait(VkCommandBuffer cb, uint64_t timeout_ms) {
     submit.commandBufferCount = 1;
     submit.pCommandBuffers = &cb;
     vk_check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+    const auto submitted = std::chrono::steady_clock::now();
     vk_check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
     const VkResult waited = vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms * 1000000ull);
     if (waited == VK_TIMEOUT) {
         throw make_error("Vulkan device {} ({}) did not finish a kernel within {} ms", info_.index, info_.name, timeout_ms);
     }
     vk_check(waited, "vkWaitForFences");
+    if (profile_ && !profile_->pending.empty()) {
+        Profile& p = *profile_;
+        const size_t n = p.pending.size() + 1;
+        std::vector<uint64_t> stamps(n);
+        vk_check(vkGetQueryPoolResults(device_, p.pool, 0, static_cast<uint32_t>(n), n * sizeof(uint64_t), stamps.data(),
+                                       sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                 "vkGetQueryPoolResults");
+        for (size_t i = 1; i < n; ++i) {
+            Profile::Row& row = p.rows[p.pending[i - 1]];
+            ++row.calls;
+            row.ns += static_cast<double>((stamps[i] - stamps[i - 1]) & p.mask) * p.period_ns;
+        }
+        ++p.submissions;
+        p.device_ns += static_cast<double>((stamps[n - 1] - stamps[0]) & p.mask) * p.period_ns;
+        p.wait_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - submitted).count();
+    }
 }
 
 }  // namespace tessera

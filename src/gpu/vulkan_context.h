@@ -12,6 +12,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,18 @@ public:
         submit_and_wait(cb, timeout_ms);
     }
 
+    // TESSERA_VULKAN_PROFILE=1: a timestamp after each dispatch a kernel
+    // records (VulkanKernel::record calls this), the time since the one
+    // before summed per kernel and grid; the table goes to stderr when the
+    // context ends. Without the variable this does nothing.
+    void mark(VkCommandBuffer cb, const char* kernel, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
+
 private:
     VkCommandBuffer begin();
     void submit_and_wait(VkCommandBuffer cb, uint64_t timeout_ms);
+    struct Profile;
+    void print_profile() const;
+    void release();  // the device's objects, by the destructor or a failed constructor
 
     VulkanDeviceInfo info_;
     VkInstance instance_ = VK_NULL_HANDLE;
@@ -94,6 +104,7 @@ private:
     VkCommandPool pool_ = VK_NULL_HANDLE;
     VkFence fence_ = VK_NULL_HANDLE;
     int native_fma_ = -1;  // -1: not probed yet
+    std::unique_ptr<Profile> profile_;  // with TESSERA_VULKAN_PROFILE
 };
 
 // "vkCreateDevice failed: VK_ERROR_OUT_OF_DEVICE_MEMORY" style messages.

@@ -113,6 +113,7 @@ void VulkanKernel::record(VkCommandBuffer cb, VkDescriptorSet set, const void* p
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set, 0, nullptr);
     if (push_bytes_ > 0) vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes_, push);
     vkCmdDispatch(cb, groups_x, groups_y, groups_z);
+    context_.mark(cb, name_, groups_x, groups_y, groups_z);
     if (then_barrier) record_compute_barrier(cb);
 }
 

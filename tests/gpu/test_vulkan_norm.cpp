@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <regex>
 
 namespace tessera {
 namespace {
@@ -44,6 +45,30 @@ TEST(VulkanRmsNorm, EqualsTheCpuBitForBit) {
             }
         }
     }
+}
+
+// TESSERA_VULKAN_PROFILE: each dispatch's device time is summed under its
+// kernel and grid, and the table goes to stderr when the context ends; the
+// figures are the device's own timestamps (nothing here asserts a speed).
+TEST(VulkanProfile, TheContextPrintsEachKernelsDispatchesWhenItEnds) {
+    ::setenv("TESSERA_VULKAN_PROFILE", "1", 1);
+    testing::internal::CaptureStderr();
+    {
+        VulkanContext context(device_index());
+        VulkanRmsNorm norm(context);
+        const int rows = 5, n = 300;
+        std::vector<float> x(static_cast<size_t>(rows * n), 0.5f), w(static_cast<size_t>(n), 1.0f);
+        for (int i = 0; i < 3; ++i) norm.run(x.data(), rows, n, w.data(), 1e-5f);
+    }
+    const std::string text = testing::internal::GetCapturedStderr();
+    ::unsetenv("TESSERA_VULKAN_PROFILE");
+    EXPECT_NE(text.find("Vulkan profile of device"), std::string::npos) << text;
+    // ms, calls, us/call, share, kernel [grid]: three calls of the norm.
+    EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n +[0-9.]+ +3 +[0-9.]+ +[0-9.]+%  rms_norm \[5x1x1\]\n)")))
+        << text;
+    testing::internal::CaptureStderr();
+    { VulkanContext quiet(device_index()); }
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "no table without the variable";
 }
 
 TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
