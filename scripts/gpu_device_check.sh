@@ -12,7 +12,8 @@
 #          the GPU, llama.cpp's Vulkan and CUDA backends (carried builds, or
 #          CUDA built there from carried sources), side by side; tessera with
 #          plain integer sums and with packed dot products (TESSERA_VULKAN_DOT)
-# Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt.
+# Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt,
+# the device's time per kernel (TESSERA_VULKAN_PROFILE) in $OUT/gpu_profile.txt.
 # TESSERA_GPU_CHECK_ANY=1 takes a software device too (a rehearsal of the
 # script on lavapipe); GPU_CHECK_SHAPES=small benches the 1.1B shape only,
 # GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths.
@@ -124,5 +125,16 @@ print("packed" if d.get("integer_dot") else "")' "$device")
     if [ -n "$cuda_build" ]; then wait $cuda_build || say "llama.cpp CUDA build failed"; cuda_build=; fi
     [ -x $W/llama-cuda/llama-bench ] && capture "llama cuda" llama_cuda -m $f -p $pp -n $tg -r 2 -ngl 99
   done
+  # Where the device's time goes (TESSERA_VULKAN_PROFILE), the largest Q4_K
+  # shape: generation, then a prompt.
+  f=$m/8b-Q4_K.gguf; [ -f $f ] || f=$m/1b-Q4_K.gguf
+  prof=${OUT:-/tmp}/gpu_profile.txt
+  : > $prof
+  for args in "-p 0 -n 64" "-p $pp -n 0"; do
+    echo "== $(basename $f) $args" >> $prof
+    TESSERA_VULKAN_PROFILE=1 timeout 120 "${loader[@]}" "$C/bin/tessera" bench -m $f $args -r 1 \
+      --device vulkan:$device >> $prof 2>&1
+  done
+  say "profile in gpu_profile.txt"
 fi
 say "done"
