@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Vulkan backend on a lent GPU machine, in one call of the device tool's
 # `run` (at most 9 minutes; carry [".gpu-carry", ".gl"], made here by
-# scripts/gpu_device_prepare.sh). Steps, by argument (default: all):
+# scripts/gpu_device_prepare.sh and the device tool's README). Steps, by argument (default: all):
 #   tests  the kernel and forward tests on the first GPU that is not
 #          lavapipe: every product, norm, RoPE, softmax and the whole forward of
 #          every family and weight type against the CPU's logits, bit for bit
@@ -15,7 +15,8 @@
 # Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt,
 # the device's time per kernel (TESSERA_VULKAN_PROFILE) in $OUT/gpu_profile.txt.
 # TESSERA_GPU_CHECK_ANY=1 takes a software device too (a rehearsal of the
-# script on lavapipe); GPU_CHECK_SHAPES=small benches the 1.1B shape only,
+# script on lavapipe); GPU_CHECK_SHAPES names the shapes (default "1b 8b"; tiny
+# for a rehearsal),
 # GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +27,10 @@ log=${OUT:-/tmp}/gpu_log.txt
 : > "$log"
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$out"; }
-C=.gpu-carry
 W=${GPU_CHECK_TMP:-/tmp/gpu-check}
 mkdir -p $W
+tar -C $W -xJf .gpu-carry/carry.tar.xz || { echo "no .gpu-carry/carry.tar.xz: run scripts/gpu_device_prepare.sh"; exit 1; }
+C=$W/carry
 # The Vulkan loader and the GL dispatch libraries NVIDIA's driver loads, where
 # the image lacks them (the device tool's README).
 if [ -d .gl ] && ! ldconfig -p | grep -q libGLdispatch.so.0; then
@@ -60,24 +62,31 @@ m=$W/models
 pp=${GPU_CHECK_PP:-512} tg=${GPU_CHECK_TG:-128}  # smaller for a rehearsal
 if [ "$step" = all ] || [ "$step" = bench ]; then
   mkdir -p $m
-  shapes="1b 8b"; [ "${GPU_CHECK_SHAPES:-}" = small ] && shapes=1b
+  shapes=${GPU_CHECK_SHAPES:-1b 8b}
   (
     for t in Q4_0 Q4_K; do
-      tessera gen-model --dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --vocab 32000 --type $t \
-        --zero-weights -q -o $m/1b-$t.gguf
-      [ "$shapes" = 1b ] || tessera gen-model --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 \
-        --vocab 128256 --type $t --zero-weights -q -o $m/8b-$t.gguf
+      for shape in $shapes; do
+        case $shape in
+          tiny) dims="--dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --vocab 1024" ;;
+          1b) dims="--dim 2048 --layers 22 --heads 32 --kv-heads 4 --ffn 5632 --vocab 32000" ;;
+          8b) dims="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256" ;;
+          *) echo "GPU_CHECK_SHAPES: tiny, 1b or 8b, not $shape"; exit 1 ;;
+        esac
+        tessera gen-model $dims --type $t --zero-weights -q -o $m/$shape-$t.gguf
+      done
     done
   ) >> "$log" 2>&1 &
   gen=$!
-  for p in llama-vk llama-cuda; do [ -f $C/$p.tar.xz ] && tar -C $W -xJf $C/$p.tar.xz; done
   cuda_build=
-  if [ ! -x $W/llama-cuda/llama-bench ] && [ -f $C/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
-    mkdir -p $W/llama-src && tar -C $W/llama-src -xzf $C/llama-src.tar.gz
-    (cd $W/llama-src && cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
-      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF &&
-      cmake --build build --target llama-bench -j$(($(nproc) - 2)) && mkdir -p $W/llama-cuda &&
-      cp build/bin/llama-bench build/bin/*.so* $W/llama-cuda/) >> "$log" 2>&1 &
+  # Without its flash-attention kernels (GGML_CUDA_FA=OFF): their ~100 template
+  # instances would double the build, and pp512/tg128 at a short context
+  # barely use them.
+  if [ ! -x $C/llama-cuda/llama-bench ] && [ -f .gpu-carry/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
+    mkdir -p $W/llama-src && tar -C $W/llama-src -xzf .gpu-carry/llama-src.tar.gz
+    (cd $W/llama-src && cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_FA=OFF \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF &&
+      nice -n 19 cmake --build build --target llama-bench -j$(($(nproc) - 2)) && mkdir -p $C/llama-cuda &&
+      cp -P build/bin/llama-bench build/bin/*.so* $C/llama-cuda/ && touch $C/llama-cuda/built-there) >> "$log" 2>&1 &
     cuda_build=$!
   fi
 fi
@@ -104,7 +113,12 @@ print("packed" if d.get("integer_dot") else "")' "$device")
   cuda_lib=$(dirname "$(ls /usr/local/cuda/lib64/libcublas.so.* /usr/local/cuda*/lib64/libcublas.so.* \
     /usr/local/cuda*/targets/x86_64-linux/lib/libcublas.so.* 2>/dev/null | head -1)" 2>/dev/null)
   llama_cuda() {
-    LD_LIBRARY_PATH=$W/llama-cuda:${cuda_lib:-/usr/local/cuda/lib64} timeout 120 $W/llama-cuda/llama-bench "$@"
+    if [ -f $C/llama-cuda/built-there ]; then
+      LD_LIBRARY_PATH=$C/llama-cuda:${cuda_lib:-/usr/local/cuda/lib64} timeout 120 $C/llama-cuda/llama-bench "$@"
+    else  # built on Debian 12: its C library too
+      timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/llama-cuda:$C/lib:${cuda_lib:-/usr/local/cuda/lib64}" \
+        $C/llama-cuda/llama-bench "$@"
+    fi
   }
   capture() {  # LABEL, then the command: its pp and tg rows, or why there are none
     local label=$1; shift
@@ -120,14 +134,12 @@ print("packed" if d.get("integer_dot") else "")' "$device")
       capture "tessera vulkan ($dot)" env TESSERA_VULKAN_DOT=$dot timeout 150 "${loader[@]}" "$C/bin/tessera" bench \
         -m $f -p $pp -n $tg -r 2 --device vulkan:$device
     done
-    [ -x $W/llama-vk/llama-bench ] && capture "llama vulkan" timeout 120 "$C/lib/ld-linux-x86-64.so.2" \
-      --library-path "$W/llama-vk:$C/lib" $W/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
-    if [ -n "$cuda_build" ]; then wait $cuda_build || say "llama.cpp CUDA build failed"; cuda_build=; fi
-    [ -x $W/llama-cuda/llama-bench ] && capture "llama cuda" llama_cuda -m $f -p $pp -n $tg -r 2 -ngl 99
+    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 120 "$C/lib/ld-linux-x86-64.so.2" \
+      --library-path "$C/llama-vk:$C/lib" $C/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
   done
   # Where the device's time goes (TESSERA_VULKAN_PROFILE), the largest Q4_K
   # shape: generation, then a prompt.
-  f=$m/8b-Q4_K.gguf; [ -f $f ] || f=$m/1b-Q4_K.gguf
+  f=$(ls $m/8b-Q4_K.gguf $m/1b-Q4_K.gguf $m/tiny-Q4_K.gguf 2>/dev/null | head -1)
   prof=${OUT:-/tmp}/gpu_profile.txt
   : > $prof
   for args in "-p 0 -n 64" "-p $pp -n 0"; do
@@ -136,5 +148,17 @@ print("packed" if d.get("integer_dot") else "")' "$device")
       --device vulkan:$device >> $prof 2>&1
   done
   say "profile in gpu_profile.txt"
+  # llama.cpp's CUDA backend last: where it is built here, the build has had
+  # the time of everything above (niced, so the runs above come first).
+  if [ -n "$cuda_build" ]; then
+    say "waiting for llama.cpp's CUDA build"
+    wait $cuda_build || say "llama.cpp CUDA build failed (see gpu_log.txt)"
+  fi
+  if [ -x $C/llama-cuda/llama-bench ]; then
+    for f in $(ls $m/*.gguf | sort); do
+      say "== $(basename $f)"
+      capture "llama cuda" llama_cuda -m $f -p $pp -n $tg -r 2 -ngl 99
+    done
+  fi
 fi
 say "done"

@@ -3,6 +3,7 @@
 #include "gpu/shaders.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,14 +11,37 @@
 
 namespace tessera {
 
-bool serial_products(const VulkanDeviceInfo& info) {
-    if (const char* v = std::getenv("TESSERA_VULKAN_PRODUCTS"); v != nullptr && *v != '\0') {
-        const std::string mode = v;
-        if (mode == "rows") return false;
-        if (mode == "dots") return true;
-        throw make_error("TESSERA_VULKAN_PRODUCTS={}: rows (a workgroup per row) or dots (an invocation per dot)", mode);
+namespace {
+// TESSERA_VULKAN_PRODUCTS, checked; empty when unset.
+std::string products_mode() {
+    const char* v = std::getenv("TESSERA_VULKAN_PRODUCTS");
+    if (v == nullptr || *v == '\0') return "";
+    const std::string mode = v;
+    if (mode != "rows" && mode != "dots" && mode != "subgroups") {
+        throw make_error("TESSERA_VULKAN_PRODUCTS={}: rows (a workgroup per row), subgroups (one token's block products "
+                         "a subgroup per row, the rest as rows) or dots (an invocation per dot)", mode);
     }
-    return info.type == "cpu";
+    return mode;
+}
+}  // namespace
+
+bool serial_products(const VulkanDeviceInfo& info) {
+    const std::string mode = products_mode();
+    return mode.empty() ? info.type == "cpu" : mode == "dots";
+}
+
+bool subgroup_rows(const VulkanDeviceInfo& info) {
+    const std::string mode = products_mode();
+    if (mode == "subgroups" && !info.subgroup_shuffle) {
+        throw make_error("TESSERA_VULKAN_PRODUCTS=subgroups: Vulkan device {} ({}) has no subgroup shuffles", info.index,
+                         info.name);
+    }
+    return mode.empty() ? info.type != "cpu" && info.subgroup_shuffle : mode == "subgroups";
+}
+
+uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows) {
+    const int64_t per_group = std::max<int64_t>(1, 64 / std::max<int64_t>(1, info.subgroup_size));
+    return static_cast<uint32_t>(std::min<int64_t>((rows + per_group - 1) / per_group, 65535));
 }
 
 uint32_t product_token_groups(bool serial, int64_t tokens) {
@@ -48,7 +72,8 @@ std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t 
 
 }  // namespace
 
-VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed) : context_(context), serial_(serial) {
+VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed, bool subgroup_rows)
+    : context_(context), serial_(serial), subgroup_rows_(subgroup_rows) {
     const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
         return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
     };
@@ -71,6 +96,15 @@ VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed) : c
         q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k), "matvec_q4_k");
         q6_k_ = kernel(TESSERA_SPIRV(matvec_q6_k), "matvec_q6_k");
     }
+    if (subgroup_rows && packed) {
+        q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_idot_sr), "matvec_q8_0_idot_sr");
+        q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0_idot_sr), "matvec_q4_0_idot_sr");
+        q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k_idot_sr), "matvec_q4_k_idot_sr");
+    } else if (subgroup_rows) {
+        q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_sr), "matvec_q8_0_sr");
+        q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0_sr), "matvec_q4_0_sr");
+        q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k_sr), "matvec_q4_k_sr");
+    }
 }
 
 VulkanMatvec::~VulkanMatvec() = default;
@@ -83,7 +117,9 @@ std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t
     const auto n_rows = static_cast<uint32_t>(rows);
     Params p{a, 1, n_rows, a, 0, a, n_rows, 1, a};
     p.serial = serial_ ? 1 : 0;
-    kernel.run({wb.get(), xb.get(), &yb}, &p, product_groups(serial_, rows, 1));
+    const bool by_subgroup = subgroup_rows_ && (&kernel == q8_0_.get() || &kernel == q4_0_.get() || &kernel == q4_k_.get());
+    kernel.run({wb.get(), xb.get(), &yb}, &p,
+               by_subgroup ? subgroup_row_groups(context_.info(), rows) : product_groups(serial_, rows, 1));
     std::vector<float> y(static_cast<size_t>(rows));
     yb.download(y.data(), y.size() * 4);
     return y;

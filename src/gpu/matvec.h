@@ -19,7 +19,8 @@ public:
     // packed: the block products' integer sums with the device's packed dot
     // instructions (int_dot.glsl; VulkanDeviceInfo::integer_dot). The float
     // products' trees run by subgroup shuffles where subgroup_trees() says.
-    VulkanMatvec(VulkanContext& context, bool serial, bool packed = false);
+    // subgroup_rows: Q8_0, Q4_0 and Q4_K by a subgroup per row (gpu/shaders.h).
+    VulkanMatvec(VulkanContext& context, bool serial, bool packed = false, bool subgroup_rows = false);
     ~VulkanMatvec();
 
     // w: rows x n floats, row-major; x: n floats.
@@ -42,6 +43,7 @@ private:
 
     VulkanContext& context_;
     bool serial_;
+    bool subgroup_rows_;
     std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;
 };
 

@@ -25,6 +25,13 @@ TESSERA_SHADER(matvec_q8_0_idot)
 TESSERA_SHADER(matvec_q4_0_idot)
 TESSERA_SHADER(matvec_q4_k_idot)
 TESSERA_SHADER(matvec_q6_k_idot)
+// One token's block products by a subgroup per row (matmul_common.glsl's SUBGROUP_ROWS).
+TESSERA_SHADER(matvec_q8_0_sr)
+TESSERA_SHADER(matvec_q4_0_sr)
+TESSERA_SHADER(matvec_q4_k_sr)
+TESSERA_SHADER(matvec_q8_0_idot_sr)
+TESSERA_SHADER(matvec_q4_0_idot_sr)
+TESSERA_SHADER(matvec_q4_k_idot_sr)
 TESSERA_SHADER(matvec_q4_1_idot)
 TESSERA_SHADER(matvec_q5_0_idot)
 TESSERA_SHADER(matvec_q5_1_idot)
@@ -83,9 +90,18 @@ namespace tessera {
 
 // How a device runs the products (matmul_common.glsl): a workgroup per row
 // on GPUs, an invocation per dot where the device is a CPU (lavapipe), or as
-// TESSERA_VULKAN_PRODUCTS says ("rows" or "dots", for tests and benchmarks).
+// TESSERA_VULKAN_PRODUCTS says ("rows", "subgroups" or "dots", for tests and
+// benchmarks).
 struct VulkanDeviceInfo;
 bool serial_products(const VulkanDeviceInfo& info);
+// Whether one token's block products (the types with a *_sr build) run a
+// subgroup per row instead: on GPUs with subgroup shuffles, unless
+// TESSERA_VULKAN_PRODUCTS is "rows" or "dots" ("subgroups" asks for it, on
+// a CPU device too). Same bits either way.
+bool subgroup_rows(const VulkanDeviceInfo& info);
+// The workgroups of such a product of `rows` rows (64 / subgroup size rows
+// a workgroup; the shader strides over what a dispatch's limit leaves).
+uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows);
 // The workgroups of a product of `rows` rows (and `units` dots a row), and
 // of its `tokens` rows of activations (matmul_common.glsl's tiles of 8).
 uint32_t product_groups(bool serial, int64_t rows, int64_t units);

@@ -252,6 +252,18 @@ struct VulkanSliceForward::Kernels {
         variant_of(idot, QuantType::IQ2_S, TESSERA_SPIRV(matvec_iq2_s), TESSERA_SPIRV(matvec_iq2_s_idot), "matvec_iq2_s");
         variant_of(idot, QuantType::IQ3_XXS, TESSERA_SPIRV(matvec_iq3_xxs), TESSERA_SPIRV(matvec_iq3_xxs_idot), "matvec_iq3_xxs");
         variant_of(idot, QuantType::IQ3_S, TESSERA_SPIRV(matvec_iq3_s), TESSERA_SPIRV(matvec_iq3_s_idot), "matvec_iq3_s");
+        // One token's products of the commonest block types by a subgroup
+        // per row (matmul_common.glsl's SUBGROUP_ROWS), where the device
+        // runs them so (gpu/shaders.h's subgroup_rows).
+        if (subgroup_rows(c.info())) {
+            const auto one_token = [&](QuantType t, const uint32_t* plain, size_t plain_words, const uint32_t* packed,
+                                       size_t packed_words, const char* name) {
+                one_token_products.emplace(t, idot ? make(packed, packed_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
+            };
+            one_token(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0_sr), TESSERA_SPIRV(matvec_q8_0_idot_sr), "matvec_q8_0_sr");
+            one_token(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0_sr), TESSERA_SPIRV(matvec_q4_0_idot_sr), "matvec_q4_0_sr");
+            one_token(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k_sr), TESSERA_SPIRV(matvec_q4_k_idot_sr), "matvec_q4_k_sr");
+        }
         quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
         quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
         norm = make(TESSERA_SPIRV(rms_norm), 3, sizeof(VulkanNormParams), "rms_norm");
@@ -274,7 +286,12 @@ struct VulkanSliceForward::Kernels {
         if (it == products.end()) throw make_error("internal: no Vulkan product for {}", quant_type_name(t));
         return *it->second;
     }
-    std::map<QuantType, std::unique_ptr<VulkanKernel>> products;
+    // A product's kernel for one token: a subgroup per row where there is one.
+    VulkanKernel* one_token_product(QuantType t) const {
+        const auto it = one_token_products.find(t);
+        return it == one_token_products.end() ? nullptr : it->second.get();
+    }
+    std::map<QuantType, std::unique_ptr<VulkanKernel>> products, one_token_products;
     bool idot = false;  // the block products' *_idot kernels
     bool sg = false;    // the float products' *_sg kernels
     std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
@@ -607,6 +624,11 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
     VulkanMatmulParams p{u32(unit_blocks),    u32(units),    u32(w.rows), u32(row_blocks), 0,
                          u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
     p.serial = serial_ ? 1 : 0;
+    if (VulkanKernel* one = n_tok == 1 && !is_grid(w.type) ? kernels_->one_token_product(w.type) : nullptr) {
+        one->record(cb, one->bind(product_buffers(w, act, y)), &p, subgroup_row_groups(context_->info(), w.rows), 1, 1,
+                    then_barrier);
+        return;
+    }
     VulkanKernel& k = kernels_->product(w.type);
     k.record(cb, k.bind(product_buffers(w, act, y)), &p, product_groups(serial_, w.rows, units),
              product_token_groups(serial_, n_tok), 1, then_barrier);

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,10 +60,20 @@ TEST(VulkanDevices, ABufferBeyondTheDeviceIsAClearError) {
 // The block products' variants: an invocation per dot or a workgroup per
 // row, each with plain integer sums and, where the device has them (lavapipe
 // does), packed dot products.
-std::vector<std::pair<bool, bool>> block_variants(const VulkanContext& context) {
-    std::vector<std::pair<bool, bool>> v = {{true, false}, {false, false}};
-    if (context.info().integer_dot) v.insert(v.end(), {{true, true}, {false, true}});
+// (an invocation per dot, packed integer dots, a subgroup per row)
+std::vector<std::tuple<bool, bool, bool>> block_variants(const VulkanContext& context) {
+    std::vector<std::tuple<bool, bool, bool>> v = {{true, false, false}, {false, false, false}};
+    if (context.info().integer_dot) v.insert(v.end(), {{true, true, false}, {false, true, false}});
+    if (context.info().subgroup_shuffle) {
+        v.emplace_back(false, false, true);
+        if (context.info().integer_dot) v.emplace_back(false, true, true);
+    }
     return v;
+}
+
+std::string layout_name(bool serial, bool packed, bool by_subgroup) {
+    return std::string(serial ? "an invocation per dot" : by_subgroup ? "a subgroup per row" : "a workgroup per row") +
+           (packed ? ", packed dots" : "");
 }
 
 TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
@@ -87,9 +98,9 @@ TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
 
 TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const auto& [serial, packed] : block_variants(context)) {
-    VulkanMatvec matvec(context, serial, packed);
-    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
+    for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed, by_subgroup);
+    SCOPED_TRACE(layout_name(serial, packed, by_subgroup));
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(12);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -142,9 +153,9 @@ TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
 
 TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const auto& [serial, packed] : block_variants(context)) {
-    VulkanMatvec matvec(context, serial, packed);
-    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
+    for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed, by_subgroup);
+    SCOPED_TRACE(layout_name(serial, packed, by_subgroup));
     const QuantTraits& q4 = require_compute_traits(QuantType::Q4_0, "test");
     const QuantTraits& q8 = require_compute_traits(QuantType::Q8_0, "test");
     std::mt19937 rng(14);
@@ -182,9 +193,9 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
 // canonical block step).
 TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
     VulkanContext context(device_index());
-    for (const auto& [serial, packed] : block_variants(context)) {
-    VulkanMatvec matvec(context, serial, packed);
-    SCOPED_TRACE(std::string(serial ? "an invocation per dot" : "a workgroup per row") + (packed ? ", packed dots" : ""));
+    for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
+    VulkanMatvec matvec(context, serial, packed, by_subgroup);
+    SCOPED_TRACE(layout_name(serial, packed, by_subgroup));
     std::mt19937 rng(15);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const auto& [rows, n] : std::vector<std::pair<int, int>>{{1, 256}, {5, 512}, {67, 2048}}) {

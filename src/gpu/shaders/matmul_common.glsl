@@ -23,6 +23,10 @@
 // barriers cost more than the parallel reads win), one invocation computes a
 // whole dot instead: invocation x = r * units + u, y = token t. The order of
 // every rounding is the CPU's, whatever the thread layout.
+#ifdef SUBGROUP_ROWS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #include "exact_fma.glsl"
 
 layout(local_size_x = 64) in;
@@ -130,6 +134,54 @@ void main() {
                 y[p.y_begin + t * p.y_stride + r * p.units + u] = l[0];
             }
             barrier();
+        }
+    }
+}
+#elif defined(SUBGROUP_ROWS)
+// A subgroup per row, for one token's products on GPUs (a row of blocks is a
+// few hundred bytes there, too little for a workgroup's 64 threads): the
+// lanes split each block's words of codes, per_block lanes a block and
+// span blocks side by side, so neighbouring lanes read neighbouring words.
+// Block types define
+//   block_words(): the words of a block's codes; lane_sums(r, t, b, k): the
+//     exact integer sums (two of them, the
+//     type says which) of word k of block b's codes;
+//   block_finish(r, t, b, sums, a, d): block b's step of the canonical chain
+//     from the whole block's sums.
+// The lanes' sums are added by shuffles (exact integers: any order gives the
+// same), then every lane runs the row's chain acc = fma(a, d, acc) over the
+// blocks in order, each block's step shuffled from its first lane. No shared
+// memory, no barrier.
+uint block_words();
+ivec2 lane_sums(uint r, uint t, uint b, uint k);
+void block_finish(uint r, uint t, uint b, ivec2 sums, out float a, out float d);
+
+void main() {
+    const uint size = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    const uint words = block_words(), per_block = min(words, size), span = size / per_block;
+    const uint mine = lane / per_block, first_word = lane % per_block;
+    const uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
+    for (uint r = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID; r < p.rows; r += stride) {
+        for (uint t = 0; t < p.tokens; ++t) {
+            for (uint u = 0; u < p.units; ++u) {
+                const uint first = u * p.blocks, last = min(p.n_blocks, first + p.blocks);
+                float acc = 0.0;
+                for (uint b0 = first; b0 < last; b0 += span) {
+                    const uint b = b0 + mine;
+                    ivec2 sums = ivec2(0);
+                    if (b < last) {
+                        for (uint k = first_word; k < words; k += per_block) sums += lane_sums(r, p.x_begin + t, b, k);
+                    }
+                    for (uint d = per_block / 2u; d >= 1u; d /= 2u) sums += subgroupShuffleXor(sums, d);
+                    float a = 0.0, d = 0.0;
+                    if (b < last) block_finish(r, p.x_begin + t, b, sums, a, d);
+                    const uint n = min(span, last - b0);
+                    for (uint k = 0; k < n; ++k) {
+                        acc = exact_fma(subgroupShuffle(a, k * per_block), subgroupShuffle(d, k * per_block), acc);
+                    }
+                }
+                if (lane == 0u) y[p.y_begin + t * p.y_stride + r * p.units + u] = acc;
+            }
         }
     }
 }

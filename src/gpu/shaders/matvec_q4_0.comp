@@ -16,6 +16,39 @@ uint x_word(uint o) {
     return s == 0u ? lo : (lo >> s) | (x[(o >> 2) + 1u] << (32u - s));
 }
 
+#ifdef SUBGROUP_ROWS
+uint block_words() { return 4u; }  // the 16 bytes of nibbles
+
+// x: sum q x over word k's eight codes (nibbles unsigned), y: the sum of their activations.
+ivec2 lane_sums(uint r, uint t, uint b, uint k) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 18u;
+    const uint xo = (t * p.x_stride + b) * 34u;
+    const uint q = w_word(wo + 2u + 4u * k);
+    const uint lo = x_word(xo + 2u + 4u * k), hi = x_word(xo + 18u + 4u * k);
+#ifdef INTEGER_DOT
+    return ivec2(dot4_mixed(lo, q & 0x0f0f0f0fu) + dot4_mixed(hi, (q >> 4) & 0x0f0f0f0fu),
+                 dot4_signed(lo, 0x01010101u) + dot4_signed(hi, 0x01010101u));
+#else
+    ivec2 s = ivec2(0);
+    for (uint i = 0; i < 4u; ++i) {
+        const int xl = signed_byte((lo >> (8u * i)) & 0xffu), xh = signed_byte((hi >> (8u * i)) & 0xffu);
+        s.x += int((q >> (8u * i)) & 15u) * xl + int((q >> (8u * i + 4u)) & 15u) * xh;
+        s.y += xl + xh;
+    }
+    return s;
+#endif
+}
+
+void block_finish(uint r, uint t, uint b, ivec2 sums, out float a, out float d) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 18u;
+    const uint xo = (t * p.x_stride + b) * 34u;
+    const float dw = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
+    const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
+    precise float dd = dw * dx;
+    a = float(sums.x - 8 * sums.y);  // sum (q - 8) x
+    d = dd;
+}
+#else
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     const uint wo = (r * p.row_blocks + p.col_begin + b) * 18u;
     const uint xo = (t * p.x_stride + b) * 34u;
@@ -43,3 +76,4 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
     a = float(s);
     d = dd;
 }
+#endif

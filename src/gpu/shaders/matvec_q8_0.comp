@@ -15,6 +15,32 @@ uint x_word(uint o) {
     return s == 0u ? lo : (lo >> s) | (x[(o >> 2) + 1u] << (32u - s));
 }
 
+#ifdef SUBGROUP_ROWS
+uint block_words() { return 8u; }  // the 32 codes
+
+ivec2 lane_sums(uint r, uint t, uint b, uint k) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 34u;
+    const uint xo = (t * p.x_stride + b) * 34u;
+    const uint q = w_word(wo + 2u + 4u * k), v = x_word(xo + 2u + 4u * k);
+#ifdef INTEGER_DOT
+    return ivec2(dot4_signed(q, v), 0);
+#else
+    int s = 0;
+    for (uint i = 0; i < 4u; ++i) s += signed_byte((q >> (8u * i)) & 0xffu) * signed_byte((v >> (8u * i)) & 0xffu);
+    return ivec2(s, 0);
+#endif
+}
+
+void block_finish(uint r, uint t, uint b, ivec2 sums, out float a, out float d) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 34u;
+    const uint xo = (t * p.x_stride + b) * 34u;
+    const float dw = unpackHalf2x16(w_byte(wo) | (w_byte(wo + 1u) << 8)).x;
+    const float dx = unpackHalf2x16(x_byte(xo) | (x_byte(xo + 1u) << 8)).x;
+    precise float dd = dw * dx;
+    a = float(sums.x);
+    d = dd;
+}
+#else
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     const uint wo = (r * p.row_blocks + p.col_begin + b) * 34u;
     const uint xo = (t * p.x_stride + b) * 34u;
@@ -30,3 +56,4 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
     a = float(s);
     d = dd;
 }
+#endif
