@@ -30,13 +30,16 @@ bool serial_products(const VulkanDeviceInfo& info) {
     return mode.empty() ? info.type == "cpu" : mode == "dots";
 }
 
-bool subgroup_rows(const VulkanDeviceInfo& info) {
+bool subgroup_rows(VulkanContext& context) {
+    const VulkanDeviceInfo& info = context.info();
     const std::string mode = products_mode();
-    if (mode == "subgroups" && !info.subgroup_shuffle) {
-        throw make_error("TESSERA_VULKAN_PRODUCTS=subgroups: Vulkan device {} ({}) has no subgroup shuffles", info.index,
-                         info.name);
+    if (mode == "subgroups") {
+        if (const std::string& why = context.subgroup_mismatch(); !why.empty()) {
+            throw make_error("TESSERA_VULKAN_PRODUCTS=subgroups: Vulkan device {} ({}) has {}", info.index, info.name, why);
+        }
+        return true;
     }
-    return mode.empty() ? info.type != "cpu" && info.subgroup_shuffle : mode == "subgroups";
+    return mode.empty() && info.type != "cpu" && context.subgroup_mismatch().empty();
 }
 
 uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows) {

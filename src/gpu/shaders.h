@@ -80,6 +80,7 @@ TESSERA_SHADER(kv_store)
 TESSERA_SHADER(attention)
 TESSERA_SHADER(landmarks)
 TESSERA_SHADER(fma_probe)
+TESSERA_SHADER(subgroup_probe)
 #undef TESSERA_SHADER
 
 // A shader's words and count, by name: TESSERA_SPIRV(rope) is
@@ -95,10 +96,12 @@ namespace tessera {
 struct VulkanDeviceInfo;
 bool serial_products(const VulkanDeviceInfo& info);
 // Whether one token's block products (the types with a *_sr build) run a
-// subgroup per row instead: on GPUs with subgroup shuffles, unless
-// TESSERA_VULKAN_PRODUCTS is "rows" or "dots" ("subgroups" asks for it, on
-// a CPU device too). Same bits either way.
-bool subgroup_rows(const VulkanDeviceInfo& info);
+// subgroup per row instead: on GPUs whose subgroups pass the probe
+// (gpu/subgroup_probe.h), unless TESSERA_VULKAN_PRODUCTS is "rows" or
+// "dots" ("subgroups" asks for it, on a CPU device too, and is an error
+// where the probe fails). Same bits either way.
+class VulkanContext;
+bool subgroup_rows(VulkanContext& context);
 // The workgroups of such a product of `rows` rows (64 / subgroup size rows
 // a workgroup; the shader strides over what a dispatch's limit leaves).
 uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows);

@@ -1,6 +1,7 @@
 #include "gpu/vulkan_context.h"
 
 #include "gpu/fma_probe.h"
+#include "gpu/subgroup_probe.h"
 
 #include "util/error.h"
 
@@ -331,6 +332,14 @@ void VulkanContext::release() {
 VulkanContext::~VulkanContext() {
     print_profile();
     release();
+}
+
+const std::string& VulkanContext::subgroup_mismatch() {
+    if (!subgroups_probed_) {
+        subgroup_mismatch_ = info_.subgroup_shuffle ? probe_subgroups(*this) : "no subgroup shuffles";
+        subgroups_probed_ = 1;
+    }
+    return subgroup_mismatch_;
 }
 
 bool VulkanContext::native_fma() {

@@ -65,6 +65,9 @@ public:
     // Whether the device's own fma rounds once (gpu/fma_probe.h), probed on
     // first use.
     bool native_fma();
+    // Empty when the device's subgroups are as the subgroup-per-row products
+    // assume (gpu/subgroup_probe.h), else what differs; probed on first use.
+    const std::string& subgroup_mismatch();
     VkDevice device() const { return device_; }
     VkPhysicalDevice physical_device() const { return physical_; }
 
@@ -104,6 +107,8 @@ private:
     VkCommandPool pool_ = VK_NULL_HANDLE;
     VkFence fence_ = VK_NULL_HANDLE;
     int native_fma_ = -1;  // -1: not probed yet
+    int subgroups_probed_ = 0;
+    std::string subgroup_mismatch_;
     std::unique_ptr<Profile> profile_;  // with TESSERA_VULKAN_PROFILE
 };
 

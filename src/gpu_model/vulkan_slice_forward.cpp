@@ -255,7 +255,7 @@ struct VulkanSliceForward::Kernels {
         // One token's products of the commonest block types by a subgroup
         // per row (matmul_common.glsl's SUBGROUP_ROWS), where the device
         // runs them so (gpu/shaders.h's subgroup_rows).
-        if (subgroup_rows(c.info())) {
+        if (subgroup_rows(c)) {
             const auto one_token = [&](QuantType t, const uint32_t* plain, size_t plain_words, const uint32_t* packed,
                                        size_t packed_words, const char* name) {
                 one_token_products.emplace(t, idot ? make(packed, packed_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));

@@ -4,6 +4,7 @@
 // float sqrt, float reciprocal, and a double quotient rounded to float.
 #include "gpu/matvec.h"
 #include "gpu/shaders.h"
+#include "gpu/subgroup_probe.h"
 #include "gpu/vulkan_kernel.h"
 #include "ops/float_canonical.h"
 #include "util/error.h"
@@ -68,6 +69,42 @@ TEST(VulkanExactMath, HelpersRoundOnceAsTheCpuDoes) {
         ASSERT_TRUE(same(out[4 * i + 2], recip_cpu)) << "1 / " << a;
         ASSERT_TRUE(same(out[4 * i + 3], div_cpu)) << a << ", " << b;
     }
+}
+
+// The subgroup probe (gpu/subgroup_probe.h) on this device agrees with the
+// device's own report where they agree (lavapipe's default width), and a
+// forged report with a lane out of place, a shuffle from the wrong lane or
+// an inconsistent count of subgroups is named.
+TEST(VulkanSubgroupProbe, NamesWhatDiffersFromTheAssumedSubgroups) {
+    VulkanContext context(device_index());
+    if (!context.info().subgroup_shuffle) GTEST_SKIP() << "no subgroup shuffles";
+    const std::string& verdict = context.subgroup_mismatch();
+    if (std::getenv("LP_NATIVE_VECTOR_WIDTH") == nullptr) EXPECT_EQ(verdict, "") << context.info().name;
+    const uint32_t size = 8, n = 128;
+    std::vector<uint32_t> words(static_cast<size_t>(n) * kSubgroupProbeWords);
+    for (uint32_t i = 0; i < n; ++i) {
+        uint32_t* v = words.data() + static_cast<size_t>(i) * kSubgroupProbeWords;
+        const uint32_t lane = i % size, first = i - lane;
+        v[0] = size, v[1] = lane, v[2] = (i % 64) / size, v[3] = 64 / size;
+        uint32_t k = 4;
+        for (uint32_t d = 1; d < 64; d *= 2, ++k) v[k] = d < size ? first + (lane ^ d) : 0xffffffffu;
+        for (uint32_t src = 0; src < 64; ++src, ++k) v[k] = src < size ? first + src : 0xffffffffu;
+    }
+    EXPECT_EQ(subgroup_probe_mismatch(words, n), "");
+    auto forged = words;
+    forged[static_cast<size_t>(70) * kSubgroupProbeWords + 3] = 4;  // 4 subgroups of 8 in 64
+    EXPECT_NE(subgroup_probe_mismatch(forged, n).find("invocation 70 is lane 6 of subgroup 0 of 4"), std::string::npos)
+        << subgroup_probe_mismatch(forged, n);
+    forged = words;
+    forged[static_cast<size_t>(9) * kSubgroupProbeWords + 4 + 2] = 9;  // xor 4 read itself
+    EXPECT_NE(subgroup_probe_mismatch(forged, n).find("xor 4 in invocation 9 read invocation 9"), std::string::npos);
+    forged = words;
+    forged[static_cast<size_t>(17) * kSubgroupProbeWords + 4 + 6 + 5] = 16;  // lane 5's value from lane 0
+    EXPECT_NE(subgroup_probe_mismatch(forged, n).find("from lane 5 in invocation 17 read invocation 16"),
+              std::string::npos);
+    forged = words;
+    forged[0] = 48;
+    EXPECT_EQ(subgroup_probe_mismatch(forged, n), "a subgroup size of 48");
 }
 
 }  // namespace

@@ -242,6 +242,28 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
     unsetenv("TESSERA_VULKAN_PRODUCTS");
 }
 
+// One token's Q8_0, Q4_0 and Q4_K products by a subgroup per row (GPUs whose
+// subgroups pass the probe; lavapipe when asked): the CPU's logits through
+// whole models, the units of wo and w_down and a mixture of experts too.
+TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
+    {
+        VulkanContext context(device_index());
+        if (!context.subgroup_mismatch().empty()) GTEST_SKIP() << context.info().name << ": " << context.subgroup_mismatch();
+    }
+    const std::string dir = test::scratch_dir("vulkan_forward_subgroups");
+    setenv("TESSERA_VULKAN_PRODUCTS", "subgroups", 1);
+    for (const auto& [family, type] : std::vector<std::pair<std::string, QuantType>>{
+             {"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
+             {"qwen3moe", QuantType::Q4_K}}) {
+        RandomModelSpec spec = small_spec(type);
+        apply_model_preset(spec, family);
+        const std::string path = dir + "/" + family + ".gguf";
+        write_random_model(spec, path);
+        EXPECT_EQ(compare(path, 64, QuantType::F16, 20, 3), "") << family << " " << quant_type_name(type);
+    }
+    unsetenv("TESSERA_VULKAN_PRODUCTS");
+}
+
 // The block products' integer sums by packed dot instructions (the
 // default where the device has them, as lavapipe does) and byte by byte
 // (TESSERA_VULKAN_DOT=plain, for devices without them) are the same exact
