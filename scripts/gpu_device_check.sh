@@ -11,13 +11,15 @@
 #          weights: the speed of real ones, no time to generate): tessera on
 #          the GPU, llama.cpp's Vulkan and CUDA backends (carried builds, or
 #          CUDA built there from carried sources), side by side; tessera with
-#          plain integer sums and with packed dot products (TESSERA_VULKAN_DOT)
+#          its defaults, with plain integer sums (TESSERA_VULKAN_DOT=plain) and
+#          with one token's products a workgroup per row (TESSERA_VULKAN_PRODUCTS=rows)
 # Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt,
 # the device's time per kernel (TESSERA_VULKAN_PROFILE) in $OUT/gpu_profile.txt.
 # TESSERA_GPU_CHECK_ANY=1 takes a software device too (a rehearsal of the
 # script on lavapipe); GPU_CHECK_SHAPES names the shapes (default "1b 8b"; tiny
 # for a rehearsal),
-# GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths.
+# GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths,
+# GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
@@ -81,7 +83,8 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
   # Without its flash-attention kernels (GGML_CUDA_FA=OFF): their ~100 template
   # instances would double the build, and pp512/tg128 at a short context
   # barely use them.
-  if [ ! -x $C/llama-cuda/llama-bench ] && [ -f .gpu-carry/llama-src.tar.gz ] && command -v nvcc >/dev/null; then
+  if [ ! -x $C/llama-cuda/llama-bench ] && [ -f .gpu-carry/llama-src.tar.gz ] && command -v nvcc >/dev/null &&
+    [ "${GPU_CHECK_CUDA_BUILD:-1}" = 1 ]; then
     mkdir -p $W/llama-src && tar -C $W/llama-src -xzf .gpu-carry/llama-src.tar.gz
     (cd $W/llama-src && cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_FA=OFF \
       -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF &&
@@ -93,22 +96,15 @@ fi
 
 if [ "$step" = all ] || [ "$step" = tests ]; then
   say "tests"
-  TESSERA_VULKAN_DEVICE=$device timeout 90 "${loader[@]}" "$C/bin/test_gpu" 2>&1 | tee -a "$log" | tail -3 | tee -a "$out"
-  TESSERA_VULKAN_DEVICE=$device timeout 150 "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" |
+  TESSERA_VULKAN_DEVICE=$device timeout 60 "${loader[@]}" "$C/bin/test_gpu" 2>&1 | tee -a "$log" |
     grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
-  # The same with the fma built from doubles (the probe's other branch) and
-  # with a dot per invocation (lavapipe's layout), on this GPU.
-  TESSERA_VULKAN_FMA=emulate TESSERA_VULKAN_PRODUCTS=dots TESSERA_VULKAN_DEVICE=$device timeout 150 \
-    "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" | grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
+  TESSERA_VULKAN_DEVICE=$device timeout 120 "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" |
+    grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
 fi
 
 if [ "$step" = all ] || [ "$step" = bench ]; then
   wait $gen || say "gen-model failed (see gpu_log.txt)"
   say "models ready"
-  packed=$(tessera devices --json | python3 -c '
-import json, sys
-d = json.load(sys.stdin)["vulkan"][int(sys.argv[1])]
-print("packed" if d.get("integer_dot") else "")' "$device")
   # CUDA's runtime and cuBLAS: the machine's toolkit (the carried build links CUDA 13's).
   cuda_lib=$(dirname "$(ls /usr/local/cuda/lib64/libcublas.so.* /usr/local/cuda*/lib64/libcublas.so.* \
     /usr/local/cuda*/targets/x86_64-linux/lib/libcublas.so.* 2>/dev/null | head -1)" 2>/dev/null)
@@ -127,14 +123,26 @@ print("packed" if d.get("integer_dot") else "")' "$device")
     grep -E "^\|.*(pp|tg)[0-9]" $W/run.txt | sed "s/^/$label /" | tee -a "$out" | grep -q . ||
       say "$label: no figures: $(tail -3 $W/run.txt | tr '\n' ' ')"
   }
-  for f in $(ls $m/*.gguf | sort); do
+  # The largest shape first (the issue's targets are on it); each step only
+  # while the call has time left (GPU_CHECK_DEADLINE seconds for tessera's and
+  # llama.cpp's Vulkan runs, 60 more for CUDA's).
+  deadline=${GPU_CHECK_DEADLINE:-420}
+  models=$(ls $m/*.gguf | sort -r)
+  late() { [ $(($(date +%s) - t0)) -ge "$1" ] && say "skipped for time: $2"; }
+  for f in $models; do
     say "== $(basename $f)"
-    # Plain integer sums, then the packed dot instructions where the device has them.
-    for dot in plain $packed; do
-      capture "tessera vulkan ($dot)" env TESSERA_VULKAN_DOT=$dot timeout 150 "${loader[@]}" "$C/bin/tessera" bench \
-        -m $f -p $pp -n $tg -r 2 --device vulkan:$device
+    # The defaults (packed dot instructions where the device has them, one
+    # token's products a subgroup per row where its subgroups pass the probe),
+    # then plain integer sums, then the products a workgroup per row (fewer
+    # tokens: the old layout, slow).
+    for variant in default TESSERA_VULKAN_DOT=plain TESSERA_VULKAN_PRODUCTS=rows; do
+      late $deadline "tessera $variant on $(basename $f)" && continue
+      n=$tg; [ $variant = TESSERA_VULKAN_PRODUCTS=rows ] && n=32
+      capture "tessera vulkan ($variant)" env $([ $variant = default ] || echo $variant) timeout 120 "${loader[@]}" \
+        "$C/bin/tessera" bench -m $f -p $pp -n $n -r 2 --device vulkan:$device
     done
-    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 120 "$C/lib/ld-linux-x86-64.so.2" \
+    late $deadline "llama vulkan on $(basename $f)" && continue
+    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 90 "$C/lib/ld-linux-x86-64.so.2" \
       --library-path "$C/llama-vk:$C/lib" $C/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
   done
   # Where the device's time goes (TESSERA_VULKAN_PROFILE), the largest Q4_K
@@ -143,8 +151,9 @@ print("packed" if d.get("integer_dot") else "")' "$device")
   prof=${OUT:-/tmp}/gpu_profile.txt
   : > $prof
   for args in "-p 0 -n 64" "-p $pp -n 0"; do
+    late $((deadline + 30)) "the profile of $(basename $f) $args" && continue
     echo "== $(basename $f) $args" >> $prof
-    TESSERA_VULKAN_PROFILE=1 timeout 120 "${loader[@]}" "$C/bin/tessera" bench -m $f $args -r 1 \
+    TESSERA_VULKAN_PROFILE=1 timeout 60 "${loader[@]}" "$C/bin/tessera" bench -m $f $args -r 1 \
       --device vulkan:$device >> $prof 2>&1
   done
   say "profile in gpu_profile.txt"
@@ -152,13 +161,28 @@ print("packed" if d.get("integer_dot") else "")' "$device")
   # the time of everything above (niced, so the runs above come first).
   if [ -n "$cuda_build" ]; then
     say "waiting for llama.cpp's CUDA build"
-    wait $cuda_build || say "llama.cpp CUDA build failed (see gpu_log.txt)"
+    while kill -0 $cuda_build 2>/dev/null && [ $(($(date +%s) - t0)) -lt $((deadline + 90)) ]; do sleep 3; done
+    if kill -0 $cuda_build 2>/dev/null; then
+      say "llama.cpp's CUDA build did not finish in time"
+    else
+      wait $cuda_build || say "llama.cpp CUDA build failed (see gpu_log.txt)"
+    fi
   fi
   if [ -x $C/llama-cuda/llama-bench ]; then
-    for f in $(ls $m/*.gguf | sort); do
+    for f in $models; do
+      late $((deadline + 120)) "llama cuda on $(basename $f)" && continue
       say "== $(basename $f)"
       capture "llama cuda" llama_cuda -m $f -p $pp -n $tg -r 2 -ngl 99
     done
+  fi
+fi
+if [ "$step" = all ] || [ "$step" = tests ]; then
+  # What time is left: the forward tests again with the fma built from
+  # doubles (the probe's other branch) and a dot per invocation (lavapipe's
+  # layout), on this GPU.
+  if [ "$step" = tests ] || [ $(($(date +%s) - t0)) -lt ${GPU_CHECK_DEADLINE:-420} ]; then
+    TESSERA_VULKAN_FMA=emulate TESSERA_VULKAN_PRODUCTS=dots TESSERA_VULKAN_DEVICE=$device timeout 60 \
+      "${loader[@]}" "$C/bin/test_gpu_model" 2>&1 | tee -a "$log" | grep -E "FAILED|PASSED|tests ran" | tee -a "$out"
   fi
 fi
 say "done"
