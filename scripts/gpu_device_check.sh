@@ -42,7 +42,14 @@ fi
 # The NVIDIA driver's ICD, where the machine keeps it (the device tool's README).
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f $nvidia_icd ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
-loader=("$C/lib/ld-linux-x86-64.so.2" --library-path "$C/lib")  # the carried libraries, whatever the image has
+# The carried libraries the image lacks (by soname): its own C library, C++
+# library and the like are newer than this build's and the driver needs them.
+mkdir -p $C/run-lib
+for lib in $C/lib/*; do
+  name=$(basename $lib)
+  ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf $lib $C/run-lib/$name
+done
+loader=(env LD_LIBRARY_PATH=$C/run-lib)
 # The test binaries were built elsewhere: their data is this tree's.
 export TESSERA_SOURCE_DIR=$PWD TESSERA_TEST_TMP=$W/tessera-test
 tessera() { "${loader[@]}" "$C/bin/tessera" "$@"; }
@@ -111,9 +118,8 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
   llama_cuda() {
     if [ -f $C/llama-cuda/built-there ]; then
       LD_LIBRARY_PATH=$C/llama-cuda:${cuda_lib:-/usr/local/cuda/lib64} timeout 120 $C/llama-cuda/llama-bench "$@"
-    else  # built on Debian 12: its C library too
-      timeout 120 "$C/lib/ld-linux-x86-64.so.2" --library-path "$C/llama-cuda:$C/lib:${cuda_lib:-/usr/local/cuda/lib64}" \
-        $C/llama-cuda/llama-bench "$@"
+    else  # built on Debian 12
+      LD_LIBRARY_PATH=$C/llama-cuda:$C/run-lib:${cuda_lib:-/usr/local/cuda/lib64} timeout 120 $C/llama-cuda/llama-bench "$@"
     fi
   }
   capture() {  # LABEL, then the command: its pp and tg rows, or why there are none
@@ -142,8 +148,8 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
         "$C/bin/tessera" bench -m $f -p $pp -n $n -r 2 --device vulkan:$device
     done
     late $deadline "llama vulkan on $(basename $f)" && continue
-    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 90 "$C/lib/ld-linux-x86-64.so.2" \
-      --library-path "$C/llama-vk:$C/lib" $C/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
+    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 90 env LD_LIBRARY_PATH=$C/llama-vk:$C/run-lib \
+      $C/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
   done
   # Where the device's time goes (TESSERA_VULKAN_PROFILE), the largest Q4_K
   # shape: generation, then a prompt.
