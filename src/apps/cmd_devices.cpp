@@ -50,6 +50,7 @@ void add_devices_command(CLI::App& app) {
                                      {"float64", d.shader_float64},
                                      {"integer_dot", d.integer_dot},
                                      {"integer_dot_accelerated", d.integer_dot_accelerated},
+                                     {"denorm_preserve", d.denorm_preserve},
                                      {"native_fma", native_fma_of(d)}});
         }
 #else
@@ -67,12 +68,12 @@ void add_devices_command(CLI::App& app) {
                               : d["integer_dot_accelerated"].get<bool>() ? "packed, accelerated"
                                                                           : "packed, not accelerated";
             std::printf("vulkan:%d %s (%s), %.1f GiB device memory, buffers up to %.0f MiB, subgroups of %d, fma %s, "
-                        "integer dot %s%s\n",
+                        "integer dot %s, subnormals %s%s\n",
                         d["index"].get<int>(), d["name"].get<std::string>().c_str(), d["type"].get<std::string>().c_str(),
                         d["device_local_bytes"].get<double>() / (1 << 30),
                         d["max_storage_buffer_bytes"].get<double>() / (1 << 20), d["subgroup_size"].get<int>(),
                         d["native_fma"].is_null() ? "?" : d["native_fma"].get<bool>() ? "native" : "emulated from doubles",
-                        dot,
+                        dot, d["denorm_preserve"].get<bool>() ? "kept" : "may be flushed to zero (no DenormPreserve)",
                         d["float64"].get<bool>() ? "" : "; no 64-bit floats: its kernels cannot round as the CPU does");
         }
 #else

@@ -111,6 +111,13 @@ VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
     vkGetPhysicalDeviceFeatures(d, &features);
     info.shader_int64 = features.shaderInt64 == VK_TRUE;
     info.shader_float64 = features.shaderFloat64 == VK_TRUE;
+    if (has_extension(d, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {
+        VkPhysicalDeviceFloatControlsPropertiesKHR controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES_KHR};
+        VkPhysicalDeviceProperties2 with_controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        with_controls.pNext = &controls;
+        vkGetPhysicalDeviceProperties2(d, &with_controls);
+        info.denorm_preserve = controls.shaderDenormPreserveFloat32 == VK_TRUE;
+    }
     // The extension's structures may be chained only where it is offered.
     if (has_extension(d, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
         VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{
@@ -247,15 +254,17 @@ VulkanContext::VulkanContext(int index) {
         enabled.features.shaderInt64 = info_.shader_int64 ? VK_TRUE : VK_FALSE;
         VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{
             VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
-        const char* dot_extension = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+        std::vector<const char*> extensions;
         VkDeviceCreateInfo device{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         device.pNext = &enabled;
         if (info_.integer_dot) {
             dot.shaderIntegerDotProduct = VK_TRUE;
             enabled.pNext = &dot;
-            device.enabledExtensionCount = 1;
-            device.ppEnabledExtensionNames = &dot_extension;
+            extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
         }
+        if (info_.denorm_preserve) extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+        device.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+        device.ppEnabledExtensionNames = extensions.data();
         device.queueCreateInfoCount = 1;
         device.pQueueCreateInfos = &queue;
         vk_check(vkCreateDevice(physical_, &device, nullptr, &device_), "vkCreateDevice");

@@ -34,6 +34,11 @@ struct VulkanDeviceInfo {
     bool integer_dot = false;
     bool integer_dot_accelerated = false;
     bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders
+    // VK_KHR_shader_float_controls' DenormPreserve for 32-bit floats: the
+    // kernels keep subnormal results as the CPU does (vulkan_kernel.cpp adds
+    // the mode to every shader); without it a driver may flush them to zero
+    // (NVIDIA's does).
+    bool denorm_preserve = false;
 };
 
 // Whether the block products sum their integers with the packed dot

@@ -2,15 +2,54 @@
 
 #include "util/error.h"
 
+#include <cstring>
+#include <vector>
+
 namespace tessera {
+
+std::vector<uint32_t> with_denorm_preserve(const uint32_t* spirv, size_t words) {
+    constexpr uint32_t kMagic = 0x07230203, kHeader = 5;
+    constexpr uint32_t kOpExtension = 10, kOpCapability = 17, kOpEntryPoint = 15, kOpExecutionMode = 16;
+    constexpr uint32_t kCapabilityDenormPreserve = 4464, kModeDenormPreserve = 4459;
+    if (words < kHeader || spirv[0] != kMagic) throw make_error("internal: not a SPIR-V module ({} words)", words);
+    // "SPV_KHR_float_controls" with its terminating zero, in little-endian words.
+    static const char kName[] = "SPV_KHR_float_controls";
+    std::vector<uint32_t> name((sizeof kName + 3) / 4, 0);
+    std::memcpy(name.data(), kName, sizeof kName);
+    std::vector<uint32_t> out(spirv, spirv + kHeader);
+    bool added_capability = false, added_mode = false;
+    for (size_t i = kHeader; i < words;) {
+        const uint32_t count = spirv[i] >> 16, opcode = spirv[i] & 0xffffu;
+        if (count == 0 || i + count > words) throw make_error("internal: a malformed SPIR-V instruction at word {}", i);
+        // The capability and the extension go before the first instruction
+        // that is neither (the module's layout: capabilities, extensions, ...).
+        if (!added_capability && opcode != kOpCapability) {
+            out.insert(out.end(), {(2u << 16) | kOpCapability, kCapabilityDenormPreserve});
+            out.push_back((static_cast<uint32_t>(1 + name.size()) << 16) | kOpExtension);
+            out.insert(out.end(), name.begin(), name.end());
+            added_capability = true;
+        }
+        out.insert(out.end(), spirv + i, spirv + i + count);
+        if (opcode == kOpEntryPoint && !added_mode) {  // the mode for 32-bit floats, right after the entry point
+            out.insert(out.end(), {(4u << 16) | kOpExecutionMode, spirv[i + 2], kModeDenormPreserve, 32u});
+            added_mode = true;
+        }
+        i += count;
+    }
+    if (!added_mode) throw make_error("internal: a SPIR-V module without an entry point");
+    return out;
+}
 
 VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t words, int n_buffers,
                            uint32_t push_bytes, const char* name, std::optional<bool> native_fma)
     : context_(context), n_buffers_(n_buffers), push_bytes_(push_bytes), name_(name) {
     VkDevice d = context.device();
+    // Subnormal results kept, as on the CPU, where the device can promise it.
+    const std::vector<uint32_t> code = context.info().denorm_preserve ? with_denorm_preserve(spirv, words)
+                                                                       : std::vector<uint32_t>(spirv, spirv + words);
     VkShaderModuleCreateInfo module{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    module.codeSize = words * 4;
-    module.pCode = spirv;
+    module.codeSize = code.size() * 4;
+    module.pCode = code.data();
     vk_check(vkCreateShaderModule(d, &module, nullptr, &module_), "vkCreateShaderModule");
     std::vector<VkDescriptorSetLayoutBinding> bindings(static_cast<size_t>(n_buffers));
     for (int i = 0; i < n_buffers; ++i) {

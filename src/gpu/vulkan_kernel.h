@@ -55,6 +55,12 @@ private:
     std::map<std::vector<VkBuffer>, VkDescriptorSet> sets_;
 };
 
+// The SPIR-V module with 32-bit floats' DenormPreserve execution mode added
+// to its entry point (and the capability and extension that declare it):
+// every shader keeps subnormals, where the device promises it
+// (VulkanDeviceInfo::denorm_preserve). Throws on a module it cannot parse.
+std::vector<uint32_t> with_denorm_preserve(const uint32_t* spirv, size_t words);
+
 // Makes the host's writes to mapped buffers visible to the shaders of the
 // commands after it, and the shaders' writes visible to the host once the
 // submission is done: the first and last commands of a recording.

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -151,5 +152,65 @@ TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverrides) {
         setenv("TESSERA_VULKAN_FMA", saved.c_str(), 1);
     }
 }
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The instructions of a SPIR-V module, as (opcode, operands).
+std::vector<std::vector<uint32_t>> instructions(const std::vector<uint32_t>& m) {
+    std::vector<std::vector<uint32_t>> out;
+    for (size_t i = 5; i < m.size();) {
+        const uint32_t count = m[i] >> 16;
+        EXPECT_GT(count, 0u);
+        EXPECT_LE(i + count, m.size());
+        if (count == 0 || i + count > m.size()) break;
+        out.emplace_back(m.begin() + static_cast<std::ptrdiff_t>(i), m.begin() + static_cast<std::ptrdiff_t>(i + count));
+        i += count;
+    }
+    return out;
+}
+
+// DenormPreserve added to a real shader (devices that flush subnormals by
+// default, NVIDIA's, keep them with it): the capability among the
+// capabilities, the extension after them, the mode for 32-bit floats on the
+// entry point, every original instruction kept in order; a module that is
+// not SPIR-V, or is cut, is refused.
+TEST(VulkanDenormPreserve, TheModeIsAddedToTheEntryPointAndNothingElseChanges) {
+    const std::vector<uint32_t> original(shaders::k_rms_norm, shaders::k_rms_norm + shaders::k_rms_norm_words);
+    const std::vector<uint32_t> patched = with_denorm_preserve(original.data(), original.size());
+    ASSERT_EQ(patched.size(), original.size() + 2 + 7 + 4);
+    EXPECT_TRUE(std::equal(original.begin(), original.begin() + 5, patched.begin()));
+    const auto before = instructions(original), after = instructions(patched);
+    ASSERT_EQ(after.size(), before.size() + 3);
+    size_t capabilities = 0;
+    while ((after[capabilities][0] & 0xffffu) == 17u) ++capabilities;
+    EXPECT_EQ(after[capabilities - 1], (std::vector<uint32_t>{(2u << 16) | 17u, 4464u}));
+    ASSERT_EQ(after[capabilities][0] & 0xffffu, 10u);  // OpExtension
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(after[capabilities].data() + 1)), "SPV_KHR_float_controls");
+    uint32_t entry = 0;
+    size_t mode = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+        if ((after[i][0] & 0xffffu) == 15u) entry = after[i][2];
+        if ((after[i][0] & 0xffffu) == 16u && after[i][2] == 4459u) mode = i;
+    }
+    ASSERT_NE(mode, 0u);
+    EXPECT_EQ(after[mode], (std::vector<uint32_t>{(4u << 16) | 16u, entry, 4459u, 32u}));
+    std::vector<std::vector<uint32_t>> kept;
+    for (size_t i = 0; i < after.size(); ++i) {
+        if (i != capabilities - 1 && i != capabilities && i != mode) kept.push_back(after[i]);
+    }
+    EXPECT_EQ(kept, before);
+    EXPECT_THROW(with_denorm_preserve(original.data(), 3), Error);
+    // Cut inside its first instruction of three words or more (OpEntryPoint, say).
+    size_t at = 5;
+    while ((original[at] >> 16) < 3) at += original[at] >> 16;
+    EXPECT_THROW(with_denorm_preserve(original.data(), at + 2), Error);
+    std::vector<uint32_t> not_spirv = original;
+    not_spirv[0] = 0;
+    EXPECT_THROW(with_denorm_preserve(not_spirv.data(), not_spirv.size()), Error);
+}
+
 }  // namespace
 }  // namespace tessera
