@@ -606,7 +606,7 @@ const VulkanBuffer& VulkanSliceForward::record_activation(VkCommandBuffer cb, Qu
         if (q8_k_of_ != &rows) {
             const uint32_t blocks = u32(n_tok * n / 256);
             kernels_->quantize_q8_k->record(cb, kernels_->quantize_q8_k->bind({&rows, act_q8_k_.get()}), &blocks,
-                                            groups(blocks));
+                                            std::min<uint32_t>(blocks, 65535));  // a workgroup per block
             q8_k_of_ = &rows;
         }
         return *act_q8_k_;

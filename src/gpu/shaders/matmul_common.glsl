@@ -158,7 +158,9 @@ void block_finish(uint r, uint t, uint b, ivec2 sums, out float a, out float d);
 
 void main() {
     const uint size = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
-    const uint words = block_words(), per_block = min(words, size), span = size / per_block;
+    // At most 8 lanes a block: each lane takes several words, and a subgroup
+    // of 32 steps through 4 blocks at once (a shorter chain of steps per row).
+    const uint words = block_words(), per_block = min(min(words, 8u), size), span = size / per_block;
     const uint mine = lane / per_block, first_word = lane % per_block;
     const uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
     for (uint r = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID; r < p.rows; r += stride) {
