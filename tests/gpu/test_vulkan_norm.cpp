@@ -2,6 +2,10 @@
 // bit: random rows of many widths (sums in double, a rounded mean, a square
 // root and a reciprocal each rounded once), tiny and huge magnitudes.
 #include "gpu/norm.h"
+#include "ops/kquant_scalar.h"
+#include "ops/kquant_blocks.h"
+#include "gpu/vulkan_kernel.h"
+#include "gpu/shaders.h"
 #include "ops/activation.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -10,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <regex>
@@ -69,6 +74,36 @@ TEST(VulkanProfile, TheContextPrintsEachKernelsDispatchesWhenItEnds) {
     testing::internal::CaptureStderr();
     { VulkanContext quiet(device_index()); }
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "no table without the variable";
+}
+
+// Float rows to Q8_K blocks on the device (a workgroup per block) against
+// the CPU's q8_k_from_float, byte for byte: random blocks, a block of zeros,
+// blocks whose largest magnitude comes twice with both signs (the first one
+// sets the sign of the scale), a largest element at each end, subnormals.
+TEST(VulkanQuantizeQ8K, EqualsTheCpuByteForByte) {
+    VulkanContext context(device_index());
+    VulkanKernel kernel(context, TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
+    std::mt19937 rng(23);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const uint32_t blocks = 9;
+    std::vector<float> x(256 * blocks);
+    for (float& v : x) v = normal(rng);
+    std::fill(x.begin() + 256, x.begin() + 512, 0.0f);   // block 1: zeros
+    x[2 * 256 + 10] = 7.5f, x[2 * 256 + 200] = -7.5f;     // block 2: +max first
+    x[3 * 256 + 3] = -7.5f, x[3 * 256 + 4] = 7.5f;        // block 3: -max first, neighbours in one invocation
+    x[4 * 256 + 0] = -9.0f;                               // block 4: the first element
+    x[5 * 256 + 255] = 9.0f;                              // block 5: the last one
+    for (int i = 0; i < 256; ++i) x[6 * 256 + i] = std::ldexp(normal(rng), -130);  // block 6: subnormals
+    x[7 * 256 + 64] = -3.0f, x[7 * 256 + 192] = 3.0f, x[7 * 256 + 128] = -3.0f;   // block 7: ties across invocations
+    VulkanBuffer xb(context, x.size() * 4), qb(context, blocks * 292);
+    xb.upload(x.data(), x.size() * 4);
+    kernel.run({&xb, &qb}, &blocks, blocks);
+    std::vector<BlockQ8_K> gpu(blocks), cpu(blocks);
+    qb.download(gpu.data(), blocks * 292);
+    q8_k_from_float(x.data(), cpu.data(), static_cast<int64_t>(x.size()));
+    for (uint32_t b = 0; b < blocks; ++b) {
+        EXPECT_EQ(std::memcmp(&gpu[b], &cpu[b], 292), 0) << "block " << b << ": d " << gpu[b].d << " vs " << cpu[b].d;
+    }
 }
 
 TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
