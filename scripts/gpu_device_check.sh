@@ -19,7 +19,9 @@
 # script on lavapipe); GPU_CHECK_SHAPES names the shapes (default "1b 8b"; tiny
 # for a rehearsal),
 # GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths,
-# GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there.
+# GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there,
+# GPU_CHECK_PEERS=0 llama.cpp's runs, GPU_CHECK_VARIANTS names tessera's
+# (default, TESSERA_VULKAN_DOT=plain, TESSERA_VULKAN_PRODUCTS=rows).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
@@ -141,19 +143,20 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
     # token's products a subgroup per row where its subgroups pass the probe),
     # then plain integer sums, then the products a workgroup per row (fewer
     # tokens: the old layout, slow).
-    for variant in default TESSERA_VULKAN_DOT=plain TESSERA_VULKAN_PRODUCTS=rows; do
+    for variant in ${GPU_CHECK_VARIANTS:-default TESSERA_VULKAN_DOT=plain TESSERA_VULKAN_PRODUCTS=rows}; do
       late $deadline "tessera $variant on $(basename $f)" && continue
       n=$tg; [ $variant = TESSERA_VULKAN_PRODUCTS=rows ] && n=32
       capture "tessera vulkan ($variant)" env $([ $variant = default ] || echo $variant) timeout 120 "${loader[@]}" \
         "$C/bin/tessera" bench -m $f -p $pp -n $n -r 2 --device vulkan:$device
     done
     late $deadline "llama vulkan on $(basename $f)" && continue
-    [ -x $C/llama-vk/llama-bench ] && capture "llama vulkan" timeout 90 env LD_LIBRARY_PATH=$C/llama-vk:$C/run-lib \
+    [ -x $C/llama-vk/llama-bench ] && [ "${GPU_CHECK_PEERS:-1}" = 1 ] && capture "llama vulkan" timeout 90 env LD_LIBRARY_PATH=$C/llama-vk:$C/run-lib \
       $C/llama-vk/llama-bench -m $f -p $pp -n $tg -r 2 -ngl 99
   done
   # Where the device's time goes (TESSERA_VULKAN_PROFILE), the largest Q4_K
   # shape: generation, then a prompt.
-  f=$(ls $m/8b-Q4_K.gguf $m/1b-Q4_K.gguf $m/tiny-Q4_K.gguf 2>/dev/null | head -1)
+  f=
+  for shape in tiny 1b 8b; do [ -f $m/$shape-Q4_K.gguf ] && f=$m/$shape-Q4_K.gguf; done
   prof=${OUT:-/tmp}/gpu_profile.txt
   : > $prof
   for args in "-p 0 -n 64" "-p $pp -n 0"; do
@@ -174,7 +177,7 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
       wait $cuda_build || say "llama.cpp CUDA build failed (see gpu_log.txt)"
     fi
   fi
-  if [ -x $C/llama-cuda/llama-bench ]; then
+  if [ -x $C/llama-cuda/llama-bench ] && [ "${GPU_CHECK_PEERS:-1}" = 1 ]; then
     for f in $models; do
       late $((deadline + 120)) "llama cuda on $(basename $f)" && continue
       say "== $(basename $f)"

@@ -210,6 +210,9 @@ struct VulkanContext::Profile {
     uint64_t submissions = 0;
     double device_ns = 0.0;  // first to last timestamp, summed
     double wait_ns = 0.0;    // submit to fence, summed
+    double record_ns = 0.0;  // begin to submit (recording on the host), summed
+    double host_ns = 0.0;    // a fence to the next begin (the host's own work between submissions), summed
+    std::chrono::steady_clock::time_point began, fenced;
 };
 
 VulkanContext::VulkanContext(int index) {
@@ -313,8 +316,10 @@ void VulkanContext::print_profile() const {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
     std::string text = fmt::format(
         "Vulkan profile of device {} ({}): {} submissions, {:.3f} ms on the device between their first and last "
-        "timestamps, {:.3f} ms from submit to fence\n{:>10} {:>8} {:>10} {:>6}  kernel [grid]\n",
-        info_.index, info_.name, p.submissions, p.device_ns * 1e-6, p.wait_ns * 1e-6, "ms", "calls", "us/call", "share");
+        "timestamps, {:.3f} ms from submit to fence, {:.3f} ms recording them, {:.3f} ms on the host between a fence "
+        "and the next recording\n{:>10} {:>8} {:>10} {:>6}  kernel [grid]\n",
+        info_.index, info_.name, p.submissions, p.device_ns * 1e-6, p.wait_ns * 1e-6, p.record_ns * 1e-6,
+        p.host_ns * 1e-6, "ms", "calls", "us/call", "share");
     for (const auto& [name, row] : rows) {
         text += fmt::format("{:10.3f} {:8} {:10.2f} {:5.1f}%  {}\n", row.ns * 1e-6, row.calls,
                             row.ns * 1e-3 / static_cast<double>(row.calls), 100.0 * row.ns / std::max(p.device_ns, 1.0),
@@ -377,6 +382,10 @@ VkCommandBuffer VulkanContext::begin() {
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     vk_check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
     if (profile_) {
+        profile_->began = std::chrono::steady_clock::now();
+        if (profile_->submissions > 0) {
+            profile_->host_ns += std::chrono::duration<double, std::nano>(profile_->began - profile_->fenced).count();
+        }
         profile_->pending.clear();
         vkCmdResetQueryPool(cb, profile_->pool, 0, Profile::kQueries);
         vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, profile_->pool, 0);
@@ -417,7 +426,9 @@ void VulkanContext::submit_and_wait(VkCommandBuffer cb, uint64_t timeout_ms) {
         }
         ++p.submissions;
         p.device_ns += static_cast<double>((stamps[n - 1] - stamps[0]) & p.mask) * p.period_ns;
-        p.wait_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - submitted).count();
+        p.fenced = std::chrono::steady_clock::now();
+        p.wait_ns += std::chrono::duration<double, std::nano>(p.fenced - submitted).count();
+        p.record_ns += std::chrono::duration<double, std::nano>(submitted - p.began).count();
     }
 }
 
