@@ -45,10 +45,19 @@ const char* type_name(VkPhysicalDeviceType t) {
     }
 }
 
+// Vulkan 1.2 where the loader has it: its core float controls (DenormPreserve)
+// are then queried and used on 1.2 devices, whether or not they still list
+// the extension.
+uint32_t instance_version() {
+    uint32_t version = VK_API_VERSION_1_0;
+    if (vkEnumerateInstanceVersion(&version) != VK_SUCCESS) version = VK_API_VERSION_1_0;
+    return version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+}
+
 VkInstance new_instance() {
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pApplicationName = "tessera";
-    app.apiVersion = VK_API_VERSION_1_1;
+    app.apiVersion = instance_version();
     VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     info.pApplicationInfo = &app;
     VkInstance instance = VK_NULL_HANDLE;
@@ -111,7 +120,8 @@ VulkanDeviceInfo describe(VkPhysicalDevice d, int index) {
     vkGetPhysicalDeviceFeatures(d, &features);
     info.shader_int64 = features.shaderInt64 == VK_TRUE;
     info.shader_float64 = features.shaderFloat64 == VK_TRUE;
-    if (has_extension(d, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {
+    info.float_controls_core = instance_version() >= VK_API_VERSION_1_2 && info.api_version >= VK_API_VERSION_1_2;
+    if (info.float_controls_core || has_extension(d, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {
         VkPhysicalDeviceFloatControlsPropertiesKHR controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES_KHR};
         VkPhysicalDeviceProperties2 with_controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
         with_controls.pNext = &controls;
@@ -265,7 +275,9 @@ VulkanContext::VulkanContext(int index) {
             enabled.pNext = &dot;
             extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
         }
-        if (info_.denorm_preserve) extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+        if (info_.denorm_preserve && !info_.float_controls_core) {
+            extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+        }
         device.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
         device.ppEnabledExtensionNames = extensions.data();
         device.queueCreateInfoCount = 1;

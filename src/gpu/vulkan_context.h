@@ -39,6 +39,7 @@ struct VulkanDeviceInfo {
     // the mode to every shader); without it a driver may flush them to zero
     // (NVIDIA's does).
     bool denorm_preserve = false;
+    bool float_controls_core = false;  // Vulkan 1.2's, on this instance and device (no extension to enable)
 };
 
 // Whether the block products sum their integers with the packed dot

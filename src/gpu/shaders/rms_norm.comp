@@ -8,7 +8,7 @@
 // square root may be off by a few units); out = x * scale * weight.
 #include "exact_math.glsl"
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Wt { float weight[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Out { float out_[]; };
@@ -20,10 +20,12 @@ shared double part[8];
 shared float row_scale;
 
 // One workgroup per row (rows beyond the dispatch's width loop): the row's
-// float squares staged in shared memory a chunk at a time by all 64 threads
-// (reading it straight from device memory, the 8 chains waited on every
-// load: 35 us a norm of 2048 on an H200), the 8 partial sums on 8 threads,
-// each in its own order (element i to part i % 8, in order), then one
+// float squares staged in shared memory a chunk at a time by all 256
+// threads (8 independent loads each: read from device memory by the 8 chains
+// themselves, or by 64 threads one after another, a norm of 4096 took 40 us
+// on an H200), the 8 partial sums on 8 threads, each in its own order
+// (element i to part i % 8, in order; 8 shared reads ahead of the adds,
+// adding +0.0 past the end, which changes no sum of squares), then one
 // thread adds them and takes the scale, then every thread scales its
 // elements.
 void main() {
@@ -33,13 +35,17 @@ void main() {
         precise double acc = 0.0;  // part lid's chain (lid < 8)
         for (uint c0 = 0u; c0 < p.n; c0 += kChunk) {
             const uint width = min(kChunk, p.n - c0);
-            for (uint j = lid; j < width; j += 64u) {
+            for (uint j = lid; j < width; j += 256u) {
                 precise float sq = x[base + c0 + j] * x[base + c0 + j];
                 squares[j] = sq;
             }
             barrier();
             if (lid < 8u) {
-                for (uint j = lid; j < width; j += 8u) acc = acc + double(squares[j]);
+                for (uint j = lid; j < width; j += 64u) {
+                    float ahead[8];
+                    for (uint u = 0u; u < 8u; ++u) ahead[u] = j + 8u * u < width ? squares[j + 8u * u] : 0.0;
+                    for (uint u = 0u; u < 8u; ++u) acc = acc + double(ahead[u]);
+                }
             }
             barrier();
         }
@@ -54,7 +60,7 @@ void main() {
         }
         barrier();
         const float scale = row_scale;
-        for (uint j = lid; j < p.n; j += 64u) {
+        for (uint j = lid; j < p.n; j += 256u) {
             precise float scaled = x[base + j] * scale;
             precise float v = scaled * weight[j];
             out_[base + j] = v;
