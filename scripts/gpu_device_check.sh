@@ -21,7 +21,8 @@
 # GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths,
 # GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there,
 # GPU_CHECK_PEERS=0 llama.cpp's runs, GPU_CHECK_VARIANTS names tessera's
-# (default, TESSERA_VULKAN_DOT=plain, TESSERA_VULKAN_PRODUCTS=rows).
+# (default, TESSERA_VULKAN_DOT=plain, TESSERA_VULKAN_PRODUCTS=rows),
+# GPU_CHECK_TYPES the weight types (default "Q4_0 Q4_K").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
@@ -75,7 +76,7 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
   mkdir -p $m
   shapes=${GPU_CHECK_SHAPES:-1b 8b}
   (
-    for t in Q4_0 Q4_K; do
+    for t in ${GPU_CHECK_TYPES:-Q4_0 Q4_K}; do
       for shape in $shapes; do
         case $shape in
           tiny) dims="--dim 256 --layers 2 --heads 8 --kv-heads 2 --ffn 512 --vocab 1024" ;;

@@ -2,6 +2,7 @@
 // exact_math.glsl) against the CPU's IEEE operations, bit for bit, on random
 // values over many magnitudes and on values next to ties: fma rounded once,
 // float sqrt, float reciprocal, and a double quotient rounded to float.
+#include "gpu/fma_probe.h"
 #include "gpu/matvec.h"
 #include "gpu/shaders.h"
 #include "gpu/subgroup_probe.h"
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -210,6 +212,38 @@ TEST(VulkanDenormPreserve, TheModeIsAddedToTheEntryPointAndNothingElseChanges) {
     std::vector<uint32_t> not_spirv = original;
     not_spirv[0] = 0;
     EXPECT_THROW(with_denorm_preserve(not_spirv.data(), not_spirv.size()), Error);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The fma probe's verdict: std::fma's bits pass; an unfused multiply-add
+// fails; subnormal results flushed to zero pass only where the device does
+// not promise to keep subnormals (there the emulated fma flushes them too).
+TEST(VulkanFmaProbe, SubnormalsCountOnlyWhereTheDeviceKeepsThem) {
+    const std::vector<float> cases = fma_probe_cases();
+    const size_t n = cases.size() / 3;
+    std::vector<float> fused(n), unfused(n), flushed(n);
+    bool any_subnormal = false;
+    for (size_t i = 0; i < n; ++i) {
+        const float a = cases[3 * i], b = cases[3 * i + 1], c = cases[3 * i + 2];
+        fused[i] = std::fma(a, b, c);
+        volatile float product = a * b;
+        unfused[i] = product + c;
+        const bool tiny = fused[i] != 0.0f && std::fabs(fused[i]) < std::numeric_limits<float>::min();
+        any_subnormal = any_subnormal || tiny;
+        flushed[i] = tiny ? std::copysign(0.0f, fused[i]) : fused[i];
+    }
+    ASSERT_TRUE(any_subnormal) << "the probe has subnormal results";
+    EXPECT_TRUE(fma_results_round_once(cases, fused, true));
+    EXPECT_TRUE(fma_results_round_once(cases, fused, false));
+    EXPECT_FALSE(fma_results_round_once(cases, unfused, true));
+    EXPECT_FALSE(fma_results_round_once(cases, unfused, false));
+    EXPECT_FALSE(fma_results_round_once(cases, flushed, true));
+    EXPECT_TRUE(fma_results_round_once(cases, flushed, false));
 }
 
 }  // namespace
