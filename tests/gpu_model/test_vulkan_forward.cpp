@@ -225,14 +225,12 @@ TEST(VulkanForward, MixturesOfExpertsGiveTheCpuLogits) {
     }
 }
 
-// GPUs run the products a workgroup per row (lavapipe, a CPU, an invocation
-// per dot): that layout too, through whole models with units and experts.
-TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
-    const std::string dir = test::scratch_dir("vulkan_forward_rows");
-    setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);
-    for (const auto& [family, type] : std::vector<std::pair<std::string, QuantType>>{
-             {"llama", QuantType::Q4_K}, {"qwen3", QuantType::F16}, {"qwen3moe", QuantType::Q4_0},
-             {"mistral", QuantType::IQ3_S}}) {
+// Random models of these families and weight types, each against the CPU's
+// logits with TESSERA_VULKAN_PRODUCTS set to `layout`.
+void expect_families_in_layout(const std::string& dir, const char* layout,
+                               const std::vector<std::pair<std::string, QuantType>>& models) {
+    setenv("TESSERA_VULKAN_PRODUCTS", layout, 1);
+    for (const auto& [family, type] : models) {
         RandomModelSpec spec = small_spec(type);
         apply_model_preset(spec, family);
         const std::string path = dir + "/" + family + ".gguf";
@@ -240,6 +238,14 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
         EXPECT_EQ(compare(path, 64, QuantType::F16, 20, 3), "") << family << " " << quant_type_name(type);
     }
     unsetenv("TESSERA_VULKAN_PRODUCTS");
+}
+
+// GPUs run the products a workgroup per row (lavapipe, a CPU, an invocation
+// per dot): that layout too, through whole models with units and experts.
+TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
+    expect_families_in_layout(test::scratch_dir("vulkan_forward_rows"), "rows",
+                              {{"llama", QuantType::Q4_K}, {"qwen3", QuantType::F16}, {"qwen3moe", QuantType::Q4_0},
+                               {"mistral", QuantType::IQ3_S}});
 }
 
 // One token's Q8_0, Q4_0 and Q4_K products by a subgroup per row (GPUs whose
@@ -250,18 +256,9 @@ TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
         VulkanContext context(device_index());
         if (!context.subgroup_mismatch().empty()) GTEST_SKIP() << context.info().name << ": " << context.subgroup_mismatch();
     }
-    const std::string dir = test::scratch_dir("vulkan_forward_subgroups");
-    setenv("TESSERA_VULKAN_PRODUCTS", "subgroups", 1);
-    for (const auto& [family, type] : std::vector<std::pair<std::string, QuantType>>{
-             {"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
-             {"qwen3moe", QuantType::Q4_K}}) {
-        RandomModelSpec spec = small_spec(type);
-        apply_model_preset(spec, family);
-        const std::string path = dir + "/" + family + ".gguf";
-        write_random_model(spec, path);
-        EXPECT_EQ(compare(path, 64, QuantType::F16, 20, 3), "") << family << " " << quant_type_name(type);
-    }
-    unsetenv("TESSERA_VULKAN_PRODUCTS");
+    expect_families_in_layout(test::scratch_dir("vulkan_forward_subgroups"), "subgroups",
+                              {{"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
+                               {"qwen3moe", QuantType::Q4_K}});
 }
 
 // The block products' integer sums by packed dot instructions (the
