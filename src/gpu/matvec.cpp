@@ -113,14 +113,13 @@ VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed, boo
 VulkanMatvec::~VulkanMatvec() = default;
 
 std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t w_bytes, const void* x, size_t x_bytes,
-                                     uint32_t a, int rows) {
+                                     uint32_t a, int rows, bool by_subgroup) {
     const auto wb = filled(context_, w, w_bytes);
     const auto xb = filled(context_, x, x_bytes);
     VulkanBuffer yb(context_, static_cast<size_t>(rows) * 4);
     const auto n_rows = static_cast<uint32_t>(rows);
     Params p{a, 1, n_rows, a, 0, a, n_rows, 1, a};
     p.serial = serial_ ? 1 : 0;
-    const bool by_subgroup = subgroup_rows_ && (&kernel == q8_0_.get() || &kernel == q4_0_.get() || &kernel == q4_k_.get());
     kernel.run({wb.get(), xb.get(), &yb}, &p,
                by_subgroup ? subgroup_row_groups(context_.info(), rows) : product_groups(serial_, rows, 1));
     std::vector<float> y(static_cast<size_t>(rows));
@@ -143,24 +142,25 @@ std::vector<float> VulkanMatvec::f16(const void* w, int rows, int n, const float
 // Rows of whole blocks: `block` elements in w_bytes per weight block and
 // x_bytes per activation block.
 std::vector<float> VulkanMatvec::blocks(VulkanKernel& kernel, const char* type, int block, size_t w_bytes,
-                                        size_t x_bytes, const void* w, int rows, int n, const void* x) {
+                                        size_t x_bytes, const void* w, int rows, int n, const void* x,
+                                        bool by_subgroup) {
     if (rows <= 0 || n <= 0 || n % block != 0) throw make_error("internal: {} rows must be whole blocks (n = {})", type, n);
     const size_t count = static_cast<size_t>(n / block);
     return run(kernel, w, static_cast<size_t>(rows) * count * w_bytes, x, count * x_bytes, static_cast<uint32_t>(count),
-               rows);
+               rows, by_subgroup);
 }
 
 std::vector<float> VulkanMatvec::q8_0(const void* w, int rows, int n, const void* x) {
-    return blocks(*q8_0_, "Q8_0", 32, 34, 34, w, rows, n, x);
+    return blocks(*q8_0_, "Q8_0", 32, 34, 34, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q4_0(const void* w, int rows, int n, const void* x) {
-    return blocks(*q4_0_, "Q4_0", 32, 18, 34, w, rows, n, x);
+    return blocks(*q4_0_, "Q4_0", 32, 18, 34, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q4_k(const void* w, int rows, int n, const void* x) {
-    return blocks(*q4_k_, "Q4_K", 256, 144, 292, w, rows, n, x);
+    return blocks(*q4_k_, "Q4_K", 256, 144, 292, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q6_k(const void* w, int rows, int n, const void* x) {
-    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x);
+    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x, false);  // no subgroup build
 }
 
 }  // namespace tessera

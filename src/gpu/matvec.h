@@ -36,10 +36,11 @@ public:
     std::vector<float> q6_k(const void* w, int rows, int n, const void* x);
 
 private:
+    // by_subgroup: the kernel is a *_sr build (a subgroup per row).
     std::vector<float> run(VulkanKernel& kernel, const void* w, size_t w_bytes, const void* x, size_t x_bytes,
-                           uint32_t a, int rows);
+                           uint32_t a, int rows, bool by_subgroup = false);
     std::vector<float> blocks(VulkanKernel& kernel, const char* type, int block, size_t w_bytes, size_t x_bytes,
-                              const void* w, int rows, int n, const void* x);
+                              const void* w, int rows, int n, const void* x, bool by_subgroup);
 
     VulkanContext& context_;
     bool serial_;

@@ -227,9 +227,11 @@ struct VulkanSliceForward::Kernels {
         sg = !serial_products(c.info()) && ::tessera::subgroup_trees(c.info());
         idot = integer_dot_products(c.info());
         const auto variant_of = [&](bool use, QuantType t, const uint32_t* plain, size_t plain_words,
-                                    const uint32_t* other, size_t other_words, const char* name) {
+                                    const uint32_t* other, size_t other_words, const char* name,
+                                    std::map<QuantType, std::unique_ptr<VulkanKernel>>* into = nullptr) {
             const int buffers = is_grid(t) ? 4 : 3;  // the grids' tables too
-            products.emplace(t, use ? make(other, other_words, buffers, mm, name) : make(plain, plain_words, buffers, mm, name));
+            (into != nullptr ? *into : products)
+                .emplace(t, use ? make(other, other_words, buffers, mm, name) : make(plain, plain_words, buffers, mm, name));
         };
         variant_of(sg, QuantType::F32, TESSERA_SPIRV(matvec_f32), TESSERA_SPIRV(matvec_f32_sg), "matvec_f32");
         variant_of(sg, QuantType::F16, TESSERA_SPIRV(matvec_f16), TESSERA_SPIRV(matvec_f16_sg), "matvec_f16");
@@ -258,7 +260,7 @@ struct VulkanSliceForward::Kernels {
         if (subgroup_rows(c)) {
             const auto one_token = [&](QuantType t, const uint32_t* plain, size_t plain_words, const uint32_t* packed,
                                        size_t packed_words, const char* name) {
-                one_token_products.emplace(t, idot ? make(packed, packed_words, 3, mm, name) : make(plain, plain_words, 3, mm, name));
+                variant_of(idot, t, plain, plain_words, packed, packed_words, name, &one_token_products);
             };
             one_token(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0_sr), TESSERA_SPIRV(matvec_q8_0_idot_sr), "matvec_q8_0_sr");
             one_token(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0_sr), TESSERA_SPIRV(matvec_q4_0_idot_sr), "matvec_q4_0_sr");

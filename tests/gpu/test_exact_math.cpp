@@ -145,8 +145,29 @@ TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverrides) {
     EXPECT_FALSE(serial_products(VulkanContext(0).info()));
     setenv("TESSERA_VULKAN_PRODUCTS", "dots", 1);
     EXPECT_TRUE(serial_products(VulkanContext(0).info()));
+    {
+        // One token's block products a subgroup per row: only when asked on
+        // a CPU device (lavapipe), and then only where the probe passes.
+        VulkanContext e(0);
+        EXPECT_FALSE(subgroup_rows(e)) << "dots";
+        setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);
+        EXPECT_FALSE(subgroup_rows(e)) << "rows";
+        unsetenv("TESSERA_VULKAN_PRODUCTS");
+        EXPECT_EQ(subgroup_rows(e), e.info().type != "cpu" && e.subgroup_mismatch().empty()) << "default";
+        setenv("TESSERA_VULKAN_PRODUCTS", "subgroups", 1);
+        EXPECT_FALSE(serial_products(e.info()));
+        if (e.subgroup_mismatch().empty()) {
+            EXPECT_TRUE(subgroup_rows(e));
+        } else {
+            EXPECT_THROW(subgroup_rows(e), Error);
+        }
+    }
     setenv("TESSERA_VULKAN_PRODUCTS", "threads", 1);
     EXPECT_THROW(serial_products(VulkanContext(0).info()), Error);
+    {
+        VulkanContext f(0);
+        EXPECT_THROW(subgroup_rows(f), Error);
+    }
     unsetenv("TESSERA_VULKAN_PRODUCTS");
     if (saved.empty()) {
         unsetenv("TESSERA_VULKAN_FMA");
