@@ -17,9 +17,10 @@ std::string products_mode() {
     const char* v = std::getenv("TESSERA_VULKAN_PRODUCTS");
     if (v == nullptr || *v == '\0') return "";
     const std::string mode = v;
-    if (mode != "rows" && mode != "dots" && mode != "subgroups") {
+    if (mode != "rows" && mode != "dots" && mode != "subgroups" && mode != "tiles") {
         throw make_error("TESSERA_VULKAN_PRODUCTS={}: rows (a workgroup per row), subgroups (one token's block products "
-                         "a subgroup per row, the rest as rows) or dots (an invocation per dot)", mode);
+                         "a subgroup per row, the rest as rows), tiles (block products in tiles of dots and tokens, the "
+                         "rest as rows) or dots (an invocation per dot)", mode);
     }
     return mode;
 }
@@ -41,6 +42,19 @@ bool subgroup_rows(VulkanContext& context) {
     }
     return mode.empty() && info.type != "cpu" && context.subgroup_mismatch().empty();
 }
+
+ProductTiles tiled_products(const VulkanDeviceInfo& info) {
+    const std::string mode = products_mode();
+    if (mode == "tiles") return ProductTiles::kEvery;
+    return mode.empty() && info.type != "cpu" ? ProductTiles::kPrompts : ProductTiles::kNone;
+}
+
+// matmul_common.glsl's tiled_dots: a workgroup takes 8 x kTileDots dots by
+// 8 x kTileTokens tokens (the shader strides over what the limit leaves).
+uint32_t tile_groups(int64_t rows, int64_t units) {
+    return static_cast<uint32_t>(std::min<int64_t>((rows * units + 15) / 16, 65535));
+}
+uint32_t tile_token_groups(int64_t tokens) { return static_cast<uint32_t>((tokens + 31) / 32); }
 
 uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows) {
     const int64_t per_group = std::max<int64_t>(1, 64 / std::max<int64_t>(1, info.subgroup_size));

@@ -91,10 +91,18 @@ namespace tessera {
 
 // How a device runs the products (matmul_common.glsl): a workgroup per row
 // on GPUs, an invocation per dot where the device is a CPU (lavapipe), or as
-// TESSERA_VULKAN_PRODUCTS says ("rows", "subgroups" or "dots", for tests and
-// benchmarks).
+// TESSERA_VULKAN_PRODUCTS says ("rows", "subgroups", "tiles" or "dots", for
+// tests and benchmarks).
 struct VulkanDeviceInfo;
 bool serial_products(const VulkanDeviceInfo& info);
+// Where block products run in tiles instead (matmul_common.glsl's
+// tiled_dots): on GPUs, the products of more than one token (prompts); with
+// TESSERA_VULKAN_PRODUCTS=tiles, every block product, one token's too.
+enum class ProductTiles { kNone, kPrompts, kEvery };
+ProductTiles tiled_products(const VulkanDeviceInfo& info);
+// The workgroups of a tiled product: 16 dots (rows x units) by 32 tokens each.
+uint32_t tile_groups(int64_t rows, int64_t units);
+uint32_t tile_token_groups(int64_t tokens);
 // Whether one token's block products (the types with a *_sr build) run a
 // subgroup per row instead: on GPUs whose subgroups pass the probe
 // (gpu/subgroup_probe.h), unless TESSERA_VULKAN_PRODUCTS is "rows" or
@@ -114,7 +122,7 @@ uint32_t product_token_groups(bool serial, int64_t tokens);
 struct VulkanMatmulParams {
     uint32_t blocks, units, rows, row_blocks, col_begin, x_stride, y_stride, tokens, n_blocks;
     uint32_t x_begin = 0, y_begin = 0;
-    uint32_t serial = 0;  // 1: an invocation per dot (CPU devices); 0: a workgroup per row
+    uint32_t serial = 0;  // 1: an invocation per dot (CPU devices); 2: tiles (block types); 0: a workgroup per row
 };
 // rope.comp.
 struct VulkanRopeParams {

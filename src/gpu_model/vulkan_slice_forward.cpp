@@ -373,6 +373,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     }
     kernels_ = std::make_unique<Kernels>(*context_);
     serial_ = serial_products(info);
+    tiles_ = tiled_products(info);
 
     const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
@@ -632,8 +633,20 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
         return;
     }
     VulkanKernel& k = kernels_->product(w.type);
+    if (in_tiles(w.type, n_tok)) {
+        p.serial = 2;
+        k.record(cb, k.bind(product_buffers(w, act, y)), &p, tile_groups(w.rows, units), tile_token_groups(n_tok), 1,
+                 then_barrier);
+        return;
+    }
     k.record(cb, k.bind(product_buffers(w, act, y)), &p, product_groups(serial_, w.rows, units),
              product_token_groups(serial_, n_tok), 1, then_barrier);
+}
+
+bool VulkanSliceForward::in_tiles(QuantType type, int n_tok) const {
+    // Block types only: the float products' lanes keep their own layouts.
+    if (layout_of(type).block_size <= 1) return false;
+    return tiles_ == ProductTiles::kEvery || (tiles_ == ProductTiles::kPrompts && n_tok > 1);
 }
 
 std::vector<const VulkanBuffer*> VulkanSliceForward::product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
@@ -834,6 +847,12 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
         p.y_begin = u32(y_begin);
         p.serial = serial_ ? 1 : 0;
         VulkanKernel& kernel = kernels_->product(w.type);
+        if (in_tiles(w.type, 1)) {
+            p.serial = 2;
+            kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, tile_groups(rows, units), 1, 1,
+                          then_barrier);
+            return;
+        }
         kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, product_groups(serial_, rows, units), 1, 1,
                       then_barrier);
     };

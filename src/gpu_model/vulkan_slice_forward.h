@@ -14,6 +14,7 @@
 #pragma once
 
 #include "attn/sparse_pattern.h"
+#include "gpu/shaders.h"
 #include "gpu/vulkan_buffer.h"
 #include "gpu/vulkan_kernel.h"
 #include "model/layer_block.h"
@@ -112,6 +113,8 @@ private:
                                           int64_t n);
     void record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
                         const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols, bool then_barrier = true);
+    // Whether a product of `type` weights and n_tok tokens runs in tiles (tiles_).
+    bool in_tiles(QuantType type, int n_tok) const;
     // The unit dots of wo or w_down into dots_ (dot_units_ per row).
     void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
     // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
@@ -157,6 +160,7 @@ private:
     DeviceMatrix output_;
     // Scratch for n_batch rows.
     bool serial_ = false;  // products an invocation per dot (gpu/shaders.h's serial_products)
+    ProductTiles tiles_ = ProductTiles::kNone;  // which block products run in tiles (gpu/shaders.h)
     int n_kv_ = 0, n_q_heads_ = 0;  // this share's KV and query heads
     int64_t q_begin_ = 0, q_width_ = 0, kv_begin_ = 0, kv_width_ = 0, n_ffn_ = 0;
     int64_t dot_units_ = 1;    // unit dots per row in dots_

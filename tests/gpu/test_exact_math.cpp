@@ -162,7 +162,19 @@ TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverrides) {
             EXPECT_THROW(subgroup_rows(e), Error);
         }
     }
+    {
+        // Tiles: every block product when asked; prompts on GPUs by default.
+        VulkanContext e(0);
+        EXPECT_EQ(tiled_products(e.info()), ProductTiles::kNone) << "subgroups";
+        setenv("TESSERA_VULKAN_PRODUCTS", "tiles", 1);
+        EXPECT_EQ(tiled_products(e.info()), ProductTiles::kEvery);
+        EXPECT_FALSE(serial_products(e.info()));
+        EXPECT_FALSE(subgroup_rows(e));
+        unsetenv("TESSERA_VULKAN_PRODUCTS");
+        EXPECT_EQ(tiled_products(e.info()), e.info().type == "cpu" ? ProductTiles::kNone : ProductTiles::kPrompts);
+    }
     setenv("TESSERA_VULKAN_PRODUCTS", "threads", 1);
+    EXPECT_THROW(tiled_products(VulkanContext(0).info()), Error);
     EXPECT_THROW(serial_products(VulkanContext(0).info()), Error);
     {
         VulkanContext f(0);

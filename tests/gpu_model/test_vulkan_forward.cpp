@@ -261,6 +261,16 @@ TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
                                {"qwen3moe", QuantType::Q4_K}});
 }
 
+// Block products in tiles of dots and tokens (GPUs' prompts; every block
+// product when asked, one token's and the experts' too): the CPU's logits
+// through whole models, with units, experts, K-, I- and legacy quants, on
+// prompts in one batch of 64 (a tile's tokens split at its edges).
+TEST(VulkanForward, ProductsInTilesGiveTheCpuLogits) {
+    expect_families_in_layout(test::scratch_dir("vulkan_forward_tiles"), "tiles",
+                              {{"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
+                               {"qwen3moe", QuantType::Q6_K}, {"llama", QuantType::IQ3_S}, {"gemma2", QuantType::Q5_1}});
+}
+
 // The block products' integer sums by packed dot instructions (the
 // default where the device has them, as lavapipe does) and byte by byte
 // (TESSERA_VULKAN_DOT=plain, for devices without them) are the same exact

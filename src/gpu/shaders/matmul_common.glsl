@@ -21,8 +21,9 @@
 //     tree.
 // With `serial` (devices that are CPUs, such as lavapipe, where a workgroup's
 // barriers cost more than the parallel reads win), one invocation computes a
-// whole dot instead: invocation x = r * units + u, y = token t. The order of
-// every rounding is the CPU's, whatever the thread layout.
+// whole dot instead: invocation x = r * units + u, y = token t. Block types
+// have a third layout, tiles (serial = 2: prompts on GPUs), below. The order
+// of every rounding is the CPU's, whatever the thread layout.
 #ifdef SUBGROUP_ROWS
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -209,7 +210,49 @@ void serial_dot() {
     y[p.y_begin + t * p.y_stride + g] = acc;
 }
 
+// Tiles (prompts on GPUs; serial = 2): invocation i of a workgroup's 64
+// runs the whole chains of kTileDots neighbouring dots (g = r * units + u,
+// as serial_dot numbers them) for kTileTokens neighbouring tokens, each
+// chain in block order as serial_dot runs it: no shared memory, no barrier,
+// every invocation busy. A workgroup covers 8 x kTileDots dots by
+// 8 x kTileTokens tokens, so a block of weights is read by the 8 invocations
+// of its token tiles, and an activation block by those of its dots, at
+// nearly the same time (the cache serves the rest), and within an
+// invocation one weight block serves its kTileTokens tokens.
+const uint kTileDots = 2u, kTileTokens = 4u;  // matvec.cpp's tile_groups
+
+void tiled_dots() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint t0 = (gl_WorkGroupID.y * 8u + lid / 8u) * kTileTokens;
+    if (t0 >= p.tokens) return;
+    const uint dots = p.rows * p.units, stride = gl_NumWorkGroups.x * 8u * kTileDots;
+    for (uint g0 = (gl_WorkGroupID.x * 8u + lid % 8u) * kTileDots; g0 < dots; g0 += stride) {
+        for (uint i = 0u; i < kTileDots && g0 + i < dots; ++i) {
+            const uint g = g0 + i, r = g / p.units, u = g % p.units;
+            const uint first = u * p.blocks, last = min(p.n_blocks, first + p.blocks);
+            float acc[kTileTokens];
+            for (uint j = 0u; j < kTileTokens; ++j) acc[j] = 0.0;
+            for (uint b = first; b < last; ++b) {
+                for (uint j = 0u; j < kTileTokens; ++j) {
+                    if (t0 + j < p.tokens) {
+                        float a, d;
+                        block_term(r, p.x_begin + t0 + j, b, a, d);
+                        acc[j] = exact_fma(a, d, acc[j]);
+                    }
+                }
+            }
+            for (uint j = 0u; j < kTileTokens; ++j) {
+                if (t0 + j < p.tokens) y[p.y_begin + (t0 + j) * p.y_stride + g] = acc[j];
+            }
+        }
+    }
+}
+
 void main() {
+    if (p.serial == 2u) {
+        tiled_dots();
+        return;
+    }
     if (p.serial != 0u) {
         serial_dot();
         return;
