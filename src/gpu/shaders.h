@@ -96,10 +96,11 @@ namespace tessera {
 struct VulkanDeviceInfo;
 bool serial_products(const VulkanDeviceInfo& info);
 // Where block products run in tiles instead (matmul_common.glsl's
-// tiled_dots): on GPUs, the products of more than one token (prompts); with
-// TESSERA_VULKAN_PRODUCTS=tiles, every block product, one token's too.
+// tiled_dots): by default the products of more than one token (prompts),
+// on every device; with TESSERA_VULKAN_PRODUCTS=tiles, every block product,
+// one token's too; with another layout named there, none.
 enum class ProductTiles { kNone, kPrompts, kEvery };
-ProductTiles tiled_products(const VulkanDeviceInfo& info);
+ProductTiles tiled_products();
 // The workgroups of a tiled product: 16 dots (rows x units) by 32 tokens each.
 uint32_t tile_groups(int64_t rows, int64_t units);
 uint32_t tile_token_groups(int64_t tokens);

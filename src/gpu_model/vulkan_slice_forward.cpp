@@ -373,7 +373,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     }
     kernels_ = std::make_unique<Kernels>(*context_);
     serial_ = serial_products(info);
-    tiles_ = tiled_products(info);
+    tiles_ = tiled_products();
 
     const int64_t hd = hp.head_dim;
     for (int layer = slice.layer_begin; layer < slice.layer_end; ++layer) {
