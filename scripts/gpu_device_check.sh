@@ -11,8 +11,9 @@
 #          weights: the speed of real ones, no time to generate): tessera on
 #          the GPU, llama.cpp's Vulkan and CUDA backends (carried builds, or
 #          CUDA built there from carried sources), side by side; tessera with
-#          its defaults, with plain integer sums (TESSERA_VULKAN_DOT=plain) and
-#          with one token's products a workgroup per row (TESSERA_VULKAN_PRODUCTS=rows)
+#          its defaults, with prompts' products a workgroup per row as before
+#          the tiles (TESSERA_VULKAN_PRODUCTS=subgroups) and with plain integer
+#          sums (TESSERA_VULKAN_DOT=plain)
 # Figures land in $OUT/gpu_check.txt, everything printed in $OUT/gpu_log.txt,
 # the device's time per kernel (TESSERA_VULKAN_PROFILE) in $OUT/gpu_profile.txt.
 # TESSERA_GPU_CHECK_ANY=1 takes a software device too (a rehearsal of the
@@ -21,7 +22,8 @@
 # GPU_CHECK_PP and GPU_CHECK_TG set the prompt and generated lengths,
 # GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there,
 # GPU_CHECK_PEERS=0 llama.cpp's runs, GPU_CHECK_VARIANTS names tessera's
-# (default, TESSERA_VULKAN_DOT=plain, TESSERA_VULKAN_PRODUCTS=rows),
+# (default, TESSERA_VULKAN_PRODUCTS=subgroups, TESSERA_VULKAN_DOT=plain;
+# TESSERA_VULKAN_PRODUCTS=rows, everything a workgroup per row, runs 32 tokens),
 # GPU_CHECK_TYPES the weight types (default "Q4_0 Q4_K").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -141,10 +143,10 @@ if [ "$step" = all ] || [ "$step" = bench ]; then
   for f in $models; do
     say "== $(basename $f)"
     # The defaults (packed dot instructions where the device has them, one
-    # token's products a subgroup per row where its subgroups pass the probe),
-    # then plain integer sums, then the products a workgroup per row (fewer
-    # tokens: the old layout, slow).
-    for variant in ${GPU_CHECK_VARIANTS:-default TESSERA_VULKAN_DOT=plain TESSERA_VULKAN_PRODUCTS=rows}; do
+    # token's products a subgroup per row where its subgroups pass the probe,
+    # prompts' block products in tiles), then prompts a workgroup per row
+    # (the layout before the tiles), then plain integer sums.
+    for variant in ${GPU_CHECK_VARIANTS:-default TESSERA_VULKAN_PRODUCTS=subgroups TESSERA_VULKAN_DOT=plain}; do
       late $deadline "tessera $variant on $(basename $f)" && continue
       n=$tg; [ $variant = TESSERA_VULKAN_PRODUCTS=rows ] && n=32
       capture "tessera vulkan ($variant)" env $([ $variant = default ] || echo $variant) timeout 120 "${loader[@]}" \
