@@ -119,10 +119,12 @@ VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed, boo
         q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_idot_sr), "matvec_q8_0_idot_sr");
         q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0_idot_sr), "matvec_q4_0_idot_sr");
         q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k_idot_sr), "matvec_q4_k_idot_sr");
+        q6_k_ = kernel(TESSERA_SPIRV(matvec_q6_k_idot_sr), "matvec_q6_k_idot_sr");
     } else if (subgroup_rows) {
         q8_0_ = kernel(TESSERA_SPIRV(matvec_q8_0_sr), "matvec_q8_0_sr");
         q4_0_ = kernel(TESSERA_SPIRV(matvec_q4_0_sr), "matvec_q4_0_sr");
         q4_k_ = kernel(TESSERA_SPIRV(matvec_q4_k_sr), "matvec_q4_k_sr");
+        q6_k_ = kernel(TESSERA_SPIRV(matvec_q6_k_sr), "matvec_q6_k_sr");
     }
 }
 
@@ -176,7 +178,7 @@ std::vector<float> VulkanMatvec::q4_k(const void* w, int rows, int n, const void
     return blocks(*q4_k_, "Q4_K", 256, 144, 292, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q6_k(const void* w, int rows, int n, const void* x) {
-    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x, false);  // no subgroup build
+    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x, subgroup_rows_);
 }
 
 }  // namespace tessera

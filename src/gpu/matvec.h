@@ -19,7 +19,7 @@ public:
     // packed: the block products' integer sums with the device's packed dot
     // instructions (int_dot.glsl; VulkanDeviceInfo::integer_dot). The float
     // products' trees run by subgroup shuffles where subgroup_trees() says.
-    // subgroup_rows: Q8_0, Q4_0 and Q4_K by a subgroup per row (gpu/shaders.h).
+    // subgroup_rows: Q8_0, Q4_0, Q4_K and Q6_K by a subgroup per row (gpu/shaders.h).
     VulkanMatvec(VulkanContext& context, bool serial, bool packed = false, bool subgroup_rows = false);
     ~VulkanMatvec();
 

@@ -265,6 +265,7 @@ struct VulkanSliceForward::Kernels {
             one_token(QuantType::Q8_0, TESSERA_SPIRV(matvec_q8_0_sr), TESSERA_SPIRV(matvec_q8_0_idot_sr), "matvec_q8_0_sr");
             one_token(QuantType::Q4_0, TESSERA_SPIRV(matvec_q4_0_sr), TESSERA_SPIRV(matvec_q4_0_idot_sr), "matvec_q4_0_sr");
             one_token(QuantType::Q4_K, TESSERA_SPIRV(matvec_q4_k_sr), TESSERA_SPIRV(matvec_q4_k_idot_sr), "matvec_q4_k_sr");
+            one_token(QuantType::Q6_K, TESSERA_SPIRV(matvec_q6_k_sr), TESSERA_SPIRV(matvec_q6_k_idot_sr), "matvec_q6_k_sr");
         }
         quantize_q8_0 = make(TESSERA_SPIRV(quantize_q8_0), 2, 4, "quantize_q8_0");
         quantize_q8_k = make(TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");

@@ -248,7 +248,7 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
                                {"mistral", QuantType::IQ3_S}});
 }
 
-// One token's Q8_0, Q4_0 and Q4_K products by a subgroup per row (GPUs whose
+// One token's Q8_0, Q4_0, Q4_K and Q6_K products by a subgroup per row (GPUs whose
 // subgroups pass the probe; lavapipe when asked): the CPU's logits through
 // whole models, the units of wo and w_down and a mixture of experts too.
 TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
@@ -258,7 +258,7 @@ TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
     }
     expect_families_in_layout(test::scratch_dir("vulkan_forward_subgroups"), "subgroups",
                               {{"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
-                               {"qwen3moe", QuantType::Q4_K}});
+                               {"qwen3moe", QuantType::Q4_K}, {"phi3", QuantType::Q6_K}});
 }
 
 // Block products in tiles of dots and tokens (GPUs' prompts; every block

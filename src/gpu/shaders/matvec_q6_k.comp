@@ -32,6 +32,41 @@ uint codes4(uint wo, uint i) {
 }
 #endif
 
+#ifdef SUBGROUP_ROWS
+#ifndef INTEGER_DOT
+// The codes of elements i..i+3 (i a multiple of 4), one per byte.
+uint codes4(uint wo, uint i) {
+    uint c = 0u;
+    for (uint l = 0; l < 4u; ++l) c |= uint(code(wo, i + l)) << (8u * l);
+    return c;
+}
+#endif
+
+uint block_words() { return 64u; }  // 4 codes a word: word k is elements 4k..4k+3, of sub-block k / 4
+
+// x: word k's products, (code - 32) . y, times its sub-block's scale.
+ivec2 lane_sums(uint r, uint t, uint b, uint k) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 210u;
+    const uint xo = (t * p.x_stride + b) * 292u;
+    const uint y4 = x[(xo >> 2) + 1u + k], c4 = codes4(wo, 4u * k);
+#ifdef INTEGER_DOT
+    const int sub = dot4_mixed(y4, c4) - 32 * dot4_signed(y4, 0x01010101u);
+#else
+    int sub = 0;
+    for (uint i = 0; i < 4u; ++i) sub += (int((c4 >> (8u * i)) & 0xffu) - 32) * signed_byte((y4 >> (8u * i)) & 0xffu);
+#endif
+    return ivec2(signed_byte(w_byte(wo + 192u + k / 4u)) * sub, 0);
+}
+
+void block_finish(uint r, uint t, uint b, ivec2 sums, out float a, out float d) {
+    const uint wo = (r * p.row_blocks + p.col_begin + b) * 210u;
+    const uint xo = (t * p.x_stride + b) * 292u;
+    const float scale = unpackHalf2x16(w_byte(wo + 208u) | (w_byte(wo + 209u) << 8)).x;
+    precise float ds = scale * float(sums.x);
+    a = uintBitsToFloat(x[xo >> 2]);
+    d = ds;
+}
+#else
 void block_term(uint r, uint t, uint b, out float a, out float d) {
     {
         const uint wo = (r * p.row_blocks + p.col_begin + b) * 210u;
@@ -63,3 +98,4 @@ void block_term(uint r, uint t, uint b, out float a, out float d) {
         d = ds;
     }
 }
+#endif
