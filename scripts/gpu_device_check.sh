@@ -23,7 +23,8 @@
 # GPU_CHECK_CUDA_BUILD=0 skips building llama.cpp's CUDA backend there,
 # GPU_CHECK_PEERS=0 llama.cpp's runs, GPU_CHECK_VARIANTS names tessera's
 # (default, TESSERA_VULKAN_PRODUCTS=subgroups, TESSERA_VULKAN_DOT=plain;
-# TESSERA_VULKAN_PRODUCTS=rows, everything a workgroup per row, runs 32 tokens),
+# TESSERA_VULKAN_PRODUCTS=rows, everything a workgroup per row, runs 32 tokens;
+# TESSERA_VULKAN_TILE=DxT measures another shape of the prompts' tiles),
 # GPU_CHECK_TYPES the weight types (default "Q4_0 Q4_K").
 set -uo pipefail
 cd "$(dirname "$0")/.."

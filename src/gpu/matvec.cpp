@@ -4,6 +4,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -51,12 +52,27 @@ ProductTiles tiled_products() {
     return mode.empty() ? ProductTiles::kPrompts : ProductTiles::kNone;
 }
 
+ProductTile product_tile() {
+    const char* v = std::getenv("TESSERA_VULKAN_TILE");
+    if (v == nullptr || *v == '\0') return {};
+    unsigned dots = 0, tokens = 0;
+    char end = 0;
+    if (std::sscanf(v, "%ux%u%c", &dots, &tokens, &end) != 2 || dots < 1 || dots > 16 || tokens < 1 || tokens > 16) {
+        throw make_error("TESSERA_VULKAN_TILE={}: DOTSxTOKENS, each 1 to 16 (e.g. 2x4, the default)", v);
+    }
+    return {dots, tokens};
+}
+
 // matmul_common.glsl's tiled_dots: a workgroup takes 8 x kTileDots dots by
 // 8 x kTileTokens tokens (the shader strides over what the limit leaves).
 uint32_t tile_groups(int64_t rows, int64_t units) {
-    return static_cast<uint32_t>(std::min<int64_t>((rows * units + 15) / 16, 65535));
+    const int64_t per_group = 8 * static_cast<int64_t>(product_tile().dots);
+    return static_cast<uint32_t>(std::min<int64_t>((rows * units + per_group - 1) / per_group, 65535));
 }
-uint32_t tile_token_groups(int64_t tokens) { return static_cast<uint32_t>((tokens + 31) / 32); }
+uint32_t tile_token_groups(int64_t tokens) {
+    const int64_t per_group = 8 * static_cast<int64_t>(product_tile().tokens);
+    return static_cast<uint32_t>((tokens + per_group - 1) / per_group);
+}
 
 uint32_t subgroup_row_groups(const VulkanDeviceInfo& info, int64_t rows) {
     const int64_t per_group = std::max<int64_t>(1, 64 / std::max<int64_t>(1, info.subgroup_size));

@@ -103,7 +103,13 @@ bool serial_products(const VulkanDeviceInfo& info);
 // one token's too; with another layout named there, none.
 enum class ProductTiles { kNone, kPrompts, kEvery };
 ProductTiles tiled_products();
-// The workgroups of a tiled product: 16 dots (rows x units) by 32 tokens each.
+// A tile invocation's dots and tokens (matmul_common.glsl's kTileDots and
+// kTileTokens): 2 x 4, or TESSERA_VULKAN_TILE=DxT (each 1 to 16), checked.
+struct ProductTile {
+    uint32_t dots = 2, tokens = 4;
+};
+ProductTile product_tile();
+// The workgroups of a tiled product: 8 tiles of dots (rows x units) by 8 of tokens each.
 uint32_t tile_groups(int64_t rows, int64_t units);
 uint32_t tile_token_groups(int64_t tokens);
 // Whether one token's block products (the types with a *_sr build) run a

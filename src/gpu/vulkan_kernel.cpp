@@ -1,7 +1,9 @@
 #include "gpu/vulkan_kernel.h"
 
+#include "gpu/shaders.h"
 #include "util/error.h"
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -73,9 +75,17 @@ VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t
     pipeline.stage.module = module_;
     pipeline.stage.pName = "main";
     const bool use_native = native_fma.has_value() ? *native_fma : context.native_fma();  // not value_or: the probe makes a kernel too
-    const VkBool32 native = use_native ? VK_TRUE : VK_FALSE;
-    const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
-    VkSpecializationInfo specialization{1, &entry, sizeof(native), &native};
+    // Constant 0: exact_fma.glsl's kNativeFma; 1 and 2: matmul_common.glsl's
+    // tile (shaders without them ignore their entries).
+    const ProductTile tile = product_tile();
+    const struct {
+        VkBool32 native;
+        uint32_t dots, tokens;
+    } constants{use_native ? VK_TRUE : VK_FALSE, tile.dots, tile.tokens};
+    const VkSpecializationMapEntry entries[] = {{0, offsetof(decltype(constants), native), sizeof(VkBool32)},
+                                                {1, offsetof(decltype(constants), dots), sizeof(uint32_t)},
+                                                {2, offsetof(decltype(constants), tokens), sizeof(uint32_t)}};
+    VkSpecializationInfo specialization{3, entries, sizeof(constants), &constants};
     pipeline.stage.pSpecializationInfo = &specialization;
     pipeline.layout = layout_;
     vk_check(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &pipeline, nullptr, &pipeline_), "vkCreateComputePipelines");

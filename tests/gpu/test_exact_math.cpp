@@ -172,6 +172,19 @@ TEST(VulkanFmaProbe, DecidesOnceAndHonoursTheOverrides) {
         EXPECT_FALSE(subgroup_rows(e));
         unsetenv("TESSERA_VULKAN_PRODUCTS");
         EXPECT_EQ(tiled_products(), ProductTiles::kPrompts);
+        // The tile's shape: 2 x 4, or as asked, each 1 to 16.
+        EXPECT_EQ(product_tile().dots, 2u);
+        EXPECT_EQ(product_tile().tokens, 4u);
+        setenv("TESSERA_VULKAN_TILE", "3x16", 1);
+        EXPECT_EQ(product_tile().dots, 3u);
+        EXPECT_EQ(product_tile().tokens, 16u);
+        EXPECT_EQ(tile_groups(100, 1), 5u);  // 24 dots a workgroup
+        EXPECT_EQ(tile_token_groups(129), 2u);  // 128 tokens a workgroup
+        for (const char* bad : {"0x4", "2x17", "2x", "x4", "2x4x", "4", "-1x4", "2 x 4"}) {
+            setenv("TESSERA_VULKAN_TILE", bad, 1);
+            EXPECT_THROW(product_tile(), Error) << bad;
+        }
+        unsetenv("TESSERA_VULKAN_TILE");
     }
     setenv("TESSERA_VULKAN_PRODUCTS", "threads", 1);
     EXPECT_THROW(tiled_products(), Error);

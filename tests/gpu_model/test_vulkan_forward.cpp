@@ -269,6 +269,12 @@ TEST(VulkanForward, ProductsInTilesGiveTheCpuLogits) {
     expect_families_in_layout(test::scratch_dir("vulkan_forward_tiles"), "tiles",
                               {{"llama", QuantType::Q4_K}, {"qwen3", QuantType::Q8_0}, {"mistral", QuantType::Q4_0},
                                {"qwen3moe", QuantType::Q6_K}, {"llama", QuantType::IQ3_S}, {"gemma2", QuantType::Q5_1}});
+    // Another tile shape (TESSERA_VULKAN_TILE): tiles of 3 dots by 5 tokens
+    // split rows, units and the 64-token prompt unevenly.
+    setenv("TESSERA_VULKAN_TILE", "3x5", 1);
+    expect_families_in_layout(test::scratch_dir("vulkan_forward_tiles_3x5"), "tiles",
+                              {{"llama", QuantType::Q4_K}, {"qwen3moe", QuantType::Q8_0}});
+    unsetenv("TESSERA_VULKAN_TILE");
 }
 
 // The block products' integer sums by packed dot instructions (the

@@ -219,11 +219,14 @@ void serial_dot() {
 // of its token tiles, and an activation block by those of its dots, at
 // nearly the same time (the cache serves the rest), and within an
 // invocation one weight block serves its kTileTokens tokens.
-const uint kTileDots = 2u, kTileTokens = 4u;  // matvec.cpp's tile_groups
+// The tile's shape: specialization constants (gpu/shaders.h's product_tile,
+// TESSERA_VULKAN_TILE), so a device can be measured in several.
+layout(constant_id = 1) const uint kTileDots = 2u;
+layout(constant_id = 2) const uint kTileTokens = 4u;
 
 void tiled_dots() {
     const uint lid = gl_LocalInvocationID.x;
-    const uint t0 = (gl_WorkGroupID.y * 8u + lid / 8u) * kTileTokens;
+    const uint t0 = (gl_WorkGroupID.y * 8u + lid / 8u) * kTileTokens;  // 8 x 8 invocations
     if (t0 >= p.tokens) return;
     const uint dots = p.rows * p.units, stride = gl_NumWorkGroups.x * 8u * kTileDots;
     for (uint g0 = (gl_WorkGroupID.x * 8u + lid % 8u) * kTileDots; g0 < dots; g0 += stride) {
