@@ -22,7 +22,7 @@
 // With `serial` (devices that are CPUs, such as lavapipe, where a workgroup's
 // barriers cost more than the parallel reads win), one invocation computes a
 // whole dot instead: invocation x = r * units + u, y = token t. Block types
-// have a third layout, tiles (serial = 2: prompts on GPUs), below. The order
+// have a third layout, tiles (serial = 2: prompts), below. The order
 // of every rounding is the CPU's, whatever the thread layout.
 #ifdef SUBGROUP_ROWS
 #extension GL_KHR_shader_subgroup_basic : require
@@ -210,7 +210,7 @@ void serial_dot() {
     y[p.y_begin + t * p.y_stride + g] = acc;
 }
 
-// Tiles (prompts on GPUs; serial = 2): invocation i of a workgroup's 64
+// Tiles (prompts; serial = 2): invocation i of a workgroup's 64
 // runs the whole chains of kTileDots neighbouring dots (g = r * units + u,
 // as serial_dot numbers them) for kTileTokens neighbouring tokens, each
 // chain in block order as serial_dot runs it: no shared memory, no barrier,
