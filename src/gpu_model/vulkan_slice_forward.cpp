@@ -627,27 +627,30 @@ void VulkanSliceForward::record_product(VkCommandBuffer cb, const DeviceMatrix& 
     const int64_t unit_blocks = unit_cols > 0 ? unit_cols / block : row_blocks;
     VulkanMatmulParams p{u32(unit_blocks),    u32(units),    u32(w.rows), u32(row_blocks), 0,
                          u32(row_blocks),     u32(y_stride), u32(n_tok),  u32(row_blocks)};
-    p.serial = serial_ ? 1 : 0;
     if (VulkanKernel* one = n_tok == 1 && !is_grid(w.type) ? kernels_->one_token_product(w.type) : nullptr) {
         one->record(cb, one->bind(product_buffers(w, act, y)), &p, subgroup_row_groups(context_->info(), w.rows), 1, 1,
                     then_barrier);
         return;
     }
-    VulkanKernel& k = kernels_->product(w.type);
-    if (in_tiles(w.type, n_tok)) {
-        p.serial = 2;
-        k.record(cb, k.bind(product_buffers(w, act, y)), &p, tile_groups(w.rows, units), tile_token_groups(n_tok), 1,
-                 then_barrier);
-        return;
-    }
-    k.record(cb, k.bind(product_buffers(w, act, y)), &p, product_groups(serial_, w.rows, units),
-             product_token_groups(serial_, n_tok), 1, then_barrier);
+    record_layout(cb, kernels_->product(w.type), product_buffers(w, act, y), p, w.type, w.rows, units, n_tok,
+                  then_barrier);
 }
 
-bool VulkanSliceForward::in_tiles(QuantType type, int n_tok) const {
-    // Block types only: the float products' lanes keep their own layouts.
-    if (layout_of(type).block_size <= 1) return false;
-    return tiles_ == ProductTiles::kEvery || (tiles_ == ProductTiles::kPrompts && n_tok > 1);
+void VulkanSliceForward::record_layout(VkCommandBuffer cb, VulkanKernel& k, const std::vector<const VulkanBuffer*>& buffers,
+                                       VulkanMatmulParams& p, QuantType type, int64_t rows, int64_t units, int n_tok,
+                                       bool then_barrier) {
+    // Tiles: block types only (the float products' lanes keep their own
+    // layouts), prompts or every product as tiles_ says.
+    const bool tiles = layout_of(type).block_size > 1 &&
+                       (tiles_ == ProductTiles::kEvery || (tiles_ == ProductTiles::kPrompts && n_tok > 1));
+    if (tiles) {
+        p.serial = 2;
+        k.record(cb, k.bind(buffers), &p, tile_groups(rows, units), tile_token_groups(n_tok), 1, then_barrier);
+        return;
+    }
+    p.serial = serial_ ? 1 : 0;
+    k.record(cb, k.bind(buffers), &p, product_groups(serial_, rows, units), product_token_groups(serial_, n_tok), 1,
+             then_barrier);
 }
 
 std::vector<const VulkanBuffer*> VulkanSliceForward::product_buffers(const DeviceMatrix& w, const VulkanBuffer& act,
@@ -846,15 +849,7 @@ void VulkanSliceForward::record_experts(VkCommandBuffer cb, int layer, int n_tok
                              u32(row_blocks), u32(rows * units), 1, u32(row_blocks)};
         p.x_begin = u32(x_row);
         p.y_begin = u32(y_begin);
-        p.serial = serial_ ? 1 : 0;
-        VulkanKernel& kernel = kernels_->product(w.type);
-        if (in_tiles(w.type, 1)) {
-            p.serial = 2;
-            kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, tile_groups(rows, units), 1, 1,
-                          then_barrier);
-            return;
-        }
-        kernel.record(cb, kernel.bind(product_buffers(w, act, y)), &p, product_groups(serial_, rows, units), 1, 1,
+        record_layout(cb, kernels_->product(w.type), product_buffers(w, act, y), p, w.type, rows, units, 1,
                       then_barrier);
     };
     const Slice& s = weights_.slice;

@@ -113,8 +113,12 @@ private:
                                           int64_t n);
     void record_product(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok,
                         const VulkanBuffer& y, int64_t y_stride, int64_t unit_cols, bool then_barrier = true);
-    // Whether a product of `type` weights and n_tok tokens runs in tiles (tiles_).
-    bool in_tiles(QuantType type, int n_tok) const;
+    // A product's dispatch of `rows` rows, `units` dots a row and n_tok
+    // tokens, in the layout its type and size take: tiles (tiles_), an
+    // invocation per dot (serial_) or a workgroup per row; sets p.serial.
+    void record_layout(VkCommandBuffer cb, VulkanKernel& k, const std::vector<const VulkanBuffer*>& buffers,
+                       VulkanMatmulParams& p, QuantType type, int64_t rows, int64_t units, int n_tok,
+                       bool then_barrier);
     // The unit dots of wo or w_down into dots_ (dot_units_ per row).
     void record_dots(VkCommandBuffer cb, const DeviceMatrix& w, const VulkanBuffer& act, int n_tok, int64_t unit_cols);
     // x_ += the dots' exact sum (a whole layer), or the sum into partial_ (a share).
