@@ -347,8 +347,10 @@ void serve_handoff(FrameChannel& channel, const Worker& w, const LlamaModel& mod
 
 // One root's session: hello checked, slice assigned, then steps until shutdown.
 // Returns false for a survey (link probes, then kShutdown before any assign).
-bool serve_session(FrameChannel& channel, const json& hello_message, const Worker& w) {
-    const WorkerOptions& options = w.options;
+// Checks a root's hello: its release, its fields, its model. A refusal is
+// answered here, before the worker is claimed, so that a refused root never
+// holds it (a second root arriving just after was told "busy").
+HelloMessage accept_hello(FrameChannel& channel, const json& hello_message, const Worker& w) {
     const LlamaModel* full_model = w.full_model;
     const std::string peer = channel.peer();
     HelloMessage hello;
@@ -367,6 +369,14 @@ bool serve_session(FrameChannel& channel, const json& hello_message, const Worke
         throw make_error("root {} runs another model (fingerprint {} != this worker's {})", peer, root_fingerprint,
                          full_model->file().fingerprint_hex());
     }
+    return hello;
+}
+
+bool serve_session(FrameChannel& channel, const HelloMessage& hello, const Worker& w) {
+    const WorkerOptions& options = w.options;
+    const LlamaModel* full_model = w.full_model;
+    const std::string peer = channel.peer();
+    const std::string& root_fingerprint = hello.fingerprint;
     json reply = worker_facts(w);
     reply["has_model"] = full_model != nullptr;
     if (full_model != nullptr) {
@@ -734,7 +744,18 @@ void handle_connection(TcpStream stream, const Worker& w, std::string& session_e
             send_json(*channel, SessionMessage::kStatusReply, worker_status_json(w));
             return;
         }
-        const json hello = parse_json_message(frame, SessionMessage::kHello, peer);
+        HelloMessage hello;
+        try {
+            hello = accept_hello(*channel, parse_json_message(frame, SessionMessage::kHello, peer), w);
+        } catch (const std::exception& e) {
+            if (options.log) options.log(fmt::format("session with {} refused: {}", peer, e.what()));
+            // --once: a refused root ends the worker as a failed session did.
+            if (options.once && w.state.claim()) {
+                session_error = e.what();
+                w.state.release(true);
+            }
+            return;
+        }
         if (!w.state.claim()) {
             send_hello_reply(*channel, {{"ok", false}, {"busy", true}, {"error", "busy: serving another root"}});
             if (options.log) options.log(fmt::format("{}: told it is busy (serving another root)", peer));
