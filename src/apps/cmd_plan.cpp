@@ -105,14 +105,31 @@ void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n
 // (model/reduction_units.h: ffn_down's and wo's blocks, e.g. 256 columns of
 // a K-quant). Says so, with the shares, where the units are coarser than a
 // 32-channel block and the shares came out uneven.
+// The plan table's FFN column: channels, whole experts (E0-63), or the
+// mixed split's channels of each half (E0-63:0-511+E64-127:0-255).
+std::string ffn_column(const ModelHParams& hp, const Slice& s) {
+    if (s.n_ffn() == 0) return "-";
+    if (!hp.has_experts() || (s.n_experts() == hp.n_expert && !s.has_tail())) {
+        return fmt::format("{}-{}", s.ffn_begin, s.ffn_end - 1);
+    }
+    if (s.n_ffn() == hp.n_ff && !s.has_tail()) return fmt::format("E{}-{}", s.expert_begin, s.expert_end - 1);
+    std::string text;
+    for (const ExpertPart& p : expert_parts(s)) {
+        text += fmt::format("{}E{}-{}:{}-{}", text.empty() ? "" : "+", p.expert_begin, p.expert_end - 1, p.ffn_begin,
+                            p.ffn_end - 1);
+    }
+    return text;
+}
+
 void print_unit_rounding(const LlamaModel& model, const ReductionUnits& units, const std::vector<PlannedNode>& nodes) {
     const ModelHParams& hp = model.hparams();
     std::map<size_t, std::vector<const PlannedNode*>> stages;
     for (const PlannedNode& n : nodes) stages[n.stage].push_back(&n);
     for (const auto& [stage, members] : stages) {
         if (members.size() < 2 || units.ffn_channels <= 32) continue;
-        // Whole experts (the expert split) move one by one, every channel.
-        if (hp.has_experts() && members[0]->slice.n_experts() < hp.n_expert) continue;
+        // Whole experts (the expert split) move one by one, every channel;
+        // the mixed split shows its halves in the table.
+        if (hp.has_experts() && (members[0]->slice.n_experts() < hp.n_expert || members[0]->slice.has_tail())) continue;
         std::string shares;
         int smallest = hp.n_ff, largest = 0;
         for (const PlannedNode* n : members) {
@@ -221,9 +238,10 @@ void plan(const PlanOptions& given) {
             // The busiest rank's expected expert products per token, in whole
             // experts on a rank of weight 1 (planner.h), each way.
             std::printf("stage %zu: experts split by %s (expected load of the busiest rank: %.2f by channels, %.2f by "
-                        "experts; %d of %d experts per token)\n",
+                        "experts, %.2f mixed; %d of %d experts per token)\n",
                         s, moe_split_name(split), expected_expert_load(hp, weights, units, MoeSplit::kChannels),
-                        expected_expert_load(hp, weights, units, MoeSplit::kExperts), hp.n_expert_used, hp.n_expert);
+                        expected_expert_load(hp, weights, units, MoeSplit::kExperts),
+                        expected_expert_load(hp, weights, units, MoeSplit::kMixed), hp.n_expert_used, hp.n_expert);
         }
         const std::vector<Slice> slices =
             spec.stages.size() == 1
@@ -243,6 +261,9 @@ void plan(const PlanOptions& given) {
                          {"kv_heads", {n.slice.kv_head_begin, n.slice.kv_head_end}},
                          {"ffn", {n.slice.ffn_begin, n.slice.ffn_end}},
                          {"experts", {n.slice.expert_begin, n.slice.expert_end}},
+                         {"tail", n.slice.has_tail() ? nlohmann::json{{"experts", {n.slice.tail_expert_begin, n.slice.tail_expert_end}},
+                                                                      {"ffn", {n.slice.tail_ffn_begin, n.slice.tail_ffn_end}}}
+                                                     : nlohmann::json(nullptr)},
                          {"vocab", {n.slice.vocab_begin, n.slice.vocab_end}},
                          {"embeds", n.slice.embeds},
                          {"outputs", n.slice.outputs},
@@ -262,11 +283,7 @@ void plan(const PlanOptions& given) {
                         n.slice.n_kv_heads() > 0
                             ? fmt::format("{}-{}", n.slice.kv_head_begin, n.slice.kv_head_end - 1).c_str()
                             : "-",
-                        (n.slice.n_ffn() == 0 ? std::string("-")
-                         : hp.has_experts() && n.slice.n_experts() < hp.n_expert
-                             ? fmt::format("E{}-{}", n.slice.expert_begin, n.slice.expert_end - 1)
-                             : fmt::format("{}-{}", n.slice.ffn_begin, n.slice.ffn_end - 1))
-                            .c_str(),
+                        ffn_column(hp, n.slice).c_str(),
                         n.slice.n_vocab_rows() > 0
                             ? fmt::format("{}-{}", n.slice.vocab_begin, n.slice.vocab_end - 1).c_str()
                             : "-",

@@ -51,9 +51,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->check(CLI::IsMember({"auto", "all-to-all", "reduce-scatter"}));
     cmd->add_option("--moe-split", o.moe_split,
                     "Tensor parallel of a mixture of experts: channels (every rank its share of every expert's "
-                    "channels: each token's work balanced), experts (whole experts per rank, every channel) or auto "
-                    "(the lower expected load on the busiest rank, for these ranks' shares); the same bits either way")
-        ->check(CLI::IsMember({"auto", "channels", "experts"}));
+                    "channels: each token's work balanced), experts (whole experts per rank, every channel), mixed "
+                    "(channels, split one way for the first half of the experts and mirrored for the second: for "
+                    "channels that do not divide evenly) or auto (the lowest expected load on the busiest rank, for "
+                    "these ranks' shares); the same bits every way")
+        ->check(CLI::IsMember({"auto", "channels", "experts", "mixed"}));
     cmd->add_option("--partial-bands", o.partial_bands,
                     "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "
                     "it, so its transfer overlaps the rest of the product (for slow links; each band costs a frame)")

@@ -340,6 +340,11 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
         }
     }
     if (hp.head_dim % 2 != 0) refuse("odd head sizes");
+    // Its expert products index one rectangle: every channel of some experts
+    // or some channels of every expert.
+    if (slice.has_tail() || (slice.n_ffn() < hp.n_ff && slice.n_experts() < hp.n_expert)) {
+        refuse("the mixed split of a mixture of experts (--moe-split mixed)");
+    }
     const auto block_kv = [](QuantType t) { return t == QuantType::Q8_0 || t == QuantType::Q4_0; };
     if ((block_kv(config.kv_types.k) || block_kv(config.kv_types.v)) && hp.head_dim > 256) {
         refuse("Q8_0/Q4_0 KV caches of heads wider than 256");

@@ -209,6 +209,30 @@ Matrix pack_expert_rows(const Matrix& m, int64_t n_experts, int64_t begin, int64
     return packed;
 }
 
+// One part of a slice's experts (model/slice.h ExpertPart) from the whole
+// stacked views: views of the file's rows, or (ColumnSlices::kPack, where
+// the part has some channels only) private copies of its rows of gate and up
+// and its columns of down. Sets rows and first as LayerWeights describes.
+void load_expert_part(const Matrix& gate, const Matrix& up, const Matrix& down, const ModelHParams& hp,
+                      const ExpertPart& part, ColumnSlices columns, std::vector<std::unique_ptr<uint8_t[]>>& packed,
+                      Matrix& gate_out, Matrix& up_out, Matrix& down_out, int64_t& rows, int64_t& first) {
+    const bool all_experts = part.n_experts() == hp.n_expert;
+    gate_out = all_experts ? gate : expert_band(gate, hp.n_ff, part.expert_begin, part.expert_end);
+    up_out = all_experts ? up : expert_band(up, hp.n_ff, part.expert_begin, part.expert_end);
+    down_out = all_experts ? down : expert_band(down, hp.n_embd, part.expert_begin, part.expert_end);
+    rows = hp.n_ff;
+    first = part.ffn_begin;
+    if (columns != ColumnSlices::kPack || part.n_ffn() == hp.n_ff) return;
+    // Each expert's rows of the part's channels back to back: expert e's at
+    // (e - expert_begin) * n_ffn of the copy, indexed from e * n_ffn.
+    gate_out = pack_expert_rows(gate_out, part.n_experts(), part.ffn_begin, part.ffn_end, packed);
+    up_out = pack_expert_rows(up_out, part.n_experts(), part.ffn_begin, part.ffn_end, packed);
+    gate_out.row_begin = up_out.row_begin = static_cast<int64_t>(part.expert_begin) * part.n_ffn();
+    down_out = pack_columns(down_out, part.ffn_begin, part.ffn_end, packed);
+    rows = part.n_ffn();
+    first = 0;
+}
+
 }  // namespace
 
 ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int layer, Projection which) {
@@ -276,6 +300,8 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         slice.kv_head_begin != stored.kv_head_begin || slice.kv_head_end != stored.kv_head_end ||
         slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end ||
         slice.expert_begin != stored.expert_begin || slice.expert_end != stored.expert_end ||
+        slice.tail_expert_begin != stored.tail_expert_begin || slice.tail_expert_end != stored.tail_expert_end ||
+        slice.tail_ffn_begin != stored.tail_ffn_begin || slice.tail_ffn_end != stored.tail_ffn_end ||
         slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
     }
@@ -317,16 +343,26 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
             // them (slice_file.cpp): each expert's gate and up rows from 0,
             // down's columns from the slice's first channel, and row 0 that
             // of its first expert.
-            const int64_t n_local = slice.n_experts(), n_ffn = slice.n_ffn();
             lw.router = matrix_view(file, p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
-            lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, n_ffn, n_local);
-            lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, n_ffn, n_local);
-            lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", n_ffn, hp.n_embd, n_local);
-            lw.gate_exps.row_begin = lw.up_exps.row_begin = slice.expert_begin * n_ffn;
-            lw.down_exps.row_begin = slice.expert_begin * hp.n_embd;
-            lw.down_exps.col_begin = slice.ffn_begin;
-            lw.expert_rows = n_ffn;
-            lw.expert_first = 0;
+            const std::vector<ExpertPart> parts = expert_parts(slice);
+            for (size_t i = 0; i < parts.size(); ++i) {
+                const ExpertPart& e = parts[i];
+                const std::string suffix = i == 0 ? "" : kTailSuffix;
+                const int64_t n_local = e.n_experts(), n_ffn = e.n_ffn();
+                Matrix gate = experts_view(file, p + "ffn_gate_exps" + suffix + ".weight", hp.n_embd, n_ffn, n_local);
+                Matrix up = experts_view(file, p + "ffn_up_exps" + suffix + ".weight", hp.n_embd, n_ffn, n_local);
+                Matrix down = experts_view(file, p + "ffn_down_exps" + suffix + ".weight", n_ffn, hp.n_embd, n_local);
+                gate.row_begin = up.row_begin = e.expert_begin * n_ffn;
+                down.row_begin = e.expert_begin * hp.n_embd;
+                down.col_begin = e.ffn_begin;
+                if (i == 0) {
+                    lw.gate_exps = gate, lw.up_exps = up, lw.down_exps = down;
+                    lw.expert_rows = n_ffn;
+                    lw.expert_first = 0;
+                } else {
+                    lw.tail = {gate, up, down, n_ffn, 0};
+                }
+            }
         } else if (slice.n_ffn() > 0) {
             lw.w_gate = rows_view(p + "ffn_gate.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
             lw.w_up = rows_view(p + "ffn_up.weight", hp.n_embd, slice.ffn_begin, slice.ffn_end);
@@ -383,23 +419,20 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
             lw.gate_exps = experts_view(file, p + "ffn_gate_exps.weight", hp.n_embd, hp.n_ff, hp.n_expert);
             lw.up_exps = experts_view(file, p + "ffn_up_exps.weight", hp.n_embd, hp.n_ff, hp.n_expert);
             lw.down_exps = experts_view(file, p + "ffn_down_exps.weight", hp.n_ff, hp.n_embd, hp.n_expert);
-            check_column_range(lw.down_exps, p + "ffn_down_exps.weight", slice.ffn_begin, slice.ffn_end);
+            // Whole views where the slice computes no channels (no part).
             lw.expert_rows = hp.n_ff;
             lw.expert_first = slice.ffn_begin;
-            if (slice.n_experts() < hp.n_expert) {
-                // Whole experts (the expert split): only theirs, every channel.
-                lw.gate_exps = expert_band(lw.gate_exps, hp.n_ff, slice.expert_begin, slice.expert_end);
-                lw.up_exps = expert_band(lw.up_exps, hp.n_ff, slice.expert_begin, slice.expert_end);
-                lw.down_exps = expert_band(lw.down_exps, hp.n_embd, slice.expert_begin, slice.expert_end);
-            } else if (columns == ColumnSlices::kPack && slice.n_ffn() > 0 && slice.n_ffn() < hp.n_ff) {
-                // A rank's share of every expert (the channel split): its
-                // channels' rows of each expert's gate and up, its columns of
-                // down, in memory of its own.
-                lw.gate_exps = pack_expert_rows(lw.gate_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
-                lw.up_exps = pack_expert_rows(lw.up_exps, hp.n_expert, slice.ffn_begin, slice.ffn_end, w.packed);
-                lw.down_exps = pack_columns(lw.down_exps, slice.ffn_begin, slice.ffn_end, w.packed);
-                lw.expert_rows = slice.n_ffn();
-                lw.expert_first = 0;
+            const Matrix gate = lw.gate_exps, up = lw.up_exps, down = lw.down_exps;
+            const std::vector<ExpertPart> parts = expert_parts(slice);
+            for (size_t i = 0; i < parts.size(); ++i) {
+                check_column_range(down, p + "ffn_down_exps.weight", parts[i].ffn_begin, parts[i].ffn_end);
+                if (i == 0) {
+                    load_expert_part(gate, up, down, hp, parts[i], columns, w.packed, lw.gate_exps, lw.up_exps,
+                                     lw.down_exps, lw.expert_rows, lw.expert_first);
+                } else {
+                    LayerWeights::ExpertTail& t = lw.tail;
+                    load_expert_part(gate, up, down, hp, parts[i], columns, w.packed, t.gate, t.up, t.down, t.rows, t.first);
+                }
             }
         } else {
             lw.w_gate = projection_view(file, hp, l, Projection::kGate);
@@ -470,6 +503,11 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
             add(lw.gate_exps, lw.gate_exps.row_begin, lw.gate_exps.row_end(), 0, aligned);
             add(lw.up_exps, lw.up_exps.row_begin, lw.up_exps.row_end(), 0, aligned);
             add(lw.down_exps, lw.down_exps.row_begin, lw.down_exps.row_end(), down_unit_cols, aligned);
+            LayerWeights::ExpertTail& t = lw.tail;
+            const bool tail_aligned = t.rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
+            add(t.gate, t.gate.row_begin, t.gate.row_end(), 0, tail_aligned);
+            add(t.up, t.up.row_begin, t.up.row_end(), 0, tail_aligned);
+            add(t.down, t.down.row_begin, t.down.row_end(), down_unit_cols, tail_aligned);
             for (size_t i = first_expert_part; i < parts.size(); ++i) parts[i].expert = true;
         }
     }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -30,6 +31,13 @@ struct Slice {
     // (the expert split). Both 0 in a dense model.
     int32_t expert_begin = 0;
     int32_t expert_end = 0;
+    // The mixed split's second part: channels [tail_ffn_begin, tail_ffn_end)
+    // of experts [tail_expert_begin, tail_expert_end), a range disjoint from
+    // the first part's experts. Empty (all 0) in the other splits.
+    int32_t tail_expert_begin = 0;
+    int32_t tail_expert_end = 0;
+    int32_t tail_ffn_begin = 0;
+    int32_t tail_ffn_end = 0;
     bool embeds = true;
     bool outputs = true;
 
@@ -38,7 +46,21 @@ struct Slice {
     int32_t n_ffn() const { return ffn_end - ffn_begin; }
     int32_t n_vocab_rows() const { return vocab_end - vocab_begin; }
     int32_t n_experts() const { return expert_end - expert_begin; }
+    int32_t n_tail_experts() const { return tail_expert_end - tail_expert_begin; }
+    int32_t n_tail_ffn() const { return tail_ffn_end - tail_ffn_begin; }
+    bool has_tail() const { return n_tail_experts() > 0 && n_tail_ffn() > 0; }
 };
+
+// One rectangle of a mixture of experts' channels a slice computes: channels
+// [ffn_begin, ffn_end) of each of experts [expert_begin, expert_end).
+struct ExpertPart {
+    int32_t expert_begin = 0, expert_end = 0, ffn_begin = 0, ffn_end = 0;
+    int32_t n_experts() const { return expert_end - expert_begin; }
+    int32_t n_ffn() const { return ffn_end - ffn_begin; }
+    bool contains(int expert) const { return expert >= expert_begin && expert < expert_end; }
+};
+// The slice's parts, its main one first; none where it computes no channels.
+std::vector<ExpertPart> expert_parts(const Slice& slice);
 
 // How a mixture of experts' FFN is split across tensor-parallel ranks:
 //   kChannels: every rank holds its share of every expert's channels, so
@@ -47,11 +69,16 @@ struct Slice {
 //              may not divide evenly (Qwen3-30B-A3B's 768 channels of Q4_K are
 //              three units of 256);
 //   kExperts:  whole experts per rank, every channel; a token's k experts
-//              fall where they fall, so one rank may get more of them.
+//              fall where they fall, so one rank may get more of them;
+//   kMixed:    channels, split one way for the first half of the experts
+//              and the mirrored way for the second half, so that a rank
+//              holding more units of one half holds fewer of the other (three
+//              units over two ranks: 2+1 and 1+2), and a token's load is
+//              balanced but for how its experts fall between the halves.
 // Both sum the same per-unit numbers: --exact gives a single node's bits.
-enum class MoeSplit { kChannels, kExperts };
+enum class MoeSplit { kChannels, kExperts, kMixed };
 const char* moe_split_name(MoeSplit split);
-// "channels" or "experts" as the split; "auto" (or "") as none: the planner chooses.
+// "channels", "experts" or "mixed" as the split; "auto" (or "") as none: the planner chooses.
 std::optional<MoeSplit> parse_moe_split(const std::string& text);
 
 // Everything: a single-node run.

@@ -69,11 +69,12 @@ void add_whole(GgufWriter& w, const GgufTensorInfo& t) {
 // slice's experts [e0, e1), each cut the same way: rows [r0, r1) (gate, up)
 // or columns [c0, c1) (down). The result is stacked again, [cols', rows',
 // e1 - e0]: each expert's share back to back, as a rank packs it in memory.
-void add_expert_rows(GgufWriter& w, const GgufTensorInfo& t, int64_t e0, int64_t e1, int64_t r0, int64_t r1) {
+void add_expert_rows(GgufWriter& w, const GgufTensorInfo& t, const std::string& name, int64_t e0, int64_t e1, int64_t r0,
+                     int64_t r1) {
     const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
     const int64_t rows = t.ne[1];
     const uint8_t* src = t.data;
-    w.add_tensor(t.name, t.type, {t.ne[0], r1 - r0, e1 - e0}, [=](uint8_t* dst, uint64_t) {
+    w.add_tensor(name, t.type, {t.ne[0], r1 - r0, e1 - e0}, [=](uint8_t* dst, uint64_t) {
         const uint64_t band = row * static_cast<uint64_t>(r1 - r0);
         for (int64_t e = e0; e < e1; ++e) {
             std::memcpy(dst + static_cast<uint64_t>(e - e0) * band, src + static_cast<uint64_t>(e * rows + r0) * row, band);
@@ -81,13 +82,14 @@ void add_expert_rows(GgufWriter& w, const GgufTensorInfo& t, int64_t e0, int64_t
     });
 }
 
-void add_expert_columns(GgufWriter& w, const GgufTensorInfo& t, int64_t e0, int64_t e1, int64_t c0, int64_t c1) {
+void add_expert_columns(GgufWriter& w, const GgufTensorInfo& t, const std::string& name, int64_t e0, int64_t e1,
+                        int64_t c0, int64_t c1) {
     const uint64_t row = quant_row_bytes(t.type, t.ne[0]);
     const uint64_t offset = quant_row_bytes(t.type, c0);
     const uint64_t bytes = quant_row_bytes(t.type, c1 - c0);
     const int64_t first = e0 * t.ne[1], rows = (e1 - e0) * t.ne[1];
     const uint8_t* src = t.data;
-    w.add_tensor(t.name, t.type, {c1 - c0, t.ne[1], e1 - e0}, [=](uint8_t* dst, uint64_t) {
+    w.add_tensor(name, t.type, {c1 - c0, t.ne[1], e1 - e0}, [=](uint8_t* dst, uint64_t) {
         for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * bytes, src + (first + r) * row + offset, bytes);
     });
 }
@@ -103,9 +105,13 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
     for (const GgufKv& kv : file.metadata()) {
         if (kv.key.rfind("tessera.slice.", 0) != 0) w.set_value(kv.key, kv.value);
     }
-    w.set_i32_array(kRangeKey, {slice.layer_begin, slice.layer_end, slice.kv_head_begin, slice.kv_head_end,
-                                slice.ffn_begin, slice.ffn_end, slice.vocab_begin, slice.vocab_end,
-                                slice.expert_begin, slice.expert_end});
+    std::vector<int32_t> range = {slice.layer_begin, slice.layer_end, slice.kv_head_begin, slice.kv_head_end,
+                                  slice.ffn_begin,   slice.ffn_end,   slice.vocab_begin,   slice.vocab_end,
+                                  slice.expert_begin, slice.expert_end};
+    if (slice.has_tail()) {
+        range.insert(range.end(), {slice.tail_expert_begin, slice.tail_expert_end, slice.tail_ffn_begin, slice.tail_ffn_end});
+    }
+    w.set_i32_array(kRangeKey, range);
     w.set_string(kSourceKey, file.fingerprint_hex());
     w.set_i32(kVocabKey, hp.n_vocab);
     if (const GgufTensorInfo* f = file.find_tensor("rope_freqs.weight")) add_whole(w, *f);
@@ -143,10 +149,18 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
                                       "ffn_up_exps.bias", "ffn_down_exps.bias"}) {
                 if (const GgufTensorInfo* t = file.find_tensor(p + whole)) add_whole(w, *t);
             }
-            const int64_t e0 = slice.expert_begin, e1 = slice.expert_end;
-            add_expert_rows(w, tensor(file, p + "ffn_gate_exps.weight"), e0, e1, slice.ffn_begin, slice.ffn_end);
-            add_expert_rows(w, tensor(file, p + "ffn_up_exps.weight"), e0, e1, slice.ffn_begin, slice.ffn_end);
-            add_expert_columns(w, tensor(file, p + "ffn_down_exps.weight"), e0, e1, slice.ffn_begin, slice.ffn_end);
+            // A mixed split's second part under names of its own.
+            const std::vector<ExpertPart> parts = expert_parts(slice);
+            for (size_t i = 0; i < parts.size(); ++i) {
+                const ExpertPart& e = parts[i];
+                const std::string part = i == 0 ? "" : kTailSuffix;
+                add_expert_rows(w, tensor(file, p + "ffn_gate_exps.weight"), p + "ffn_gate_exps" + part + ".weight",
+                                e.expert_begin, e.expert_end, e.ffn_begin, e.ffn_end);
+                add_expert_rows(w, tensor(file, p + "ffn_up_exps.weight"), p + "ffn_up_exps" + part + ".weight",
+                                e.expert_begin, e.expert_end, e.ffn_begin, e.ffn_end);
+                add_expert_columns(w, tensor(file, p + "ffn_down_exps.weight"), p + "ffn_down_exps" + part + ".weight",
+                                   e.expert_begin, e.expert_end, e.ffn_begin, e.ffn_end);
+            }
         } else if (slice.n_ffn() > 0) {
             add_projection_rows(w, find_projection(file, hp, l, Projection::kGate), slice.ffn_begin, slice.ffn_end);
             add_projection_rows(w, find_projection(file, hp, l, Projection::kUp), slice.ffn_begin, slice.ffn_end);
@@ -168,9 +182,10 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
 std::optional<Slice> stored_slice(const GgufFile& file) {
     const GgufValue* v = file.find_array(kRangeKey, GgufValueType::Int32);
     if (v == nullptr) return std::nullopt;
-    // 8 values before slices had experts (a dense model's: none).
-    if (v->count != 8 && v->count != 10) {
-        throw make_error("{}: {} holds {} values, expected 10", file.path(), kRangeKey, v->count);
+    // 8 values before slices had experts (a dense model's: none); 14 with a
+    // mixed split's second part.
+    if (v->count != 8 && v->count != 10 && v->count != 14) {
+        throw make_error("{}: {} holds {} values, expected 10 or 14", file.path(), kRangeKey, v->count);
     }
     Slice s;
     s.layer_begin = static_cast<int32_t>(v->array_integer(0));
@@ -181,9 +196,15 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
     s.ffn_end = static_cast<int32_t>(v->array_integer(5));
     s.vocab_begin = static_cast<int32_t>(v->array_integer(6));
     s.vocab_end = static_cast<int32_t>(v->array_integer(7));
-    if (v->count == 10) {
+    if (v->count >= 10) {
         s.expert_begin = static_cast<int32_t>(v->array_integer(8));
         s.expert_end = static_cast<int32_t>(v->array_integer(9));
+    }
+    if (v->count == 14) {
+        s.tail_expert_begin = static_cast<int32_t>(v->array_integer(10));
+        s.tail_expert_end = static_cast<int32_t>(v->array_integer(11));
+        s.tail_ffn_begin = static_cast<int32_t>(v->array_integer(12));
+        s.tail_ffn_end = static_cast<int32_t>(v->array_integer(13));
     }
     s.embeds = false;
     s.outputs = false;
@@ -193,7 +214,10 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
 std::string slice_source_fingerprint(const GgufFile& file) { return file.find_string(kSourceKey).value_or(""); }
 
 std::string slice_file_name(const std::string& fingerprint, const Slice& s) {
-    const std::string experts = s.n_experts() > 0 ? fmt::format("-E{}-{}", s.expert_begin, s.expert_end) : "";
+    std::string experts = s.n_experts() > 0 ? fmt::format("-E{}-{}", s.expert_begin, s.expert_end) : "";
+    if (s.has_tail()) {
+        experts += fmt::format("-T{}-{}-{}-{}", s.tail_expert_begin, s.tail_expert_end, s.tail_ffn_begin, s.tail_ffn_end);
+    }
     return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}{}-V{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,
                        s.kv_head_end, s.ffn_begin, s.ffn_end, experts, s.vocab_begin, s.vocab_end);
 }

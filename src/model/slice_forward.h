@@ -254,12 +254,23 @@ private:
     // A mixture of experts' FFN partial (slice_forward_moe.cpp): the router,
     // then each chosen expert's product over the slice's channels, weighted.
     void moe_ffn_partial(int layer, const float* h, int n_tok, double* partial);
+    // One part of the slice's experts (model/slice.h ExpertPart) and its
+    // matrices, as LayerWeights describes them.
+    struct ExpertMatrices {
+        const Matrix *gate, *up, *down;
+        int64_t rows, first;
+        bool mapped;
+        ExpertPart part;
+    };
+    // Adds that part's products for the rows' choices (moe_.choices) into partial.
+    void expert_part_partial(const LayerWeights& w, const ExpertMatrices& x, const float* h, int n_tok, double* partial);
     // The experts' scratch: router logits and choices per row, rows gathered
     // per expert, their gate/up/down results and converted activations.
     struct MoeScratch {
         std::vector<float> logits, h, gate, up, scale;
         std::vector<double> y;
         std::vector<ExpertChoice> choices;  // k per row
+        std::vector<ExpertChoice> chosen;   // one position's choices of one part
         std::vector<int32_t> rows;          // rows of the batch by expert
         std::vector<int32_t> first, fill;   // each expert's first (and next) entry in rows
         std::vector<MatmulJob> jobs;

@@ -99,7 +99,7 @@ uint64_t SliceForward::streamed_bytes_per_token() const {
 void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double* partial) {
     const LayerWeights& w = layer_weights(layer);
     const Slice& s = weights_.slice;
-    const int64_t n_embd = hparams_.n_embd, n_ff = hparams_.n_ff, n_ffn = s.n_ffn();
+    const int64_t n_embd = hparams_.n_embd;
     const int n_expert = hparams_.n_expert, k = hparams_.n_expert_used;
     const auto rows_of = [](int64_t n) { return static_cast<size_t>(n); };
     MoeScratch& m = moe_;
@@ -120,15 +120,33 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         route_token(*hparams_.family, std::span<float>(m.logits.data() + rows_of(t) * rows_of(n_expert), rows_of(n_expert)),
                     std::span<ExpertChoice>(choices.data() + rows_of(t) * rows_of(k), rows_of(k)));
     }
-    // The slice's channels of expert e: rows of the whole stacked matrix, or
+    note_expert_choices(layer, choices, n_tok, k);
+    // The slice's parts (one; two in the mixed split), each its experts'
+    // channels with matrices of its own; every expert is in one part at most.
+    const std::vector<ExpertPart> parts = expert_parts(s);
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const ExpertMatrices part = i == 0 ? ExpertMatrices{&w.gate_exps, &w.up_exps, &w.down_exps, w.expert_rows,
+                                                            w.expert_first, w.experts_mapped, parts[i]}
+                                           : ExpertMatrices{&w.tail.gate, &w.tail.up, &w.tail.down, w.tail.rows,
+                                                            w.tail.first, w.experts_mapped, parts[i]};
+        expert_part_partial(w, part, h, n_tok, partial);
+    }
+}
+
+void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatrices& x, const float* h, int n_tok,
+                                       double* partial) {
+    const ExpertPart& s = x.part;
+    const int64_t n_embd = hparams_.n_embd, n_ff = hparams_.n_ff, n_ffn = s.n_ffn();
+    const int n_expert = hparams_.n_expert, k = hparams_.n_expert_used;
+    const auto rows_of = [](int64_t n) { return static_cast<size_t>(n); };
+    MoeScratch& m = moe_;
+    const std::vector<ExpertChoice>& choices = m.choices;
+    // The part's channels of expert e: rows of the whole stacked matrix, or
     // of a rank's packed share (llama_model.h).
-    const int64_t per_expert = w.expert_rows, first = w.expert_first;
+    const int64_t per_expert = x.rows, first = x.first;
     const auto gate_rect = [&](int e) { return MatRect{e * per_expert + first, e * per_expert + first + n_ffn, 0, n_embd}; };
-    // The experts this slice computes: all (its share of their channels) or
-    // a range of whole ones; another rank adds the rest.
-    const auto local = [&](int e) { return e >= s.expert_begin && e < s.expert_end; };
     const auto down_rect = [&](int e) { return MatRect{e * n_embd, (e + 1) * n_embd, s.ffn_begin, n_ffn}; };
-    // Expert e's gate and up biases (gpt-oss) on `count` rows of the slice's channels.
+    // Expert e's gate and up biases (gpt-oss) on `count` rows of the part's channels.
     const auto add_gate_up_bias = [&](int e, float* gate, float* up, int64_t count) {
         if (w.gate_exps_bias.empty() && w.up_exps_bias.empty()) return;
         const size_t b0 = rows_of(e) * rows_of(n_ff) + rows_of(s.ffn_begin);
@@ -141,7 +159,7 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     };
     // Expert e's down products y (count rows) added into the partial's rows
     // `rows`, each with its weight times the expert's down bias (gpt-oss)
-    // where the slice holds channel 0: once in any plan, on the grid
+    // where the part holds channel 0: once in any plan, on the grid
     // (ops/fixed_sum.h), so it adds exactly as the units do.
     const auto add_expert_rows = [&](int e, const double* y, int64_t count, const int32_t* rows, const float* weights) {
         const bool bias = !w.down_exps_bias.empty() && s.ffn_begin == 0;
@@ -160,39 +178,40 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
                                        const float* weights) {
         const auto count = static_cast<int64_t>(rows.size());
         m.y.resize(rows_of(count) * rows_of(n_embd));
-        matmul_units(w.down_exps, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+        matmul_units(*x.down, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
         add_expert_rows(e, m.y.data(), count, rows.data(), weights);
     };
     // Experts streamed one by one (larger than memory: llama_model.h): ask
     // for the chosen ones' rows at once, so the disk reads them in parallel
     // while the first products start.
     const auto prefetch = [&](int e) {
-        if (!w.experts_mapped) return;
-        prefetch_rows(w.gate_exps, e * per_expert + first, e * per_expert + first + n_ffn);
-        prefetch_rows(w.up_exps, e * per_expert + first, e * per_expert + first + n_ffn);
-        prefetch_rows(w.down_exps, e * n_embd, (e + 1) * n_embd);
+        if (!x.mapped) return;
+        prefetch_rows(*x.gate, e * per_expert + first, e * per_expert + first + n_ffn);
+        prefetch_rows(*x.up, e * per_expert + first, e * per_expert + first + n_ffn);
+        prefetch_rows(*x.down, e * n_embd, (e + 1) * n_embd);
     };
-    note_expert_choices(layer, choices, n_tok, k);
     const int32_t row0 = 0;
     if (m.acts.size() < rows_of(k)) m.acts.resize(rows_of(k));
 
     if (n_tok == 1) {
         // Generation: the k experts' gate and up products in one dispatch
-        // (of the experts this slice holds: n of them).
-        int n = 0;
+        // (of the experts this part holds: n of them).
+        std::vector<ExpertChoice>& chosen = m.chosen;
+        chosen.clear();
         for (int i = 0; i < k; ++i) {
-            if (local(choices[rows_of(i)].expert)) choices[rows_of(n++)] = choices[rows_of(i)];
+            if (s.contains(choices[rows_of(i)].expert)) chosen.push_back(choices[rows_of(i)]);
         }
+        const int n = static_cast<int>(chosen.size());
         if (n == 0) return;
-        for (int i = 0; i < n; ++i) prefetch(choices[rows_of(i)].expert);
+        for (int i = 0; i < n; ++i) prefetch(chosen[rows_of(i)].expert);
         m.gate.resize(rows_of(n) * rows_of(n_ffn));
         m.up.resize(m.gate.size());
         std::vector<MatmulJob>& jobs = m.jobs;
         jobs.clear();
         for (int i = 0; i < n; ++i) {
-            const int e = choices[rows_of(i)].expert;
-            jobs.push_back({&w.gate_exps, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn});
-            jobs.push_back({&w.up_exps, gate_rect(e), m.up.data() + i * n_ffn, n_ffn});
+            const int e = chosen[rows_of(i)].expert;
+            jobs.push_back({x.gate, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn});
+            jobs.push_back({x.up, gate_rect(e), m.up.data() + i * n_ffn, n_ffn});
         }
         new_activations();
         for (size_t j = 0; j < jobs.size(); j += kMatmulManyMaxJobs) {
@@ -202,21 +221,21 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         // down products in another, each row's bits as alone.
         m.scale.resize(rows_of(n));
         for (int i = 0; i < n; ++i) {
-            add_gate_up_bias(choices[rows_of(i)].expert, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
-            m.scale[rows_of(i)] = choices[rows_of(i)].weight;
+            add_gate_up_bias(chosen[rows_of(i)].expert, m.gate.data() + i * n_ffn, m.up.data() + i * n_ffn, 1);
+            m.scale[rows_of(i)] = chosen[rows_of(i)].weight;
         }
-        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, n, m.scale.data(), m.acts[0]);
+        gate_rows(*x.down, m.gate.data(), m.up.data(), n_ffn, n, m.scale.data(), m.acts[0]);
         m.y.resize(rows_of(n) * rows_of(n_embd));
         m.down_jobs.clear();
         for (int i = 0; i < n; ++i) {
-            m.down_jobs.push_back({down_rect(choices[rows_of(i)].expert), i, m.y.data() + i * n_embd});
+            m.down_jobs.push_back({down_rect(chosen[rows_of(i)].expert), i, m.y.data() + i * n_embd});
         }
         for (size_t j = 0; j < m.down_jobs.size(); j += kMatmulManyMaxJobs) {
-            matmul_units_many(w.down_exps,
+            matmul_units_many(*x.down,
                               std::span<const UnitsJob>(m.down_jobs).subspan(j, std::min(kMatmulManyMaxJobs, m.down_jobs.size() - j)),
                               m.acts[0], units_.ffn_channels, pool_);
         }
-        for (int i = 0; i < n; ++i) add_expert_rows(choices[rows_of(i)].expert, m.y.data() + i * n_embd, 1, &row0,
+        for (int i = 0; i < n; ++i) add_expert_rows(chosen[rows_of(i)].expert, m.y.data() + i * n_embd, 1, &row0,
                                                     m.scale.data() + i);
         return;
     }
@@ -250,12 +269,11 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
         }
         m.gate.resize(rows_of(count) * rows_of(n_ffn));
         m.up.resize(m.gate.size());
-        const MatmulJob jobs[] = {{&w.gate_exps, gate_rect(e), m.gate.data(), n_ffn},
-                                  {&w.up_exps, gate_rect(e), m.up.data(), n_ffn}};
+        const MatmulJob jobs[] = {{x.gate, gate_rect(e), m.gate.data(), n_ffn}, {x.up, gate_rect(e), m.up.data(), n_ffn}};
         new_activations();
         run_jobs(jobs, m.h.data(), n_embd, count);
         add_gate_up_bias(e, m.gate.data(), m.up.data(), count);
-        gate_rows(w.down_exps, m.gate.data(), m.up.data(), n_ffn, count, m.scale.data() + begin, m.acts[0]);
+        gate_rows(*x.down, m.gate.data(), m.up.data(), n_ffn, count, m.scale.data() + begin, m.acts[0]);
         down_into_partial(e, m.acts[0], std::span<const int32_t>(m.rows.data() + begin, rows_of(count)),
                           m.scale.data() + begin);
     }

@@ -70,6 +70,11 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         << c.arch << " " << c.type << ": 3 tensor-parallel ranks, each a share of every expert's channels";
     EXPECT_TRUE(base("tp3_experts.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "experts"}) == single)
         << c.arch << " " << c.type << ": 3 tensor-parallel ranks, each whole experts";
+    // Or mixed: units that do not divide by 3 (8 of 64 channels, or Q4_K's 2
+    // of 256) split one way for experts 0-3 and mirrored for 4-7, so a rank
+    // holds two parts, or one part of some experts' channels.
+    EXPECT_TRUE(base("tp3_mixed.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "mixed"}) == single)
+        << c.arch << " " << c.type << ": 3 tensor-parallel ranks, the mixed split";
     {
         std::unique_ptr<test::BackgroundProcess> worker;
         EXPECT_TRUE(base("pipeline.kld", {"-b", "32", "--stages", "root/" + test::start_worker(worker, model)}) == single)
@@ -113,6 +118,23 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         ASSERT_EQ(port.rfind("listening on port ", 0), 0u) << port;
         EXPECT_EQ(run({"--workers", "127.0.0.1:" + port.substr(18), "--exact", "--moe-split", "experts"}), want)
             << c.arch << ": a worker from a slice file of whole experts";
+        // And of the mixed split's two parts (three ranks: two such workers).
+        std::vector<std::string> mixed;
+        std::vector<std::unique_ptr<test::BackgroundProcess>> keep;
+        for (int i = 0; i < 2; ++i) {
+            keep.push_back(std::make_unique<test::BackgroundProcess>(
+                cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
+            const std::string at = keep.back()->read_line(30);
+            ASSERT_EQ(at.rfind("listening on port ", 0), 0u) << at;
+            mixed.push_back("127.0.0.1:" + at.substr(18));
+        }
+        EXPECT_EQ(run({"--workers", mixed[0] + "," + mixed[1], "--exact", "--moe-split", "mixed"}), want)
+            << c.arch << ": workers from slice files of the mixed split";
+        bool tail = false;
+        for (const auto& f : std::filesystem::directory_iterator(dir + "/cache", ec)) {
+            tail = tail || f.path().filename().string().find("-T") != std::string::npos;
+        }
+        EXPECT_TRUE(tail) << c.arch << ": no slice file of a second part in the worker's cache";
     }
     // Speculative decoding with a dense draft of the same vocabulary: greedy
     // verification keeps the target's tokens.

@@ -124,10 +124,70 @@ TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
     EXPECT_EQ(few[2].n_experts(), 0);
     EXPECT_EQ(few[2].n_ffn(), 0);
     EXPECT_NO_THROW(validate_slice(few[2], hp));
-    // Some channels of some experts is no plan's slice.
-    Slice both = few[0];
-    both.ffn_end = 256;
-    EXPECT_THROW(validate_slice(both, hp), Error);
+}
+
+// The mixed split: the first half of the experts split as the channels are,
+// the second half mirrored; every channel of every expert on exactly one
+// rank, and a second part only where the halves differ.
+TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
+    ModelHParams hp;
+    hp.n_layer = 2;
+    hp.n_head = 32;
+    hp.n_head_kv = 4;
+    hp.n_ff = 768;
+    hp.head_dim = 128;
+    hp.n_vocab = 1000;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    const ReductionUnits units{1, 256};
+    for (const std::vector<double>& w : {std::vector<double>{1, 1}, {1, 2, 1}, {3, 1, 1, 1}, {1, 1, 1, 1, 1}}) {
+        std::vector<int> covered(static_cast<size_t>(hp.n_expert * hp.n_ff), 0);
+        for (const Slice& s : plan_tensor_parallel(hp, w, units, MoeSplit::kMixed)) {
+            EXPECT_NO_THROW(validate_slice(s, hp)) << describe_slice(s);
+            EXPECT_EQ(s.ffn_begin % units.ffn_channels, 0);
+            EXPECT_EQ(s.tail_ffn_begin % units.ffn_channels, 0);
+            for (const ExpertPart& p : expert_parts(s)) {
+                for (int e = p.expert_begin; e < p.expert_end; ++e) {
+                    for (int c = p.ffn_begin; c < p.ffn_end; ++c) ++covered[static_cast<size_t>(e * hp.n_ff + c)];
+                }
+            }
+        }
+        EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), hp.n_expert * hp.n_ff);
+    }
+    // Two equal ranks, three units: 2 + 1 of the first half, 1 + 2 of the second.
+    const std::vector<Slice> two = plan_tensor_parallel(hp, std::vector<double>{1, 1}, units, MoeSplit::kMixed);
+    EXPECT_EQ(expert_parts(two[0]).size(), 2u);
+    EXPECT_NE(describe_slice(two[0]).find("FFN channels [0, 512), experts [0, 64) and channels [0, 256) of experts [64, 128)"),
+              std::string::npos)
+        << describe_slice(two[0]);
+    EXPECT_NE(describe_slice(two[1]).find("FFN channels [512, 768), experts [0, 64) and channels [256, 768) of experts [64, 128)"),
+              std::string::npos)
+        << describe_slice(two[1]);
+    // Units that divide evenly: the channel split itself, one part.
+    for (const Slice& s : plan_tensor_parallel(hp, std::vector<double>{1, 1}, ReductionUnits{1, 32}, MoeSplit::kMixed)) {
+        EXPECT_FALSE(s.has_tail());
+        EXPECT_EQ(s.n_experts(), hp.n_expert);
+    }
+    // A second part must name experts of its own, inside the model.
+    Slice bad = two[0];
+    bad.tail_expert_begin = 32;  // overlaps the first part's [0, 64)
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = two[0];
+    bad.tail_ffn_end = hp.n_ff + 256;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = two[0];
+    bad.tail_expert_end = hp.n_expert + 1;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = two[0];
+    bad.ffn_end = bad.ffn_begin;  // a second part without a first
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    ModelHParams dense = hp;
+    dense.n_expert = 0;
+    dense.n_expert_used = 0;
+    bad = full_slice(dense);
+    bad.tail_expert_end = 1;
+    bad.tail_ffn_end = 256;
+    EXPECT_THROW(validate_slice(bad, dense), Error);
 }
 
 // The expected load of the busiest rank: the channel split's is its largest
@@ -159,8 +219,14 @@ TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
         exact += std::max(x, k - x) * choose(half, x) * choose(n - half, k - x) / choose(n, k);
     }
     EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kExperts), exact, 0.02 * exact);
-    // 5.1 against 5.33: whole experts balance better than 3 units over 2 ranks.
-    EXPECT_EQ(choose_moe_split(hp, two, units), MoeSplit::kExperts);
+    // The mixed split: rank 0 holds 2 of 3 units of the first half's experts
+    // and 1 of the second's, rank 1 the reverse, so the busiest holds
+    // (k + max(X, k - X)) / 3 experts' worth, X as above.
+    EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kMixed), (k + exact) / 3, 0.02 * (k + exact) / 3);
+    // 4.36 against 5.1 (whole experts) and 5.33 (3 units over 2 ranks).
+    EXPECT_EQ(choose_moe_split(hp, two, units), MoeSplit::kMixed);
+    EXPECT_LT(expected_expert_load(hp, two, units, MoeSplit::kExperts),
+              expected_expert_load(hp, two, units, MoeSplit::kChannels));
     // With 32-channel units (24 of them) the channel split is exact: 4 each.
     EXPECT_EQ(choose_moe_split(hp, two, ReductionUnits{1, 32}), MoeSplit::kChannels);
     EXPECT_EQ(choose_moe_split(hp, std::vector<double>{1}, units), MoeSplit::kChannels);

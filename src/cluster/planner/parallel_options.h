@@ -33,7 +33,7 @@ struct ParallelOptions {
     int step_timeout_ms = 0;  // drop a worker that beats but sends no result for this long (0: sized from its speed)
     int partial_bands = 1;    // tensor parallel: bands each partial is sent in as the product computes them
     std::string exchange = "auto";  // tensor parallel: "all-to-all", "reduce-scatter" or "auto" (by rank count)
-    std::string moe_split = "auto";  // tensor parallel of a mixture of experts: "channels", "experts" or "auto" (planner.h)
+    std::string moe_split = "auto";  // tensor parallel of a mixture of experts: "channels", "experts", "mixed" or "auto" (planner.h)
     std::string spares;       // nodes that may replace a lost one ("H:P,H:P")
     int recover_ms = 30000;   // how long a run tries to recover a lost edge or node (0: not at all)
     bool auto_plan = false;   // --auto: survey --workers and run the fastest plan of them (cluster/planner/auto_plan.h)

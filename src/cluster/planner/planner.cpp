@@ -45,6 +45,17 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
     const std::vector<int> vocab = apportion((hp.n_vocab + kVocabGranule - 1) / kVocabGranule, weights);
     const bool by_experts = split == MoeSplit::kExperts && hp.has_experts();
     const std::vector<int> experts = by_experts ? apportion(hp.n_expert, weights) : std::vector<int>();
+    // The mixed split: the first half of the experts split as the channels
+    // are, the second half mirrored (apportioned over the ranks in reverse,
+    // so a remainder's unit goes to the last ranks instead of the first).
+    const bool mixed = split == MoeSplit::kMixed && hp.has_experts() && hp.n_expert >= 2;
+    std::vector<int> mirrored;
+    if (mixed) {
+        const std::vector<double> reversed(weights.rbegin(), weights.rend());
+        mirrored = apportion(n_granules, reversed);
+        std::reverse(mirrored.begin(), mirrored.end());
+    }
+    int g_mirrored = 0;
     std::vector<Slice> slices(weights.size());
     int head = 0;
     int g = 0;
@@ -57,7 +68,27 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         s.kv_head_begin = std::min(head * head_unit, hp.n_head_kv);
         head += heads[r];
         s.kv_head_end = std::min(head * head_unit, hp.n_head_kv);
-        if (by_experts) {
+        if (mixed) {
+            const int half = hp.n_expert / 2;
+            const int f0 = std::min(g * granule, hp.n_ff), f1 = std::min((g + granules[r]) * granule, hp.n_ff);
+            const int t0 = std::min(g_mirrored * granule, hp.n_ff);
+            const int t1 = std::min((g_mirrored + mirrored[r]) * granule, hp.n_ff);
+            g += granules[r];
+            g_mirrored += mirrored[r];
+            s.expert_begin = 0, s.expert_end = half, s.ffn_begin = f0, s.ffn_end = f1;
+            s.tail_expert_begin = half, s.tail_expert_end = hp.n_expert, s.tail_ffn_begin = t0, s.tail_ffn_end = t1;
+            if (f0 == t0 && f1 == t1) {
+                // Both halves alike (the units divide evenly): the channel split.
+                s.expert_end = hp.n_expert;
+                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
+            } else if (f0 == f1) {
+                // Nothing of the first half: the second is the only part.
+                s.expert_begin = half, s.expert_end = hp.n_expert, s.ffn_begin = t0, s.ffn_end = t1;
+                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
+            } else if (t0 == t1) {
+                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
+            }
+        } else if (by_experts) {
             // Whole experts, every channel; a rank with none computes no FFN.
             s.expert_begin = e;
             e += experts[r];
@@ -122,40 +153,39 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
                             MoeSplit split) {
     if (!hp.has_experts()) return 0.0;
     const std::vector<Slice> slices = plan_tensor_parallel(hp, weights, units, split);
-    if (split == MoeSplit::kChannels) {
-        // Every token: k experts' share of channels on every rank.
-        double worst = 0.0;
-        for (size_t r = 0; r < slices.size(); ++r) {
-            worst = std::max(worst, hp.n_expert_used * static_cast<double>(slices[r].n_ffn()) / hp.n_ff / weights[r]);
-        }
-        return worst;
-    }
-    // Whole experts: the busiest rank's count of a token's k experts, over
-    // uniform routings. A fixed sample of k-subsets (a seeded generator, so
-    // every node plans alike); 4096 of them put the mean within about 1%.
-    constexpr int kSamples = 4096;
-    std::vector<int> owner(static_cast<size_t>(hp.n_expert));
+    // Each rank's share of each expert's channels (1: all of them).
+    std::vector<std::vector<double>> held(slices.size(), std::vector<double>(static_cast<size_t>(hp.n_expert), 0.0));
     for (size_t r = 0; r < slices.size(); ++r) {
-        for (int e = slices[r].expert_begin; e < slices[r].expert_end; ++e) owner[static_cast<size_t>(e)] = static_cast<int>(r);
+        for (const ExpertPart& p : expert_parts(slices[r])) {
+            for (int e = p.expert_begin; e < p.expert_end; ++e) {
+                held[r][static_cast<size_t>(e)] += static_cast<double>(p.n_ffn()) / hp.n_ff;
+            }
+        }
     }
+    // The busiest rank's share of a token's k experts, over uniform routings.
+    // A fixed sample of k-subsets (a seeded generator, so every node plans
+    // alike); 4096 of them put the mean within about 1%. The channel split's
+    // load is the same for every subset.
+    constexpr int kSamples = 4096;
     uint64_t state = 0x9e3779b97f4a7c15ull;
     const auto next = [&](uint64_t bound) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         return (state >> 33) % bound;
     };
     std::vector<int> experts(static_cast<size_t>(hp.n_expert));
-    std::vector<int> count(slices.size());
+    std::vector<double> load(slices.size());
     double total = 0.0;
     for (int t = 0; t < kSamples; ++t) {
         std::iota(experts.begin(), experts.end(), 0);
-        std::fill(count.begin(), count.end(), 0);
+        std::fill(load.begin(), load.end(), 0.0);
         for (int i = 0; i < hp.n_expert_used; ++i) {  // a partial Fisher-Yates shuffle: k distinct experts
             const auto j = static_cast<size_t>(i) + next(static_cast<uint64_t>(hp.n_expert - i));
             std::swap(experts[static_cast<size_t>(i)], experts[j]);
-            ++count[static_cast<size_t>(owner[static_cast<size_t>(experts[static_cast<size_t>(i)])])];
+            const auto e = static_cast<size_t>(experts[static_cast<size_t>(i)]);
+            for (size_t r = 0; r < slices.size(); ++r) load[r] += held[r][e];
         }
         double worst = 0.0;
-        for (size_t r = 0; r < slices.size(); ++r) worst = std::max(worst, count[r] / weights[r]);
+        for (size_t r = 0; r < slices.size(); ++r) worst = std::max(worst, load[r] / weights[r]);
         total += worst;
     }
     return total / kSamples;
@@ -163,10 +193,16 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
 
 MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units) {
     if (!hp.has_experts() || weights.size() < 2) return MoeSplit::kChannels;
-    return expected_expert_load(hp, weights, units, MoeSplit::kExperts) <
-                   expected_expert_load(hp, weights, units, MoeSplit::kChannels)
-               ? MoeSplit::kExperts
-               : MoeSplit::kChannels;
+    // The least expected load; a tie keeps the simpler split (channels,
+    // then whole experts). 1e-9: the channel split's samples sum the same
+    // shares in another order than the mixed split's equal one.
+    MoeSplit best = MoeSplit::kChannels;
+    double least = expected_expert_load(hp, weights, units, best);
+    for (const MoeSplit split : {MoeSplit::kExperts, MoeSplit::kMixed}) {
+        const double load = expected_expert_load(hp, weights, units, split);
+        if (load < least - 1e-9) best = split, least = load;
+    }
+    return best;
 }
 
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
@@ -204,21 +240,29 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
         // A mixture of experts holds its experts (every one, or whole ones of
         // the expert split) and the router; a token reads k of all n, so
         // k * n_local / n of them here on average.
-        uint64_t experts = 0, experts_read = 0;
+        // Parts of every channel of their experts are views that may stream;
+        // a share of the channels is packed, private.
+        uint64_t experts = 0, experts_read = 0, experts_streamable = 0;
         if (hp.has_experts() && slice.n_ffn() > 0) {
-            const uint64_t per_expert =
-                static_cast<uint64_t>(slice.n_ffn()) * (l.gate_exps.row_bytes + l.up_exps.row_bytes) +
-                static_cast<uint64_t>(hp.n_embd) * quant_row_bytes(l.down_exps.type, slice.n_ffn());
             const uint64_t router = static_cast<uint64_t>(l.router.rows) * l.router.row_bytes;
-            experts = router + per_expert * static_cast<uint64_t>(slice.n_experts());
-            experts_read = router + per_expert * static_cast<uint64_t>(hp.n_expert_used) *
-                                        static_cast<uint64_t>(slice.n_experts()) / static_cast<uint64_t>(hp.n_expert);
+            experts = experts_read = router;
+            for (const ExpertPart& p : expert_parts(slice)) {
+                const uint64_t per_expert =
+                    static_cast<uint64_t>(p.n_ffn()) * (l.gate_exps.row_bytes + l.up_exps.row_bytes) +
+                    static_cast<uint64_t>(hp.n_embd) * quant_row_bytes(l.down_exps.type, p.n_ffn());
+                experts += per_expert * static_cast<uint64_t>(p.n_experts());
+                if (p.n_ffn() == hp.n_ff) experts_streamable += per_expert * static_cast<uint64_t>(p.n_experts());
+                experts_read += per_expert * static_cast<uint64_t>(hp.n_expert_used) *
+                                static_cast<uint64_t>(p.n_experts()) / static_cast<uint64_t>(hp.n_expert);
+            }
         }
         f.weight_bytes += rows_split + wo + down + experts;
         step_bytes += rows_split + wo + down + experts_read;
-        const uint64_t streamable = rows_split + (all_q ? wo : 0) + (all_ffn ? down + experts : 0);
-        if (all_ffn && hp.has_experts() && slice.n_ffn() > 0) {
-            f.expert_bytes += experts - static_cast<uint64_t>(l.router.rows) * l.router.row_bytes;
+        const uint64_t router = hp.has_experts() && slice.n_ffn() > 0 ? static_cast<uint64_t>(l.router.rows) * l.router.row_bytes : 0;
+        const uint64_t streamable =
+            rows_split + (all_q ? wo : 0) + (all_ffn ? down : 0) + experts_streamable + (all_ffn ? router : 0);
+        if (experts_streamable > 0) {
+            f.expert_bytes += experts_streamable;
             f.expert_read_share = static_cast<double>(hp.n_expert_used) / hp.n_expert;
         }
         f.streamable_bytes += streamable;

@@ -24,6 +24,10 @@ Slice parse_slice(const JsonFields& s) {
     std::tie(slice.ffn_begin, slice.ffn_end) = s.range("ffn", 0, kMaxUnits);
     if (s.has("vocab")) std::tie(slice.vocab_begin, slice.vocab_end) = s.range("vocab", 0, kMaxUnits);
     if (s.has("experts")) std::tie(slice.expert_begin, slice.expert_end) = s.range("experts", 0, kMaxUnits);
+    if (s.has("tail_experts")) {
+        std::tie(slice.tail_expert_begin, slice.tail_expert_end) = s.range("tail_experts", 0, kMaxUnits);
+        std::tie(slice.tail_ffn_begin, slice.tail_ffn_end) = s.range("tail_ffn", 0, kMaxUnits);
+    }
     slice.embeds = false;
     slice.outputs = false;
     return slice;
@@ -36,11 +40,16 @@ bool is_token(const std::string& s) {
 }  // namespace
 
 json slice_to_json(const Slice& s) {
-    return {{"layers", {s.layer_begin, s.layer_end}},
-            {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
-            {"ffn", {s.ffn_begin, s.ffn_end}},
-            {"experts", {s.expert_begin, s.expert_end}},
-            {"vocab", {s.vocab_begin, s.vocab_end}}};
+    json j = {{"layers", {s.layer_begin, s.layer_end}},
+              {"kv_heads", {s.kv_head_begin, s.kv_head_end}},
+              {"ffn", {s.ffn_begin, s.ffn_end}},
+              {"experts", {s.expert_begin, s.expert_end}},
+              {"vocab", {s.vocab_begin, s.vocab_end}}};
+    if (s.has_tail()) {
+        j["tail_experts"] = {s.tail_expert_begin, s.tail_expert_end};
+        j["tail_ffn"] = {s.tail_ffn_begin, s.tail_ffn_end};
+    }
+    return j;
 }
 
 MeshHello parse_mesh_hello(const json& j, const std::string& peer) {
