@@ -129,7 +129,10 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
                              group_of(s).size() + 1);
         }
         // The leader's slice; each group's root checks its members' slices.
-        const MoeSplit split = config.moe_split.value_or(choose_moe_split(hp, group_weights, units));
+        // As the group's leader chooses (tp_decoder.cpp), as far as the root
+        // knows its devices: its members' it learns only there.
+        const bool cpu_leader = s == 0 ? !config.root_device : stages_[s].device.empty();
+        const MoeSplit split = config.moe_split.value_or(choose_moe_split(hp, group_weights, units, cpu_leader));
         const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages, split)[0];
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];

@@ -62,7 +62,9 @@ struct Costing {
         std::vector<double> probes;
         for (size_t i : members) probes.push_back(probe(i));
         const std::vector<double> weights = weights_from_probes(probes);
-        const MoeSplit split = choose_moe_split(hp, weights, units);
+        bool all_cpu = true;
+        for (size_t i : members) all_cpu = all_cpu && nodes[i].device.empty();
+        const MoeSplit split = choose_moe_split(hp, weights, units, all_cpu);
         const std::vector<Slice> slices = whole_model ? plan_tensor_parallel(hp, weights, units, split)
                                                       : plan_stage_group(hp, layers, weights, units, first, last, split);
         double slowest = 0.0;

@@ -191,7 +191,8 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
     return total / kSamples;
 }
 
-MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units) {
+MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
+                          bool allow_mixed) {
     if (!hp.has_experts() || weights.size() < 2) return MoeSplit::kChannels;
     // The least expected load; a tie keeps the simpler split (channels,
     // then whole experts). 1e-9: the channel split's samples sum the same
@@ -199,6 +200,7 @@ MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weight
     MoeSplit best = MoeSplit::kChannels;
     double least = expected_expert_load(hp, weights, units, best);
     for (const MoeSplit split : {MoeSplit::kExperts, MoeSplit::kMixed}) {
+        if (split == MoeSplit::kMixed && !allow_mixed) continue;
         const double load = expected_expert_load(hp, weights, units, split);
         if (load < least - 1e-9) best = split, least = load;
     }

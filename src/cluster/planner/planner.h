@@ -38,15 +38,20 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
                                         const ReductionUnits& units, MoeSplit split = MoeSplit::kChannels);
 
 // The expected time of one token's expert products on the slowest rank, in
-// units of one whole expert's products on a rank of weight 1: per rank, the
-// experts' channels it computes divided by its weight; for kExperts the mean
-// over token routings of the busiest rank (routing taken as uniform: k
-// distinct experts of n, every subset alike). Zero for a dense model.
+// units of one whole expert's products on a rank of weight 1: the mean over
+// token routings (taken as uniform: k distinct experts of n, every subset
+// alike) of the busiest rank's share of the chosen experts' channels, divided
+// by its weight (the same for every routing in kChannels). Zero for a dense
+// model.
 double expected_expert_load(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
                             MoeSplit split);
 
-// The split of the lower expected load (kChannels on a tie, and for a dense model).
-MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units);
+// The split of the lowest expected load (kChannels on a tie, and for a dense
+// model; then kExperts). kMixed only where allowed: the Vulkan forward
+// computes one rectangle of the experts, so a plan with a rank on a GPU
+// leaves it out.
+MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
+                          bool allow_mixed = true);
 
 // Pipeline: contiguous blocks of layers, one per stage, sized in proportion
 // to the stages' weights, every stage at least one layer. `counts` (layers per

@@ -147,7 +147,11 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     // a stage of a pipeline keeps its head whole on its root.
     const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
-    moe_split_ = config.moe_split.value_or(choose_moe_split(hp, weights, units));
+    // The GPU forward computes one rectangle of the experts: no mixed split
+    // where a rank runs on one.
+    bool all_cpu = !config.root_device;
+    for (const TpRankInfo& r : ranks_) all_cpu = all_cpu && r.device.empty();
+    moe_split_ = config.moe_split.value_or(choose_moe_split(hp, weights, units, all_cpu));
     const std::vector<Slice> plan = whole_model && config.shard_vocab
                                         ? plan_tensor_parallel(hp, weights, units, moe_split_)
                                         : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
