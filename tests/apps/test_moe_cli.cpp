@@ -95,6 +95,15 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     EXPECT_EQ(run({"--local", "2", "--exact"}), want) << c.arch << ": 2 tensor-parallel ranks";
     EXPECT_EQ(run({"--local", "2", "--exact", "--moe-split", "experts"}), want)
         << c.arch << ": 2 tensor-parallel ranks of whole experts";
+    if (std::string(c.type) == "Q8_0") {
+        // A hybrid plan whose second stage is a group of three led by a
+        // worker, told to split its experts mixed (8 units over 3 ranks).
+        std::vector<std::unique_ptr<test::BackgroundProcess>> workers(3);
+        std::vector<std::string> at;
+        for (auto& w : workers) at.push_back(test::start_worker(w, model));
+        EXPECT_EQ(run({"--moe-split", "mixed", "--stages", "root/" + at[0] + "," + at[1] + "," + at[2]}), want)
+            << c.arch << ": a worker-led group of the mixed split";
+    }
     {
         // A worker without the model: the root sends it a slice file holding
         // its share of every expert (and the router, biases and sinks whole).
@@ -175,6 +184,20 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     EXPECT_EQ(nodes[1]["ffn"], nlohmann::json({128, 256}));
     const auto bad = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "rows"}), 30);
     EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("mixed"), std::string::npos) << "the error names every split: " << bad.err;
+    // The mixed split over three ranks: 8 units of 32 channels, 3 + 3 + 2 of
+    // experts 0-3 and 2 + 3 + 3 of experts 4-7; each rank's two parts shown.
+    const auto mixed = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed"}), 30);
+    ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+    EXPECT_NE(mixed.out.find("experts split by mixed"), std::string::npos) << mixed.out;
+    EXPECT_NE(mixed.out.find("E0-3:0-95+E4-7:0-63"), std::string::npos) << mixed.out;
+    EXPECT_NE(mixed.out.find("E0-3:192-255+E4-7:160-255"), std::string::npos) << mixed.out;
+    const auto mixed_json =
+        run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed", "--json"}), 30);
+    ASSERT_EQ(mixed_json.exit_code, 0) << mixed_json.err;
+    const auto tail = nlohmann::json::parse(mixed_json.out)["nodes"][1]["tail"];
+    EXPECT_EQ(tail["experts"], nlohmann::json({4, 8}));
+    EXPECT_EQ(tail["ffn"], nlohmann::json({64, 160}));
 }
 
 // The flags and inputs this work added, given wrong values: each a clear

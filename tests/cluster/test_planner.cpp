@@ -225,6 +225,8 @@ TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
     EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kMixed), (k + exact) / 3, 0.02 * (k + exact) / 3);
     // 4.36 against 5.1 (whole experts) and 5.33 (3 units over 2 ranks).
     EXPECT_EQ(choose_moe_split(hp, two, units), MoeSplit::kMixed);
+    // Not where a rank computes on a GPU (its forward takes one rectangle).
+    EXPECT_EQ(choose_moe_split(hp, two, units, false), MoeSplit::kExperts);
     EXPECT_LT(expected_expert_load(hp, two, units, MoeSplit::kExperts),
               expected_expert_load(hp, two, units, MoeSplit::kChannels));
     // With 32-channel units (24 of them) the channel split is exact: 4 each.

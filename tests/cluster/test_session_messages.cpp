@@ -153,6 +153,28 @@ TEST(SessionMessages, AssignExpertsAndMoeSplit) {
         j["slice"]["experts"] = bad;
         EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
     }
+    // The mixed split: a second part's experts and channels, both or neither,
+    // round trip through slice_to_json.
+    j["slice"]["experts"] = {0, 4};
+    j["moe_split"] = "mixed";
+    j["slice"]["tail_experts"] = {4, 8};
+    j["slice"]["tail_ffn"] = {256, 768};
+    const AssignMessage mixed = parse_assign(j, "root");
+    EXPECT_EQ(mixed.moe_split, MoeSplit::kMixed);
+    EXPECT_TRUE(mixed.slice.has_tail());
+    EXPECT_EQ(mixed.slice.tail_expert_begin, 4);
+    EXPECT_EQ(mixed.slice.tail_ffn_end, 768);
+    EXPECT_EQ(slice_to_json(mixed.slice)["tail_ffn"], nlohmann::json({256, 768}));
+    EXPECT_FALSE(slice_to_json(plain.slice).contains("tail_experts"));
+    for (const nlohmann::json& bad : {nlohmann::json({8, 4}), nlohmann::json({-1, 2}), nlohmann::json("4-8")}) {
+        j["slice"]["tail_experts"] = bad;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
+    }
+    j["slice"]["tail_experts"] = {4, 8};
+    j["slice"]["tail_ffn"] = {768, 256};
+    EXPECT_THROW(parse_assign(j, "root"), Error);
+    j["slice"].erase("tail_ffn");
+    EXPECT_THROW(parse_assign(j, "root"), Error) << "experts without channels";
 }
 
 TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {

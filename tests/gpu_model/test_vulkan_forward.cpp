@@ -581,6 +581,29 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
                 }
             }
         }
+        // The mixed split (two parts, or some channels of some experts):
+        // refused by name, so a plan gives such a rank another split.
+        Slice mixed = full_slice(hp);
+        mixed.embeds = mixed.outputs = false;
+        mixed.vocab_end = 0;
+        mixed.expert_end = hp.n_expert / 2;
+        mixed.ffn_end = hp.n_ff / 2;
+        ForwardConfig config;
+        config.n_ctx = 64;
+        for (const bool tail : {false, true}) {
+            if (tail) {
+                mixed.tail_expert_begin = hp.n_expert / 2;
+                mixed.tail_expert_end = hp.n_expert;
+                mixed.tail_ffn_end = hp.n_ff / 2;
+            }
+            try {
+                VulkanSliceForward gpu(model, mixed, config, device_index());
+                FAIL() << family << ": " << describe_slice(mixed) << " was taken";
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("the mixed split of a mixture of experts"), std::string::npos)
+                    << e.what();
+            }
+        }
     }
 }
 

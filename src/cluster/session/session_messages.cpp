@@ -184,7 +184,9 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
     if (f.has("moe_split")) {
         const std::string split = f.string("moe_split", 16);
-        if (split != "channels" && split != "experts") throw make_error("{}: unknown moe_split '{}'", peer, split);
+        if (split != "channels" && split != "experts" && split != "mixed") {
+            throw make_error("{}: unknown moe_split '{}'", peer, split);
+        }
         m.moe_split = parse_moe_split(split);
     }
     if (!m.stage && !m.sequence) {
