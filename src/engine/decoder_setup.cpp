@@ -103,6 +103,8 @@ DecoderSetup make_pipeline(const LlamaModel& model, const ForwardConfig& config,
     pc.connect_timeout_ms = options.timeout_ms;
     pc.key = key_from_flag_or_env(options.key_file);
     pc.step_timeout_ms = options.step_timeout_ms;
+    // Every group's split of a mixture of experts (none: each group's leader chooses).
+    pc.moe_split = parse_moe_split(options.moe_split);
     // The root's own stage on its GPU (--device vulkan[:N], --gpu-layers).
     if (const std::optional<int> vulkan = vulkan_device_of(options.device)) {
 #if TESSERA_VULKAN
