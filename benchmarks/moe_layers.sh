@@ -4,7 +4,7 @@
 # experts, same head) give the cost of one layer and of the rest (embedding,
 # output head, sampling), for 1 process at 1 and 2 threads and for 2
 # processes (--local 2 --exact) with each way of splitting the experts
-# (--moe-split channels / experts). From those, the whole model's time per
+# (--moe-split channels / experts / mixed). From those, the whole model's time per
 # token on one node: layers x per-layer + rest. The runs alternate, ROUNDS
 # times; per-layer = (t_B - t_A) / (B - A) over the mean time per token.
 #
@@ -61,7 +61,8 @@ for l in $few $many; do
 done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-configs=("1t:-t 1" "2t:-t 2" "channels:-t 1 --local 2 --exact --moe-split channels" "experts:-t 1 --local 2 --exact --moe-split experts")
+configs=("1t:-t 1" "2t:-t 2" "channels:-t 1 --local 2 --exact --moe-split channels"
+         "experts:-t 1 --local 2 --exact --moe-split experts" "mixed:-t 1 --local 2 --exact --moe-split mixed")
 for ((r = 1; r <= rounds; r++)); do
   for l in $few $many; do
     for c in "${configs[@]}"; do
@@ -82,7 +83,8 @@ for line in open(path):
     name, layers, tps = line.split()
     times[(name, int(layers))].append(1.0 / float(tps))
 labels = {"1t": "1 process, 1 thread", "2t": "1 process, 2 threads",
-          "channels": "2 processes x 1 thread, channel split", "experts": "2 processes x 1 thread, expert split"}
+          "channels": "2 processes x 1 thread, channel split", "experts": "2 processes x 1 thread, expert split",
+          "mixed": "2 processes x 1 thread, mixed split"}
 print(f"\n{preset} shape: {few} and {many} layers, median tok/s of each run, mean time per token over the rounds")
 print(f"{'run':40} {'per layer ms':>13} {'rest ms':>8} {f'{full} layers: ms/token':>22} {'tok/s':>7}")
 for name, label in labels.items():
