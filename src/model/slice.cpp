@@ -61,7 +61,7 @@ void validate_slice(const Slice& s, const ModelHParams& hp) {
     }
     if (s.has_tail()) {
         // The forward pass finds an expert's part by its expert alone.
-        if (!hp.has_experts() || s.n_ffn() == 0 || s.tail_expert_begin < s.expert_end && s.expert_begin < s.tail_expert_end) {
+        if (!hp.has_experts() || s.n_ffn() == 0 || (s.tail_expert_begin < s.expert_end && s.expert_begin < s.tail_expert_end)) {
             throw make_error("slice {}: a second part needs a mixture of experts, a first part, and experts of its own",
                              describe_slice(s));
         }
