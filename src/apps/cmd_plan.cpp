@@ -105,6 +105,15 @@ void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n
 // (model/reduction_units.h: ffn_down's and wo's blocks, e.g. 256 columns of
 // a K-quant). Says so, with the shares, where the units are coarser than a
 // 32-channel block and the shares came out uneven.
+// A slice's further parts (the mixed split): [{experts, ffn}, ...].
+nlohmann::json tails_json(const Slice& s) {
+    nlohmann::json tails = nlohmann::json::array();
+    for (const ExpertPart& t : s.tails) {
+        tails.push_back({{"experts", {t.expert_begin, t.expert_end}}, {"ffn", {t.ffn_begin, t.ffn_end}}});
+    }
+    return tails;
+}
+
 // The plan table's FFN column: channels, whole experts (E0-63), or the
 // mixed split's channels of each half (E0-63:0-511+E64-127:0-255).
 std::string ffn_column(const ModelHParams& hp, const Slice& s) {
@@ -261,9 +270,7 @@ void plan(const PlanOptions& given) {
                          {"kv_heads", {n.slice.kv_head_begin, n.slice.kv_head_end}},
                          {"ffn", {n.slice.ffn_begin, n.slice.ffn_end}},
                          {"experts", {n.slice.expert_begin, n.slice.expert_end}},
-                         {"tail", n.slice.has_tail() ? nlohmann::json{{"experts", {n.slice.tail_expert_begin, n.slice.tail_expert_end}},
-                                                                      {"ffn", {n.slice.tail_ffn_begin, n.slice.tail_ffn_end}}}
-                                                     : nlohmann::json(nullptr)},
+                         {"tails", tails_json(n.slice)},
                          {"vocab", {n.slice.vocab_begin, n.slice.vocab_end}},
                          {"embeds", n.slice.embeds},
                          {"outputs", n.slice.outputs},

@@ -70,8 +70,8 @@ uint64_t layer_bytes(const SliceWeights& w, int experts_used) {
     for (const LayerWeights& l : w.layers) {
         for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) bytes += matrix_bytes(*m);
         if (l.router.rows > 0) {
-            const uint64_t experts = matrix_bytes(l.gate_exps) + matrix_bytes(l.up_exps) + matrix_bytes(l.down_exps) +
-                                     matrix_bytes(l.tail.gate) + matrix_bytes(l.tail.up) + matrix_bytes(l.tail.down);
+            uint64_t experts = matrix_bytes(l.gate_exps) + matrix_bytes(l.up_exps) + matrix_bytes(l.down_exps);
+            for (const LayerWeights::ExpertTail& t : l.tails) experts += matrix_bytes(t.gate) + matrix_bytes(t.up) + matrix_bytes(t.down);
             bytes += matrix_bytes(l.router) + experts / static_cast<uint64_t>(l.router.rows) * static_cast<uint64_t>(experts_used);
         }
     }

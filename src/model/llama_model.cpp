@@ -300,8 +300,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
         slice.kv_head_begin != stored.kv_head_begin || slice.kv_head_end != stored.kv_head_end ||
         slice.ffn_begin != stored.ffn_begin || slice.ffn_end != stored.ffn_end ||
         slice.expert_begin != stored.expert_begin || slice.expert_end != stored.expert_end ||
-        slice.tail_expert_begin != stored.tail_expert_begin || slice.tail_expert_end != stored.tail_expert_end ||
-        slice.tail_ffn_begin != stored.tail_ffn_begin || slice.tail_ffn_end != stored.tail_ffn_end ||
+        slice.tails != stored.tails ||
         slice.vocab_begin != stored.vocab_begin || slice.vocab_end != stored.vocab_end) {
         throw make_error("{} holds the slice {}, not {}", file.path(), describe_slice(stored), describe_slice(slice));
     }
@@ -347,7 +346,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
             const std::vector<ExpertPart> parts = expert_parts(slice);
             for (size_t i = 0; i < parts.size(); ++i) {
                 const ExpertPart& e = parts[i];
-                const std::string suffix = i == 0 ? "" : kTailSuffix;
+                const std::string suffix = i == 0 ? "" : part_infix(i);
                 const int64_t n_local = e.n_experts(), n_ffn = e.n_ffn();
                 Matrix gate = experts_view(file, p + "ffn_gate_exps" + suffix + ".weight", hp.n_embd, n_ffn, n_local);
                 Matrix up = experts_view(file, p + "ffn_up_exps" + suffix + ".weight", hp.n_embd, n_ffn, n_local);
@@ -360,7 +359,7 @@ SliceWeights load_from_slice_file(const LlamaModel& model, const Slice& slice, c
                     lw.expert_rows = n_ffn;
                     lw.expert_first = 0;
                 } else {
-                    lw.tail = {gate, up, down, n_ffn, 0};
+                    lw.tails.push_back({gate, up, down, n_ffn, 0});
                 }
             }
         } else if (slice.n_ffn() > 0) {
@@ -430,7 +429,7 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
                     load_expert_part(gate, up, down, hp, parts[i], columns, w.packed, lw.gate_exps, lw.up_exps,
                                      lw.down_exps, lw.expert_rows, lw.expert_first);
                 } else {
-                    LayerWeights::ExpertTail& t = lw.tail;
+                    LayerWeights::ExpertTail& t = lw.tails.emplace_back();
                     load_expert_part(gate, up, down, hp, parts[i], columns, w.packed, t.gate, t.up, t.down, t.rows, t.first);
                 }
             }
@@ -503,11 +502,12 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
             add(lw.gate_exps, lw.gate_exps.row_begin, lw.gate_exps.row_end(), 0, aligned);
             add(lw.up_exps, lw.up_exps.row_begin, lw.up_exps.row_end(), 0, aligned);
             add(lw.down_exps, lw.down_exps.row_begin, lw.down_exps.row_end(), down_unit_cols, aligned);
-            LayerWeights::ExpertTail& t = lw.tail;
-            const bool tail_aligned = t.rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
-            add(t.gate, t.gate.row_begin, t.gate.row_end(), 0, tail_aligned);
-            add(t.up, t.up.row_begin, t.up.row_end(), 0, tail_aligned);
-            add(t.down, t.down.row_begin, t.down.row_end(), down_unit_cols, tail_aligned);
+            for (LayerWeights::ExpertTail& t : lw.tails) {
+                const bool tail_aligned = t.rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
+                add(t.gate, t.gate.row_begin, t.gate.row_end(), 0, tail_aligned);
+                add(t.up, t.up.row_begin, t.up.row_end(), 0, tail_aligned);
+                add(t.down, t.down.row_begin, t.down.row_end(), down_unit_cols, tail_aligned);
+            }
             for (size_t i = first_expert_part; i < parts.size(); ++i) parts[i].expert = true;
         }
     }

@@ -57,14 +57,15 @@ struct LayerWeights {
     // every expert, whatever the slice): n_expert; n_expert * n_ff (expert
     // e's at e * n_ff); n_expert * n_embd.
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
-    // The mixed split's second part (Slice::tail_*, model/slice.h): its
+    // The mixed split's further parts (Slice::tails, model/slice.h): their
     // experts' matrices, indexed as gate_exps, up_exps and down_exps are
     // (expert e's rows from e * rows + first; down's columns from the
-    // part's first channel). Empty without one.
+    // part's first channel). Empty without them.
     struct ExpertTail {
         Matrix gate, up, down;
         int64_t rows = 0, first = 0;
-    } tail;
+    };
+    std::vector<ExpertTail> tails;
 };
 
 // Views of the tensors one slice uses, indexed by the slice's own layers

@@ -49,21 +49,27 @@ void validate_slice(const Slice& s, const ModelHParams& hp) {
                          describe_slice(s), hp.n_layer, hp.n_head_kv, hp.n_ff, hp.n_vocab,
                          hp.has_experts() ? fmt::format(", {} experts", hp.n_expert) : std::string());
     }
-    const bool tail_ok = 0 <= s.tail_expert_begin && s.tail_expert_begin <= s.tail_expert_end &&
-                         s.tail_expert_end <= hp.n_expert && 0 <= s.tail_ffn_begin &&
-                         s.tail_ffn_begin <= s.tail_ffn_end && s.tail_ffn_end <= hp.n_ff;
-    if (!tail_ok) {
-        throw make_error("slice {} has a second part outside a model of {} experts of {} channels", describe_slice(s),
-                         hp.n_expert, hp.n_ff);
-    }
     if (hp.has_experts() && s.n_ffn() > 0 && s.n_experts() == 0) {
         throw make_error("slice {} computes FFN channels of no expert", describe_slice(s));
     }
-    if (s.has_tail()) {
+    if (s.tails.empty()) return;
+    if (!hp.has_experts() || s.n_ffn() == 0 || s.tails.size() + 1 > static_cast<size_t>(kMaxExpertParts)) {
+        throw make_error("slice {}: further parts need a mixture of experts and a first part, {} at most",
+                         describe_slice(s), kMaxExpertParts);
+    }
+    const std::vector<ExpertPart> parts = expert_parts(s);
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const ExpertPart& p = parts[i];
+        if (p.expert_begin < 0 || p.expert_begin >= p.expert_end || p.expert_end > hp.n_expert || p.ffn_begin < 0 ||
+            p.ffn_begin >= p.ffn_end || p.ffn_end > hp.n_ff) {
+            throw make_error("slice {} has an empty part or one outside a model of {} experts of {} channels",
+                             describe_slice(s), hp.n_expert, hp.n_ff);
+        }
         // The forward pass finds an expert's part by its expert alone.
-        if (!hp.has_experts() || s.n_ffn() == 0 || (s.tail_expert_begin < s.expert_end && s.expert_begin < s.tail_expert_end)) {
-            throw make_error("slice {}: a second part needs a mixture of experts, a first part, and experts of its own",
-                             describe_slice(s));
+        for (size_t j = 0; j < i; ++j) {
+            if (p.expert_begin < parts[j].expert_end && parts[j].expert_begin < p.expert_end) {
+                throw make_error("slice {}: two parts hold channels of the same experts", describe_slice(s));
+            }
         }
     }
 }
@@ -71,7 +77,7 @@ void validate_slice(const Slice& s, const ModelHParams& hp) {
 std::vector<ExpertPart> expert_parts(const Slice& s) {
     std::vector<ExpertPart> parts;
     if (s.n_ffn() > 0 && s.n_experts() > 0) parts.push_back({s.expert_begin, s.expert_end, s.ffn_begin, s.ffn_end});
-    if (s.has_tail()) parts.push_back({s.tail_expert_begin, s.tail_expert_end, s.tail_ffn_begin, s.tail_ffn_end});
+    parts.insert(parts.end(), s.tails.begin(), s.tails.end());
     return parts;
 }
 
@@ -79,9 +85,9 @@ std::string describe_slice(const Slice& s) {
     std::string text = fmt::format("layers [{}, {}), KV heads [{}, {}), FFN channels [{}, {})", s.layer_begin,
                                    s.layer_end, s.kv_head_begin, s.kv_head_end, s.ffn_begin, s.ffn_end);
     if (s.n_experts() > 0) text += fmt::format(", experts [{}, {})", s.expert_begin, s.expert_end);
-    if (s.has_tail()) {
-        text += fmt::format(" and channels [{}, {}) of experts [{}, {})", s.tail_ffn_begin, s.tail_ffn_end,
-                            s.tail_expert_begin, s.tail_expert_end);
+    for (const ExpertPart& t : s.tails) {
+        text += fmt::format(" and channels [{}, {}) of experts [{}, {})", t.ffn_begin, t.ffn_end, t.expert_begin,
+                            t.expert_end);
     }
     if (s.n_vocab_rows() > 0) text += fmt::format(", vocab rows [{}, {})", s.vocab_begin, s.vocab_end);
     return text;

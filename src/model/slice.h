@@ -15,6 +15,19 @@
 
 namespace tessera {
 
+// One rectangle of a mixture of experts' channels a slice computes: channels
+// [ffn_begin, ffn_end) of each of experts [expert_begin, expert_end).
+struct ExpertPart {
+    int32_t expert_begin = 0, expert_end = 0, ffn_begin = 0, ffn_end = 0;
+    int32_t n_experts() const { return expert_end - expert_begin; }
+    int32_t n_ffn() const { return ffn_end - ffn_begin; }
+    bool contains(int expert) const { return expert >= expert_begin && expert < expert_end; }
+    bool operator==(const ExpertPart&) const = default;
+};
+
+// The most parts (the first and its tails) a slice of the mixed split has.
+constexpr int kMaxExpertParts = 64;
+
 struct Slice {
     int32_t layer_begin = 0;
     int32_t layer_end = 0;
@@ -31,13 +44,10 @@ struct Slice {
     // (the expert split). Both 0 in a dense model.
     int32_t expert_begin = 0;
     int32_t expert_end = 0;
-    // The mixed split's second part: channels [tail_ffn_begin, tail_ffn_end)
-    // of experts [tail_expert_begin, tail_expert_end), a range disjoint from
-    // the first part's experts. Empty (all 0) in the other splits.
-    int32_t tail_expert_begin = 0;
-    int32_t tail_expert_end = 0;
-    int32_t tail_ffn_begin = 0;
-    int32_t tail_ffn_end = 0;
+    // The mixed split's further parts: channels of other ranges of experts,
+    // each range disjoint from the first part's and from each other's.
+    // Empty in the other splits.
+    std::vector<ExpertPart> tails;
     bool embeds = true;
     bool outputs = true;
 
@@ -46,20 +56,10 @@ struct Slice {
     int32_t n_ffn() const { return ffn_end - ffn_begin; }
     int32_t n_vocab_rows() const { return vocab_end - vocab_begin; }
     int32_t n_experts() const { return expert_end - expert_begin; }
-    int32_t n_tail_experts() const { return tail_expert_end - tail_expert_begin; }
-    int32_t n_tail_ffn() const { return tail_ffn_end - tail_ffn_begin; }
-    bool has_tail() const { return n_tail_experts() > 0 && n_tail_ffn() > 0; }
+    bool has_tail() const { return !tails.empty(); }
 };
 
-// One rectangle of a mixture of experts' channels a slice computes: channels
-// [ffn_begin, ffn_end) of each of experts [expert_begin, expert_end).
-struct ExpertPart {
-    int32_t expert_begin = 0, expert_end = 0, ffn_begin = 0, ffn_end = 0;
-    int32_t n_experts() const { return expert_end - expert_begin; }
-    int32_t n_ffn() const { return ffn_end - ffn_begin; }
-    bool contains(int expert) const { return expert >= expert_begin && expert < expert_end; }
-};
-// The slice's parts, its main one first; none where it computes no channels.
+// The slice's parts, its first one first; none where it computes no channels.
 std::vector<ExpertPart> expert_parts(const Slice& slice);
 
 // How a mixture of experts' FFN is split across tensor-parallel ranks:
@@ -70,11 +70,12 @@ std::vector<ExpertPart> expert_parts(const Slice& slice);
 //              three units of 256);
 //   kExperts:  whole experts per rank, every channel; a token's k experts
 //              fall where they fall, so one rank may get more of them;
-//   kMixed:    channels, split one way for the first half of the experts
-//              and the mirrored way for the second half, so that a rank
-//              holding more units of one half holds fewer of the other (three
-//              units over two ranks: 2+1 and 1+2), and a token's load is
-//              balanced but for how its experts fall between the halves.
+//   kMixed:    channels, split differently for each of as many groups of
+//              experts as there are ranks: group g's units go to the ranks
+//              in turn from rank g, so a rank holding more units of one
+//              group holds fewer of another (three units over two ranks:
+//              2+1 of the first half, 1+2 of the second), and a token's load
+//              is balanced but for how its experts fall between the groups.
 // Both sum the same per-unit numbers: --exact gives a single node's bits.
 enum class MoeSplit { kChannels, kExperts, kMixed };
 const char* moe_split_name(MoeSplit split);

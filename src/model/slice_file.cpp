@@ -96,6 +96,8 @@ void add_expert_columns(GgufWriter& w, const GgufTensorInfo& t, const std::strin
 
 }  // namespace
 
+std::string part_infix(size_t part) { return fmt::format(".part{}", part); }
+
 void write_slice_file(const LlamaModel& model, const Slice& slice, const std::string& path) {
     const GgufFile& file = model.file();
     const ModelHParams& hp = model.hparams();
@@ -108,9 +110,7 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
     std::vector<int32_t> range = {slice.layer_begin, slice.layer_end, slice.kv_head_begin, slice.kv_head_end,
                                   slice.ffn_begin,   slice.ffn_end,   slice.vocab_begin,   slice.vocab_end,
                                   slice.expert_begin, slice.expert_end};
-    if (slice.has_tail()) {
-        range.insert(range.end(), {slice.tail_expert_begin, slice.tail_expert_end, slice.tail_ffn_begin, slice.tail_ffn_end});
-    }
+    for (const ExpertPart& t : slice.tails) range.insert(range.end(), {t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
     w.set_i32_array(kRangeKey, range);
     w.set_string(kSourceKey, file.fingerprint_hex());
     w.set_i32(kVocabKey, hp.n_vocab);
@@ -153,7 +153,7 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
             const std::vector<ExpertPart> parts = expert_parts(slice);
             for (size_t i = 0; i < parts.size(); ++i) {
                 const ExpertPart& e = parts[i];
-                const std::string part = i == 0 ? "" : kTailSuffix;
+                const std::string part = i == 0 ? "" : part_infix(i);
                 add_expert_rows(w, tensor(file, p + "ffn_gate_exps.weight"), p + "ffn_gate_exps" + part + ".weight",
                                 e.expert_begin, e.expert_end, e.ffn_begin, e.ffn_end);
                 add_expert_rows(w, tensor(file, p + "ffn_up_exps.weight"), p + "ffn_up_exps" + part + ".weight",
@@ -182,10 +182,10 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
 std::optional<Slice> stored_slice(const GgufFile& file) {
     const GgufValue* v = file.find_array(kRangeKey, GgufValueType::Int32);
     if (v == nullptr) return std::nullopt;
-    // 8 values before slices had experts (a dense model's: none); 14 with a
-    // mixed split's second part.
-    if (v->count != 8 && v->count != 10 && v->count != 14) {
-        throw make_error("{}: {} holds {} values, expected 10 or 14", file.path(), kRangeKey, v->count);
+    // 8 values before slices had experts (a dense model's: none); 4 more for
+    // each further part of a mixed split.
+    if (v->count != 8 && (v->count < 10 || (v->count - 10) % 4 != 0 || v->count > 10 + 4 * kMaxExpertParts)) {
+        throw make_error("{}: {} holds {} values, expected 10 and 4 per further part", file.path(), kRangeKey, v->count);
     }
     Slice s;
     s.layer_begin = static_cast<int32_t>(v->array_integer(0));
@@ -200,11 +200,9 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
         s.expert_begin = static_cast<int32_t>(v->array_integer(8));
         s.expert_end = static_cast<int32_t>(v->array_integer(9));
     }
-    if (v->count == 14) {
-        s.tail_expert_begin = static_cast<int32_t>(v->array_integer(10));
-        s.tail_expert_end = static_cast<int32_t>(v->array_integer(11));
-        s.tail_ffn_begin = static_cast<int32_t>(v->array_integer(12));
-        s.tail_ffn_end = static_cast<int32_t>(v->array_integer(13));
+    for (uint64_t i = 10; i + 4 <= v->count; i += 4) {
+        const auto at = [&](uint64_t k) { return static_cast<int32_t>(v->array_integer(i + k)); };
+        s.tails.push_back({at(0), at(1), at(2), at(3)});
     }
     s.embeds = false;
     s.outputs = false;
@@ -215,8 +213,12 @@ std::string slice_source_fingerprint(const GgufFile& file) { return file.find_st
 
 std::string slice_file_name(const std::string& fingerprint, const Slice& s) {
     std::string experts = s.n_experts() > 0 ? fmt::format("-E{}-{}", s.expert_begin, s.expert_end) : "";
-    if (s.has_tail()) {
-        experts += fmt::format("-T{}-{}-{}-{}", s.tail_expert_begin, s.tail_expert_end, s.tail_ffn_begin, s.tail_ffn_end);
+    if (!s.tails.empty()) {
+        // Up to 63 further parts: their count and a hash, not every range
+        // (a file name holds 255 bytes).
+        std::vector<int32_t> ranges;
+        for (const ExpertPart& t : s.tails) ranges.insert(ranges.end(), {t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
+        experts += fmt::format("-T{}x{:016x}", s.tails.size(), XXH3_64bits(ranges.data(), ranges.size() * sizeof(int32_t)));
     }
     return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}{}-V{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,
                        s.kv_head_end, s.ffn_begin, s.ffn_end, experts, s.vocab_begin, s.vocab_end);

@@ -5,15 +5,16 @@
 //
 // The file keeps every metadata key of the model, so hyper-parameters and the
 // vocabulary read as usual, and adds:
-//   tessera.slice.range               i32[8, 10 or 14]: layers, KV heads, FFN
-//                                     channels, vocab rows; experts; the
-//                                     mixed split's second part (Slice::tail_*)
+//   tessera.slice.range               i32[8, or 10 + 4n]: layers, KV heads,
+//                                     FFN channels, vocab rows; experts; the
+//                                     mixed split's further parts (Slice::tails:
+//                                     experts and channels of each)
 //   tessera.slice.source_fingerprint  the full model's fingerprint (hex)
 //   tessera.slice.n_vocab             the vocabulary size (no embedding here)
 // Its tensors keep their names; matrices hold only the slice's rows (attn_q/
 // k/v, ffn_gate/up) or columns (attn_output, ffn_down), and only the slice's
-// layers are present. A mixed split's second part stores its experts'
-// matrices as blk.N.ffn_{gate,up,down}_exps.tail.weight.
+// layers are present. A mixed split's further parts store their experts'
+// matrices as blk.N.ffn_{gate,up,down}_exps.partK.weight (K from 1).
 #pragma once
 
 #include "model/llama_model.h"
@@ -24,8 +25,9 @@
 
 namespace tessera {
 
-// Infix of the names of a mixed split's second part's matrices.
-inline constexpr const char* kTailSuffix = ".tail";
+// Infix of the names of the matrices of a mixed split's part `part` (1 and
+// up: the first part's keep the model's names): ".part1", ...
+std::string part_infix(size_t part);
 
 void write_slice_file(const LlamaModel& model, const Slice& slice, const std::string& path);
 

@@ -35,8 +35,9 @@ SliceForward::SliceForward(const LlamaModel& model, const Slice& slice, const Fo
         copy_to_private_memory(weights_, hparams_, units_.wo_cols(hparams_), units_.ffn_channels,
                                config.weight_budget);
     }
-    if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0 ||
-        slice.tail_ffn_begin % units_.ffn_channels != 0) {
+    bool tails_on_units = true;
+    for (const ExpertPart& t : slice.tails) tails_on_units = tails_on_units && t.ffn_begin % units_.ffn_channels == 0;
+    if (slice.kv_head_begin % units_.kv_heads != 0 || slice.ffn_begin % units_.ffn_channels != 0 || !tails_on_units) {
         throw make_error("internal: slice {} does not start on reduction units of {} KV heads and {} FFN channels",
                          describe_slice(slice), units_.kv_heads, units_.ffn_channels);
     }

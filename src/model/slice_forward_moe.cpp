@@ -127,8 +127,9 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
     for (size_t i = 0; i < parts.size(); ++i) {
         const ExpertMatrices part = i == 0 ? ExpertMatrices{&w.gate_exps, &w.up_exps, &w.down_exps, w.expert_rows,
                                                             w.expert_first, w.experts_mapped, parts[i]}
-                                           : ExpertMatrices{&w.tail.gate, &w.tail.up, &w.tail.down, w.tail.rows,
-                                                            w.tail.first, w.experts_mapped, parts[i]};
+                                           : ExpertMatrices{&w.tails[i - 1].gate, &w.tails[i - 1].up, &w.tails[i - 1].down,
+                                                            w.tails[i - 1].rows, w.tails[i - 1].first, w.experts_mapped,
+                                                            parts[i]};
         expert_part_partial(w, part, h, n_tok, partial);
     }
 }

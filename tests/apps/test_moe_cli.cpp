@@ -71,8 +71,8 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     EXPECT_TRUE(base("tp3_experts.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "experts"}) == single)
         << c.arch << " " << c.type << ": 3 tensor-parallel ranks, each whole experts";
     // Or mixed: units that do not divide by 3 (8 of 64 channels, or Q4_K's 2
-    // of 256) split one way for experts 0-3 and mirrored for 4-7, so a rank
-    // holds two parts, or one part of some experts' channels.
+    // of 256) split another way for each third of the experts, so a rank
+    // holds several parts, or one part of some experts' channels.
     EXPECT_TRUE(base("tp3_mixed.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "mixed"}) == single)
         << c.arch << " " << c.type << ": 3 tensor-parallel ranks, the mixed split";
     {
@@ -127,7 +127,7 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         ASSERT_EQ(port.rfind("listening on port ", 0), 0u) << port;
         EXPECT_EQ(run({"--workers", "127.0.0.1:" + port.substr(18), "--exact", "--moe-split", "experts"}), want)
             << c.arch << ": a worker from a slice file of whole experts";
-        // And of the mixed split's two parts (three ranks: two such workers).
+        // And of the mixed split's parts (three ranks: two such workers).
         std::vector<std::string> mixed;
         std::vector<std::unique_ptr<test::BackgroundProcess>> keep;
         for (int i = 0; i < 2; ++i) {
@@ -185,19 +185,21 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     const auto bad = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "rows"}), 30);
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("mixed"), std::string::npos) << "the error names every split: " << bad.err;
-    // The mixed split over three ranks: 8 units of 32 channels, 3 + 3 + 2 of
-    // experts 0-3 and 2 + 3 + 3 of experts 4-7; each rank's two parts shown.
+    // The mixed split over three ranks: 8 units of 32 channels, 3 + 3 + 2 to
+    // ranks 0, 1, 2 of experts 0-2, to ranks 1, 2, 0 of experts 3-5, to ranks
+    // 2, 0, 1 of experts 6-7; each rank's three parts shown.
     const auto mixed = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed"}), 30);
     ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
     EXPECT_NE(mixed.out.find("experts split by mixed"), std::string::npos) << mixed.out;
-    EXPECT_NE(mixed.out.find("E0-3:0-95+E4-7:0-63"), std::string::npos) << mixed.out;
-    EXPECT_NE(mixed.out.find("E0-3:192-255+E4-7:160-255"), std::string::npos) << mixed.out;
+    EXPECT_NE(mixed.out.find("E0-2:0-95+E3-5:192-255+E6-7:96-191"), std::string::npos) << mixed.out;
+    EXPECT_NE(mixed.out.find("E0-2:192-255+E3-5:96-191+E6-7:0-95"), std::string::npos) << mixed.out;
     const auto mixed_json =
         run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed", "--json"}), 30);
     ASSERT_EQ(mixed_json.exit_code, 0) << mixed_json.err;
-    const auto tail = nlohmann::json::parse(mixed_json.out)["nodes"][1]["tail"];
-    EXPECT_EQ(tail["experts"], nlohmann::json({4, 8}));
-    EXPECT_EQ(tail["ffn"], nlohmann::json({64, 160}));
+    const auto tails = nlohmann::json::parse(mixed_json.out)["nodes"][1]["tails"];
+    ASSERT_EQ(tails.size(), 2u) << tails.dump();
+    EXPECT_EQ(tails[0]["experts"], nlohmann::json({3, 6}));
+    EXPECT_EQ(tails[0]["ffn"], nlohmann::json({0, 96}));
 }
 
 // The flags and inputs this work added, given wrong values: each a clear

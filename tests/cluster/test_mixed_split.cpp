@@ -1,5 +1,5 @@
 // The mixed split of a mixture of experts (model/slice.h MoeSplit::kMixed):
-// the planner's slices (two parts; one part of some experts' channels; whole
+// the planner's slices (several parts; one part of some experts' channels; whole
 // experts where an expert is a single unit; nothing) compute FFN partials
 // that add up to a single node's bit for bit, in a batch and one row at a
 // time, from private packed copies and from views of the mapped file, and
@@ -81,7 +81,7 @@ TEST(MixedSplit, PartialsAddUpToASingleNodesBits) {
                 }
             }
         }
-        // Q4_K's one unit per expert gives whole experts; the others two parts.
+        // Q4_K's one unit per expert gives whole experts; the others several parts.
         if (type == QuantType::Q4_K) {
             EXPECT_EQ(two_parts, 0);
         } else {
@@ -90,7 +90,7 @@ TEST(MixedSplit, PartialsAddUpToASingleNodesBits) {
     }
 }
 
-// A rank of two parts holds its parts' rows and no more: the planner's
+// A rank of several parts holds its parts' rows and no more: the planner's
 // footprint and the loaded copy agree, and are about half the experts'.
 TEST(MixedSplit, ARankHoldsOnlyItsParts) {
     const LlamaModel model(moe_model(QuantType::Q8_0));

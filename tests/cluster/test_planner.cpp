@@ -145,7 +145,7 @@ TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
         for (const Slice& s : plan_tensor_parallel(hp, w, units, MoeSplit::kMixed)) {
             EXPECT_NO_THROW(validate_slice(s, hp)) << describe_slice(s);
             EXPECT_EQ(s.ffn_begin % units.ffn_channels, 0);
-            EXPECT_EQ(s.tail_ffn_begin % units.ffn_channels, 0);
+            for (const ExpertPart& t : s.tails) EXPECT_EQ(t.ffn_begin % units.ffn_channels, 0);
             for (const ExpertPart& p : expert_parts(s)) {
                 for (int e = p.expert_begin; e < p.expert_end; ++e) {
                     for (int c = p.ffn_begin; c < p.ffn_end; ++c) ++covered[static_cast<size_t>(e * hp.n_ff + c)];
@@ -157,36 +157,52 @@ TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
     // Two equal ranks, three units: 2 + 1 of the first half, 1 + 2 of the second.
     const std::vector<Slice> two = plan_tensor_parallel(hp, std::vector<double>{1, 1}, units, MoeSplit::kMixed);
     EXPECT_EQ(expert_parts(two[0]).size(), 2u);
-    EXPECT_NE(describe_slice(two[0]).find("FFN channels [0, 512), experts [0, 64) and channels [0, 256) of experts [64, 128)"),
+    EXPECT_NE(describe_slice(two[0]).find("FFN channels [0, 512), experts [0, 64) and channels [512, 768) of experts [64, 128)"),
               std::string::npos)
         << describe_slice(two[0]);
-    EXPECT_NE(describe_slice(two[1]).find("FFN channels [512, 768), experts [0, 64) and channels [256, 768) of experts [64, 128)"),
+    EXPECT_NE(describe_slice(two[1]).find("FFN channels [512, 768), experts [0, 64) and channels [0, 512) of experts [64, 128)"),
               std::string::npos)
         << describe_slice(two[1]);
+    // Four ranks: four groups of 32 experts, each rank one unit of three of
+    // them (rank 0 none of the second group's).
+    const std::vector<Slice> four = plan_tensor_parallel(hp, std::vector<double>{1, 1, 1, 1}, units, MoeSplit::kMixed);
+    for (const Slice& s : four) EXPECT_EQ(expert_parts(s).size(), 3u) << describe_slice(s);
+    EXPECT_NE(describe_slice(four[0]).find("FFN channels [0, 256), experts [0, 32) and channels [512, 768) of experts "
+                                           "[64, 96) and channels [256, 512) of experts [96, 128)"),
+              std::string::npos)
+        << describe_slice(four[0]);
     // Units that divide evenly: the channel split itself, one part.
     for (const Slice& s : plan_tensor_parallel(hp, std::vector<double>{1, 1}, ReductionUnits{1, 32}, MoeSplit::kMixed)) {
         EXPECT_FALSE(s.has_tail());
         EXPECT_EQ(s.n_experts(), hp.n_expert);
     }
-    // A second part must name experts of its own, inside the model.
+    // Further parts must name experts of their own, inside the model.
     Slice bad = two[0];
-    bad.tail_expert_begin = 32;  // overlaps the first part's [0, 64)
+    bad.tails[0].expert_begin = 32;  // overlaps the first part's [0, 64)
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = four[0];
+    bad.tails[1].expert_begin = 80;  // overlaps the part before it, [64, 96)
     EXPECT_THROW(validate_slice(bad, hp), Error);
     bad = two[0];
-    bad.tail_ffn_end = hp.n_ff + 256;
+    bad.tails[0].ffn_end = hp.n_ff + 256;
     EXPECT_THROW(validate_slice(bad, hp), Error);
     bad = two[0];
-    bad.tail_expert_end = hp.n_expert + 1;
+    bad.tails[0].expert_end = hp.n_expert + 1;
     EXPECT_THROW(validate_slice(bad, hp), Error);
     bad = two[0];
-    bad.ffn_end = bad.ffn_begin;  // a second part without a first
+    bad.tails[0].ffn_end = bad.tails[0].ffn_begin;  // an empty part
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = two[0];
+    bad.ffn_end = bad.ffn_begin;  // further parts without a first
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad = two[0];
+    bad.tails.assign(kMaxExpertParts, ExpertPart{64, 65, 0, 256});
     EXPECT_THROW(validate_slice(bad, hp), Error);
     ModelHParams dense = hp;
     dense.n_expert = 0;
     dense.n_expert_used = 0;
     bad = full_slice(dense);
-    bad.tail_expert_end = 1;
-    bad.tail_ffn_end = 256;
+    bad.tails.push_back({0, 1, 0, 256});
     EXPECT_THROW(validate_slice(bad, dense), Error);
 }
 

@@ -157,24 +157,21 @@ TEST(SessionMessages, AssignExpertsAndMoeSplit) {
     // round trip through slice_to_json.
     j["slice"]["experts"] = {0, 4};
     j["moe_split"] = "mixed";
-    j["slice"]["tail_experts"] = {4, 8};
-    j["slice"]["tail_ffn"] = {256, 768};
+    j["slice"]["tails"] = {{4, 6, 256, 768}, {6, 8, 512, 768}};
     const AssignMessage mixed = parse_assign(j, "root");
     EXPECT_EQ(mixed.moe_split, MoeSplit::kMixed);
-    EXPECT_TRUE(mixed.slice.has_tail());
-    EXPECT_EQ(mixed.slice.tail_expert_begin, 4);
-    EXPECT_EQ(mixed.slice.tail_ffn_end, 768);
-    EXPECT_EQ(slice_to_json(mixed.slice)["tail_ffn"], nlohmann::json({256, 768}));
-    EXPECT_FALSE(slice_to_json(plain.slice).contains("tail_experts"));
-    for (const nlohmann::json& bad : {nlohmann::json({8, 4}), nlohmann::json({-1, 2}), nlohmann::json("4-8")}) {
-        j["slice"]["tail_experts"] = bad;
+    ASSERT_EQ(mixed.slice.tails.size(), 2u);
+    EXPECT_EQ(mixed.slice.tails[0], (ExpertPart{4, 6, 256, 768}));
+    EXPECT_EQ(mixed.slice.tails[1], (ExpertPart{6, 8, 512, 768}));
+    EXPECT_EQ(slice_to_json(mixed.slice)["tails"], j["slice"]["tails"]);
+    EXPECT_FALSE(slice_to_json(plain.slice).contains("tails"));
+    for (const nlohmann::json& bad :
+         {nlohmann::json({{8, 4, 0, 256}}), nlohmann::json({{4, 8, 768, 256}}), nlohmann::json({{-1, 2, 0, 256}}),
+          nlohmann::json({{4, 8, 0}}), nlohmann::json({4, 8, 0, 256}), nlohmann::json("4-8"),
+          nlohmann::json({{4, 8, 0, 256.5}}), nlohmann::json(std::vector<nlohmann::json>(64, {4, 8, 0, 256}))}) {
+        j["slice"]["tails"] = bad;
         EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
     }
-    j["slice"]["tail_experts"] = {4, 8};
-    j["slice"]["tail_ffn"] = {768, 256};
-    EXPECT_THROW(parse_assign(j, "root"), Error);
-    j["slice"].erase("tail_ffn");
-    EXPECT_THROW(parse_assign(j, "root"), Error) << "experts without channels";
 }
 
 TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {

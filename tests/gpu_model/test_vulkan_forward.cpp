@@ -592,9 +592,7 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
         config.n_ctx = 64;
         for (const bool tail : {false, true}) {
             if (tail) {
-                mixed.tail_expert_begin = hp.n_expert / 2;
-                mixed.tail_expert_end = hp.n_expert;
-                mixed.tail_ffn_end = hp.n_ff / 2;
+                mixed.tails.push_back({hp.n_expert / 2, hp.n_expert, 0, hp.n_ff / 2});
             }
             try {
                 VulkanSliceForward gpu(model, mixed, config, device_index());

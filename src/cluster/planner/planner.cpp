@@ -45,17 +45,45 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
     const std::vector<int> vocab = apportion((hp.n_vocab + kVocabGranule - 1) / kVocabGranule, weights);
     const bool by_experts = split == MoeSplit::kExperts && hp.has_experts();
     const std::vector<int> experts = by_experts ? apportion(hp.n_expert, weights) : std::vector<int>();
-    // The mixed split: the first half of the experts split as the channels
-    // are, the second half mirrored (apportioned over the ranks in reverse,
-    // so a remainder's unit goes to the last ranks instead of the first).
-    const bool mixed = split == MoeSplit::kMixed && hp.has_experts() && hp.n_expert >= 2;
-    std::vector<int> mirrored;
+    // The mixed split: as many groups of experts as ranks (fewer where the
+    // experts are fewer); group q's units are apportioned over the ranks in
+    // turn from rank q (their weights rotated alike), so a remainder's unit
+    // falls on another rank in each group. Where every rank gets as many
+    // units of every group, the channel split itself.
+    const size_t n_ranks = weights.size();
+    std::vector<std::vector<ExpertPart>> mixed_parts(n_ranks);
+    bool mixed = split == MoeSplit::kMixed && hp.has_experts() && hp.n_expert >= 2 && n_ranks >= 2;
     if (mixed) {
-        const std::vector<double> reversed(weights.rbegin(), weights.rend());
-        mirrored = apportion(n_granules, reversed);
-        std::reverse(mirrored.begin(), mirrored.end());
+        const auto n_groups = static_cast<size_t>(
+            std::min<int64_t>({static_cast<int64_t>(n_ranks), hp.n_expert, kMaxExpertParts}));
+        const std::vector<int> group_size = apportion(hp.n_expert, std::vector<double>(n_groups, 1.0));
+        bool even = true;
+        int e0 = 0;
+        for (size_t q = 0; q < n_groups; ++q) {
+            std::vector<double> rotated(n_ranks);
+            for (size_t i = 0; i < n_ranks; ++i) rotated[i] = weights[(q + i) % n_ranks];
+            const std::vector<int> shares = apportion(n_granules, rotated);
+            int u = 0;
+            for (size_t i = 0; i < n_ranks; ++i) {
+                const size_t r = (q + i) % n_ranks;
+                even = even && shares[i] == granules[r];
+                const int f0 = std::min(u * granule, hp.n_ff);
+                u += shares[i];
+                const int f1 = std::min(u * granule, hp.n_ff);
+                if (f0 == f1 || group_size[q] == 0) continue;
+                std::vector<ExpertPart>& parts = mixed_parts[r];
+                // The previous group's part, if its channels are the same.
+                if (!parts.empty() && parts.back().expert_end == e0 && parts.back().ffn_begin == f0 &&
+                    parts.back().ffn_end == f1) {
+                    parts.back().expert_end = e0 + group_size[q];
+                } else {
+                    parts.push_back({e0, e0 + group_size[q], f0, f1});
+                }
+            }
+            e0 += group_size[q];
+        }
+        mixed = !even;
     }
-    int g_mirrored = 0;
     std::vector<Slice> slices(weights.size());
     int head = 0;
     int g = 0;
@@ -69,25 +97,12 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         head += heads[r];
         s.kv_head_end = std::min(head * head_unit, hp.n_head_kv);
         if (mixed) {
-            const int half = hp.n_expert / 2;
-            const int f0 = std::min(g * granule, hp.n_ff), f1 = std::min((g + granules[r]) * granule, hp.n_ff);
-            const int t0 = std::min(g_mirrored * granule, hp.n_ff);
-            const int t1 = std::min((g_mirrored + mirrored[r]) * granule, hp.n_ff);
-            g += granules[r];
-            g_mirrored += mirrored[r];
-            s.expert_begin = 0, s.expert_end = half, s.ffn_begin = f0, s.ffn_end = f1;
-            s.tail_expert_begin = half, s.tail_expert_end = hp.n_expert, s.tail_ffn_begin = t0, s.tail_ffn_end = t1;
-            if (f0 == t0 && f1 == t1) {
-                // Both halves alike (the units divide evenly): the channel split.
-                s.expert_end = hp.n_expert;
-                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
-            } else if (f0 == f1) {
-                // Nothing of the first half: the second is the only part.
-                s.expert_begin = half, s.expert_end = hp.n_expert, s.ffn_begin = t0, s.ffn_end = t1;
-                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
-            } else if (t0 == t1) {
-                s.tail_expert_begin = s.tail_expert_end = s.tail_ffn_begin = s.tail_ffn_end = 0;
-            }
+            // Its first part, and the rest as tails; none: no FFN.
+            const std::vector<ExpertPart>& parts = mixed_parts[r];
+            const ExpertPart first = parts.empty() ? ExpertPart{} : parts[0];
+            s.expert_begin = first.expert_begin, s.expert_end = first.expert_end;
+            s.ffn_begin = first.ffn_begin, s.ffn_end = first.ffn_end;
+            if (parts.size() > 1) s.tails.assign(parts.begin() + 1, parts.end());
         } else if (by_experts) {
             // Whole experts, every channel; a rank with none computes no FFN.
             s.expert_begin = e;

@@ -162,4 +162,23 @@ std::vector<double> JsonFields::numbers(const char* key, size_t max_items, doubl
     return out;
 }
 
+std::vector<std::vector<int64_t>> JsonFields::integer_rows(const char* key, size_t max_rows, size_t width, int64_t lo,
+                                                           int64_t hi) const {
+    const json& v = at(key);
+    if (!v.is_array() || v.size() > max_rows) fail(key, "is not a short array");
+    std::vector<std::vector<int64_t>> out;
+    for (const json& row : v) {
+        if (!row.is_array() || row.size() != width) fail(key, "holds an item that is not an array of the right length");
+        std::vector<int64_t> values;
+        for (const json& item : row) {
+            if (!item.is_number_integer() || item.get<int64_t>() < lo || item.get<int64_t>() > hi) {
+                fail(key, "holds an item that is not an integer in range");
+            }
+            values.push_back(item.get<int64_t>());
+        }
+        out.push_back(std::move(values));
+    }
+    return out;
+}
+
 }  // namespace tessera

@@ -53,6 +53,11 @@ public:
     // An array of at most max_items strings of at most max_bytes each.
     std::vector<std::string> strings(const char* key, size_t max_items, size_t max_bytes) const;
     std::vector<double> numbers(const char* key, size_t max_items, double lo, double hi) const;
+    // An array of at most max_rows arrays of `width` integers in [lo, hi].
+    std::vector<std::vector<int64_t>> integer_rows(const char* key, size_t max_rows, size_t width, int64_t lo,
+                                                   int64_t hi) const;
+    // Fails naming the field.
+    [[noreturn]] void refuse(const char* key, const char* what) const { fail(key, what); }
 
 private:
     const json& at(const char* key) const;

@@ -24,9 +24,14 @@ Slice parse_slice(const JsonFields& s) {
     std::tie(slice.ffn_begin, slice.ffn_end) = s.range("ffn", 0, kMaxUnits);
     if (s.has("vocab")) std::tie(slice.vocab_begin, slice.vocab_end) = s.range("vocab", 0, kMaxUnits);
     if (s.has("experts")) std::tie(slice.expert_begin, slice.expert_end) = s.range("experts", 0, kMaxUnits);
-    if (s.has("tail_experts")) {
-        std::tie(slice.tail_expert_begin, slice.tail_expert_end) = s.range("tail_experts", 0, kMaxUnits);
-        std::tie(slice.tail_ffn_begin, slice.tail_ffn_end) = s.range("tail_ffn", 0, kMaxUnits);
+    if (s.has("tails")) {
+        // [[expert_begin, expert_end, ffn_begin, ffn_end], ...]: ranges in
+        // order, checked against the model by validate_slice.
+        for (const std::vector<int64_t>& t : s.integer_rows("tails", kMaxExpertParts - 1, 4, 0, kMaxUnits)) {
+            if (t[0] > t[1] || t[2] > t[3]) s.refuse("tails", "holds a part whose ranges end before they begin");
+            const auto at = [&](size_t k) { return static_cast<int32_t>(t[k]); };
+            slice.tails.push_back({at(0), at(1), at(2), at(3)});
+        }
     }
     slice.embeds = false;
     slice.outputs = false;
@@ -45,9 +50,10 @@ json slice_to_json(const Slice& s) {
               {"ffn", {s.ffn_begin, s.ffn_end}},
               {"experts", {s.expert_begin, s.expert_end}},
               {"vocab", {s.vocab_begin, s.vocab_end}}};
-    if (s.has_tail()) {
-        j["tail_experts"] = {s.tail_expert_begin, s.tail_expert_end};
-        j["tail_ffn"] = {s.tail_ffn_begin, s.tail_ffn_end};
+    if (!s.tails.empty()) {
+        json tails = json::array();
+        for (const ExpertPart& t : s.tails) tails.push_back({t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
+        j["tails"] = tails;
     }
     return j;
 }
