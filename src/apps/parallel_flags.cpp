@@ -52,8 +52,8 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
     cmd->add_option("--moe-split", o.moe_split,
                     "Tensor parallel of a mixture of experts: channels (every rank its share of every expert's "
                     "channels: each token's work balanced), experts (whole experts per rank, every channel), mixed "
-                    "(channels, split one way for the first half of the experts and mirrored for the second: for "
-                    "channels that do not divide evenly) or auto (the lowest expected load on the busiest rank, for "
+                    "(channels, split another way for each of as many groups of experts as ranks: for channels that "
+                    "do not divide evenly) or auto (the lowest expected load on the busiest rank, for "
                     "these ranks' shares); the same bits every way")
         ->check(CLI::IsMember({"auto", "channels", "experts", "mixed"}));
     cmd->add_option("--partial-bands", o.partial_bands,
