@@ -84,10 +84,8 @@ TEST(Planner, TensorParallelCoversEveryHeadAndChannelOnce) {
     EXPECT_EQ(plan[1].ffn_begin % 32, 0);
 }
 
-// The expert split: whole experts per rank in proportion to the weights,
-// every channel; a rank without experts computes no FFN. The channel split
-// gives every rank every expert.
-TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
+// Qwen3-30B-A3B's experts (128 of 768 channels, 8 used) in a small model.
+static ModelHParams qwen3_30b_experts() {
     ModelHParams hp;
     hp.n_layer = 2;
     hp.n_head = 32;
@@ -97,6 +95,14 @@ TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
     hp.n_vocab = 1000;
     hp.n_expert = 128;
     hp.n_expert_used = 8;
+    return hp;
+}
+
+// The expert split: whole experts per rank in proportion to the weights,
+// every channel; a rank without experts computes no FFN. The channel split
+// gives every rank every expert.
+TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
+    ModelHParams hp = qwen3_30b_experts();
     const ReductionUnits units{1, 256};
     for (const std::vector<double>& w : {std::vector<double>{1, 1}, {1, 2, 1}, {3, 1, 1, 1}}) {
         const std::vector<Slice> by_experts = plan_tensor_parallel(hp, w, units, MoeSplit::kExperts);
@@ -126,19 +132,11 @@ TEST(Planner, MixtureOfExpertsSplitsByChannelsOrByWholeExperts) {
     EXPECT_NO_THROW(validate_slice(few[2], hp));
 }
 
-// The mixed split: the first half of the experts split as the channels are,
-// the second half mirrored; every channel of every expert on exactly one
-// rank, and a second part only where the halves differ.
+// The mixed split: as many groups of experts as ranks, each group's units
+// dealt from another rank; every channel of every expert on exactly one
+// rank, and further parts only where the groups' shares differ.
 TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
-    ModelHParams hp;
-    hp.n_layer = 2;
-    hp.n_head = 32;
-    hp.n_head_kv = 4;
-    hp.n_ff = 768;
-    hp.head_dim = 128;
-    hp.n_vocab = 1000;
-    hp.n_expert = 128;
-    hp.n_expert_used = 8;
+    ModelHParams hp = qwen3_30b_experts();
     const ReductionUnits units{1, 256};
     for (const std::vector<double>& w : {std::vector<double>{1, 1}, {1, 2, 1}, {3, 1, 1, 1}, {1, 1, 1, 1, 1}}) {
         std::vector<int> covered(static_cast<size_t>(hp.n_expert * hp.n_ff), 0);
