@@ -121,6 +121,24 @@ void SliceForward::moe_ffn_partial(int layer, const float* h, int n_tok, double*
                     std::span<ExpertChoice>(choices.data() + rows_of(t) * rows_of(k), rows_of(k)));
     }
     note_expert_choices(layer, choices, n_tok, k);
+    if (n_tok > 1) {
+        // A batch: the rows routed to each expert (counting sort, rows
+        // ascending), once for every part.
+        m.first.assign(rows_of(n_expert) + 1, 0);
+        for (const ExpertChoice& c : choices) ++m.first[rows_of(c.expert) + 1];
+        for (int e = 0; e < n_expert; ++e) m.first[rows_of(e) + 1] += m.first[rows_of(e)];
+        m.rows.resize(choices.size());
+        m.scale.resize(choices.size());
+        m.fill.assign(m.first.begin(), m.first.end() - 1);
+        for (int t = 0; t < n_tok; ++t) {
+            for (int i = 0; i < k; ++i) {
+                const ExpertChoice& c = choices[rows_of(t) * rows_of(k) + rows_of(i)];
+                const int32_t at = m.fill[rows_of(c.expert)]++;
+                m.rows[rows_of(at)] = t;
+                m.scale[rows_of(at)] = c.weight;
+            }
+        }
+    }
     // The slice's parts (one; two in the mixed split), each its experts'
     // channels with matrices of its own; every expert is in one part at most.
     const std::vector<ExpertPart> parts = expert_parts(s);
@@ -138,7 +156,7 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
                                        double* partial) {
     const ExpertPart& s = x.part;
     const int64_t n_embd = hparams_.n_embd, n_ff = hparams_.n_ff, n_ffn = s.n_ffn();
-    const int n_expert = hparams_.n_expert, k = hparams_.n_expert_used;
+    const int k = hparams_.n_expert_used;
     const auto rows_of = [](int64_t n) { return static_cast<size_t>(n); };
     MoeScratch& m = moe_;
     const std::vector<ExpertChoice>& choices = m.choices;
@@ -241,21 +259,7 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
         return;
     }
 
-    // A batch: the rows routed to each expert (counting sort, rows ascending).
-    m.first.assign(rows_of(n_expert) + 1, 0);
-    for (const ExpertChoice& c : choices) ++m.first[rows_of(c.expert) + 1];
-    for (int e = 0; e < n_expert; ++e) m.first[rows_of(e) + 1] += m.first[rows_of(e)];
-    m.rows.resize(choices.size());
-    m.scale.resize(choices.size());
-    m.fill.assign(m.first.begin(), m.first.end() - 1);
-    for (int t = 0; t < n_tok; ++t) {
-        for (int i = 0; i < k; ++i) {
-            const ExpertChoice& c = choices[rows_of(t) * rows_of(k) + rows_of(i)];
-            const int32_t at = m.fill[rows_of(c.expert)]++;
-            m.rows[rows_of(at)] = t;
-            m.scale[rows_of(at)] = c.weight;
-        }
-    }
+    // A batch: the rows routed to each expert (moe_ffn_partial sorted them).
     for (int e = s.expert_begin; e < s.expert_end; ++e) {
         if (m.first[rows_of(e)] < m.first[rows_of(e) + 1]) prefetch(e);
     }
