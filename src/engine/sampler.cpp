@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include "engine/grammar_constraint.h"
+#include "engine/logit_order.h"
 
 #include <algorithm>
 #include <cmath>
@@ -109,7 +110,12 @@ const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits
         std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit);
         candidates_.resize(static_cast<size_t>(params_.top_k));
     } else {
-        std::sort(candidates_.begin(), candidates_.end(), by_logit);
+        // The whole vocabulary: the same order by a radix sort (logit_order.h).
+        order_by_logit(x, n_vocab, order_, order_scratch_);
+        for (size_t i = 0; i < order_.size(); ++i) {
+            const int32_t id = order_[i];
+            candidates_[i] = {id, x[id], 0.0f};
+        }
     }
 
     auto normalize = [&](float temperature) {
@@ -122,7 +128,8 @@ const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits
         for (auto& c : candidates_) c.p = static_cast<float>(c.p / sum);
     };
 
-    normalize(1.0f);
+    // The probabilities at temperature 1 are read only by top-p and min-p.
+    if (params_.top_p < 1.0f || params_.min_p > 0.0f) normalize(1.0f);
     if (params_.top_p < 1.0f) {
         double cumulative = 0.0;
         size_t keep = candidates_.size();

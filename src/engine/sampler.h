@@ -85,6 +85,8 @@ private:
     Rng rng_;
     std::deque<int32_t> recent_;
     std::vector<Candidate> candidates_, residual_;
+    std::vector<int32_t> order_;  // the whole vocabulary's order, when no top-k cuts it
+    std::vector<uint64_t> order_scratch_;
     std::vector<float> penalized_;
     GrammarConstraint* constraint_ = nullptr;
     const std::vector<uint64_t>* mask_ = nullptr;  // allowed tokens, while sampling under a constraint

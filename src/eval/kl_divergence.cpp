@@ -25,7 +25,7 @@ constexpr float kMaxCode = 65535.0f;
 // Sanity bounds on a header read from disk (llama.cpp's vocabularies are a few
 // hundred thousand tokens, its contexts at most a few million).
 constexpr int32_t kMaxVocab = 1 << 24;
-constexpr int32_t kMaxContext = 1 << 24;
+constexpr int32_t kMaxKlContext = 1 << 24;
 
 template <typename T>
 void put(uint8_t* p, T value) {
@@ -158,10 +158,10 @@ KlBaseFile::KlBaseFile(const std::string& path) : file_(path) {
     const int32_t n_ctx = get<int32_t>(p + 8);
     header_.n_vocab = get<int32_t>(p + 12);
     const int32_t n_chunk = get<int32_t>(p + 16);
-    if (n_ctx < 4 || n_ctx > kMaxContext || header_.n_vocab <= 0 || header_.n_vocab > kMaxVocab || n_chunk <= 0) {
+    if (n_ctx < 4 || n_ctx > kMaxKlContext || header_.n_vocab <= 0 || header_.n_vocab > kMaxVocab || n_chunk <= 0) {
         throw make_error("{}: corrupt header (n_ctx {}, n_vocab {}, n_chunk {}; expected n_ctx in [4, {}], n_vocab in "
                          "[1, {}], n_chunk >= 1)",
-                         path, n_ctx, header_.n_vocab, n_chunk, kMaxContext, kMaxVocab);
+                         path, n_ctx, header_.n_vocab, n_chunk, kMaxKlContext, kMaxVocab);
     }
     header_.plan.n_ctx = n_ctx;
     header_.plan.first = n_ctx / 2;

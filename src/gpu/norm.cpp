@@ -8,7 +8,7 @@
 namespace tessera {
 
 namespace {
-struct Params {
+struct NormParams {
     uint32_t n;
     uint32_t rows;
     float eps;
@@ -19,7 +19,7 @@ constexpr uint32_t kGroup = 64;  // the shader's local_size_x
 VulkanRmsNorm::VulkanRmsNorm(VulkanContext& context)
     : context_(context),
       kernel_(std::make_unique<VulkanKernel>(context, shaders::k_rms_norm, shaders::k_rms_norm_words, 3,
-                                             static_cast<uint32_t>(sizeof(Params)), "rms_norm")) {}
+                                             static_cast<uint32_t>(sizeof(NormParams)), "rms_norm")) {}
 
 std::vector<float> VulkanRmsNorm::run(const float* x, int rows, int n, const float* weight, float eps) {
     if (rows <= 0 || n <= 0) throw make_error("internal: an empty RMS norm");
@@ -27,7 +27,7 @@ std::vector<float> VulkanRmsNorm::run(const float* x, int rows, int n, const flo
     VulkanBuffer xb(context_, cells * 4), wb(context_, static_cast<size_t>(n) * 4), ob(context_, cells * 4);
     xb.upload(x, cells * 4);
     wb.upload(weight, static_cast<size_t>(n) * 4);
-    const Params p{static_cast<uint32_t>(n), static_cast<uint32_t>(rows), eps};
+    const NormParams p{static_cast<uint32_t>(n), static_cast<uint32_t>(rows), eps};
     kernel_->run({&xb, &wb, &ob}, &p, static_cast<uint32_t>(std::min(rows, 65535)));  // a workgroup per row
     std::vector<float> out(cells);
     ob.download(out.data(), cells * 4);

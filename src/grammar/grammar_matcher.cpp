@@ -12,7 +12,7 @@ size_t mix(size_t h, uint64_t v) {
     return (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;
 }
 
-uint32_t saturating_add(uint32_t a, uint32_t b) { return a >= kNeverEnds - b ? kNeverEnds : a + b; }
+uint32_t add_or_never_ends(uint32_t a, uint32_t b) { return a >= kNeverEnds - b ? kNeverEnds : a + b; }
 
 void sort_unique(std::vector<int32_t>& v) {
     std::sort(v.begin(), v.end());
@@ -50,7 +50,7 @@ int32_t GrammarMatcher::intern(uint32_t rule, uint32_t alt, uint32_t index, int3
     }
     const uint32_t below = parent == kDone ? 0 : frames_[static_cast<size_t>(parent)].distance;
     const auto id = static_cast<int32_t>(frames_.size());
-    frames_.push_back({rule, alt, index, parent, saturating_add(grammar_->suffix[rule][alt][index], below)});
+    frames_.push_back({rule, alt, index, parent, add_or_never_ends(grammar_->suffix[rule][alt][index], below)});
     interned_.emplace(key, id);
     return id;
 }

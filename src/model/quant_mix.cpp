@@ -100,8 +100,6 @@ int layer_of(const std::string& name) {
     return layer;
 }
 
-bool is_block_quantized(QuantType type) { return layout_of(type).block_size > 1; }
-
 }  // namespace
 
 std::optional<QuantizeTarget> parse_quantize_target(const std::string& name) {

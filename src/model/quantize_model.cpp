@@ -21,8 +21,6 @@ namespace {
 // ggml's GGML_QNT_VERSION: the block layouts this file's quantized tensors use.
 constexpr uint32_t kQuantizationVersion = 2;
 
-bool is_block_quantized(QuantType type) { return layout_of(type).block_size > 1; }
-
 // A type this build can write: it has a quantizer (from_float).
 bool can_write(QuantType type) {
     const QuantTraits* t = scalar_traits(type);

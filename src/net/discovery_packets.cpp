@@ -1,6 +1,7 @@
 #include "net/discovery_packets.h"
 
 #include "util/error.h"
+#include "util/little_endian.h"
 
 #include <sodium.h>
 
@@ -67,16 +68,6 @@ std::optional<std::vector<uint8_t>> open(const std::array<uint8_t, 32>& key, uin
     return plain;
 }
 
-void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-uint64_t get_le(const uint8_t* p, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-    return v;
-}
-
 }  // namespace
 
 DiscoveryKeys discovery_keys(const WireKey& key) {
@@ -108,14 +99,14 @@ const char* packet_verdict_name(PacketVerdict v) {
 
 std::vector<uint8_t> seal_probe(const DiscoveryKeys& keys, const DiscoveryProbe& probe) {
     std::vector<uint8_t> plain(probe.id.begin(), probe.id.end());
-    put_le(plain, static_cast<uint64_t>(probe.time_ms), 8);
+    append_le(plain, static_cast<uint64_t>(probe.time_ms), 8);
     return seal(keys.probe, kProbeKind, plain);
 }
 
 std::vector<uint8_t> seal_reply(const DiscoveryKeys& keys, const DiscoveryReply& reply) {
     std::vector<uint8_t> plain(reply.probe_id.begin(), reply.probe_id.end());
     plain.insert(plain.end(), reply.worker_id.begin(), reply.worker_id.end());
-    put_le(plain, reply.port, 2);
+    append_le(plain, reply.port, 2);
     const std::string name = reply.name.substr(0, kMaxDiscoveryName);
     plain.push_back(static_cast<uint8_t>(name.size()));
     plain.insert(plain.end(), name.begin(), name.end());
@@ -127,7 +118,7 @@ std::optional<DiscoveryProbe> open_probe(const DiscoveryKeys& keys, std::span<co
     if (!plain) return std::nullopt;
     DiscoveryProbe p;
     std::memcpy(p.id.data(), plain->data(), 16);
-    p.time_ms = static_cast<int64_t>(get_le(plain->data() + 16, 8));
+    p.time_ms = static_cast<int64_t>(load_le(plain->data() + 16, 8));
     return p;
 }
 
@@ -144,7 +135,7 @@ std::optional<DiscoveryReply> open_reply(const DiscoveryKeys& keys, std::span<co
     DiscoveryReply r;
     std::memcpy(r.probe_id.data(), p, 16);
     std::memcpy(r.worker_id.data(), p + 16, 16);
-    r.port = static_cast<uint16_t>(get_le(p + 32, 2));
+    r.port = static_cast<uint16_t>(load_le(p + 32, 2));
     r.name.assign(reinterpret_cast<const char*>(p + 35), name_bytes);
     for (char& c : r.name) {
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';

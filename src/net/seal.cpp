@@ -14,13 +14,13 @@ namespace tessera {
 namespace {
 
 constexpr size_t kBlock = 64;  // ChaCha20's block
-using Nonce = std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES>;
+using FrameNonce = std::array<uint8_t, crypto_aead_chacha20poly1305_IETF_NPUBBYTES>;
 
 // The 96-bit IETF nonce: four zero bytes, then the frame's sequence number.
 // Each direction has its own key and numbers its frames from 0 without gaps,
 // so a nonce never repeats under one key.
-Nonce nonce_of(uint64_t sequence) {
-    Nonce n{};
+FrameNonce nonce_of(uint64_t sequence) {
+    FrameNonce n{};
     for (int i = 0; i < 8; ++i) n[4 + i] = static_cast<uint8_t>(sequence >> (8 * i));
     return n;
 }
@@ -54,7 +54,7 @@ public:
         // OpenSSL's 16-byte IV is the 32-bit block counter (little-endian), then the 96-bit nonce.
         uint8_t iv[16];
         for (int i = 0; i < 4; ++i) iv[i] = static_cast<uint8_t>(counter >> (8 * i));
-        const Nonce nonce = nonce_of(sequence);
+        const FrameNonce nonce = nonce_of(sequence);
         std::memcpy(iv + 4, nonce.data(), nonce.size());
         if (::EVP_EncryptInit_ex2(ctx_, cipher(), key.data(), iv, nullptr) != 1) {
             throw make_error("OpenSSL: ChaCha20 failed to start");

@@ -1,6 +1,7 @@
 #include "net/shm_link.h"
 
 #include "util/error.h"
+#include "util/timer.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -48,11 +49,6 @@ struct SegmentHeader {
     uint8_t nonce[16];
 };
 
-int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 std::string hex(const uint8_t* bytes, size_t n) {
     std::string s;
     for (size_t i = 0; i < n; ++i) s += fmt::format("{:02x}", bytes[i]);
@@ -92,7 +88,7 @@ Wait wait_for(Ready ready, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& wa
             if (ready()) return Wait::kReady;
         } while (std::chrono::steady_clock::now() < until);
     }
-    const int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    const int64_t deadline = timeout_ms < 0 ? -1 : steady_ms() + timeout_ms;
     for (;;) {
         // Read the counter before the last check: a write after the check
         // bumps it, and the futex then refuses to sleep.
@@ -103,12 +99,12 @@ Wait wait_for(Ready ready, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& wa
             return Wait::kReady;
         }
         int slice = kSleepSliceMs;
-        if (deadline >= 0) slice = static_cast<int>(std::clamp<int64_t>(deadline - now_ms(), 0, kSleepSliceMs));
+        if (deadline >= 0) slice = static_cast<int>(std::clamp<int64_t>(deadline - steady_ms(), 0, kSleepSliceMs));
         if (slice > 0) futex_wait(seq, observed, slice);
         waiting.store(0);
         if (ready()) return Wait::kReady;
         if (peer_gone(tcp)) return Wait::kPeerGone;
-        if (deadline >= 0 && now_ms() >= deadline) return Wait::kTimeout;
+        if (deadline >= 0 && steady_ms() >= deadline) return Wait::kTimeout;
     }
 }
 
@@ -194,7 +190,7 @@ std::unique_ptr<ShmLink> ShmLink::open(const std::string& name, const std::strin
 void ShmLink::write_all(const void* data, size_t n, int timeout_ms, const TcpStream& tcp) {
     const auto* p = static_cast<const uint8_t*>(data);
     const uint64_t mask = ring_bytes_ - 1;
-    const int64_t deadline = now_ms() + timeout_ms;
+    const int64_t deadline = steady_ms() + timeout_ms;
     while (n > 0) {
         const uint64_t head = out_->head.load(std::memory_order_relaxed);  // only we write it
         // The tail is the peer's to write: check it before using it, so a
@@ -204,7 +200,7 @@ void ShmLink::write_all(const void* data, size_t n, int timeout_ms, const TcpStr
         const uint64_t free = ring_bytes_ - used;
         if (free == 0) {
             const auto has_space = [&] { return out_->tail.load() != head - ring_bytes_; };
-            const int left = static_cast<int>(std::max<int64_t>(0, deadline - now_ms()));
+            const int left = static_cast<int>(std::max<int64_t>(0, deadline - steady_ms()));
             const Wait w = wait_for(has_space, out_->space_seq, out_->space_waiting, spin_us_, left, tcp);
             if (w == Wait::kPeerGone) throw make_error("{}: connection closed by the peer", tcp.peer());
             if (w == Wait::kTimeout) {
@@ -228,13 +224,13 @@ void ShmLink::write_all(const void* data, size_t n, int timeout_ms, const TcpStr
 void ShmLink::read_exact(void* data, size_t n, int timeout_ms, const TcpStream& tcp) {
     auto* p = static_cast<uint8_t*>(data);
     const uint64_t mask = ring_bytes_ - 1;
-    const int64_t deadline = now_ms() + timeout_ms;
+    const int64_t deadline = steady_ms() + timeout_ms;
     while (n > 0) {
         const uint64_t tail = in_->tail.load(std::memory_order_relaxed);  // only we write it
         const uint64_t ready = in_->head.load(std::memory_order_acquire) - tail;
         if (ready == 0) {
             const auto has_data = [&] { return in_->head.load() != tail; };
-            const int left = static_cast<int>(std::max<int64_t>(0, deadline - now_ms()));
+            const int left = static_cast<int>(std::max<int64_t>(0, deadline - steady_ms()));
             const Wait w = wait_for(has_data, in_->data_seq, in_->data_waiting, spin_us_, left, tcp);
             if (w == Wait::kPeerGone) throw make_error("{}: connection closed by the peer", tcp.peer());
             if (w == Wait::kTimeout) {

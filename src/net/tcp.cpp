@@ -1,6 +1,7 @@
 #include "net/tcp.h"
 
 #include "util/error.h"
+#include "util/timer.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -22,17 +23,12 @@ namespace tessera {
 
 namespace {
 
-int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
 
 // Waits for `events` on fd until the deadline; false on timeout.
 bool poll_until(int fd, short events, int64_t deadline_ms) {
     for (;;) {
-        const int64_t left = deadline_ms < 0 ? -1 : deadline_ms - now_ms();
+        const int64_t left = deadline_ms < 0 ? -1 : deadline_ms - steady_ms();
         if (deadline_ms >= 0 && left <= 0) return false;
         pollfd p{fd, events, 0};
         const int r = ::poll(&p, 1, static_cast<int>(left));
@@ -160,7 +156,7 @@ void TcpStream::close() {
 }
 
 TcpStream TcpStream::connect(const HostPort& address, int timeout_ms) {
-    const int64_t deadline = now_ms() + timeout_ms;
+    const int64_t deadline = steady_ms() + timeout_ms;
     AddrInfo ai;
     resolve(address, false, ai);
     std::string last_error = "no address";
@@ -193,7 +189,7 @@ TcpStream TcpStream::connect(const HostPort& address, int timeout_ms) {
 void TcpStream::write_all(const void* data, size_t n, int timeout_ms) {
     if (fd_ < 0) throw make_error("{}: write on a closed connection", peer_);
     const auto* p = static_cast<const uint8_t*>(data);
-    const int64_t deadline = now_ms() + timeout_ms;
+    const int64_t deadline = steady_ms() + timeout_ms;
     while (n > 0) {
         const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
         if (w > 0) {
@@ -229,7 +225,7 @@ bool TcpStream::spin_until_readable() {
 void TcpStream::read_exact(void* data, size_t n, int timeout_ms) {
     if (fd_ < 0) throw make_error("{}: read on a closed connection", peer_);
     auto* p = static_cast<uint8_t*>(data);
-    const int64_t deadline = now_ms() + timeout_ms;
+    const int64_t deadline = steady_ms() + timeout_ms;
     while (n > 0) {
         const ssize_t r = ::recv(fd_, p, n, 0);
         if (r > 0) {
@@ -283,7 +279,7 @@ void TcpStream::shutdown_write() {
 bool TcpStream::wait_readable(int timeout_ms) {
     if (fd_ < 0) return false;
     if (spin_until_readable()) return true;
-    return poll_until(fd_, POLLIN, timeout_ms < 0 ? -1 : now_ms() + timeout_ms);
+    return poll_until(fd_, POLLIN, timeout_ms < 0 ? -1 : steady_ms() + timeout_ms);
 }
 
 TcpListener::TcpListener(const HostPort& address) : name_(address.str()) {
@@ -319,7 +315,7 @@ TcpListener::~TcpListener() {
 }
 
 TcpStream TcpListener::accept(int timeout_ms) {
-    const int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    const int64_t deadline = timeout_ms < 0 ? -1 : steady_ms() + timeout_ms;
     for (;;) {
         sockaddr_storage peer{};
         socklen_t len = sizeof peer;

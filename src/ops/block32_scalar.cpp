@@ -56,9 +56,6 @@ void min_scale_codes(const float* x, int nmax, uint16_t* d_out, uint16_t* m_out,
     for (int i = 0; i < kBlock; ++i) L[i] = static_cast<uint8_t>(std::min(nmax, static_cast<int>((x[i] - min) * id + 0.5f)));
 }
 
-// A 4-bit index of a Q4_0-ordered block (IQ4_NL, MXFP4).
-int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
-
 }  // namespace
 
 // --- Q4_1 -------------------------------------------------------------------
@@ -68,7 +65,7 @@ void q4_1_to_float(const void* src, float* dst, int64_t n) {
         const auto block = load_block<BlockQ4_1>(src, b);
         const float d = fp16_to_fp32(block.d);
         const float m = fp16_to_fp32(block.m);
-        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(nibble(block.qs, i)) * d + m;
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(q4_nibble(block.qs, i)) * d + m;
     }
 }
 
@@ -85,7 +82,7 @@ void q4_1_from_float(const float* src, void* dst, int64_t n) {
 float q4_1_block_step(const BlockQ4_1& wb, const BlockQ8_0& xb, float acc) {
     int32_t s = 0, t = 0;
     for (int i = 0; i < kBlock; ++i) {
-        s += nibble(wb.qs, i) * int32_t{xb.qs[i]};
+        s += q4_nibble(wb.qs, i) * int32_t{xb.qs[i]};
         t += xb.qs[i];
     }
     const float block = std::fma(fp16_to_fp32(wb.m), static_cast<float>(t), fp16_to_fp32(wb.d) * static_cast<float>(s));
@@ -273,7 +270,7 @@ void mxfp4_to_float(const void* src, float* dst, int64_t n) {
     for (int64_t b = 0; b < n / kBlock; ++b) {
         const auto block = load_block<BlockMXFP4>(src, b);
         const float d = e8m0_half_to_float(block.e);
-        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(kMxfp4Values[nibble(block.qs, i)]) * d;
+        for (int i = 0; i < kBlock; ++i) dst[b * kBlock + i] = static_cast<float>(kMxfp4Values[q4_nibble(block.qs, i)]) * d;
     }
 }
 
@@ -310,7 +307,7 @@ void mxfp4_from_float(const float* src, void* dst, int64_t n) {
 
 float mxfp4_block_step(const BlockMXFP4& wb, const BlockQ8_0& xb, float acc) {
     int32_t s = 0;
-    for (int i = 0; i < kBlock; ++i) s += int32_t{kMxfp4Values[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+    for (int i = 0; i < kBlock; ++i) s += int32_t{kMxfp4Values[q4_nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
     return std::fma(static_cast<float>(s), e8m0_half_to_float(wb.e) * fp16_to_fp32(xb.d), acc);
 }
 

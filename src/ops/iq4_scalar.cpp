@@ -118,9 +118,6 @@ void iq4_quantize(const float* x, int n, const float* importance, uint16_t* dh, 
     }
 }
 
-// Element i (< 32) of a sub-block's 16 bytes of indices.
-int nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
-
 }  // namespace
 
 // --- IQ4_NL -----------------------------------------------------------------
@@ -129,7 +126,7 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n) {
     for (int64_t b = 0; b < n / kSub; ++b) {
         const auto block = load_block<BlockIQ4_NL>(src, b);
         const float d = fp16_to_fp32(block.d);
-        for (int i = 0; i < kSub; ++i) dst[b * kSub + i] = d * static_cast<float>(kIq4nlValues[nibble(block.qs, i)]);
+        for (int i = 0; i < kSub; ++i) dst[b * kSub + i] = d * static_cast<float>(kIq4nlValues[q4_nibble(block.qs, i)]);
     }
 }
 
@@ -146,7 +143,7 @@ void iq4_nl_quantize(const float* src, void* dst, int64_t n, const float* import
 
 float iq4_nl_block_step(const BlockIQ4_NL& wb, const BlockQ8_0& xb, float acc) {
     int32_t s = 0;
-    for (int i = 0; i < kSub; ++i) s += int32_t{kIq4nlValues[nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
+    for (int i = 0; i < kSub; ++i) s += int32_t{kIq4nlValues[q4_nibble(wb.qs, i)]} * int32_t{xb.qs[i]};
     return std::fma(static_cast<float>(s), fp16_to_fp32(wb.d) * fp16_to_fp32(xb.d), acc);
 }
 
@@ -163,7 +160,7 @@ void iq4_xs_to_float(const void* src, float* dst, int64_t n) {
         for (int j = 0; j < kQK_K / kSub; ++j) {
             const float dl = d * static_cast<float>(iq4_xs_scale(j, block.scales_l[j / 2], block.scales_h) - 32);
             for (int i = 0; i < kSub; ++i) {
-                dst[b * kQK_K + kSub * j + i] = dl * static_cast<float>(kIq4nlValues[nibble(block.qs + 16 * j, i)]);
+                dst[b * kQK_K + kSub * j + i] = dl * static_cast<float>(kIq4nlValues[q4_nibble(block.qs + 16 * j, i)]);
             }
         }
     }
@@ -184,7 +181,7 @@ float iq4_xs_block_step(const BlockIQ4_XS& wb, const BlockQ8_K& xb, float acc) {
     int32_t s = 0;
     for (int j = 0; j < kQK_K / kSub; ++j) {
         int32_t sub = 0;
-        for (int i = 0; i < kSub; ++i) sub += int32_t{kIq4nlValues[nibble(wb.qs + 16 * j, i)]} * int32_t{xb.qs[kSub * j + i]};
+        for (int i = 0; i < kSub; ++i) sub += int32_t{kIq4nlValues[q4_nibble(wb.qs + 16 * j, i)]} * int32_t{xb.qs[kSub * j + i]};
         s += (iq4_xs_scale(j, wb.scales_l[j / 2], wb.scales_h) - 32) * sub;
     }
     return std::fma(xb.d, fp16_to_fp32(wb.d) * static_cast<float>(s), acc);

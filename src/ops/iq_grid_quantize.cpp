@@ -47,11 +47,11 @@ struct GridSpec {
     float d_fudge;        // the stored d is max_scale / 31 times this
 };
 
-constexpr GridSpec kIq2xxs{QuantType::IQ2_XXS, 32, 3, 6, 0.1f, true, true, 1e-15f, 1.0f, 2, true, true, true, 1.0f};
-constexpr GridSpec kIq2xs{QuantType::IQ2_XS, 16, 3, 9, 0.1f, false, true, 1e-15f, 1.0f, 2, false, false, true, 1.0f};
-constexpr GridSpec kIq2s{QuantType::IQ2_S, 16, 3, 9, 0.1f, false, false, 1e-8f, 2.0f, 1, false, false, true, 0.9875f};
-constexpr GridSpec kIq3xxs{QuantType::IQ3_XXS, 32, 8, 15, 0.2f, false, true, 1e-8f, 2.0f, 0, false, false, true, 1.0125f};
-constexpr GridSpec kIq3s{QuantType::IQ3_S, 32, 8, 9, 0.2f, false, false, 0.0f, 2.0f, 0, true, false, false, 1.033f};
+constexpr GridSpec kIq2xxsSpec{QuantType::IQ2_XXS, 32, 3, 6, 0.1f, true, true, 1e-15f, 1.0f, 2, true, true, true, 1.0f};
+constexpr GridSpec kIq2xsSpec{QuantType::IQ2_XS, 16, 3, 9, 0.1f, false, true, 1e-15f, 1.0f, 2, false, false, true, 1.0f};
+constexpr GridSpec kIq2sSpec{QuantType::IQ2_S, 16, 3, 9, 0.1f, false, false, 1e-8f, 2.0f, 1, false, false, true, 0.9875f};
+constexpr GridSpec kIq3xxsSpec{QuantType::IQ3_XXS, 32, 8, 15, 0.2f, false, true, 1e-8f, 2.0f, 0, false, false, true, 1.0125f};
+constexpr GridSpec kIq3sSpec{QuantType::IQ3_S, 32, 8, 9, 0.2f, false, false, 0.0f, 2.0f, 0, true, false, false, 1.033f};
 
 // One sub-block's result: its scale (0: all zero), the level of each weight,
 // the sign byte of each 8 (7 bits where even_signs) and each point's index.
@@ -250,7 +250,7 @@ void quantize_rows(const GridSpec& spec, const float* src, void* dst, int64_t n,
 }  // namespace
 
 void iq2_xxs_quantize(const float* src, void* dst, int64_t n, const float* importance) {
-    quantize_rows<BlockIQ2_XXS>(kIq2xxs, src, dst, n, importance, [](BlockIQ2_XXS& y, const SubBlock* sb, const int* codes) {
+    quantize_rows<BlockIQ2_XXS>(kIq2xxsSpec, src, dst, n, importance, [](BlockIQ2_XXS& y, const SubBlock* sb, const int* codes) {
         for (int ib = 0; ib < 8; ++ib) {
             uint32_t q[2] = {0, 0};
             if (!sb[ib].zero) {
@@ -266,7 +266,7 @@ void iq2_xxs_quantize(const float* src, void* dst, int64_t n, const float* impor
 }
 
 void iq2_xs_quantize(const float* src, void* dst, int64_t n, const float* importance) {
-    quantize_rows<BlockIQ2_XS>(kIq2xs, src, dst, n, importance, [](BlockIQ2_XS& y, const SubBlock* sb, const int* codes) {
+    quantize_rows<BlockIQ2_XS>(kIq2xsSpec, src, dst, n, importance, [](BlockIQ2_XS& y, const SubBlock* sb, const int* codes) {
         for (int ib = 0; ib < 16; ++ib) {
             for (int k = 0; k < 2 && !sb[ib].zero; ++k) {
                 y.qs[2 * ib + k] = static_cast<uint16_t>(sb[ib].index[k] | (sb[ib].signs[k] << 9));
@@ -277,7 +277,7 @@ void iq2_xs_quantize(const float* src, void* dst, int64_t n, const float* import
 }
 
 void iq2_s_quantize(const float* src, void* dst, int64_t n, const float* importance) {
-    quantize_rows<BlockIQ2_S>(kIq2s, src, dst, n, importance, [](BlockIQ2_S& y, const SubBlock* sb, const int* codes) {
+    quantize_rows<BlockIQ2_S>(kIq2sSpec, src, dst, n, importance, [](BlockIQ2_S& y, const SubBlock* sb, const int* codes) {
         for (int ib = 0; ib < 16; ++ib) {
             for (int k = 0; k < 2 && !sb[ib].zero; ++k) {
                 const int i8 = 2 * ib + k;
@@ -291,7 +291,7 @@ void iq2_s_quantize(const float* src, void* dst, int64_t n, const float* importa
 }
 
 void iq3_xxs_quantize(const float* src, void* dst, int64_t n, const float* importance) {
-    quantize_rows<BlockIQ3_XXS>(kIq3xxs, src, dst, n, importance, [](BlockIQ3_XXS& y, const SubBlock* sb, const int* codes) {
+    quantize_rows<BlockIQ3_XXS>(kIq3xxsSpec, src, dst, n, importance, [](BlockIQ3_XXS& y, const SubBlock* sb, const int* codes) {
         for (int ib = 0; ib < 8; ++ib) {
             uint32_t aux = static_cast<uint32_t>(codes[ib]) << 28;
             for (int k = 0; k < 8 && !sb[ib].zero; ++k) y.qs[8 * ib + k] = static_cast<uint8_t>(sb[ib].index[k]);
@@ -302,7 +302,7 @@ void iq3_xxs_quantize(const float* src, void* dst, int64_t n, const float* impor
 }
 
 void iq3_s_quantize(const float* src, void* dst, int64_t n, const float* importance) {
-    quantize_rows<BlockIQ3_S>(kIq3s, src, dst, n, importance, [](BlockIQ3_S& y, const SubBlock* sb, const int* codes) {
+    quantize_rows<BlockIQ3_S>(kIq3sSpec, src, dst, n, importance, [](BlockIQ3_S& y, const SubBlock* sb, const int* codes) {
         // llama.cpp advances its qs and signs pointers only past sub-blocks
         // that are not all zero (an all-zero one is skipped before the
         // advance), so the ones after it move up; qh is indexed directly.

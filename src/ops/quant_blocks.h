@@ -82,4 +82,8 @@ inline float e8m0_half_to_float(uint8_t e) {
     return f;
 }
 
+// Element i (< 32) of 16 bytes of 4-bit codes in Q4_0's nibble order (Q4_0,
+// IQ4_NL, MXFP4, an IQ4_XS sub-block): low nibbles first, then high.
+inline int q4_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }
+
 }  // namespace tessera

@@ -62,6 +62,10 @@ std::optional<QuantLayout> quant_layout(uint32_t type_id);
 // The layout of a known type (never fails).
 const QuantLayout& layout_of(QuantType type);
 
+// A type of blocks of several values (the quantized types), not one value a
+// number (F32, F16, BF16).
+inline bool is_block_quantized(QuantType type) { return layout_of(type).block_size > 1; }
+
 const char* quant_type_name(QuantType type);
 
 // Parses "f32", "F16", "q8_0", "Q4_0", ... ; nothing if unknown.

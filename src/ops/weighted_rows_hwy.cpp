@@ -34,15 +34,15 @@ enum class Rows { kF32, kF16, kQ8_0, kQ4_0 };
 // Elements [i, i + lanes) of a row as floats. For the block types a vector
 // never straddles two blocks (lanes divide 16) nor, for Q4_0, the low and
 // high nibble halves of one.
-template <Rows kRows>
-HWY_INLINE hn::Vec<DF> load_row(DF d, const uint8_t* row, int64_t i) {
+template <Rows kRows, class D>
+HWY_INLINE hn::Vec<D> load_row(D d, const uint8_t* row, int64_t i) {
     if constexpr (kRows == Rows::kF16) {
-        const hn::Rebind<hwy::float16_t, DF> dh;
+        const hn::Rebind<hwy::float16_t, D> dh;
         return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
     } else if constexpr (kRows == Rows::kF32) {
         return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
     } else {
-        const hn::RebindToSigned<DF> di;
+        const hn::RebindToSigned<D> di;
         const int64_t j = i % 32;
         // Blocks are read through bytes: a row need not be 2-byte aligned.
         constexpr size_t kBlockBytes = kRows == Rows::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
@@ -51,25 +51,25 @@ HWY_INLINE hn::Vec<DF> load_row(DF d, const uint8_t* row, int64_t i) {
         std::memcpy(&d_bits, block, sizeof d_bits);
         const uint8_t* qs = block + sizeof d_bits;
         if constexpr (kRows == Rows::kQ8_0) {
-            const hn::Rebind<int8_t, DF> d8;
+            const hn::Rebind<int8_t, D> d8;
             const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(qs) + j)));
             return hn::Mul(q, hn::Set(d, fp16_to_fp32(d_bits)));
         } else {
-            const hn::Rebind<uint8_t, DF> d8;
+            const hn::Rebind<uint8_t, D> d8;
             const auto packed = hn::LoadU(d8, qs + (j % 16));
             const auto nibbles = j < 16 ? hn::And(packed, hn::Set(d8, 15)) : hn::ShiftRight<4>(packed);
-            const auto q = hn::Sub(hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), nibbles)), hn::Set(di, 8));
+            const auto q = hn::Sub(hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(), nibbles)), hn::Set(di, 8));
             return hn::Mul(hn::ConvertTo(d, q), hn::Set(d, fp16_to_fp32(d_bits)));
         }
     }
 }
 
 // Elements [i, i + lanes) of S sets.
-template <Rows kRows, int S>
+template <class D, Rows kRows, int S>
 void sets_kernel(const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights, size_t w_stride,
                  int64_t i, float* out, size_t out_stride) {
-    const DF d;
-    hn::Vec<DF> acc[S];
+    const D d;
+    hn::Vec<D> acc[S];
     for (int j = 0; j < S; ++j) acc[j] = hn::Zero(d);
     for (int64_t r = 0; r < n_rows; ++r) {
         const auto v = load_row<kRows>(d, rows + static_cast<size_t>(r) * row_stride, i);
@@ -80,33 +80,54 @@ void sets_kernel(const uint8_t* rows, size_t row_stride, int64_t n_rows, const f
     for (int j = 0; j < S; ++j) hn::StoreU(acc[j], d, out + j * out_stride + i);
 }
 
-template <Rows kRows>
-void sums(QuantType type, const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights,
-          size_t w_stride, int n_sets, int64_t n, float* out, size_t out_stride) {
+// Elements [begin, end) in vectors of D's lanes, every set; returns where the
+// whole vectors end.
+template <class D, Rows kRows>
+int64_t sweep(const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights, size_t w_stride,
+              int n_sets, int64_t begin, int64_t end, float* out, size_t out_stride) {
     using Kernel = void (*)(const uint8_t*, size_t, int64_t, const float*, size_t, int64_t, float*, size_t);
-    static constexpr Kernel kernels[8] = {sets_kernel<kRows, 1>, sets_kernel<kRows, 2>, sets_kernel<kRows, 3>,
-                                          sets_kernel<kRows, 4>, sets_kernel<kRows, 5>, sets_kernel<kRows, 6>,
-                                          sets_kernel<kRows, 7>, sets_kernel<kRows, 8>};
-    const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
-    constexpr bool kBlocks = kRows == Rows::kQ8_0 || kRows == Rows::kQ4_0;
-    // Block rows are whole blocks; a vector wider than half a block (none
-    // that holds floats today) would straddle the nibble halves.
-    const int64_t full = kBlocks && lanes > 16 ? 0 : n - n % lanes;
+    static constexpr Kernel kernels[8] = {sets_kernel<D, kRows, 1>, sets_kernel<D, kRows, 2>,
+                                          sets_kernel<D, kRows, 3>, sets_kernel<D, kRows, 4>,
+                                          sets_kernel<D, kRows, 5>, sets_kernel<D, kRows, 6>,
+                                          sets_kernel<D, kRows, 7>, sets_kernel<D, kRows, 8>};
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(D()));
+    const int64_t stop = begin + (end - begin) / lanes * lanes;
     for (int j0 = 0; j0 < n_sets; j0 += 8) {
         const int sets = std::min(8, n_sets - j0);
-        for (int64_t i = 0; i < full; i += lanes) {
+        for (int64_t i = begin; i < stop; i += lanes) {
             kernels[sets - 1](rows, row_stride, n_rows, weights + j0 * w_stride, w_stride, i, out + j0 * out_stride,
                               out_stride);
         }
     }
-    if (full < n) {
-        if constexpr (kBlocks) {
+    return stop;
+}
+
+template <Rows kRows>
+void sums(QuantType type, const uint8_t* rows, size_t row_stride, int64_t n_rows, const float* weights,
+          size_t w_stride, int n_sets, int64_t n, float* out, size_t out_stride) {
+    constexpr bool kBlocks = kRows == Rows::kQ8_0 || kRows == Rows::kQ4_0;
+    if constexpr (kBlocks) {
+        // Block rows are whole blocks; a vector wider than half a block (none
+        // that holds floats today) would straddle the nibble halves.
+        if (hn::Lanes(DF()) > 16) {
             weighted_row_sums_scalar(type, rows, row_stride, n_rows, weights, w_stride, n_sets, n, out, out_stride);
-        } else {
-            // The last elements: the reference over a row suffix.
+            return;
+        }
+        sweep<DF, kRows>(rows, row_stride, n_rows, weights, w_stride, n_sets, 0, n, out, out_stride);
+    } else {
+        // Float rows of any length: whole vectors, then narrower ones (a head
+        // of 8 or 40 elements on a 16-lane CPU), then the reference over the
+        // last few elements. Each element is its own chain: the width
+        // changes no bit.
+        int64_t done = sweep<DF, kRows>(rows, row_stride, n_rows, weights, w_stride, n_sets, 0, n, out, out_stride);
+        done = sweep<hn::CappedTag<float, 8>, kRows>(rows, row_stride, n_rows, weights, w_stride, n_sets, done, n, out,
+                                                     out_stride);
+        done = sweep<hn::CappedTag<float, 4>, kRows>(rows, row_stride, n_rows, weights, w_stride, n_sets, done, n, out,
+                                                     out_stride);
+        if (done < n) {
             const size_t elem = kRows == Rows::kF16 ? 2 : 4;
-            weighted_row_sums_scalar(type, rows + full * elem, row_stride, n_rows, weights, w_stride, n_sets, n - full,
-                                     out + full, out_stride);
+            weighted_row_sums_scalar(type, rows + done * elem, row_stride, n_rows, weights, w_stride, n_sets, n - done,
+                                     out + done, out_stride);
         }
     }
 }

@@ -8,17 +8,15 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-const auto& bad = bad_request;
-
 // A content that is a string or text blocks, as one text.
 std::string block_text(const ordered_json& content, const std::string& where) {
     if (content.is_string()) return content.get<std::string>();
     if (content.is_null()) return {};
-    if (!content.is_array()) throw bad("messages", where + ": 'content' must be a string or an array of blocks");
+    if (!content.is_array()) throw bad_request("messages", where + ": 'content' must be a string or an array of blocks");
     std::string text;
     for (const ordered_json& b : content) {
         if (!b.is_object() || b.value("type", std::string()) != "text" || !b.contains("text") || !b["text"].is_string()) {
-            throw bad("messages", where + ": only text blocks are supported here");
+            throw bad_request("messages", where + ": only text blocks are supported here");
         }
         text += b["text"].get<std::string>();
     }
@@ -31,7 +29,7 @@ std::string block_text(const ordered_json& content, const std::string& where) {
 void add_messages(const ordered_json& m, size_t i, ordered_json& out) {
     const std::string where = "message " + std::to_string(i);
     if (!m.is_object() || !m.contains("role") || !(m["role"] == "user" || m["role"] == "assistant")) {
-        throw bad("messages", where + ": 'role' must be user or assistant");
+        throw bad_request("messages", where + ": 'role' must be user or assistant");
     }
     const std::string role = m["role"].get<std::string>();
     const ordered_json content = m.value("content", ordered_json(""));
@@ -39,7 +37,7 @@ void add_messages(const ordered_json& m, size_t i, ordered_json& out) {
         out.push_back({{"role", role}, {"content", content}});
         return;
     }
-    if (!content.is_array()) throw bad("messages", where + ": 'content' must be a string or an array of blocks");
+    if (!content.is_array()) throw bad_request("messages", where + ": 'content' must be a string or an array of blocks");
     std::string text;
     ordered_json calls = ordered_json::array();
     ordered_json results = ordered_json::array();
@@ -51,20 +49,20 @@ void add_messages(const ordered_json& m, size_t i, ordered_json& out) {
             text += block_text(ordered_json::array({block}), at);
         } else if (type == "tool_use" && role == "assistant") {
             if (!block.contains("id") || !block["id"].is_string() || !block.contains("name") || !block["name"].is_string()) {
-                throw bad("messages", at + ": a tool_use block needs a string 'id' and 'name'");
+                throw bad_request("messages", at + ": a tool_use block needs a string 'id' and 'name'");
             }
             calls.push_back({{"id", block["id"]},
                              {"type", "function"},
                              {"function", {{"name", block["name"]}, {"arguments", block.value("input", ordered_json::object())}}}});
         } else if (type == "tool_result" && role == "user") {
             if (!block.contains("tool_use_id") || !block["tool_use_id"].is_string()) {
-                throw bad("messages", at + ": a tool_result block needs a string 'tool_use_id'");
+                throw bad_request("messages", at + ": a tool_result block needs a string 'tool_use_id'");
             }
             results.push_back({{"role", "tool"},
                                {"tool_call_id", block["tool_use_id"]},
                                {"content", block_text(block.value("content", ordered_json("")), at)}});
         } else {
-            throw bad("messages", at + ": a '" + type + "' block is not supported in a " + role + " message");
+            throw bad_request("messages", at + ": a '" + type + "' block is not supported in a " + role + " message");
         }
     }
     for (const ordered_json& r : results) out.push_back(r);
@@ -84,9 +82,9 @@ std::string anthropic_to_openai(const std::string& text, bool* stream) {
     static const std::vector<std::string> fields = {"model", "max_tokens", "messages", "system", "temperature", "top_p",
                                                     "top_k", "stop_sequences", "stream", "tools", "tool_choice", "metadata"};
     for (const auto& [key, value] : body.items()) {
-        if (!listed(fields, key)) throw bad(key, "'" + key + "' is not a field this server implements on /v1/messages");
+        if (!listed(fields, key)) throw bad_request(key, "'" + key + "' is not a field this server implements on /v1/messages");
     }
-    if (!body.contains("max_tokens")) throw bad("max_tokens", "'max_tokens' is required");
+    if (!body.contains("max_tokens")) throw bad_request("max_tokens", "'max_tokens' is required");
     ordered_json out = ordered_json::object();
     for (const char* key : {"model", "max_tokens", "temperature", "top_p", "top_k"}) {
         if (body.contains(key)) out[key] = body[key];
@@ -98,15 +96,15 @@ std::string anthropic_to_openai(const std::string& text, bool* stream) {
         messages.push_back({{"role", "system"}, {"content", block_text(body["system"], "system")}});
     }
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-        throw bad("messages", "'messages' must be a non-empty array");
+        throw bad_request("messages", "'messages' must be a non-empty array");
     }
     for (size_t i = 0; i < body["messages"].size(); ++i) add_messages(body["messages"][i], i, messages);
     out["messages"] = messages;
     if (body.contains("tools") && !body["tools"].is_null()) {
-        if (!body["tools"].is_array()) throw bad("tools", "'tools' must be an array");
+        if (!body["tools"].is_array()) throw bad_request("tools", "'tools' must be an array");
         ordered_json tools = ordered_json::array();
         for (const ordered_json& t : body["tools"]) {
-            if (!t.is_object() || !t.contains("name")) throw bad("tools", "a tool needs a 'name' (and an 'input_schema')");
+            if (!t.is_object() || !t.contains("name")) throw bad_request("tools", "a tool needs a 'name' (and an 'input_schema')");
             ordered_json function = {{"name", t["name"]}};
             if (t.contains("description")) function["description"] = t["description"];
             function["parameters"] = t.value("input_schema", ordered_json{{"type", "object"}});
@@ -126,7 +124,7 @@ std::string anthropic_to_openai(const std::string& text, bool* stream) {
         } else if (type == "tool" && choice.contains("name")) {
             out["tool_choice"] = {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
         } else {
-            throw bad("tool_choice", "'tool_choice' must be {\"type\": auto | any | none} or {\"type\": \"tool\", \"name\": ...}");
+            throw bad_request("tool_choice", "'tool_choice' must be {\"type\": auto | any | none} or {\"type\": \"tool\", \"name\": ...}");
         }
         if (choice.is_object() && choice.value("disable_parallel_tool_use", false) == true) out["parallel_tool_calls"] = false;
     }

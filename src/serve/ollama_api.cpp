@@ -10,8 +10,6 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 
-const auto& bad = bad_request;
-
 // The options that map onto the OpenAI request (Ollama's name -> OpenAI's).
 const std::vector<std::pair<std::string, std::string>>& mapped_options() {
     static const std::vector<std::pair<std::string, std::string>> options = {
@@ -33,27 +31,27 @@ std::string call_id(size_t n) {
 }
 
 ordered_json openai_messages(const ordered_json& messages) {
-    if (!messages.is_array()) throw bad("messages", "'messages' must be an array");
+    if (!messages.is_array()) throw bad_request("messages", "'messages' must be an array");
     ordered_json out = ordered_json::array();
     std::vector<std::pair<std::string, std::string>> calls;  // name, id
     for (size_t i = 0; i < messages.size(); ++i) {
         const ordered_json& m = messages[i];
         const std::string where = "message " + std::to_string(i);
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw bad("messages", where + " needs a string 'role'");
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw bad_request("messages", where + " needs a string 'role'");
         for (const auto& [key, value] : m.items()) {
             if (!listed({"role", "content", "images", "tool_calls", "tool_name", "thinking"}, key)) {
-                throw bad("messages", where + ": '" + key + "' is not a message field this server implements");
+                throw bad_request("messages", where + ": '" + key + "' is not a message field this server implements");
             }
         }
         if (m.contains("images") && !m["images"].is_null() && !(m["images"].is_array() && m["images"].empty())) {
-            throw bad("messages", where + ": images are not supported (the models served are text only)");
+            throw bad_request("messages", where + ": images are not supported (the models served are text only)");
         }
         ordered_json message = {{"role", m["role"]}, {"content", m.value("content", ordered_json(""))}};
         if (m.contains("tool_calls") && m["tool_calls"].is_array()) {
             ordered_json list = ordered_json::array();
             for (const ordered_json& c : m["tool_calls"]) {
                 if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) {
-                    throw bad("messages", where + ": a tool call needs a 'function'");
+                    throw bad_request("messages", where + ": a tool call needs a 'function'");
                 }
                 const std::string id = call_id(calls.size() + 1);
                 const std::string name = c["function"].value("name", std::string());
@@ -123,26 +121,26 @@ std::string ollama_to_openai(const std::string& text, bool chat, bool* stream) {
     const std::vector<std::string> generate_fields = {"model", "prompt", "system", "stream", "raw", "format", "options", "think", "images"};
     for (const auto& [key, value] : body.items()) {
         if (listed(chat ? chat_fields : generate_fields, key) || ignored(key)) continue;
-        throw bad(key, "'" + key + "' is not a field this server implements on /api/" + (chat ? "chat" : "generate"));
+        throw bad_request(key, "'" + key + "' is not a field this server implements on /api/" + (chat ? "chat" : "generate"));
     }
     ordered_json out = ordered_json::object();
     if (body.contains("model")) out["model"] = body["model"];
     *stream = true;
     if (body.contains("stream") && !body["stream"].is_null()) {
-        if (!body["stream"].is_boolean()) throw bad("stream", "'stream' must be a boolean");
+        if (!body["stream"].is_boolean()) throw bad_request("stream", "'stream' must be a boolean");
         *stream = body["stream"].get<bool>();
     }
     out["stream"] = false;  // serve streams Ollama's way itself
     if (body.contains("think") && body["think"] != false && !body["think"].is_null()) {
-        throw bad("think", "'think' is not supported: the reasoning stays in the answer's text");
+        throw bad_request("think", "'think' is not supported: the reasoning stays in the answer's text");
     }
     if (chat) {
         out["messages"] = openai_messages(body.value("messages", ordered_json::array()));
         if (body.contains("tools") && !body["tools"].is_null()) out["tools"] = body["tools"];
     } else {
-        if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
+        if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad_request("prompt", "'prompt' must be a string");
         if (body.contains("images") && !body["images"].is_null() && !(body["images"].is_array() && body["images"].empty())) {
-            throw bad("images", "images are not supported (the models served are text only)");
+            throw bad_request("images", "images are not supported (the models served are text only)");
         }
         if (body.value("raw", false)) {
             out["prompt"] = body["prompt"];
@@ -160,11 +158,11 @@ std::string ollama_to_openai(const std::string& text, bool chat, bool* stream) {
         } else if (format.is_object()) {
             out["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", format}}}};
         } else {
-            throw bad("format", "'format' must be \"json\" or a JSON schema object");
+            throw bad_request("format", "'format' must be \"json\" or a JSON schema object");
         }
     }
     if (body.contains("options") && !body["options"].is_null()) {
-        if (!body["options"].is_object()) throw bad("options", "'options' must be an object");
+        if (!body["options"].is_object()) throw bad_request("options", "'options' must be an object");
         for (const auto& item : body["options"].items()) {
             // (C++20 lambdas cannot capture structured bindings on clang 14.)
             const std::string key = item.key();
@@ -172,7 +170,7 @@ std::string ollama_to_openai(const std::string& text, bool chat, bool* stream) {
             if (ignored(key)) continue;
             const auto& mapped = mapped_options();
             const auto it = std::find_if(mapped.begin(), mapped.end(), [&](const auto& o) { return o.first == key; });
-            if (it == mapped.end()) throw bad("options", "option '" + key + "' is not one this server implements");
+            if (it == mapped.end()) throw bad_request("options", "option '" + key + "' is not one this server implements");
             // num_predict < 0 means "no limit" in Ollama.
             if (key == "num_predict" && value.is_number_integer() && value.get<int64_t>() < 0) continue;
             out[it->second] = value;

@@ -15,14 +15,12 @@ namespace {
 
 using nlohmann::json;
 
-const auto& bad = bad_request;
-
 float number_in(const json& body, const char* key, float fallback, float lo, float hi) {
     if (!body.contains(key) || body[key].is_null()) return fallback;
-    if (!body[key].is_number()) throw bad(key, std::string("'") + key + "' must be a number");
+    if (!body[key].is_number()) throw bad_request(key, std::string("'") + key + "' must be a number");
     const double v = body[key].get<double>();
     if (!std::isfinite(v) || v < lo || v > hi) {
-        throw bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+        throw bad_request(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
     }
     return static_cast<float>(v);
 }
@@ -38,13 +36,13 @@ std::string content_text(const Json& content, size_t index) {
             const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" &&
                                    part.contains("text") && part["text"].is_string();
             if (!text_part) {
-                throw bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
+                throw bad_request("messages", "message " + std::to_string(index) + ": only text content parts are supported");
             }
             text += part["text"].template get<std::string>();
         }
         return text;
     }
-    throw bad("messages", "message " + std::to_string(index) + ": 'content' must be a string or a list of text parts");
+    throw bad_request("messages", "message " + std::to_string(index) + ": 'content' must be a string or a list of text parts");
 }
 
 // A grammar read and its start matched, so what would fail at the first
@@ -63,17 +61,17 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
     const bool has_grammar = body.contains("grammar") && !body["grammar"].is_null();
     const bool has_schema = body.contains("json_schema") && !body["json_schema"].is_null();
     if (has_format + has_grammar + has_schema > 1) {
-        throw bad("grammar", "give one of 'response_format', 'grammar' and 'json_schema'");
+        throw bad_request("grammar", "give one of 'response_format', 'grammar' and 'json_schema'");
     }
     if (has_schema) {  // llama.cpp's extension: the schema alone
         if (!body["json_schema"].is_object() && !body["json_schema"].is_boolean()) {
-            throw bad("json_schema", "'json_schema' must be a JSON schema object");
+            throw bad_request("json_schema", "'json_schema' must be a JSON schema object");
         }
         try {
             const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
             return checked_grammar(json_schema_to_gbnf(ordered["json_schema"]));
         } catch (const GrammarError& e) {
-            throw bad("json_schema", e.what());
+            throw bad_request("json_schema", e.what());
         }
     }
     std::string gbnf;
@@ -81,12 +79,12 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
     try {
         if (has_grammar) {
             param = "grammar";
-            if (!body["grammar"].is_string()) throw bad("grammar", "'grammar' must be a string of GBNF rules");
+            if (!body["grammar"].is_string()) throw bad_request("grammar", "'grammar' must be a string of GBNF rules");
             gbnf = body["grammar"].get<std::string>();
         } else if (has_format) {
             const json& format = body["response_format"];
             if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
-                throw bad(param, "'response_format' must be an object with a string 'type'");
+                throw bad_request(param, "'response_format' must be an object with a string 'type'");
             }
             const std::string type = format["type"].get<std::string>();
             if (type == "text") return nullptr;
@@ -94,14 +92,14 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
                 gbnf = json_object_gbnf();
             } else if (type == "json_schema") {
                 if (!format.contains("json_schema") || !format["json_schema"].is_object()) {
-                    throw bad(param, "'response_format.json_schema' must be an object with a 'schema'");
+                    throw bad_request(param, "'response_format.json_schema' must be an object with a 'schema'");
                 }
                 const json& spec = format["json_schema"];
                 if (spec.contains("strict") && !spec["strict"].is_null() && !spec["strict"].is_boolean()) {
-                    throw bad(param, "'response_format.json_schema.strict' must be a boolean");
+                    throw bad_request(param, "'response_format.json_schema.strict' must be a boolean");
                 }
                 if (spec.contains("name") && !spec["name"].is_string()) {
-                    throw bad(param, "'response_format.json_schema.name' must be a string");
+                    throw bad_request(param, "'response_format.json_schema.name' must be a string");
                 }
                 // Strict or not, the output is held to the schema: a
                 // grammar cannot follow a schema only partly.
@@ -109,14 +107,14 @@ std::shared_ptr<const Grammar> output_grammar(const json& body, const std::strin
                 const nlohmann::ordered_json& in_order = ordered["response_format"]["json_schema"];
                 gbnf = json_schema_to_gbnf(in_order.contains("schema") ? in_order["schema"] : nlohmann::ordered_json::object());
             } else {
-                throw bad(param, "'response_format.type' must be text, json_object or json_schema");
+                throw bad_request(param, "'response_format.type' must be text, json_object or json_schema");
             }
         } else {
             return nullptr;
         }
         return checked_grammar(gbnf);
     } catch (const GrammarError& e) {
-        throw bad(param, e.what());
+        throw bad_request(param, e.what());
     }
 }
 
@@ -132,7 +130,7 @@ ordered_json call_arguments(const ordered_json& arguments, const std::string& wh
         } catch (const nlohmann::json::exception&) {
         }
     }
-    throw bad("messages", where + ": 'arguments' must be a JSON object or its text");
+    throw bad_request("messages", where + ": 'arguments' must be a JSON object or its text");
 }
 
 // The conversation as the template reads it: role and text content, an
@@ -145,21 +143,21 @@ ordered_json read_messages(const ordered_json& messages) {
     for (size_t i = 0; i < messages.size(); ++i) {
         const ordered_json& m = messages[i];
         const std::string where = "message " + std::to_string(i);
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw bad("messages", where + " needs a string 'role'");
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw bad_request("messages", where + " needs a string 'role'");
         const std::string role = m["role"].get<std::string>();
         ordered_json message = {{"role", role}, {"content", content_text(m.value("content", ordered_json()), i)}};
         if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-            if (role != "assistant") throw bad("messages", where + ": only an assistant message has 'tool_calls'");
-            if (!m["tool_calls"].is_array()) throw bad("messages", where + ": 'tool_calls' must be an array");
+            if (role != "assistant") throw bad_request("messages", where + ": only an assistant message has 'tool_calls'");
+            if (!m["tool_calls"].is_array()) throw bad_request("messages", where + ": 'tool_calls' must be an array");
             ordered_json calls = ordered_json::array();
             for (size_t c = 0; c < m["tool_calls"].size(); ++c) {
                 const ordered_json& call = m["tool_calls"][c];
                 const std::string at = where + ", tool call " + std::to_string(c);
                 if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
                     !call["function"].contains("name") || !call["function"]["name"].is_string()) {
-                    throw bad("messages", at + " needs a 'function' with a string 'name'");
+                    throw bad_request("messages", at + " needs a 'function' with a string 'name'");
                 }
-                if (call.contains("id") && !call["id"].is_string()) throw bad("messages", at + ": 'id' must be a string");
+                if (call.contains("id") && !call["id"].is_string()) throw bad_request("messages", at + ": 'id' must be a string");
                 const std::string id = call.value("id", std::string());
                 const std::string name = call["function"]["name"].get<std::string>();
                 const ordered_json arguments =
@@ -171,7 +169,7 @@ ordered_json read_messages(const ordered_json& messages) {
         }
         if (role == "tool") {
             if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string()) {
-                throw bad("messages", where + ": a tool message needs a string 'tool_call_id'");
+                throw bad_request("messages", where + ": a tool message needs a string 'tool_call_id'");
             }
             const std::string id = m["tool_call_id"].get<std::string>();
             message["tool_call_id"] = id;
@@ -200,9 +198,9 @@ bool is_function_name(const std::string& name) {
 void read_tools(const ordered_json& body, CompletionRequest& r) {
     if (body.contains("tools") && !body["tools"].is_null()) {
         const ordered_json& tools = body["tools"];
-        if (!tools.is_array()) throw bad("tools", "'tools' must be an array");
+        if (!tools.is_array()) throw bad_request("tools", "'tools' must be an array");
         if (tools.size() > kMaxTools) {
-            throw bad("tools", "'tools' lists " + std::to_string(tools.size()) + " functions; at most " +
+            throw bad_request("tools", "'tools' lists " + std::to_string(tools.size()) + " functions; at most " +
                                    std::to_string(kMaxTools) + " are accepted");
         }
         for (size_t i = 0; i < tools.size(); ++i) {
@@ -210,21 +208,21 @@ void read_tools(const ordered_json& body, CompletionRequest& r) {
             const std::string where = "tool " + std::to_string(i);
             if (!t.is_object() || t.value("type", std::string()) != "function" || !t.contains("function") ||
                 !t["function"].is_object()) {
-                throw bad("tools", where + " must be {\"type\": \"function\", \"function\": {...}}");
+                throw bad_request("tools", where + " must be {\"type\": \"function\", \"function\": {...}}");
             }
             const ordered_json& f = t["function"];
             if (!f.contains("name") || !f["name"].is_string() || !is_function_name(f["name"].get<std::string>())) {
-                throw bad("tools", where + ": 'name' must be 1 to 64 letters, digits, '_' or '-'");
+                throw bad_request("tools", where + ": 'name' must be 1 to 64 letters, digits, '_' or '-'");
             }
             const std::string name = f["name"].get<std::string>();
             if (std::find(r.tool_names.begin(), r.tool_names.end(), name) != r.tool_names.end()) {
-                throw bad("tools", where + ": a second function named '" + name + "'");
+                throw bad_request("tools", where + ": a second function named '" + name + "'");
             }
             if (f.contains("parameters") && !f["parameters"].is_object()) {
-                throw bad("tools", where + ": 'parameters' must be a JSON schema object");
+                throw bad_request("tools", where + ": 'parameters' must be a JSON schema object");
             }
             if (f.contains("description") && !f["description"].is_string()) {
-                throw bad("tools", where + ": 'description' must be a string");
+                throw bad_request("tools", where + ": 'description' must be a string");
             }
             r.tool_names.push_back(name);
         }
@@ -232,7 +230,7 @@ void read_tools(const ordered_json& body, CompletionRequest& r) {
     }
     if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
         const ordered_json& choice = body["tool_choice"];
-        if (r.tools.empty()) throw bad("tool_choice", "'tool_choice' needs 'tools'");
+        if (r.tools.empty()) throw bad_request("tool_choice", "'tool_choice' needs 'tools'");
         if (choice == "none") {
             r.tool_choice = ToolChoice::kNone;
         } else if (choice == "auto") {
@@ -245,15 +243,15 @@ void read_tools(const ordered_json& body, CompletionRequest& r) {
             r.tool_choice = ToolChoice::kNamed;
             r.tool_name = choice["function"]["name"].get<std::string>();
             if (std::find(r.tool_names.begin(), r.tool_names.end(), r.tool_name) == r.tool_names.end()) {
-                throw bad("tool_choice", "'tool_choice' names '" + r.tool_name + "', which is not among the tools");
+                throw bad_request("tool_choice", "'tool_choice' names '" + r.tool_name + "', which is not among the tools");
             }
         } else {
-            throw bad("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+            throw bad_request("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
                                      "\"function\": {\"name\": ...}}");
         }
     }
     if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
-        if (!body["parallel_tool_calls"].is_boolean()) throw bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+        if (!body["parallel_tool_calls"].is_boolean()) throw bad_request("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
         r.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
     }
 }
@@ -308,9 +306,9 @@ void refuse_unknown_fields(const json& body, bool chat) {
                         [&](const auto& f) { return f.first == key; })) {
             continue;
         }
-        if (in(legacy_functions)) throw bad(key, "'" + key + "' is OpenAI's deprecated form: give 'tools' and 'tool_choice'");
-        if (in(chat_tools)) throw bad(key, "'" + key + "' belongs to /v1/chat/completions");
-        throw bad(key, "'" + key + "' is not a field this server implements" +
+        if (in(legacy_functions)) throw bad_request(key, "'" + key + "' is OpenAI's deprecated form: give 'tools' and 'tool_choice'");
+        if (in(chat_tools)) throw bad_request(key, "'" + key + "' belongs to /v1/chat/completions");
+        throw bad_request(key, "'" + key + "' is not a field this server implements" +
                            std::string(chat ? "" : " on /v1/completions"));
     }
 }
@@ -322,19 +320,19 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
     try {
         body = json::parse(text);
     } catch (const json::exception& e) {
-        throw bad("", std::string("the body is not valid JSON: ") + e.what());
+        throw bad_request("", std::string("the body is not valid JSON: ") + e.what());
     }
-    if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    if (!body.is_object()) throw bad_request("", "the body must be a JSON object");
     refuse_unknown_fields(body, chat);
     CompletionRequest r;
     r.chat = chat;
     if (body.contains("model") && !body["model"].is_null()) {
-        if (!body["model"].is_string()) throw bad("model", "'model' must be a string");
+        if (!body["model"].is_string()) throw bad_request("model", "'model' must be a string");
         r.model = body["model"].get<std::string>();
     }
     if (chat) {
         if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-            throw bad("messages", "'messages' must be a non-empty array");
+            throw bad_request("messages", "'messages' must be a non-empty array");
         }
         // Read again in written order: tool schemas and call arguments are
         // printed by the template (tojson) in the order the client wrote.
@@ -342,13 +340,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
         r.messages = read_messages(ordered["messages"]);
         read_tools(ordered, r);
     } else {
-        if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad("prompt", "'prompt' must be a string");
+        if (!body.contains("prompt") || !body["prompt"].is_string()) throw bad_request("prompt", "'prompt' must be a string");
         r.prompt = body["prompt"].get<std::string>();
     }
     for (const char* key : {"max_tokens", "max_completion_tokens"}) {
         if (body.contains(key) && !body[key].is_null()) {
             if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1 || body[key].get<int64_t>() > (1 << 24)) {
-                throw bad(key, std::string("'") + key + "' must be a positive integer");
+                throw bad_request(key, std::string("'") + key + "' must be a positive integer");
             }
             r.max_tokens = static_cast<int>(body[key].get<int64_t>());
         }
@@ -358,7 +356,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
     r.min_p = number_in(body, "min_p", 0.0f, 0.0f, 1.0f);
     if (body.contains("top_k") && !body["top_k"].is_null()) {
         if (!body["top_k"].is_number_integer() || body["top_k"].get<int64_t>() < 0 || body["top_k"].get<int64_t>() > (1 << 24)) {
-            throw bad("top_k", "'top_k' must be an integer, 0 or more");
+            throw bad_request("top_k", "'top_k' must be an integer, 0 or more");
         }
         r.top_k = static_cast<int>(body["top_k"].get<int64_t>());
     }
@@ -366,18 +364,18 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
     r.frequency_penalty = number_in(body, "frequency_penalty", 0.0f, -2.0f, 2.0f);
     if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
         const json& bias = body["logit_bias"];
-        if (!bias.is_object()) throw bad("logit_bias", "'logit_bias' must map token ids to numbers");
+        if (!bias.is_object()) throw bad_request("logit_bias", "'logit_bias' must map token ids to numbers");
         for (const auto& [key, value] : bias.items()) {
             const bool id = !key.empty() && key.size() <= 9 &&
                             std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
             if (!id || !value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
-                throw bad("logit_bias", "'logit_bias' maps token ids (strings of digits) to numbers in [-100, 100]");
+                throw bad_request("logit_bias", "'logit_bias' maps token ids (strings of digits) to numbers in [-100, 100]");
             }
             r.logit_bias.emplace_back(static_cast<int32_t>(std::stol(key)), value.get<float>());
         }
     }
     if (body.contains("seed") && !body["seed"].is_null()) {
-        if (!body["seed"].is_number_integer()) throw bad("seed", "'seed' must be an integer");
+        if (!body["seed"].is_number_integer()) throw bad_request("seed", "'seed' must be an integer");
         r.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
     }
     if (body.contains("stop") && !body["stop"].is_null()) {
@@ -386,26 +384,26 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
             r.stop.push_back(stop.get<std::string>());
         } else if (stop.is_array() && stop.size() <= 4) {
             for (const json& s : stop) {
-                if (!s.is_string()) throw bad("stop", "'stop' must be a string or up to 4 strings");
+                if (!s.is_string()) throw bad_request("stop", "'stop' must be a string or up to 4 strings");
                 r.stop.push_back(s.get<std::string>());
             }
         } else {
-            throw bad("stop", "'stop' must be a string or up to 4 strings");
+            throw bad_request("stop", "'stop' must be a string or up to 4 strings");
         }
     }
-    if (body.contains("n") && !body["n"].is_null() && body["n"] != 1) throw bad("n", "only n = 1 is supported");
+    if (body.contains("n") && !body["n"].is_null() && body["n"] != 1) throw bad_request("n", "only n = 1 is supported");
     if (body.contains("stream") && !body["stream"].is_null()) {
-        if (!body["stream"].is_boolean()) throw bad("stream", "'stream' must be a boolean");
+        if (!body["stream"].is_boolean()) throw bad_request("stream", "'stream' must be a boolean");
         r.stream = body["stream"].get<bool>();
     }
     if (body.contains("logprobs") && !body["logprobs"].is_null()) {
         const json& lp = body["logprobs"];
         if (chat) {
-            if (!lp.is_boolean()) throw bad("logprobs", "'logprobs' must be a boolean");
+            if (!lp.is_boolean()) throw bad_request("logprobs", "'logprobs' must be a boolean");
             r.logprobs = lp.get<bool>();
         } else {
             if (!lp.is_number_integer() || lp.get<int64_t>() < 0 || lp.get<int64_t>() > 5) {
-                throw bad("logprobs", "'logprobs' must be an integer from 0 to 5");
+                throw bad_request("logprobs", "'logprobs' must be an integer from 0 to 5");
             }
             r.logprobs = true;
             r.top_logprobs = static_cast<int>(lp.get<int64_t>());
@@ -414,26 +412,26 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, T
     if (chat && body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
         const json& top = body["top_logprobs"];
         if (!top.is_number_integer() || top.get<int64_t>() < 0 || top.get<int64_t>() > 20) {
-            throw bad("top_logprobs", "'top_logprobs' must be an integer from 0 to 20");
+            throw bad_request("top_logprobs", "'top_logprobs' must be an integer from 0 to 20");
         }
-        if (!r.logprobs) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (!r.logprobs) throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
         r.top_logprobs = static_cast<int>(top.get<int64_t>());
     }
     r.grammar = output_grammar(body, text);
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
-        if (r.grammar) throw bad("tool_choice", "a required tool call and 'response_format' or 'grammar' exclude each other");
+        if (r.grammar) throw bad_request("tool_choice", "a required tool call and 'response_format' or 'grammar' exclude each other");
         try {
             r.grammar = checked_grammar(tool_call_grammar(tool_format, r.tools, r.tool_name, r.parallel_tool_calls));
         } catch (const GrammarError& e) {
-            throw bad("tools", e.what());
+            throw bad_request("tools", e.what());
         }
     }
     if (body.contains("stream_options") && !body["stream_options"].is_null()) {
         const json& options = body["stream_options"];
-        if (!options.is_object()) throw bad("stream_options", "'stream_options' must be an object");
+        if (!options.is_object()) throw bad_request("stream_options", "'stream_options' must be an object");
         if (options.contains("include_usage") && !options["include_usage"].is_null()) {
             if (!options["include_usage"].is_boolean()) {
-                throw bad("stream_options", "'stream_options.include_usage' must be a boolean");
+                throw bad_request("stream_options", "'stream_options.include_usage' must be a boolean");
             }
             r.include_usage = options["include_usage"].get<bool>();
         }

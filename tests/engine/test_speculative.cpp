@@ -127,7 +127,9 @@ TEST(Speculative, DraftingAheadChangesNoTokenAndStartsOnItsGuess) {
                 EXPECT_GE(ahead.drafts_ahead, ahead.traversals - 2) << ahead.traversals << " traversals";
                 EXPECT_GT(ahead.draft_ahead_seconds, 0.0);
             }
-            if (d == &bad) EXPECT_LT(ahead.drafts_ahead * 4, ahead.traversals);
+            if (d == &bad) {
+                EXPECT_LT(ahead.drafts_ahead * 4, ahead.traversals);
+            }
             const GenerationResult not_ahead = run(target, d, prompt, 100, 0.0f, 1, draft_max);
             EXPECT_EQ(not_ahead.drafts_ahead, 0);
             EXPECT_EQ(not_ahead.draft_ahead_seconds, 0.0);

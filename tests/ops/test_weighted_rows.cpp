@@ -26,7 +26,7 @@ TEST(WeightedRows, MatchTheReferenceOnEveryTarget) {
         for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0}) {
             const bool blocks = type == QuantType::Q8_0 || type == QuantType::Q4_0;
             const std::vector<int64_t> lengths = blocks ? std::vector<int64_t>{32, 64, 160}
-                                                        : std::vector<int64_t>{1, 7, 16, 64, 100};
+                                                        : std::vector<int64_t>{1, 7, 8, 13, 16, 40, 64, 100};
             for (int64_t n : lengths) {
                 for (int64_t n_rows : {0, 1, 5, 300}) {
                     for (int sets : {1, 3, 8, 9, 17}) {

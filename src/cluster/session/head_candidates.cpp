@@ -1,6 +1,7 @@
 #include "cluster/session/head_candidates.h"
 
 #include "util/error.h"
+#include "util/little_endian.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,14 +11,6 @@
 namespace tessera {
 
 namespace {
-
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-uint32_t get_u32(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-           static_cast<uint32_t>(p[3]) << 24;
-}
 
 struct Scored {
     float logit;
@@ -54,15 +47,15 @@ bool HeldNeed::take_change(std::vector<uint8_t>& payload) {
 
 void encode_logits_need(const LogitsNeed* need, std::vector<uint8_t>& out) {
     out.clear();
-    put_u32(out, need != nullptr ? static_cast<uint32_t>(need->top_k) : 0);
-    put_u32(out, need != nullptr ? static_cast<uint32_t>(need->tokens.size()) : 0);
+    append_u32(out, need != nullptr ? static_cast<uint32_t>(need->top_k) : 0);
+    append_u32(out, need != nullptr ? static_cast<uint32_t>(need->tokens.size()) : 0);
     if (need == nullptr) return;
-    for (const int32_t t : need->tokens) put_u32(out, static_cast<uint32_t>(t));
+    for (const int32_t t : need->tokens) append_u32(out, static_cast<uint32_t>(t));
 }
 
 bool decode_logits_need(std::span<const uint8_t> payload, int32_t n_vocab, LogitsNeed& need, const char* peer) {
     if (payload.size() < 8) throw make_error("{}: logits need of {} bytes is truncated", peer, payload.size());
-    const uint32_t top_k = get_u32(payload.data()), count = get_u32(payload.data() + 4);
+    const uint32_t top_k = load_u32(payload.data()), count = load_u32(payload.data() + 4);
     if (top_k > static_cast<uint32_t>(LogitsNeed::kMaxTopK) || count > LogitsNeed::kMaxTokens ||
         payload.size() != 8 + 4 * static_cast<uint64_t>(count) || (top_k == 0 && count != 0)) {
         throw make_error("{}: logits need of top {} and {} tokens in {} bytes is out of range", peer, top_k, count,
@@ -72,7 +65,7 @@ bool decode_logits_need(std::span<const uint8_t> payload, int32_t n_vocab, Logit
     need.top_k = static_cast<int>(top_k);
     need.tokens.resize(count);
     for (uint32_t i = 0; i < count; ++i) {
-        const auto t = static_cast<int32_t>(get_u32(payload.data() + 8 + 4 * static_cast<size_t>(i)));
+        const auto t = static_cast<int32_t>(load_u32(payload.data() + 8 + 4 * static_cast<size_t>(i)));
         if (t < 0 || t >= n_vocab || (i > 0 && t <= need.tokens[i - 1])) {
             throw make_error("{}: logits need names token {} (after {}; vocabulary of {})", peer, t,
                              i > 0 ? need.tokens[i - 1] : -1, n_vocab);
@@ -89,8 +82,8 @@ void encode_candidates(const float* rows, int n_tok, int width, int32_t first, c
     std::vector<Scored> heap;  // the row's best k so far, the worst of them in front
     heap.reserve(k + 1);
     out.clear();
-    put_u32(out, static_cast<uint32_t>(n_tok));
-    put_u32(out, static_cast<uint32_t>(width));
+    append_u32(out, static_cast<uint32_t>(n_tok));
+    append_u32(out, static_cast<uint32_t>(width));
     for (int t = 0; t < n_tok; ++t) {
         const float* row = rows + static_cast<size_t>(t) * static_cast<size_t>(width);
         heap.clear();
@@ -112,20 +105,20 @@ void encode_candidates(const float* rows, int n_tok, int width, int32_t first, c
         }
         for (const int32_t id : named) heap.push_back({row[id - first], static_cast<uint32_t>(id - first)});
         std::sort(heap.begin(), heap.end(), [](const Scored& a, const Scored& b) { return a.column < b.column; });
-        put_u32(out, static_cast<uint32_t>(heap.size()));
+        append_u32(out, static_cast<uint32_t>(heap.size()));
         for (const Scored& s : heap) {
-            put_u32(out, s.column);
+            append_u32(out, s.column);
             uint32_t bits;
             std::memcpy(&bits, &s.logit, 4);
-            put_u32(out, bits);
+            append_u32(out, bits);
         }
     }
 }
 
 void place_candidates(std::span<const uint8_t> payload, int n_tok, int width, int32_t first, const LogitsNeed& need,
                       float* logits, size_t stride, const char* peer) {
-    if (payload.size() < 8 || get_u32(payload.data()) != static_cast<uint32_t>(n_tok) ||
-        get_u32(payload.data() + 4) != static_cast<uint32_t>(width)) {
+    if (payload.size() < 8 || load_u32(payload.data()) != static_cast<uint32_t>(n_tok) ||
+        load_u32(payload.data() + 4) != static_cast<uint32_t>(width)) {
         throw make_error("{}: candidate logits of {} bytes where {} rows of {} were due", peer, payload.size(), n_tok,
                          width);
     }
@@ -136,7 +129,7 @@ void place_candidates(std::span<const uint8_t> payload, int n_tok, int width, in
         float* row = logits + static_cast<size_t>(t) * stride + static_cast<size_t>(first);
         std::fill_n(row, width, -std::numeric_limits<float>::infinity());
         if (payload.size() - at < 4) throw make_error("{}: candidate logits are truncated at row {}", peer, t);
-        const uint32_t count = get_u32(payload.data() + at);
+        const uint32_t count = load_u32(payload.data() + at);
         at += 4;
         if (count > most || payload.size() - at < 8 * static_cast<uint64_t>(count)) {
             throw make_error("{}: {} candidate logits in row {} where at most {} were asked (or the frame ends)", peer,
@@ -144,7 +137,7 @@ void place_candidates(std::span<const uint8_t> payload, int n_tok, int width, in
         }
         int64_t last = -1;
         for (uint32_t i = 0; i < count; ++i, at += 8) {
-            const uint32_t column = get_u32(payload.data() + at), bits = get_u32(payload.data() + at + 4);
+            const uint32_t column = load_u32(payload.data() + at), bits = load_u32(payload.data() + at + 4);
             float value;
             std::memcpy(&value, &bits, 4);
             if (column >= static_cast<uint32_t>(width) || static_cast<int64_t>(column) <= last) {

@@ -5,6 +5,7 @@
 #include "ops/quant_traits.h"
 #include "util/checked.h"
 #include "util/error.h"
+#include "util/little_endian.h"
 
 #include <cmath>
 #include <cstring>
@@ -67,24 +68,17 @@ uint64_t wire_rows_bytes(WireFormat format, uint32_t width, uint32_t n_tok) {
 }
 
 namespace {
-void put_u32(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-           static_cast<uint32_t>(p[3]) << 24;
-}
 
 // Writes the header and sizes out for the body; returns the body's start.
 uint8_t* begin_step(const StepHeader& h, std::vector<uint8_t>& out) {
     const uint64_t body = wire_rows_bytes(h.format, h.width, h.n_tok);
     out.resize(kStepHeaderBytes + body);
     uint8_t* p = out.data();
-    put_u32(p, h.layer);
-    put_u32(p + 4, h.pos0);
-    put_u32(p + 8, h.n_tok);
-    put_u32(p + 12, h.width);
-    put_u32(p + 16, static_cast<uint32_t>(h.format) | static_cast<uint32_t>(h.flags) << 16);
+    store_u32(p, h.layer);
+    store_u32(p + 4, h.pos0);
+    store_u32(p + 8, h.n_tok);
+    store_u32(p + 12, h.width);
+    store_u32(p + 16, static_cast<uint32_t>(h.format) | static_cast<uint32_t>(h.flags) << 16);
     return p + kStepHeaderBytes;
 }
 
@@ -92,11 +86,11 @@ uint8_t* begin_step(const StepHeader& h, std::vector<uint8_t>& out) {
 const uint8_t* parse_step(std::span<const uint8_t> payload, StepHeader& h, const char* peer) {
     if (payload.size() < kStepHeaderBytes) throw make_error("{}: step message of {} bytes is truncated", peer, payload.size());
     const uint8_t* p = payload.data();
-    h.layer = get_u32(p);
-    h.pos0 = get_u32(p + 4);
-    h.n_tok = get_u32(p + 8);
-    h.width = get_u32(p + 12);
-    const uint32_t word = get_u32(p + 16);
+    h.layer = load_u32(p);
+    h.pos0 = load_u32(p + 4);
+    h.n_tok = load_u32(p + 8);
+    h.width = load_u32(p + 12);
+    const uint32_t word = load_u32(p + 16);
     const uint32_t format = word & 0xffff;
     if (format > static_cast<uint32_t>(WireFormat::Fixed)) throw make_error("{}: unknown row format {}", peer, format);
     h.format = static_cast<WireFormat>(format);
@@ -234,19 +228,19 @@ void check_finite(const T* values, size_t n, const std::string& peer, Bits expon
 
 void encode_seq_runs(std::span<const SeqRun> runs, std::vector<uint8_t>& out) {
     out.resize(4 + kSeqRunBytes * runs.size());
-    put_u32(out.data(), static_cast<uint32_t>(runs.size()));
+    store_u32(out.data(), static_cast<uint32_t>(runs.size()));
     for (size_t i = 0; i < runs.size(); ++i) {
         uint8_t* p = out.data() + 4 + kSeqRunBytes * i;
-        put_u32(p, static_cast<uint32_t>(runs[i].seq));
-        put_u32(p + 4, static_cast<uint32_t>(runs[i].pos0));
-        put_u32(p + 8, static_cast<uint32_t>(runs[i].n_tok));
-        put_u32(p + 12, runs[i].all_logits ? 1u : 0u);
+        store_u32(p, static_cast<uint32_t>(runs[i].seq));
+        store_u32(p + 4, static_cast<uint32_t>(runs[i].pos0));
+        store_u32(p + 8, static_cast<uint32_t>(runs[i].n_tok));
+        store_u32(p + 12, runs[i].all_logits ? 1u : 0u);
     }
 }
 
 std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char* peer) {
     if (payload.size() < 4) throw make_error("{}: seq-runs message of {} bytes is truncated", peer, payload.size());
-    const uint32_t count = get_u32(payload.data());
+    const uint32_t count = load_u32(payload.data());
     if (count < 1 || count > kMaxSeqRuns) throw make_error("{}: {} runs in one batch (1..{})", peer, count, kMaxSeqRuns);
     if (payload.size() != 4 + kSeqRunBytes * static_cast<uint64_t>(count)) {
         throw make_error("{}: seq-runs message of {} runs has {} bytes", peer, count, payload.size());
@@ -254,7 +248,7 @@ std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char
     std::vector<SeqRun> runs(count);
     for (uint32_t i = 0; i < count; ++i) {
         const uint8_t* p = payload.data() + 4 + kSeqRunBytes * static_cast<size_t>(i);
-        const uint32_t seq = get_u32(p), pos0 = get_u32(p + 4), n_tok = get_u32(p + 8), all = get_u32(p + 12);
+        const uint32_t seq = load_u32(p), pos0 = load_u32(p + 4), n_tok = load_u32(p + 8), all = load_u32(p + 12);
         // Bounded here so the int fields cannot wrap; the receiver checks
         // them against its sequences and context.
         if (seq > kMaxSeqRuns || pos0 > (1u << 30) || n_tok < 1 || n_tok > (1u << 30) || all > 1) {
@@ -268,15 +262,15 @@ std::vector<SeqRun> decode_seq_runs(std::span<const uint8_t> payload, const char
 
 void encode_compaction(int seq, std::span<const int> kept, int n_used, std::vector<uint8_t>& out) {
     out.resize(12 + 4 * kept.size());
-    put_u32(out.data(), static_cast<uint32_t>(seq));
-    put_u32(out.data() + 4, static_cast<uint32_t>(n_used));
-    put_u32(out.data() + 8, static_cast<uint32_t>(kept.size()));
-    for (size_t j = 0; j < kept.size(); ++j) put_u32(out.data() + 12 + 4 * j, static_cast<uint32_t>(kept[j]));
+    store_u32(out.data(), static_cast<uint32_t>(seq));
+    store_u32(out.data() + 4, static_cast<uint32_t>(n_used));
+    store_u32(out.data() + 8, static_cast<uint32_t>(kept.size()));
+    for (size_t j = 0; j < kept.size(); ++j) store_u32(out.data() + 12 + 4 * j, static_cast<uint32_t>(kept[j]));
 }
 
 ContextCompaction decode_compaction(std::span<const uint8_t> payload, const char* peer) {
     if (payload.size() < 12) throw make_error("{}: shift message of {} bytes is truncated", peer, payload.size());
-    const uint32_t seq = get_u32(payload.data()), n_used = get_u32(payload.data() + 4), count = get_u32(payload.data() + 8);
+    const uint32_t seq = load_u32(payload.data()), n_used = load_u32(payload.data() + 4), count = load_u32(payload.data() + 8);
     if (seq > kMaxSeqRuns || n_used > (1u << 30) || count > n_used) {
         throw make_error("{}: shift of sequence {} keeping {} of {} positions is out of range", peer, seq, count, n_used);
     }
@@ -285,7 +279,7 @@ ContextCompaction decode_compaction(std::span<const uint8_t> payload, const char
     }
     ContextCompaction c{static_cast<int>(seq), static_cast<int>(n_used), std::vector<int>(count)};
     for (uint32_t j = 0; j < count; ++j) {
-        const uint32_t p = get_u32(payload.data() + 12 + 4 * static_cast<size_t>(j));
+        const uint32_t p = load_u32(payload.data() + 12 + 4 * static_cast<size_t>(j));
         if (p >= n_used) throw make_error("{}: shift keeps position {} of {}", peer, p, n_used);
         c.kept[j] = static_cast<int>(p);
     }
@@ -294,14 +288,14 @@ ContextCompaction decode_compaction(std::span<const uint8_t> payload, const char
 
 void encode_mass_request(int seq, int n_used, const int64_t* totals, std::vector<uint8_t>& out) {
     out.resize(8 + (totals != nullptr ? 8 * static_cast<size_t>(n_used) : 0));
-    put_u32(out.data(), static_cast<uint32_t>(seq));
-    put_u32(out.data() + 4, static_cast<uint32_t>(n_used));
+    store_u32(out.data(), static_cast<uint32_t>(seq));
+    store_u32(out.data() + 4, static_cast<uint32_t>(n_used));
     if (totals != nullptr) std::memcpy(out.data() + 8, totals, 8 * static_cast<size_t>(n_used));
 }
 
 MassRequest decode_mass_request(std::span<const uint8_t> payload, const char* peer) {
     if (payload.size() < 8) throw make_error("{}: attention request of {} bytes is truncated", peer, payload.size());
-    const uint32_t seq = get_u32(payload.data()), n_used = get_u32(payload.data() + 4);
+    const uint32_t seq = load_u32(payload.data()), n_used = load_u32(payload.data() + 4);
     if (seq > kMaxSeqRuns || n_used > (1u << 30)) {
         throw make_error("{}: attention request of sequence {}, {} positions is out of range", peer, seq, n_used);
     }
@@ -338,15 +332,15 @@ void add_mass(std::span<const uint8_t> payload, int n, int64_t* out, const char*
 
 void encode_sp_chunk(int pos0, uint32_t flags, std::span<const int32_t> tokens, std::vector<uint8_t>& out) {
     out.resize(12 + 4 * tokens.size());
-    put_u32(out.data(), static_cast<uint32_t>(pos0));
-    put_u32(out.data() + 4, flags);
-    put_u32(out.data() + 8, static_cast<uint32_t>(tokens.size()));
-    for (size_t i = 0; i < tokens.size(); ++i) put_u32(out.data() + 12 + 4 * i, static_cast<uint32_t>(tokens[i]));
+    store_u32(out.data(), static_cast<uint32_t>(pos0));
+    store_u32(out.data() + 4, flags);
+    store_u32(out.data() + 8, static_cast<uint32_t>(tokens.size()));
+    for (size_t i = 0; i < tokens.size(); ++i) store_u32(out.data() + 12 + 4 * i, static_cast<uint32_t>(tokens[i]));
 }
 
 SpChunk decode_sp_chunk(std::span<const uint8_t> payload, const char* peer) {
     if (payload.size() < 12) throw make_error("{}: prompt chunk of {} bytes is truncated", peer, payload.size());
-    const uint32_t pos0 = get_u32(payload.data()), flags = get_u32(payload.data() + 4), count = get_u32(payload.data() + 8);
+    const uint32_t pos0 = load_u32(payload.data()), flags = load_u32(payload.data() + 4), count = load_u32(payload.data() + 8);
     if (pos0 > (1u << 30) || count < 1 || count > (1u << 30) || (flags & ~kSpWantLogits) != 0) {
         throw make_error("{}: prompt chunk of {} tokens at {} (flags {}) is out of range", peer, count, pos0, flags);
     }
@@ -354,19 +348,19 @@ SpChunk decode_sp_chunk(std::span<const uint8_t> payload, const char* peer) {
         throw make_error("{}: prompt chunk of {} tokens has {} bytes", peer, count, payload.size());
     }
     SpChunk c{static_cast<int>(pos0), flags, std::vector<int32_t>(count)};
-    for (uint32_t i = 0; i < count; ++i) c.tokens[i] = static_cast<int32_t>(get_u32(payload.data() + 12 + 4 * static_cast<size_t>(i)));
+    for (uint32_t i = 0; i < count; ++i) c.tokens[i] = static_cast<int32_t>(load_u32(payload.data() + 12 + 4 * static_cast<size_t>(i)));
     return c;
 }
 
 void encode_sp_rows_header(const SpRowsHeader& h, uint8_t* out) {
-    put_u32(out, static_cast<uint32_t>(h.layer));
-    put_u32(out + 4, static_cast<uint32_t>(h.pos0));
-    put_u32(out + 8, static_cast<uint32_t>(h.n));
+    store_u32(out, static_cast<uint32_t>(h.layer));
+    store_u32(out + 4, static_cast<uint32_t>(h.pos0));
+    store_u32(out + 8, static_cast<uint32_t>(h.n));
 }
 
 SpRowsHeader decode_sp_rows_header(std::span<const uint8_t> payload, const char* peer) {
     if (payload.size() < kSpRowsHeaderBytes) throw make_error("{}: KV rows message of {} bytes is truncated", peer, payload.size());
-    const uint32_t layer = get_u32(payload.data()), pos0 = get_u32(payload.data() + 4), n = get_u32(payload.data() + 8);
+    const uint32_t layer = load_u32(payload.data()), pos0 = load_u32(payload.data() + 4), n = load_u32(payload.data() + 8);
     if (layer > 65535 || pos0 > (1u << 30) || n < 1 || n > (1u << 30)) {
         throw make_error("{}: KV rows of layer {}, positions {} + {} are out of range", peer, layer, pos0, n);
     }
