@@ -1,12 +1,12 @@
 #include "cluster/pipeline/stage_loop.h"
 
 #include "cluster/session/head_candidates.h"
-
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/json_messages.h"
 #include "cluster/session/messages.h"
 #include "net/handshake.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 #include <poll.h>
 
@@ -75,11 +75,17 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
             if (&from == &control) root.heard();
         } catch (const Error&) {
             // At the end of a session the previous stage may hang up before
-            // the root's goodbye reaches this one: that goodbye decides.
-            if (&from == &control || !control.poll(kShutdownGraceMs)) throw;
-            control.recv(frame);
-            if (frame.type == static_cast<uint16_t>(SessionMessage::kShutdown)) return;
-            throw;
+            // the root's goodbye reaches this one: that goodbye decides. A
+            // beat the root sent just before it may come first.
+            if (&from == &control) throw;
+            const int64_t until = steady_ms() + kShutdownGraceMs;
+            for (;;) {
+                const int64_t left = until - steady_ms();
+                if (left <= 0 || !control.poll(static_cast<int>(left))) throw;
+                control.recv(frame);
+                if (frame.type == static_cast<uint16_t>(SessionMessage::kShutdown)) return;
+                if (frame.type != static_cast<uint16_t>(SessionMessage::kHeartbeat)) throw;
+            }
         }
         const auto type = static_cast<SessionMessage>(frame.type);
         if (type == SessionMessage::kHeartbeat) continue;
