@@ -95,27 +95,31 @@ const std::vector<Sampler::Candidate>& Sampler::distribution(const float* logits
         return candidates_;
     }
 
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        // A refused token (-inf) never enters; NaN never does either.
-        if (x[i] > -std::numeric_limits<float>::infinity()) candidates_.push_back({i, x[i], 0.0f});
-    }
-    if (candidates_.empty()) {
-        candidates_.push_back({0, 0.0f, 1.0f});  // every logit NaN: token 0, as before
-        return candidates_;
-    }
     auto by_logit = [](const Candidate& a, const Candidate& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };
+    if (params_.top_k > 0) {
+        for (int32_t i = 0; i < n_vocab; ++i) {
+            // A refused token (-inf) never enters; NaN never does either.
+            if (x[i] > -std::numeric_limits<float>::infinity()) candidates_.push_back({i, x[i], 0.0f});
+        }
+    }
     if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
         std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit);
         candidates_.resize(static_cast<size_t>(params_.top_k));
     } else {
-        // The whole vocabulary: the same order by a radix sort (logit_order.h).
+        // The whole vocabulary, the same entries in the same order by a radix
+        // sort (logit_order.h), which leaves out the refused tokens itself.
         order_by_logit(x, n_vocab, order_, order_scratch_);
+        candidates_.resize(order_.size());
         for (size_t i = 0; i < order_.size(); ++i) {
             const int32_t id = order_[i];
             candidates_[i] = {id, x[id], 0.0f};
         }
+    }
+    if (candidates_.empty()) {
+        candidates_.push_back({0, 0.0f, 1.0f});  // every logit NaN: token 0, as before
+        return candidates_;
     }
 
     auto normalize = [&](float temperature) {

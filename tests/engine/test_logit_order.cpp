@@ -83,4 +83,21 @@ TEST(LogitOrder, TheSamplersWholeDistributionFollowsIt) {
     }
 }
 
+TEST(LogitOrder, AVocabularyWithNothingToDrawGivesTokenZero) {
+    // Every logit NaN or refused: token 0 with certainty, with top-k on or off.
+    const std::vector<float> x = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::quiet_NaN()};
+    for (int top_k : {0, 2, 40}) {
+        SamplerParams p;
+        p.temperature = 0.8f;
+        p.top_k = top_k;
+        Sampler s(p);
+        const auto& d = s.distribution(x.data(), 3);
+        ASSERT_EQ(d.size(), 1u) << top_k;
+        EXPECT_EQ(d[0].id, 0);
+        EXPECT_EQ(d[0].p, 1.0f);
+        EXPECT_EQ(s.sample(x.data(), 3), 0);
+    }
+}
+
 }  // namespace tessera
