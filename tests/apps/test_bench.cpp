@@ -83,6 +83,23 @@ TEST(Bench, DepthPutsAHistoryBeforeEachTest) {
     EXPECT_NE(r.err.find("--depth-fill random needs one process"), std::string::npos) << r.err;
 }
 
+// Tensor parallel: the root's time per token split into computing and
+// waiting, and of the waiting the part at the FFN syncs (where a mixture of
+// experts' imbalance between ranks shows): every sync's exchange takes some
+// time, so both kinds of sync wait a little, and the FFN's are a strict part.
+TEST(Bench, TensorParallelReportsTheWaitsAtTheFfnSyncs) {
+    const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "0", "-n", "8", "-r", "1", "-t", "1",
+                                      "--local", "2", "--json"},
+                                     60);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json tp = nlohmann::json::parse(r.out)["tp"];
+    ASSERT_TRUE(tp.is_object()) << r.out;
+    EXPECT_EQ(tp["syncs_per_token"], 2 * 5) << r.out;  // stories260K: 5 layers, an attention and an FFN sync each
+    const double wait = tp["wait_ms_per_token"].get<double>(), ffn = tp["ffn_wait_ms_per_token"].get<double>();
+    EXPECT_GT(ffn, 0.0) << r.out;
+    EXPECT_LT(ffn, wait) << r.out;
+}
+
 TEST(Bench, RejectsNothingToMeasure) {
     const auto r = test::run_process({test::tessera_binary(), "bench", "-p", "0", "-n", "0"}, 30);
     EXPECT_EQ(r.exit_code, 1);
