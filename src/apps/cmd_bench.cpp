@@ -178,6 +178,7 @@ void bench_main(const BenchOptions& o) {
             j["tp"] = {{"wire_bytes_per_token_per_worker", r.wire_bytes_per_token_per_worker},
                        {"own_ms_per_token", r.own_ms_per_token},
                        {"wait_ms_per_token", r.wait_ms_per_token},
+                       {"attention_wait_ms_per_token", r.attention_wait_ms_per_token},
                        {"ffn_wait_ms_per_token", r.ffn_wait_ms_per_token},
                        {"syncs_per_token", r.syncs_per_token},
                        {"sealed", r.sealed},
@@ -209,12 +210,12 @@ void bench_main(const BenchOptions& o) {
                r.mem_peak_gbs);
     if (r.ranks > 1) {
         fmt::print("tensor parallel ({} ranks, {}, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per "
-                   "token; root computes {:.2f} ms and waits {:.2f} ms per token ({:.2f} ms of it at the FFN "
-                   "syncs); key handshake {:.2f} ms\n",
+                   "token; root computes {:.2f} ms and waits {:.2f} ms per token ({:.2f} at the attention syncs, "
+                   "{:.2f} at the FFN syncs); key handshake {:.2f} ms\n",
                    r.ranks, params.parallel.mode(), r.sealed ? "sealed" : "plain",
                    params.all_logits ? "every logit gathered" : "the logits of a sampler's top 40",
                    r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token, r.own_ms_per_token,
-                   r.wait_ms_per_token, r.ffn_wait_ms_per_token, r.handshake_ms);
+                   r.wait_ms_per_token, r.attention_wait_ms_per_token, r.ffn_wait_ms_per_token, r.handshake_ms);
     }
     if (r.tg.tokens > 0 && vulkan_device_of(params.parallel.device)) {
         // The weights stream from the GPU's memory: the CPU's read loop is no ceiling for them.

@@ -206,6 +206,8 @@ BenchResult run_bench(const BenchParams& params) {
                 (after.bytes_sent - before.bytes_sent + after.bytes_received - before.bytes_received) / tokens / workers;
             result.own_ms_per_token = (after.own_seconds - before.own_seconds) * 1e3 / tokens;
             result.wait_ms_per_token = (after.wait_seconds - before.wait_seconds) * 1e3 / tokens;
+            result.attention_wait_ms_per_token =
+                (after.attention_wait_seconds - before.attention_wait_seconds) * 1e3 / tokens;
             result.ffn_wait_ms_per_token = (after.ffn_wait_seconds - before.ffn_wait_seconds) * 1e3 / tokens;
             result.syncs_per_token = static_cast<int>((after.syncs - before.syncs) / tokens);
         }

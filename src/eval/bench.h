@@ -76,7 +76,10 @@ struct BenchResult {
     double wire_bytes_per_token_per_worker = 0.0;
     double own_ms_per_token = 0.0;
     double wait_ms_per_token = 0.0;
-    double ffn_wait_ms_per_token = 0.0;  // of wait_ms_per_token, at the FFN syncs
+    // Of wait_ms_per_token, at the attention and at the FFN syncs (the rest
+    // waits for the head's logits).
+    double attention_wait_ms_per_token = 0.0;
+    double ffn_wait_ms_per_token = 0.0;
     int syncs_per_token = 0;
     // Weight bytes per token x the median generation rate, and the median
     // over repetitions of the share of its own ceiling each one reached.

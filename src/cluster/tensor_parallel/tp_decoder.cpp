@@ -446,6 +446,7 @@ void TensorParallelDecoder::forward_layers(float* x, std::span<const SeqRun> run
     stats_.syncs += times.syncs;
     stats_.own_seconds += times.compute_seconds;
     stats_.wait_seconds += times.wait_seconds;
+    stats_.attention_wait_seconds += times.attention_wait_seconds;
     stats_.ffn_wait_seconds += times.ffn_wait_seconds;
     update_stats();
 }

@@ -139,7 +139,7 @@ public:
         uint64_t banded_syncs = 0;  // the root's syncs whose partial went out in bands during its product
         double own_seconds = 0.0;   // computing the root's own partials (norms and adds included)
         double wait_seconds = 0.0;  // in the exchange of partials, and waiting for the head's logits
-        double ffn_wait_seconds = 0.0;  // of wait_seconds, at the FFN syncs (TpLayerTimes)
+        double attention_wait_seconds = 0.0, ffn_wait_seconds = 0.0;  // of wait_seconds, by sync (TpLayerTimes)
         uint64_t slice_bytes_sent = 0;  // slice files sent to workers without the model
     };
     const Stats& stats() const { return stats_; }

@@ -58,7 +58,7 @@ void run_tp_layers(RankRunner& forward, PartialExchange& exchange, float* x, std
             }
             times.compute_seconds += (computed - start) + (now_seconds() - summed);
             times.wait_seconds += summed - computed;
-            if (part == 1) times.ffn_wait_seconds += summed - computed;
+            (part == 0 ? times.attention_wait_seconds : times.ffn_wait_seconds) += summed - computed;
             times.syncs++;
         }
     }

@@ -22,9 +22,10 @@ struct TpLayerScratch {
 struct TpLayerTimes {
     double compute_seconds = 0.0;  // norms, partials and residual adds
     double wait_seconds = 0.0;     // in the exchange
-    // The share of wait_seconds at the FFN syncs: where a mixture of
-    // experts' per-token imbalance between the ranks shows (the attention
-    // syncs' waits are the exchange itself, the heads being even).
+    // wait_seconds by the kind of sync: the attention syncs' (the heads are
+    // even, so mostly the exchange itself) and the FFN syncs' (where a
+    // mixture of experts' per-token imbalance between the ranks shows).
+    double attention_wait_seconds = 0.0;
     double ffn_wait_seconds = 0.0;
     uint64_t syncs = 0;
     // Per rank (sized by the caller, or empty): from the start of each sync
