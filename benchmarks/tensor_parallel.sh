@@ -189,7 +189,8 @@ for name, j in (("2 processes x 1 thread    ", local2), ("2 processes x 1 thread
     t = j["tp"]
     print(f"{name}: {tg(j):8.2f} tok/s (min {j['tg']['tps_min']:.2f})  ratio {tg(j) / tg(single):.3f}  "
           f"wire {t['wire_bytes_per_token_per_worker'] / 1024:.1f} KiB/token/worker  "
-          f"root computes {t['own_ms_per_token']:.2f} ms, waits {t['wait_ms_per_token']:.2f} ms per token")
+          f"root computes {t['own_ms_per_token']:.2f} ms, waits {t['wait_ms_per_token']:.2f} ms per token "
+          f"({t['attention_wait_ms_per_token']:.2f} at attention syncs, {t['ffn_wait_ms_per_token']:.2f} at FFN syncs)")
 rss = open(os.path.join(work, "rss.txt")).read().strip() if os.path.exists(os.path.join(work, "rss.txt")) else ""
 if rss:
     print("worker (exact):", rss.replace("worker: ", "").replace("\n", "; "))
