@@ -105,17 +105,22 @@ void plan_sequence_parallel(const PlanOptions& o, const LlamaModel& model, int n
 // (model/reduction_units.h: ffn_down's and wo's blocks, e.g. 256 columns of
 // a K-quant). Says so, with the shares, where the units are coarser than a
 // 32-channel block and the shares came out uneven.
-// A slice's further parts (the mixed split): [{experts, ffn}, ...].
+// A slice's further parts (the mixed and balanced splits): [{experts, ffn}, ...],
+// a dealt part with its "turn": [index, count].
 nlohmann::json tails_json(const Slice& s) {
     nlohmann::json tails = nlohmann::json::array();
     for (const ExpertPart& t : s.tails) {
-        tails.push_back({{"experts", {t.expert_begin, t.expert_end}}, {"ffn", {t.ffn_begin, t.ffn_end}}});
+        nlohmann::json part = {{"experts", {t.expert_begin, t.expert_end}}, {"ffn", {t.ffn_begin, t.ffn_end}}};
+        if (t.dealt()) part["turn"] = {t.deal_index, t.deal_count};
+        tails.push_back(part);
     }
     return tails;
 }
 
-// The plan table's FFN column: channels, whole experts (E0-63), or the
-// mixed split's channels of each half (E0-63:0-511+E64-127:0-255).
+// The plan table's FFN column: channels, whole experts (E0-63), the mixed
+// split's channels of each half (E0-63:0-511+E64-127:0-255), or the balanced
+// split's own and shared channels, the shared ones with the rank's turn
+// (E0-127:0-255+E0-127:512-767@0/2).
 std::string ffn_column(const ModelHParams& hp, const Slice& s) {
     if (s.n_ffn() == 0) return "-";
     if (!hp.has_experts() || (s.n_experts() == hp.n_expert && !s.has_tail())) {
@@ -126,6 +131,7 @@ std::string ffn_column(const ModelHParams& hp, const Slice& s) {
     for (const ExpertPart& p : expert_parts(s)) {
         text += fmt::format("{}E{}-{}:{}-{}", text.empty() ? "" : "+", p.expert_begin, p.expert_end - 1, p.ffn_begin,
                             p.ffn_end - 1);
+        if (p.dealt()) text += fmt::format("@{}/{}", p.deal_index, p.deal_count);
     }
     return text;
 }
@@ -246,11 +252,18 @@ void plan(const PlanOptions& given) {
         if (hp.has_experts() && names.size() > 1 && !o.json) {
             // The busiest rank's expected expert products per token, in whole
             // experts on a rank of weight 1 (planner.h), each way.
+            // The balanced split, where these ranks can take it (each needs units of its own).
+            std::string balanced = "no";
+            try {
+                balanced = fmt::format("{:.2f}", expected_expert_load(hp, weights, units, MoeSplit::kBalanced));
+            } catch (const Error&) {
+            }
             std::printf("stage %zu: experts split by %s (expected load of the busiest rank: %.2f by channels, %.2f by "
-                        "experts, %.2f mixed; %d of %d experts per token)\n",
+                        "experts, %.2f mixed, %s balanced; %d of %d experts per token)\n",
                         s, moe_split_name(split), expected_expert_load(hp, weights, units, MoeSplit::kChannels),
                         expected_expert_load(hp, weights, units, MoeSplit::kExperts),
-                        expected_expert_load(hp, weights, units, MoeSplit::kMixed), hp.n_expert_used, hp.n_expert);
+                        expected_expert_load(hp, weights, units, MoeSplit::kMixed), balanced.c_str(), hp.n_expert_used,
+                        hp.n_expert);
         }
         const std::vector<Slice> slices =
             spec.stages.size() == 1

@@ -53,9 +53,11 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "Tensor parallel of a mixture of experts: channels (every rank its share of every expert's "
                     "channels: each token's work balanced), experts (whole experts per rank, every channel), mixed "
                     "(channels, split another way for each of as many groups of experts as ranks: for channels that "
-                    "do not divide evenly) or auto (the lowest expected load on the busiest rank, for "
-                    "these ranks' shares); the same bits every way")
-        ->check(CLI::IsMember({"auto", "channels", "experts", "mixed"}));
+                    "do not divide evenly), balanced (channels, and the units that do not divide held by every "
+                    "rank and dealt per token: every token's work even, for more memory per rank) or auto (the "
+                    "lowest expected load on the busiest rank, for these ranks' shares; never balanced); the same "
+                    "bits every way")
+        ->check(CLI::IsMember({"auto", "channels", "experts", "mixed", "balanced"}));
     cmd->add_option("--partial-bands", o.partial_bands,
                     "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "
                     "it, so its transfer overlaps the rest of the product (for slow links; each band costs a frame)")

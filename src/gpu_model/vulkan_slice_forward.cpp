@@ -343,7 +343,7 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
     // Its expert products index one rectangle: every channel of some experts
     // or some channels of every expert.
     if (slice.has_tail() || (slice.n_ffn() < hp.n_ff && slice.n_experts() < hp.n_expert)) {
-        refuse("the mixed split of a mixture of experts (--moe-split mixed)");
+        refuse("the mixed or balanced split of a mixture of experts (--moe-split mixed or balanced)");
     }
     const auto block_kv = [](QuantType t) { return t == QuantType::Q8_0 || t == QuantType::Q4_0; };
     if ((block_kv(config.kv_types.k) || block_kv(config.kv_types.v)) && hp.head_dim > 256) {

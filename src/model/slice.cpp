@@ -8,6 +8,7 @@ const char* moe_split_name(MoeSplit split) {
     switch (split) {
         case MoeSplit::kExperts: return "experts";
         case MoeSplit::kMixed: return "mixed";
+        case MoeSplit::kBalanced: return "balanced";
         case MoeSplit::kChannels: break;
     }
     return "channels";
@@ -17,8 +18,9 @@ std::optional<MoeSplit> parse_moe_split(const std::string& text) {
     if (text == "channels") return MoeSplit::kChannels;
     if (text == "experts") return MoeSplit::kExperts;
     if (text == "mixed") return MoeSplit::kMixed;
+    if (text == "balanced") return MoeSplit::kBalanced;
     if (text.empty() || text == "auto") return std::nullopt;
-    throw make_error("unknown MoE split '{}' (channels, experts, mixed or auto)", text);
+    throw make_error("unknown MoE split '{}' (channels, experts, mixed, balanced or auto)", text);
 }
 
 Slice full_slice(const ModelHParams& hp) {
@@ -65,10 +67,17 @@ void validate_slice(const Slice& s, const ModelHParams& hp) {
             throw make_error("slice {} has an empty part or one outside a model of {} experts of {} channels",
                              describe_slice(s), hp.n_expert, hp.n_ff);
         }
-        // The forward pass finds an expert's part by its expert alone.
+        if (p.deal_count < 1 || p.deal_count > kMaxExpertParts || p.deal_index < 0 || p.deal_index >= p.deal_count) {
+            throw make_error("slice {}: a part dealt in {} turns cannot take turn {} (1 to {} turns)", describe_slice(s),
+                             p.deal_count, p.deal_index, kMaxExpertParts);
+        }
+        // Each channel of an expert in one part at most: two parts may hold
+        // the same experts only in different channels.
         for (size_t j = 0; j < i; ++j) {
-            if (p.expert_begin < parts[j].expert_end && parts[j].expert_begin < p.expert_end) {
-                throw make_error("slice {}: two parts hold channels of the same experts", describe_slice(s));
+            const ExpertPart& q = parts[j];
+            if (p.expert_begin < q.expert_end && q.expert_begin < p.expert_end && p.ffn_begin < q.ffn_end &&
+                q.ffn_begin < p.ffn_end) {
+                throw make_error("slice {}: two parts hold the same channels of the same experts", describe_slice(s));
             }
         }
     }
@@ -88,6 +97,7 @@ std::string describe_slice(const Slice& s) {
     for (const ExpertPart& t : s.tails) {
         text += fmt::format(" and channels [{}, {}) of experts [{}, {})", t.ffn_begin, t.ffn_end, t.expert_begin,
                             t.expert_end);
+        if (t.dealt()) text += fmt::format(" (turn {} of {})", t.deal_index, t.deal_count);
     }
     if (s.n_vocab_rows() > 0) text += fmt::format(", vocab rows [{}, {})", s.vocab_begin, s.vocab_end);
     return text;

@@ -17,11 +17,23 @@ namespace tessera {
 
 // One rectangle of a mixture of experts' channels a slice computes: channels
 // [ffn_begin, ffn_end) of each of experts [expert_begin, expert_end).
+//
+// A dealt part (deal_count > 1; the balanced split) is held by deal_count
+// ranks alike, and each computes only its turns of it: of a token's chosen
+// experts in the part, in the router's order, the i-th where i % deal_count
+// == deal_index (a batch: of the part's experts with rows, in ascending
+// order). Every rank routes the same way, so every chosen expert's channels
+// are computed once in the group, and their grid sums add up to a single
+// node's bits in any deal.
 struct ExpertPart {
     int32_t expert_begin = 0, expert_end = 0, ffn_begin = 0, ffn_end = 0;
+    int32_t deal_count = 1, deal_index = 0;
     int32_t n_experts() const { return expert_end - expert_begin; }
     int32_t n_ffn() const { return ffn_end - ffn_begin; }
     bool contains(int expert) const { return expert >= expert_begin && expert < expert_end; }
+    bool dealt() const { return deal_count > 1; }
+    // Whether the i-th of the part's chosen experts (or of its experts with rows) is this rank's turn.
+    bool my_turn(int i) const { return i % deal_count == deal_index; }
     bool operator==(const ExpertPart&) const = default;
 };
 
@@ -76,10 +88,17 @@ std::vector<ExpertPart> expert_parts(const Slice& slice);
 //              group holds fewer of another (three units over two ranks:
 //              2+1 of the first half, 1+2 of the second), and a token's load
 //              is balanced but for how its experts fall between the groups.
-// Both sum the same per-unit numbers: --exact gives a single node's bits.
-enum class MoeSplit { kChannels, kExperts, kMixed };
+//   kBalanced: each rank holds its even share of every expert's units (as
+//              kChannels), and the units left over (three over two ranks:
+//              one) are held by every rank and dealt per token, a chosen
+//              expert's to each rank in turn (ExpertPart::deal_count): every
+//              token's load is even, for the memory of the shared units on
+//              every rank (2/3 of the experts on each of 2 ranks, not 1/2).
+//              Never chosen by "auto" for that memory.
+// All sum the same per-unit numbers: --exact gives a single node's bits.
+enum class MoeSplit { kChannels, kExperts, kMixed, kBalanced };
 const char* moe_split_name(MoeSplit split);
-// "channels", "experts" or "mixed" as the split; "auto" (or "") as none: the planner chooses.
+// "channels", "experts", "mixed" or "balanced" as the split; "auto" (or "") as none: the planner chooses.
 std::optional<MoeSplit> parse_moe_split(const std::string& text);
 
 // Everything: a single-node run.

@@ -7,6 +7,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tessera {
@@ -16,6 +17,20 @@ namespace {
 constexpr const char* kRangeKey = "tessera.slice.range";
 constexpr const char* kSourceKey = "tessera.slice.source_fingerprint";
 constexpr const char* kVocabKey = "tessera.slice.n_vocab";
+// The balanced split's turns: deal_count and deal_index of every further
+// part, written only where one is dealt (files without it deal none).
+constexpr const char* kDealsKey = "tessera.slice.deals";
+
+// The further parts' turns, two values each.
+std::vector<int32_t> tail_deals(const Slice& s) {
+    std::vector<int32_t> deals;
+    for (const ExpertPart& t : s.tails) deals.insert(deals.end(), {t.deal_count, t.deal_index});
+    return deals;
+}
+
+bool any_dealt(const Slice& s) {
+    return std::any_of(s.tails.begin(), s.tails.end(), [](const ExpertPart& t) { return t.dealt(); });
+}
 
 const GgufTensorInfo& tensor(const GgufFile& file, const std::string& name) {
     const GgufTensorInfo* t = file.find_tensor(name);
@@ -112,6 +127,7 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
                                   slice.expert_begin, slice.expert_end};
     for (const ExpertPart& t : slice.tails) range.insert(range.end(), {t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
     w.set_i32_array(kRangeKey, range);
+    if (any_dealt(slice)) w.set_i32_array(kDealsKey, tail_deals(slice));
     w.set_string(kSourceKey, file.fingerprint_hex());
     w.set_i32(kVocabKey, hp.n_vocab);
     if (const GgufTensorInfo* f = file.find_tensor("rope_freqs.weight")) add_whole(w, *f);
@@ -204,6 +220,17 @@ std::optional<Slice> stored_slice(const GgufFile& file) {
         const auto at = [&](uint64_t k) { return static_cast<int32_t>(v->array_integer(i + k)); };
         s.tails.push_back({at(0), at(1), at(2), at(3)});
     }
+    if (const GgufValue* d = file.find_array(kDealsKey, GgufValueType::Int32)) {
+        if (d->count != 2 * s.tails.size()) {
+            throw make_error("{}: {} holds {} values, expected 2 per further part ({})", file.path(), kDealsKey, d->count,
+                             s.tails.size());
+        }
+        for (size_t i = 0; i < s.tails.size(); ++i) {
+            // (validate_slice checks the turn against the deal.)
+            s.tails[i].deal_count = static_cast<int32_t>(d->array_integer(2 * i));
+            s.tails[i].deal_index = static_cast<int32_t>(d->array_integer(2 * i + 1));
+        }
+    }
     s.embeds = false;
     s.outputs = false;
     return s;
@@ -218,6 +245,10 @@ std::string slice_file_name(const std::string& fingerprint, const Slice& s) {
         // (a file name holds 255 bytes).
         std::vector<int32_t> ranges;
         for (const ExpertPart& t : s.tails) ranges.insert(ranges.end(), {t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
+        if (any_dealt(s)) {
+            const std::vector<int32_t> deals = tail_deals(s);
+            ranges.insert(ranges.end(), deals.begin(), deals.end());
+        }
         experts += fmt::format("-T{}x{:016x}", s.tails.size(), XXH3_64bits(ranges.data(), ranges.size() * sizeof(int32_t)));
     }
     return fmt::format("{}-L{}-{}-H{}-{}-F{}-{}{}-V{}-{}.gguf", fingerprint, s.layer_begin, s.layer_end, s.kv_head_begin,

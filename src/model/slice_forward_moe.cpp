@@ -214,11 +214,12 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
 
     if (n_tok == 1) {
         // Generation: the k experts' gate and up products in one dispatch
-        // (of the experts this part holds: n of them).
+        // (of the experts this part holds, on a dealt part those of its
+        // turns: n of them).
         std::vector<ExpertChoice>& chosen = m.chosen;
         chosen.clear();
-        for (int i = 0; i < k; ++i) {
-            if (s.contains(choices[rows_of(i)].expert)) chosen.push_back(choices[rows_of(i)]);
+        for (int i = 0, in_part = 0; i < k; ++i) {
+            if (s.contains(choices[rows_of(i)].expert) && s.my_turn(in_part++)) chosen.push_back(choices[rows_of(i)]);
         }
         const int n = static_cast<int>(chosen.size());
         if (n == 0) return;
@@ -259,14 +260,16 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
         return;
     }
 
-    // A batch: the rows routed to each expert (moe_ffn_partial sorted them).
-    for (int e = s.expert_begin; e < s.expert_end; ++e) {
-        if (m.first[rows_of(e)] < m.first[rows_of(e) + 1]) prefetch(e);
+    // A batch: the rows routed to each expert (moe_ffn_partial sorted them);
+    // on a dealt part, of the experts with rows, this rank's turns.
+    const auto routed = [&](int e) { return m.first[rows_of(e)] < m.first[rows_of(e) + 1]; };
+    for (int e = s.expert_begin, in_part = 0; e < s.expert_end; ++e) {
+        if (routed(e) && s.my_turn(in_part++)) prefetch(e);
     }
-    for (int e = s.expert_begin; e < s.expert_end; ++e) {
+    for (int e = s.expert_begin, in_part = 0; e < s.expert_end; ++e) {
+        if (!routed(e) || !s.my_turn(in_part++)) continue;
         const int32_t begin = m.first[rows_of(e)], end = m.first[rows_of(e) + 1];
         const int count = end - begin;
-        if (count == 0) continue;
         m.h.resize(rows_of(count) * rows_of(n_embd));
         for (int i = 0; i < count; ++i) {
             std::copy_n(h + static_cast<int64_t>(m.rows[rows_of(begin + i)]) * n_embd, n_embd,

@@ -75,6 +75,20 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     // holds several parts, or one part of some experts' channels.
     EXPECT_TRUE(base("tp3_mixed.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "mixed"}) == single)
         << c.arch << " " << c.type << ": 3 tensor-parallel ranks, the mixed split";
+    // Or balanced: the unit left over (16 of 32 channels over 3) held by every
+    // rank and dealt per token. Q4_K's 2 units cannot give 3 ranks one each:
+    // refused by name.
+    const bool two_units = std::string(c.type) == "Q4_K";
+    if (!two_units) {
+        EXPECT_TRUE(base("tp3_balanced.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "balanced"}) == single)
+            << c.arch << " " << c.type << ": 3 tensor-parallel ranks, the balanced split";
+    } else {
+        const auto refused = run_process(cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "--chunks", "1",
+                                              "--local", "3", "--moe-split", "balanced"}),
+                                         60);
+        EXPECT_EQ(refused.exit_code, 1);
+        EXPECT_NE(refused.err.find("--moe-split balanced"), std::string::npos) << refused.err;
+    }
     {
         std::unique_ptr<test::BackgroundProcess> worker;
         EXPECT_TRUE(base("pipeline.kld", {"-b", "32", "--stages", "root/" + test::start_worker(worker, model)}) == single)
@@ -144,6 +158,19 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
             tail = tail || f.path().filename().string().find("-T") != std::string::npos;
         }
         EXPECT_TRUE(tail) << c.arch << ": no slice file of a second part in the worker's cache";
+        if (!two_units) {
+            // And of the balanced split's shared part, each worker its turn.
+            std::vector<std::string> at;
+            for (int i = 0; i < 2; ++i) {
+                keep.push_back(std::make_unique<test::BackgroundProcess>(
+                    cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
+                const std::string line = keep.back()->read_line(30);
+                ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
+                at.push_back("127.0.0.1:" + line.substr(18));
+            }
+            EXPECT_EQ(run({"--workers", at[0] + "," + at[1], "--exact", "--moe-split", "balanced"}), want)
+                << c.arch << ": workers from slice files of the balanced split";
+        }
     }
     // Speculative decoding with a dense draft of the same vocabulary: greedy
     // verification keeps the target's tokens.
@@ -200,6 +227,27 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     ASSERT_EQ(tails.size(), 2u) << tails.dump();
     EXPECT_EQ(tails[0]["experts"], nlohmann::json({3, 6}));
     EXPECT_EQ(tails[0]["ffn"], nlohmann::json({0, 96}));
+    // The balanced split over three ranks: two units of every expert each,
+    // the last two (channels 192-255) on every rank, dealt in three turns.
+    // Its load: 2 of 8 units of each of the 2 chosen experts, and at most one
+    // turn's 2 units: 0.75 experts.
+    const auto balanced = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "balanced"}), 30);
+    ASSERT_EQ(balanced.exit_code, 0) << balanced.err;
+    EXPECT_NE(balanced.out.find("experts split by balanced"), std::string::npos) << balanced.out;
+    EXPECT_NE(balanced.out.find("0.75 balanced"), std::string::npos) << balanced.out;
+    EXPECT_NE(balanced.out.find("E0-7:0-63+E0-7:192-255@0/3"), std::string::npos) << balanced.out;
+    EXPECT_NE(balanced.out.find("E0-7:128-191+E0-7:192-255@2/3"), std::string::npos) << balanced.out;
+    const auto balanced_json =
+        run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "balanced", "--json"}), 30);
+    ASSERT_EQ(balanced_json.exit_code, 0) << balanced_json.err;
+    const auto shared = nlohmann::json::parse(balanced_json.out)["nodes"][1]["tails"];
+    ASSERT_EQ(shared.size(), 1u) << shared.dump();
+    EXPECT_EQ(shared[0]["ffn"], nlohmann::json({192, 256}));
+    EXPECT_EQ(shared[0]["turn"], nlohmann::json({1, 3}));
+    // More ranks than units (8 of 32 channels): some rank would hold none of its own.
+    const auto too_many = run_process(cmd({"plan", "-m", model, "--local", "9", "--moe-split", "balanced"}), 30);
+    EXPECT_NE(too_many.exit_code, 0);
+    EXPECT_NE(too_many.err.find("--moe-split balanced"), std::string::npos) << too_many.err;
 }
 
 // The flags and inputs this work added, given wrong values: each a clear

@@ -3,13 +3,16 @@
 // experts where an expert is a single unit; nothing) compute FFN partials
 // that add up to a single node's bit for bit, in a batch and one row at a
 // time, from private packed copies and from views of the mapped file, and
-// each rank reads only its parts' bytes.
+// each rank reads only its parts' bytes. The same sums for the balanced
+// split (kBalanced), whose shared part every rank holds and computes on its
+// turns only.
 #include "cluster/planner/planner.h"
 #include "model/llama_model.h"
 #include "model/random_model.h"
 #include "model/reduction_units.h"
 #include "model/slice_forward.h"
 #include "test_paths.h"
+#include "util/error.h"
 #include "util/rng.h"
 #include "util/thread_pool.h"
 
@@ -88,6 +91,36 @@ TEST(MixedSplit, PartialsAddUpToASingleNodesBits) {
             EXPECT_GT(two_parts, 0) << quant_type_name(type);
         }
     }
+}
+
+// The balanced split: each rank's own units and its turns of the shared ones
+// add up to a single node's bits, batched (turns by expert) and row by row
+// (turns by the router's order); an expert of one unit cannot be shared out.
+TEST(BalancedSplit, PartialsAddUpToASingleNodesBits) {
+    for (const QuantType type : {QuantType::Q8_0, QuantType::F32}) {
+        const LlamaModel model(moe_model(type));
+        const ModelHParams& hp = model.hparams();
+        const ReductionUnits units = reduction_units(model);  // 8 units of 32 channels
+        for (const bool private_weights : {true, false}) {
+            for (const bool batched : {true, false}) {
+                const std::vector<double> whole = partials(model, full_slice(hp), batched, private_weights);
+                for (const std::vector<double>& w : {std::vector<double>{1, 1, 1}, {2, 1, 1}, {1, 1, 1, 1, 1}}) {
+                    std::vector<double> sum(whole.size(), 0.0);
+                    for (const Slice& s : plan_tensor_parallel(hp, w, units, MoeSplit::kBalanced)) {
+                        ASSERT_TRUE(s.has_tail() && s.tails.back().dealt()) << describe_slice(s);
+                        const std::vector<double> p = partials(model, s, batched, private_weights);
+                        for (size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+                    }
+                    EXPECT_EQ(sum, whole) << quant_type_name(type) << ", " << w.size() << " ranks"
+                                          << (private_weights ? ", private" : ", mapped")
+                                          << (batched ? ", batched" : ", row by row");
+                }
+            }
+        }
+    }
+    const LlamaModel q4k(moe_model(QuantType::Q4_K));
+    EXPECT_THROW(plan_tensor_parallel(q4k.hparams(), std::vector<double>{1, 1}, reduction_units(q4k), MoeSplit::kBalanced),
+                 Error);
 }
 
 // A rank of several parts holds its parts' rows and no more: the planner's

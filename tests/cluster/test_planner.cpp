@@ -6,9 +6,11 @@
 #include "model/random_model.h"
 #include "test_paths.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace tessera {
@@ -174,12 +176,17 @@ TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
         EXPECT_FALSE(s.has_tail());
         EXPECT_EQ(s.n_experts(), hp.n_expert);
     }
-    // Further parts must name experts of their own, inside the model.
+    // Further parts must hold channels of their own, inside the model: the
+    // same experts only in other channels.
     Slice bad = two[0];
-    bad.tails[0].expert_begin = 32;  // overlaps the first part's [0, 64)
+    bad.tails[0].expert_begin = 32;  // experts [32, 64) of the first part too, other channels
+    EXPECT_NO_THROW(validate_slice(bad, hp));
+    bad.tails[0].ffn_begin = 256;  // and now channels [256, 512) of them twice
     EXPECT_THROW(validate_slice(bad, hp), Error);
     bad = four[0];
-    bad.tails[1].expert_begin = 80;  // overlaps the part before it, [64, 96)
+    bad.tails[1].expert_begin = 80;  // experts [80, 96) of the part before it, other channels
+    EXPECT_NO_THROW(validate_slice(bad, hp));
+    bad.tails[1].ffn_end = hp.n_ff;  // and channels [512, 768) of them twice
     EXPECT_THROW(validate_slice(bad, hp), Error);
     bad = two[0];
     bad.tails[0].ffn_end = hp.n_ff + 256;
@@ -209,6 +216,91 @@ TEST(Planner, MixedSplitCoversEveryExpertsChannelsOnce) {
 // rank's count of a token's k experts, which for two equal ranks is
 // k/2 + E|X - k/2| with X hypergeometric (n experts, n/2 on rank 0, k drawn):
 // computed exactly here, against the planner's sample of routings.
+// The balanced split: every rank its even share of every expert's units, and
+// the units left over held by every rank, dealt per token. Over random
+// routings, every chosen expert's every channel is computed by exactly one
+// rank, and every rank computes the same number of units.
+TEST(Planner, BalancedSplitComputesEveryChosenChannelOnceAndEvenly) {
+    ModelHParams hp = qwen3_30b_experts();
+    const ReductionUnits units{1, 256};  // 3 units an expert
+    const int k = hp.n_expert_used;
+    Rng rng(5);
+    // (Six units of 128 channels over four ranks: one each, two shared.)
+    const std::vector<std::pair<std::vector<double>, ReductionUnits>> cases = {
+        {{1, 1}, units}, {{2, 1}, units}, {{1, 1, 1, 1}, ReductionUnits{1, 128}}};
+    for (const auto& [w, u] : cases) {
+        SCOPED_TRACE(w.size());
+        const std::vector<Slice> slices = plan_tensor_parallel(hp, w, u, MoeSplit::kBalanced);
+        for (const Slice& s : slices) EXPECT_TRUE(s.has_tail()) << describe_slice(s);
+        ASSERT_EQ(slices.size(), w.size());
+        for (const Slice& s : slices) EXPECT_NO_THROW(validate_slice(s, hp)) << describe_slice(s);
+        for (int trial = 0; trial < 200; ++trial) {
+            // k distinct experts in a random (router's) order.
+            std::vector<int> chosen;
+            while (static_cast<int>(chosen.size()) < k) {
+                const int e = static_cast<int>(rng.next_u64() % static_cast<uint64_t>(hp.n_expert));
+                if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+            }
+            std::vector<int> computed(static_cast<size_t>(hp.n_expert * hp.n_ff), 0);
+            std::vector<int> load(slices.size(), 0);
+            for (size_t r = 0; r < slices.size(); ++r) {
+                for (const ExpertPart& p : expert_parts(slices[r])) {
+                    int in_part = 0;
+                    for (const int e : chosen) {
+                        if (!p.contains(e) || !p.my_turn(in_part++)) continue;
+                        for (int c = p.ffn_begin; c < p.ffn_end; ++c) ++computed[static_cast<size_t>(e * hp.n_ff + c)];
+                        load[r] += p.n_ffn();
+                    }
+                }
+            }
+            for (int e = 0; e < hp.n_expert; ++e) {
+                const bool is_chosen = std::find(chosen.begin(), chosen.end(), e) != chosen.end();
+                for (int c = 0; c < hp.n_ff; ++c) {
+                    ASSERT_EQ(computed[static_cast<size_t>(e * hp.n_ff + c)], is_chosen ? 1 : 0)
+                        << "expert " << e << " channel " << c;
+                }
+            }
+            if (w[0] == w.back()) {
+                // Equal ranks: as many channels each, every token (two ranks:
+                // 12 of the 24 units; four: 2 + 2 x 8 / 4 each of 6 x 8).
+                EXPECT_EQ(*std::min_element(load.begin(), load.end()), *std::max_element(load.begin(), load.end()));
+            }
+        }
+    }
+    // Two equal ranks: one unit each, the third on both, turns 0 and 1 of 2.
+    const std::vector<Slice> two = plan_tensor_parallel(hp, std::vector<double>{1, 1}, units, MoeSplit::kBalanced);
+    EXPECT_NE(describe_slice(two[0]).find("FFN channels [0, 256), experts [0, 128) and channels [512, 768) of experts "
+                                          "[0, 128) (turn 0 of 2)"),
+              std::string::npos)
+        << describe_slice(two[0]);
+    EXPECT_NE(describe_slice(two[1]).find("FFN channels [256, 512), experts [0, 128) and channels [512, 768) of "
+                                          "experts [0, 128) (turn 1 of 2)"),
+              std::string::npos)
+        << describe_slice(two[1]);
+    // Units that divide evenly: the channel split itself.
+    for (const Slice& s : plan_tensor_parallel(hp, std::vector<double>{1, 1, 1}, units, MoeSplit::kBalanced)) {
+        EXPECT_FALSE(s.has_tail()) << describe_slice(s);
+    }
+    // Fewer units than ranks: a rank would hold none of its own; refused by name.
+    try {
+        plan_tensor_parallel(hp, std::vector<double>{1, 1, 1, 1}, units, MoeSplit::kBalanced);
+        FAIL() << "four ranks over three units were planned";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--moe-split balanced"), std::string::npos) << e.what();
+    }
+    // Turns outside their deal are refused.
+    Slice bad = two[0];
+    bad.tails[0].deal_index = 2;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad.tails[0].deal_index = -1;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad.tails[0].deal_index = 0;
+    bad.tails[0].deal_count = 0;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+    bad.tails[0].deal_count = kMaxExpertParts + 1;
+    EXPECT_THROW(validate_slice(bad, hp), Error);
+}
+
 TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
     ModelHParams hp;
     hp.n_layer = 1;
@@ -237,7 +329,11 @@ TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
     // and 1 of the second's, rank 1 the reverse, so the busiest holds
     // (k + max(X, k - X)) / 3 experts' worth, X as above.
     EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kMixed), (k + exact) / 3, 0.02 * (k + exact) / 3);
-    // 4.36 against 5.1 (whole experts) and 5.33 (3 units over 2 ranks).
+    // The balanced split: one unit of every expert each, and the third dealt
+    // 4 and 4: exactly k / 2 for every routing.
+    EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kBalanced), k / 2.0, 1e-9);
+    // 4.36 against 5.1 (whole experts) and 5.33 (3 units over 2 ranks); never
+    // the balanced split, whose shared units cost memory.
     EXPECT_EQ(choose_moe_split(hp, two, units), MoeSplit::kMixed);
     // Not where a rank computes on a GPU (its forward takes one rectangle).
     EXPECT_EQ(choose_moe_split(hp, two, units, false), MoeSplit::kExperts);

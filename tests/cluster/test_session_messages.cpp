@@ -172,6 +172,26 @@ TEST(SessionMessages, AssignExpertsAndMoeSplit) {
         j["slice"]["tails"] = bad;
         EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
     }
+    // The balanced split: the shared tail's turn, one [count, index] row per
+    // tail, sent only where a tail is dealt.
+    j["moe_split"] = "balanced";
+    j["slice"]["experts"] = {0, 8};
+    j["slice"]["ffn"] = {0, 256};
+    j["slice"]["tails"] = {{0, 8, 512, 768}};
+    j["slice"]["tail_deals"] = {{2, 1}};
+    const AssignMessage balanced = parse_assign(j, "root");
+    EXPECT_EQ(balanced.moe_split, MoeSplit::kBalanced);
+    ASSERT_EQ(balanced.slice.tails.size(), 1u);
+    EXPECT_EQ(balanced.slice.tails[0], (ExpertPart{0, 8, 512, 768, 2, 1}));
+    EXPECT_EQ(slice_to_json(balanced.slice)["tail_deals"], j["slice"]["tail_deals"]);
+    EXPECT_FALSE(slice_to_json(mixed.slice).contains("tail_deals"));
+    for (const nlohmann::json& bad :
+         {nlohmann::json({{2, 2}}), nlohmann::json({{0, 0}}), nlohmann::json({{2, -1}}), nlohmann::json({{65, 1}}),
+          nlohmann::json({{2}}), nlohmann::json({2, 1}), nlohmann::json({{2, 1}, {2, 0}}), nlohmann::json::array(),
+          nlohmann::json("2/1"), nlohmann::json({{2, 0.5}})}) {
+        j["slice"]["tail_deals"] = bad;
+        EXPECT_THROW(parse_assign(j, "root"), Error) << bad.dump();
+    }
 }
 
 TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {

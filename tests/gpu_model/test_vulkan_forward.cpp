@@ -581,8 +581,9 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
                 }
             }
         }
-        // The mixed split (two parts, or some channels of some experts):
-        // refused by name, so a plan gives such a rank another split.
+        // The mixed split (two parts, or some channels of some experts) and
+        // the balanced one (a part dealt per token): refused by name, so a
+        // plan gives such a rank another split.
         Slice mixed = full_slice(hp);
         mixed.embeds = mixed.outputs = false;
         mixed.vocab_end = 0;
@@ -598,9 +599,23 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
                 VulkanSliceForward gpu(model, mixed, config, device_index());
                 FAIL() << family << ": " << describe_slice(mixed) << " was taken";
             } catch (const Error& e) {
-                EXPECT_NE(std::string(e.what()).find("the mixed split of a mixture of experts"), std::string::npos)
+                EXPECT_NE(std::string(e.what()).find("the mixed or balanced split of a mixture of experts"),
+                          std::string::npos)
                     << e.what();
             }
+        }
+        Slice balanced = full_slice(hp);
+        balanced.embeds = balanced.outputs = false;
+        balanced.vocab_end = 0;
+        balanced.ffn_end = hp.n_ff / 2;
+        balanced.tails.push_back({0, hp.n_expert, hp.n_ff / 2, hp.n_ff, 2, 1});
+        try {
+            VulkanSliceForward gpu(model, balanced, config, device_index());
+            FAIL() << family << ": " << describe_slice(balanced) << " was taken";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("the mixed or balanced split of a mixture of experts"),
+                      std::string::npos)
+                << e.what();
         }
     }
 }

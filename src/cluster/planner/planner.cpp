@@ -84,6 +84,23 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         }
         mixed = !even;
     }
+    // The balanced split: the units that do not divide among the ranks
+    // (n_granules % n_ranks: the last ones) are held by every rank and dealt
+    // per token; the others are apportioned as the channel split's. Where
+    // they divide, the channel split itself.
+    const int shared_units = split == MoeSplit::kBalanced && hp.has_experts() && n_ranks >= 2
+                                 ? n_granules % static_cast<int>(n_ranks)
+                                 : 0;
+    const bool balanced = shared_units > 0;
+    std::vector<int> own_units;
+    if (balanced) {
+        own_units = apportion(n_granules - shared_units, weights);
+        if (*std::min_element(own_units.begin(), own_units.end()) == 0) {
+            throw make_error("--moe-split balanced: {} units of {} channels per expert leave a rank of these weights "
+                             "with no units of its own (another split can: channels, experts or mixed)",
+                             n_granules, granule);
+        }
+    }
     std::vector<Slice> slices(weights.size());
     int head = 0;
     int g = 0;
@@ -96,7 +113,16 @@ std::vector<Slice> plan_tensor_parallel(const ModelHParams& hp, std::span<const 
         s.kv_head_begin = std::min(head * head_unit, hp.n_head_kv);
         head += heads[r];
         s.kv_head_end = std::min(head * head_unit, hp.n_head_kv);
-        if (mixed) {
+        if (balanced) {
+            // Its own units of every expert, then the shared ones, its turns.
+            s.ffn_begin = std::min(g * granule, hp.n_ff);
+            g += own_units[r];
+            s.ffn_end = std::min(g * granule, hp.n_ff);
+            s.expert_begin = 0;
+            s.expert_end = hp.n_expert;
+            const int shared_begin = (n_granules - shared_units) * granule;
+            s.tails.push_back({0, hp.n_expert, shared_begin, hp.n_ff, static_cast<int32_t>(n_ranks), static_cast<int32_t>(r)});
+        } else if (mixed) {
             // Its first part, and the rest as tails; none: no FFN.
             const std::vector<ExpertPart>& parts = mixed_parts[r];
             const ExpertPart first = parts.empty() ? ExpertPart{} : parts[0];
@@ -168,15 +194,22 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
                             MoeSplit split) {
     if (!hp.has_experts()) return 0.0;
     const std::vector<Slice> slices = plan_tensor_parallel(hp, weights, units, split);
-    // Each rank's share of each expert's channels (1: all of them).
+    // Each rank's share of each expert's channels (1: all of them), and its
+    // dealt parts, whose share counts on its turns only.
     std::vector<std::vector<double>> held(slices.size(), std::vector<double>(static_cast<size_t>(hp.n_expert), 0.0));
+    std::vector<std::vector<ExpertPart>> dealt(slices.size());
     for (size_t r = 0; r < slices.size(); ++r) {
         for (const ExpertPart& p : expert_parts(slices[r])) {
+            if (p.dealt()) {
+                dealt[r].push_back(p);
+                continue;
+            }
             for (int e = p.expert_begin; e < p.expert_end; ++e) {
                 held[r][static_cast<size_t>(e)] += static_cast<double>(p.n_ffn()) / hp.n_ff;
             }
         }
     }
+    const auto k = static_cast<size_t>(hp.n_expert_used);
     // The busiest rank's share of a token's k experts, over uniform routings.
     // A fixed sample of k-subsets (a seeded generator, so every node plans
     // alike); 4096 of them put the mean within about 1%. The channel split's
@@ -198,6 +231,14 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
             std::swap(experts[static_cast<size_t>(i)], experts[j]);
             const auto e = static_cast<size_t>(experts[static_cast<size_t>(i)]);
             for (size_t r = 0; r < slices.size(); ++r) load[r] += held[r][e];
+        }
+        for (size_t r = 0; r < slices.size(); ++r) {
+            for (const ExpertPart& p : dealt[r]) {
+                int in_part = 0;
+                for (size_t i = 0; i < k; ++i) {
+                    if (p.contains(experts[i]) && p.my_turn(in_part++)) load[r] += static_cast<double>(p.n_ffn()) / hp.n_ff;
+                }
+            }
         }
         double worst = 0.0;
         for (size_t r = 0; r < slices.size(); ++r) worst = std::max(worst, load[r] / weights[r]);
@@ -269,8 +310,10 @@ SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int 
                     static_cast<uint64_t>(hp.n_embd) * quant_row_bytes(l.down_exps.type, p.n_ffn());
                 experts += per_expert * static_cast<uint64_t>(p.n_experts());
                 if (p.n_ffn() == hp.n_ff) experts_streamable += per_expert * static_cast<uint64_t>(p.n_experts());
+                // (A dealt part is read on this rank's turns only.)
                 experts_read += per_expert * static_cast<uint64_t>(hp.n_expert_used) *
-                                static_cast<uint64_t>(p.n_experts()) / static_cast<uint64_t>(hp.n_expert);
+                                static_cast<uint64_t>(p.n_experts()) /
+                                (static_cast<uint64_t>(hp.n_expert) * static_cast<uint64_t>(p.deal_count));
             }
         }
         f.weight_bytes += rows_split + wo + down + experts;

@@ -47,7 +47,8 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
                             MoeSplit split);
 
 // The split of the lowest expected load (kChannels on a tie, and for a dense
-// model; then kExperts). kMixed only where allowed: the Vulkan forward
+// model; then kExperts). Never kBalanced, whose shared units cost memory on
+// every rank: a user asks for it. kMixed only where allowed: the Vulkan forward
 // computes one rectangle of the experts, so a plan with a rank on a GPU
 // leaves it out.
 MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,

@@ -33,6 +33,17 @@ Slice parse_slice(const JsonFields& s) {
             slice.tails.push_back({at(0), at(1), at(2), at(3)});
         }
     }
+    if (s.has("tail_deals")) {
+        // [[deal_count, deal_index], ...], one per tail (the balanced split).
+        const std::vector<std::vector<int64_t>> deals =
+            s.integer_rows("tail_deals", kMaxExpertParts - 1, 2, 0, kMaxExpertParts);
+        if (deals.size() != slice.tails.size()) s.refuse("tail_deals", "does not have one row per tail");
+        for (size_t i = 0; i < deals.size(); ++i) {
+            if (deals[i][0] < 1 || deals[i][1] >= deals[i][0]) s.refuse("tail_deals", "holds a turn outside its deal");
+            slice.tails[i].deal_count = static_cast<int32_t>(deals[i][0]);
+            slice.tails[i].deal_index = static_cast<int32_t>(deals[i][1]);
+        }
+    }
     slice.embeds = false;
     slice.outputs = false;
     return slice;
@@ -52,8 +63,15 @@ json slice_to_json(const Slice& s) {
               {"vocab", {s.vocab_begin, s.vocab_end}}};
     if (!s.tails.empty()) {
         json tails = json::array();
-        for (const ExpertPart& t : s.tails) tails.push_back({t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
+        json deals = json::array();
+        bool dealt = false;
+        for (const ExpertPart& t : s.tails) {
+            tails.push_back({t.expert_begin, t.expert_end, t.ffn_begin, t.ffn_end});
+            deals.push_back({t.deal_count, t.deal_index});
+            dealt = dealt || t.dealt();
+        }
         j["tails"] = tails;
+        if (dealt) j["tail_deals"] = deals;
     }
     return j;
 }
@@ -190,7 +208,7 @@ AssignMessage parse_assign(const json& j, const std::string& peer) {
     if (f.has("group_weights")) m.group_weights = f.numbers("group_weights", 257, 1e-6, 1e6);
     if (f.has("moe_split")) {
         const std::string split = f.string("moe_split", 16);
-        if (split != "channels" && split != "experts" && split != "mixed") {
+        if (split != "channels" && split != "experts" && split != "mixed" && split != "balanced") {
             throw make_error("{}: unknown moe_split '{}'", peer, split);
         }
         m.moe_split = parse_moe_split(split);

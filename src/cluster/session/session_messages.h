@@ -30,7 +30,9 @@ constexpr int64_t kMaxSequences = 256;  // serve --parallel
 // serve each other only when it is the same: a mismatch is one error naming
 // both releases and which end to upgrade, never a confusing failure later.
 // Raise it with any change a peer of the previous release would misread.
-constexpr int kProtocolVersion = 4;  // 1: releases before 0.9, which sent no version; 2: before kHeadNeed; 3: before the mixed MoE split
+// 1: releases before 0.9, which sent no version; 2: before kHeadNeed; 3: before the mixed MoE split; 4: before
+// the balanced one (a worker of 4 would ignore "tail_deals" and compute every turn of a shared part)
+constexpr int kProtocolVersion = 5;
 
 // A root and a worker that speak different protocols (or one that predates
 // the exchange): the one error both ends report.

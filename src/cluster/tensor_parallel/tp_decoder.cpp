@@ -148,7 +148,7 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
     // The GPU forward computes one rectangle of the experts: no mixed split
-    // where a rank runs on one.
+    // where a rank runs on one (auto never picks the balanced one).
     bool all_cpu = !config.root_device;
     for (const TpRankInfo& r : ranks_) all_cpu = all_cpu && r.device.empty();
     moe_split_ = config.moe_split.value_or(choose_moe_split(hp, weights, units, all_cpu));
