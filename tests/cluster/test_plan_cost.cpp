@@ -82,7 +82,9 @@ TEST(LinkProbe, MeasuresTheRoundTripAndRateThePeerGives) {
     b.join();
     EXPECT_GE(late.rtt_seconds, 0.005);
     EXPECT_LT(late.rtt_seconds, 0.1);
-    if (late.rtt_seconds < 0.039) EXPECT_LT(late.bytes_per_second, 1048576 / (0.020 - late.rtt_seconds / 2));
+    if (late.rtt_seconds < 0.039) {
+        EXPECT_LT(late.bytes_per_second, 1048576 / (0.020 - late.rtt_seconds / 2));
+    }
 }
 
 TEST(LinkProbe, AWorkerRefusesProbesThatWouldMakeItWork) {
