@@ -215,15 +215,21 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     // The mixed split over three ranks: 8 units of 32 channels, 3 + 3 + 2 to
     // ranks 0, 1, 2 of experts 0-2, to ranks 1, 2, 0 of experts 3-5, to ranks
     // 2, 0, 1 of experts 6-7; each rank's three parts shown.
-    const auto mixed = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed"}), 30);
-    ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
-    EXPECT_NE(mixed.out.find("experts split by mixed"), std::string::npos) << mixed.out;
-    EXPECT_NE(mixed.out.find("E0-2:0-95+E3-5:192-255+E6-7:96-191"), std::string::npos) << mixed.out;
-    EXPECT_NE(mixed.out.find("E0-2:192-255+E3-5:96-191+E6-7:0-95"), std::string::npos) << mixed.out;
-    const auto mixed_json =
-        run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "mixed", "--json"}), 30);
-    ASSERT_EQ(mixed_json.exit_code, 0) << mixed_json.err;
-    const auto tails = nlohmann::json::parse(mixed_json.out)["nodes"][1]["tails"];
+    // `plan --local 3` of a split: its table, and rank 1's further parts in JSON.
+    const auto plan3 = [&](const char* split, std::string& table, nlohmann::json& tails) {
+        const auto text = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", split}), 30);
+        const auto json = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", split, "--json"}), 30);
+        ASSERT_EQ(text.exit_code, 0) << text.err;
+        ASSERT_EQ(json.exit_code, 0) << json.err;
+        EXPECT_NE(text.out.find(std::string("experts split by ") + split), std::string::npos) << text.out;
+        table = text.out;
+        tails = nlohmann::json::parse(json.out)["nodes"][1]["tails"];
+    };
+    std::string mixed;
+    nlohmann::json tails;
+    plan3("mixed", mixed, tails);
+    EXPECT_NE(mixed.find("E0-2:0-95+E3-5:192-255+E6-7:96-191"), std::string::npos) << mixed;
+    EXPECT_NE(mixed.find("E0-2:192-255+E3-5:96-191+E6-7:0-95"), std::string::npos) << mixed;
     ASSERT_EQ(tails.size(), 2u) << tails.dump();
     EXPECT_EQ(tails[0]["experts"], nlohmann::json({3, 6}));
     EXPECT_EQ(tails[0]["ffn"], nlohmann::json({0, 96}));
@@ -231,16 +237,12 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     // the last two (channels 192-255) on every rank, dealt in three turns.
     // Its load: 2 of 8 units of each of the 2 chosen experts, and at most one
     // turn's 2 units: 0.75 experts.
-    const auto balanced = run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "balanced"}), 30);
-    ASSERT_EQ(balanced.exit_code, 0) << balanced.err;
-    EXPECT_NE(balanced.out.find("experts split by balanced"), std::string::npos) << balanced.out;
-    EXPECT_NE(balanced.out.find("0.75 balanced"), std::string::npos) << balanced.out;
-    EXPECT_NE(balanced.out.find("E0-7:0-63+E0-7:192-255@0/3"), std::string::npos) << balanced.out;
-    EXPECT_NE(balanced.out.find("E0-7:128-191+E0-7:192-255@2/3"), std::string::npos) << balanced.out;
-    const auto balanced_json =
-        run_process(cmd({"plan", "-m", model, "--local", "3", "--moe-split", "balanced", "--json"}), 30);
-    ASSERT_EQ(balanced_json.exit_code, 0) << balanced_json.err;
-    const auto shared = nlohmann::json::parse(balanced_json.out)["nodes"][1]["tails"];
+    std::string balanced;
+    nlohmann::json shared;
+    plan3("balanced", balanced, shared);
+    EXPECT_NE(balanced.find("0.75 balanced"), std::string::npos) << balanced;
+    EXPECT_NE(balanced.find("E0-7:0-63+E0-7:192-255@0/3"), std::string::npos) << balanced;
+    EXPECT_NE(balanced.find("E0-7:128-191+E0-7:192-255@2/3"), std::string::npos) << balanced;
     ASSERT_EQ(shared.size(), 1u) << shared.dump();
     EXPECT_EQ(shared[0]["ffn"], nlohmann::json({192, 256}));
     EXPECT_EQ(shared[0]["turn"], nlohmann::json({1, 3}));
