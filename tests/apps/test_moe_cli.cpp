@@ -142,16 +142,20 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         EXPECT_EQ(run({"--workers", "127.0.0.1:" + port.substr(18), "--exact", "--moe-split", "experts"}), want)
             << c.arch << ": a worker from a slice file of whole experts";
         // And of the mixed split's parts (three ranks: two such workers).
-        std::vector<std::string> mixed;
         std::vector<std::unique_ptr<test::BackgroundProcess>> keep;
-        for (int i = 0; i < 2; ++i) {
-            keep.push_back(std::make_unique<test::BackgroundProcess>(
-                cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
-            const std::string at = keep.back()->read_line(30);
-            ASSERT_EQ(at.rfind("listening on port ", 0), 0u) << at;
-            mixed.push_back("127.0.0.1:" + at.substr(18));
-        }
-        EXPECT_EQ(run({"--workers", mixed[0] + "," + mixed[1], "--exact", "--moe-split", "mixed"}), want)
+        // Two more model-less workers: "--workers" for them.
+        const auto two_workers = [&]() {
+            std::string list;
+            for (int i = 0; i < 2; ++i) {
+                keep.push_back(std::make_unique<test::BackgroundProcess>(
+                    cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
+                const std::string at = keep.back()->read_line(30);
+                EXPECT_EQ(at.rfind("listening on port ", 0), 0u) << at;
+                list += (i == 0 ? "127.0.0.1:" : ",127.0.0.1:") + at.substr(std::min<size_t>(18, at.size()));
+            }
+            return list;
+        };
+        EXPECT_EQ(run({"--workers", two_workers(), "--exact", "--moe-split", "mixed"}), want)
             << c.arch << ": workers from slice files of the mixed split";
         bool tail = false;
         for (const auto& f : std::filesystem::directory_iterator(dir + "/cache", ec)) {
@@ -160,15 +164,7 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         EXPECT_TRUE(tail) << c.arch << ": no slice file of a second part in the worker's cache";
         if (!two_units) {
             // And of the balanced split's shared part, each worker its turn.
-            std::vector<std::string> at;
-            for (int i = 0; i < 2; ++i) {
-                keep.push_back(std::make_unique<test::BackgroundProcess>(
-                    cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
-                const std::string line = keep.back()->read_line(30);
-                ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
-                at.push_back("127.0.0.1:" + line.substr(18));
-            }
-            EXPECT_EQ(run({"--workers", at[0] + "," + at[1], "--exact", "--moe-split", "balanced"}), want)
+            EXPECT_EQ(run({"--workers", two_workers(), "--exact", "--moe-split", "balanced"}), want)
                 << c.arch << ": workers from slice files of the balanced split";
         }
     }
