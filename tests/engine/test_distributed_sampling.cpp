@@ -164,12 +164,15 @@ TEST(DistributedSampling, WorkersSendOnlyTheCandidates) {
     GenerationParams whole = greedy;
     whole.on_token = [](int32_t, const float*, int32_t) {};  // logprobs read every logit
     // Tensor parallel: two workers hold about 340 of the 512 rows, 1360
-    // bytes a token as whole rows, 40 as greedy's candidates. A pipeline's
-    // last stage: 2048 bytes against 20.
+    // bytes a token as whole rows, 40 as greedy's candidates: about 63 KB
+    // fewer over 48 tokens. A pipeline's last stage: 2048 bytes against 20.
+    // (32 KB: the root's count of the whole-row run varied by 14.5 KB under
+    // the sanitizers, 336,324 against 350,876 bytes, with the same tokens;
+    // sending whole rows in both runs would leave no difference at all.)
     for (const char* plan : {"tp 3", "pipeline 3"}) {
         const Generated sparse = generate_on(model, plan, greedy, prompt), full = generate_on(model, plan, whole, prompt);
         ASSERT_EQ(sparse.tokens, full.tokens) << plan;
-        EXPECT_GT(full.bytes_received, sparse.bytes_received + 48 * 1000)
+        EXPECT_GT(full.bytes_received, sparse.bytes_received + 32 * 1000)
             << plan << ": " << full.bytes_received << " " << sparse.bytes_received;
     }
 }
