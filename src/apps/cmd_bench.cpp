@@ -182,6 +182,7 @@ void bench_main(const BenchOptions& o) {
                        {"ffn_wait_ms_per_token", r.ffn_wait_ms_per_token},
                        {"syncs_per_token", r.syncs_per_token},
                        {"sealed", r.sealed},
+                       {"moe_split", r.moe_split},
                        {"handshake_ms", r.handshake_ms}};
         }
         std::puts(j.dump().c_str());
@@ -209,10 +210,11 @@ void bench_main(const BenchOptions& o) {
                                : " over 1 s",
                r.mem_peak_gbs);
     if (r.ranks > 1) {
-        fmt::print("tensor parallel ({} ranks, {}, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per "
+        fmt::print("tensor parallel ({} ranks, {}{}, {}, {}): {:.1f} KiB on the wire per token per worker, {} syncs per "
                    "token; root computes {:.2f} ms and waits {:.2f} ms per token ({:.2f} at the attention syncs, "
                    "{:.2f} at the FFN syncs); key handshake {:.2f} ms\n",
-                   r.ranks, params.parallel.mode(), r.sealed ? "sealed" : "plain",
+                   r.ranks, params.parallel.mode(), r.moe_split.empty() ? "" : ", experts split by " + r.moe_split,
+                   r.sealed ? "sealed" : "plain",
                    params.all_logits ? "every logit gathered" : "the logits of a sampler's top 40",
                    r.wire_bytes_per_token_per_worker / 1024.0, r.syncs_per_token, r.own_ms_per_token,
                    r.wait_ms_per_token, r.attention_wait_ms_per_token, r.ffn_wait_ms_per_token, r.handshake_ms);

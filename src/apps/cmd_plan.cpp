@@ -248,7 +248,25 @@ void plan(const PlanOptions& given) {
         std::vector<double> weights = stage.weights;
         if (weights.empty()) weights.assign(names.size(), 1.0);
         // As a run plans it: one group alone splits the output head's rows too.
-        const MoeSplit split = parse_moe_split(o.parallel.moe_split).value_or(choose_moe_split(hp, weights, units));
+        // As a run chooses (tp_decoder.cpp): the balanced split where the
+        // memory of every node holds its share of it. Only this machine's is
+        // known here: the processes of --local share it; workers elsewhere
+        // report theirs to a run.
+        const bool one_host = spec.stages.size() == 1 && o.parallel.local > 1;
+        uint64_t balanced_need = 0;  // the largest share of the balanced split (0: not planned)
+        const auto fits_here = [&](std::span<const Slice> slices) {
+            uint64_t sum = 0;
+            for (const Slice& slice : slices) {
+                const uint64_t need = slice_footprint(model, slice, n_ctx, kv_types).total();
+                sum += need;
+                balanced_need = std::max(balanced_need, need);
+            }
+            return one_host && sum + headroom_margin(available_memory_bytes()) <= available_memory_bytes();
+        };
+        const MoeSplit split = parse_moe_split(o.parallel.moe_split)
+                                   .value_or(spec.stages.size() == 1
+                                                 ? choose_moe_split_within_memory(hp, weights, units, true, fits_here)
+                                                 : choose_moe_split(hp, weights, units));
         if (hp.has_experts() && names.size() > 1 && !o.json) {
             // The busiest rank's expected expert products per token, in whole
             // experts on a rank of weight 1 (planner.h), each way.
@@ -264,6 +282,11 @@ void plan(const PlanOptions& given) {
                         expected_expert_load(hp, weights, units, MoeSplit::kExperts),
                         expected_expert_load(hp, weights, units, MoeSplit::kMixed), balanced.c_str(), hp.n_expert_used,
                         hp.n_expert);
+            if (!one_host && split != MoeSplit::kBalanced && balanced_need > 0 && !parse_moe_split(o.parallel.moe_split)) {
+                std::printf("stage %zu: a run takes the balanced split where every node has the memory for its share of "
+                            "it (up to %.1f MiB)\n",
+                            s, balanced_need / 1048576.0);
+            }
         }
         const std::vector<Slice> slices =
             spec.stages.size() == 1

@@ -197,6 +197,7 @@ BenchResult run_bench(const BenchParams& params) {
             const double tokens = static_cast<double>(params.n_gen) * params.reps;
             const double workers = static_cast<double>(tp->ranks().size() - 1);
             result.ranks = static_cast<int>(tp->ranks().size());
+            if (model.hparams().has_experts()) result.moe_split = moe_split_name(tp->moe_split());
             result.sealed = true;
             for (size_t r = 1; r < tp->ranks().size(); ++r) {
                 result.sealed = result.sealed && tp->ranks()[r].sealed;

@@ -72,6 +72,7 @@ struct BenchResult {
     // each worker, and the root's time computing its share vs waiting.
     int ranks = 1;
     bool sealed = false;        // every worker's frames sealed
+    std::string moe_split;      // how a mixture of experts' experts split ("": a dense model)
     double handshake_ms = 0.0;  // the slowest worker's key handshake (connect to first sealed frame)
     double wire_bytes_per_token_per_worker = 0.0;
     double own_ms_per_token = 0.0;

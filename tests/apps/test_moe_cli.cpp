@@ -8,6 +8,7 @@
 // workers that hold no model (slice files of either split) and with a dense
 // draft is a single node's. (tests/model/test_moe_forward.cpp checks the FFN against a
 // reference, and streamed layers.)
+#include "memory_cgroup.h"
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -20,6 +21,8 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+
+#include <unistd.h>
 
 namespace tessera {
 namespace {
@@ -246,6 +249,71 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     const auto too_many = run_process(cmd({"plan", "-m", model, "--local", "9", "--moe-split", "balanced"}), 30);
     EXPECT_NE(too_many.exit_code, 0);
     EXPECT_NE(too_many.err.find("--moe-split balanced"), std::string::npos) << too_many.err;
+}
+
+// Where no split is asked for, a plan of the whole model takes the balanced
+// split where the memory holds it (the processes of --local share this
+// machine's): `plan` and a run say so, and its ranks compute their turns;
+// under a memory cgroup that holds two mixed shares but not two balanced
+// ones, both take the mixed split and the run still completes.
+TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
+    const std::string dir = test::scratch_dir("moe_balanced_default");
+    // 768 channels of Q4_K: 3 units over 2 ranks, the third dealt.
+    const std::string small = dir + "/small.gguf";
+    const auto g = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
+                                    "--kv-heads", "2", "--ffn", "768", "--experts", "8", "--experts-used", "2",
+                                    "--type", "Q4_K", "-q", "-o", small}),
+                               60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    const auto plan = run_process(cmd({"plan", "-m", small, "--local", "2"}), 30);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_NE(plan.out.find("experts split by balanced"), std::string::npos) << plan.out;
+    const auto run = run_process(cmd({"run", "-m", small, "--local", "2", "-p", "Once", "-n", "4", "-v"}), 60);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.err.find("(turn 0 of 2)"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("(turn 1 of 2)"), std::string::npos) << run.err;
+    // Workers elsewhere: their memory is known to a run only; plan says what it takes.
+    const auto remote = run_process(cmd({"plan", "-m", small, "--workers", "10.0.0.2:9999"}), 30);
+    ASSERT_EQ(remote.exit_code, 0) << remote.err;
+    EXPECT_NE(remote.out.find("experts split by mixed"), std::string::npos) << remote.out;
+    EXPECT_NE(remote.out.find("a run takes the balanced split where every node has the memory"), std::string::npos)
+        << remote.out;
+
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "sanitizer builds use several times the memory: a limit sized to the shares means nothing here";
+#endif
+    if (!test::MemoryCgroup::available()) GTEST_SKIP() << "needs root and the cgroup v1 memory controller";
+    // ~340 MB of experts (zeros, a sparse file): the dealt third (~113 MB
+    // for both ranks) far above the processes' own few tens of MB.
+    const std::string large = dir + "/large.gguf";
+    const auto l = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "1024", "--layers", "4", "--heads",
+                                    "8", "--kv-heads", "2", "--ffn", "768", "--experts", "64", "--experts-used", "4",
+                                    "--type", "Q4_K", "--zero-weights", "-q", "-o", large}),
+                               60);
+    ASSERT_EQ(l.exit_code, 0) << l.err;
+    const auto sum = [&](const char* split) {
+        const auto j = run_process(cmd({"plan", "-m", large, "--local", "2", "--moe-split", split, "--json"}), 30);
+        EXPECT_EQ(j.exit_code, 0) << j.err;
+        uint64_t bytes = 0;
+        const nlohmann::json plan = nlohmann::json::parse(j.out);
+        for (const auto& n : plan["nodes"]) {
+            bytes += n["weight_bytes"].get<uint64_t>() + n["kv_bytes"].get<uint64_t>();
+        }
+        return bytes;
+    };
+    const uint64_t mixed = sum("mixed"), balanced = sum("balanced");
+    ASSERT_GT(balanced, mixed + (100u << 20));
+    // Halfway, and 40 MiB for the processes themselves and the margin.
+    test::MemoryCgroup cg("tessera-moe-balanced-" + std::to_string(::getpid()), (mixed + balanced) / 2 + (40u << 20));
+    ASSERT_TRUE(cg.ok());
+    const auto limited_plan = run_process(cg.wrap(cmd({"plan", "-m", large, "--local", "2"})), 30);
+    ASSERT_EQ(limited_plan.exit_code, 0) << limited_plan.err;
+    EXPECT_NE(limited_plan.out.find("experts split by mixed"), std::string::npos) << limited_plan.out;
+    const auto limited_run =
+        run_process(cg.wrap(cmd({"run", "-m", large, "--local", "2", "-p", "Once", "-n", "1", "-v", "-t", "1"})), 120);
+    ASSERT_EQ(limited_run.exit_code, 0) << limited_run.err;
+    EXPECT_NE(limited_run.err.find("rank 1 "), std::string::npos) << limited_run.err;
+    EXPECT_EQ(limited_run.err.find("(turn "), std::string::npos) << limited_run.err;
 }
 
 // The flags and inputs this work added, given wrong values: each a clear

@@ -7,6 +7,7 @@
 // memory stays near its share of the weights and under the limit; and a stage
 // limited to half its share streams too, with the same output.
 #include "model/llama_model.h"
+#include "memory_cgroup.h"
 #include "model/random_model.h"
 #include "subprocess.h"
 #include "test_paths.h"
@@ -28,31 +29,8 @@ namespace tessera {
 namespace {
 
 using test::BackgroundProcess;
+using test::MemoryCgroup;
 using test::run_process;
-
-// A memory cgroup (v1) of its own, removed on destruction.
-class MemoryCgroup {
-public:
-    MemoryCgroup(const std::string& name, uint64_t limit) : path_("/sys/fs/cgroup/memory/" + name) {
-        ok_ = ::mkdir(path_.c_str(), 0755) == 0;
-        if (ok_) std::ofstream(path_ + "/memory.limit_in_bytes") << limit;
-    }
-    ~MemoryCgroup() {
-        if (ok_) ::rmdir(path_.c_str());
-    }
-    bool ok() const { return ok_; }
-    // A shell prefix that moves the command into this cgroup, then execs it.
-    std::vector<std::string> wrap(const std::vector<std::string>& argv, const std::string& stderr_file = "") const {
-        std::string line = "echo $$ > " + path_ + "/cgroup.procs && exec";
-        for (const std::string& a : argv) line += " '" + a + "'";
-        if (!stderr_file.empty()) line += " 2> '" + stderr_file + "'";
-        return {"/bin/sh", "-c", line};
-    }
-
-private:
-    std::string path_;
-    bool ok_ = false;
-};
 
 std::string read_all(const std::string& path) {
     std::ifstream in(path);
@@ -76,7 +54,7 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
 #if defined(__SANITIZE_ADDRESS__)
     GTEST_SKIP() << "sanitizer builds use several times the memory: resident sizes mean nothing here";
 #endif
-    if (::geteuid() != 0 || ::access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) != 0) {
+    if (!MemoryCgroup::available()) {
         GTEST_SKIP() << "needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory";
     }
     const std::string dir = test::scratch_dir("pipeline_memory");

@@ -309,4 +309,57 @@ TEST(PlanCost, ANodeShortOfMemoryStreamsAtItsDiskSpeed) {
     }
 }
 
+// A mixture of experts whose 256-channel units do not divide among two
+// ranks: a whole-model group takes the balanced split where every host has
+// the memory for its members' shares of it, else the mixed one; ranks on
+// one host (the root and a worker at a loopback address) share its memory.
+TEST(PlanCost, TheBalancedSplitIsCostedWhereEveryHostHoldsIt) {
+    static const LlamaModel model = [] {
+        const std::string path = test::scratch_dir("plan_cost") + "/moe.gguf";
+        RandomModelSpec spec;
+        spec.arch = "qwen3moe";
+        spec.n_embd = 1024;
+        spec.n_layer = 4;
+        spec.n_head = 8;
+        spec.n_head_kv = 2;
+        spec.n_ff = 768;
+        spec.n_expert = 64;
+        spec.n_expert_used = 4;
+        spec.n_vocab = 1000;
+        spec.type = QuantType::Q4_K;
+        spec.zero_weights = true;  // sizes only: ~340 MB of experts, no time
+        write_random_model(spec, path);
+        return LlamaModel(path);
+    }();
+    const ModelHParams& hp = model.hparams();
+    const ReductionUnits units = reduction_units(model);
+    ASSERT_EQ(units.ffn_channels, 256);
+    const std::vector<double> two = {1, 1};
+    uint64_t balanced = 0, mixed = 0;  // the larger share of each
+    for (const Slice& s : plan_tensor_parallel(hp, two, units, MoeSplit::kBalanced)) {
+        balanced = std::max(balanced, slice_footprint(model, s, 256, QuantType::F16).total());
+    }
+    for (const Slice& s : plan_tensor_parallel(hp, two, units, MoeSplit::kMixed)) {
+        mixed = std::max(mixed, slice_footprint(model, s, 256, QuantType::F16).total());
+    }
+    // The dealt third of every expert: far more than the planner's margins.
+    ASSERT_GT(balanced, mixed + 4 * headroom_margin(balanced));
+    const auto tp2 = [&](std::string worker, uint64_t memory) {
+        std::vector<NodeFacts> facts = nodes(1, {1e-4, 125e6}, memory);
+        facts[1].name = std::move(worker);
+        const std::vector<PlanOption> options = plan_options(model, facts, false, 256, QuantType::F16, false);
+        EXPECT_EQ(options[1].kind, PlanKind::TensorParallel);
+        return describe_option(options[1], facts);
+    };
+    const uint64_t plenty = uint64_t{1} << 34;
+    EXPECT_EQ(tp2("10.0.0.2:9999", plenty), "tensor parallel: root,10.0.0.2:9999 (experts split by balanced)");
+    // Each machine holds a mixed share but not a balanced one.
+    const uint64_t between = (balanced + mixed) / 2 + headroom_margin(balanced);
+    EXPECT_EQ(tp2("10.0.0.2:9999", between), "tensor parallel: root,10.0.0.2:9999 (experts split by mixed)");
+    // Two machines' worth each: enough apart, not for two balanced shares on one.
+    EXPECT_EQ(tp2("10.0.0.2:9999", 2 * between), "tensor parallel: root,10.0.0.2:9999 (experts split by balanced)");
+    EXPECT_EQ(tp2("127.0.0.1:9999", 2 * between), "tensor parallel: root,127.0.0.1:9999 (experts split by mixed)");
+    EXPECT_EQ(tp2("127.0.0.1:9999", plenty), "tensor parallel: root,127.0.0.1:9999 (experts split by balanced)");
+}
+
 }  // namespace tessera

@@ -346,6 +346,54 @@ TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
     EXPECT_EQ(expected_expert_load(hp, two, units, MoeSplit::kExperts), 0.0);
 }
 
+TEST(Planner, BalancedSplitIsTakenWhereItsMemoryFits) {
+    ModelHParams hp;
+    hp.n_layer = 1;
+    hp.n_head = 4;
+    hp.n_head_kv = 4;
+    hp.head_dim = 64;
+    hp.n_vocab = 100;
+    hp.n_ff = 768;
+    hp.n_expert = 128;
+    hp.n_expert_used = 8;
+    const std::vector<double> two = {1, 1};
+    const ReductionUnits units{1, 256};  // 3 units over 2 ranks: the third is dealt
+    int asked = 0;
+    std::vector<Slice> offered;
+    const auto answer = [&](bool fits) {
+        return [&asked, &offered, fits](std::span<const Slice> slices) {
+            ++asked;
+            offered.assign(slices.begin(), slices.end());
+            return fits;
+        };
+    };
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(true)), MoeSplit::kBalanced);
+    // It was asked about the balanced slices: the third unit on both ranks, dealt.
+    ASSERT_EQ(offered.size(), 2u);
+    for (size_t r = 0; r < offered.size(); ++r) {
+        ASSERT_TRUE(offered[r].has_tail()) << describe_slice(offered[r]);
+        EXPECT_EQ(offered[r].tails[0].deal_count, 2);
+        EXPECT_EQ(offered[r].tails[0].deal_index, static_cast<int>(r));
+    }
+    // Short of memory: the split choose_moe_split takes.
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(false)), MoeSplit::kMixed);
+    EXPECT_EQ(asked, 2);
+    // Not asked where it cannot help or cannot run: units that divide (the
+    // channel split), a rank with no unit of its own, a rank on a GPU, one
+    // rank, a dense model.
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, ReductionUnits{1, 32}, true, answer(true)), MoeSplit::kChannels);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(3, 1.0), units, true, answer(true)),
+              MoeSplit::kChannels);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(4, 1.0), units, true, answer(true)),
+              choose_moe_split(hp, std::vector<double>(4, 1.0), units));
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, false, answer(true)), MoeSplit::kExperts);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>{1}, units, true, answer(true)), MoeSplit::kChannels);
+    hp.n_expert = 0;
+    hp.n_expert_used = 0;
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(true)), MoeSplit::kChannels);
+    EXPECT_EQ(asked, 2);
+}
+
 TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {
     const std::string dir = test::scratch_dir("planner");
     RandomModelSpec spec;

@@ -5,10 +5,12 @@
 #include "cluster/planner/planner.h"
 #include "cluster/planner/speed_probe.h"
 #include "cluster/session/messages.h"
+#include "net/tcp.h"
 #include "util/error.h"
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <string_view>
 
@@ -19,6 +21,19 @@ namespace {
 // Exact partials take about 4.4 bytes a value as packed integers (measured
 // on the 8B shape: 17.7 KiB for 4096 values).
 constexpr double kExactBytesPerValue = 4.4;
+
+// The machine a node runs on: the root's own for the root and a worker
+// at a loopback address (as --local starts), else the address's host.
+std::string host_of_node(const std::string& name) {
+    if (name == "root") return {};
+    try {
+        const HostPort at = parse_host_port(name);
+        const bool loopback = at.host.starts_with("127.") || at.host == "localhost" || at.host == "::1";
+        return loopback ? std::string() : at.host;
+    } catch (const Error&) {
+        return name;  // a name, not an address: a machine of its own
+    }
+}
 
 struct Costing {
     const LlamaModel& model;
@@ -64,7 +79,24 @@ struct Costing {
         const std::vector<double> weights = weights_from_probes(probes);
         bool all_cpu = true;
         for (size_t i : members) all_cpu = all_cpu && nodes[i].device.empty();
-        const MoeSplit split = choose_moe_split(hp, weights, units, all_cpu);
+        // As the run's group chooses (tp_decoder.cpp): a whole-model group
+        // takes the balanced split where every host has the memory for its
+        // members' shares of it.
+        const auto fits = [&](std::span<const Slice> slices) {
+            std::map<std::string, std::pair<uint64_t, uint64_t>> hosts;  // host -> (needed, free)
+            for (size_t k = 0; k < members.size(); ++k) {
+                const NodeFacts& node = nodes[members[k]];
+                auto [it, fresh] = hosts.try_emplace(host_of_node(node.name), 0, node.free_memory);
+                it->second.first += slice_footprint(model, slices[k], n_ctx, kv_types).total();
+                it->second.second = std::min(it->second.second, node.free_memory);
+            }
+            for (const auto& [host, need_have] : hosts) {
+                if (need_have.first + headroom_margin(need_have.second) > need_have.second) return false;
+            }
+            return true;
+        };
+        const MoeSplit split = whole_model ? choose_moe_split_within_memory(hp, weights, units, all_cpu, fits)
+                                           : choose_moe_split(hp, weights, units, all_cpu);
         const std::vector<Slice> slices = whole_model ? plan_tensor_parallel(hp, weights, units, split)
                                                       : plan_stage_group(hp, layers, weights, units, first, last, split);
         double slowest = 0.0;
@@ -123,6 +155,7 @@ struct Costing {
         if (whole_model) {
             option.exchange = topology;
             option.partial_bands = bands;
+            if (hp.has_experts()) option.moe_split = split;
         }
         double network =
             syncs * (bands > 1 ? banded : topology == PartialTopology::kReduceScatter ? reduce_scatter : all_to_all);
@@ -255,6 +288,7 @@ std::string describe_option(const PlanOption& option, std::span<const NodeFacts>
             out += (k ? "," : "") + nodes[option.stages[s][k]].name;
         }
     }
+    if (option.moe_split) out += fmt::format(" (experts split by {})", moe_split_name(*option.moe_split));
     return out;
 }
 

@@ -28,10 +28,12 @@
 #include "cluster/session/messages.h"
 #include "attn/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/slice.h"
 #include "ops/quant_type.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +63,9 @@ struct PlanOption {
     // pipeline run auto_topology's choice, and are costed with it.
     PartialTopology exchange = PartialTopology::kAllToAll;
     int partial_bands = 1;  // n_ranks where the reduce-scatter in bands is the cheapest
+    // A tensor-parallel plan of a mixture of experts: how its experts split
+    // (the balanced split where every host has the memory for it).
+    std::optional<MoeSplit> moe_split;
     double compute_seconds = 0.0;
     double network_seconds = 0.0;
     bool fits = true;

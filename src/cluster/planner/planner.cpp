@@ -263,6 +263,24 @@ MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weight
     return best;
 }
 
+MoeSplit choose_moe_split_within_memory(const ModelHParams& hp, std::span<const double> weights,
+                                        const ReductionUnits& units, bool allow_mixed,
+                                        const std::function<bool(std::span<const Slice>)>& fits) {
+    const MoeSplit chosen = choose_moe_split(hp, weights, units, allow_mixed);
+    if (!hp.has_experts() || weights.size() < 2 || !allow_mixed) return chosen;
+    std::vector<Slice> balanced;
+    double load = 0.0;
+    try {
+        balanced = plan_tensor_parallel(hp, weights, units, MoeSplit::kBalanced);
+        load = expected_expert_load(hp, weights, units, MoeSplit::kBalanced);
+    } catch (const Error&) {
+        return chosen;  // a rank would hold no units of its own
+    }
+    // 1e-9 as in choose_moe_split: units that divide make it the channel split.
+    if (load >= expected_expert_load(hp, weights, units, chosen) - 1e-9) return chosen;
+    return fits(balanced) ? MoeSplit::kBalanced : chosen;
+}
+
 std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> layers,
                                     std::span<const double> group_weights, const ReductionUnits& units, bool first,
                                     bool last, MoeSplit split) {

@@ -15,6 +15,7 @@
 #include "model/slice.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,6 +54,17 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
 // leaves it out.
 MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
                           bool allow_mixed = true);
+
+// The split a run of the whole model takes where none is asked for:
+// choose_moe_split's, or the balanced one where it computes less on the
+// busiest rank (the units do not divide among the ranks), every rank holds
+// units of its own, the ranks compute on CPUs (allow_mixed) and `fits` says
+// every node has the memory for its share of it (its slices, in rank order).
+// It reads the fewest bytes a token on every rank; its price is memory,
+// so it is taken only where that memory is free.
+MoeSplit choose_moe_split_within_memory(const ModelHParams& hp, std::span<const double> weights,
+                                        const ReductionUnits& units, bool allow_mixed,
+                                        const std::function<bool(std::span<const Slice>)>& fits);
 
 // Pipeline: contiguous blocks of layers, one per stage, sized in proportion
 // to the stages' weights, every stage at least one layer. `counts` (layers per

@@ -15,6 +15,7 @@
 #include "util/timer.h"
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -147,11 +148,38 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     // a stage of a pipeline keeps its head whole on its root.
     const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
-    // The GPU forward computes one rectangle of the experts: no mixed split
-    // where a rank runs on one (auto never picks the balanced one).
+    // The GPU forward computes one rectangle of the experts: no mixed or
+    // balanced split where a rank runs on one.
     bool all_cpu = !config.root_device;
     for (const TpRankInfo& r : ranks_) all_cpu = all_cpu && r.device.empty();
-    moe_split_ = config.moe_split.value_or(choose_moe_split(hp, weights, units, all_cpu));
+    const int n_cached = config.forward.n_ctx * std::max(1, config.forward.n_seq);
+    const auto scratch = [&](const Slice& s) {
+        return slice_scratch_bytes(hp, s, config.forward.n_batch, config.forward.n_ctx, config.n_threads);
+    };
+    if (config.moe_split) {
+        moe_split_ = *config.moe_split;
+    } else if (whole_model && config.shard_vocab) {
+        // The balanced split where every host has the memory for its ranks'
+        // shares of it (workers on this host, as --local starts, share the
+        // root's memory; a worker's working buffers counted as the root's).
+        moe_split_ = choose_moe_split_within_memory(hp, weights, units, all_cpu, [&](std::span<const Slice> slices) {
+            std::map<std::string, std::pair<uint64_t, uint64_t>> hosts;  // host -> (needed, free)
+            for (size_t r = 0; r < slices.size(); ++r) {
+                const bool here = r == 0 || channels_[r - 1]->peer_is_loopback();
+                auto [it, fresh] = hosts.try_emplace(here ? std::string() : config_.workers[r - 1].host,
+                                                     0, ranks_[r].free_memory);
+                it->second.first += slice_footprint(model, slices[r], n_cached, config.forward.kv_types).total() +
+                                    scratch(slices[r]);
+                it->second.second = std::min(it->second.second, ranks_[r].free_memory);
+            }
+            for (const auto& [host, need_have] : hosts) {
+                if (need_have.first + headroom_margin(need_have.second) > need_have.second) return false;
+            }
+            return true;
+        });
+    } else {
+        moe_split_ = choose_moe_split(hp, weights, units, all_cpu);
+    }
     const std::vector<Slice> plan = whole_model && config.shard_vocab
                                         ? plan_tensor_parallel(hp, weights, units, moe_split_)
                                         : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
@@ -160,13 +188,10 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];
         ranks_[r].weight = weights[r];
-        const SliceFootprint f = slice_footprint(model, plan[r], config.forward.n_ctx * std::max(1, config.forward.n_seq),
-                                                 config.forward.kv_types);
+        const SliceFootprint f = slice_footprint(model, plan[r], n_cached, config.forward.kv_types);
         ranks_[r].footprint_bytes = f.total();
         // Workers also count their working buffers themselves (the root knows its own).
-        const uint64_t extra = r == 0 ? slice_scratch_bytes(hp, plan[r], config.forward.n_batch, config.forward.n_ctx,
-                                                            config.n_threads)
-                                      : 0;
+        const uint64_t extra = r == 0 ? scratch(plan[r]) : 0;
         const MemoryFit fit = memory_fit(f, extra, ranks_[r].free_memory, config.forward.offload);
         if (!fit.fits) {
             throw PlanRefused(fmt::format("plan refused: rank {} ({}) {} ({} bytes short)", r, ranks_[r].address,
