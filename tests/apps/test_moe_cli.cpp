@@ -272,6 +272,9 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_NE(run.err.find("(turn 0 of 2)"), std::string::npos) << run.err;
     EXPECT_NE(run.err.find("(turn 1 of 2)"), std::string::npos) << run.err;
+    const auto bench = run_process(cmd({"bench", "-m", small, "-p", "0", "-n", "4", "-r", "1", "--local", "2", "--json"}), 60);
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_EQ(nlohmann::json::parse(bench.out)["tp"]["moe_split"], "balanced") << bench.out;
     // Workers elsewhere: their memory is known to a run only; plan says what it takes.
     const auto remote = run_process(cmd({"plan", "-m", small, "--workers", "10.0.0.2:9999"}), 30);
     ASSERT_EQ(remote.exit_code, 0) << remote.err;
