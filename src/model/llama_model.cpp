@@ -8,6 +8,7 @@
 #include "util/progress.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <memory>
 
@@ -447,6 +448,36 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     return w;
 }
 
+namespace {
+
+// A router that llama.cpp's converter wrote as F32 (it keeps ffn_gate_inp
+// in F32) from a checkpoint trained in BF16, as Qwen3-MoE, Mixtral and
+// gpt-oss ship: every value a BF16 value, its low 16 bits zero. Such a
+// router is copied as BF16, half the bytes every token reads on every rank
+// (each rank computes the whole router), with the same products: float dot
+// products widen each weight to F32 before the same canonical sums
+// (ops/float_canonical.h). Any other router stays as it is.
+void narrow_router_to_bf16(Matrix& m, std::vector<std::unique_ptr<uint8_t[]>>& storage) {
+    static_assert(std::endian::native == std::endian::little, "a BF16 value is the high half of an F32's bytes here");
+    if (m.type != QuantType::F32 || m.data == nullptr || m.grouped || m.col_begin != 0) return;
+    const uint64_t n = static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
+    if (m.row_bytes != static_cast<uint64_t>(m.cols) * 4) return;
+    for (uint64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, m.data + 4 * i, 4);
+        if ((bits & 0xffffu) != 0) return;
+    }
+    storage.push_back(std::make_unique<uint8_t[]>(2 * n));
+    uint8_t* dst = storage.back().get();
+    for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + 2 * i, m.data + 4 * i + 2, 2);  // the high half (little-endian)
+    release_pages(m.data, 4 * n);
+    m.type = QuantType::BF16;
+    m.row_bytes = quant_row_bytes(QuantType::BF16, m.cols);
+    m.data = dst;
+}
+
+}  // namespace
+
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols, int64_t down_unit_cols,
                             uint64_t budget) {
     // Packed column slices are private already, but are moved too, so that
@@ -497,6 +528,7 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
             // Every expert's rows the slice holds (all, or a rank's packed
             // share): grouped where each expert's rows start a group.
             const bool aligned = lw.expert_rows % kGroupRows == 0 && hp.n_embd % kGroupRows == 0;
+            narrow_router_to_bf16(lw.router, w.packed);
             add(lw.router, 0, lw.router.rows);
             const size_t first_expert_part = parts.size();
             add(lw.gate_exps, lw.gate_exps.row_begin, lw.gate_exps.row_end(), 0, aligned);

@@ -471,8 +471,17 @@ void write_random_model(const RandomModelSpec& spec, const std::string& path,
             const int64_t ne = spec.n_expert, ff = spec.n_ff;
             const uint64_t router_seed = ++tensor_seed;
             const float router_stddev = 1.0f / std::sqrt(static_cast<float>(d));
+            // Its values BF16 ones, as in the files convert_hf_to_gguf.py
+            // writes from the BF16 checkpoints these families ship (it keeps
+            // the router in F32).
             writer.add_tensor(p + "ffn_gate_inp.weight", QuantType::F32, {d, ne}, [=](uint8_t* dst, uint64_t n) {
                 fill_random(QuantType::F32, router_stddev, router_seed, dst, n);
+                for (uint64_t i = 0; i + 4 <= n; i += 4) {
+                    uint32_t bits;
+                    std::memcpy(&bits, dst + i, 4);
+                    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;  // to nearest, ties to even
+                    std::memcpy(dst + i, &bits, 4);
+                }
             });
             const auto add_experts = [&](const std::string& name, int64_t cols, int64_t rows) {
                 const uint64_t seed = ++tensor_seed;

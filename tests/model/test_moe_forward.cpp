@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 
 namespace tessera {
@@ -154,6 +156,59 @@ TEST(MoeForward, ARowsBitsDoNotDependOnItsBatchOrOnStreaming) {
         for (double v : batched) scale = std::max(scale, std::fabs(v));
         for (size_t i = 0; i < mapped.size(); ++i) ASSERT_NEAR(mapped[i], batched[i], 1e-4 * scale) << i;
     }
+}
+
+// A router whose F32 values are all BF16 values (as convert_hf_to_gguf.py
+// writes them from a BF16 checkpoint, and gen-model does) is held as BF16
+// in private memory: half its bytes, and the FFN's bits are those of the
+// same router held as F32 (one value per layer moved off the BF16 grid by
+// its lowest bit keeps a router F32; that layer's choices may then differ,
+// so the layers compared keep their BF16 routers in both files).
+TEST(MoeForward, ARouterOfBf16ValuesIsHeldAsBf16WithTheSameBits) {
+    const std::string path = moe_model(QuantType::F32);  // no group layout: the mapped file's kernels
+    const std::string off_grid = path.substr(0, path.rfind('/')) + "/moe-router-f32.gguf";
+    {
+        std::ifstream in(path, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const LlamaModel model(path);
+        // Layer 0's router: its first 64 bytes found in the file, its first value's lowest bit set.
+        const GgufTensorInfo* router = model.file().find_tensor("blk.0.ffn_gate_inp.weight");
+        ASSERT_NE(router, nullptr);
+        const size_t at = bytes.find(std::string(reinterpret_cast<const char*>(router->data), 64));
+        ASSERT_NE(at, std::string::npos);
+        ASSERT_EQ(bytes.find(std::string(reinterpret_cast<const char*>(router->data), 64), at + 1), std::string::npos);
+        bytes[at] = static_cast<char>(bytes[at] | 1);
+        std::ofstream(off_grid, std::ios::binary) << bytes;
+    }
+    const LlamaModel bf16_valued(path), one_off(off_grid);
+    const ModelHParams& hp = bf16_valued.hparams();
+    ThreadPool pool(2);
+    ForwardConfig config;
+    config.n_ctx = 16;
+    config.n_batch = kRows;
+    SliceForward narrowed(bf16_valued, full_slice(hp), config, pool), kept(one_off, full_slice(hp), config, pool);
+    // Layer 0's router stays F32 in the second: 2 more bytes a weight.
+    EXPECT_EQ(kept.private_weight_bytes() - narrowed.private_weight_bytes(),
+              static_cast<uint64_t>(hp.n_expert) * static_cast<uint64_t>(hp.n_embd) * 2);
+    // Layers 1 and 2: BF16 routers in both, the same bits as each other and
+    // as the mapped file's F32 routers (--mmap: no private copy).
+    config.private_weights = false;
+    SliceForward mapped(bf16_valued, full_slice(hp), config, pool);
+    EXPECT_EQ(mapped.private_weight_bytes(), 0u);
+    const std::vector<float> h = inputs(hp.n_embd);
+    for (int layer : {1, 2}) {
+        std::vector<double> a(h.size()), b(h.size()), c(h.size());
+        narrowed.ffn_partial(layer, h.data(), kRows, a.data());
+        kept.ffn_partial(layer, h.data(), kRows, b.data());
+        mapped.ffn_partial(layer, h.data(), kRows, c.data());
+        EXPECT_EQ(a, b) << "layer " << layer;
+        EXPECT_EQ(a, c) << "layer " << layer;
+    }
+    // The layer whose router differs by one bit in one value stays close.
+    std::vector<double> a(h.size()), b(h.size());
+    narrowed.ffn_partial(0, h.data(), kRows, a.data());
+    kept.ffn_partial(0, h.data(), kRows, b.data());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-3) << i;
 }
 
 // Larger than memory by a little: the last layer's experts stream expert by

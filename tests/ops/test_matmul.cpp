@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -80,6 +81,47 @@ TEST(Matmul, EqualsOneDotPerRowAndPosition) {
                     std::vector<float> y(want.size(), NAN);
                     matmul(w.m, rect, xq, y.data(), rect.row_end - rect.row_begin, pool);
                     expect_close(y, want, quant_type_name(type));
+                }
+            }
+        }
+    }
+}
+
+// A router written as F32 from a BF16 checkpoint is held as BF16
+// (llama_model.cpp): F32 rows whose values are all BF16 values give the bits
+// of their BF16 copy, for one position and a batch, whole rows and a rect,
+// with 1 and 3 threads (float products widen each weight to F32 first).
+TEST(Matmul, F32RowsOfBf16ValuesGiveTheBitsOfTheirBf16Copy) {
+    for (const int64_t cols : {int64_t{2048}, int64_t{2880}, int64_t{100}}) {
+        const int64_t rows = 37;
+        Rng rng(static_cast<uint64_t>(cols));
+        std::vector<uint8_t> f32(static_cast<size_t>(rows * cols * 4)), bf16(static_cast<size_t>(rows * cols * 2));
+        for (int64_t i = 0; i < rows * cols; ++i) {
+            const float v = rng.next_normal() * 0.05f;
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            bits &= 0xffff0000u;
+            std::memcpy(f32.data() + 4 * i, &bits, 4);
+            const auto high = static_cast<uint16_t>(bits >> 16);
+            std::memcpy(bf16.data() + 2 * i, &high, 2);
+        }
+        const Matrix wide{QuantType::F32, cols, rows, quant_row_bytes(QuantType::F32, cols), f32.data()};
+        const Matrix narrow{QuantType::BF16, cols, rows, quant_row_bytes(QuantType::BF16, cols), bf16.data()};
+        ASSERT_EQ(compute_traits(QuantType::BF16)->vec_dot_type, compute_traits(QuantType::F32)->vec_dot_type);
+        for (int n_tok : {1, 5, 40}) {
+            std::vector<float> x(static_cast<size_t>(n_tok * cols));
+            for (auto& v : x) v = rng.next_normal();
+            QuantizedActivation xq;
+            xq.quantize(x.data(), cols, compute_traits(QuantType::F32)->vec_dot_type, n_tok);
+            for (const MatRect rect : {MatRect{0, rows, 0, cols}, MatRect{3, 30, 0, cols}}) {
+                const int64_t n = rect.row_end - rect.row_begin;
+                for (int threads : {1, 3}) {
+                    ThreadPool pool(threads);
+                    std::vector<float> a(static_cast<size_t>(n_tok * n)), b(a.size());
+                    matmul(wide, rect, xq, a.data(), n, pool);
+                    matmul(narrow, rect, xq, b.data(), n, pool);
+                    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                        << cols << " columns, " << n_tok << " positions, " << threads << " threads";
                 }
             }
         }
