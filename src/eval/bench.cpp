@@ -72,7 +72,9 @@ uint64_t layer_bytes(const SliceWeights& w, int experts_used) {
         if (l.router.rows > 0) {
             uint64_t experts = matrix_bytes(l.gate_exps) + matrix_bytes(l.up_exps) + matrix_bytes(l.down_exps);
             for (const LayerWeights::ExpertTail& t : l.tails) experts += matrix_bytes(t.gate) + matrix_bytes(t.up) + matrix_bytes(t.down);
-            bytes += matrix_bytes(l.router) + experts / static_cast<uint64_t>(l.router.rows) * static_cast<uint64_t>(experts_used);
+            // A router of BF16 values is read as BF16 from the private copy.
+            const uint64_t router = matrix_bytes(l.router) / (holds_bf16_values(l.router) ? 2 : 1);
+            bytes += router + experts / static_cast<uint64_t>(l.router.rows) * static_cast<uint64_t>(experts_used);
         }
     }
     return bytes;

@@ -448,6 +448,18 @@ SliceWeights load_slice_weights(const LlamaModel& model, const Slice& slice, Col
     return w;
 }
 
+bool holds_bf16_values(const Matrix& m) {
+    if (m.type != QuantType::F32 || m.data == nullptr || m.grouped || m.col_begin != 0) return false;
+    if (m.row_bytes != static_cast<uint64_t>(m.cols) * 4) return false;
+    const uint64_t n = static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
+    for (uint64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, m.data + 4 * i, 4);
+        if ((bits & 0xffffu) != 0) return false;
+    }
+    return true;
+}
+
 namespace {
 
 // A router that llama.cpp's converter wrote as F32 (it keeps ffn_gate_inp
@@ -459,14 +471,8 @@ namespace {
 // (ops/float_canonical.h). Any other router stays as it is.
 void narrow_router_to_bf16(Matrix& m, std::vector<std::unique_ptr<uint8_t[]>>& storage) {
     static_assert(std::endian::native == std::endian::little, "a BF16 value is the high half of an F32's bytes here");
-    if (m.type != QuantType::F32 || m.data == nullptr || m.grouped || m.col_begin != 0) return;
+    if (!holds_bf16_values(m)) return;
     const uint64_t n = static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
-    if (m.row_bytes != static_cast<uint64_t>(m.cols) * 4) return;
-    for (uint64_t i = 0; i < n; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, m.data + 4 * i, 4);
-        if ((bits & 0xffffu) != 0) return;
-    }
     storage.push_back(std::make_unique<uint8_t[]>(2 * n));
     uint8_t* dst = storage.back().get();
     for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + 2 * i, m.data + 4 * i + 2, 2);  // the high half (little-endian)

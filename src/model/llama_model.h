@@ -158,6 +158,11 @@ ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int
 // keeps the ones used recently. Whole layers stream only if that is not
 // enough. (Only experts viewed whole in the file: a rank's packed share of
 // every expert's channels is private already.)
+// Whether a whole F32 matrix in row layout holds only BF16 values (the low
+// 16 bits of every value zero): copy_to_private_memory holds such a router
+// as BF16.
+bool holds_bf16_values(const Matrix& m);
+
 void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_unit_cols = 0,
                             int64_t down_unit_cols = 0, uint64_t budget = UINT64_MAX);
 

@@ -182,17 +182,23 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     EXPECT_EQ(run({"--draft-model", draft}), want) << c.arch << ": speculative decoding with a dense draft";
 }
 
+// A Qwen3-MoE of 2 layers, width 256 and 8 experts of `ffn` channels (2
+// used per token), in `type`, written to `path`.
+void small_qwen3moe(const std::string& path, const std::string& ffn, const std::string& type) {
+    const auto g = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
+                                    "--kv-heads", "2", "--ffn", ffn, "--experts", "8", "--experts-used", "2", "--type",
+                                    type, "-q", "-o", path}),
+                               60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+}
+
 // `plan` shows how the experts are split (and why: each way's expected load
 // on the busiest rank), whole experts per rank as E ranges, in JSON too, and
 // a draft model counted on the root.
 TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     const std::string dir = test::scratch_dir("moe_plan");
     const std::string model = dir + "/model.gguf";
-    const auto g = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
-                                    "--kv-heads", "2", "--ffn", "256", "--experts", "8", "--experts-used", "2",
-                                    "--type", "Q8_0", "-q", "-o", model}),
-                               60);
-    ASSERT_EQ(g.exit_code, 0) << g.err;
+    ASSERT_NO_FATAL_FAILURE(small_qwen3moe(model, "256", "Q8_0"));
     const auto by_experts = run_process(cmd({"plan", "-m", model, "--local", "2", "--moe-split", "experts",
                                              "--draft-model", model}),
                                         30);
@@ -260,11 +266,7 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     const std::string dir = test::scratch_dir("moe_balanced_default");
     // 768 channels of Q4_K: 3 units over 2 ranks, the third dealt.
     const std::string small = dir + "/small.gguf";
-    const auto g = run_process(cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
-                                    "--kv-heads", "2", "--ffn", "768", "--experts", "8", "--experts-used", "2",
-                                    "--type", "Q4_K", "-q", "-o", small}),
-                               60);
-    ASSERT_EQ(g.exit_code, 0) << g.err;
+    ASSERT_NO_FATAL_FAILURE(small_qwen3moe(small, "768", "Q4_K"));
     const auto plan = run_process(cmd({"plan", "-m", small, "--local", "2"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;
     EXPECT_NE(plan.out.find("experts split by balanced"), std::string::npos) << plan.out;

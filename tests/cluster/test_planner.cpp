@@ -302,15 +302,7 @@ TEST(Planner, BalancedSplitComputesEveryChosenChannelOnceAndEvenly) {
 }
 
 TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
-    ModelHParams hp;
-    hp.n_layer = 1;
-    hp.n_head = 4;
-    hp.n_head_kv = 4;
-    hp.head_dim = 64;
-    hp.n_vocab = 100;
-    hp.n_ff = 768;
-    hp.n_expert = 128;
-    hp.n_expert_used = 8;
+    ModelHParams hp = qwen3_30b_experts();
     const std::vector<double> two = {1, 1};
     const ReductionUnits units{1, 256};  // 768 channels: 3 units, shares of 512 and 256
     EXPECT_NEAR(expected_expert_load(hp, two, units, MoeSplit::kChannels), 8.0 * 512 / 768, 1e-9);
@@ -347,15 +339,7 @@ TEST(Planner, ExpectedExpertLoadMatchesTheHypergeometricMean) {
 }
 
 TEST(Planner, BalancedSplitIsTakenWhereItsMemoryFits) {
-    ModelHParams hp;
-    hp.n_layer = 1;
-    hp.n_head = 4;
-    hp.n_head_kv = 4;
-    hp.head_dim = 64;
-    hp.n_vocab = 100;
-    hp.n_ff = 768;
-    hp.n_expert = 128;
-    hp.n_expert_used = 8;
+    ModelHParams hp = qwen3_30b_experts();
     const std::vector<double> two = {1, 1};
     const ReductionUnits units{1, 256};  // 3 units over 2 ranks: the third is dealt
     int asked = 0;
