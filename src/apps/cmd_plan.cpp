@@ -255,13 +255,12 @@ void plan(const PlanOptions& given) {
         const bool one_host = spec.stages.size() == 1 && o.parallel.local > 1;
         uint64_t balanced_need = 0;  // the largest share of the balanced split (0: not planned)
         const auto fits_here = [&](std::span<const Slice> slices) {
-            uint64_t sum = 0;
+            std::vector<HostShare> shares;
             for (const Slice& slice : slices) {
-                const uint64_t need = slice_footprint(model, slice, n_ctx, kv_types).total();
-                sum += need;
-                balanced_need = std::max(balanced_need, need);
+                shares.push_back({"", slice_footprint(model, slice, n_ctx, kv_types).total(), available_memory_bytes()});
+                balanced_need = std::max(balanced_need, shares.back().need);
             }
-            return one_host && sum + headroom_margin(available_memory_bytes()) <= available_memory_bytes();
+            return one_host && shares_fit_hosts(shares);
         };
         const MoeSplit split = parse_moe_split(o.parallel.moe_split)
                                    .value_or(spec.stages.size() == 1

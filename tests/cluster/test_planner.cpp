@@ -431,4 +431,20 @@ TEST(Planner, StageGroupsDoNotSplitTheHead) {
     }
 }
 
+// Ranks of one machine share its memory: their shares add up against the
+// least free memory any of them reported, with the planner's margin.
+TEST(Planner, SharesOfOneMachineAddUp) {
+    const uint64_t gib = uint64_t{1} << 30;
+    const uint64_t have = 10 * gib;
+    const uint64_t half = (have - headroom_margin(have)) / 2;
+    EXPECT_TRUE(shares_fit_hosts(std::vector<HostShare>{{"", half, have}, {"", half, have}}));
+    EXPECT_FALSE(shares_fit_hosts(std::vector<HostShare>{{"", half, have}, {"", half + 1, have}}));
+    // The least report counts: a later rank saw less free.
+    EXPECT_FALSE(shares_fit_hosts(std::vector<HostShare>{{"", half, have}, {"", half, have - gib}}));
+    // Two machines: each its own.
+    EXPECT_TRUE(shares_fit_hosts(std::vector<HostShare>{{"", 2 * half, have}, {"10.0.0.2", 2 * half, have}}));
+    EXPECT_FALSE(shares_fit_hosts(std::vector<HostShare>{{"", 2 * half, have}, {"10.0.0.2", 2 * half + 1, have}}));
+    EXPECT_TRUE(shares_fit_hosts(std::vector<HostShare>{}));
+}
+
 }  // namespace tessera

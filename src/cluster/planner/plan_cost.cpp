@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <string_view>
 
@@ -83,17 +82,13 @@ struct Costing {
         // takes the balanced split where every host has the memory for its
         // members' shares of it.
         const auto fits = [&](std::span<const Slice> slices) {
-            std::map<std::string, std::pair<uint64_t, uint64_t>> hosts;  // host -> (needed, free)
+            std::vector<HostShare> shares;
             for (size_t k = 0; k < members.size(); ++k) {
                 const NodeFacts& node = nodes[members[k]];
-                auto [it, fresh] = hosts.try_emplace(host_of_node(node.name), 0, node.free_memory);
-                it->second.first += slice_footprint(model, slices[k], n_ctx, kv_types).total();
-                it->second.second = std::min(it->second.second, node.free_memory);
+                shares.push_back({host_of_node(node.name), slice_footprint(model, slices[k], n_ctx, kv_types).total(),
+                                  node.free_memory});
             }
-            for (const auto& [host, need_have] : hosts) {
-                if (need_have.first + headroom_margin(need_have.second) > need_have.second) return false;
-            }
-            return true;
+            return shares_fit_hosts(shares);
         };
         const MoeSplit split = whole_model ? choose_moe_split_within_memory(hp, weights, units, all_cpu, fits)
                                            : choose_moe_split(hp, weights, units, all_cpu);

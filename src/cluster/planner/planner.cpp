@@ -6,6 +6,7 @@
 #include "util/error.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <numeric>
 
@@ -261,6 +262,19 @@ MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weight
         if (load < least - 1e-9) best = split, least = load;
     }
     return best;
+}
+
+bool shares_fit_hosts(std::span<const HostShare> shares) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> hosts;  // host -> (needed, free)
+    for (const HostShare& s : shares) {
+        auto [it, fresh] = hosts.try_emplace(s.host, 0, s.free_memory);
+        it->second.first += s.need;
+        it->second.second = std::min(it->second.second, s.free_memory);
+    }
+    for (const auto& [host, need_have] : hosts) {
+        if (need_have.first + headroom_margin(need_have.second) > need_have.second) return false;
+    }
+    return true;
 }
 
 MoeSplit choose_moe_split_within_memory(const ModelHParams& hp, std::span<const double> weights,

@@ -55,6 +55,18 @@ double expected_expert_load(const ModelHParams& hp, std::span<const double> weig
 MoeSplit choose_moe_split(const ModelHParams& hp, std::span<const double> weights, const ReductionUnits& units,
                           bool allow_mixed = true);
 
+// One rank's share on a machine: `host` names the machine ("" the root's),
+// `need` the bytes of its share, `free_memory` what the rank reported free.
+struct HostShare {
+    std::string host;
+    uint64_t need = 0;
+    uint64_t free_memory = 0;
+};
+// Whether every machine has the memory for all its ranks' shares: their sum
+// and the margin (headroom_margin) within the least free memory any of them
+// reported (ranks of one machine share its memory).
+bool shares_fit_hosts(std::span<const HostShare> shares);
+
 // The split a run of the whole model takes where none is asked for:
 // choose_moe_split's, or the balanced one where it computes less on the
 // busiest rank (the units do not divide among the ranks), every rank holds

@@ -15,7 +15,6 @@
 #include "util/timer.h"
 
 #include <algorithm>
-#include <map>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -163,19 +162,15 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
         // shares of it (workers on this host, as --local starts, share the
         // root's memory; a worker's working buffers counted as the root's).
         moe_split_ = choose_moe_split_within_memory(hp, weights, units, all_cpu, [&](std::span<const Slice> slices) {
-            std::map<std::string, std::pair<uint64_t, uint64_t>> hosts;  // host -> (needed, free)
+            std::vector<HostShare> shares;
             for (size_t r = 0; r < slices.size(); ++r) {
                 const bool here = r == 0 || channels_[r - 1]->peer_is_loopback();
-                auto [it, fresh] = hosts.try_emplace(here ? std::string() : config_.workers[r - 1].host,
-                                                     0, ranks_[r].free_memory);
-                it->second.first += slice_footprint(model, slices[r], n_cached, config.forward.kv_types).total() +
-                                    scratch(slices[r]);
-                it->second.second = std::min(it->second.second, ranks_[r].free_memory);
+                shares.push_back({here ? std::string() : config_.workers[r - 1].host,
+                                  slice_footprint(model, slices[r], n_cached, config.forward.kv_types).total() +
+                                      scratch(slices[r]),
+                                  ranks_[r].free_memory});
             }
-            for (const auto& [host, need_have] : hosts) {
-                if (need_have.first + headroom_margin(need_have.second) > need_have.second) return false;
-            }
-            return true;
+            return shares_fit_hosts(shares);
         });
     } else {
         moe_split_ = choose_moe_split(hp, weights, units, all_cpu);
