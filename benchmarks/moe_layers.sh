@@ -4,7 +4,8 @@
 # experts, same head) give the cost of one layer and of the rest (embedding,
 # output head, sampling), for 1 process at 1 and 2 threads and for 2
 # processes (--local 2 --exact) with each way of splitting the experts
-# (--moe-split channels / experts / mixed). From those, the whole model's time per
+# (--moe-split channels / experts / mixed / balanced, and none: the split a run
+# takes by itself). From those, the whole model's time per
 # token on one node: layers x per-layer + rest. The runs alternate, ROUNDS
 # times; per-layer = (t_B - t_A) / (B - A) over the mean time per token.
 #
@@ -62,7 +63,8 @@ done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 configs=("1t:-t 1" "2t:-t 2" "channels:-t 1 --local 2 --exact --moe-split channels"
-         "experts:-t 1 --local 2 --exact --moe-split experts" "mixed:-t 1 --local 2 --exact --moe-split mixed")
+         "experts:-t 1 --local 2 --exact --moe-split experts" "mixed:-t 1 --local 2 --exact --moe-split mixed"
+         "balanced:-t 1 --local 2 --exact --moe-split balanced" "auto:-t 1 --local 2 --exact")
 for ((r = 1; r <= rounds; r++)); do
   for l in $few $many; do
     for c in "${configs[@]}"; do
@@ -84,14 +86,19 @@ for line in open(path):
     times[(name, int(layers))].append(1.0 / float(tps))
 labels = {"1t": "1 process, 1 thread", "2t": "1 process, 2 threads",
           "channels": "2 processes x 1 thread, channel split", "experts": "2 processes x 1 thread, expert split",
-          "mixed": "2 processes x 1 thread, mixed split"}
+          "mixed": "2 processes x 1 thread, mixed split", "balanced": "2 processes x 1 thread, balanced split",
+          "auto": "2 processes x 1 thread, no --moe-split"}
 print(f"\n{preset} shape: {few} and {many} layers, median tok/s of each run, mean time per token over the rounds")
-print(f"{'run':40} {'per layer ms':>13} {'rest ms':>8} {f'{full} layers: ms/token':>22} {'tok/s':>7}")
+print(f"{'run':40} {'per layer ms':>13} {'rest ms':>8} {f'{full} layers: ms/token':>22} {'tok/s':>7} {'/ 2 threads':>11}")
+wholes = {}
 for name, label in labels.items():
     a = sum(times[(name, few)]) / len(times[(name, few)])
     b = sum(times[(name, many)]) / len(times[(name, many)])
     per_layer = (b - a) / (many - few)
     rest = a - few * per_layer
     whole = full * per_layer + rest
-    print(f"{label:40} {per_layer * 1e3:13.2f} {rest * 1e3:8.1f} {whole * 1e3:22.1f} {1 / whole:7.2f}")
+    wholes[name] = whole
+    # Two processes against one of two threads, on the whole model's projected time.
+    ratio = f"{wholes['2t'] / whole:11.3f}" if name not in ("1t", "2t") else ""
+    print(f"{label:40} {per_layer * 1e3:13.2f} {rest * 1e3:8.1f} {whole * 1e3:22.1f} {1 / whole:7.2f} {ratio}")
 PY

@@ -236,6 +236,7 @@ void plan(const PlanOptions& given) {
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, stage_weights, stage_layers);
     const ReductionUnits units = reduction_units(model);
+    const uint64_t here = available_memory_bytes();
     std::vector<PlannedNode> nodes;
     for (size_t s = 0; s < spec.stages.size(); ++s) {
         const ClusterStage& stage = spec.stages[s];
@@ -257,7 +258,7 @@ void plan(const PlanOptions& given) {
         const auto fits_here = [&](std::span<const Slice> slices) {
             std::vector<HostShare> shares;
             for (const Slice& slice : slices) {
-                shares.push_back({"", slice_footprint(model, slice, n_ctx, kv_types).total(), available_memory_bytes()});
+                shares.push_back({"", slice_footprint(model, slice, n_ctx, kv_types).total(), here});
                 balanced_need = std::max(balanced_need, shares.back().need);
             }
             return one_host && shares_fit_hosts(shares);
@@ -295,7 +296,6 @@ void plan(const PlanOptions& given) {
             nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_types)});
         }
     }
-    const uint64_t here = available_memory_bytes();
     if (o.json) {
         nlohmann::json j = nlohmann::json::array();
         for (const PlannedNode& n : nodes) {
