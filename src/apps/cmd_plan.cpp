@@ -263,10 +263,11 @@ void plan(const PlanOptions& given) {
             }
             return one_host && shares_fit_hosts(shares);
         };
+        const GroupScope scope = spec.stages.size() == 1
+                                     ? GroupScope{}
+                                     : GroupScope::stage(blocks[s], s == 0, s + 1 == spec.stages.size());
         const MoeSplit split = parse_moe_split(o.parallel.moe_split)
-                                   .value_or(spec.stages.size() == 1
-                                                 ? choose_moe_split_within_memory(hp, weights, units, true, fits_here)
-                                                 : choose_moe_split(hp, weights, units));
+                                   .value_or(choose_moe_split_within_memory(hp, weights, units, true, scope, fits_here));
         if (hp.has_experts() && names.size() > 1 && !o.json) {
             // The busiest rank's expected expert products per token, in whole
             // experts on a rank of weight 1 (planner.h), each way.
@@ -288,10 +289,7 @@ void plan(const PlanOptions& given) {
                             s, balanced_need / 1048576.0);
             }
         }
-        const std::vector<Slice> slices =
-            spec.stages.size() == 1
-                ? plan_tensor_parallel(hp, weights, units, split)
-                : plan_stage_group(hp, blocks[s], weights, units, s == 0, s + 1 == spec.stages.size(), split);
+        const std::vector<Slice> slices = plan_group(hp, scope, weights, units, split);
         for (size_t n = 0; n < names.size(); ++n) {
             nodes.push_back({s, names[n], slices[n], slice_footprint(model, slices[n], n_ctx, kv_types)});
         }

@@ -54,10 +54,10 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
                     "channels: each token's work balanced), experts (whole experts per rank, every channel), mixed "
                     "(channels, split another way for each of as many groups of experts as ranks: for channels that "
                     "do not divide evenly), balanced (channels, and the units that do not divide held by every "
-                    "rank and dealt per token: every token's work even, for more memory per rank) or auto (a plan "
-                    "of the whole model takes balanced where every machine has the memory for its ranks' shares of "
-                    "it, else the lowest expected load on the busiest rank, for these ranks' shares); the same "
-                    "bits every way")
+                    "rank and dealt per token: every token's work even, for more memory per rank) or auto (every group, "
+                    "the whole model's or a pipeline stage's, takes balanced where every machine has the memory for "
+                    "its ranks' shares of it, else the lowest expected load on the busiest rank, for these ranks' "
+                    "shares; a stage's leader decides for its group); the same bits every way")
         ->check(CLI::IsMember({"auto", "channels", "experts", "mixed", "balanced"}));
     cmd->add_option("--partial-bands", o.partial_bands,
                     "Tensor parallel: send each rank's partial of a step in N bands, each as soon as the product has "

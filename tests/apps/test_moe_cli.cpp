@@ -321,6 +321,67 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     EXPECT_EQ(limited_run.err.find("(turn "), std::string::npos) << limited_run.err;
 }
 
+// A pipeline stage that is a tensor-parallel group takes the balanced split
+// where its machine's memory holds it, as a whole-model plan does: its
+// leader decides (only it hears its members' memory) and reports the share
+// it planned for itself, which the run's plan shows. The root's own group
+// and a worker-led group, each the single node's tokens.
+TEST(MoePlan, AStageGroupTakesTheBalancedSplitWhereItsMemoryHoldsIt) {
+    const std::string dir = test::scratch_dir("moe_group_balanced");
+    // 768 channels of Q4_K: 3 units over a group of 2, the third dealt.
+    const std::string model = dir + "/small.gguf";
+    ASSERT_NO_FATAL_FAILURE(small_qwen3moe(model, "768", "Q4_K"));
+    const std::vector<int> want = test::greedy_tokens(model);
+    ASSERT_EQ(want.size(), 24u);
+    // Equal shares in each group (measured speeds would move its units).
+    const auto run = [&](const std::vector<std::string>& first, const std::vector<std::string>& second) {
+        const std::string file = dir + "/cluster.toml";
+        const auto nodes = [](const std::vector<std::string>& names) {
+            std::string list, weights;
+            for (const std::string& n : names) {
+                list += (list.empty() ? "\"" : ", \"") + n + "\"";
+                weights += weights.empty() ? "1" : ", 1";
+            }
+            return "nodes = [" + list + "]\nweights = [" + weights + "]\nlayers = 1\n";
+        };
+        std::ofstream(file) << "[[stage]]\n" << nodes(first) << "\n[[stage]]\n" << nodes(second);
+        const auto r = run_process(cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea", "-n",
+                                        "24", "--temp", "0", "--json", "--cluster", file}),
+                                   120);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+    };
+    {
+        std::vector<std::unique_ptr<test::BackgroundProcess>> workers(2);
+        std::vector<std::string> at;
+        for (auto& w : workers) at.push_back(test::start_worker(w, model));
+        const nlohmann::json led = run({"root"}, {at[0], at[1]});
+        ASSERT_TRUE(led.contains("plan")) << led.dump();
+        EXPECT_EQ(led["tokens"].get<std::vector<int>>(), want) << "a worker-led group of the balanced split";
+        EXPECT_NE(led["plan"][1]["slice"].get<std::string>().find("(turn 0 of 2)"), std::string::npos)
+            << led["plan"].dump();
+        EXPECT_EQ(led["plan"][0]["slice"].get<std::string>().find("(turn"), std::string::npos) << led["plan"].dump();
+    }
+    {
+        std::vector<std::unique_ptr<test::BackgroundProcess>> workers(2);
+        std::vector<std::string> at;
+        for (auto& w : workers) at.push_back(test::start_worker(w, model));
+        const nlohmann::json rooted = run({"root", at[0]}, {at[1]});
+        ASSERT_TRUE(rooted.contains("plan")) << rooted.dump();
+        EXPECT_EQ(rooted["tokens"].get<std::vector<int>>(), want) << "the root's group of the balanced split";
+        EXPECT_NE(rooted["plan"][0]["slice"].get<std::string>().find("(turn 0 of 2)"), std::string::npos)
+            << rooted["plan"].dump();
+    }
+    // `plan` of such stages cannot know the workers' memory: it names the
+    // split a run takes without it, and when a run takes the balanced one.
+    const auto plan = run_process(cmd({"plan", "-m", model, "--stages", "root/10.0.0.2:9999,10.0.0.3:9999"}), 30);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_NE(plan.out.find("stage 1: experts split by mixed"), std::string::npos) << plan.out;
+    EXPECT_NE(plan.out.find("stage 1: a run takes the balanced split where every node has the memory"),
+              std::string::npos)
+        << plan.out;
+}
+
 // The flags and inputs this work added, given wrong values: each a clear
 // error naming the problem, never a crash.
 TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {

@@ -360,6 +360,32 @@ TEST(PlanCost, TheBalancedSplitIsCostedWhereEveryHostHoldsIt) {
     EXPECT_EQ(tp2("10.0.0.2:9999", 2 * between), "tensor parallel: root,10.0.0.2:9999 (experts split by balanced)");
     EXPECT_EQ(tp2("127.0.0.1:9999", 2 * between), "tensor parallel: root,127.0.0.1:9999 (experts split by mixed)");
     EXPECT_EQ(tp2("127.0.0.1:9999", plenty), "tensor parallel: root,127.0.0.1:9999 (experts split by balanced)");
+
+    // A hybrid plan's group decides the same way for its own layers (its
+    // leader does in a run): a group of two, then a stage of one.
+    const auto hybrid = [&](uint64_t memory) {
+        const std::vector<NodeFacts> facts = nodes(2, {1e-4, 125e6}, memory);
+        for (const PlanOption& o : plan_options(model, facts, false, 256, QuantType::F16, false)) {
+            if (o.kind == PlanKind::Hybrid) return std::make_pair(o, describe_option(o, facts));
+        }
+        ADD_FAILURE() << "no hybrid option";
+        return std::make_pair(PlanOption(), std::string());
+    };
+    const auto [roomy, roomy_text] = hybrid(plenty);
+    EXPECT_EQ(roomy_text, "hybrid: root,10.0.0.2:9999 / 10.0.0.3:9999 (stage 0: experts split by balanced)");
+    ASSERT_EQ(roomy.stage_layers.size(), 2u);
+    const std::pair<int, int> layers = {0, roomy.stage_layers[0]};
+    uint64_t group_balanced = 0, group_mixed = 0;  // the larger share of each, over the group's layers
+    for (const Slice& s : plan_stage_group(hp, layers, two, units, true, false, MoeSplit::kBalanced)) {
+        group_balanced = std::max(group_balanced, slice_footprint(model, s, 256, QuantType::F16).total());
+    }
+    for (const Slice& s : plan_stage_group(hp, layers, two, units, true, false, MoeSplit::kMixed)) {
+        group_mixed = std::max(group_mixed, slice_footprint(model, s, 256, QuantType::F16).total());
+    }
+    ASSERT_GT(group_balanced, group_mixed + 4 * headroom_margin(group_balanced));
+    const auto [tight, tight_text] = hybrid((group_balanced + group_mixed) / 2 + headroom_margin(group_balanced));
+    EXPECT_TRUE(tight.fits) << tight.why_not;
+    EXPECT_EQ(tight_text, "hybrid: root,10.0.0.2:9999 / 10.0.0.3:9999 (stage 0: experts split by mixed)");
 }
 
 }  // namespace tessera

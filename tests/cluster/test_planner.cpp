@@ -342,6 +342,7 @@ TEST(Planner, BalancedSplitIsTakenWhereItsMemoryFits) {
     ModelHParams hp = qwen3_30b_experts();
     const std::vector<double> two = {1, 1};
     const ReductionUnits units{1, 256};  // 3 units over 2 ranks: the third is dealt
+    const GroupScope whole;
     int asked = 0;
     std::vector<Slice> offered;
     const auto answer = [&](bool fits) {
@@ -351,7 +352,7 @@ TEST(Planner, BalancedSplitIsTakenWhereItsMemoryFits) {
             return fits;
         };
     };
-    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(true)), MoeSplit::kBalanced);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, whole, answer(true)), MoeSplit::kBalanced);
     // It was asked about the balanced slices: the third unit on both ranks, dealt.
     ASSERT_EQ(offered.size(), 2u);
     for (size_t r = 0; r < offered.size(); ++r) {
@@ -359,23 +360,33 @@ TEST(Planner, BalancedSplitIsTakenWhereItsMemoryFits) {
         EXPECT_EQ(offered[r].tails[0].deal_count, 2);
         EXPECT_EQ(offered[r].tails[0].deal_index, static_cast<int>(r));
     }
+    // A pipeline stage's group is asked about its own layers' slices.
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, GroupScope::stage({10, 20}, false, true),
+                                             answer(true)),
+              MoeSplit::kBalanced);
+    ASSERT_EQ(offered.size(), 2u);
+    EXPECT_EQ(offered[0].layer_begin, 10);
+    EXPECT_EQ(offered[1].layer_end, 20);
+    EXPECT_TRUE(offered[0].outputs);
+    EXPECT_EQ(offered[1].n_vocab_rows(), 0);
+    EXPECT_TRUE(offered[1].has_tail());
     // Short of memory: the split choose_moe_split takes.
-    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(false)), MoeSplit::kMixed);
-    EXPECT_EQ(asked, 2);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, whole, answer(false)), MoeSplit::kMixed);
+    EXPECT_EQ(asked, 3);
     // Not asked where it cannot help or cannot run: units that divide (the
     // channel split), a rank with no unit of its own, a rank on a GPU, one
     // rank, a dense model.
-    EXPECT_EQ(choose_moe_split_within_memory(hp, two, ReductionUnits{1, 32}, true, answer(true)), MoeSplit::kChannels);
-    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(3, 1.0), units, true, answer(true)),
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, ReductionUnits{1, 32}, true, whole, answer(true)), MoeSplit::kChannels);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(3, 1.0), units, true, whole, answer(true)),
               MoeSplit::kChannels);
-    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(4, 1.0), units, true, answer(true)),
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>(4, 1.0), units, true, whole, answer(true)),
               choose_moe_split(hp, std::vector<double>(4, 1.0), units));
-    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, false, answer(true)), MoeSplit::kExperts);
-    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>{1}, units, true, answer(true)), MoeSplit::kChannels);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, false, whole, answer(true)), MoeSplit::kExperts);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, std::vector<double>{1}, units, true, whole, answer(true)), MoeSplit::kChannels);
     hp.n_expert = 0;
     hp.n_expert_used = 0;
-    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, answer(true)), MoeSplit::kChannels);
-    EXPECT_EQ(asked, 2);
+    EXPECT_EQ(choose_moe_split_within_memory(hp, two, units, true, whole, answer(true)), MoeSplit::kChannels);
+    EXPECT_EQ(asked, 3);
 }
 
 TEST(Planner, FootprintsOfTheRanksAddUpToTheModel) {

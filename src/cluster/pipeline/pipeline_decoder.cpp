@@ -119,6 +119,7 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
     }
     const std::vector<std::pair<int, int>> blocks = plan_layer_blocks(hp.n_layer, weights, config.layers);
     const ReductionUnits units = reduction_units(model);
+    const int n_cached = config.forward.n_ctx * std::max(1, config.forward.n_seq);
     uint64_t root_weight_budget = UINT64_MAX;
     for (size_t s = 0; s < n_stages; ++s) {
         std::vector<double> group_weights = s < config.group_weights.size() ? config.group_weights[s]
@@ -128,17 +129,18 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
             throw make_error("stage {}: {} weights for a group of {} nodes", s, group_weights.size(),
                              group_of(s).size() + 1);
         }
-        // The leader's slice; each group's root checks its members' slices.
-        // As the group's leader chooses (tp_decoder.cpp), as far as the root
-        // knows its devices: its members' it learns only there.
+        // The leader's slice; each group's leader checks its members'
+        // slices. The leader chooses the split of the experts (tp_decoder.cpp:
+        // the balanced one only where its members' memory, which the root
+        // does not hear, holds it) and reports its own share when ready; the
+        // root checks the share of choose_moe_split's choice here.
         const bool cpu_leader = s == 0 ? !config.root_device : stages_[s].device.empty();
         const MoeSplit split = config.moe_split.value_or(choose_moe_split(hp, group_weights, units, cpu_leader));
         const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages, split)[0];
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
-        const SliceFootprint f = slice_footprint(model, slice, config.forward.n_ctx * std::max(1, config.forward.n_seq),
-                                                 config.forward.kv_types);
+        const SliceFootprint f = slice_footprint(model, slice, n_cached, config.forward.kv_types);
         stages_[s].footprint_bytes = f.total();
         // A tensor-parallel group's members check their own shares; a worker
         // also counts its working buffers (the root knows its own).
@@ -187,6 +189,12 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         const json ready = recv_json(*channels_[i], SessionMessage::kReady, who, kSetupReplyTimeoutMs);
         const JsonFields r(ready, who, "ready");
         if (!r.boolean("ok", false)) throw make_error("{} refused its stage: {}", who, r.string("error", 4096, "?"));
+        // A group's leader reports the share it planned for itself (the
+        // split of the experts its members' memory allowed).
+        StageInfo& stage = stages_[i + 1];
+        stage.slice = parse_reported_slice(r, stage.slice);
+        validate_slice(stage.slice, hp);
+        stage.footprint_bytes = slice_footprint(model, stage.slice, n_cached, config.forward.kv_types).total();
     }
     // Every stage now waits for rows, watching for the root's silence: the
     // beat starts before the root loads its own stage (longer than a
@@ -229,6 +237,9 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
             stages_[0].device = config.root_device_name;
         }
         group_ = std::make_unique<TensorParallelDecoder>(model, tp);
+        // The share the group planned for the root (its split of the experts).
+        stages_[0].slice = group_->ranks()[0].slice;
+        stages_[0].footprint_bytes = group_->ranks()[0].footprint_bytes;
         front_ = &group_->root_forward();
         block_ = group_.get();
     }

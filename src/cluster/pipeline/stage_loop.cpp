@@ -4,6 +4,7 @@
 #include "cluster/session/heartbeat.h"
 #include "cluster/session/json_messages.h"
 #include "cluster/session/messages.h"
+#include "cluster/session/session_messages.h"
 #include "net/handshake.h"
 #include "util/error.h"
 #include "util/timer.h"
@@ -43,7 +44,9 @@ void serve_stage(FrameChannel& control, const AcceptPrevious& accept_previous, L
         authenticate_as_client(*next, links.key, limits.io_timeout_ms);
         send_json(*next, SessionMessage::kStageHello, {{"fingerprint", links.fingerprint}});
     }
-    send_json(control, SessionMessage::kReady, {{"ok", true}});
+    // Its slice as it runs: a group's leader plans its members' shares, and
+    // its own, itself (the root sized it without their memory).
+    send_json(control, SessionMessage::kReady, {{"ok", true}, {"slice", slice_to_json(forward.slice())}});
     if (log) log(fmt::format("stage {} linked", describe_slice(forward.slice())));
 
     // Heartbeats to the root all session long: rows may be in flight from

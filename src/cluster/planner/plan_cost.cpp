@@ -78,9 +78,8 @@ struct Costing {
         const std::vector<double> weights = weights_from_probes(probes);
         bool all_cpu = true;
         for (size_t i : members) all_cpu = all_cpu && nodes[i].device.empty();
-        // As the run's group chooses (tp_decoder.cpp): a whole-model group
-        // takes the balanced split where every host has the memory for its
-        // members' shares of it.
+        // As the run's group chooses (tp_decoder.cpp): the balanced split
+        // where every host has the memory for its members' shares of it.
         const auto fits = [&](std::span<const Slice> slices) {
             std::vector<HostShare> shares;
             for (size_t k = 0; k < members.size(); ++k) {
@@ -90,10 +89,10 @@ struct Costing {
             }
             return shares_fit_hosts(shares);
         };
-        const MoeSplit split = whole_model ? choose_moe_split_within_memory(hp, weights, units, all_cpu, fits)
-                                           : choose_moe_split(hp, weights, units, all_cpu);
-        const std::vector<Slice> slices = whole_model ? plan_tensor_parallel(hp, weights, units, split)
-                                                      : plan_stage_group(hp, layers, weights, units, first, last, split);
+        const GroupScope scope = whole_model ? GroupScope{} : GroupScope::stage(layers, first, last);
+        const MoeSplit split = choose_moe_split_within_memory(hp, weights, units, all_cpu, scope, fits);
+        const std::vector<Slice> slices = plan_group(hp, scope, weights, units, split);
+        option.moe_splits.push_back(hp.has_experts() && members.size() > 1 ? std::optional(split) : std::nullopt);
         double slowest = 0.0;
         for (size_t k = 0; k < members.size(); ++k) {
             const NodeFacts& node = nodes[members[k]];
@@ -150,7 +149,6 @@ struct Costing {
         if (whole_model) {
             option.exchange = topology;
             option.partial_bands = bands;
-            if (hp.has_experts()) option.moe_split = split;
         }
         double network =
             syncs * (bands > 1 ? banded : topology == PartialTopology::kReduceScatter ? reduce_scatter : all_to_all);
@@ -283,7 +281,12 @@ std::string describe_option(const PlanOption& option, std::span<const NodeFacts>
             out += (k ? "," : "") + nodes[option.stages[s][k]].name;
         }
     }
-    if (option.moe_split) out += fmt::format(" (experts split by {})", moe_split_name(*option.moe_split));
+    for (size_t s = 0; s < option.moe_splits.size(); ++s) {
+        if (!option.moe_splits[s]) continue;
+        out += option.stages.size() == 1 ? fmt::format(" (experts split by {})", moe_split_name(*option.moe_splits[s]))
+                                         : fmt::format(" (stage {}: experts split by {})", s,
+                                                       moe_split_name(*option.moe_splits[s]));
+    }
     return out;
 }
 

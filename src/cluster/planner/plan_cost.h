@@ -63,9 +63,10 @@ struct PlanOption {
     // pipeline run auto_topology's choice, and are costed with it.
     PartialTopology exchange = PartialTopology::kAllToAll;
     int partial_bands = 1;  // n_ranks where the reduce-scatter in bands is the cheapest
-    // A tensor-parallel plan of a mixture of experts: how its experts split
-    // (the balanced split where every host has the memory for it).
-    std::optional<MoeSplit> moe_split;
+    // A mixture of experts: how each stage's group splits its experts (the
+    // balanced split where every host has the memory for it), in stage
+    // order; none for a stage of one node or a dense model.
+    std::vector<std::optional<MoeSplit>> moe_splits;
     double compute_seconds = 0.0;
     double network_seconds = 0.0;
     bool fits = true;

@@ -278,14 +278,14 @@ bool shares_fit_hosts(std::span<const HostShare> shares) {
 }
 
 MoeSplit choose_moe_split_within_memory(const ModelHParams& hp, std::span<const double> weights,
-                                        const ReductionUnits& units, bool allow_mixed,
+                                        const ReductionUnits& units, bool allow_mixed, const GroupScope& scope,
                                         const std::function<bool(std::span<const Slice>)>& fits) {
     const MoeSplit chosen = choose_moe_split(hp, weights, units, allow_mixed);
     if (!hp.has_experts() || weights.size() < 2 || !allow_mixed) return chosen;
     std::vector<Slice> balanced;
     double load = 0.0;
     try {
-        balanced = plan_tensor_parallel(hp, weights, units, MoeSplit::kBalanced);
+        balanced = plan_group(hp, scope, weights, units, MoeSplit::kBalanced);
         load = expected_expert_load(hp, weights, units, MoeSplit::kBalanced);
     } catch (const Error&) {
         return chosen;  // a rank would hold no units of its own
@@ -308,6 +308,12 @@ std::vector<Slice> plan_stage_group(const ModelHParams& hp, std::pair<int, int> 
         s.vocab_end = s.outputs ? hp.n_vocab : 0;
     }
     return slices;
+}
+
+std::vector<Slice> plan_group(const ModelHParams& hp, const GroupScope& scope, std::span<const double> weights,
+                              const ReductionUnits& units, MoeSplit split) {
+    return scope.whole_model ? plan_tensor_parallel(hp, weights, units, split)
+                             : plan_stage_group(hp, scope.layers, weights, units, scope.first, scope.last, split);
 }
 
 SliceFootprint slice_footprint(const LlamaModel& model, const Slice& slice, int n_ctx, KvCacheTypes kv_types) {

@@ -67,15 +67,33 @@ struct HostShare {
 // reported (ranks of one machine share its memory).
 bool shares_fit_hosts(std::span<const HostShare> shares);
 
-// The split a run of the whole model takes where none is asked for:
-// choose_moe_split's, or the balanced one where it computes less on the
-// busiest rank (the units do not divide among the ranks), every rank holds
-// units of its own, the ranks compute on CPUs (allow_mixed) and `fits` says
-// every node has the memory for its share of it (its slices, in rank order).
-// It reads the fewest bytes a token on every rank; its price is memory,
-// so it is taken only where that memory is free.
+// Where a tensor-parallel group sits: the whole model (its ranks also split
+// the output head's rows: plan_tensor_parallel) or a block of layers, one
+// stage of a pipeline (plan_stage_group: the head whole on its first rank).
+struct GroupScope {
+    bool whole_model = true;
+    std::pair<int, int> layers{0, 0};  // a stage's layers (whole_model false)
+    bool first = true, last = true;    // a stage's place in the pipeline
+    static GroupScope stage(std::pair<int, int> layers, bool first, bool last) {
+        return {false, layers, first, last};
+    }
+};
+
+// The group's slices, one per rank in rank order, for its scope.
+std::vector<Slice> plan_group(const ModelHParams& hp, const GroupScope& scope, std::span<const double> weights,
+                              const ReductionUnits& units, MoeSplit split);
+
+// The split a group takes where none is asked for: choose_moe_split's, or
+// the balanced one where it computes less on the busiest rank (the units do
+// not divide among the ranks), every rank holds units of its own, the ranks
+// compute on CPUs (allow_mixed) and `fits` says every node has the memory for
+// its share of it (the group's slices for its scope, in rank order). It reads
+// the fewest bytes a token on every rank; its price is memory, so it is taken
+// only where that memory is free. A whole model's run, a pipeline stage's
+// group (its leader decides: only it hears its members' memory), `--auto`
+// and `plan` all decide by it.
 MoeSplit choose_moe_split_within_memory(const ModelHParams& hp, std::span<const double> weights,
-                                        const ReductionUnits& units, bool allow_mixed,
+                                        const ReductionUnits& units, bool allow_mixed, const GroupScope& scope,
                                         const std::function<bool(std::span<const Slice>)>& fits);
 
 // Pipeline: contiguous blocks of layers, one per stage, sized in proportion

@@ -76,6 +76,20 @@ json slice_to_json(const Slice& s) {
     return j;
 }
 
+Slice parse_reported_slice(const JsonFields& ready, const Slice& assigned) {
+    if (!ready.has("slice")) return assigned;
+    const JsonFields fields = ready.object("slice");
+    Slice slice = parse_slice(fields);
+    if (slice.layer_begin != assigned.layer_begin || slice.layer_end != assigned.layer_end) {
+        fields.refuse("layers", "are not the layers its stage was assigned");
+    }
+    slice.embeds = assigned.embeds;
+    slice.outputs = assigned.outputs;
+    slice.vocab_begin = assigned.vocab_begin;
+    slice.vocab_end = assigned.vocab_end;
+    return slice;
+}
+
 MeshHello parse_mesh_hello(const json& j, const std::string& peer) {
     const JsonFields f(j, peer, "mesh-hello");
     MeshHello m;

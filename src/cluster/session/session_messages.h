@@ -63,6 +63,13 @@ HelloMessage parse_hello(const json& j, const std::string& peer);
 // A slice as an assign message carries it (parse_assign reads it back).
 json slice_to_json(const Slice& s);
 
+// The slice a stage's ready message reports (its leader's share, as the
+// leader planned its group), or `assigned` where it reports none (an older
+// worker): the ranges checked for order and size, with `assigned`'s embeds,
+// outputs and vocabulary rows; an Error naming the field where the layers are
+// not those it was assigned.
+Slice parse_reported_slice(const JsonFields& ready, const Slice& assigned);
+
 struct AssignMessage {
     bool stage = false;  // role "stage" (else "tensor" or "sequence")
     bool sequence = false;  // role "sequence": the whole model, chunks of prompts (sequence-parallel prefill)

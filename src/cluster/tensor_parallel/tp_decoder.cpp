@@ -143,8 +143,6 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
         throw make_error("layers {}..{} are not a block of this model's {} layers", config.layer_begin, layer_end,
                          hp.n_layer);
     }
-    // A group that is the whole model also splits the output head's rows;
-    // a stage of a pipeline keeps its head whole on its root.
     const ReductionUnits units = reduction_units(model);
     const bool whole_model = config.first && config.last && config.layer_begin == 0 && layer_end == hp.n_layer;
     // The GPU forward computes one rectangle of the experts: no mixed or
@@ -155,13 +153,20 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
     const auto scratch = [&](const Slice& s) {
         return slice_scratch_bytes(hp, s, config.forward.n_batch, config.forward.n_ctx, config.n_threads);
     };
+    // A group of the whole model also splits the output head's rows; a stage
+    // of a pipeline keeps its head whole on its root.
+    const GroupScope scope = whole_model && config.shard_vocab
+                                 ? GroupScope{}
+                                 : GroupScope::stage({config.layer_begin, layer_end}, config.first, config.last);
     if (config.moe_split) {
         moe_split_ = *config.moe_split;
-    } else if (whole_model && config.shard_vocab) {
+    } else {
         // The balanced split where every host has the memory for its ranks'
         // shares of it (workers on this host, as --local starts, share the
         // root's memory; a worker's working buffers counted as the root's).
-        moe_split_ = choose_moe_split_within_memory(hp, weights, units, all_cpu, [&](std::span<const Slice> slices) {
+        // A pipeline stage's leader decides for its group: the root of the
+        // pipeline never hears the members' memory.
+        moe_split_ = choose_moe_split_within_memory(hp, weights, units, all_cpu, scope, [&](std::span<const Slice> slices) {
             std::vector<HostShare> shares;
             for (size_t r = 0; r < slices.size(); ++r) {
                 const bool here = r == 0 || channels_[r - 1]->peer_is_loopback();
@@ -172,13 +177,8 @@ void TensorParallelDecoder::assign_slices(const LlamaModel& model, std::vector<s
             }
             return shares_fit_hosts(shares);
         });
-    } else {
-        moe_split_ = choose_moe_split(hp, weights, units, all_cpu);
     }
-    const std::vector<Slice> plan = whole_model && config.shard_vocab
-                                        ? plan_tensor_parallel(hp, weights, units, moe_split_)
-                                        : plan_stage_group(hp, {config.layer_begin, layer_end}, weights, units,
-                                                           config.first, config.last, moe_split_);
+    const std::vector<Slice> plan = plan_group(hp, scope, weights, units, moe_split_);
     uint64_t root_weight_budget = UINT64_MAX;
     for (size_t r = 0; r < n_ranks; ++r) {
         ranks_[r].slice = plan[r];

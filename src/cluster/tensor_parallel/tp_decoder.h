@@ -53,7 +53,7 @@ struct TpConfig {
     std::optional<PartialTopology> topology;
     int partial_bands = 1;  // bands each partial is sent in, as the product computes them (PartialExchange::set_bands)
     // How a mixture of experts' FFN is split (cluster/planner/planner.h);
-    // none: choose_moe_split for the ranks' weights.
+    // none: choose_moe_split_within_memory for the ranks' weights and memory.
     std::optional<MoeSplit> moe_split;
     // A worker on this host (loopback address) is offered a shared-memory
     // link for its frames (net/shm_link.h); false keeps every rank on TCP.
