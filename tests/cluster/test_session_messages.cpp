@@ -194,6 +194,54 @@ TEST(SessionMessages, AssignExpertsAndMoeSplit) {
     }
 }
 
+// A stage's ready message reports the share its leader planned: read with
+// the assigned embeds, outputs and vocabulary rows; an older worker's (no
+// slice) keeps the assigned one; other layers, or ranges out of order, are
+// refused by name.
+TEST(SessionMessages, ReadyReportsTheLeadersShare) {
+    Slice assigned;
+    assigned.layer_begin = 2;
+    assigned.layer_end = 4;
+    assigned.kv_head_end = 2;
+    assigned.ffn_end = 512;
+    assigned.expert_end = 8;
+    assigned.embeds = false;
+    assigned.outputs = true;
+    assigned.vocab_end = 1000;
+    const nlohmann::json older = {{"ok", true}};
+    EXPECT_EQ(describe_slice(parse_reported_slice(JsonFields(older, "w", "ready"), assigned)),
+              describe_slice(assigned));
+    Slice planned = assigned;
+    planned.ffn_begin = 0;
+    planned.ffn_end = 256;
+    planned.tails.push_back({0, 8, 512, 768, 2, 1});
+    nlohmann::json ready = {{"ok", true}, {"slice", slice_to_json(planned)}};
+    ready["slice"]["vocab"] = {0, 0};  // the leader's head rows are not its to change
+    const Slice read = parse_reported_slice(JsonFields(ready, "w", "ready"), assigned);
+    EXPECT_EQ(describe_slice(read), describe_slice(planned));
+    EXPECT_TRUE(read.outputs);
+    EXPECT_FALSE(read.embeds);
+    for (const nlohmann::json& layers : {nlohmann::json({0, 2}), nlohmann::json({2, 3})}) {
+        nlohmann::json moved = ready;
+        moved["slice"]["layers"] = layers;
+        try {
+            parse_reported_slice(JsonFields(moved, "10.0.0.2:9999", "ready"), assigned);
+            ADD_FAILURE() << "layers " << layers.dump() << " taken";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("layers"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("10.0.0.2:9999"), std::string::npos) << e.what();
+        }
+    }
+    for (const nlohmann::json& bad : {nlohmann::json({512, 256}), nlohmann::json("0-256"), nlohmann::json({0, 1 << 30})}) {
+        nlohmann::json wrong = ready;
+        wrong["slice"]["ffn"] = bad;
+        EXPECT_THROW(parse_reported_slice(JsonFields(wrong, "w", "ready"), assigned), Error) << bad.dump();
+    }
+    nlohmann::json not_object = ready;
+    not_object["slice"] = "layers 2-4";
+    EXPECT_THROW(parse_reported_slice(JsonFields(not_object, "w", "ready"), assigned), Error);
+}
+
 TEST(SessionMessages, AssignHandoffPositionsStayInsideTheContext) {
     const nlohmann::json base = {
         {"slice", {{"layers", {0, 2}}, {"kv_heads", {1, 2}}, {"ffn", {0, 64}}}},
