@@ -136,7 +136,8 @@ void PipelineDecoder::assign_stages(const LlamaModel& model, const std::vector<H
         // root checks the share of choose_moe_split's choice here.
         const bool cpu_leader = s == 0 ? !config.root_device : stages_[s].device.empty();
         const MoeSplit split = config.moe_split.value_or(choose_moe_split(hp, group_weights, units, cpu_leader));
-        const Slice slice = plan_stage_group(hp, blocks[s], group_weights, units, s == 0, s + 1 == n_stages, split)[0];
+        const Slice slice =
+            plan_group(hp, GroupScope::stage(blocks[s], s == 0, s + 1 == n_stages), group_weights, units, split)[0];
         stages_[s].slice = slice;
         stages_[s].weight = weights[s];
         for (const HostPort& member : group_of(s)) stages_[s].group.push_back(member.str());
