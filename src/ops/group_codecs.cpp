@@ -540,6 +540,8 @@ const GroupCodec kCodecs[] = {
     TESSERA_GRID_CODEC(IQ2_S, BlockIQ2_S, iq2_s_block_step),
     TESSERA_GRID_CODEC(IQ3_XXS, BlockIQ3_XXS, iq3_xxs_block_step),
     TESSERA_GRID_CODEC(IQ3_S, BlockIQ3_S, iq3_s_block_step),
+    TESSERA_GRID_CODEC(IQ1_S, BlockIQ1_S, iq1_s_block_step),
+    TESSERA_GRID_CODEC(IQ1_M, BlockIQ1_M, iq1_m_block_step),
 };
 #undef TESSERA_GRID_CODEC
 

@@ -1,8 +1,10 @@
 // Block structs of the grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-// IQ3_S), byte for byte as ggml lays them out in GGUF files. Each group of 8
-// (IQ2) or 4 (IQ3) weights is one point of a fixed set (ops/iq_grids.h) with
-// a sign per weight; sub-blocks of 16 or 32 share a 4-bit scale s, the
-// super-block an fp16 d. Kernels read them through memcpy, never a cast.
+// IQ3_S, IQ1_S, IQ1_M), byte for byte as ggml lays them out in GGUF files.
+// Each group of 8 (IQ1, IQ2) or 4 (IQ3) weights is one point of a fixed set
+// (ops/iq_grids.h); IQ2/IQ3 give each weight a sign, IQ1's levels are -1, 0,
+// 1 themselves, shifted by +-1/8 per group. Sub-blocks of 16 or 32 share a
+// small scale s, the super-block an fp16 d. Kernels read them through
+// memcpy, never a cast.
 #pragma once
 
 #include "ops/kquant_blocks.h"
@@ -61,5 +63,27 @@ struct BlockIQ3_S {
     uint8_t scales[kQK_K / 64];
 };
 static_assert(sizeof(BlockIQ3_S) == 110, "IQ3_S block must be 110 bytes");
+
+// IQ1_S (1.56 bpw): per 8 weights the low 8 bits of an 11-bit point index
+// (2048 points of levels -1, 0, 1) in qs; per 32 weights a uint16 qh of the
+// 4 points' top 3 bits (bits 3 l), a 3-bit scale s (bits 12..14) and the sign
+// of the shift (bit 15). value = d * (2 s + 1) * (point + (bit 15 ? -1 : 1) / 8).
+struct BlockIQ1_S {
+    uint16_t d;
+    uint8_t qs[kQK_K / 8];
+    uint16_t qh[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_S) == 50, "IQ1_S block must be 50 bytes");
+
+// IQ1_M (1.75 bpw): the same points (low 8 bits in qs); per 16 weights a
+// byte of qh with the two points' top 3 bits (bits 0..2, 4..6) and their
+// shift signs (bits 3, 7); a 3-bit scale per 16 weights, four to a uint16 of
+// scales, whose top nibbles together hold the fp16 d (no d field).
+struct BlockIQ1_M {
+    uint8_t qs[kQK_K / 8];
+    uint8_t qh[kQK_K / 16];
+    uint8_t scales[kQK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_M) == 56, "IQ1_M block must be 56 bytes");
 
 }  // namespace tessera

@@ -15,7 +15,7 @@
 namespace tessera {
 
 struct IqTables {
-    const uint64_t* points8;  // IQ2: 8 bytes a point
+    const uint64_t* points8;  // IQ2, IQ1: 8 bytes a point
     const uint32_t* points4;  // IQ3: 4 bytes a point
     const uint64_t* signs;    // sign byte -> mask
     const uint64_t* signs7;   // 7 sign bits -> mask with the parity sign
@@ -23,7 +23,9 @@ struct IqTables {
 
 inline IqTables iq_tables(QuantType type) {
     const bool iq3 = type == QuantType::IQ3_XXS || type == QuantType::IQ3_S;
-    return {iq3 ? nullptr : iq2_points(type), iq3 ? iq3_points(type) : nullptr, iq_sign_masks(), iq_sign_masks_even()};
+    const bool iq1 = type == QuantType::IQ1_S || type == QuantType::IQ1_M;
+    return {iq3 ? nullptr : iq1 ? iq1_points() : iq2_points(type), iq3 ? iq3_points(type) : nullptr, iq_sign_masks(),
+            iq_sign_masks_even()};
 }
 
 struct IqSub32 {
@@ -152,8 +154,93 @@ inline IqSub32 iq_decode32(const uint8_t* block, int j, const IqTables& t) {
     return s;
 }
 
-// The fp16 d of a block (first in every grid type's block).
+// The fp16 d of a block (first in every grid type's block but IQ1_M's).
 inline uint16_t iq_block_d(const uint8_t* block) { return iq_decode::u16_at(block); }
+
+template <QuantType kType>
+inline constexpr bool kIq1 = kType == QuantType::IQ1_S || kType == QuantType::IQ1_M;
+
+// One 32-weight sub-block of an IQ1 block as every kernel reads it: its 4
+// points (8 int8 levels -1, 0, 1 each), the sign of each 8's shift of 1/8
+// (+1 or -1) and the odd scale 2 s + 1 of each 8 (IQ1_S: one for the 32,
+// IQ1_M: one for each 16).
+struct Iq1Sub32 {
+    uint64_t points[4];
+    int shift[4];
+    int scale[4];
+};
+
+// Sub-block j (0..7) of the IQ1 block at `block` (its GGUF bytes).
+template <QuantType kType>
+inline Iq1Sub32 iq1_decode32(const uint8_t* block, int j, const uint64_t* points) {
+    using namespace iq_decode;
+    static_assert(kIq1<kType>);
+    Iq1Sub32 s;
+    if constexpr (kType == QuantType::IQ1_S) {
+        const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
+        const int qh = u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
+        for (int l = 0; l < 4; ++l) {
+            s.points[l] = points[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+            s.shift[l] = qh & 0x8000 ? -1 : 1;
+            s.scale[l] = odd((qh >> 12) & 7);
+        }
+    } else {
+        const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
+        const uint8_t* qh = block + offsetof(BlockIQ1_M, qh) + 2 * j;
+        const int sc = u16_at(block + offsetof(BlockIQ1_M, scales) + 2 * (j / 2)) >> (6 * (j % 2));
+        for (int l = 0; l < 4; ++l) {
+            const int h = qh[l / 2] >> (4 * (l % 2));  // this point's nibble: top bits, then the shift's sign
+            s.points[l] = points[qs[l] | ((h & 7) << 8)];
+            s.shift[l] = h & 8 ? -1 : 1;
+            s.scale[l] = odd((sc >> (3 * (l / 2))) & 7);
+        }
+    }
+    return s;
+}
+
+// The fp16 d of an IQ1 block: IQ1_S's field, or IQ1_M's four top nibbles of
+// its scale words.
+template <QuantType kType>
+inline uint16_t iq1_block_d(const uint8_t* block) {
+    using namespace iq_decode;
+    static_assert(kIq1<kType>);
+    if constexpr (kType == QuantType::IQ1_S) {
+        return u16_at(block);
+    } else {
+        const uint8_t* sc = block + offsetof(BlockIQ1_M, scales);
+        return static_cast<uint16_t>((u16_at(sc) >> 12) | ((u16_at(sc + 2) >> 8) & 0x00F0) |
+                                     ((u16_at(sc + 4) >> 4) & 0x0F00) | (u16_at(sc + 6) & 0xF000));
+    }
+}
+
+// S of one IQ1 block against 256 activation codes: each 8 weights' points and
+// shift at 8 times their value (8 p +- 1, integers), times their scale:
+//   S = sum (2 s + 1) (8 sum_i p_i y_i + shift sum_i y_i)
+// so the block's value is d * S / 8 (kIqStepFactor), exact in float (|S| < 2^23).
+template <QuantType kType>
+inline int32_t iq1_block_sum(const uint8_t* block, const int8_t* y, const uint64_t* points) {
+    int32_t total = 0;
+    for (int j = 0; j < 8; ++j) {
+        const Iq1Sub32 s = iq1_decode32<kType>(block, j, points);
+        for (int l = 0; l < 4; ++l) {
+            int32_t dot = 0, sum = 0;
+            for (int i = 0; i < 8; ++i) {
+                const int yi = y[32 * j + 8 * l + i];
+                dot += static_cast<int8_t>((s.points[l] >> (8 * i)) & 0xFF) * yi;
+                sum += yi;
+            }
+            total += s.scale[l] * (8 * dot + s.shift[l] * sum);
+        }
+    }
+    return total;
+}
+
+// The fp16 d of a block of any grid type.
+template <QuantType kType>
+inline uint16_t iq_block_d_of(const uint8_t* block) {
+    if constexpr (kIq1<kType>) return iq1_block_d<kType>(block);
+    else return iq_block_d(block);
+}
 
 // k of the canonical step (iq_grid_scalar.h).
 template <QuantType kType>
@@ -162,20 +249,24 @@ inline constexpr float kIqStepFactor = kType == QuantType::IQ3_XXS ? 0.25f : kTy
 // S of one block against 256 activation codes, through the decoder.
 template <QuantType kType>
 inline int32_t iq_block_sum(const uint8_t* block, const int8_t* y, const IqTables& t) {
-    int32_t total = 0;
-    for (int j = 0; j < 8; ++j) {
-        const IqSub32 s = iq_decode32<kType>(block, j, t);
-        for (int l = 0; l < 4; ++l) {
-            int32_t part = 0;
-            for (int i = 0; i < 8; ++i) {
-                const int v = static_cast<int>((s.points[l] >> (8 * i)) & 0xFF);
-                const int sign = (s.signs[l] >> (8 * i)) & 1 ? -1 : 1;
-                part += sign * v * y[32 * j + 8 * l + i];
+    if constexpr (kIq1<kType>) {
+        return iq1_block_sum<kType>(block, y, t.points8);
+    } else {
+        int32_t total = 0;
+        for (int j = 0; j < 8; ++j) {
+            const IqSub32 s = iq_decode32<kType>(block, j, t);
+            for (int l = 0; l < 4; ++l) {
+                int32_t part = 0;
+                for (int i = 0; i < 8; ++i) {
+                    const int v = static_cast<int>((s.points[l] >> (8 * i)) & 0xFF);
+                    const int sign = (s.signs[l] >> (8 * i)) & 1 ? -1 : 1;
+                    part += sign * v * y[32 * j + 8 * l + i];
+                }
+                total += (l < 2 ? s.scale_lo : s.scale_hi) * part;
             }
-            total += (l < 2 ? s.scale_lo : s.scale_hi) * part;
         }
+        return total;
     }
-    return total;
 }
 
 }  // namespace tessera

@@ -1,5 +1,6 @@
 // The grid I-quants in the group layout on every other target (NEON, SSE4,
-// Highway's fallback): each row's exact S by the shared decoder
+// Highway's fallback), and IQ1_S / IQ1_M on every target: each row's exact S
+// by the shared decoder
 // (ops/iq_grid_decode.h, the scalar reference's own code: the lookups bound
 // these types), then the canonical float step for a vector of rows at once
 // through the portable group loop. Included by iq_grids_hwy.cpp once per
@@ -49,7 +50,7 @@ void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups,
             for (int i = 0; i < lanes; ++i) {
                 const uint8_t* block = p + (r0 + i) * kBlockBytes;
                 s[i] = static_cast<float>(iq_block_sum<kType>(block, xq, t));
-                d[i] = fp16_to_fp32(iq_block_d(block));
+                d[i] = fp16_to_fp32(iq_block_d_of<kType>(block));
             }
             float dx;
             std::memcpy(&dx, xblock, 4);

@@ -1,4 +1,4 @@
-// Scalar dequantization and dot products of the grid I-quants
+// Scalar dequantization and dot products of the grid I-quants and IQ1
 // (iq_grid_scalar.h), through the decoder every kernel shares
 // (iq_grid_decode.h); the quantizers are in iq_grid_quantize.cpp.
 #include "ops/iq_grid_scalar.h"
@@ -43,11 +43,36 @@ void to_float_rows(const void* src, float* dst, int64_t n) {
     }
 }
 
+// IQ1: value = d * (2 s + 1) * (point + shift / 8), as ggml computes it (the
+// factor first, then the shifted level).
+template <QuantType kType, typename Block>
+void iq1_to_float_rows(const void* src, float* dst, int64_t n) {
+    const uint64_t* points = iq1_points();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const Block block = load_block<Block>(src, b);
+        const auto* bytes = reinterpret_cast<const uint8_t*>(&block);
+        const float d = fp16_to_fp32(iq1_block_d<kType>(bytes));
+        float* y = dst + b * kQK_K;
+        for (int j = 0; j < 8; ++j) {
+            const Iq1Sub32 s = iq1_decode32<kType>(bytes, j, points);
+            for (int l = 0; l < 4; ++l) {
+                const float dl = d * static_cast<float>(s.scale[l]);
+                const float delta = s.shift[l] < 0 ? -0.125f : 0.125f;
+                for (int i = 0; i < 8; ++i) {
+                    const auto v = static_cast<float>(static_cast<int8_t>((s.points[l] >> (8 * i)) & 0xFF));
+                    y[32 * j + 8 * l + i] = dl * (v + delta);
+                }
+            }
+        }
+    }
+}
+
 template <QuantType kType, typename Block>
 float block_step(const Block& w, const BlockQ8_K& x, float acc) {
     static const IqTables t = iq_tables(kType);
-    const int32_t s = iq_block_sum<kType>(reinterpret_cast<const uint8_t*>(&w), x.qs, t);
-    return iq_grid_step(x.d, fp16_to_fp32(w.d), kIqStepFactor<kType>, s, acc);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&w);
+    const int32_t s = iq_block_sum<kType>(bytes, x.qs, t);
+    return iq_grid_step(x.d, fp16_to_fp32(iq_block_d_of<kType>(bytes)), kIqStepFactor<kType>, s, acc);
 }
 
 }  // namespace
@@ -57,6 +82,8 @@ void iq2_xs_to_float(const void* src, float* dst, int64_t n) { to_float_rows<Qua
 void iq2_s_to_float(const void* src, float* dst, int64_t n) { to_float_rows<QuantType::IQ2_S, BlockIQ2_S>(src, dst, n); }
 void iq3_xxs_to_float(const void* src, float* dst, int64_t n) { to_float_rows<QuantType::IQ3_XXS, BlockIQ3_XXS>(src, dst, n); }
 void iq3_s_to_float(const void* src, float* dst, int64_t n) { to_float_rows<QuantType::IQ3_S, BlockIQ3_S>(src, dst, n); }
+void iq1_s_to_float(const void* src, float* dst, int64_t n) { iq1_to_float_rows<QuantType::IQ1_S, BlockIQ1_S>(src, dst, n); }
+void iq1_m_to_float(const void* src, float* dst, int64_t n) { iq1_to_float_rows<QuantType::IQ1_M, BlockIQ1_M>(src, dst, n); }
 
 float iq2_xxs_block_step(const BlockIQ2_XXS& w, const BlockQ8_K& x, float acc) {
     return block_step<QuantType::IQ2_XXS>(w, x, acc);
@@ -73,6 +100,12 @@ float iq3_xxs_block_step(const BlockIQ3_XXS& w, const BlockQ8_K& x, float acc) {
 float iq3_s_block_step(const BlockIQ3_S& w, const BlockQ8_K& x, float acc) {
     return block_step<QuantType::IQ3_S>(w, x, acc);
 }
+float iq1_s_block_step(const BlockIQ1_S& w, const BlockQ8_K& x, float acc) {
+    return block_step<QuantType::IQ1_S>(w, x, acc);
+}
+float iq1_m_block_step(const BlockIQ1_M& w, const BlockQ8_K& x, float acc) {
+    return block_step<QuantType::IQ1_M>(w, x, acc);
+}
 
 float iq2_xxs_vec_dot(int64_t n, const void* w, const void* x) {
     return dot_by_block_steps<BlockIQ2_XXS, BlockQ8_K, iq2_xxs_block_step>(n, kQK_K, w, x);
@@ -88,6 +121,12 @@ float iq3_xxs_vec_dot(int64_t n, const void* w, const void* x) {
 }
 float iq3_s_vec_dot(int64_t n, const void* w, const void* x) {
     return dot_by_block_steps<BlockIQ3_S, BlockQ8_K, iq3_s_block_step>(n, kQK_K, w, x);
+}
+float iq1_s_vec_dot(int64_t n, const void* w, const void* x) {
+    return dot_by_block_steps<BlockIQ1_S, BlockQ8_K, iq1_s_block_step>(n, kQK_K, w, x);
+}
+float iq1_m_vec_dot(int64_t n, const void* w, const void* x) {
+    return dot_by_block_steps<BlockIQ1_M, BlockQ8_K, iq1_m_block_step>(n, kQK_K, w, x);
 }
 
 }  // namespace tessera

@@ -33,12 +33,14 @@ constexpr uint8_t kIq2Bytes[4] = {8, 25, 43, 0};
 constexpr uint8_t kIq3xxsBytes[8] = {4, 12, 20, 28, 36, 44, 52, 62};
 constexpr uint8_t kIq3sBytes[8] = {1, 3, 5, 7, 9, 11, 13, 15};
 constexpr uint8_t kOddBytes[8] = {1, 3, 5, 7, 9, 11, 13, 15};
+constexpr uint8_t kIq1Bytes[4] = {0xFF, 0, 1, 0};  // -1, 0, 1 as int8
 
 const auto kIq2xxs = expand<uint64_t, 8, 2>(kIq2xxsPoints, kIq2Bytes);
 const auto kIq2xs = expand<uint64_t, 8, 2>(kIq2xsPoints, kIq2Bytes);
 const auto kIq2s = expand<uint64_t, 8, 2>(kIq2sPoints, kIq2Bytes);
 const auto kIq3xxs = expand<uint32_t, 4, 3>(kIq3xxsPoints, kIq3xxsBytes);
 const auto kIq3s = expand<uint32_t, 4, 3>(kIq3sPoints, kIq3sBytes);
+const auto kIq1Points8 = expand<uint64_t, 8, 2>(kIq1sPoints, kIq1Bytes);
 
 const std::array<uint64_t, 256> kSignMasks = [] {
     std::array<uint64_t, 256> masks{};
@@ -137,9 +139,13 @@ const uint16_t* iq_point_codes(QuantType type, int* count) {
         case QuantType::IQ2_S: *count = 1024; return kIq2sPoints;
         case QuantType::IQ3_XXS: *count = 256; return kIq3xxsPoints;
         case QuantType::IQ3_S: *count = 512; return kIq3sPoints;
+        case QuantType::IQ1_S:
+        case QuantType::IQ1_M: *count = 2048; return kIq1sPoints;
         default: throw make_error("{} is not a grid I-quant", quant_type_name(type));
     }
 }
+
+const uint64_t* iq1_points() { return kIq1Points8.data(); }
 
 uint8_t iq_signs_from7(int bits7) {
     const int b = bits7 & 127;
@@ -171,6 +177,11 @@ const IqGridSearch& iq_grid_search(QuantType type) {
         }
         case QuantType::IQ3_S: {
             static const IqGridSearch s = build_search(kIq3sPoints, 4, 3, 4096, 3);
+            return s;
+        }
+        case QuantType::IQ1_S:
+        case QuantType::IQ1_M: {
+            static const IqGridSearch s = build_search(kIq1sPoints, 8, 2, 43692, 3);
             return s;
         }
         default: throw make_error("{} is not a grid I-quant", quant_type_name(type));

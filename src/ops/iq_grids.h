@@ -1,9 +1,10 @@
 // The point sets of the grid I-quants and what their quantizers search.
 //
-// A point is 8 (IQ2) or 4 (IQ3) levels; ggml stores each as bytes (the value
-// a weight's code stands for, before its sign and scale): IQ2's levels are
-// 8, 25, 43; IQ3_XXS's 4, 12, ..., 52, 62; IQ3_S's 1, 3, ..., 15. The sets
-// are llama.cpp's (ops/iq_grid_tables.inc, generated with its source named).
+// A point is 8 (IQ1, IQ2) or 4 (IQ3) levels; ggml stores each as bytes (the
+// value a weight's code stands for, before its sign and scale): IQ2's levels
+// are 8, 25, 43; IQ3_XXS's 4, 12, ..., 52, 62; IQ3_S's 1, 3, ..., 15; IQ1's
+// -1, 0, 1 (int8). The sets are llama.cpp's (ops/iq_grid_tables.inc,
+// generated with its source named).
 #pragma once
 
 #include "ops/quant_type.h"
@@ -17,6 +18,8 @@ namespace tessera {
 // IQ3_XXS / IQ3_S. Tables of 8- or 4-byte entries, little-endian.
 const uint64_t* iq2_points(QuantType type);  // 256, 512 or 1024 entries
 const uint32_t* iq3_points(QuantType type);  // 256 or 512 entries
+// IQ1_S and IQ1_M's 2048 points, each 8 int8 levels (-1, 0, 1) as bytes.
+const uint64_t* iq1_points();
 // The same points as their packed levels (llama.cpp's kgrid: 2 bits a level
 // for IQ2, 3 for IQ3, level i at bit bits * i), and how many: what kernels
 // that look points up in registers hold.
@@ -45,7 +48,7 @@ struct IqGridSearch {
 };
 
 // Built once per type on first use (thread-safe), for IQ2_XXS, IQ2_XS,
-// IQ2_S, IQ3_XXS and IQ3_S.
+// IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (the last two share one).
 const IqGridSearch& iq_grid_search(QuantType type);
 
 }  // namespace tessera

@@ -3,8 +3,8 @@
 // iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: gathers),
 // iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI),
 // iq_grid_groups_neon_dotprod-inl.h (64-bit NEON with the dot product) or
-// iq_grid_groups_hwy-inl.h (every other target). Same targets as
-// kquants_hwy.cpp.
+// iq_grid_groups_hwy-inl.h (every other target, and IQ1_S / IQ1_M on every
+// target). Same targets as kquants_hwy.cpp.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
@@ -30,6 +30,11 @@ template <QuantType kType, size_t kBlockBytes>
 const QuantTraits* grid_traits() {
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(kType);
+        if constexpr (kIq1<kType>) {
+            // IQ1 has no kernel of its own per target yet: the shared decoder
+            // on every one.
+            t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
+        } else {
 #if HWY_TARGET == HWY_AVX3_DL
         t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
 #elif HWY_TARGET == HWY_AVX2
@@ -45,6 +50,7 @@ const QuantTraits* grid_traits() {
 #else
         t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
 #endif
+        }
         return t;
     }();
     return &traits;
@@ -57,6 +63,8 @@ const QuantTraits* IqGridTraits(QuantType type) {
         case QuantType::IQ2_S: return grid_traits<QuantType::IQ2_S, sizeof(BlockIQ2_S)>();
         case QuantType::IQ3_XXS: return grid_traits<QuantType::IQ3_XXS, sizeof(BlockIQ3_XXS)>();
         case QuantType::IQ3_S: return grid_traits<QuantType::IQ3_S, sizeof(BlockIQ3_S)>();
+        case QuantType::IQ1_S: return grid_traits<QuantType::IQ1_S, sizeof(BlockIQ1_S)>();
+        case QuantType::IQ1_M: return grid_traits<QuantType::IQ1_M, sizeof(BlockIQ1_M)>();
         default: return nullptr;
     }
 }

@@ -30,6 +30,8 @@ void quantize_row_with_importance(QuantType type, const float* src, void* dst, i
         case QuantType::IQ2_S: weighted = iq2_s_quantize; break;
         case QuantType::IQ3_XXS: weighted = iq3_xxs_quantize; break;
         case QuantType::IQ3_S: weighted = iq3_s_quantize; break;
+        case QuantType::IQ1_S: weighted = iq1_s_quantize; break;
+        case QuantType::IQ1_M: weighted = iq1_m_quantize; break;
         default: break;
     }
     if (weighted != nullptr && importance != nullptr) return weighted(src, dst, n, importance);

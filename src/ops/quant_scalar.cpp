@@ -171,6 +171,8 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::IQ2_S, QuantType::Q8_K, iq2_s_to_float, iq2_s_from_float, iq2_s_vec_dot, vec_dot_tile_by_dots<iq2_s_vec_dot>, nullptr},
     {QuantType::IQ3_XXS, QuantType::Q8_K, iq3_xxs_to_float, iq3_xxs_from_float, iq3_xxs_vec_dot, vec_dot_tile_by_dots<iq3_xxs_vec_dot>, nullptr},
     {QuantType::IQ3_S, QuantType::Q8_K, iq3_s_to_float, iq3_s_from_float, iq3_s_vec_dot, vec_dot_tile_by_dots<iq3_s_vec_dot>, nullptr},
+    {QuantType::IQ1_S, QuantType::Q8_K, iq1_s_to_float, iq1_s_from_float, iq1_s_vec_dot, vec_dot_tile_by_dots<iq1_s_vec_dot>, nullptr},
+    {QuantType::IQ1_M, QuantType::Q8_K, iq1_m_to_float, iq1_m_from_float, iq1_m_vec_dot, vec_dot_tile_by_dots<iq1_m_vec_dot>, nullptr},
     {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},
 };
 

@@ -69,8 +69,8 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
     for (int64_t r = 0; r < rows; ++r) {
         SCOPED_TRACE("row " + std::to_string(r));
         const uint8_t* theirs = dump.quantized.data + r * row_bytes;
-        // The same bytes as ggml's quantizer (without an importance matrix; IQ2_XXS and IQ2_XS, which ggml
-        // makes only with one, with all ones, as our quantizer weighs without one).
+        // The same bytes as ggml's quantizer (without an importance matrix; IQ2_XXS, IQ2_XS and IQ1_S,
+        // which ggml makes only with one, with all ones, as our quantizer weighs without one).
         std::vector<uint8_t> ours(row_bytes);
         ref.from_float(input.data() + r * n, ours.data(), n);
         int64_t differing = 0;
@@ -122,13 +122,13 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
 INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantized,
                          ::testing::Values("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                                            "IQ4_NL", "IQ4_XS", "MXFP4", "BF16", "IQ2_XXS", "IQ2_XS", "IQ2_S",
-                                           "IQ3_XXS", "IQ3_S"),
+                                           "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Types with a block layout but no kernels yet: a weight of that type is
 // refused with the type's name, never misread.
 TEST(LlamaQuantizedUnsupported, RefusedByName) {
-    for (const char* name : {"IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"}) {
+    for (const char* name : {"TQ1_0", "TQ2_0"}) {
         const QuantType type = *parse_quant_type(name);
         try {
             require_weight_traits(type, "blk.0.ffn_up.weight");

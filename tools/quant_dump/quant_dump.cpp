@@ -108,6 +108,8 @@ static const type_entry TYPES[] = {
     {"IQ2_XXS", GGML_TYPE_IQ2_XXS},
     {"IQ2_XS",  GGML_TYPE_IQ2_XS},
     {"IQ2_S",   GGML_TYPE_IQ2_S},
+    {"IQ1_S",   GGML_TYPE_IQ1_S},
+    {"IQ1_M",   GGML_TYPE_IQ1_M},
 };
 
 // dot[c][r] = CPU vec_dot(quantized row r, from_float(x row c)), stored at c*NROW + r
