@@ -31,17 +31,19 @@ enum Ftype : uint32_t {
     kQ2_K_S = 21,
     kIQ3_XS = 22,
     kIQ3_XXS = 23,
+    kIQ1_S = 24,
     kIQ4_NL = 25,
     kIQ3_S = 26,
     kIQ3_M = 27,
     kIQ2_S = 28,
     kIQ2_M = 29,
     kIQ4_XS = 30,
+    kIQ1_M = 31,
     kBF16 = 32,
     kMXFP4_MOE = 38,
 };
 
-const std::array<QuantizeTarget, 33> kTargets{{
+const std::array<QuantizeTarget, 35> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -72,6 +74,8 @@ const std::array<QuantizeTarget, 33> kTargets{{
     {"IQ2_XS", QuantType::IQ2_XS, kIQ2_XS},
     {"IQ2_XXS", QuantType::IQ2_XXS, kIQ2_XXS},
     {"Q2_K_S", QuantType::Q2_K, kQ2_K_S},
+    {"IQ1_M", QuantType::IQ1_M, kIQ1_M},
+    {"IQ1_S", QuantType::IQ1_S, kIQ1_S},
     // gpt-oss's: expert matrices (3-D) MXFP4, everything else Q8_0.
     {"MXFP4_MOE", QuantType::MXFP4, kMXFP4_MOE},
     // Bare K-quant types, which llama-quantize does not name: --pure's files
@@ -132,7 +136,8 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
     // Q6_K: the logits are the model's most sensitive product.
     if (name == "output.weight" || (!model.has_output && name == "token_embd.weight")) {
         if (ftype == kMXFP4_MOE || falcon || cols % layout_of(base).block_size != 0) return QuantType::Q8_0;
-        if (ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ3_XXS || ftype == kIQ2_S || ftype == kIQ2_M) {
+        if (ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ3_XXS || ftype == kIQ2_S || ftype == kIQ2_M ||
+            ftype == kIQ1_S || ftype == kIQ1_M) {
             return QuantType::Q5_K;
         }
         return base != QuantType::Q8_0 ? QuantType::Q6_K : base;
@@ -140,10 +145,11 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
     if (!target.mix) return base;
     // gpt-oss's mix: the experts' stacked (3-D) tensors MXFP4, the rest Q8_0.
     if (ftype == kMXFP4_MOE) return stacked > 1 ? QuantType::MXFP4 : QuantType::Q8_0;
-    const bool iq2_mix = ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ2_S || ftype == kIQ2_M;
+    const bool iq1_mix = ftype == kIQ1_S || ftype == kIQ1_M;
+    const bool iq2_mix = iq1_mix || ftype == kIQ2_XXS || ftype == kIQ2_XS || ftype == kIQ2_S || ftype == kIQ2_M;
     const bool iq2_s_mix = ftype == kIQ2_S || ftype == kIQ2_M;
     if (name == "token_embd.weight") {
-        if (ftype == kIQ2_XXS || ftype == kIQ2_XS) return QuantType::Q2_K;
+        if (iq1_mix || ftype == kIQ2_XXS || ftype == kIQ2_XS) return QuantType::Q2_K;
         if (iq2_s_mix || ftype == kIQ3_XXS) return QuantType::IQ3_S;
         return base;
     }
@@ -151,7 +157,7 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
     const int layer = std::max(0, layer_of(name));
     QuantType type = base;
     if (iq2_mix) {
-        // The 2-bit I-quant mixes have rules of their own for these four.
+        // The 1- and 2-bit I-quant mixes have rules of their own for these four.
         if (contains(name, "attn_v.weight")) {
             if (model.n_gqa() >= 4 || model.n_expert >= 4) return QuantType::Q4_K;
             return iq2_s_mix ? QuantType::IQ3_S : QuantType::Q2_K;
@@ -163,7 +169,7 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         }
         if (contains(name, "attn_output.weight")) {
             if (model.n_expert == 8) return QuantType::Q5_K;
-            return iq2_s_mix ? QuantType::IQ3_S : base;
+            return iq1_mix ? QuantType::IQ2_XXS : iq2_s_mix ? QuantType::IQ3_S : base;
         }
         return base;
     }

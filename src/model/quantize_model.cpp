@@ -38,6 +38,8 @@ bool can_read(QuantType type) {
 std::vector<QuantType> fallbacks_of(QuantType type) {
     switch (type) {
         case QuantType::IQ4_XS:
+        case QuantType::IQ1_S:
+        case QuantType::IQ1_M:
         case QuantType::IQ2_XXS:
         case QuantType::IQ2_XS:
         case QuantType::IQ2_S:

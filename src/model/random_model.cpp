@@ -41,6 +41,8 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::IQ3_XXS: return 23;
         case QuantType::IQ3_S: return 26;
         case QuantType::IQ2_S: return 28;
+        case QuantType::IQ1_S: return 24;
+        case QuantType::IQ1_M: return 31;
         default:
             throw make_error("gen-model cannot write {} weights (use one of {})", quant_type_name(type),
                              supported_weight_types());
@@ -199,7 +201,10 @@ void fill_random(QuantType type, float stddev, uint64_t seed, uint8_t* dst, uint
         case QuantType::IQ2_XS:
         case QuantType::IQ2_S:
         case QuantType::IQ3_XXS:
-        case QuantType::IQ3_S: fill_random_grid(type, stddev, rng, dst, n_bytes); break;
+        case QuantType::IQ3_S:
+        case QuantType::IQ1_S:  // (IQ1_M keeps its d in its scales' top bits: quantized below)
+            fill_random_grid(type, stddev, rng, dst, n_bytes);
+            break;
         default: {
             // Every other type: Gaussian weights through the type's own
             // quantizer (slower than random codes, but each type's scales and

@@ -42,7 +42,7 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const std::string model = dir + "/" + target + ".gguf";
     std::vector<std::string> quantize = cmd({"quantize", f32, model, target, "-t", "2"});
-    if (target.rfind("IQ2_", 0) == 0 || target == "IQ3_XXS") {
+    if (target.rfind("IQ2_", 0) == 0 || target.rfind("IQ1_", 0) == 0 || target == "IQ3_XXS") {
         // The targets llama-quantize makes only with an importance matrix:
         // the kept one of a model with these matrix shapes (tests/data/SOURCES.md).
         quantize.push_back("--imatrix");
@@ -112,7 +112,8 @@ TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, QuantTypesCli,
                          ::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "Q5_0", "Q5_1", "IQ4_NL",
-                                           "MXFP4", "BF16", "Q4_1", "IQ3_M", "IQ2_M", "IQ3_XXS", "IQ2_XXS"),
+                                           "MXFP4", "BF16", "Q4_1", "IQ3_M", "IQ2_M", "IQ3_XXS", "IQ2_XXS",
+                                           "IQ1_S", "IQ1_M"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -119,7 +119,9 @@ TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
     EXPECT_EQ(parse_quantize_target("IQ3_XS")->file_type, 22u);
     EXPECT_EQ(parse_quantize_target("IQ3_M")->type, QuantType::IQ3_S);
     EXPECT_EQ(parse_quantize_target("Q2_K_S")->file_type, 21u);
-    EXPECT_FALSE(parse_quantize_target("IQ1_S").has_value());
+    EXPECT_EQ(parse_quantize_target("IQ1_S")->file_type, 24u);
+    EXPECT_EQ(parse_quantize_target("IQ1_M")->file_type, 31u);
+    EXPECT_FALSE(parse_quantize_target("TQ1_0").has_value());
     EXPECT_FALSE(parse_quantize_target("Q8").has_value());
 }
 

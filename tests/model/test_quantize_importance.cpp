@@ -160,17 +160,17 @@ TEST(QuantizeImportance, EveryTargetWritesLlamaQuantizesBytes) {
             expected[target][tensor] = type + " " + crc;
         }
     }
-    ASSERT_EQ(expected.size(), 23u);
+    ASSERT_EQ(expected.size(), 25u);
     const std::string model = g4s_model();
     const ImportanceMatrix importance = read_importance_matrix(quant_data("imatrix-g4s.gguf"));
     const std::string dir = test::scratch_dir("quantize_importance_targets");
     // Under emulation (scripts/test --arm64: qemu, about 17 times slower),
     // the mixes that together quantize every type once: which tensors get
     // which type is integer logic, and the arithmetic whose bits a CPU could
-    // change is each type's quantizer. The native runs check all 23.
+    // change is each type's quantizer. The native runs check all 25.
     const bool emulated = std::getenv("TESSERA_TEST_EMULATED") != nullptr;
-    const std::set<std::string> covering = {"Q2_K",   "Q5_K_M", "Q4_0",    "Q5_0",   "Q5_1",
-                                            "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ3_XXS"};
+    const std::set<std::string> covering = {"Q2_K",   "Q5_K_M", "Q4_0",    "Q5_0",   "Q5_1",  "IQ4_NL",
+                                            "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ1_M"};
     std::set<std::string> types_checked;
     for (const auto& [target, tensors] : expected) {
         if (emulated && covering.count(target) == 0) continue;
@@ -196,8 +196,8 @@ TEST(QuantizeImportance, EveryTargetWritesLlamaQuantizesBytes) {
         }
         EXPECT_EQ(checked, static_cast<int>(tensors.size()));
     }
-    // Every type the 23 mixes use, emulated or not.
-    EXPECT_EQ(types_checked.size(), 15u);
+    // Every type the 25 mixes use, emulated or not.
+    EXPECT_EQ(types_checked.size(), 17u);
 }
 
 }  // namespace tessera

@@ -45,11 +45,12 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(layout_of(QuantType::IQ4_XS).block_bytes, 136u);
     EXPECT_EQ(layout_of(QuantType::MXFP4).block_bytes, 17u);
     EXPECT_EQ(quant_layout(39)->type, QuantType::MXFP4);
-    EXPECT_EQ(compute_traits(QuantType::IQ1_S), nullptr);  // a type without kernels
+    EXPECT_EQ(compute_traits(QuantType::TQ1_0), nullptr);  // a type without kernels
+    EXPECT_NE(compute_traits(QuantType::IQ1_S), nullptr);
     EXPECT_NE(compute_traits(QuantType::IQ2_XXS), nullptr);
     EXPECT_THROW(require_weight_traits(QuantType::Q8_K, "w"), Error);  // activations only
     EXPECT_NO_THROW(require_weight_traits(QuantType::Q4_K, "w"));
-    EXPECT_THROW(require_compute_traits(QuantType::IQ1_M, "blk.0.attn_q.weight"), Error);
+    EXPECT_THROW(require_compute_traits(QuantType::TQ2_0, "blk.0.attn_q.weight"), Error);
 }
 
 // Quantize then dequantize: the error per element stays within the type's step.
