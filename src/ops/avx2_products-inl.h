@@ -24,7 +24,8 @@
 
 #include <hwy/highway.h>
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// (AVX3_DL too: its IQ1 kernel is the 256-bit one, iq_grid_groups_avx2-inl.h.)
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 
 #include <immintrin.h>
 
@@ -120,5 +121,5 @@ struct AvxVnni {
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
 
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #endif  // include guard

@@ -19,13 +19,14 @@ struct IqTables {
     const uint32_t* points4;  // IQ3: 4 bytes a point
     const uint64_t* signs;    // sign byte -> mask
     const uint64_t* signs7;   // 7 sign bits -> mask with the parity sign
+    const uint64_t* iq1_weights;  // IQ1: 8 p + 1 as int8 bytes (the kernels' weights at shift +1/8, times 8)
 };
 
 inline IqTables iq_tables(QuantType type) {
     const bool iq3 = type == QuantType::IQ3_XXS || type == QuantType::IQ3_S;
     const bool iq1 = type == QuantType::IQ1_S || type == QuantType::IQ1_M;
     return {iq3 ? nullptr : iq1 ? iq1_points() : iq2_points(type), iq3 ? iq3_points(type) : nullptr, iq_sign_masks(),
-            iq_sign_masks_even()};
+            iq_sign_masks_even(), iq1 ? iq1_shifted_points() : nullptr};
 }
 
 struct IqSub32 {

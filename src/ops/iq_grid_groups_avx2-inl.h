@@ -1,4 +1,4 @@
-// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in the group
+// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) in the group
 // layout (16 rows' GGUF blocks back to back, ops/group_codecs.cpp) against
 // Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 without VNNI;
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
@@ -25,7 +25,9 @@
 // Outside the target test: toggling headers must be seen on every pass.
 #include "ops/avx2_products-inl.h"
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// AVX3_DL too, for IQ1 (its VNNI kernel's point set in registers has no
+// room for IQ1's 2048 points).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 
 #include <immintrin.h>
 
@@ -153,6 +155,25 @@ HWY_INLINE void point_indices(const uint8_t* block, uint16_t* idx) {
     }
 }
 
+// IQ1_S / IQ1_M's sub-block j as the other types' operands: each weight
+// 8 p + shift (p in -1, 0, 1; shift +-1: never 0) from the table of 8 p + 1
+// less 2 where the shift is -1; its magnitude is the unsigned operand, the
+// weight itself the sign of the activations; the odd scale of each 16.
+template <QuantType kType>
+HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m256i* points, __m256i* signs,
+                            __m256i* scales) {
+    const Iq1Sub32 s = iq1_decode32<kType>(block, j, t.iq1_weights);
+    const auto two_if_minus = [&](int l) { return s.shift[l] < 0 ? int64_t{0x0202020202020202} : int64_t{0}; };
+    const __m256i w = _mm256_sub_epi8(
+        _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
+                          static_cast<int64_t>(s.points[1]), static_cast<int64_t>(s.points[0])),
+        _mm256_set_epi64x(two_if_minus(3), two_if_minus(2), two_if_minus(1), two_if_minus(0)));
+    *points = _mm256_abs_epi8(w);
+    *signs = w;
+    *scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale[2])),
+                               _mm_set1_epi16(static_cast<int16_t>(s.scale[0])));
+}
+
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
 // for C columns at once.
 template <QuantType kType, class Products, int C>
@@ -171,12 +192,15 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
         _mm256_store_si256(reinterpret_cast<__m256i*>(word_signs), sign_bytes_of_words(w));
     }
     for (int j = 0; j < 8; ++j) {
+        __m256i points, signs, scales;
+        if constexpr (kIq1<kType>) {
+            iq1_weights<kType>(block, j, t, &points, &signs, &scales);
+        } else {
         // The sign-word types decode nothing per sub-block but their points,
         // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
         // from the table), not through 64-bit words in scalar registers.
         IqSub32 s;
         if constexpr (!kIqSignWords<kType>) s = iq_decode32<kType, !kIqSignBytes<kType>, !kIqHighBits<kType>>(block, j, t);
-        __m256i points;
         if constexpr (kType == QuantType::IQ2_XXS) {
             const uint8_t* p = block + offsetof(BlockIQ2_XXS, qs) + 8 * j;
             points = _mm256_set_epi64x(static_cast<int64_t>(t.points8[p[3]]), static_cast<int64_t>(t.points8[p[2]]),
@@ -213,8 +237,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
             masks = _mm256_set_epi64x(static_cast<int64_t>(s.signs[3]), static_cast<int64_t>(s.signs[2]),
                                       static_cast<int64_t>(s.signs[1]), static_cast<int64_t>(s.signs[0]));
         }
-        const __m256i signs = _mm256_or_si256(masks, plus);
-        __m256i scales;
+        signs = _mm256_or_si256(masks, plus);
         if constexpr (kIqScaleNibbles<kType>) {
             scales = _mm256_shuffle_epi8(
                 scale_bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
@@ -223,6 +246,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
         } else {
             scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale_hi)),
                                       _mm_set1_epi16(static_cast<int16_t>(s.scale_lo)));
+        }
         }
         for (int c = 0; c < C; ++c) {
             const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[c] + 32 * j));
@@ -268,7 +292,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                 int32_t row[C];
                 row_sums<kType, Products, C>(p + r * kBlockBytes, xq, t, row);
                 for (int c = 0; c < C; ++c) s[c][r] = row[c];
-                d[r] = iq_block_d(p + r * kBlockBytes);
+                d[r] = iq_block_d_of<kType>(p + r * kBlockBytes);
             }
             for (int h = 0; h < 2; ++h) {
                 const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d + 8 * h)));
@@ -296,5 +320,5 @@ inline constexpr VecDotGroupsFn vec_dot_groups =
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
 
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #endif  // include guard

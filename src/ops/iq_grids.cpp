@@ -34,6 +34,7 @@ constexpr uint8_t kIq3xxsBytes[8] = {4, 12, 20, 28, 36, 44, 52, 62};
 constexpr uint8_t kIq3sBytes[8] = {1, 3, 5, 7, 9, 11, 13, 15};
 constexpr uint8_t kOddBytes[8] = {1, 3, 5, 7, 9, 11, 13, 15};
 constexpr uint8_t kIq1Bytes[4] = {0xFF, 0, 1, 0};  // -1, 0, 1 as int8
+constexpr uint8_t kIq1ShiftedBytes[4] = {0xF9, 1, 9, 0};  // 8 l + 1: -7, 1, 9 as int8
 
 const auto kIq2xxs = expand<uint64_t, 8, 2>(kIq2xxsPoints, kIq2Bytes);
 const auto kIq2xs = expand<uint64_t, 8, 2>(kIq2xsPoints, kIq2Bytes);
@@ -41,6 +42,7 @@ const auto kIq2s = expand<uint64_t, 8, 2>(kIq2sPoints, kIq2Bytes);
 const auto kIq3xxs = expand<uint32_t, 4, 3>(kIq3xxsPoints, kIq3xxsBytes);
 const auto kIq3s = expand<uint32_t, 4, 3>(kIq3sPoints, kIq3sBytes);
 const auto kIq1Points8 = expand<uint64_t, 8, 2>(kIq1sPoints, kIq1Bytes);
+const auto kIq1Shifted8 = expand<uint64_t, 8, 2>(kIq1sPoints, kIq1ShiftedBytes);
 
 const std::array<uint64_t, 256> kSignMasks = [] {
     std::array<uint64_t, 256> masks{};
@@ -146,6 +148,7 @@ const uint16_t* iq_point_codes(QuantType type, int* count) {
 }
 
 const uint64_t* iq1_points() { return kIq1Points8.data(); }
+const uint64_t* iq1_shifted_points() { return kIq1Shifted8.data(); }
 
 uint8_t iq_signs_from7(int bits7) {
     const int b = bits7 & 127;

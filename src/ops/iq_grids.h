@@ -20,6 +20,9 @@ const uint64_t* iq2_points(QuantType type);  // 256, 512 or 1024 entries
 const uint32_t* iq3_points(QuantType type);  // 256 or 512 entries
 // IQ1_S and IQ1_M's 2048 points, each 8 int8 levels (-1, 0, 1) as bytes.
 const uint64_t* iq1_points();
+// The same points as 8 p + 1 (int8 bytes -7, 1, 9): 8 times a weight with its
+// shift of +1/8, what SIMD kernels multiply by (less 2 for a shift of -1/8).
+const uint64_t* iq1_shifted_points();
 // The same points as their packed levels (llama.cpp's kgrid: 2 bits a level
 // for IQ2, 3 for IQ3, level i at bit bits * i), and how many: what kernels
 // that look points up in registers hold.

@@ -3,8 +3,8 @@
 // iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: gathers),
 // iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI),
 // iq_grid_groups_neon_dotprod-inl.h (64-bit NEON with the dot product) or
-// iq_grid_groups_hwy-inl.h (every other target, and IQ1_S / IQ1_M on every
-// target). Same targets as kquants_hwy.cpp.
+// iq_grid_groups_hwy-inl.h (every other target). IQ1_S / IQ1_M take the
+// AVX2 kernel on every x86 target. Same targets as kquants_hwy.cpp.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
@@ -31,9 +31,17 @@ const QuantTraits* grid_traits() {
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(kType);
         if constexpr (kIq1<kType>) {
-            // IQ1 has no kernel of its own per target yet: the shared decoder
-            // on every one.
+            // IQ1: the AVX2 kernel on every x86 target (AVX-512's too: its
+            // 2048 points do not fit the VNNI kernel's registers), the shared
+            // decoder elsewhere.
+#if HWY_TARGET == HWY_AVX2
+            t.vec_dot_groups = with_int8_dot_extension<iq_grid_avx2::vec_dot_groups<kType, kBlockBytes, avx2_products::AvxVnni>,
+                                                       iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>>;
+#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+            t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
+#else
             t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
+#endif
         } else {
 #if HWY_TARGET == HWY_AVX3_DL
         t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
