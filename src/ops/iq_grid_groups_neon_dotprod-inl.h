@@ -1,4 +1,4 @@
-// The grid I-quants in the group layout (16 rows' blocks back to back) with
+// The grid I-quants (IQ1 too) in the group layout (16 rows' blocks back to back) with
 // ARM's dot-product extension (sdot; ops/int8_dot_extension.h), for
 // Highway's NEON target on 64-bit ARM CPUs that have it. Included by
 // iq_grids_hwy.cpp once per target (hence the toggling include guard),
@@ -67,25 +67,43 @@ inline int8x16_t signed_points(const IqSub32& s, const uint8_t* sign_bytes, int 
     return vsubq_s8(veorq_s8(v, m), m);
 }
 
+// IQ1's points l, l + 1 of a sub-block as 16 signed weights 8 p + shift:
+// the table's 8 p + 1, less 2 where a point's shift is -1/8.
+inline int8x16_t iq1_weights(const Iq1Sub32& s, int l) {
+    const int8x16_t v = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(s.points[l]), vcreate_u64(s.points[l + 1])));
+    const int8x16_t two = vcombine_s8(vdup_n_s8(s.shift[l] < 0 ? 2 : 0), vdup_n_s8(s.shift[l + 1] < 0 ? 2 : 0));
+    return vsubq_s8(v, two);
+}
+
 // S of one block against 256 activation codes: iq_block_sum's integer.
 template <QuantType kType>
 inline int32_t block_sum(const uint8_t* block, const int8_t* y, const IqTables& t) {
     int32x4_t total = vdupq_n_s32(0);
-    for (int j = 0; j < 8; ++j) {
-        const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>>(block, j, t);
-        int8x16_t first, second;
-        if constexpr (kIqSignBytes<kType>) {
-            const uint8_t* sign_bytes = iq_sign_bytes<kType>(block, j);
-            first = signed_points(s, sign_bytes, 0);
-            second = signed_points(s, sign_bytes, 2);
-        } else {
-            first = signed_points(s, 0);
-            second = signed_points(s, 2);
+    if constexpr (kIq1<kType>) {
+        for (int j = 0; j < 8; ++j) {
+            const Iq1Sub32 s = iq1_decode32<kType>(block, j, t.iq1_weights);
+            const int32x4_t lo = vdotq_s32(vdupq_n_s32(0), iq1_weights(s, 0), vld1q_s8(y + 32 * j));
+            const int32x4_t hi = vdotq_s32(vdupq_n_s32(0), iq1_weights(s, 2), vld1q_s8(y + 32 * j + 16));
+            total = vmlaq_n_s32(total, lo, s.scale[0]);
+            total = vmlaq_n_s32(total, hi, s.scale[2]);
         }
-        const int32x4_t lo = vdotq_s32(vdupq_n_s32(0), first, vld1q_s8(y + 32 * j));
-        const int32x4_t hi = vdotq_s32(vdupq_n_s32(0), second, vld1q_s8(y + 32 * j + 16));
-        total = vmlaq_n_s32(total, lo, s.scale_lo);
-        total = vmlaq_n_s32(total, hi, s.scale_hi);
+    } else {
+        for (int j = 0; j < 8; ++j) {
+            const IqSub32 s = iq_decode32<kType, !kIqSignBytes<kType>>(block, j, t);
+            int8x16_t first, second;
+            if constexpr (kIqSignBytes<kType>) {
+                const uint8_t* sign_bytes = iq_sign_bytes<kType>(block, j);
+                first = signed_points(s, sign_bytes, 0);
+                second = signed_points(s, sign_bytes, 2);
+            } else {
+                first = signed_points(s, 0);
+                second = signed_points(s, 2);
+            }
+            const int32x4_t lo = vdotq_s32(vdupq_n_s32(0), first, vld1q_s8(y + 32 * j));
+            const int32x4_t hi = vdotq_s32(vdupq_n_s32(0), second, vld1q_s8(y + 32 * j + 16));
+            total = vmlaq_n_s32(total, lo, s.scale_lo);
+            total = vmlaq_n_s32(total, hi, s.scale_hi);
+        }
     }
     return vaddvq_s32(total);
 }
@@ -103,7 +121,7 @@ void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups,
             for (int i = 0; i < 4; ++i) {
                 const uint8_t* block = p + (r0 + i) * kBlockBytes;
                 s[i] = static_cast<float>(block_sum<kType>(block, xq, t));
-                d[i] = fp16_to_fp32(iq_block_d(block));
+                d[i] = fp16_to_fp32(iq_block_d_of<kType>(block));
             }
             float dx;
             std::memcpy(&dx, xblock, 4);
