@@ -162,16 +162,41 @@ HWY_INLINE void point_indices(const uint8_t* block, uint16_t* idx) {
 template <QuantType kType>
 HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m256i* points, __m256i* signs,
                             __m256i* scales) {
-    const Iq1Sub32 s = iq1_decode32<kType>(block, j, t.iq1_weights);
-    const auto two_if_minus = [&](int l) { return s.shift[l] < 0 ? int64_t{0x0202020202020202} : int64_t{0}; };
-    const __m256i w = _mm256_sub_epi8(
-        _mm256_set_epi64x(static_cast<int64_t>(s.points[3]), static_cast<int64_t>(s.points[2]),
-                          static_cast<int64_t>(s.points[1]), static_cast<int64_t>(s.points[0])),
-        _mm256_set_epi64x(two_if_minus(3), two_if_minus(2), two_if_minus(1), two_if_minus(0)));
+    // The fields read directly (iq1_decode32's, without its per-point
+    // branches): the 4 point indices, the shift bits as a byte 2 (minus)
+    // or 0 per point, the odd scales of each 16.
+    const uint64_t* table = t.iq1_weights;
+    __m256i two;
+    int scale_lo, scale_hi;
+    __m256i w;
+    if constexpr (kType == QuantType::IQ1_S) {
+        const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
+        const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
+        w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 1) & 0x700)]),
+                              static_cast<int64_t>(table[qs[2] | ((qh << 2) & 0x700)]),
+                              static_cast<int64_t>(table[qs[1] | ((qh << 5) & 0x700)]),
+                              static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        two = _mm256_set1_epi8(static_cast<char>((qh >> 14) & 2));
+        scale_lo = scale_hi = 2 * ((qh >> 12) & 7) + 1;
+    } else {
+        const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
+        const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
+        w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 4) & 0x700)]),
+                              static_cast<int64_t>(table[qs[2] | (qh & 0x700)]),
+                              static_cast<int64_t>(table[qs[1] | ((qh << 4) & 0x700)]),
+                              static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        // Point l's shift bit (4 l + 3) to bit 1 of every byte of its word.
+        const __m256i bits = _mm256_srlv_epi64(_mm256_set1_epi64x(qh), _mm256_set_epi64x(14, 10, 6, 2));
+        two = _mm256_shuffle_epi8(_mm256_and_si256(bits, _mm256_set1_epi64x(2)),
+                                  _mm256_set_epi64x(0x0808080808080808, 0x0000000000000000, 0x0808080808080808, 0));
+        const int sc = iq_decode::u16_at(block + offsetof(BlockIQ1_M, scales) + 2 * (j / 2)) >> (6 * (j % 2));
+        scale_lo = 2 * (sc & 7) + 1;
+        scale_hi = 2 * ((sc >> 3) & 7) + 1;
+    }
+    w = _mm256_sub_epi8(w, two);
     *points = _mm256_abs_epi8(w);
     *signs = w;
-    *scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s.scale[2])),
-                               _mm_set1_epi16(static_cast<int16_t>(s.scale[0])));
+    *scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(scale_hi)), _mm_set1_epi16(static_cast<int16_t>(scale_lo)));
 }
 
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
