@@ -45,32 +45,6 @@ void sort_by_value(const float* xb, int* order) {
     std::stable_sort(order, order + kN, [&](int a, int b) { return xb[a] < xb[b]; });
 }
 
-// iq1_find_best_neighbour2: among u's neighbours the point nearest to xval
-// at `scale` under the weights (levels xg), its levels into L.
-int best_neighbour(const IqGridSearch& g, int u, const float* xval, const float* weight, float scale, const float* xg,
-                   int8_t* L) {
-    const uint16_t* list = g.neighbours.data() + (-g.map[u] - 1);
-    float best_d2 = FLT_MAX;
-    int best = -1;
-    for (int j = 1; j <= list[0]; ++j) {
-        const uint64_t point = g.odd[list[j]];
-        float d2 = 0.0f;
-        for (int i = 0; i < 8; ++i) {
-            const float q = xg[(((point >> (8 * i)) & 0xFF) - 1) / 2];
-            const float diff = scale * q - xval[i];
-            d2 += weight[i] * diff * diff;
-        }
-        if (d2 < best_d2) {
-            best_d2 = d2;
-            best = list[j];
-        }
-    }
-    if (best < 0) best = list[1];  // only NaN distances: llama.cpp scans the set and asserts
-    const uint64_t point = g.odd[best];
-    for (int i = 0; i < 8; ++i) L[i] = static_cast<int8_t>((((point >> (8 * i)) & 0xFF) - 1) / 2);
-    return best;
-}
-
 // The point index of each 8 levels of L (snapped where off the set), with
 // the levels each 8 is measured with; returns whether all were on the set.
 template <int kN, typename Levels>
@@ -83,7 +57,9 @@ bool point_indices(const IqGridSearch& g, const float* xb, const float* weight, 
         int grid_index = g.map[u];
         if (grid_index < 0) {
             all_on_grid = false;
-            grid_index = best_neighbour(g, u, xb + 8 * k, weight + 8 * k, scale, levels_of(k), L + 8 * k);
+            const float* xg = levels_of(k);
+            grid_index = iq_best_neighbour(g, u, xb + 8 * k, weight + 8 * k, scale, [&](int odd) { return xg[(odd - 1) / 2]; },
+                                           L + 8 * k);
         }
         index[k] = grid_index;
     }

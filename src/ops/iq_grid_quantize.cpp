@@ -63,30 +63,6 @@ struct SubBlock {
     int index[8] = {};
 };
 
-// iq2_find_best_neighbour / iq3_find_best_neighbour: among u's neighbours
-// the point nearest to xval / scale under the weights, its levels into L.
-int best_neighbour(const IqGridSearch& g, int u, const float* xval, const float* weight, float scale, int8_t* L) {
-    const uint16_t* list = g.neighbours.data() + (-g.map[u] - 1);
-    float best_d2 = FLT_MAX;
-    int best = -1;
-    for (int j = 1; j <= list[0]; ++j) {
-        const uint64_t point = g.odd[list[j]];
-        float d2 = 0.0f;
-        for (int i = 0; i < g.levels_per_point; ++i) {
-            const float q = static_cast<float>((point >> (8 * i)) & 0xFF);
-            const float diff = scale * q - xval[i];
-            d2 += weight[i] * diff * diff;
-        }
-        if (d2 < best_d2) {
-            best_d2 = d2;
-            best = list[j];
-        }
-    }
-    const uint64_t point = g.odd[best];
-    for (int i = 0; i < g.levels_per_point; ++i) L[i] = static_cast<int8_t>((((point >> (8 * i)) & 0xFF) - 1) / 2);
-    return best;
-}
-
 // Rounds xval under inverse scale id to levels of point k, snapping it to the
 // set; returns whether it was on the set already.
 bool round_point(const GridSpec& spec, const IqGridSearch& g, int k, const float* xval, const float* waux, float id,
@@ -99,7 +75,8 @@ bool round_point(const GridSpec& spec, const IqGridSearch& g, int k, const float
         u |= l << (g.bits_per_level * i);
     }
     if (g.map[u] >= 0) return true;
-    best_neighbour(g, u, xval + lp * k, waux + lp * k, scale, L + lp * k);
+    iq_best_neighbour(g, u, xval + lp * k, waux + lp * k, scale, [](int odd) { return static_cast<float>(odd); },
+                      L + lp * k);
     return false;
 }
 

@@ -10,6 +10,7 @@
 #include "ops/quant_type.h"
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace tessera {
@@ -49,6 +50,34 @@ struct IqGridSearch {
     std::vector<int32_t> map;    // packed levels -> index, or -(offset + 1) into neighbours
     std::vector<uint16_t> neighbours;  // at an offset: count, then that many indices
 };
+
+// llama.cpp's iq2/iq3_find_best_neighbour and iq1_find_best_neighbour2:
+// among the neighbours of u (a packed level vector not in the set) the point
+// nearest to xval at `scale` under the weights, the first of equal distance,
+// a level's value taken as value_of(its odd byte 2 l + 1); its levels into
+// L. (With NaN distances only, the first neighbour: llama.cpp asserts.)
+template <typename ValueOf>
+int iq_best_neighbour(const IqGridSearch& g, int u, const float* xval, const float* weight, float scale,
+                      ValueOf value_of, int8_t* L) {
+    const uint16_t* list = g.neighbours.data() + (-g.map[u] - 1);
+    float best_d2 = std::numeric_limits<float>::max();
+    int best = list[1];
+    for (int j = 1; j <= list[0]; ++j) {
+        const uint64_t point = g.odd[list[j]];
+        float d2 = 0.0f;
+        for (int i = 0; i < g.levels_per_point; ++i) {
+            const float diff = scale * value_of(static_cast<int>((point >> (8 * i)) & 0xFF)) - xval[i];
+            d2 += weight[i] * diff * diff;
+        }
+        if (d2 < best_d2) {
+            best_d2 = d2;
+            best = list[j];
+        }
+    }
+    const uint64_t point = g.odd[best];
+    for (int i = 0; i < g.levels_per_point; ++i) L[i] = static_cast<int8_t>((((point >> (8 * i)) & 0xFF) - 1) / 2);
+    return best;
+}
 
 // Built once per type on first use (thread-safe), for IQ2_XXS, IQ2_XS,
 // IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (the last two share one).

@@ -30,24 +30,11 @@ template <QuantType kType, size_t kBlockBytes>
 const QuantTraits* grid_traits() {
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(kType);
-        if constexpr (kIq1<kType>) {
-            // IQ1: the AVX2 kernel on every x86 target (AVX-512's too: its
-            // 2048 points do not fit the VNNI kernel's registers), sdot's on
-            // ARM, the shared decoder elsewhere.
-#if HWY_TARGET == HWY_AVX2
-            t.vec_dot_groups = with_int8_dot_extension<iq_grid_avx2::vec_dot_groups<kType, kBlockBytes, avx2_products::AvxVnni>,
-                                                       iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>>;
-#elif HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-            t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
-#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-            t.vec_dot_groups = with_int8_dot_extension<dotprod_iq_grid::vec_dot_groups<kType, kBlockBytes>,
-                                                       portable_iq_grid::vec_dot_groups<kType, kBlockBytes>>;
-#else
-            t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
-#endif
-        } else {
 #if HWY_TARGET == HWY_AVX3_DL
-        t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
+        // IQ1 too takes the 256-bit kernel: its 2048 points do not fit the
+        // VNNI kernel's registers.
+        if constexpr (kIq1<kType>) t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
+        else t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
 #elif HWY_TARGET == HWY_AVX2
         // With AVX-VNNI where the CPU has it and it is allowed.
         t.vec_dot_groups = with_int8_dot_extension<iq_grid_avx2::vec_dot_groups<kType, kBlockBytes, avx2_products::AvxVnni>,
@@ -61,7 +48,6 @@ const QuantTraits* grid_traits() {
 #else
         t.vec_dot_groups = portable_iq_grid::vec_dot_groups<kType, kBlockBytes>;
 #endif
-        }
         return t;
     }();
     return &traits;
