@@ -1,3 +1,4 @@
+#include "ops/iq_grids.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/fp16.h"
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace tessera {
@@ -54,6 +56,53 @@ TEST(Quant, LayoutsMatchGgml) {
 }
 
 // Quantize then dequantize: the error per element stays within the type's step.
+// The grid quantizers' neighbour search (llama.cpp's find_best_neighbour):
+// the nearest of a level vector's neighbours, the first of equal distance;
+// with only NaN distances (a row holding NaN or infinity) still one of them,
+// never an index outside the set.
+TEST(Quant, GridNeighbourSearchKeepsToTheNeighbours) {
+    for (QuantType type : {QuantType::IQ2_XXS, QuantType::IQ2_S, QuantType::IQ3_XXS, QuantType::IQ1_S}) {
+        SCOPED_TRACE(quant_type_name(type));
+        const IqGridSearch& g = iq_grid_search(type);
+        const int n = g.levels_per_point;
+        const auto value = [](int odd) { return static_cast<float>(odd); };
+        Rng rng(7);
+        int searched = 0;
+        for (int u = 0; u < static_cast<int>(g.map.size()) && searched < 50; ++u) {
+            if (g.map[u] >= 0) continue;
+            ++searched;
+            const uint16_t* list = g.neighbours.data() + (-g.map[u] - 1);
+            float x[8], w[8];
+            for (int i = 0; i < n; ++i) {
+                x[i] = 6.0f * rng.next_float();
+                w[i] = rng.next_float();
+            }
+            int8_t L[8];
+            const int best = iq_best_neighbour(g, u, x, w, 1.0f, value, L);
+            // The nearest by brute force over the list, and L its levels.
+            float best_d2 = std::numeric_limits<float>::max();
+            int expected = -1;
+            for (int j = 1; j <= list[0]; ++j) {
+                float d2 = 0.0f;
+                for (int i = 0; i < n; ++i) {
+                    const float diff = value(static_cast<int>((g.odd[list[j]] >> (8 * i)) & 0xFF)) - x[i];
+                    d2 += w[i] * diff * diff;
+                }
+                if (d2 < best_d2) {
+                    best_d2 = d2;
+                    expected = list[j];
+                }
+            }
+            ASSERT_EQ(best, expected);
+            for (int i = 0; i < n; ++i) EXPECT_EQ(2 * L[i] + 1, static_cast<int>((g.odd[best] >> (8 * i)) & 0xFF));
+            // NaN everywhere: the first neighbour.
+            for (int i = 0; i < n; ++i) x[i] = std::numeric_limits<float>::quiet_NaN();
+            EXPECT_EQ(iq_best_neighbour(g, u, x, w, std::numeric_limits<float>::quiet_NaN(), value, L), list[1]);
+        }
+        EXPECT_EQ(searched, 50);
+    }
+}
+
 TEST(Quant, RoundTripErrorIsBounded) {
     for (QuantType type : kTypes) {
         const QuantTraits& t = *compute_traits(type);
