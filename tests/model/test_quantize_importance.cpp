@@ -118,12 +118,15 @@ TEST(QuantizeImportance, ItsAbsenceOrAnotherModelsIsRefused) {
     const std::string model = g4s_model();
     const GgufFile file(model);
     QuantizeParams params;
-    params.target = *parse_quantize_target("IQ2_XXS");
-    try {
-        plan_quantization(file, params);
-        FAIL() << "IQ2_XXS without an importance matrix was planned";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--imatrix"), std::string::npos) << e.what();
+    // The targets llama-quantize makes only with one, IQ1's included.
+    for (const char* target : {"IQ1_S", "IQ1_M", "IQ2_XXS"}) {
+        params.target = *parse_quantize_target(target);
+        try {
+            plan_quantization(file, params);
+            ADD_FAILURE() << target << " without an importance matrix was planned";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("--imatrix"), std::string::npos) << e.what();
+        }
     }
     // An importance matrix whose sizes are another model's.
     ImportanceMatrix other = read_importance_matrix(quant_data("imatrix-g4s.gguf"));
