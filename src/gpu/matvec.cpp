@@ -110,7 +110,7 @@ std::unique_ptr<VulkanBuffer> filled(VulkanContext& c, const void* data, size_t 
 VulkanMatvec::VulkanMatvec(VulkanContext& context, bool serial, bool packed, bool subgroup_rows)
     : context_(context), serial_(serial), subgroup_rows_(subgroup_rows) {
     const auto kernel = [&](const uint32_t* spirv, size_t words, const char* name) {
-        return std::make_unique<VulkanKernel>(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
+        return LazyVulkanKernel(context, spirv, words, 3, static_cast<uint32_t>(sizeof(Params)), name);
     };
     if (!serial && subgroup_trees(context.info())) {
         f32_ = kernel(TESSERA_SPIRV(matvec_f32_sg), "matvec_f32_sg");
@@ -164,13 +164,13 @@ std::vector<float> VulkanMatvec::run(VulkanKernel& kernel, const void* w, size_t
 std::vector<float> VulkanMatvec::f32(const float* w, int rows, int n, const float* x) {
     if (rows <= 0 || n <= 0) throw make_error("internal: an empty matrix-vector product");
     const size_t cells = static_cast<size_t>(rows) * static_cast<size_t>(n);
-    return run(*f32_, w, cells * 4, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
+    return run(f32_.get(), w, cells * 4, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
 }
 
 std::vector<float> VulkanMatvec::f16(const void* w, int rows, int n, const float* x) {
     if (rows <= 0 || n <= 0) throw make_error("internal: an empty matrix-vector product");
     const size_t cells = static_cast<size_t>(rows) * static_cast<size_t>(n);
-    return run(*f16_, w, cells * 2, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
+    return run(f16_.get(), w, cells * 2, x, static_cast<size_t>(n) * 4, static_cast<uint32_t>(n), rows);
 }
 
 // Rows of whole blocks: `block` elements in w_bytes per weight block and
@@ -185,16 +185,16 @@ std::vector<float> VulkanMatvec::blocks(VulkanKernel& kernel, const char* type, 
 }
 
 std::vector<float> VulkanMatvec::q8_0(const void* w, int rows, int n, const void* x) {
-    return blocks(*q8_0_, "Q8_0", 32, 34, 34, w, rows, n, x, subgroup_rows_);
+    return blocks(q8_0_.get(), "Q8_0", 32, 34, 34, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q4_0(const void* w, int rows, int n, const void* x) {
-    return blocks(*q4_0_, "Q4_0", 32, 18, 34, w, rows, n, x, subgroup_rows_);
+    return blocks(q4_0_.get(), "Q4_0", 32, 18, 34, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q4_k(const void* w, int rows, int n, const void* x) {
-    return blocks(*q4_k_, "Q4_K", 256, 144, 292, w, rows, n, x, subgroup_rows_);
+    return blocks(q4_k_.get(), "Q4_K", 256, 144, 292, w, rows, n, x, subgroup_rows_);
 }
 std::vector<float> VulkanMatvec::q6_k(const void* w, int rows, int n, const void* x) {
-    return blocks(*q6_k_, "Q6_K", 256, 210, 292, w, rows, n, x, subgroup_rows_);
+    return blocks(q6_k_.get(), "Q6_K", 256, 210, 292, w, rows, n, x, subgroup_rows_);
 }
 
 }  // namespace tessera

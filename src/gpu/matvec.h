@@ -45,7 +45,7 @@ private:
     VulkanContext& context_;
     bool serial_;
     bool subgroup_rows_;
-    std::unique_ptr<VulkanKernel> f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;
+    LazyVulkanKernel f32_, f16_, q8_0_, q4_0_, q4_k_, q6_k_;  // made on first use
 };
 
 }  // namespace tessera

@@ -91,6 +91,14 @@ VulkanKernel::VulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t
     vk_check(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &pipeline, nullptr, &pipeline_), "vkCreateComputePipelines");
 }
 
+VulkanKernel& LazyVulkanKernel::get() {
+    if (kernel_ == nullptr) {
+        if (context_ == nullptr) throw make_error("internal: kernel {} used before it was given its shader", name_);
+        kernel_ = std::make_unique<VulkanKernel>(*context_, spirv_, words_, n_buffers_, push_bytes_, name_);
+    }
+    return *kernel_;
+}
+
 VulkanKernel::~VulkanKernel() {
     VkDevice d = context_.device();
     for (VkDescriptorPool pool : pools_) vkDestroyDescriptorPool(d, pool, nullptr);

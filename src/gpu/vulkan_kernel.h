@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -53,6 +54,33 @@ private:
     std::vector<VkDescriptorPool> pools_;
     uint32_t sets_in_last_pool_ = 0;
     std::map<std::vector<VkBuffer>, VkDescriptorSet> sets_;
+};
+
+// A kernel made on its first use: a forward pass holds a kernel for every
+// weight type and every family's activation, and builds only those its
+// model uses (each pipeline is a shader compile, about 20 ms on lavapipe,
+// most of a small model's start before this). Not for concurrent first
+// uses: one thread records a forward pass.
+class LazyVulkanKernel {
+public:
+    LazyVulkanKernel() = default;
+    LazyVulkanKernel(VulkanContext& context, const uint32_t* spirv, size_t words, int n_buffers, uint32_t push_bytes,
+                     const char* name)
+        : context_(&context), spirv_(spirv), words_(words), n_buffers_(n_buffers), push_bytes_(push_bytes), name_(name) {}
+
+    VulkanKernel& get();
+    VulkanKernel* operator->() { return &get(); }
+    bool made() const { return kernel_ != nullptr; }
+    const char* name() const { return name_; }
+
+private:
+    VulkanContext* context_ = nullptr;
+    const uint32_t* spirv_ = nullptr;
+    size_t words_ = 0;
+    int n_buffers_ = 0;
+    uint32_t push_bytes_ = 0;
+    const char* name_ = "";
+    std::unique_ptr<VulkanKernel> kernel_;
 };
 
 // The SPIR-V module with 32-bit floats' DenormPreserve execution mode added

@@ -216,8 +216,10 @@ uint64_t VulkanSliceForward::footprint(const SliceWeights& w, const ModelHParams
 
 struct VulkanSliceForward::Kernels {
     explicit Kernels(VulkanContext& c) {
+        // Each made on its first use (gpu/vulkan_kernel.h): a model uses a
+        // few of its weight types' products and one activation.
         const auto make = [&](const uint32_t* spirv, size_t words, int buffers, size_t push, const char* name) {
-            return std::make_unique<VulkanKernel>(c, spirv, words, buffers, static_cast<uint32_t>(push), name);
+            return LazyVulkanKernel(c, spirv, words, buffers, static_cast<uint32_t>(push), name);
         };
         const size_t mm = sizeof(VulkanMatmulParams);
         // Variants with the same bits (gpu/vulkan_context.h): the float
@@ -228,7 +230,7 @@ struct VulkanSliceForward::Kernels {
         idot = integer_dot_products(c.info());
         const auto variant_of = [&](bool use, QuantType t, const uint32_t* plain, size_t plain_words,
                                     const uint32_t* other, size_t other_words, const char* name,
-                                    std::map<QuantType, std::unique_ptr<VulkanKernel>>* into = nullptr) {
+                                    std::map<QuantType, LazyVulkanKernel>* into = nullptr) {
             const int buffers = is_grid(t) ? 4 : 3;  // the grids' tables too
             (into != nullptr ? *into : products)
                 .emplace(t, use ? make(other, other_words, buffers, mm, name) : make(plain, plain_words, buffers, mm, name));
@@ -284,28 +286,44 @@ struct VulkanSliceForward::Kernels {
         attention = make(TESSERA_SPIRV(attention), 11, sizeof(VulkanAttentionParams), "attention");
         landmarks = make(TESSERA_SPIRV(landmarks), 5, sizeof(VulkanLandmarkParams), "landmarks");
     }
-    VulkanKernel& product(QuantType t) const {
+    VulkanKernel& product(QuantType t) {
         const auto it = products.find(t);
         if (it == products.end()) throw make_error("internal: no Vulkan product for {}", quant_type_name(t));
-        return *it->second;
+        return it->second.get();
     }
     // A product's kernel for one token: a subgroup per row where there is one.
-    VulkanKernel* one_token_product(QuantType t) const {
+    VulkanKernel* one_token_product(QuantType t) {
         const auto it = one_token_products.find(t);
-        return it == one_token_products.end() ? nullptr : it->second.get();
+        return it == one_token_products.end() ? nullptr : &it->second.get();
     }
-    std::map<QuantType, std::unique_ptr<VulkanKernel>> products, one_token_products;
+    std::map<QuantType, LazyVulkanKernel> products, one_token_products;
     bool idot = false;  // the block products' *_idot kernels
     bool sg = false;    // the float products' *_sg kernels
-    std::unique_ptr<VulkanKernel> quantize_q8_0, quantize_q8_k, norm, rope, swiglu,
-        geglu, swiglu_oai, add_expert_bias, add_rows, scale_rows, add_units, sum_units, add_bias, kv_store, attention, landmarks;
-    VulkanKernel& gate(FfnActivation a) const {
-        return a == FfnActivation::kGelu ? *geglu : a == FfnActivation::kSwigluOai ? *swiglu_oai : *swiglu;
+    LazyVulkanKernel quantize_q8_0, quantize_q8_k, norm, rope, swiglu, geglu, swiglu_oai, add_expert_bias, add_rows,
+        scale_rows, add_units, sum_units, add_bias, kv_store, attention, landmarks;
+    std::vector<std::string> built() const {
+        std::vector<std::string> names;
+        const auto note = [&](const LazyVulkanKernel& k) {
+            if (k.made()) names.emplace_back(k.name());
+        };
+        for (const auto* kernels : {&products, &one_token_products}) {
+            for (const auto& [type, k] : *kernels) note(k);
+        }
+        for (const LazyVulkanKernel* k : {&quantize_q8_0, &quantize_q8_k, &norm, &rope, &swiglu, &geglu, &swiglu_oai,
+                                          &add_expert_bias, &add_rows, &scale_rows, &add_units, &sum_units, &add_bias,
+                                          &kv_store, &attention, &landmarks}) {
+            note(*k);
+        }
+        return names;
+    }
+    VulkanKernel& gate(FfnActivation a) {
+        return a == FfnActivation::kGelu ? geglu.get() : a == FfnActivation::kSwigluOai ? swiglu_oai.get() : swiglu.get();
     }
 };
 
 bool VulkanSliceForward::packed_dots() const { return kernels_->idot; }
 bool VulkanSliceForward::subgroup_trees() const { return kernels_->sg; }
+std::vector<std::string> VulkanSliceForward::built_kernels() const { return kernels_->built(); }
 
 struct VulkanSliceForward::Layer {
     std::unique_ptr<VulkanBuffer> attn_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm;

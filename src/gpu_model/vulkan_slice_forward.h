@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace tessera {
@@ -51,6 +52,10 @@ public:
     // Whether its float products run their trees by subgroup shuffles
     // (gpu/vulkan_context.h's subgroup_trees).
     bool subgroup_trees() const;
+    // The kernels built so far, by name: each is built by its first use, so
+    // a model's forward builds its own weight types' products and its
+    // family's activation, no other.
+    std::vector<std::string> built_kernels() const;
     // What a slice of these weights would hold there (checked against the
     // device's memory before anything is uploaded).
     static uint64_t footprint(const SliceWeights& w, const ModelHParams& hp, const ReductionUnits& units, int n_batch,

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -123,6 +124,36 @@ TEST(VulkanForward, EveryWeightTypeGivesTheCpuLogits) {
         const bool rowwise = (static_cast<int>(type) % 2) == 0;
         EXPECT_EQ(compare(path, rowwise ? 16 : 64, QuantType::F16), "")
             << quant_type_name(type) << (rowwise ? ", batches of 16" : ", one batch");
+    }
+}
+
+// A forward builds the kernels its model runs and no other (each is a
+// shader compile, most of a small model's start on lavapipe): a Q4_K model
+// builds Q4_K's product and the Q8_K quantizer, the head's product, and
+// SwiGLU, not the other weight types', GELU's, gpt-oss's or the experts'.
+TEST(VulkanForward, AForwardBuildsOnlyTheKernelsItsModelRuns) {
+    const std::string dir = test::scratch_dir("vulkan_forward_built");
+    const std::string path = dir + "/q4k.gguf";
+    write_random_model(small_spec(QuantType::Q4_K), path);
+    const LlamaModel model(path);
+    ForwardConfig config;
+    config.n_ctx = 64;
+    config.n_batch = 8;
+    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 1);
+    const VulkanSliceForward* part = gpu.forward().device_part();
+    ASSERT_NE(part, nullptr);
+    EXPECT_TRUE(part->built_kernels().empty()) << "before the first forward";
+    logits_of(gpu, 12, 2);  // a batch, then single tokens
+    const std::vector<std::string> built = part->built_kernels();
+    std::string listed;
+    for (const std::string& name : built) listed += name + " ";
+    const auto has = [&](const std::string& name) { return std::find(built.begin(), built.end(), name) != built.end(); };
+    for (const char* used : {"matvec_q4_k", "quantize_q8_k", "rms_norm", "rope", "swiglu", "kv_store", "attention"}) {
+        EXPECT_TRUE(has(used)) << used << " not among: " << listed;
+    }
+    for (const char* unused : {"matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0", "matvec_q5_k", "matvec_iq2_xxs",
+                               "matvec_iq3_s", "geglu", "swiglu_oai", "add_expert_bias", "scale_rows", "landmarks"}) {
+        EXPECT_FALSE(has(unused)) << unused << " among: " << listed;
     }
 }
 
