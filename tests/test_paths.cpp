@@ -95,4 +95,9 @@ std::string read_text(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    const std::string text = read_text(path);
+    return {text.begin(), text.end()};
+}
+
 }  // namespace tessera::test

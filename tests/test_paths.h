@@ -1,7 +1,9 @@
 // Paths the tests read and write, fixed at configure time.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera::test {
 
@@ -20,5 +22,6 @@ std::string relay_binary();  // tessera-relay, beside the tessera binary
 std::string source_dir();
 // A whole file's bytes; throws std::runtime_error naming a file it cannot open.
 std::string read_text(const std::string& path);
+std::vector<uint8_t> read_bytes(const std::string& path);
 
 }  // namespace tessera::test

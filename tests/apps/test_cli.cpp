@@ -24,7 +24,6 @@ const std::vector<int32_t> kReferenceIds = {
     408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
     426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
 
-const auto& cmd = test::tessera_cmd;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -50,7 +49,7 @@ TEST(Cli, DevicesListsTheCpuAndTheVulkanDevices) {
 }
 
 TEST(Cli, RunsTheBundledModelByDefault) {
-    const auto r = run_process(cmd({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"}), 30);
+    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     std::vector<int32_t> ids = j["prompt_ids"].get<std::vector<int32_t>>();
@@ -63,27 +62,27 @@ TEST(Cli, RunsTheBundledModelByDefault) {
 }
 
 TEST(Cli, StreamsTextAndPrintsSpeed) {
-    const auto r = run_process(cmd({"run", "-p", "Once upon a time", "-n", "20", "--temp", "0", "-t", "2"}), 30);
+    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "20", "--temp", "0", "-t", "2"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
     EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
 TEST(Cli, SameSeedSameSampledText) {
-    const auto a = run_process(cmd({"run", "-n", "40", "--seed", "7", "--temp", "1.0", "--json"}), 30);
-    const auto b = run_process(cmd({"run", "-n", "40", "--seed", "7", "--temp", "1.0", "--json"}), 30);
+    const auto a = run_process(test::tessera_cmd({"run", "-n", "40", "--seed", "7", "--temp", "1.0", "--json"}), 30);
+    const auto b = run_process(test::tessera_cmd({"run", "-n", "40", "--seed", "7", "--temp", "1.0", "--json"}), 30);
     ASSERT_EQ(a.exit_code, 0) << a.err;
     EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
 }
 
 TEST(Cli, PromptLongerThanContextIsAClearError) {
-    const auto r = run_process(cmd({"run", "-p", "Once upon a time there was a long prompt", "-c", "6"}), 10);
+    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time there was a long prompt", "-c", "6"}), 10);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("error: the prompt is"), std::string::npos) << r.err;
 }
 
 TEST(Cli, HelpDocumentsEveryRunFlag) {
-    const auto r = run_process(cmd({"run", "--help"}), 10);
+    const auto r = run_process(test::tessera_cmd({"run", "--help"}), 10);
     EXPECT_EQ(r.exit_code, 0);
     for (const char* flag : {"--model", "--prompt", "--n-predict", "--ctx-size", "--threads", "--temp", "--top-k",
                              "--top-p", "--min-p", "--repeat-penalty", "--seed", "--json"}) {
@@ -92,10 +91,10 @@ TEST(Cli, HelpDocumentsEveryRunFlag) {
 }
 
 TEST(Cli, TokenizePrintsIds) {
-    auto r = run_process(cmd({"tokenize", "-m", test::stories260k(), "-p", "Once upon a time"}), 10);
+    auto r = run_process(test::tessera_cmd({"tokenize", "-m", test::stories260k(), "-p", "Once upon a time"}), 10);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "1 403 407 261 378\n");
-    r = run_process(cmd({"tokenize", "-m", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-p",
+    r = run_process(test::tessera_cmd({"tokenize", "-m", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-p",
                          "Hello world", "--no-bos"}),
                     10);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -104,13 +103,13 @@ TEST(Cli, TokenizePrintsIds) {
 
 TEST(Cli, ConvertThenRunGivesTheReference) {
     const std::string out = test::scratch_dir("cli_convert") + "/s.gguf";
-    auto r = run_process(cmd({"convert", test::data_dir() + "/models/stories260K.bin", test::data_dir() + "/models/tok512.bin",
+    auto r = run_process(test::tessera_cmd({"convert", test::data_dir() + "/models/stories260K.bin", test::data_dir() + "/models/tok512.bin",
                               "-o", out}),
                          30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // Its progress (quarter lines off a terminal) reaches every tensor.
     EXPECT_NE(r.err.find("writing " + out + ": 100% (47/47 tensors"), std::string::npos) << r.err;
-    r = run_process(cmd({"run", "-m", out, "-n", "64", "--temp", "0", "--json"}), 30);
+    r = run_process(test::tessera_cmd({"run", "-m", out, "-n", "64", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     std::vector<int32_t> ids = j["prompt_ids"].get<std::vector<int32_t>>();
@@ -130,7 +129,7 @@ TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
     for (const int32_t vocab : {2, 1, -2, INT32_MIN}) {
         std::memcpy(header.data() + 20, &vocab, 4);
         std::ofstream(dir + "/tiny.bin", std::ios::binary).write(header.data(), 28);
-        const auto r = run_process(cmd({"convert", dir + "/tiny.bin", test::data_dir() + "/models/tok512.bin", "-o",
+        const auto r = run_process(test::tessera_cmd({"convert", dir + "/tiny.bin", test::data_dir() + "/models/tok512.bin", "-o",
                                         dir + "/tiny.gguf"}),
                                    30);
         EXPECT_EQ(r.exit_code, 1) << vocab;
@@ -144,13 +143,13 @@ TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
 TEST(Cli, GenModelIsDeterministic) {
     const std::string dir = test::scratch_dir("cli_gen_model");
     for (const char* name : {"a.gguf", "b.gguf"}) {
-        const auto r = run_process(cmd({"gen-model", "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+        const auto r = run_process(test::tessera_cmd({"gen-model", "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
                                         "--ffn", "256", "--type", "Q4_0", "--seed", "3", "-q", "-o", dir + "/" + name}),
                                    30);
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf"));
-    const auto r = run_process(cmd({"run", "-m", dir + "/a.gguf", "-p", "hi", "-n", "8", "--temp", "0", "--json"}), 30);
+    const auto r = run_process(test::tessera_cmd({"run", "-m", dir + "/a.gguf", "-p", "hi", "-n", "8", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"].size(), 8u);
 }
@@ -162,7 +161,7 @@ TEST(Cli, CorruptModelsFailCleanlyAndFast) {
     const std::string path = test::scratch_dir("cli_corrupt") + "/c.gguf";
     auto check = [&](const std::vector<uint8_t>& content, size_t n, const std::string& label) {
         std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(content.data()), static_cast<std::streamsize>(n));
-        const auto r = run_process(cmd({"run", "-m", path, "-n", "2"}), 5);
+        const auto r = run_process(test::tessera_cmd({"run", "-m", path, "-n", "2"}), 5);
         EXPECT_FALSE(r.timed_out) << label;
         EXPECT_EQ(r.exit_code, 1) << label << ": " << r.err;
         EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << label << ": " << r.err;
@@ -175,7 +174,7 @@ TEST(Cli, CorruptModelsFailCleanlyAndFast) {
         flipped[at] ^= 0xff;
         check(flipped, flipped.size(), "flipped at " + std::to_string(at));
     }
-    const auto r = run_process(cmd({"run", "-m", "/nonexistent/model.gguf"}), 5);
+    const auto r = run_process(test::tessera_cmd({"run", "-m", "/nonexistent/model.gguf"}), 5);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("/nonexistent/model.gguf: cannot open"), std::string::npos) << r.err;
 }

@@ -39,7 +39,7 @@ using test::good_hello;
 using test::run_root;
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("hostile_peers"); }
+std::string hostile_peers_dir() { return test::test_dir("hostile_peers"); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -118,7 +118,7 @@ void expect_root_succeeds(const WorkerProcess& worker, const std::string& key_fi
 // Finding: a handshake field of the wrong type ended the worker (a json
 // type_error escaped). Now each is named and only that session ends.
 TEST(HostilePeers, MistypedHandshakeFieldsEndTheSessionNotTheWorker) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/mistyped.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/mistyped.log");
     struct Case {
         const char* field;
         json hello, assign;
@@ -206,7 +206,7 @@ TEST(HostilePeers, RootNamesAMistypedReplyField) {
 // Finding: width = n_tok = 2^31 wrapped the size check (4 * w * n), then
 // resize threw and the worker exited.
 TEST(HostilePeers, StepWhoseSizeWrapsIsRefusedAndTheWorkerGoesOn) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/wrap.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/wrap.log");
     {
         auto channel = connect_as_root(worker.address(), nullptr);
         send_json(*channel, SessionMessage::kHello, good_hello());
@@ -231,7 +231,7 @@ TEST(HostilePeers, StepWhoseSizeWrapsIsRefusedAndTheWorkerGoesOn) {
 // match its runs, an attention step over runs never sent, a malformed table.
 // Each is an error sent back; the worker serves the next root.
 TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/runs.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/runs.log");
     const auto residual_rows = [](int n_tok) {
         StepHeader h{0, 0, static_cast<uint32_t>(n_tok), 64, WireFormat::F32};
         std::vector<float> rows(static_cast<size_t>(n_tok) * 64, 0.5f);
@@ -310,7 +310,7 @@ TEST(HostilePeers, ForgedSequenceRunsAreRefusedAndTheWorkerGoesOn) {
 // Finding: n_ctx = n_batch = 2^21 on an empty slice was accepted (~3 GB
 // held); 2^27 ended the worker with bad_alloc.
 TEST(HostilePeers, HugeContextOrBatchIsRefusedBeforeAllocating) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/huge.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/huge.log");
     for (int64_t n : {int64_t{1} << 21, int64_t{1} << 27}) {
         json assign = good_assign();
         assign["slice"] = {{"layers", {0, 0}}, {"kv_heads", {0, 0}}, {"ffn", {0, 0}}, {"vocab", {0, 0}}};
@@ -325,7 +325,7 @@ TEST(HostilePeers, HugeContextOrBatchIsRefusedBeforeAllocating) {
 
 // Finding: a 32 MiB hello of nested '[' peaked at 2.5 GB.
 TEST(HostilePeers, DeeplyNestedHelloIsRefusedCheaply) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/nested.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/nested.log");
     {
         auto channel = connect_as_root(worker.address(), nullptr);
         const std::vector<uint8_t> nested(32u << 20, '[');
@@ -349,9 +349,9 @@ TEST(HostilePeers, DeeplyNestedHelloIsRefusedCheaply) {
 // Finding: the writer took the peer's ring tail unchecked; tail = 2^62 gave
 // SIGSEGV. Shared memory is also offered only to a peer that proved the key.
 TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
-    const std::string key_file = test::make_key_file(dir(), "shm.key");
+    const std::string key_file = test::make_key_file(hostile_peers_dir(), "shm.key");
     const WireKey key = read_key_file(key_file);
-    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, dir() + "/shm.log");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, hostile_peers_dir() + "/shm.log");
     {
         auto channel = connect_as_root(worker.address(), &key);
         json hello = good_hello();
@@ -380,7 +380,7 @@ TEST(HostilePeers, ForgedSharedMemoryIndexIsAnErrorNotACrash) {
     EXPECT_NE(worker.log().find("shared-memory ring corrupted"), std::string::npos) << worker.log();
     expect_root_succeeds(worker, key_file);
     // Without the key there is no shared memory to forge.
-    WorkerProcess plain({"-m", test::default_model()}, dir() + "/shm_plain.log");
+    WorkerProcess plain({"-m", test::default_model()}, hostile_peers_dir() + "/shm_plain.log");
     auto channel = connect_as_root(plain.address(), nullptr);
     json hello = good_hello();
     hello["shm"] = true;
@@ -405,7 +405,7 @@ TEST(HostilePeers, RootSurvivesAForgedSharedMemoryIndex) {
     json reply = {{"ok", true}, {"threads", 1}, {"free_memory", 1ull << 34}, {"has_model", true},
                   {"fingerprint", test::default_fingerprint()}, {"probe_seconds", 1e-5},
                   {"shm_name", link->name()}, {"shm_nonce", link->nonce_hex()}};
-    const std::string key_file = dir() + "/root_shm.key";
+    const std::string key_file = hostile_peers_dir() + "/root_shm.key";
     std::remove(key_file.c_str());
     {
         const int kfd = ::open(key_file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -427,11 +427,11 @@ TEST(HostilePeers, RootSurvivesAForgedSharedMemoryIndex) {
 // fingerprint ("../" and NUL wrote outside the cache); uploads had no cap
 // and left .partial files behind.
 TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
-    const std::string base = dir() + "/cache_case";
+    const std::string base = hostile_peers_dir() + "/cache_case";
     std::filesystem::remove_all(base);
     const std::string cache = base + "/cache";
     std::filesystem::create_directories(cache);
-    WorkerProcess worker({"--cache-dir", cache, "--cache-max", "0.001"}, dir() + "/cache.log");
+    WorkerProcess worker({"--cache-dir", cache, "--cache-max", "0.001"}, hostile_peers_dir() + "/cache.log");
     for (const std::string& fingerprint : {std::string("../../evil"), std::string("0123456789abcdef/../../x"),
                                           std::string("0123456789abcde\0", 16)}) {
         json hello = good_hello();
@@ -464,7 +464,7 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
     }
     for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) ADD_FAILURE() << "left behind: " << e.path();
     // Nothing written where "../" would have led either.
-    for (const std::string& d : {base, dir(), std::filesystem::path(dir()).parent_path().string()}) {
+    for (const std::string& d : {base, hostile_peers_dir(), std::filesystem::path(hostile_peers_dir()).parent_path().string()}) {
         for (const auto& e : std::filesystem::directory_iterator(d)) {
             const std::string name = e.path().filename().string();
             EXPECT_TRUE(name.find("evil") == std::string::npos && name.rfind("x-L", 0) != 0) << e.path();
@@ -477,8 +477,8 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
 // stage role) and learn from the error whether that port was open. Now only
 // a root that proved the key assigns anything.
 TEST(HostilePeers, UnauthenticatedPeerCannotMakeAWorkerConnectAnywhere) {
-    const std::string key_file = test::make_key_file(dir(), "stage.key");
-    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, dir() + "/stage.log");
+    const std::string key_file = test::make_key_file(hostile_peers_dir(), "stage.key");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file}, hostile_peers_dir() + "/stage.log");
     TcpListener target(HostPort{"127.0.0.1", 0});
     json assign = good_assign();
     assign["role"] = "stage";
@@ -493,7 +493,7 @@ TEST(HostilePeers, UnauthenticatedPeerCannotMakeAWorkerConnectAnywhere) {
 // with another session's token, or claims a rank it cannot hold, fails the
 // session with a clear error and the worker serves the next root.
 TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/mesh.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/mesh.log");
     struct Case {
         const char* field;
         json value;
@@ -538,7 +538,7 @@ TEST(HostilePeers, ForgedMeshFieldsAndPeersAreRefused) {
 // in the root's error) and the release, and with a key only to a peer that
 // proved it.
 TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/fingerprint.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/fingerprint.log");
     auto channel = connect_as_root(worker.address(), nullptr);
     json hello = good_hello();
     hello["fingerprint"] = "0123456789abcdef";
@@ -558,9 +558,9 @@ TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
 // kept real roots out. Now handshakes have a whole deadline and run beside
 // the session; a second root is told the worker is busy.
 TEST(HostilePeers, IdleTricklingAndBusyPeersDoNotHoldTheWorker) {
-    const std::string key_file = test::make_key_file(dir(), "idle.key");
+    const std::string key_file = test::make_key_file(hostile_peers_dir(), "idle.key");
     const WireKey key = read_key_file(key_file);
-    WorkerProcess worker({"-m", test::default_model(), "--key", key_file, "--timeout-ms", "1500"}, dir() + "/idle.log");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file, "--timeout-ms", "1500"}, hostile_peers_dir() + "/idle.log");
     std::vector<TcpStream> idle;
     for (int i = 0; i < 50; ++i) idle.push_back(TcpStream::connect(worker.address(), 3000));
     TcpStream trickle = TcpStream::connect(worker.address(), 3000);
@@ -747,8 +747,8 @@ TEST(HostilePeers, RootDropsAPipelineStageThatOnlyBeats) {
 // The flags this issue added, given wrong values: one clear error line and
 // exit 1, before anything listens or connects.
 TEST(HostilePeers, WrongValuesOfTheNewFlagsAreClearErrors) {
-    const std::string key_file = test::make_key_file(dir(), "flags.key");
-    const std::string garbage = dir() + "/garbage.key";
+    const std::string key_file = test::make_key_file(hostile_peers_dir(), "flags.key");
+    const std::string garbage = hostile_peers_dir() + "/garbage.key";
     {
         std::ofstream(garbage) << "not a key\n";
     }
@@ -763,12 +763,12 @@ TEST(HostilePeers, WrongValuesOfTheNewFlagsAreClearErrors) {
         {{"run", "--local", "2", "--recover-ms", "-5", "-n", "1"}, "--recover-ms"},
         {{"run", "--local", "2", "--step-timeout-ms", "abc", "-n", "1"}, "--step-timeout-ms"},
         {{"run", "--local", "2", "--key", garbage, "-n", "1"}, "expected 64 hex digits"},
-        {{"run", "--local", "2", "--key", dir() + "/missing.key", "-n", "1"}, "No such file"},
+        {{"run", "--local", "2", "--key", hostile_peers_dir() + "/missing.key", "-n", "1"}, "No such file"},
         {{"worker", "--key", garbage, "--listen", "127.0.0.1:0"}, "expected 64 hex digits"},
         {{"worker", "--cache-max", "0", "--listen", "127.0.0.1:0"}, "--cache-max"},
         {{"worker", "--cache-max", "lots", "--listen", "127.0.0.1:0"}, "--cache-max"},
         {{"keygen", "-o", key_file}, "refusing to replace a key"},
-        {{"keygen", "-o", dir() + "/no/such/dir/k"}, "cannot create"},
+        {{"keygen", "-o", hostile_peers_dir() + "/no/such/dir/k"}, "cannot create"},
         {{"serve", "--parallel", "0", "--port", "0"}, "--parallel"},
         {{"serve", "--parallel", "257", "--port", "0"}, "--parallel"},
         {{"serve", "--parallel", "two", "--port", "0"}, "--parallel"},
@@ -800,7 +800,7 @@ namespace tessera {
 // naming the peer, never making the worker send more than it got; the worker
 // serves the next root.
 TEST(HostilePeers, ForgedLinkProbesEndTheSessionAndTheWorkerGoesOn) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/probes.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/probes.log");
     const auto probe = static_cast<uint16_t>(SessionMessage::kLinkProbe);
     struct Case {
         std::vector<uint8_t> payload;
@@ -844,7 +844,7 @@ namespace tessera {
 // context or out of order, a count it does not track end the session by name;
 // the worker goes on.
 TEST(HostilePeers, ForgedCompactionsAndAttentionRequestsEndTheSessionAndTheWorkerGoesOn) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/shift.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/shift.log");
     struct Case {
         SessionMessage type;
         std::vector<uint32_t> values;
@@ -884,7 +884,7 @@ namespace tessera {
 // chunk or row message ends that session with an error naming what is wrong,
 // and the worker serves the next root.
 TEST(HostilePeers, ForgedPromptChunksAndRowsEndTheSessionAndTheWorkerGoesOn) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/sp.log");
+    WorkerProcess worker({"-m", test::default_model()}, hostile_peers_dir() + "/sp.log");
     struct Message {
         SessionMessage type;
         std::vector<uint32_t> values;

@@ -42,7 +42,7 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-std::string lan_script() { return std::string(TESSERA_SOURCE_DIR) + "/tools/netns_lan.sh"; }
+std::string lan_script() { return test::source_dir() + "/tools/netns_lan.sh"; }
 
 class Lan {
 public:
@@ -97,7 +97,7 @@ private:
     bool started_ = false;
 };
 
-std::string dir() { return test::test_dir("lan_discovery"); }
+std::string lan_discovery_dir() { return test::test_dir("lan_discovery"); }
 
 std::string key_file(const std::string& name) {
     const std::string path = test::test_dir("lan_discovery") + "/" + name;
@@ -154,12 +154,12 @@ TEST(LanDiscovery, FindsTheKeyedWorkersOnlyAndStatusListsWhatEachHolds) {
     for (int h = 2; h <= 4; ++h) {
         std::vector<std::string> args = {"--key", key, "--advertise"};
         if (h != 4) args.insert(args.end(), {"-m", model});
-        if (h == 4) args.insert(args.end(), {"--cache-dir", dir() + "/cache4"});
-        workers.push_back(std::make_unique<LanWorker>(lan, h, args, dir() + "/h" + std::to_string(h) + ".log"));
+        if (h == 4) args.insert(args.end(), {"--cache-dir", lan_discovery_dir() + "/cache4"});
+        workers.push_back(std::make_unique<LanWorker>(lan, h, args, lan_discovery_dir() + "/h" + std::to_string(h) + ".log"));
     }
     workers.push_back(std::make_unique<LanWorker>(lan, 5, std::vector<std::string>{"--key", other, "--advertise", "-m", model},
-                                                  dir() + "/h5.log"));
-    workers.push_back(std::make_unique<LanWorker>(lan, 6, std::vector<std::string>{"--insecure", "-m", model}, dir() + "/h6.log"));
+                                                  lan_discovery_dir() + "/h5.log"));
+    workers.push_back(std::make_unique<LanWorker>(lan, 6, std::vector<std::string>{"--insecure", "-m", model}, lan_discovery_dir() + "/h6.log"));
     for (const auto& w : workers) ASSERT_TRUE(w->started()) << w->log();
     // Keyless workers never advertise.
     const test::ProcessResult keyless = in_host(lan, 6, {"worker", "--advertise", "--insecure", "--listen", "0.0.0.0:7001"});
@@ -219,7 +219,7 @@ TEST(LanDiscovery, AWorkerWithIPv6AloneIsFoundAndServes) {
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     ASSERT_EQ(std::system(("/usr/sbin/ip -n " + lan.ns(2) + " -4 addr flush scope global").c_str()), 0);
     const std::string key = key_file("v6_key"), model = test::default_model();
-    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model, "--listen", "[::]:7000"}, dir() + "/v6.log");
+    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model, "--listen", "[::]:7000"}, lan_discovery_dir() + "/v6.log");
     ASSERT_TRUE(worker.started()) << worker.log();
     const std::vector<std::string> prompt = {"-p", "Once upon a time", "-n", "12", "--temp", "0", "-t", "1"};
     std::vector<std::string> args = {"run", "-m", model, "--discover", "--key", key};
@@ -248,14 +248,14 @@ TEST(LanDiscovery, AWorkerRestartedMidSearchIsFound) {
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     const std::string key = key_file("restart_key"), model = test::default_model();
     const std::vector<std::string> args = {"--key", key, "--advertise", "-m", model};
-    LanWorker steady(lan, 2, args, dir() + "/steady.log");
-    auto restarted = std::make_unique<LanWorker>(lan, 3, args, dir() + "/restarted.log");
+    LanWorker steady(lan, 2, args, lan_discovery_dir() + "/steady.log");
+    auto restarted = std::make_unique<LanWorker>(lan, 3, args, lan_discovery_dir() + "/restarted.log");
     ASSERT_TRUE(steady.started() && restarted->started());
     restarted->stop();
     test::ProcessResult plan;
     std::thread search([&] { plan = in_host(lan, 1, {"plan", "-m", model, "--discover", "--discover-ms", "4000", "--key", key}); });
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    restarted = std::make_unique<LanWorker>(lan, 3, args, dir() + "/restarted2.log");
+    restarted = std::make_unique<LanWorker>(lan, 3, args, lan_discovery_dir() + "/restarted2.log");
     search.join();
     ASSERT_TRUE(restarted->started()) << restarted->log();
     EXPECT_EQ(plan.exit_code, 0) << plan.err;
@@ -270,7 +270,7 @@ TEST(LanDiscovery, AFloodOfBadPacketsIsCountedAndTheWorkerServesOn) {
     Lan lan(2);
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     const std::string key = key_file("flood_key"), model = test::default_model();
-    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model}, dir() + "/flood.log");
+    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model}, lan_discovery_dir() + "/flood.log");
     ASSERT_TRUE(worker.started()) << worker.log();
     const DiscoveryKeys ours = discovery_keys(read_key_file(key));
     WireKey stranger_key;
@@ -328,12 +328,12 @@ TEST(LanDiscovery, ARootCutOffMidSessionFreesTheWorkerWithinTheBound) {
     Lan lan(3);
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     const std::string key = key_file("cut_key"), model = test::default_model();
-    LanWorker worker(lan, 2, {"--key", key, "-m", model, "--root-silence-ms", "3000"}, dir() + "/cut.log");
+    LanWorker worker(lan, 2, {"--key", key, "-m", model, "--root-silence-ms", "3000"}, lan_discovery_dir() + "/cut.log");
     ASSERT_TRUE(worker.started()) << worker.log();
     const std::string address = lan.ip(2) + ":7000";
     // A chat on h1 whose user never types again: its input is a FIFO this
     // test holds open, so its session stays open.
-    const std::string fifo = dir() + "/chat_input";
+    const std::string fifo = lan_discovery_dir() + "/chat_input";
     std::remove(fifo.c_str());
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     const int input = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // never blocks, unlike O_WRONLY

@@ -60,9 +60,9 @@ std::string perplexity_lines(const test::ProcessResult& r) {
     return lines;
 }
 
-class ModelFamilies : public testing::TestWithParam<const char*> {};
-
 }  // namespace
+
+class ModelFamilies : public testing::TestWithParam<const char*> {};
 
 TEST_P(ModelFamilies, EveryPlanEqualsOneProcess) {
     const std::string preset = GetParam();

@@ -22,7 +22,7 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-std::string cluster_script() { return std::string(TESSERA_SOURCE_DIR) + "/tools/netns_cluster.sh"; }
+std::string cluster_script() { return test::source_dir() + "/tools/netns_cluster.sh"; }
 
 class Namespaces {
 public:

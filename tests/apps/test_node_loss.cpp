@@ -27,7 +27,7 @@ namespace {
 
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("node_loss"); }
+std::string node_loss_dir() { return test::test_dir("node_loss"); }
 
 // One slow model for the whole suite (F32, ~100 MB: a few ms per token).
 const std::string& model() {
@@ -42,7 +42,7 @@ std::vector<std::string> run_args(const std::vector<std::string>& plan) {
     return argv;
 }
 
-nlohmann::json run_json(const std::vector<std::string>& plan) {
+nlohmann::json node_loss_json(const std::vector<std::string>& plan) {
     const test::ProcessResult r = test::run_process(run_args(plan), 120);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
@@ -70,10 +70,10 @@ std::string tp_plan(const std::vector<const WorkerProcess*>& workers) {
 
 TEST(HeavyNodeLoss, TensorParallelWorkerKilledMidRun) {
     for (bool with_spare : {true, false}) {
-        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
-        WorkerProcess spare({"-m", model()}, dir() + "/spare.log");
+        WorkerProcess a({"-m", model()}, node_loss_dir() + "/a.log"), b({"-m", model()}, node_loss_dir() + "/b.log");
+        WorkerProcess spare({"-m", model()}, node_loss_dir() + "/spare.log");
         const std::string workers = tp_plan({&a, &b});
-        const nlohmann::json want = run_json({"--workers", workers});
+        const nlohmann::json want = node_loss_json({"--workers", workers});
         ASSERT_EQ(want["ranks"], 3);
         std::vector<std::string> plan = {"--workers", workers};
         if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
@@ -91,10 +91,10 @@ TEST(HeavyNodeLoss, TensorParallelWorkerKilledMidRun) {
 
 TEST(HeavyNodeLoss, PipelineStageKilledMidRun) {
     for (bool with_spare : {true, false}) {
-        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
-        WorkerProcess spare({"-m", model()}, dir() + "/spare.log");
+        WorkerProcess a({"-m", model()}, node_loss_dir() + "/a.log"), b({"-m", model()}, node_loss_dir() + "/b.log");
+        WorkerProcess spare({"-m", model()}, node_loss_dir() + "/spare.log");
         const std::string stages = "root/" + a.address_text() + "/" + b.address_text();
-        const nlohmann::json want = run_json({"--stages", stages});
+        const nlohmann::json want = node_loss_json({"--stages", stages});
         ASSERT_EQ(want["stages"], 3);
         std::vector<std::string> plan = {"--stages", stages};
         if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
@@ -108,15 +108,15 @@ TEST(HeavyNodeLoss, PipelineStageKilledMidRun) {
 }
 
 TEST(HeavyNodeLoss, ConnectionResetMidRunLosesNoToken) {
-    WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
-    const nlohmann::json want = run_json({"--workers", tp_plan({&a, &b})});
+    WorkerProcess a({"-m", model()}, node_loss_dir() + "/a.log"), b({"-m", model()}, node_loss_dir() + "/b.log");
+    const nlohmann::json want = node_loss_json({"--workers", tp_plan({&a, &b})});
     // Through a relay that resets its first connection after ~20 MB (a few
     // hundred tokens of exact partials).
     test::BackgroundProcess relay({test::relay_binary(),
                                    "--target", b.address_text(), "--reset-first-after-bytes", "20000000"});
     const std::string line = relay.read_line(30);
     const std::string through = "127.0.0.1:" + line.substr(std::string("listening on port ").size());
-    const nlohmann::json got = run_json({"--workers", a.address_text() + "," + through, "--tcp"});
+    const nlohmann::json got = node_loss_json({"--workers", a.address_text() + "," + through, "--tcp"});
     ASSERT_FALSE(got.is_null());
     EXPECT_EQ(got["tokens"], want["tokens"]);
     EXPECT_EQ(got["recovery"]["recoveries"], 1);
@@ -140,7 +140,7 @@ TEST(HeavyNodeLoss, ModelThatNoLongerFitsTheSurvivorsIsAClearError) {
         std::ofstream(cgroup + "/memory.limit_in_bytes") << (62 << 20);  // a third (~55 MiB resident) fits, a half does not
     }
     {
-        WorkerProcess a({"-m", model()}, dir() + "/a.log"), b({"-m", model()}, dir() + "/b.log");
+        WorkerProcess a({"-m", model()}, node_loss_dir() + "/a.log"), b({"-m", model()}, node_loss_dir() + "/b.log");
         std::string command = "echo $$ > " + cgroup + "/cgroup.procs && exec";
         // --no-offload: the survivors could otherwise run streaming layers from disk.
         // --weights 1,1,1: a third each, whatever the speed probes measure on a

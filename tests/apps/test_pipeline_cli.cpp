@@ -23,7 +23,6 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-const auto& cmd = test::tessera_cmd;
 
 using test::tokens_of;
 
@@ -34,12 +33,12 @@ std::string bundled_model() { return test::source_dir() + "/models/stories260K.g
 }  // namespace
 
 TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
-    const auto single = run_process(cmd({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+    const auto single = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
     ASSERT_EQ(single.exit_code, 0) << single.err;
     {
         std::unique_ptr<BackgroundProcess> a, b;
         const std::string sa = start_worker(a, bundled_model()), sb = start_worker(b, bundled_model());
-        const auto r = run_process(cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p", "Once upon a time", "-n",
+        const auto r = run_process(test::tessera_cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p", "Once upon a time", "-n",
                                         "40", "--temp", "0", "--json"}),
                                    60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -54,7 +53,7 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
         std::ofstream(file) << "[[stage]]\nnodes = [\"root\", \"" << sa << "\"]\nlayers = 3\n\n[[stage]]\nnodes = [\""
                             << sb << "\"]\nlayers = 2\n";
         const auto r = run_process(
-            cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+            test::tessera_cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(tokens_of(r), tokens_of(single));
     }
@@ -63,7 +62,7 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
 TEST(PipelineCli, AStageWithAnotherModelIsRefused) {
     std::unique_ptr<BackgroundProcess> a;
     const std::string sa = start_worker(a, test::write_slow_model(test::scratch_dir("pipeline_cli")));
-    const auto r = run_process(cmd({"run", "--stages", "root/" + sa, "-p", "Once", "-n", "4"}), 60);
+    const auto r = run_process(test::tessera_cmd({"run", "--stages", "root/" + sa, "-p", "Once", "-n", "4"}), 60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("stage 1 (" + sa + ") holds a different model"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
@@ -79,7 +78,7 @@ TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
         const std::string a2 = start_worker(w2, model);
         test::ProcessResult root;
         std::thread runner([&] {
-            root = run_process(cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000", "-c",
+            root = run_process(test::tessera_cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000", "-c",
                                     "3100", "--temp", "0", "-t", "1", "--json", "--recover-ms", "0"}),
                                60);
         });
@@ -100,7 +99,7 @@ TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
 
 TEST(PipelineCli, PlanPrintsEveryNodesShareWithoutRunning) {
     // Nothing listens on these ports: plan contacts no node.
-    const auto r = run_process(cmd({"plan", "--stages", "root,127.0.0.1:1/127.0.0.1:2", "--stage-layers", "3,2", "-c",
+    const auto r = run_process(test::tessera_cmd({"plan", "--stages", "root,127.0.0.1:1/127.0.0.1:2", "--stage-layers", "3,2", "-c",
                                     "256", "--json"}),
                                30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -122,12 +121,12 @@ TEST(PipelineCli, PlanPrintsEveryNodesShareWithoutRunning) {
     EXPECT_EQ(nodes[2]["kv_bytes"], 2 * 2 * 4 * 8 * 256 * 2);
     EXPECT_GT(nodes[1]["weight_bytes"].get<uint64_t>(), 0u);
 
-    const auto table = run_process(cmd({"plan", "--local", "3"}), 30);
+    const auto table = run_process(test::tessera_cmd({"plan", "--local", "3"}), 30);
     ASSERT_EQ(table.exit_code, 0) << table.err;
     EXPECT_NE(table.out.find("local worker 2"), std::string::npos) << table.out;
     EXPECT_NE(table.out.find("weights MiB"), std::string::npos) << table.out;
 
-    const auto bad = run_process(cmd({"plan", "--stages", "root/127.0.0.1:1", "--stage-layers", "4,4"}), 30);
+    const auto bad = run_process(test::tessera_cmd({"plan", "--stages", "root/127.0.0.1:1", "--stage-layers", "4,4"}), 30);
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.err.find("add up to 8, the model has 5"), std::string::npos) << bad.err;
 }

@@ -32,13 +32,6 @@ using test::BackgroundProcess;
 using test::MemoryCgroup;
 using test::run_process;
 
-std::string read_all(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 // "peak resident memory X MiB; slice Y MiB of weights" from a worker's log.
 std::pair<double, double> worker_peak_and_share(const std::string& log) {
     const size_t at = log.find("peak resident memory ");
@@ -175,7 +168,7 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
         EXPECT_EQ(got["tokens"], nlohmann::json::parse(single.out)["tokens"]);
         EXPECT_EQ(a->wait_exit(30), 0);
         EXPECT_EQ(b->wait_exit(30), 0);
-        const std::string log = read_all(dir + "/h2.log");
+        const std::string log = test::read_text(dir + "/h2.log");
         EXPECT_NE(log.find("streaming "), std::string::npos) << log;
         // Not a test of speed (times are noise here): what streaming cost on this run.
         std::fprintf(stderr, "3 stages, last stage limited to half its share: %.2f tok/s against %.2f unlimited (%.2fx)\n",
@@ -193,7 +186,7 @@ TEST(PipelineMemory, ThreeStagesRunAModelTwoAndAHalfTimesTheLimitThatRefusesOneP
     EXPECT_LT(root_peak, limit / mib);
     EXPECT_GT(root_peak, 0.8 * share);
     for (int i = 0; i < 2; ++i) {
-        const std::string log = read_all(dir + "/w" + std::to_string(i + 1) + ".log");
+        const std::string log = test::read_text(dir + "/w" + std::to_string(i + 1) + ".log");
         const auto [peak, slice] = worker_peak_and_share(log);
         std::fprintf(stderr, "stage %d: peak %.1f MiB for a slice of %.1f MiB\n", i + 1, peak, slice);
         ASSERT_GT(peak, 0) << log;

@@ -17,7 +17,7 @@ namespace {
 using test::FakeWorker;
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("protocol_versions"); }
+std::string protocol_versions_dir() { return test::test_dir("protocol_versions"); }
 
 // The worker's reply to a hello carrying these protocol fields.
 json reply_to(const HostPort& worker, const json& protocol) {
@@ -31,7 +31,7 @@ json reply_to(const HostPort& worker, const json& protocol) {
 }
 
 TEST(ProtocolVersions, AWorkerRefusesARootOfAnotherReleaseNamingBoth) {
-    WorkerProcess worker({"-m", test::default_model()}, dir() + "/worker.log");
+    WorkerProcess worker({"-m", test::default_model()}, protocol_versions_dir() + "/worker.log");
     const std::string ours = tessera_version();
 
     const json newer = reply_to(worker.address(), {{"protocol", kProtocolVersion + 1}, {"version", "1.4.2"}});

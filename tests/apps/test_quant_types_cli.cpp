@@ -20,12 +20,6 @@ namespace tessera {
 namespace {
 
 using test::run_process;
-const auto& cmd = test::tessera_cmd;
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 class QuantTypesCli : public ::testing::TestWithParam<const char*> {};
 
@@ -35,13 +29,13 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     const std::string f32 = dir + "/f32.gguf";
     // Rows of 256 (the K- and I-quants' super-blocks), 4 layers so that the
     // mixes' per-layer choices differ, grouped-query attention.
-    const auto g = run_process(cmd({"gen-model", "--dim", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2",
+    const auto g = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2",
                                     "--ffn", "512", "--vocab-from", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf",
                                     "-q", "-o", f32}),
                                60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const std::string model = dir + "/" + target + ".gguf";
-    std::vector<std::string> quantize = cmd({"quantize", f32, model, target, "-t", "2"});
+    std::vector<std::string> quantize = test::tessera_cmd({"quantize", f32, model, target, "-t", "2"});
     if (target.rfind("IQ2_", 0) == 0 || target.rfind("IQ1_", 0) == 0 || target == "IQ3_XXS") {
         // The targets llama-quantize makes only with an importance matrix:
         // the kept one of a model with these matrix shapes (tests/data/SOURCES.md).
@@ -52,12 +46,12 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     ASSERT_EQ(q.exit_code, 0) << q.err;
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
     const auto base = [&](const std::string& name, std::vector<std::string> extra) {
-        std::vector<std::string> args = cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks",
+        std::vector<std::string> args = test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks",
                                              "2", "-t", "1", "--kl-divergence-base", dir + "/" + name});
         args.insert(args.end(), extra.begin(), extra.end());
         const auto r = run_process(args, 180);
         EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
-        return read_file(dir + "/" + name);
+        return test::read_text(dir + "/" + name);
     };
     const std::string single = base("single.kld", {});
     ASSERT_GT(single.size(), 10000u);
@@ -67,7 +61,7 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     // kernels sum in different orders, each within 1e-7 of the reference;
     // this random model's saturated attention makes that a KLD of ~2e-4,
     // while a wrong kernel gives > 1e-2).
-    const auto mapped = run_process(cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks", "2",
+    const auto mapped = run_process(test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks", "2",
                                          "-t", "1", "--mmap", "--kl-divergence", "--kl-divergence-base",
                                          dir + "/single.kld"}),
                                     180);
@@ -84,7 +78,7 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     // prefill's (2 processes) and speculative decoding's with a Q8_0 draft of
     // the same model (another type; greedy verification keeps the target's tokens).
     const std::string draft = dir + "/draft-Q8_0.gguf";
-    ASSERT_EQ(run_process(cmd({"quantize", f32, draft, "Q8_0", "-t", "2"}), 120).exit_code, 0);
+    ASSERT_EQ(run_process(test::tessera_cmd({"quantize", f32, draft, "Q8_0", "-t", "2"}), 120).exit_code, 0);
     const auto run = [&](const std::vector<std::string>& extra) { return test::greedy_tokens(model, extra); };
     const std::vector<int> want = run({});
     ASSERT_EQ(want.size(), 24u);
@@ -98,11 +92,11 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
 TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
     const std::string dir = test::scratch_dir("quant_types_plan");
     const std::string model = dir + "/q4k.gguf";
-    const auto g = run_process(cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+    const auto g = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
                                     "--ffn", "512", "--type", "Q4_K", "-q", "-o", model}),
                                60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
-    const auto plan = run_process(cmd({"plan", "-m", model, "--local", "3"}), 30);
+    const auto plan = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;
     EXPECT_NE(plan.out.find("stage 0: FFN channels move in units of 256 (ffn_down is Q4_K), KV heads in units of 2; "
                             "FFN shares 256, 256, 0 (rounded to whole units)"),

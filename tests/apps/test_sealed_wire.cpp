@@ -30,12 +30,7 @@ namespace {
 using test::run_root;
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("sealed_wire"); }
-
-std::vector<uint8_t> read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
+std::string sealed_wire_dir() { return test::test_dir("sealed_wire"); }
 
 bool contains(const std::vector<uint8_t>& haystack, const uint8_t* needle, size_t n) {
     return std::search(haystack.begin(), haystack.end(), needle, needle + n) != haystack.end();
@@ -45,7 +40,7 @@ bool contains(const std::vector<uint8_t>& haystack, const uint8_t* needle, size_
 std::vector<uint8_t> recorded_bytes(const std::string& record_dir) {
     std::vector<uint8_t> all;
     for (const auto& e : std::filesystem::directory_iterator(record_dir)) {
-        const std::vector<uint8_t> b = read_all(e.path().string());
+        const std::vector<uint8_t> b = test::read_bytes(e.path().string());
         all.insert(all.end(), b.begin(), b.end());
     }
     return all;
@@ -65,8 +60,8 @@ std::unique_ptr<test::BackgroundProcess> start_recording_relay(const std::string
 }  // namespace
 
 TEST(SealedWire, WrongKeyIsRefusedOnBothSidesWithinASecond) {
-    const std::string a = test::make_key_file(dir(), "a.key"), b = test::make_key_file(dir(), "b.key");
-    WorkerProcess worker({"-m", test::default_model(), "--key", a}, dir() + "/worker.log");
+    const std::string a = test::make_key_file(sealed_wire_dir(), "a.key"), b = test::make_key_file(sealed_wire_dir(), "b.key");
+    WorkerProcess worker({"-m", test::default_model(), "--key", a}, sealed_wire_dir() + "/worker.log");
     const auto start = std::chrono::steady_clock::now();
     const test::ProcessResult r = run_root(worker.address_text(), b);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -81,7 +76,7 @@ TEST(SealedWire, WrongKeyIsRefusedOnBothSidesWithinASecond) {
     const test::ProcessResult plain = run_root(worker.address_text(), "");
     EXPECT_EQ(plain.exit_code, 1);
     EXPECT_NE(plain.err.find("requires a key"), std::string::npos) << plain.err;
-    WorkerProcess keyless({"-m", test::default_model()}, dir() + "/keyless.log");
+    WorkerProcess keyless({"-m", test::default_model()}, sealed_wire_dir() + "/keyless.log");
     const test::ProcessResult keyed = run_root(keyless.address_text(), a);
     EXPECT_EQ(keyed.exit_code, 1);
     EXPECT_NE(keyed.err.find("runs without a key"), std::string::npos) << keyed.err;
@@ -91,7 +86,7 @@ TEST(SealedWire, WrongKeyIsRefusedOnBothSidesWithinASecond) {
 }
 
 TEST(SealedWire, RecordedSessionHoldsNoPlaintextAndCannotBeReplayed) {
-    const std::string key = test::make_key_file(dir(), "cluster.key");
+    const std::string key = test::make_key_file(sealed_wire_dir(), "cluster.key");
     const LlamaModel model(test::default_model());
     const std::string fingerprint_hex = model.file().fingerprint_hex();
     uint8_t fingerprint_le[8];
@@ -116,9 +111,9 @@ TEST(SealedWire, RecordedSessionHoldsNoPlaintextAndCannotBeReplayed) {
     };
 
     // Sealed: nothing to find.
-    WorkerProcess worker({"-m", test::default_model(), "--key", key}, dir() + "/worker.log");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key}, sealed_wire_dir() + "/worker.log");
     std::string through;
-    const std::string sealed_dir = dir() + "/sealed";
+    const std::string sealed_dir = sealed_wire_dir() + "/sealed";
     {
         auto relay = start_recording_relay(worker.address_text(), sealed_dir, through);
         const test::ProcessResult r = run_root(through, key, {"--tcp"});
@@ -132,8 +127,8 @@ TEST(SealedWire, RecordedSessionHoldsNoPlaintextAndCannotBeReplayed) {
     EXPECT_EQ(runs, 0);
 
     // The same scan finds the fingerprint in a plain session (so it can fail).
-    WorkerProcess plain_worker({"-m", test::default_model()}, dir() + "/plain.log");
-    const std::string plain_dir = dir() + "/plain";
+    WorkerProcess plain_worker({"-m", test::default_model()}, sealed_wire_dir() + "/plain.log");
+    const std::string plain_dir = sealed_wire_dir() + "/plain";
     {
         auto relay = start_recording_relay(plain_worker.address_text(), plain_dir, through);
         const test::ProcessResult r = run_root(through, "", {"--tcp"});
@@ -144,7 +139,7 @@ TEST(SealedWire, RecordedSessionHoldsNoPlaintextAndCannotBeReplayed) {
 
     // Replaying the root's recorded bytes on a new connection, byte for byte:
     // the worker's fresh nonce makes the recorded proof wrong.
-    const std::vector<uint8_t> up = read_all(sealed_dir + "/0.up");
+    const std::vector<uint8_t> up = test::read_bytes(sealed_dir + "/0.up");
     ASSERT_FALSE(up.empty());
     TcpStream replay = TcpStream::connect(worker.address(), 2000);
     replay.write_all(up.data(), up.size(), 2000);
@@ -171,7 +166,7 @@ TEST(SealedWire, KeylessWorkerServesLoopbackOnlyUnlessInsecure) {
     EXPECT_EQ(refused.exit_code, 1);
     EXPECT_NE(refused.err.find("without a key would let anyone who reaches it use this worker"), std::string::npos)
         << refused.err;
-    WorkerProcess insecure({"-m", test::default_model(), "--listen", "0.0.0.0:0", "--insecure"}, dir() + "/insecure.log");
+    WorkerProcess insecure({"-m", test::default_model(), "--listen", "0.0.0.0:0", "--insecure"}, sealed_wire_dir() + "/insecure.log");
     for (int session = 0; session < 2; ++session) {
         const test::ProcessResult r = run_root("127.0.0.1:" + std::to_string(insecure.address().port), "");
         EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -24,7 +24,6 @@ using test::run_process;
 using test::start_worker;
 using test::tokens_of;
 
-const auto& cmd = test::tessera_cmd;
 
 std::string bundled_model() { return test::source_dir() + "/models/stories260K.gguf"; }
 
@@ -71,7 +70,7 @@ TEST(SpPrefillCli, LocalAndWorkersEqualOneProcess) {
         EXPECT_EQ(tokens_of(r), tokens_of(single));
     }
     // The plan line names each node's chunk and bytes.
-    const auto text = run_process(cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
+    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
                                        "--prefill", "sp"}),
                                   90);
     ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -101,7 +100,7 @@ TEST(SpPrefillCli, GenerationHandedToAGroupOrAPipelineEqualsOneProcess) {
                 << r.err;
         }
     }
-    const auto text = run_process(cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
+    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
                                        "--prefill", "sp", "--generate", "tp"}),
                                   90);
     ASSERT_EQ(text.exit_code, 0) << text.err;

@@ -19,7 +19,7 @@ using test::tessera_cmd;
 
 namespace {
 
-nlohmann::json run_json(const std::string& model, std::vector<std::string> extra) {
+nlohmann::json speculative_json(const std::string& model, std::vector<std::string> extra) {
     std::vector<std::string> argv = {test::tessera_binary(), "run", "-m", model, "-p", "Once upon a time", "-n", "80",
                                      "--temp", "0", "--ignore-eos", "--json", "-t", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -40,7 +40,7 @@ TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
                           60)
                   .exit_code,
               0);
-    const nlohmann::json plain = run_json(model, {});
+    const nlohmann::json plain = speculative_json(model, {});
     const auto want = plain["tokens"].get<std::vector<int>>();
     ASSERT_EQ(want.size(), 80u);
     const std::vector<std::vector<std::string>> drafts = {
@@ -60,7 +60,7 @@ TEST(SpeculativeCli, GreedyOutputEqualsPlainOnEveryPlan) {
                 args.insert(args.end(), {"--stages", "root," + test::start_worker(workers[0], model) + "/" +
                                                          test::start_worker(workers[1], model)});
             }
-            const nlohmann::json got = run_json(model, args);
+            const nlohmann::json got = speculative_json(model, args);
             ASSERT_TRUE(got.contains("speculative")) << plan << " " << draft[1];
             EXPECT_EQ(got["tokens"].get<std::vector<int>>(), want) << plan << " " << draft[1];
             EXPECT_GT(got["speculative"]["drafted"].get<int>(), 0) << plan << " " << draft[1];

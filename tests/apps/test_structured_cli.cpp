@@ -15,7 +15,7 @@ const char* const kSchema = R"({"type": "object", "properties": {"name": {"type"
   "size": {"type": "integer"}, "parts": {"type": "array", "items": {"enum": ["wheel", "door"]}, "maxItems": 4}},
   "required": ["name", "size", "parts"]})";
 
-nlohmann::json run_json(const std::string& model, const std::vector<std::string>& extra) {
+nlohmann::json structured_json(const std::string& model, const std::vector<std::string>& extra) {
     std::vector<std::string> args =
         test::tessera_cmd({"run", "-m", model, "-p", "A car:", "-n", "150", "--json", "--json-schema", kSchema});
     args.insert(args.end(), extra.begin(), extra.end());
@@ -30,7 +30,7 @@ TEST(StructuredCli, SchemaOutputIsTheSameOnEveryPlan) {
     const std::string stage = test::start_worker(worker, model);
     for (const std::vector<std::string>& sampling : {std::vector<std::string>{"--temp", "0"},
                                                     std::vector<std::string>{"--temp", "1", "-s", "7"}}) {
-        const nlohmann::json single = run_json(model, sampling);
+        const nlohmann::json single = structured_json(model, sampling);
         ASSERT_TRUE(single.contains("text"));
         const std::string text = single["text"];
         nlohmann::json value;
@@ -39,11 +39,11 @@ TEST(StructuredCli, SchemaOutputIsTheSameOnEveryPlan) {
         EXPECT_TRUE(value["parts"].is_array()) << text;
         std::vector<std::string> local = sampling;
         local.insert(local.end(), {"--local", "2", "--exact"});
-        EXPECT_EQ(run_json(model, local)["tokens"], single["tokens"]);
+        EXPECT_EQ(structured_json(model, local)["tokens"], single["tokens"]);
         if (sampling[1] == "0") {
             std::vector<std::string> pipeline = sampling;
             pipeline.insert(pipeline.end(), {"--stages", "root/" + stage});
-            EXPECT_EQ(run_json(model, pipeline)["tokens"], single["tokens"]);
+            EXPECT_EQ(structured_json(model, pipeline)["tokens"], single["tokens"]);
         }
     }
 }

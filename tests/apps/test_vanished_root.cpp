@@ -18,7 +18,7 @@ namespace {
 
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("vanished_root"); }
+std::string vanished_root_dir() { return test::test_dir("vanished_root"); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -37,7 +37,7 @@ bool busy(const HostPort& worker) {
 // for the silence bound, then free, and a real root is served.
 TEST(VanishedRoot, ASilentRootAfterItsAssignFreesTheWorkerWithinTheBound) {
     constexpr double kBound = 2.0;
-    WorkerProcess worker({"-m", test::default_model(), "--root-silence-ms", "2000"}, dir() + "/silent.log");
+    WorkerProcess worker({"-m", test::default_model(), "--root-silence-ms", "2000"}, vanished_root_dir() + "/silent.log");
     auto silent = test::connect_as_root(worker.address(), nullptr);
     send_json(*silent, SessionMessage::kHello, test::good_hello());
     ASSERT_TRUE(recv_json(*silent, SessionMessage::kHelloReply, "worker", 5000).value("ok", false));
@@ -60,8 +60,8 @@ TEST(VanishedRoot, ASilentRootAfterItsAssignFreesTheWorkerWithinTheBound) {
 // A chat whose user waits longer than the bound between turns keeps its
 // tensor-parallel worker and its pipeline stage: the root beats while idle.
 TEST(VanishedRoot, AnIdleChatKeepsItsWorkersBeyondTheBound) {
-    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/rank.log");
-    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/stage.log");
+    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/rank.log");
+    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/stage.log");
     for (const std::vector<std::string>& plan :
          {std::vector<std::string>{"--workers", rank.address_text()},
           std::vector<std::string>{"--stages", "root/" + stage.address_text()}}) {
@@ -83,8 +83,8 @@ TEST(VanishedRoot, AnIdleChatKeepsItsWorkersBeyondTheBound) {
 // node is ready, before loading its share. (The load is made slow here by a
 // test-only delay; a worker ends its session if the beat started later.)
 TEST(VanishedRoot, ARootStillLoadingItsShareKeepsItsWorkers) {
-    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/loading_rank.log");
-    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, dir() + "/loading_stage.log");
+    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/loading_rank.log");
+    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/loading_stage.log");
     for (const std::vector<std::string>& plan :
          {std::vector<std::string>{"--workers", rank.address_text()},
           std::vector<std::string>{"--stages", "root/" + stage.address_text()}}) {

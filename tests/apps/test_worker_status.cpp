@@ -20,7 +20,7 @@ namespace {
 
 using test::WorkerProcess;
 
-std::string dir() { return test::test_dir("worker_status"); }
+std::string worker_status_dir() { return test::test_dir("worker_status"); }
 
 uint16_t free_port() {
     TcpListener probe(HostPort{"127.0.0.1", 0});
@@ -38,7 +38,7 @@ double metric(const std::string& text, const std::string& name) {
 TEST(WorkerStatus, StatusAndMetricsShowTheSessionAndItsRootsLastSignOfLife) {
     const uint16_t metrics_port = free_port();
     WorkerProcess worker({"-m", test::default_model(), "--metrics-port", std::to_string(metrics_port)},
-                         dir() + "/worker.log");
+                         worker_status_dir() + "/worker.log");
     httplib::Client http("127.0.0.1", metrics_port);
     auto idle = http.Get("/metrics");
     ASSERT_TRUE(idle) << worker.log();

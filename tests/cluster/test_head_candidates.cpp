@@ -6,6 +6,8 @@
 #include "cluster/session/head_candidates.h"
 #include "util/error.h"
 
+#include "test_errors.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 namespace tessera {
 
 namespace {
+
+using test::error_of;
 
 constexpr float kNone = -std::numeric_limits<float>::infinity();
 
@@ -35,15 +39,6 @@ std::vector<bool> kept_by_brute_force(const float* row, int width, int32_t first
     std::sort(rest.begin(), rest.end(), [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
     for (size_t i = 0; i < rest.size() && i < static_cast<size_t>(need.top_k); ++i) kept[static_cast<size_t>(rest[i])] = true;
     return kept;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

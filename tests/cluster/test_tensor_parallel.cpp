@@ -64,7 +64,7 @@ std::vector<int32_t> local_greedy(const std::string& path, const std::vector<int
     return greedy(decoder, prompt, n, logits);
 }
 
-std::string gqa_model(QuantType type = QuantType::Q8_0) {
+std::string tp_gqa_model(QuantType type = QuantType::Q8_0) {
     const std::string path =
         test::scratch_dir("tensor_parallel") + fmt::format("/gqa-{}.gguf", quant_type_name(type));
     RandomModelSpec spec;
@@ -90,7 +90,7 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnStories260K) {
 }
 
 TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
-    const std::string path = gqa_model();
+    const std::string path = tp_gqa_model();
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
     const std::vector<int32_t> want = local_greedy(path, prompt, 24);
     for (int ranks : {2, 3, 4}) EXPECT_EQ(tp_greedy(path, prompt, 24, ranks), want) << ranks << " ranks";
@@ -101,7 +101,7 @@ TEST(TensorParallel, GreedyOutputEqualsSingleNodeOnAGeneratedGqaModel) {
 // memory unless told not to; over either transport the output equals a single
 // node's. Without a key no shared memory is offered.
 TEST(TensorParallel, SameHostWorkersUseSharedMemoryAndTcpStaysAvailable) {
-    const std::string path = gqa_model();
+    const std::string path = tp_gqa_model();
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
     const std::vector<int32_t> want = local_greedy(path, prompt, 16);
     const auto key = std::make_shared<const WireKey>(random_key());
@@ -137,7 +137,7 @@ TEST(TensorParallel, SameHostWorkersUseSharedMemoryAndTcpStaysAvailable) {
 // any rank count and uneven shares, on two weight types.
 TEST(TensorParallel, ExactLogitsEqualSingleNodeBitForBit) {
     for (QuantType type : {QuantType::Q8_0, QuantType::Q4_0}) {
-        const std::string path = gqa_model(type);
+        const std::string path = tp_gqa_model(type);
         const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
         std::vector<float> want, want_2_threads;
         local_greedy(path, prompt, 12, &want);
@@ -159,7 +159,7 @@ TEST(TensorParallel, ExactLogitsEqualSingleNodeBitForBit) {
 // whole frame does, so its logits equal unbanded fast's bit for bit. Bands
 // of uneven width (3 bands of 4 quanta), prompt batches and single steps.
 TEST(TensorParallel, PartialsInBandsGiveTheSameLogitsBitForBit) {
-    const std::string path = gqa_model(QuantType::Q4_0);
+    const std::string path = tp_gqa_model(QuantType::Q4_0);
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
     std::vector<float> want;
     local_greedy(path, prompt, 8, &want);
@@ -180,7 +180,7 @@ TEST(TensorParallel, PartialsInBandsGiveTheSameLogitsBitForBit) {
 // uneven shares and segments of uneven width, as the all-to-all is on 4
 // (which auto no longer picks there); --fast with it is refused.
 TEST(TensorParallel, ReduceScatterExchangeEqualsSingleNodeBitForBit) {
-    const std::string path = gqa_model(QuantType::Q4_0);
+    const std::string path = tp_gqa_model(QuantType::Q4_0);
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
     std::vector<float> want;
     local_greedy(path, prompt, 8, &want);
@@ -222,7 +222,7 @@ TEST(TensorParallel, ReduceScatterExchangeEqualsSingleNodeBitForBit) {
 // sequence's logits equal a single node running it alone, bit for bit, and
 // the workers refuse a batch naming a sequence they do not keep.
 TEST(TensorParallel, SequencesBatchedAcrossRanksEqualEachAloneBitForBit) {
-    const std::string path = gqa_model(QuantType::Q4_0);
+    const std::string path = tp_gqa_model(QuantType::Q4_0);
     const LlamaModel model(path);
     const int n_vocab = model.hparams().n_vocab;
     const std::vector<std::vector<int32_t>> prompts = {{1, 17, 230, 5, 99}, {1, 310, 42, 7, 8, 9}, {1, 11, 12, 13}};
@@ -267,7 +267,7 @@ TEST(TensorParallel, SequencesBatchedAcrossRanksEqualEachAloneBitForBit) {
 // by fingerprint and checksum), cache it, and reuse the cache next time; a
 // damaged cache entry is replaced. Output still equals a single node's.
 TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
-    const std::string path = gqa_model();
+    const std::string path = tp_gqa_model();
     const std::string cache = test::scratch_dir("tensor_parallel_cache");
     std::filesystem::remove_all(cache);
     const std::vector<int32_t> prompt = {1, 17, 230, 5, 99, 310, 42};
@@ -321,7 +321,7 @@ TEST(TensorParallel, WorkersWithoutTheFileReceiveAndCacheTheirSlice) {
 }
 
 TEST(TensorParallel, WorkerWithAnotherModelIsRefused) {
-    const std::string other = gqa_model();
+    const std::string other = tp_gqa_model();
     TestWorker worker(other);
     const LlamaModel model(test::stories260k());
     TpConfig config;
@@ -349,7 +349,7 @@ namespace tessera {
 // per head and layer. After an eviction's compaction on both, the next token's
 // logits are still equal bit for bit.
 TEST(TensorParallel, AttentionMassAcrossRanksEqualsOneProcessExactly) {
-    const std::string path = gqa_model(QuantType::Q4_0);
+    const std::string path = tp_gqa_model(QuantType::Q4_0);
     const LlamaModel model(path);
     const ModelHParams& hp = model.hparams();
     std::vector<int32_t> prompt;

@@ -27,7 +27,7 @@ struct Fixture {
     }
 };
 
-GenerationParams greedy(int n) {
+GenerationParams chat_greedy(int n) {
     GenerationParams p;
     p.n_predict = n;
     p.sampler.temperature = 0.0f;
@@ -39,10 +39,10 @@ GenerationParams greedy(int n) {
 TEST(ChatSession, LaterTurnsReuseTheCacheAndAnswerAsAFreshSession) {
     Fixture f;
     ChatSession chat(*f.decoder, *f.tokenizer, ChatTemplate(chatml_template()), "You tell stories.");
-    const ChatTurn first = chat.reply("Once upon a time", greedy(12));
+    const ChatTurn first = chat.reply("Once upon a time", chat_greedy(12));
     EXPECT_EQ(first.n_reused, 0);
     ASSERT_EQ(first.generation.tokens.size(), 12u);
-    const ChatTurn second = chat.reply("What happened next?", greedy(12));
+    const ChatTurn second = chat.reply("What happened next?", chat_greedy(12));
     // Everything before the new message came from the cache.
     EXPECT_GE(second.n_reused, first.n_prompt + 11 - 2);
     EXPECT_LT(second.generation.n_evaluated_prompt, second.n_prompt / 2);
@@ -52,7 +52,7 @@ TEST(ChatSession, LaterTurnsReuseTheCacheAndAnswerAsAFreshSession) {
     nlohmann::json messages = chat.messages();
     messages.erase(messages.end() - 2, messages.end());  // the second exchange
     fresh.set_messages(messages);
-    const ChatTurn again = fresh.reply("What happened next?", greedy(12));
+    const ChatTurn again = fresh.reply("What happened next?", chat_greedy(12));
     EXPECT_EQ(again.n_reused, 0);
     EXPECT_EQ(again.generation.tokens, second.generation.tokens);
     EXPECT_EQ(chat.messages().size(), 5u);  // system, user, assistant, user, assistant
@@ -65,14 +65,14 @@ TEST(ChatSession, FullContextIsAClearErrorOrShiftsOutTheOldestTurns) {
     {
         Fixture f(128);
         ChatSession chat(*f.decoder, *f.tokenizer, ChatTemplate(chatml_template()));
-        const std::string e = test::error_of([&] { chat.reply(long_text, greedy(4)); });
+        const std::string e = test::error_of([&] { chat.reply(long_text, chat_greedy(4)); });
         EXPECT_NE(e.find("the context holds 128"), std::string::npos) << e;
         EXPECT_TRUE(chat.messages().empty());  // the refused message is not kept
     }
     {
         Fixture f(160);
         ChatSession chat(*f.decoder, *f.tokenizer, ChatTemplate(chatml_template()), "Be brief.", true);
-        for (int i = 0; i < 6; ++i) chat.reply("Tell me about the little dog and the big red ball", greedy(8));
+        for (int i = 0; i < 6; ++i) chat.reply("Tell me about the little dog and the big red ball", chat_greedy(8));
         EXPECT_EQ(chat.messages()[0]["role"], "system");
         EXPECT_LT(chat.messages().size(), 13u);  // some turns were dropped
         EXPECT_GE(chat.messages().size(), 3u);

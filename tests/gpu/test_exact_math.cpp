@@ -10,6 +10,8 @@
 #include "ops/float_canonical.h"
 #include "util/error.h"
 
+#include "vulkan_test_device.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,15 +31,10 @@ extern const size_t k_exact_math_check_words;
 namespace tessera {
 namespace {
 
-int device_index() {
-    const char* v = std::getenv("TESSERA_VULKAN_DEVICE");
-    return v != nullptr ? std::atoi(v) : 0;
-}
-
 bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 TEST(VulkanExactMath, HelpersRoundOnceAsTheCpuDoes) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanKernel kernel(context, shaders::k_exact_math_check, shaders::k_exact_math_check_words, 2, 4, "exact_math_check");
     std::mt19937 rng(31);
     std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
@@ -79,7 +76,7 @@ TEST(VulkanExactMath, HelpersRoundOnceAsTheCpuDoes) {
 // forged report with a lane out of place, a shuffle from the wrong lane or
 // an inconsistent count of subgroups is named.
 TEST(VulkanSubgroupProbe, NamesWhatDiffersFromTheAssumedSubgroups) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     if (!context.info().subgroup_shuffle) GTEST_SKIP() << "no subgroup shuffles";
     const std::string& verdict = context.subgroup_mismatch();
     if (std::getenv("LP_NATIVE_VECTOR_WIDTH") == nullptr) EXPECT_EQ(verdict, "") << context.info().name;

@@ -11,6 +11,8 @@
 #include "util/error.h"
 #include "util/fp16.h"
 
+#include "vulkan_test_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,13 +29,6 @@ namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-// The device under test: TESSERA_VULKAN_DEVICE (scripts/gpu_device_check.sh
-// picks a real GPU there), else 0.
-int device_index() {
-    const char* v = std::getenv("TESSERA_VULKAN_DEVICE");
-    return v != nullptr ? std::atoi(v) : 0;
-}
-
 TEST(VulkanDevices, AreListedWithTheirMemory) {
     const auto devices = vulkan_devices();
     ASSERT_FALSE(devices.empty()) << "no Vulkan device: install mesa-vulkan-drivers (lavapipe)";
@@ -45,7 +40,7 @@ TEST(VulkanDevices, AreListedWithTheirMemory) {
 }
 
 TEST(VulkanDevices, ABufferBeyondTheDeviceIsAClearError) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     const size_t too_big = context.info().max_storage_buffer_bytes + 1;
     try {
         VulkanBuffer buffer(context, too_big);
@@ -77,7 +72,7 @@ std::string layout_name(bool serial, bool packed, bool by_subgroup) {
 }
 
 TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
     VulkanMatvec matvec(context, serial);
     std::mt19937 rng(11);
@@ -97,7 +92,7 @@ TEST(VulkanMatvec, F32EqualsTheCanonicalOrderBitForBit) {
 }
 
 TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
     VulkanMatvec matvec(context, serial, packed, by_subgroup);
     SCOPED_TRACE(layout_name(serial, packed, by_subgroup));
@@ -131,7 +126,7 @@ TEST(VulkanMatvec, Q8_0EqualsTheCanonicalOrderBitForBit) {
 }
 
 TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     for (const bool serial : {true, false}) {  // an invocation per dot, a workgroup per row
     VulkanMatvec matvec(context, serial);
     std::mt19937 rng(13);
@@ -152,7 +147,7 @@ TEST(VulkanMatvec, F16EqualsTheCanonicalOrderBitForBit) {
 }
 
 TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
     VulkanMatvec matvec(context, serial, packed, by_subgroup);
     SCOPED_TRACE(layout_name(serial, packed, by_subgroup));
@@ -192,7 +187,7 @@ TEST(VulkanMatvec, Q4_0EqualsTheCanonicalOrderBitForBit) {
 // here from ops/row_groups.h, Q6_K against the CPU's q6_k_vec_dot (its
 // canonical block step).
 TEST(VulkanMatvec, Q4_KAndQ6_KEqualTheCanonicalOrderBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     for (const auto& [serial, packed, by_subgroup] : block_variants(context)) {
     VulkanMatvec matvec(context, serial, packed, by_subgroup);
     SCOPED_TRACE(layout_name(serial, packed, by_subgroup));

@@ -11,6 +11,8 @@
 #include "ops/rope.h"
 #include "ops/softmax.h"
 
+#include "vulkan_test_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -22,13 +24,8 @@
 namespace tessera {
 namespace {
 
-int device_index() {
-    const char* v = std::getenv("TESSERA_VULKAN_DEVICE");
-    return v != nullptr ? std::atoi(v) : 0;
-}
-
 TEST(VulkanRmsNorm, EqualsTheCpuBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanRmsNorm norm(context);
     std::mt19937 rng(21);
     for (const float magnitude : {1.0f, 1e-3f, 300.0f}) {
@@ -59,7 +56,7 @@ TEST(VulkanProfile, TheContextPrintsEachKernelsDispatchesWhenItEnds) {
     ::setenv("TESSERA_VULKAN_PROFILE", "1", 1);
     testing::internal::CaptureStderr();
     {
-        VulkanContext context(device_index());
+        VulkanContext context(test::vulkan_device_index());
         VulkanRmsNorm norm(context);
         const int rows = 5, n = 300;
         std::vector<float> x(static_cast<size_t>(rows * n), 0.5f), w(static_cast<size_t>(n), 1.0f);
@@ -72,7 +69,7 @@ TEST(VulkanProfile, TheContextPrintsEachKernelsDispatchesWhenItEnds) {
     EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n +[0-9.]+ +3 +[0-9.]+ +[0-9.]+%  rms_norm \[5x1x1\]\n)")))
         << text;
     testing::internal::CaptureStderr();
-    { VulkanContext quiet(device_index()); }
+    { VulkanContext quiet(test::vulkan_device_index()); }
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "no table without the variable";
 }
 
@@ -81,7 +78,7 @@ TEST(VulkanProfile, TheContextPrintsEachKernelsDispatchesWhenItEnds) {
 // blocks whose largest magnitude comes twice with both signs (the first one
 // sets the sign of the scale), a largest element at each end, subnormals.
 TEST(VulkanQuantizeQ8K, EqualsTheCpuByteForByte) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanKernel kernel(context, TESSERA_SPIRV(quantize_q8_k), 2, 4, "quantize_q8_k");
     std::mt19937 rng(23);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -107,7 +104,7 @@ TEST(VulkanQuantizeQ8K, EqualsTheCpuByteForByte) {
 }
 
 TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanGate swiglu(context, FfnActivation::kSilu);
     std::mt19937 rng(22);
     const int n = 50000;
@@ -135,7 +132,7 @@ TEST(VulkanSwiglu, EqualsTheCpuBitForBit) {
 // polynomial): over the whole range, its branches (|x| < ln 2 / 2, the
 // saturation beyond 18.7, expm1's floor at -104), zeros and tiny values.
 TEST(VulkanGeluAndSoftCap, EqualTheCpuBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanGate geglu(context, FfnActivation::kGelu);
     VulkanSoftCap cap(context);
     std::mt19937 rng(25);
@@ -168,7 +165,7 @@ TEST(VulkanGeluAndSoftCap, EqualTheCpuBitForBit) {
 }
 
 TEST(VulkanRope, EqualsTheCpuBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanRope rope(context);
     std::mt19937 rng(23);
     std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -190,7 +187,7 @@ TEST(VulkanRope, EqualsTheCpuBitForBit) {
 }
 
 TEST(VulkanSoftmax, EqualsTheCpuBitForBit) {
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     VulkanSoftmax softmax(context);
     std::mt19937 rng(24);
     for (const float spread : {0.1f, 3.0f, 40.0f}) {

@@ -13,6 +13,8 @@
 #include "util/error.h"
 #include "util/thread_pool.h"
 
+#include "vulkan_test_device.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,11 +27,6 @@
 
 namespace tessera {
 namespace {
-
-int device_index() {
-    const char* v = std::getenv("TESSERA_VULKAN_DEVICE");
-    return v != nullptr ? std::atoi(v) : 0;
-}
 
 // A prompt of n_prompt tokens, then `steps` greedy steps: every step's logits.
 std::vector<float> logits_of(Decoder& decoder, int n_prompt, int steps) {
@@ -59,7 +56,7 @@ std::string compare(const std::string& path, int n_batch, KvCacheTypes kv, int n
     config.kv_types = kv;
     config.sparse = sparse;
     LocalDecoder cpu(model, config, 2);
-    VulkanDecoder gpu(model, config, device_index(), gpu_layers, 2);
+    VulkanDecoder gpu(model, config, test::vulkan_device_index(), gpu_layers, 2);
     // What the device holds is what the check before uploading counted (less
     // the host's own row buffer).
     const SliceWeights views = load_slice_weights(model, full_slice(model.hparams()));
@@ -139,7 +136,7 @@ TEST(VulkanForward, AForwardBuildsOnlyTheKernelsItsModelRuns) {
     ForwardConfig config;
     config.n_ctx = 64;
     config.n_batch = 8;
-    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 1);
+    VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 1);
     const VulkanSliceForward* part = gpu.forward().device_part();
     ASSERT_NE(part, nullptr);
     EXPECT_TRUE(part->built_kernels().empty()) << "before the first forward";
@@ -284,7 +281,7 @@ TEST(VulkanForward, TheGpusLayoutOfProductsGivesTheCpuLogits) {
 // whole models, the units of wo and w_down and a mixture of experts too.
 TEST(VulkanForward, OneTokenProductsBySubgroupsGiveTheCpuLogits) {
     {
-        VulkanContext context(device_index());
+        VulkanContext context(test::vulkan_device_index());
         if (!context.subgroup_mismatch().empty()) GTEST_SKIP() << context.info().name << ": " << context.subgroup_mismatch();
     }
     expect_families_in_layout(test::scratch_dir("vulkan_forward_subgroups"), "subgroups",
@@ -315,7 +312,7 @@ TEST(VulkanForward, ProductsInTilesGiveTheCpuLogits) {
 // batches and in one, and through a mixture of experts.
 TEST(VulkanForward, PackedAndPlainIntegerSumsGiveTheCpuLogits) {
     {
-        VulkanContext context(device_index());
+        VulkanContext context(test::vulkan_device_index());
         if (!context.info().integer_dot) GTEST_SKIP() << context.info().name << " has no integer dot products";
     }
     const std::string dir = test::scratch_dir("vulkan_forward_idot");
@@ -325,11 +322,11 @@ TEST(VulkanForward, PackedAndPlainIntegerSumsGiveTheCpuLogits) {
         const LlamaModel model(stories);
         ForwardConfig config;
         config.n_ctx = 32;
-        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 2);
         ASSERT_NE(gpu.forward().device_part(), nullptr);
         EXPECT_TRUE(gpu.forward().device_part()->packed_dots());
         setenv("TESSERA_VULKAN_DOT", "plain", 1);
-        VulkanDecoder plain(model, config, device_index(), INT_MAX, 2);
+        VulkanDecoder plain(model, config, test::vulkan_device_index(), INT_MAX, 2);
         EXPECT_FALSE(plain.forward().device_part()->packed_dots());
     }
     // Plain in both layouts, packed in the GPUs' (the other tests run packed
@@ -376,7 +373,7 @@ TEST(VulkanForward, WrongProductVariantsAreRefusedByName) {
     config.n_ctx = 32;
     const auto error_of = [&] {
         try {
-            VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+            VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 2);
         } catch (const Error& e) {
             return std::string(e.what());
         }
@@ -389,7 +386,7 @@ TEST(VulkanForward, WrongProductVariantsAreRefusedByName) {
     setenv("TESSERA_VULKAN_PRODUCTS", "rows", 1);  // the layout the trees serve
     setenv("TESSERA_VULKAN_SUBGROUPS", "maybe", 1);
     EXPECT_NE(error_of().find("TESSERA_VULKAN_SUBGROUPS=maybe: on (shuffles) or off"), std::string::npos);
-    VulkanContext context(device_index());
+    VulkanContext context(test::vulkan_device_index());
     const VulkanDeviceInfo& info = context.info();
     setenv("TESSERA_VULKAN_SUBGROUPS", "on", 1);
     if (!info.subgroup_shuffle || info.subgroup_size < 16 || 64 % info.subgroup_size != 0) {  // lavapipe at 256 bits
@@ -420,7 +417,7 @@ TEST(VulkanForward, SequencesBatchedTogetherGiveTheCpuLogits) {
     config.n_batch = 64;
     config.n_seq = 3;
     LocalDecoder cpu(model, config, 2);
-    VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+    VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 2);
     ASSERT_EQ(gpu.n_seq(), 3);
     const int n_vocab = model.hparams().n_vocab;
     std::vector<int32_t> tokens;
@@ -460,7 +457,7 @@ TEST(VulkanForward, CompactedContextsGiveTheCpuLogits) {
         config.kv_types = kv;
         config.sparse = sparse;
         LocalDecoder cpu(model, config, 2);
-        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 2);
         const int n_vocab = model.hparams().n_vocab;
         std::vector<int32_t> tokens;
         for (int i = 0; i < 60; ++i) tokens.push_back((i * 29 + 3) % n_vocab);
@@ -499,7 +496,7 @@ TEST(VulkanForward, TrackedAttentionEqualsTheCpus) {
         config.track_attention = true;
         config.sparse = sparse;
         LocalDecoder cpu(model, config, 2);
-        VulkanDecoder gpu(model, config, device_index(), INT_MAX, 2);
+        VulkanDecoder gpu(model, config, test::vulkan_device_index(), INT_MAX, 2);
         std::vector<int32_t> tokens;
         for (int i = 0; i < 50; ++i) tokens.push_back((i * 31 + 5) % model.hparams().n_vocab);
         const std::span<const int32_t> all(tokens);
@@ -548,7 +545,7 @@ TEST(VulkanForward, ATensorParallelShareGivesTheCpuPartials) {
         config.n_batch = 64;
         ThreadPool pool(2);
         SliceForward cpu(model, share, config, pool);
-        VulkanSliceForward gpu(model, share, config, device_index());
+        VulkanSliceForward gpu(model, share, config, test::vulkan_device_index());
         const size_t n_embd = static_cast<size_t>(hp.n_embd);
         std::vector<float> x(40 * n_embd);
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 0.8f;
@@ -598,7 +595,7 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
             config.n_batch = 64;
             ThreadPool pool(2);
             SliceForward cpu(model, share, config, pool);
-            VulkanSliceForward gpu(model, share, config, device_index());
+            VulkanSliceForward gpu(model, share, config, test::vulkan_device_index());
             const size_t n_embd = static_cast<size_t>(hp.n_embd);
             std::vector<float> x(20 * n_embd);
             for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.21f * static_cast<float>(i)) * 0.9f;
@@ -624,7 +621,7 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
         config.n_ctx = 64;
         const auto expect_refused = [&](const Slice& s) {
             try {
-                VulkanSliceForward gpu(model, s, config, device_index());
+                VulkanSliceForward gpu(model, s, config, test::vulkan_device_index());
                 FAIL() << family << ": " << describe_slice(s) << " was taken";
             } catch (const Error& e) {
                 EXPECT_NE(std::string(e.what()).find("the mixed or balanced split of a mixture of experts"),
@@ -648,7 +645,7 @@ TEST(VulkanForward, AShareOfExpertsGivesTheCpuPartials) {
 // before anything is uploaded, naming the device and the bytes. The file is
 // sparse (zero weights), so it costs no disk.
 TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
-    const VulkanContext context(device_index());
+    const VulkanContext context(test::vulkan_device_index());
     const uint64_t heap = context.info().device_local_bytes;
     RandomModelSpec spec;
     spec.n_embd = 4096;
@@ -667,7 +664,7 @@ TEST(VulkanForward, AModelLargerThanTheDeviceIsAClearError) {
     ForwardConfig config;
     config.n_ctx = 256;
     try {
-        VulkanDecoder gpu(model, config, device_index());
+        VulkanDecoder gpu(model, config, test::vulkan_device_index());
         FAIL() << "a model of " << spec.n_layer << " layers was taken by a device of " << heap << " bytes";
     } catch (const Error& e) {
         const std::string what = e.what();
@@ -692,7 +689,7 @@ TEST(VulkanForward, WhatTheDeviceDoesNotRunIsRefusedByName) {
     const LlamaModel wide_model(wide);
     config.kv_types = KvCacheTypes(QuantType::Q4_0, QuantType::F16);
     try {
-        VulkanDecoder gpu(wide_model, config, device_index());
+        VulkanDecoder gpu(wide_model, config, test::vulkan_device_index());
         FAIL() << "Q4_0 keys of 512-wide heads were taken";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("KV caches of heads wider than 256"), std::string::npos) << e.what();

@@ -14,11 +14,6 @@ namespace tessera {
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
 }  // namespace
 
 TEST(GgufFile, ReadsStories260K) {
@@ -74,7 +69,7 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
     w.add_tensor("t.q4", QuantType::Q4_0, {64}, [](uint8_t* d, uint64_t n) { std::memset(d, 0x11, n); });
     w.write(dir + "/a.gguf");
     w.write(dir + "/b.gguf");
-    EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf"));
+    EXPECT_EQ(test::read_bytes(dir + "/a.gguf"), test::read_bytes(dir + "/b.gguf"));
 
     const GgufFile f(dir + "/a.gguf");
     EXPECT_EQ(f.alignment(), 64u);
@@ -108,10 +103,10 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
     });
     copy.add_tensor("t.q4", QuantType::Q4_0, {64}, [](uint8_t* d, uint64_t n) { std::memset(d, 0x11, n); });
     copy.write(dir + "/c.gguf");
-    EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/c.gguf"));
+    EXPECT_EQ(test::read_bytes(dir + "/a.gguf"), test::read_bytes(dir + "/c.gguf"));
 
     // Version 2 has the same little-endian layout as version 3 and loads the same.
-    std::vector<uint8_t> v2 = read_bytes(dir + "/a.gguf");
+    std::vector<uint8_t> v2 = test::read_bytes(dir + "/a.gguf");
     v2[4] = 2;
     std::ofstream(dir + "/v2.gguf", std::ios::binary)
         .write(reinterpret_cast<const char*>(v2.data()), static_cast<std::streamsize>(v2.size()));
@@ -164,7 +159,7 @@ TEST(GgufWriter, RowsWrittenInRunsGiveTheSameFile) {
     whole.write(dir + "/whole.gguf");
     runs.write(dir + "/runs.gguf");
     EXPECT_EQ(next, 55);
-    EXPECT_EQ(read_bytes(dir + "/whole.gguf"), read_bytes(dir + "/runs.gguf"));
+    EXPECT_EQ(test::read_bytes(dir + "/whole.gguf"), test::read_bytes(dir + "/runs.gguf"));
 }
 
 TEST(GgufWriter, RejectsImpossibleTensors) {

@@ -14,11 +14,6 @@ namespace tessera {
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -38,7 +33,7 @@ struct Legacy {
 };
 
 Legacy read_legacy(const std::string& path) {
-    const std::vector<uint8_t> b = read_bytes(path);
+    const std::vector<uint8_t> b = test::read_bytes(path);
     Legacy l;
     std::memcpy(l.cfg, b.data(), 28);
     const size_t dim = l.cfg[0], hidden = l.cfg[1], layers = l.cfg[2], heads = l.cfg[3], kv_heads = l.cfg[4];
@@ -137,7 +132,7 @@ TEST(Llama2cImport, Version1AndSeparateClassifier) {
     EXPECT_EQ(layers, 5u);
 
     // Legacy with a separate classifier: negative vocab size, classifier appended.
-    std::vector<uint8_t> legacy = read_bytes(models + "/stories260K.bin");
+    std::vector<uint8_t> legacy = test::read_bytes(models + "/stories260K.bin");
     int32_t neg_vocab = -l.cfg[5];
     std::memcpy(legacy.data() + 20, &neg_vocab, 4);
     append(legacy, l.get("emb"));
@@ -151,7 +146,7 @@ TEST(Llama2cImport, Version1AndSeparateClassifier) {
 TEST(Llama2cImport, RejectsBrokenInputs) {
     const std::string dir = test::scratch_dir("llama2c_bad");
     const std::string models = test::data_dir() + "/models";
-    std::vector<uint8_t> bin = read_bytes(models + "/stories260K.bin");
+    std::vector<uint8_t> bin = test::read_bytes(models + "/stories260K.bin");
     auto expect_error = [&](const std::string& checkpoint, const std::string& tokenizer, const std::string& fragment) {
         try {
             import_llama2c({.checkpoint = checkpoint, .tokenizer = tokenizer}, dir + "/out.gguf");
@@ -166,7 +161,7 @@ TEST(Llama2cImport, RejectsBrokenInputs) {
     std::vector<uint8_t> garbage(4096, 0xAB);
     write_bytes(dir + "/garbage.bin", garbage);
     expect_error(dir + "/garbage.bin", models + "/tok512.bin", "not a llama2.c checkpoint");
-    std::vector<uint8_t> tok = read_bytes(models + "/tok512.bin");
+    std::vector<uint8_t> tok = test::read_bytes(models + "/tok512.bin");
     tok.resize(tok.size() - 10);
     write_bytes(dir + "/tok.bin", tok);
     expect_error(models + "/stories260K.bin", dir + "/tok.bin", "truncated tokenizer");

@@ -18,11 +18,6 @@ namespace tessera {
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
 RandomModelSpec k_spec(QuantType type) {
     RandomModelSpec spec;
     spec.n_embd = 256;
@@ -43,7 +38,7 @@ TEST(RandomKQuantModel, WritesLlamaCppFileTypesAndSameBytesForSameSeed) {
         const RandomModelSpec spec = k_spec(type);
         write_random_model(spec, dir + "/a.gguf");
         write_random_model(spec, dir + "/b.gguf");
-        EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf"));
+        EXPECT_EQ(test::read_bytes(dir + "/a.gguf"), test::read_bytes(dir + "/b.gguf"));
         const GgufFile f(dir + "/a.gguf");
         EXPECT_EQ(f.get_int("general.file_type"), file_type);
         EXPECT_EQ(f.get_int("general.quantization_version"), 2);

@@ -15,10 +15,6 @@
 namespace tessera {
 
 namespace {
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
 }  // namespace
 
 TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
@@ -35,10 +31,10 @@ TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
         spec.seed = 5;
         write_random_model(spec, dir + "/a.gguf");
         write_random_model(spec, dir + "/b.gguf");
-        EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf")) << quant_type_name(type);
+        EXPECT_EQ(test::read_bytes(dir + "/a.gguf"), test::read_bytes(dir + "/b.gguf")) << quant_type_name(type);
         spec.seed = 6;
         write_random_model(spec, dir + "/c.gguf");
-        EXPECT_NE(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/c.gguf"));
+        EXPECT_NE(test::read_bytes(dir + "/a.gguf"), test::read_bytes(dir + "/c.gguf"));
 
         const LlamaModel model(dir + "/a.gguf");
         const ModelHParams& hp = model.hparams();

@@ -63,7 +63,7 @@ std::vector<Entry> three() {
             {"lm_head.weight", "F16", {4, 3}, bytes_of(24, 3)}};
 }
 
-std::string error_of(const std::vector<uint8_t>& file) {
+std::string safetensors_error_of(const std::vector<uint8_t>& file) {
     try {
         SafetensorsFile f(file, "model.safetensors");
         return "";
@@ -91,7 +91,7 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
     const auto good = write_safetensors(three());
     // Cut at every length: an Error each time, naming the file.
     for (size_t n = 0; n < good.size(); ++n) {
-        const std::string e = error_of(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
+        const std::string e = safetensors_error_of(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
         ASSERT_NE(e.find("model.safetensors"), std::string::npos) << n << ": " << e;
     }
     struct Case {
@@ -113,7 +113,7 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
         {[](nlohmann::json& h) { h.erase("model.norm.weight"); }, "belong to no tensor"},
     };
     for (const Case& c : cases) {
-        const std::string e = error_of(write_safetensors(three(), c.edit));
+        const std::string e = safetensors_error_of(write_safetensors(three(), c.edit));
         EXPECT_NE(e.find(c.want), std::string::npos) << c.want << ": " << e;
         EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
     }
@@ -121,9 +121,9 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
     auto claim = good;
     claim[0] = 0xff;
     claim[1] = 0xff;
-    EXPECT_NE(error_of(claim).find("truncated"), std::string::npos) << error_of(claim);
+    EXPECT_NE(safetensors_error_of(claim).find("truncated"), std::string::npos) << safetensors_error_of(claim);
     claim[6] = 0x01;
-    EXPECT_NE(error_of(claim).find("not a safetensors file"), std::string::npos) << error_of(claim);
+    EXPECT_NE(safetensors_error_of(claim).find("not a safetensors file"), std::string::npos) << safetensors_error_of(claim);
     // Deep nesting is refused before the parser recurses.
     std::string deep = std::string(100000, '[') + std::string(100000, ']');
     std::vector<uint8_t> nested(8);
@@ -131,7 +131,7 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
     nested[1] = static_cast<uint8_t>(deep.size() >> 8);
     nested[2] = static_cast<uint8_t>(deep.size() >> 16);
     nested.insert(nested.end(), deep.begin(), deep.end());
-    EXPECT_NE(error_of(nested).find("deeper"), std::string::npos) << error_of(nested);
+    EXPECT_NE(safetensors_error_of(nested).find("deeper"), std::string::npos) << safetensors_error_of(nested);
     // Random damage: only Errors.
     Rng rng(3);
     for (int t = 0; t < 3000; ++t) {

@@ -12,6 +12,8 @@
 #include "ops/float_canonical.h"
 #include "util/rng.h"
 
+#include "ops/each_target.h"
+
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -25,15 +27,10 @@ namespace {
 
 constexpr QuantType kTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0};
 
+// The targets of the block products (simd_block_targets).
 template <typename Body>
-void for_each_target(Body body) {
-    const std::vector<int64_t> targets = simd_block_targets();
-    ASSERT_FALSE(targets.empty());
-    for (int64_t target : targets) {
-        hwy::SetSupportedTargetsForTest(target);
-        body(hwy::TargetName(target));
-    }
-    hwy::SetSupportedTargetsForTest(0);
+void for_each_block_target(Body body) {
+    test::for_each_target(body, simd_block_targets());
 }
 
 // A row of n elements of `type` in random valid bytes, `offset` bytes into
@@ -76,7 +73,7 @@ double tolerance_of(QuantType type, double abs_terms) {
 }  // namespace
 
 TEST(DotSimd, VecDotMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         for (QuantType type : kTypes) {
             const QuantTraits& simd = *simd_block_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
@@ -101,7 +98,7 @@ TEST(DotSimd, VecDotMatchesScalarOnEveryTarget) {
 }
 
 TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         for (QuantType type : kTypes) {
             const QuantTraits& simd = *simd_block_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
@@ -156,7 +153,7 @@ TEST(DotSimd, TilesMatchScalarOnEveryTarget) {
 // A tile call must give each cell what a single dot product gives for it, on
 // the same target (matmul and matvec may mix the two).
 TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         for (QuantType type : kTypes) {
             const QuantTraits& simd = *simd_block_traits(type);
             const QuantType vdt = simd.vec_dot_type;
@@ -194,7 +191,7 @@ TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
 // canonical order of ops/float_canonical.h on every target, single and in
 // tiles of every shape: the same bits whatever the node's CPU.
 TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         Rng rng(21);
         for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16}) {
             const QuantTraits& simd = *simd_block_traits(type);
@@ -248,7 +245,7 @@ TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
 }
 
 TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         Rng rng(9);
         for (int64_t blocks : {1, 2, 3, 64}) {
             const int64_t n = blocks * 32;
@@ -276,7 +273,7 @@ TEST(DotSimd, Q8_0QuantizerGivesTheScalarBytesOnEveryTarget) {
 }
 
 TEST(DotSimd, ToFloatMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    for_each_block_target([](const char* target) {
         Rng rng(3);
         for (QuantType type : kTypes) {
             const int64_t step = type == QuantType::F32 || type == QuantType::F16 ? 1 : 32;

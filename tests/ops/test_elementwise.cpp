@@ -5,6 +5,8 @@
 #include "ops/softmax.h"
 #include "util/rng.h"
 
+#include "ops/each_target.h"
+
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -24,22 +26,10 @@ std::vector<int64_t> lengths() {
     return n;
 }
 
-// Runs body once per supported target, then restores normal dispatch.
-template <typename Body>
-void for_each_target(Body body) {
-    const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-    ASSERT_FALSE(targets.empty());
-    for (int64_t target : targets) {
-        hwy::SetSupportedTargetsForTest(target);
-        body(hwy::TargetName(target));
-    }
-    hwy::SetSupportedTargetsForTest(0);
-}
-
 }  // namespace
 
 TEST(Elementwise, SwigluMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    test::for_each_target([](const char* target) {
         Rng rng(3);
         for (int64_t n : lengths()) {
             for (int offset : {0, 1, 3}) {
@@ -59,7 +49,7 @@ TEST(Elementwise, SwigluMatchesScalarOnEveryTarget) {
 }
 
 TEST(Elementwise, GegluMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    test::for_each_target([](const char* target) {
         Rng rng(4);
         for (int64_t n : lengths()) {
             for (int offset : {0, 1, 3}) {
@@ -85,7 +75,7 @@ TEST(Elementwise, GegluMatchesScalarOnEveryTarget) {
 }
 
 TEST(Elementwise, SwigluOaiMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    test::for_each_target([](const char* target) {
         Rng rng(5);
         for (int64_t n : lengths()) {
             for (int offset : {0, 1, 3}) {
@@ -112,7 +102,7 @@ TEST(Elementwise, SwigluOaiMatchesScalarOnEveryTarget) {
 }
 
 TEST(Elementwise, SoftCapMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    test::for_each_target([](const char* target) {
         Rng rng(6);
         for (int64_t n : lengths()) {
             std::vector<float> x(static_cast<size_t>(n));
@@ -129,7 +119,7 @@ TEST(Elementwise, SoftCapMatchesScalarOnEveryTarget) {
 }
 
 TEST(Elementwise, SoftmaxMatchesScalarOnEveryTarget) {
-    for_each_target([](const char* target) {
+    test::for_each_target([](const char* target) {
         Rng rng(5);
         for (int64_t n : lengths()) {
             for (int offset : {0, 2}) {
@@ -167,7 +157,7 @@ TEST(Elementwise, SwigluAndSoftmaxGiveTheSameBitsOnEveryTarget) {
         if (n > 3) scores[1] = -INFINITY;
         std::vector<float> want_g, want_s;
         std::string first;
-        for_each_target([&](const char* target) {
+        test::for_each_target([&](const char* target) {
             std::vector<float> g = gate, s = scores;
             swiglu(g.data(), up.data(), n);
             softmax(s.data(), n);

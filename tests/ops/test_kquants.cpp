@@ -15,6 +15,8 @@
 #include "util/fp16.h"
 #include "util/rng.h"
 
+#include "ops/each_target.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,17 +27,6 @@
 namespace tessera {
 
 namespace {
-
-template <typename Body>
-void for_each_target(Body body) {
-    const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-    ASSERT_FALSE(targets.empty());
-    for (int64_t target : targets) {
-        hwy::SetSupportedTargetsForTest(target);
-        body(std::string(hwy::TargetName(target)));
-    }
-    hwy::SetSupportedTargetsForTest(0);
-}
 
 constexpr int64_t kBlock = 256;
 
@@ -113,7 +104,7 @@ double tolerance(QuantType type, int64_t n, const uint8_t* w, const uint8_t* x) 
 }  // namespace
 
 TEST(KQuantsSimd, EveryTargetHasTheKernels) {
-    for_each_target([](const std::string& target) {
+    test::for_each_target([](const std::string& target) {
         for (QuantType type : {QuantType::Q4_K, QuantType::Q6_K, QuantType::Q8_K}) {
             const QuantTraits* simd = kquants_simd_traits(type);
             ASSERT_NE(simd, nullptr) << target << " " << quant_type_name(type);
@@ -125,7 +116,7 @@ TEST(KQuantsSimd, EveryTargetHasTheKernels) {
 }
 
 TEST(KQuantsSimd, VecDotMatchesScalarOnEveryTarget) {
-    for_each_target([](const std::string& target) {
+    test::for_each_target([](const std::string& target) {
         for (QuantType type : {QuantType::Q4_K, QuantType::Q6_K}) {
             const QuantTraits& simd = *kquants_simd_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
@@ -165,7 +156,7 @@ TEST(KQuantsSimd, VecDotMatchesScalarOnEveryTarget) {
 // the target's own vec_dot exactly (the same integer and float steps), and
 // the scalar reference within rounding.
 TEST(KQuantsSimd, TilesMatchDotsOnEveryTarget) {
-    for_each_target([](const std::string& target) {
+    test::for_each_target([](const std::string& target) {
         for (QuantType type : {QuantType::Q4_K, QuantType::Q6_K}) {
             const QuantTraits& simd = *kquants_simd_traits(type);
             const QuantTraits& ref = *scalar_traits(type);
@@ -243,7 +234,7 @@ TEST(KQuantsSimd, Q8KQuantizerMatchesScalarBytesOnEveryTarget) {
     rows.push_back(gaussian(kBlock, rng, 1e-30f));  // tiny: codes from a huge inverse scale
     rows.back()[40] = -0.0f;
 
-    for_each_target([&](const std::string& target) {
+    test::for_each_target([&](const std::string& target) {
         const QuantTraits& simd = *kquants_simd_traits(QuantType::Q8_K);
         const QuantTraits& ref = *scalar_traits(QuantType::Q8_K);
         for (size_t i = 0; i < rows.size(); ++i) {

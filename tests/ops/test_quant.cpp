@@ -31,7 +31,7 @@ struct Unaligned {
     Unaligned(QuantType type, int64_t n) : storage(quant_row_bytes(type, n) + 3), p(storage.data() + 1) {}
 };
 
-const QuantType kTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0};
+const QuantType kRowTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0};
 
 }  // namespace
 
@@ -104,7 +104,7 @@ TEST(Quant, GridNeighbourSearchKeepsToTheNeighbours) {
 }
 
 TEST(Quant, RoundTripErrorIsBounded) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kRowTypes) {
         const QuantTraits& t = *compute_traits(type);
         for (int64_t blocks : {1, 3, 7, 33}) {
             const int64_t n = blocks * 32;
@@ -135,7 +135,7 @@ TEST(Quant, RoundTripErrorIsBounded) {
 // vec_dot equals the dot product of the dequantized operands, for odd sizes
 // and unaligned buffers.
 TEST(Quant, VecDotMatchesDequantizedDot) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kRowTypes) {
         const QuantTraits& t = *compute_traits(type);
         const QuantTraits& xt = *compute_traits(t.vec_dot_type);
         for (int64_t blocks : {1, 2, 5, 31, 64}) {

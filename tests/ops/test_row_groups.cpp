@@ -33,7 +33,7 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
+constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
                                  QuantType::IQ4_XS, QuantType::Q4_1, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
                                  QuantType::Q2_K,   QuantType::Q3_K,   QuantType::IQ2_XXS, QuantType::IQ2_XS,
                                  QuantType::IQ2_S,  QuantType::IQ3_XXS, QuantType::IQ3_S,  QuantType::IQ1_S,
@@ -87,7 +87,7 @@ std::vector<int64_t> targets_of(QuantType type) {
 
 TEST(RowGroups, GroupsKeepEveryRowsBytesAndPadWithZeroRows) {
     Rng rng(5);
-    for (QuantType type : kTypes) {
+    for (QuantType type : kGroupedTypes) {
         for (int64_t blocks : {1, 3, 8}) {
             const int64_t n = blocks * block_of(type);
             const uint64_t row_bytes = quant_row_bytes(type, n);
@@ -133,7 +133,7 @@ TEST(RowGroups, ActivationsCarryTheirBlockSums) {
 }
 
 TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kGroupedTypes) {
         const QuantType vdt = scalar_traits(type)->vec_dot_type;
         int tested = 0;
         std::string names;
@@ -265,7 +265,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
 }
 
 TEST(RowGroups, MatmulOverGroupsEqualsRowsAndDoesNotDependOnTheRect) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kGroupedTypes) {
         if (compute_traits(type)->vec_dot_groups == nullptr) {
             std::fprintf(stderr, "%s: no grouped kernel on this CPU\n", quant_type_name(type));
             continue;
@@ -333,7 +333,7 @@ TEST(RowGroups, MatmulOverGroupsEqualsRowsAndDoesNotDependOnTheRect) {
 namespace tessera {
 
 TEST(RowGroups, PanelsAreEqualWholeBlocksWithinTheirBudget) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kGroupedTypes) {
         for (int64_t blocks : {1, 7, 8, 9, 64, 65, 176, 500}) {
             const int64_t cols = blocks * block_of(type);
             const GroupPanels panels = GroupPanels::for_matrix(type, cols, 5);
@@ -373,7 +373,7 @@ TEST(RowGroups, PanelsAreEqualWholeBlocksWithinTheirBudget) {
 // cut units (of 3 blocks) included, and panels of whole units (3 blocks: the
 // column-split product takes them one panel at a time).
 TEST(RowGroups, ProductsOverPanelsEqualOnePanelBitForBit) {
-    for (QuantType type : kTypes) {
+    for (QuantType type : kGroupedTypes) {
         if (compute_traits(type)->vec_dot_groups == nullptr) {
             std::fprintf(stderr, "%s: no grouped kernel on this CPU\n", quant_type_name(type));
             continue;
