@@ -48,40 +48,56 @@ std::string random_same_vocab() {
     return path;
 }
 
-GenerationResult run(const LlamaModel& model, Drafter* drafter, const std::string& prompt, int n, float temp = 0.0f,
-                     uint64_t seed = 1, int draft_max = 6, bool draft_ahead = false) {
-    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(load_vocab(model.file()));
-    ForwardConfig config;
-    config.n_ctx = 256;
-    LocalDecoder decoder(model, config, 1);
-    GenerationParams params;
-    params.n_predict = n;
-    params.stop_at_eos = false;
-    params.sampler.temperature = temp;
-    params.sampler.seed = seed;
-    // The whole distribution (no truncation), so that many tokens occur.
-    params.sampler.top_k = 0;
-    params.sampler.top_p = 1.0f;
-    params.sampler.min_p = 0.0f;
-    params.drafter = drafter;
-    params.draft_max = draft_max;
-    params.draft_ahead = draft_ahead;
-    return generate(decoder, *tokenizer, tokenizer->encode(prompt, true), params);
-}
+// The target's generations, each from position 0 of one decoder (a new one
+// per generation copied the model's weights each time: most of this suite's
+// time), as a chat session's turns reuse theirs.
+class Target {
+public:
+    explicit Target(const std::string& path)
+        : model(path), tokenizer_(make_tokenizer(load_vocab(model.file()))), decoder_(model, config(), 1) {}
+
+    GenerationResult run(Drafter* drafter, const std::string& prompt, int n, float temp = 0.0f, uint64_t seed = 1,
+                         int draft_max = 6, bool draft_ahead = false) {
+        GenerationParams params;
+        params.n_predict = n;
+        params.stop_at_eos = false;
+        params.sampler.temperature = temp;
+        params.sampler.seed = seed;
+        // The whole distribution (no truncation), so that many tokens occur.
+        params.sampler.top_k = 0;
+        params.sampler.top_p = 1.0f;
+        params.sampler.min_p = 0.0f;
+        params.drafter = drafter;
+        params.draft_max = draft_max;
+        params.draft_ahead = draft_ahead;
+        return generate(decoder_, *tokenizer_, tokenizer_->encode(prompt, true), params);
+    }
+
+    const LlamaModel model;
+
+private:
+    static ForwardConfig config() {
+        ForwardConfig c;
+        c.n_ctx = 256;
+        return c;
+    }
+    std::unique_ptr<Tokenizer> tokenizer_;
+    LocalDecoder decoder_;
+};
 
 }  // namespace
 
 TEST(Speculative, GreedyOutputEqualsPlainWithEveryDraft) {
-    const LlamaModel target(stories());
+    Target target(stories());
     const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
-    const GenerationResult plain = run(target, nullptr, prompt, 120);
+    const GenerationResult plain = target.run(nullptr, prompt, 120);
     ASSERT_EQ(plain.tokens.size(), 120u);
     NgramDrafter ngram;
-    ModelDrafter good(quantized_stories(), target, 256, 1);
-    ModelDrafter bad(random_same_vocab(), target, 256, 1);
+    ModelDrafter good(quantized_stories(), target.model, 256, 1);
+    ModelDrafter bad(random_same_vocab(), target.model, 256, 1);
     for (Drafter* d : std::initializer_list<Drafter*>{&ngram, &good, &bad}) {
         for (int draft_max : {1, 4, 12}) {
-            const GenerationResult spec = run(target, d, prompt, 120, 0.0f, 1, draft_max);
+            const GenerationResult spec = target.run(d, prompt, 120, 0.0f, 1, draft_max);
             EXPECT_EQ(spec.tokens, plain.tokens) << d->name() << ", draft-max " << draft_max;
             EXPECT_EQ(spec.text, plain.text);
             EXPECT_GT(spec.drafted, 0) << d->name();
@@ -90,31 +106,31 @@ TEST(Speculative, GreedyOutputEqualsPlainWithEveryDraft) {
     }
     // The good draft is accepted mostly and saves traversals; the bad one
     // is rejected mostly (rollback exercised at nearly every step).
-    const GenerationResult with_good = run(target, &good, prompt, 120);
-    const GenerationResult with_bad = run(target, &bad, prompt, 120);
+    const GenerationResult with_good = target.run(&good, prompt, 120);
+    const GenerationResult with_bad = target.run(&bad, prompt, 120);
     EXPECT_GT(with_good.accepted * 10, with_good.drafted * 7) << with_good.accepted << " of " << with_good.drafted;
     EXPECT_LT(with_good.traversals * 2, 119);
     EXPECT_LT(with_bad.accepted * 4, with_bad.drafted) << with_bad.accepted << " of " << with_bad.drafted;
 }
 
 TEST(Speculative, DraftingAheadChangesNoTokenAndStartsOnItsGuess) {
-    const LlamaModel target(stories());
+    Target target(stories());
     const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play";
-    const GenerationResult plain = run(target, nullptr, prompt, 100);
+    const GenerationResult plain = target.run(nullptr, prompt, 100);
     NgramDrafter ngram;
-    ModelDrafter good(quantized_stories(), target, 256, 1);
-    ModelDrafter bad(random_same_vocab(), target, 256, 1);
-    ModelDrafter itself(stories(), target, 256, 1);
+    ModelDrafter good(quantized_stories(), target.model, 256, 1);
+    ModelDrafter bad(random_same_vocab(), target.model, 256, 1);
+    ModelDrafter itself(stories(), target.model, 256, 1);
     for (Drafter* d : std::initializer_list<Drafter*>{&ngram, &good, &bad, &itself}) {
         for (int draft_max : {1, 4, 12}) {
             SCOPED_TRACE(d->name() + ", draft-max " + std::to_string(draft_max));
-            const GenerationResult ahead = run(target, d, prompt, 100, 0.0f, 1, draft_max, true);
+            const GenerationResult ahead = target.run(d, prompt, 100, 0.0f, 1, draft_max, true);
             EXPECT_EQ(ahead.tokens, plain.tokens);
             EXPECT_EQ(ahead.text, plain.text);
             // The same drafter gives the same drafts, whether made ahead or
             // not: the same verifications, so the same sampled tokens too.
-            const GenerationResult sampled = run(target, d, prompt, 60, 0.9f, 11, draft_max);
-            const GenerationResult sampled_ahead = run(target, d, prompt, 60, 0.9f, 11, draft_max, true);
+            const GenerationResult sampled = target.run(d, prompt, 60, 0.9f, 11, draft_max);
+            const GenerationResult sampled_ahead = target.run(d, prompt, 60, 0.9f, 11, draft_max, true);
             EXPECT_EQ(sampled_ahead.tokens, sampled.tokens);
             EXPECT_EQ(sampled_ahead.traversals, sampled.traversals);
             EXPECT_EQ(sampled_ahead.accepted, sampled.accepted);
@@ -130,7 +146,7 @@ TEST(Speculative, DraftingAheadChangesNoTokenAndStartsOnItsGuess) {
             if (d == &bad) {
                 EXPECT_LT(ahead.drafts_ahead * 4, ahead.traversals);
             }
-            const GenerationResult not_ahead = run(target, d, prompt, 100, 0.0f, 1, draft_max);
+            const GenerationResult not_ahead = target.run(d, prompt, 100, 0.0f, 1, draft_max);
             EXPECT_EQ(not_ahead.drafts_ahead, 0);
             EXPECT_EQ(not_ahead.draft_ahead_seconds, 0.0);
         }
@@ -138,7 +154,7 @@ TEST(Speculative, DraftingAheadChangesNoTokenAndStartsOnItsGuess) {
 }
 
 TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
-    const LlamaModel target(stories());
+    Target target(stories());
     const std::string path = test::scratch_dir("speculative") + "/other-vocab.gguf";
     RandomModelSpec spec;
     spec.n_embd = 64;
@@ -149,7 +165,7 @@ TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
     spec.n_vocab = 300;
     write_random_model(spec, path);
     try {
-        ModelDrafter d(path, target, 128, 1);
+        ModelDrafter d(path, target.model, 128, 1);
         FAIL() << "a draft with another vocabulary was accepted";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("another vocabulary"), std::string::npos) << e.what();
@@ -163,11 +179,11 @@ TEST(Speculative, ADraftWithAnotherVocabularyIsRefused) {
 // the threshold is the 0.999 quantile, so a correct sampler fails 1 run in
 // 1000 (and the seeds are fixed: this test is deterministic).
 TEST(Speculative, SampledOutputFollowsTheTargetDistribution) {
-    const LlamaModel target(stories());
+    Target target(stories());
     // The good draft proposes what the target finds likely (the acceptance
     // rule matters most there); the bad one what it does not.
-    ModelDrafter good(quantized_stories(), target, 256, 1);
-    ModelDrafter bad(random_same_vocab(), target, 256, 1);
+    ModelDrafter good(quantized_stories(), target.model, 256, 1);
+    ModelDrafter bad(random_same_vocab(), target.model, 256, 1);
     // A prompt with many likely continuations.
     const std::string prompt = "Once upon a time, there was a little";
     const int n = 1500;
@@ -176,8 +192,8 @@ TEST(Speculative, SampledOutputFollowsTheTargetDistribution) {
         // also after a rejection or a bonus token), the token's counts.
         std::map<int32_t, int> plain_counts[2], spec_counts[2];
         for (int s = 0; s < n; ++s) {
-            const GenerationResult a = run(target, nullptr, prompt, 3, 1.0f, 1000 + s);
-            const GenerationResult b = run(target, d, prompt, 3, 1.0f, 50000 + s);
+            const GenerationResult a = target.run(nullptr, prompt, 3, 1.0f, 1000 + s);
+            const GenerationResult b = target.run(d, prompt, 3, 1.0f, 50000 + s);
             for (int i = 0; i < 2; ++i) {
                 ++plain_counts[i][a.tokens[static_cast<size_t>(i + 1)]];
                 ++spec_counts[i][b.tokens[static_cast<size_t>(i + 1)]];
