@@ -24,7 +24,6 @@ const std::vector<int32_t> kReferenceIds = {
     408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388,
     426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
 
-
 std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), {}};
@@ -49,7 +48,8 @@ TEST(Cli, DevicesListsTheCpuAndTheVulkanDevices) {
 }
 
 TEST(Cli, RunsTheBundledModelByDefault) {
-    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"}), 30);
+    const auto r =
+        run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     std::vector<int32_t> ids = j["prompt_ids"].get<std::vector<int32_t>>();
@@ -62,7 +62,8 @@ TEST(Cli, RunsTheBundledModelByDefault) {
 }
 
 TEST(Cli, StreamsTextAndPrintsSpeed) {
-    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "20", "--temp", "0", "-t", "2"}), 30);
+    const auto r =
+        run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "20", "--temp", "0", "-t", "2"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
     EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
@@ -76,7 +77,8 @@ TEST(Cli, SameSeedSameSampledText) {
 }
 
 TEST(Cli, PromptLongerThanContextIsAClearError) {
-    const auto r = run_process(test::tessera_cmd({"run", "-p", "Once upon a time there was a long prompt", "-c", "6"}), 10);
+    const auto r =
+        run_process(test::tessera_cmd({"run", "-p", "Once upon a time there was a long prompt", "-c", "6"}), 10);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("error: the prompt is"), std::string::npos) << r.err;
 }
@@ -95,7 +97,7 @@ TEST(Cli, TokenizePrintsIds) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "1 403 407 261 378\n");
     r = run_process(test::tessera_cmd({"tokenize", "-m", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-p",
-                         "Hello world", "--no-bos"}),
+                                       "Hello world", "--no-bos"}),
                     10);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "15043 3186\n");
@@ -103,8 +105,8 @@ TEST(Cli, TokenizePrintsIds) {
 
 TEST(Cli, ConvertThenRunGivesTheReference) {
     const std::string out = test::scratch_dir("cli_convert") + "/s.gguf";
-    auto r = run_process(test::tessera_cmd({"convert", test::data_dir() + "/models/stories260K.bin", test::data_dir() + "/models/tok512.bin",
-                              "-o", out}),
+    auto r = run_process(test::tessera_cmd({"convert", test::data_dir() + "/models/stories260K.bin",
+                                            test::data_dir() + "/models/tok512.bin", "-o", out}),
                          30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // Its progress (quarter lines off a terminal) reaches every tensor.
@@ -129,9 +131,10 @@ TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
     for (const int32_t vocab : {2, 1, -2, INT32_MIN}) {
         std::memcpy(header.data() + 20, &vocab, 4);
         std::ofstream(dir + "/tiny.bin", std::ios::binary).write(header.data(), 28);
-        const auto r = run_process(test::tessera_cmd({"convert", dir + "/tiny.bin", test::data_dir() + "/models/tok512.bin", "-o",
-                                        dir + "/tiny.gguf"}),
-                                   30);
+        const auto r =
+            run_process(test::tessera_cmd({"convert", dir + "/tiny.bin", test::data_dir() + "/models/tok512.bin", "-o",
+                                           dir + "/tiny.gguf"}),
+                        30);
         EXPECT_EQ(r.exit_code, 1) << vocab;
         EXPECT_NE(r.err.find(vocab == INT32_MIN ? "not a llama2.c checkpoint" : "cannot hold llama2.c's unknown, BOS and EOS"),
                   std::string::npos)
@@ -143,13 +146,15 @@ TEST(Cli, ConvertRefusesVocabulariesTooSmallForItsSpecialTokens) {
 TEST(Cli, GenModelIsDeterministic) {
     const std::string dir = test::scratch_dir("cli_gen_model");
     for (const char* name : {"a.gguf", "b.gguf"}) {
-        const auto r = run_process(test::tessera_cmd({"gen-model", "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
-                                        "--ffn", "256", "--type", "Q4_0", "--seed", "3", "-q", "-o", dir + "/" + name}),
-                                   30);
+        const auto r = run_process(
+            test::tessera_cmd({"gen-model", "--dim", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn",
+                               "256", "--type", "Q4_0", "--seed", "3", "-q", "-o", dir + "/" + name}),
+            30);
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     EXPECT_EQ(read_bytes(dir + "/a.gguf"), read_bytes(dir + "/b.gguf"));
-    const auto r = run_process(test::tessera_cmd({"run", "-m", dir + "/a.gguf", "-p", "hi", "-n", "8", "--temp", "0", "--json"}), 30);
+    const auto r = run_process(
+        test::tessera_cmd({"run", "-m", dir + "/a.gguf", "-p", "hi", "-n", "8", "--temp", "0", "--json"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"].size(), 8u);
 }

@@ -464,7 +464,8 @@ TEST(HostilePeers, CacheNamesComeOnlyFromValidatedFieldsAndUploadsAreCapped) {
     }
     for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) ADD_FAILURE() << "left behind: " << e.path();
     // Nothing written where "../" would have led either.
-    for (const std::string& d : {base, hostile_peers_dir(), std::filesystem::path(hostile_peers_dir()).parent_path().string()}) {
+    for (const std::string& d :
+         {base, hostile_peers_dir(), std::filesystem::path(hostile_peers_dir()).parent_path().string()}) {
         for (const auto& e : std::filesystem::directory_iterator(d)) {
             const std::string name = e.path().filename().string();
             EXPECT_TRUE(name.find("evil") == std::string::npos && name.rfind("x-L", 0) != 0) << e.path();
@@ -560,7 +561,8 @@ TEST(HostilePeers, WrongFingerprintRevealsOnlyTheFingerprint) {
 TEST(HostilePeers, IdleTricklingAndBusyPeersDoNotHoldTheWorker) {
     const std::string key_file = test::make_key_file(hostile_peers_dir(), "idle.key");
     const WireKey key = read_key_file(key_file);
-    WorkerProcess worker({"-m", test::default_model(), "--key", key_file, "--timeout-ms", "1500"}, hostile_peers_dir() + "/idle.log");
+    WorkerProcess worker({"-m", test::default_model(), "--key", key_file, "--timeout-ms", "1500"},
+                         hostile_peers_dir() + "/idle.log");
     std::vector<TcpStream> idle;
     for (int i = 0; i < 50; ++i) idle.push_back(TcpStream::connect(worker.address(), 3000));
     TcpStream trickle = TcpStream::connect(worker.address(), 3000);

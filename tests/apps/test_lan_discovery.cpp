@@ -155,11 +155,13 @@ TEST(LanDiscovery, FindsTheKeyedWorkersOnlyAndStatusListsWhatEachHolds) {
         std::vector<std::string> args = {"--key", key, "--advertise"};
         if (h != 4) args.insert(args.end(), {"-m", model});
         if (h == 4) args.insert(args.end(), {"--cache-dir", lan_discovery_dir() + "/cache4"});
-        workers.push_back(std::make_unique<LanWorker>(lan, h, args, lan_discovery_dir() + "/h" + std::to_string(h) + ".log"));
+        workers.push_back(
+            std::make_unique<LanWorker>(lan, h, args, lan_discovery_dir() + "/h" + std::to_string(h) + ".log"));
     }
-    workers.push_back(std::make_unique<LanWorker>(lan, 5, std::vector<std::string>{"--key", other, "--advertise", "-m", model},
-                                                  lan_discovery_dir() + "/h5.log"));
-    workers.push_back(std::make_unique<LanWorker>(lan, 6, std::vector<std::string>{"--insecure", "-m", model}, lan_discovery_dir() + "/h6.log"));
+    workers.push_back(std::make_unique<LanWorker>(
+        lan, 5, std::vector<std::string>{"--key", other, "--advertise", "-m", model}, lan_discovery_dir() + "/h5.log"));
+    workers.push_back(std::make_unique<LanWorker>(lan, 6, std::vector<std::string>{"--insecure", "-m", model},
+                                                  lan_discovery_dir() + "/h6.log"));
     for (const auto& w : workers) ASSERT_TRUE(w->started()) << w->log();
     // Keyless workers never advertise.
     const test::ProcessResult keyless = in_host(lan, 6, {"worker", "--advertise", "--insecure", "--listen", "0.0.0.0:7001"});
@@ -219,7 +221,8 @@ TEST(LanDiscovery, AWorkerWithIPv6AloneIsFoundAndServes) {
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     ASSERT_EQ(std::system(("/usr/sbin/ip -n " + lan.ns(2) + " -4 addr flush scope global").c_str()), 0);
     const std::string key = key_file("v6_key"), model = test::default_model();
-    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model, "--listen", "[::]:7000"}, lan_discovery_dir() + "/v6.log");
+    LanWorker worker(lan, 2, {"--key", key, "--advertise", "-m", model, "--listen", "[::]:7000"},
+                     lan_discovery_dir() + "/v6.log");
     ASSERT_TRUE(worker.started()) << worker.log();
     const std::vector<std::string> prompt = {"-p", "Once upon a time", "-n", "12", "--temp", "0", "-t", "1"};
     std::vector<std::string> args = {"run", "-m", model, "--discover", "--key", key};
@@ -328,7 +331,8 @@ TEST(LanDiscovery, ARootCutOffMidSessionFreesTheWorkerWithinTheBound) {
     Lan lan(3);
     ASSERT_TRUE(lan.ok()) << "could not create network namespaces (ip netns, veth, bridge)";
     const std::string key = key_file("cut_key"), model = test::default_model();
-    LanWorker worker(lan, 2, {"--key", key, "-m", model, "--root-silence-ms", "3000"}, lan_discovery_dir() + "/cut.log");
+    LanWorker worker(lan, 2, {"--key", key, "-m", model, "--root-silence-ms", "3000"},
+                     lan_discovery_dir() + "/cut.log");
     ASSERT_TRUE(worker.started()) << worker.log();
     const std::string address = lan.ip(2) + ":7000";
     // A chat on h1 whose user never types again: its input is a FIFO this

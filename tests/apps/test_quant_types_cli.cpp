@@ -29,10 +29,11 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     const std::string f32 = dir + "/f32.gguf";
     // Rows of 256 (the K- and I-quants' super-blocks), 4 layers so that the
     // mixes' per-layer choices differ, grouped-query attention.
-    const auto g = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2",
-                                    "--ffn", "512", "--vocab-from", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf",
-                                    "-q", "-o", f32}),
-                               60);
+    const auto g =
+        run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2",
+                                       "--ffn", "512", "--vocab-from",
+                                       test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", f32}),
+                    60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const std::string model = dir + "/" + target + ".gguf";
     std::vector<std::string> quantize = test::tessera_cmd({"quantize", f32, model, target, "-t", "2"});
@@ -46,8 +47,9 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     ASSERT_EQ(q.exit_code, 0) << q.err;
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
     const auto base = [&](const std::string& name, std::vector<std::string> extra) {
-        std::vector<std::string> args = test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks",
-                                             "2", "-t", "1", "--kl-divergence-base", dir + "/" + name});
+        std::vector<std::string> args =
+            test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks", "2", "-t",
+                               "1", "--kl-divergence-base", dir + "/" + name});
         args.insert(args.end(), extra.begin(), extra.end());
         const auto r = run_process(args, 180);
         EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
@@ -61,10 +63,10 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
     // kernels sum in different orders, each within 1e-7 of the reference;
     // this random model's saturated attention makes that a KLD of ~2e-4,
     // while a wrong kernel gives > 1e-2).
-    const auto mapped = run_process(test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks", "2",
-                                         "-t", "1", "--mmap", "--kl-divergence", "--kl-divergence-base",
-                                         dir + "/single.kld"}),
-                                    180);
+    const auto mapped = run_process(
+        test::tessera_cmd({"perplexity", "-m", model, "-f", text, "-c", "128", "-b", "32", "--chunks", "2", "-t", "1",
+                           "--mmap", "--kl-divergence", "--kl-divergence-base", dir + "/single.kld"}),
+        180);
     ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
     const size_t at = mapped.out.find("Mean    KLD:");
     ASSERT_NE(at, std::string::npos) << mapped.out;
@@ -92,9 +94,10 @@ TEST_P(QuantTypesCli, SingleNodeTensorParallelAndPipelineGiveTheSameBits) {
 TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
     const std::string dir = test::scratch_dir("quant_types_plan");
     const std::string model = dir + "/q4k.gguf";
-    const auto g = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
-                                    "--ffn", "512", "--type", "Q4_K", "-q", "-o", model}),
-                               60);
+    const auto g =
+        run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                                       "--ffn", "512", "--type", "Q4_K", "-q", "-o", model}),
+                    60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     const auto plan = run_process(test::tessera_cmd({"plan", "-m", model, "--local", "3"}), 30);
     ASSERT_EQ(plan.exit_code, 0) << plan.err;

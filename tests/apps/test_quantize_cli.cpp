@@ -18,7 +18,6 @@ namespace {
 
 using test::run_process;
 
-
 std::string stories260k() { return test::stories260k(); }
 std::string story_text() { return test::source_dir() + "/tests/data/little_stories.txt"; }
 
@@ -48,7 +47,8 @@ TEST(QuantizeCli, ConvertsAndReportsEveryTensor) {
     EXPECT_NE(r.err.find("model size = 1.13 MiB, quantized size = 0.36 MiB"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("5 fell back"), std::string::npos) << r.err;
 
-    const auto run = run_process(test::tessera_cmd({"run", "-m", dir + "/q8.gguf", "-p", "Once upon a time", "-n", "20", "--temp", "0"}), 30);
+    const auto run = run_process(
+        test::tessera_cmd({"run", "-m", dir + "/q8.gguf", "-p", "Once upon a time", "-n", "20", "--temp", "0"}), 30);
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_EQ(run.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << run.out;
 }
@@ -88,7 +88,8 @@ TEST(QuantizeCli, RefusesBadInput) {
 }
 
 TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
-    const auto r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "-t", "2"}), 60);
+    const auto r = run_process(
+        test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "-t", "2"}), 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("[1]", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(",[2]"), std::string::npos) << r.out;
@@ -101,7 +102,8 @@ TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
     // Its results go to a pipe: progress on stderr, by quarters, to the end.
     EXPECT_NE(r.err.find("perplexity: 100% (31/31 chunks"), std::string::npos) << r.err;
 
-    const auto two = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "--chunks", "2"}), 60);
+    const auto two = run_process(
+        test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "--chunks", "2"}), 60);
     ASSERT_EQ(two.exit_code, 0) << two.err;
     EXPECT_EQ(two.out.find("[3]"), std::string::npos) << two.out;
     EXPECT_EQ(two.out.substr(0, r.out.find(",[3]")), r.out.substr(0, r.out.find(",[3]")));
@@ -110,14 +112,15 @@ TEST(PerplexityCli, PrintsProgressAndTheFinalEstimate) {
 TEST(PerplexityCli, KlDivergenceAgainstItselfAndItsQ8_0) {
     const std::string dir = test::scratch_dir("cli_kl");
     const std::string base = dir + "/base.kld";
-    auto r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128", "--chunks", "8",
-                              "--kl-divergence-base", base}),
+    auto r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "128",
+                                            "--chunks", "8", "--kl-divergence-base", base}),
                          60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const double base_ppl = final_ppl(r.out);
     ASSERT_GT(base_ppl, 1.0) << r.out;
 
-    r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "--kl-divergence", "--kl-divergence-base", base}), 60);
+    r = run_process(
+        test::tessera_cmd({"perplexity", "-m", stories260k(), "--kl-divergence", "--kl-divergence-base", base}), 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // Around 0, not exactly: the base file holds 16-bit codes of its log-probabilities.
     EXPECT_NEAR(stat(r.out, "Mean    KLD"), 0.0, 1e-5) << r.out;
@@ -128,7 +131,7 @@ TEST(PerplexityCli, KlDivergenceAgainstItselfAndItsQ8_0) {
 
     ASSERT_EQ(run_process(test::tessera_cmd({"quantize", stories260k(), dir + "/q8.gguf", "Q8_0"}), 30).exit_code, 0);
     r = run_process(test::tessera_cmd({"perplexity", "-m", dir + "/q8.gguf", "-f", story_text(), "--kl-divergence",
-                         "--kl-divergence-base", base}),
+                                       "--kl-divergence-base", base}),
                     60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const double kld = stat(r.out, "Mean    KLD");
@@ -142,8 +145,8 @@ TEST(PerplexityCli, KlDivergenceAgainstItselfAndItsQ8_0) {
 TEST(PerplexityCli, RefusesAMismatchedBaseFileAndShortTexts) {
     const std::string dir = test::scratch_dir("cli_kl_refuse");
     const std::string base = dir + "/base.kld";
-    ASSERT_EQ(run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "64", "--chunks", "2",
-                               "--kl-divergence-base", base}),
+    ASSERT_EQ(run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", story_text(), "-c", "64",
+                                             "--chunks", "2", "--kl-divergence-base", base}),
                           60)
                   .exit_code,
               0);
@@ -154,27 +157,33 @@ TEST(PerplexityCli, RefusesAMismatchedBaseFileAndShortTexts) {
         text[10] = 'X';
         std::ofstream(dir + "/other.txt") << text;
     }
-    auto r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", dir + "/other.txt", "--kl-divergence",
-                              "--kl-divergence-base", base}),
+    auto r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-f", dir + "/other.txt",
+                                            "--kl-divergence", "--kl-divergence-base", base}),
                          60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("was made from another text or tokenization"), std::string::npos) << r.err;
     // Another chunk length.
-    r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-c", "128", "--kl-divergence", "--kl-divergence-base", base}), 60);
+    r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "-c", "128", "--kl-divergence",
+                                       "--kl-divergence-base", base}),
+                    60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("holds chunks of 64 tokens, not -c 128"), std::string::npos) << r.err;
     // Another vocabulary: a generated model of 500 synthetic tokens (llama.cpp's
     // format records only the vocabulary's size, not its tokens).
-    ASSERT_EQ(run_process(test::tessera_cmd({"gen-model", "--dim", "64", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab",
-                               "500", "-o", dir + "/random.gguf", "-q"}),
+    ASSERT_EQ(run_process(test::tessera_cmd({"gen-model", "--dim", "64", "--heads", "2", "--kv-heads", "1", "--ffn",
+                                             "128", "--vocab", "500", "-o", dir + "/random.gguf", "-q"}),
                           30)
                   .exit_code,
               0);
-    r = run_process(test::tessera_cmd({"perplexity", "-m", dir + "/random.gguf", "--kl-divergence", "--kl-divergence-base", base}), 60);
+    r = run_process(
+        test::tessera_cmd({"perplexity", "-m", dir + "/random.gguf", "--kl-divergence", "--kl-divergence-base", base}),
+        60);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("another vocabulary (512 tokens) than"), std::string::npos) << r.err;
     // Not a base file (our old TSKLBASE format included).
-    r = run_process(test::tessera_cmd({"perplexity", "-m", stories260k(), "--kl-divergence", "--kl-divergence-base", stories260k()}), 10);
+    r = run_process(test::tessera_cmd(
+                        {"perplexity", "-m", stories260k(), "--kl-divergence", "--kl-divergence-base", stories260k()}),
+                    10);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("not a KL-divergence base file"), std::string::npos) << r.err;
     // No base file to compare with; a text shorter than one chunk.

@@ -60,7 +60,8 @@ std::unique_ptr<test::BackgroundProcess> start_recording_relay(const std::string
 }  // namespace
 
 TEST(SealedWire, WrongKeyIsRefusedOnBothSidesWithinASecond) {
-    const std::string a = test::make_key_file(sealed_wire_dir(), "a.key"), b = test::make_key_file(sealed_wire_dir(), "b.key");
+    const std::string a = test::make_key_file(sealed_wire_dir(), "a.key"),
+                      b = test::make_key_file(sealed_wire_dir(), "b.key");
     WorkerProcess worker({"-m", test::default_model(), "--key", a}, sealed_wire_dir() + "/worker.log");
     const auto start = std::chrono::steady_clock::now();
     const test::ProcessResult r = run_root(worker.address_text(), b);
@@ -166,7 +167,8 @@ TEST(SealedWire, KeylessWorkerServesLoopbackOnlyUnlessInsecure) {
     EXPECT_EQ(refused.exit_code, 1);
     EXPECT_NE(refused.err.find("without a key would let anyone who reaches it use this worker"), std::string::npos)
         << refused.err;
-    WorkerProcess insecure({"-m", test::default_model(), "--listen", "0.0.0.0:0", "--insecure"}, sealed_wire_dir() + "/insecure.log");
+    WorkerProcess insecure({"-m", test::default_model(), "--listen", "0.0.0.0:0", "--insecure"},
+                           sealed_wire_dir() + "/insecure.log");
     for (int session = 0; session < 2; ++session) {
         const test::ProcessResult r = run_root("127.0.0.1:" + std::to_string(insecure.address().port), "");
         EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -24,7 +24,6 @@ using test::run_process;
 using test::start_worker;
 using test::tokens_of;
 
-
 std::string bundled_model() { return test::source_dir() + "/models/stories260K.gguf"; }
 
 // About 700 tokens of real text: several batches of 64.
@@ -70,8 +69,8 @@ TEST(SpPrefillCli, LocalAndWorkersEqualOneProcess) {
         EXPECT_EQ(tokens_of(r), tokens_of(single));
     }
     // The plan line names each node's chunk and bytes.
-    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
-                                       "--prefill", "sp"}),
+    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64",
+                                                     "--local", "2", "--prefill", "sp"}),
                                   90);
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.err.find("prefill node 1 127.0.0.1:"), std::string::npos) << text.err;
@@ -100,8 +99,8 @@ TEST(SpPrefillCli, GenerationHandedToAGroupOrAPipelineEqualsOneProcess) {
                 << r.err;
         }
     }
-    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64", "--local", "2",
-                                       "--prefill", "sp", "--generate", "tp"}),
+    const auto text = run_process(test::tessera_cmd({"run", "-p", long_prompt(), "-n", "4", "--temp", "0", "-b", "64",
+                                                     "--local", "2", "--prefill", "sp", "--generate", "tp"}),
                                   90);
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.err.find("generation: a tensor-parallel group of the 2 nodes"), std::string::npos) << text.err;

@@ -28,7 +28,6 @@ namespace {
 using test::BackgroundProcess;
 using test::run_process;
 
-
 using test::tokens_of;
 
 using test::start_worker;
@@ -38,18 +37,21 @@ std::string slow_model() { return test::write_slow_model(test::scratch_dir("tp_c
 }  // namespace
 
 TEST(TensorParallelCli, LocalRanksEqualOneProcess) {
-    const auto single = run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}), 60);
+    const auto single =
+        run_process(test::tessera_cmd({"run", "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}), 60);
     ASSERT_EQ(single.exit_code, 0) << single.err;
     for (const char* n : {"2", "3"}) {
         const auto tp = run_process(
-            test::tessera_cmd({"run", "--local", n, "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}), 60);
+            test::tessera_cmd({"run", "--local", n, "-p", "Once upon a time", "-n", "48", "--temp", "0", "--json"}),
+            60);
         ASSERT_EQ(tp.exit_code, 0) << tp.err;
         EXPECT_EQ(tokens_of(tp), tokens_of(single)) << n << " processes";
         EXPECT_EQ(nlohmann::json::parse(tp.out)["mode"], "exact");
     }
     // Local ranks are equal processes on one machine: equal shares, not a
     // speed probe's noise (the worker serves the second half).
-    const auto two = run_process(test::tessera_cmd({"run", "--local", "2", "-p", "Once", "-n", "2", "--temp", "0"}), 60);
+    const auto two =
+        run_process(test::tessera_cmd({"run", "--local", "2", "-p", "Once", "-n", "2", "--temp", "0"}), 60);
     ASSERT_EQ(two.exit_code, 0) << two.err;
     EXPECT_NE(two.err.find("KV heads [2, 4), FFN channels [96, 172), vocab rows [256, 512)"), std::string::npos)
         << two.err;
@@ -65,8 +67,9 @@ TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
     const std::string dir = test::scratch_dir("tp_cli_kl");
     const std::string text = test::source_dir() + "/tests/data/little_stories.txt";
     const auto base = [&](const std::string& name, std::vector<std::string> extra) {
-        std::vector<std::string> args = test::tessera_cmd({"perplexity", "-f", text, "-c", "128", "-b", "32", "--chunks", "3", "-t",
-                                             "1", "--kl-divergence-base", dir + "/" + name});
+        std::vector<std::string> args =
+            test::tessera_cmd({"perplexity", "-f", text, "-c", "128", "-b", "32", "--chunks", "3", "-t", "1",
+                               "--kl-divergence-base", dir + "/" + name});
         args.insert(args.end(), extra.begin(), extra.end());
         const auto r = run_process(args, 120);
         EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
@@ -79,8 +82,8 @@ TEST(TensorParallelCli, RanksAsProcessesGiveASingleProcessDistributions) {
     EXPECT_EQ(base("local3.kld", {"--local", "3", "--weights", "1,3,1"}), single);
     EXPECT_EQ(base("local4.kld", {"--local", "4"}), single);
     EXPECT_NE(base("local3fast.kld", {"--local", "3", "--fast"}), single);
-    const auto kl = run_process(test::tessera_cmd({"perplexity", "--local", "3", "--fast", "-t", "1", "-b", "32", "--kl-divergence",
-                                     "--kl-divergence-base", dir + "/single.kld"}),
+    const auto kl = run_process(test::tessera_cmd({"perplexity", "--local", "3", "--fast", "-t", "1", "-b", "32",
+                                                   "--kl-divergence", "--kl-divergence-base", dir + "/single.kld"}),
                                 120);
     ASSERT_EQ(kl.exit_code, 0) << kl.err;
     const size_t at = kl.out.find("Mean    KLD:");
@@ -110,19 +113,20 @@ TEST(TensorParallelCli, EveryCpuTargetAndAMixOfThemGiveOneNodesDistributions) {
         models.emplace_back(type, out);
     }
     const std::string wide = dir + "/wide-Q4_K.gguf";
-    const auto g = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
-                                    "--ffn", "512", "--vocab-from",
-                                    test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "--type",
-                                    "Q4_K", "-q", "-o", wide}),
-                               60);
+    const auto g = run_process(
+        test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn",
+                           "512", "--vocab-from", test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "--type",
+                           "Q4_K", "-q", "-o", wide}),
+        60);
     ASSERT_EQ(g.exit_code, 0) << g.err;
     models.emplace_back("Q4_K", wide);
     // llama.cpp's mixes (Q6_K's rows beside Q4_K's groups, Q5_K, IQ4_XS) of the same shape.
     const std::string wide_f32 = dir + "/wide-F32.gguf";
-    const auto f = run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
-                                    "--ffn", "512", "--vocab-from",
-                                    test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", wide_f32}),
-                               60);
+    const auto f =
+        run_process(test::tessera_cmd({"gen-model", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                                       "--ffn", "512", "--vocab-from",
+                                       test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", wide_f32}),
+                    60);
     ASSERT_EQ(f.exit_code, 0) << f.err;
     // And the grid I-quants: IQ3_M's mix (IQ3_S, Q4_K) and, with the kept
     // importance matrix of a model of these matrix shapes, IQ2_M's (IQ2_S, IQ3_S).
@@ -210,8 +214,9 @@ TEST(TensorParallelCli, PlanThatDoesNotFitAWorkerIsRefused) {
         const std::string prefix = "listening on port ";
         ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
         const std::string address = "127.0.0.1:" + line.substr(prefix.size());
-        const auto r = run_process(
-            test::tessera_cmd({"run", "-m", model, "--workers", address, "--weights", "1,1", "-n", "4", "-c", "64", "--no-offload"}), 60);
+        const auto r = run_process(test::tessera_cmd({"run", "-m", model, "--workers", address, "--weights", "1,1",
+                                                      "-n", "4", "-c", "64", "--no-offload"}),
+                                   60);
         EXPECT_EQ(r.exit_code, 1);
         EXPECT_NE(r.err.find("plan refused: rank 1 (" + address + ") needs"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("available"), std::string::npos) << r.err;
@@ -243,9 +248,10 @@ TEST(TensorParallelCli, DeadOrStalledWorkerIsReportedWithinFiveSeconds) {
         const std::string a2 = start_worker(w2, model);
         test::ProcessResult root;
         std::thread runner([&] {
-            root = run_process(test::tessera_cmd({"run", "-m", model, "--workers", a1 + "," + a2, "-n", "3000", "-c", "3100",
-                                    "--temp", "0", "-t", "1", "--json", "--recover-ms", "0", "--exchange", exchange}),
-                               60);
+            root = run_process(
+                test::tessera_cmd({"run", "-m", model, "--workers", a1 + "," + a2, "-n", "3000", "-c", "3100", "--temp",
+                                   "0", "-t", "1", "--json", "--recover-ms", "0", "--exchange", exchange}),
+                60);
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         const auto stopped = std::chrono::steady_clock::now();

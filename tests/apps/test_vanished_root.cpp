@@ -37,7 +37,8 @@ bool busy(const HostPort& worker) {
 // for the silence bound, then free, and a real root is served.
 TEST(VanishedRoot, ASilentRootAfterItsAssignFreesTheWorkerWithinTheBound) {
     constexpr double kBound = 2.0;
-    WorkerProcess worker({"-m", test::default_model(), "--root-silence-ms", "2000"}, vanished_root_dir() + "/silent.log");
+    WorkerProcess worker({"-m", test::default_model(), "--root-silence-ms", "2000"},
+                         vanished_root_dir() + "/silent.log");
     auto silent = test::connect_as_root(worker.address(), nullptr);
     send_json(*silent, SessionMessage::kHello, test::good_hello());
     ASSERT_TRUE(recv_json(*silent, SessionMessage::kHelloReply, "worker", 5000).value("ok", false));
@@ -83,8 +84,10 @@ TEST(VanishedRoot, AnIdleChatKeepsItsWorkersBeyondTheBound) {
 // node is ready, before loading its share. (The load is made slow here by a
 // test-only delay; a worker ends its session if the beat started later.)
 TEST(VanishedRoot, ARootStillLoadingItsShareKeepsItsWorkers) {
-    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/loading_rank.log");
-    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"}, vanished_root_dir() + "/loading_stage.log");
+    WorkerProcess rank({"-m", test::default_model(), "--root-silence-ms", "1500"},
+                       vanished_root_dir() + "/loading_rank.log");
+    WorkerProcess stage({"-m", test::default_model(), "--root-silence-ms", "1500"},
+                        vanished_root_dir() + "/loading_stage.log");
     for (const std::vector<std::string>& plan :
          {std::vector<std::string>{"--workers", rank.address_text()},
           std::vector<std::string>{"--stages", "root/" + stage.address_text()}}) {

@@ -144,12 +144,15 @@ TEST(VulkanForward, AForwardBuildsOnlyTheKernelsItsModelRuns) {
     const std::vector<std::string> built = part->built_kernels();
     std::string listed;
     for (const std::string& name : built) listed += name + " ";
-    const auto has = [&](const std::string& name) { return std::find(built.begin(), built.end(), name) != built.end(); };
+    const auto has = [&](const std::string& name) {
+        return std::find(built.begin(), built.end(), name) != built.end();
+    };
     for (const char* used : {"matvec_q4_k", "quantize_q8_k", "rms_norm", "rope", "swiglu", "kv_store", "attention"}) {
         EXPECT_TRUE(has(used)) << used << " not among: " << listed;
     }
-    for (const char* unused : {"matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0", "matvec_q5_k", "matvec_iq2_xxs",
-                               "matvec_iq3_s", "geglu", "swiglu_oai", "add_expert_bias", "scale_rows", "landmarks"}) {
+    for (const char* unused :
+         {"matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0", "matvec_q5_k", "matvec_iq2_xxs", "matvec_iq3_s",
+          "geglu", "swiglu_oai", "add_expert_bias", "scale_rows", "landmarks"}) {
         EXPECT_FALSE(has(unused)) << unused << " among: " << listed;
     }
 }

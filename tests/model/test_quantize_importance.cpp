@@ -93,13 +93,15 @@ TEST(QuantizeImportance, HostileFilesAreRefusedWithTheirFault) {
     const std::string dat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Truncated inside the first entry's values.
     write_bytes(dir + "/truncated.dat", dat.substr(0, 200));
-    EXPECT_NE(importance_error_of(dir + "/truncated.dat").find("announces"), std::string::npos) << importance_error_of(dir + "/truncated.dat");
+    EXPECT_NE(importance_error_of(dir + "/truncated.dat").find("announces"), std::string::npos)
+        << importance_error_of(dir + "/truncated.dat");
     // A name length of 2^31 - 1.
     std::string huge = dat;
     const int32_t len = 0x7fffffff;
     std::memcpy(huge.data() + 4, &len, 4);
     write_bytes(dir + "/huge.dat", huge);
-    EXPECT_NE(importance_error_of(dir + "/huge.dat").find("name of"), std::string::npos) << importance_error_of(dir + "/huge.dat");
+    EXPECT_NE(importance_error_of(dir + "/huge.dat").find("name of"), std::string::npos)
+        << importance_error_of(dir + "/huge.dat");
     // A NaN among the values (after the first name, its calls and count).
     std::string nan = dat;
     int32_t name_len;
@@ -107,9 +109,11 @@ TEST(QuantizeImportance, HostileFilesAreRefusedWithTheirFault) {
     const float bad = std::nanf("");
     std::memcpy(nan.data() + 8 + name_len + 8 + 4 * 3, &bad, 4);
     write_bytes(dir + "/nan.dat", nan);
-    EXPECT_NE(importance_error_of(dir + "/nan.dat").find("not finite"), std::string::npos) << importance_error_of(dir + "/nan.dat");
+    EXPECT_NE(importance_error_of(dir + "/nan.dat").find("not finite"), std::string::npos)
+        << importance_error_of(dir + "/nan.dat");
     write_bytes(dir + "/empty.dat", "");
-    EXPECT_NE(importance_error_of(dir + "/empty.dat").find("truncated"), std::string::npos) << importance_error_of(dir + "/empty.dat");
+    EXPECT_NE(importance_error_of(dir + "/empty.dat").find("truncated"), std::string::npos)
+        << importance_error_of(dir + "/empty.dat");
     // A GGUF that is a model, not an importance matrix.
     EXPECT_NE(importance_error_of(g4s_model()).find("imatrix.datasets"), std::string::npos);
 }

@@ -14,8 +14,7 @@
 
 namespace tessera {
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 TEST(RandomModel, SameSpecSameBytesAndTheShapeAsked) {
     const std::string dir = test::scratch_dir("random_model");

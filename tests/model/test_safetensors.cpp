@@ -91,7 +91,8 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
     const auto good = write_safetensors(three());
     // Cut at every length: an Error each time, naming the file.
     for (size_t n = 0; n < good.size(); ++n) {
-        const std::string e = safetensors_error_of(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
+        const std::string e =
+            safetensors_error_of(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)));
         ASSERT_NE(e.find("model.safetensors"), std::string::npos) << n << ": " << e;
     }
     struct Case {
@@ -123,7 +124,8 @@ TEST(Safetensors, LiesAndTruncationsAreErrorsNamingTheFileAndTensor) {
     claim[1] = 0xff;
     EXPECT_NE(safetensors_error_of(claim).find("truncated"), std::string::npos) << safetensors_error_of(claim);
     claim[6] = 0x01;
-    EXPECT_NE(safetensors_error_of(claim).find("not a safetensors file"), std::string::npos) << safetensors_error_of(claim);
+    EXPECT_NE(safetensors_error_of(claim).find("not a safetensors file"), std::string::npos)
+        << safetensors_error_of(claim);
     // Deep nesting is refused before the parser recurses.
     std::string deep = std::string(100000, '[') + std::string(100000, ']');
     std::vector<uint8_t> nested(8);

@@ -33,11 +33,11 @@ namespace tessera {
 
 namespace {
 
-constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K,
-                                 QuantType::IQ4_XS, QuantType::Q4_1, QuantType::Q5_0, QuantType::Q5_1, QuantType::IQ4_NL, QuantType::MXFP4,
-                                 QuantType::Q2_K,   QuantType::Q3_K,   QuantType::IQ2_XXS, QuantType::IQ2_XS,
-                                 QuantType::IQ2_S,  QuantType::IQ3_XXS, QuantType::IQ3_S,  QuantType::IQ1_S,
-                                 QuantType::IQ1_M};
+constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0,    QuantType::Q8_0,    QuantType::Q4_K,   QuantType::Q5_K,
+                                       QuantType::Q6_K,    QuantType::IQ4_XS,  QuantType::Q4_1,   QuantType::Q5_0,
+                                       QuantType::Q5_1,    QuantType::IQ4_NL,  QuantType::MXFP4,  QuantType::Q2_K,
+                                       QuantType::Q3_K,    QuantType::IQ2_XXS, QuantType::IQ2_XS, QuantType::IQ2_S,
+                                       QuantType::IQ3_XXS, QuantType::IQ3_S,   QuantType::IQ1_S,  QuantType::IQ1_M};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
