@@ -155,13 +155,43 @@ HWY_INLINE void point_indices(const uint8_t* block, uint16_t* idx) {
     }
 }
 
+// IQ1's 32 point indices of a block (8 bits from qs, 3 from qh) built in
+// vector registers at once, 8 a vector (sub-blocks 2 v and 2 v + 1), for
+// one column's products: there the scalar work of four indices and four
+// inserts per sub-block was most of the kernel, and one gather of the four
+// table words replaces it. (With more columns the inserts cost less than a
+// gather's latency: prefill keeps iq1_weights' scalar path.)
+template <QuantType kType>
+HWY_INLINE void iq1_block_indices(const uint8_t* block, __m256i* idx) {
+    constexpr bool kS = kType == QuantType::IQ1_S;
+    const uint8_t* qs = block + (kS ? offsetof(BlockIQ1_S, qs) : offsetof(BlockIQ1_M, qs));
+    const uint8_t* qh = block + (kS ? offsetof(BlockIQ1_S, qh) : offsetof(BlockIQ1_M, qh));
+    // Point l of sub-block j: its top 3 bits at 3 l (IQ1_S) or 4 l (IQ1_M)
+    // of the sub-block's 16-bit qh word; two words a vector, the second at 16.
+    const __m256i at = kS ? _mm256_set_epi32(25, 22, 19, 16, 9, 6, 3, 0) : _mm256_set_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+    const __m256i seven = _mm256_set1_epi32(7);
+    for (int v = 0; v < 4; ++v) {
+        uint32_t pair;
+        std::memcpy(&pair, qh + 4 * v, 4);  // sub-blocks 2 v, 2 v + 1 (little-endian)
+        const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(pair)), at), seven);
+        const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * v)));
+        idx[v] = _mm256_or_si256(low, _mm256_slli_epi32(high, 8));
+    }
+}
+
+// Sub-block j's four table words by one gather of the indices above.
+HWY_INLINE __m256i iq1_gathered_words(const __m256i* idx, int j, const uint64_t* table) {
+    const __m128i four = (j & 1) != 0 ? _mm256_extracti128_si256(idx[j / 2], 1) : _mm256_castsi256_si128(idx[j / 2]);
+    return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(table), four, 8);
+}
+
 // IQ1_S / IQ1_M's sub-block j as the other types' operands: each weight
 // 8 p + shift (p in -1, 0, 1; shift +-1: never 0) from the table of 8 p + 1
 // less 2 where the shift is -1; its magnitude is the unsigned operand, the
 // weight itself the sign of the activations; the odd scale of each 16.
-template <QuantType kType>
+template <QuantType kType, bool kGathered = false>
 HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m256i* points, __m256i* signs,
-                            __m256i* scales) {
+                            __m256i* scales, [[maybe_unused]] const __m256i* idx = nullptr) {
     // The fields read directly (iq1_decode32's, without its per-point
     // branches): the 4 point indices, the shift bits as a byte 2 (minus)
     // or 0 per point, the odd scales of each 16.
@@ -170,21 +200,29 @@ HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m2
     int scale_lo, scale_hi;
     __m256i w;
     if constexpr (kType == QuantType::IQ1_S) {
-        const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
         const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
-        w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 1) & 0x700)]),
-                              static_cast<int64_t>(table[qs[2] | ((qh << 2) & 0x700)]),
-                              static_cast<int64_t>(table[qs[1] | ((qh << 5) & 0x700)]),
-                              static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        if constexpr (kGathered) {
+            w = iq1_gathered_words(idx, j, table);
+        } else {
+            const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
+            w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 1) & 0x700)]),
+                                  static_cast<int64_t>(table[qs[2] | ((qh << 2) & 0x700)]),
+                                  static_cast<int64_t>(table[qs[1] | ((qh << 5) & 0x700)]),
+                                  static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        }
         two = _mm256_set1_epi8(static_cast<char>((qh >> 14) & 2));
         scale_lo = scale_hi = 2 * ((qh >> 12) & 7) + 1;
     } else {
-        const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
         const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
-        w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 4) & 0x700)]),
-                              static_cast<int64_t>(table[qs[2] | (qh & 0x700)]),
-                              static_cast<int64_t>(table[qs[1] | ((qh << 4) & 0x700)]),
-                              static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        if constexpr (kGathered) {
+            w = iq1_gathered_words(idx, j, table);
+        } else {
+            const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
+            w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 4) & 0x700)]),
+                                  static_cast<int64_t>(table[qs[2] | (qh & 0x700)]),
+                                  static_cast<int64_t>(table[qs[1] | ((qh << 4) & 0x700)]),
+                                  static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
+        }
         // Point l's shift bit (4 l + 3) to bit 1 of every byte of its word.
         const __m256i bits = _mm256_srlv_epi64(_mm256_set1_epi64x(qh), _mm256_set_epi64x(14, 10, 6, 2));
         two = _mm256_shuffle_epi8(_mm256_and_si256(bits, _mm256_set1_epi64x(2)),
@@ -210,6 +248,10 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
     alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
     if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
+    // One column: IQ1's indices a block at a time, its words gathered.
+    constexpr bool kIq1Gathered = kIq1<kType> && C == 1;
+    [[maybe_unused]] __m256i iq1_idx[kIq1Gathered ? 4 : 1];
+    if constexpr (kIq1Gathered) iq1_block_indices<kType>(block, iq1_idx);
     alignas(32) uint32_t words[8], word_signs[8];
     if constexpr (kIqSignWords<kType>) {
         const __m256i w = sign_words<kType>(block);
@@ -219,7 +261,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int j = 0; j < 8; ++j) {
         __m256i points, signs, scales;
         if constexpr (kIq1<kType>) {
-            iq1_weights<kType>(block, j, t, &points, &signs, &scales);
+            iq1_weights<kType, kIq1Gathered>(block, j, t, &points, &signs, &scales, iq1_idx);
         } else {
         // The sign-word types decode nothing per sub-block but their points,
         // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
