@@ -3,7 +3,8 @@
 // Q8_K activations on 256-bit x86 vectors (AVX2, and AVX-512 without VNNI;
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
 // the 4 point words by table lookups (ops/iq_grid_decode.h; IQ2_S's and
-// IQ3_S's indices built a block at a time in vector registers), the sign
+// IQ3_S's indices built a block at a time in vector registers; IQ1's too for
+// one column, its words then gathered), the sign
 // masks by table lookups (IQ2_XS) or spread in registers from sign bytes
 // (IQ2_XXS's and IQ3_XXS's made from their sign words a block at a time);
 // the 4-bit scales widened a block at a time,
