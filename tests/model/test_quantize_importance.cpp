@@ -8,6 +8,7 @@
 #include "model/importance_matrix.h"
 #include "model/quantize_model.h"
 #include "model/random_model.h"
+#include "test_build.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -171,11 +172,12 @@ TEST(QuantizeImportance, EveryTargetWritesLlamaQuantizesBytes) {
     const std::string model = g4s_model();
     const ImportanceMatrix importance = read_importance_matrix(quant_data("imatrix-g4s.gguf"));
     const std::string dir = test::scratch_dir("quantize_importance_targets");
-    // Under emulation (scripts/test --arm64: qemu, about 17 times slower),
-    // the mixes that together quantize every type once: which tensors get
-    // which type is integer logic, and the arithmetic whose bits a CPU could
-    // change is each type's quantizer. The native runs check all 25.
-    const bool emulated = std::getenv("TESSERA_TEST_EMULATED") != nullptr;
+    // Under emulation (scripts/test --arm64: qemu, about 17 times slower)
+    // and the sanitizers (3.5 times), the mixes that together quantize every
+    // type once: which tensors get which type is integer logic, and the
+    // arithmetic whose bits a CPU could change, and the memory each quantizer
+    // touches, is each type's quantizer. The Release runs check all 25.
+    const bool emulated = std::getenv("TESSERA_TEST_EMULATED") != nullptr || test::kSanitized;
     const std::set<std::string> covering = {"Q2_K",   "Q5_K_M", "Q4_0",    "Q5_0",   "Q5_1",  "IQ4_NL",
                                             "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ1_M"};
     std::set<std::string> types_checked;
