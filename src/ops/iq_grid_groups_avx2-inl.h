@@ -4,7 +4,8 @@
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
 // the 4 point words by table lookups (ops/iq_grid_decode.h; IQ2_S's and
 // IQ3_S's indices built a block at a time in vector registers; IQ1's too for
-// one column, its words then gathered), the sign
+// one column, its words then gathered; IQ1's scales and shift signs pulled out
+// a block at a time by pext/pdep, one shuffle per sub-block), the sign
 // masks by table lookups (IQ2_XS) or spread in registers from sign bytes
 // (IQ2_XXS's and IQ3_XXS's made from their sign words a block at a time);
 // the 4-bit scales widened a block at a time,
@@ -100,9 +101,38 @@ HWY_INLINE __m256i sign_bytes_of_words(__m256i w) {
 
 // kIqScaleNibbles types: a block's odd scales 2 s + 1 as bytes, in both
 // 128-bit lanes (nibble i of iq_scale_nibbles at byte i).
+// IQ1's 3-bit scales as nibbles, pulled out of their words by pext and
+// spread by pdep (BMI2, part of every target this file compiles for): IQ1_M's
+// 16, each 16 weights' at 3 i of its sub-block pair's 12-bit field; IQ1_S's 8,
+// a sub-block's at bits 12..14 of its qh word.
+template <QuantType kType>
+HWY_INLINE uint64_t iq1_scale_nibbles(const uint8_t* block) {
+    if constexpr (kType == QuantType::IQ1_M) {
+        uint64_t words;
+        std::memcpy(&words, block + offsetof(BlockIQ1_M, scales), 8);
+        return _pdep_u64(_pext_u64(words, 0x0FFF0FFF0FFF0FFFull), 0x7777777777777777ull);
+    } else {
+        uint64_t lo, hi;
+        std::memcpy(&lo, block + offsetof(BlockIQ1_S, qh), 8);
+        std::memcpy(&hi, block + offsetof(BlockIQ1_S, qh) + 8, 8);
+        constexpr uint64_t kScaleBits = 0x7000700070007000ull;
+        return _pdep_u64(_pext_u64(lo, kScaleBits) | (_pext_u64(hi, kScaleBits) << 12), 0x77777777ull);
+    }
+}
+
+// The types whose odd scales odd_scale_bytes widens a block at a time.
+template <QuantType kType>
+inline constexpr bool kScaleBytesOfBlock = kIqScaleNibbles<kType> || kIq1<kType>;
+
 template <QuantType kType>
 HWY_INLINE __m256i odd_scale_bytes(const uint8_t* block) {
-    const __m128i v = _mm_cvtsi64_si128(static_cast<int64_t>(iq_scale_nibbles<kType>(block)));
+    uint64_t fields;
+    if constexpr (kIq1<kType>) {
+        fields = iq1_scale_nibbles<kType>(block);
+    } else {
+        fields = iq_scale_nibbles<kType>(block);
+    }
+    const __m128i v = _mm_cvtsi64_si128(static_cast<int64_t>(fields));
     const __m128i m4 = _mm_set1_epi8(15);
     const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
     return _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_add_epi8(nibbles, nibbles), _mm_set1_epi8(1)));
@@ -110,7 +140,7 @@ HWY_INLINE __m256i odd_scale_bytes(const uint8_t* block) {
 
 // The vpshufb masks that take sub-block j's scales out of odd_scale_bytes as
 // 16-bit words: its first 16 weights' scale in the low lane, its second 16's
-// in the high lane (the same byte for IQ3_S).
+// in the high lane (the same byte for IQ3_S and IQ1_S: a scale per 32).
 template <QuantType kType>
 struct ScaleMasks {
     alignas(32) uint8_t bytes[8][32];
@@ -118,7 +148,8 @@ struct ScaleMasks {
         for (int j = 0; j < 8; ++j) {
             for (int i = 0; i < 32; i += 2) {
                 const int half = i / 16;
-                bytes[j][i] = static_cast<uint8_t>(kType == QuantType::IQ3_S ? j : 2 * j + half);
+                const bool per32 = kType == QuantType::IQ3_S || kType == QuantType::IQ1_S;
+                bytes[j][i] = static_cast<uint8_t>(per32 ? j : 2 * j + half);
                 bytes[j][i + 1] = 0x80;  // zero: the word's high byte
             }
         }
@@ -190,52 +221,101 @@ HWY_INLINE __m256i iq1_gathered_words(const __m256i* idx, int j, const uint64_t*
 // 8 p + shift (p in -1, 0, 1; shift +-1: never 0) from the table of 8 p + 1
 // less 2 where the shift is -1; its magnitude is the unsigned operand, the
 // weight itself the sign of the activations; the odd scale of each 16.
+// IQ1's shift signs, a block at a time, as bytes 2 (shift -1/8) or 0 that
+// one vpshufb per sub-block spreads over its points' weights (byte spread
+// masks below). IQ1_S: a sign per sub-block (bit 15 of its qh word), byte j
+// in both 128-bit lanes. IQ1_M: a sign per point (bit 4 l + 3 of its
+// sub-block's qh word); points 0 and 1 of sub-block j at bytes 2 j and
+// 2 j + 1 of the low lane, points 2 and 3 at the same bytes of the high lane,
+// where their weights are.
+template <QuantType kType>
+HWY_INLINE __m256i iq1_shift_twos(const uint8_t* block) {
+    constexpr size_t kQh = kType == QuantType::IQ1_S ? offsetof(BlockIQ1_S, qh) : offsetof(BlockIQ1_M, qh);
+    uint64_t lo, hi;
+    std::memcpy(&lo, block + kQh, 8);
+    std::memcpy(&hi, block + kQh + 8, 8);
+    constexpr uint64_t kTwos = 0x0202020202020202ull;
+    if constexpr (kType == QuantType::IQ1_S) {
+        constexpr uint64_t kSignBits = 0x8000800080008000ull;
+        const uint64_t bits = _pext_u64(lo, kSignBits) | (_pext_u64(hi, kSignBits) << 4);
+        return _mm256_set1_epi64x(static_cast<int64_t>(_pdep_u64(bits, kTwos)));
+    } else {
+        constexpr uint64_t kPoints01 = 0x0088008800880088ull, kPoints23 = 0x8800880088008800ull;
+        return _mm256_set_epi64x(static_cast<int64_t>(_pdep_u64(_pext_u64(hi, kPoints23), kTwos)),
+                                 static_cast<int64_t>(_pdep_u64(_pext_u64(lo, kPoints23), kTwos)),
+                                 static_cast<int64_t>(_pdep_u64(_pext_u64(hi, kPoints01), kTwos)),
+                                 static_cast<int64_t>(_pdep_u64(_pext_u64(lo, kPoints01), kTwos)));
+    }
+}
+template <QuantType kType>
+struct TwoSpreadMasks {
+    alignas(32) uint8_t bytes[8][32];
+    constexpr TwoSpreadMasks() : bytes() {
+        for (int j = 0; j < 8; ++j) {
+            for (int i = 0; i < 32; ++i) {
+                const int point_in_lane = (i % 16) / 8;
+                bytes[j][i] = static_cast<uint8_t>(kType == QuantType::IQ1_S ? j : 2 * j + point_in_lane);
+            }
+        }
+    }
+};
+template <QuantType kType>
+inline constexpr TwoSpreadMasks<kType> kTwoSpreadMasks{};
+
+// A block's fields iq1_weights reads for every sub-block, made once.
+struct Iq1BlockFields {
+    __m256i scale_bytes;  // odd_scale_bytes
+    __m256i twos;         // iq1_shift_twos
+};
+
+template <QuantType kType>
+HWY_INLINE Iq1BlockFields iq1_block_fields(const uint8_t* block) {
+    Iq1BlockFields f;
+    f.scale_bytes = odd_scale_bytes<kType>(block);
+    f.twos = iq1_shift_twos<kType>(block);
+    return f;
+}
+
 template <QuantType kType, bool kGathered = false>
-HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m256i* points, __m256i* signs,
-                            __m256i* scales, [[maybe_unused]] const __m256i* idx = nullptr) {
+HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, const Iq1BlockFields& f,
+                            __m256i* points, __m256i* signs, __m256i* scales,
+                            [[maybe_unused]] const __m256i* idx = nullptr) {
     // The fields read directly (iq1_decode32's, without its per-point
-    // branches): the 4 point indices, the shift bits as a byte 2 (minus)
-    // or 0 per point, the odd scales of each 16.
+    // branches): the 4 point indices (gathered, or looked up one by one);
+    // the shift bits as a byte 2 (minus) or 0 per point and the odd scales
+    // of each 16 (IQ1_S: 32) from the block's vectors, one shuffle each.
     const uint64_t* table = t.iq1_weights;
-    __m256i two;
-    int scale_lo, scale_hi;
     __m256i w;
     if constexpr (kType == QuantType::IQ1_S) {
-        const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
         if constexpr (kGathered) {
             w = iq1_gathered_words(idx, j, table);
         } else {
+            const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
             const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
             w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 1) & 0x700)]),
                                   static_cast<int64_t>(table[qs[2] | ((qh << 2) & 0x700)]),
                                   static_cast<int64_t>(table[qs[1] | ((qh << 5) & 0x700)]),
                                   static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
         }
-        two = _mm256_set1_epi8(static_cast<char>((qh >> 14) & 2));
-        scale_lo = scale_hi = 2 * ((qh >> 12) & 7) + 1;
     } else {
-        const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
         if constexpr (kGathered) {
             w = iq1_gathered_words(idx, j, table);
         } else {
+            const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
             const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
             w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 4) & 0x700)]),
                                   static_cast<int64_t>(table[qs[2] | (qh & 0x700)]),
                                   static_cast<int64_t>(table[qs[1] | ((qh << 4) & 0x700)]),
                                   static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
         }
-        // Point l's shift bit (4 l + 3) to bit 1 of every byte of its word.
-        const __m256i bits = _mm256_srlv_epi64(_mm256_set1_epi64x(qh), _mm256_set_epi64x(14, 10, 6, 2));
-        two = _mm256_shuffle_epi8(_mm256_and_si256(bits, _mm256_set1_epi64x(2)),
-                                  _mm256_set_epi64x(0x0808080808080808, 0x0000000000000000, 0x0808080808080808, 0));
-        const int sc = iq_decode::u16_at(block + offsetof(BlockIQ1_M, scales) + 2 * (j / 2)) >> (6 * (j % 2));
-        scale_lo = 2 * (sc & 7) + 1;
-        scale_hi = 2 * ((sc >> 3) & 7) + 1;
     }
+    const __m256i two =
+        _mm256_shuffle_epi8(f.twos, _mm256_load_si256(reinterpret_cast<const __m256i*>(kTwoSpreadMasks<kType>.bytes[j])));
     w = _mm256_sub_epi8(w, two);
     *points = _mm256_abs_epi8(w);
     *signs = w;
-    *scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(scale_hi)), _mm_set1_epi16(static_cast<int16_t>(scale_lo)));
+    *scales = _mm256_shuffle_epi8(f.scale_bytes,
+                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
 }
 
 // sum over the 8 x 32 weights of one row's block of (2 s + 1) point sign y,
@@ -247,6 +327,8 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
     __m256i scale_bytes = _mm256_setzero_si256();
     if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
+    [[maybe_unused]] Iq1BlockFields iq1_fields;
+    if constexpr (kIq1<kType>) iq1_fields = iq1_block_fields<kType>(block);
     alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
     if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
     // One column: IQ1's indices a block at a time, its words gathered.
@@ -262,7 +344,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int j = 0; j < 8; ++j) {
         __m256i points, signs, scales;
         if constexpr (kIq1<kType>) {
-            iq1_weights<kType, kIq1Gathered>(block, j, t, &points, &signs, &scales, iq1_idx);
+            iq1_weights<kType, kIq1Gathered>(block, j, t, iq1_fields, &points, &signs, &scales, iq1_idx);
         } else {
         // The sign-word types decode nothing per sub-block but their points,
         // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
