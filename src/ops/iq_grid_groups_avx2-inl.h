@@ -4,7 +4,7 @@
 // with it, iq_grid_groups_vnni-inl.h gathers instead). Per row and 32 weights:
 // the 4 point words by table lookups (ops/iq_grid_decode.h; IQ2_S's and
 // IQ3_S's indices built a block at a time in vector registers; IQ1's too for
-// one column, its words then gathered; IQ1's scales and shift signs pulled out
+// one column; IQ1's scales and shift signs pulled out
 // a block at a time by pext/pdep, one shuffle per sub-block), the sign
 // masks by table lookups (IQ2_XS) or spread in registers from sign bytes
 // (IQ2_XXS's and IQ3_XXS's made from their sign words a block at a time);
@@ -188,13 +188,14 @@ HWY_INLINE void point_indices(const uint8_t* block, uint16_t* idx) {
 }
 
 // IQ1's 32 point indices of a block (8 bits from qs, 3 from qh) built in
-// vector registers at once, 8 a vector (sub-blocks 2 v and 2 v + 1), for
-// one column's products: there the scalar work of four indices and four
-// inserts per sub-block was most of the kernel, and one gather of the four
-// table words replaces it. (With more columns the inserts cost less than a
-// gather's latency: prefill keeps iq1_weights' scalar path.)
+// vector registers, 8 a vector (sub-blocks 2 v and 2 v + 1), and stored:
+// sub-block j's four at 4 j. The scalar work of four indices per sub-block
+// (loads, shifts, masks, ors) was most of the kernel. Their table words are
+// then loaded one by one and inserted: on AMD Zen 5 that beats one
+// vpgatherdq of the four by about a third (tessera bench, tg of the
+// TinyLlama-1.1B shape in IQ1_S and IQ1_M, 1 and 2 threads).
 template <QuantType kType>
-HWY_INLINE void iq1_block_indices(const uint8_t* block, __m256i* idx) {
+HWY_INLINE void iq1_block_indices(const uint8_t* block, uint32_t* idx) {
     constexpr bool kS = kType == QuantType::IQ1_S;
     const uint8_t* qs = block + (kS ? offsetof(BlockIQ1_S, qs) : offsetof(BlockIQ1_M, qs));
     const uint8_t* qh = block + (kS ? offsetof(BlockIQ1_S, qh) : offsetof(BlockIQ1_M, qh));
@@ -207,14 +208,8 @@ HWY_INLINE void iq1_block_indices(const uint8_t* block, __m256i* idx) {
         std::memcpy(&pair, qh + 4 * v, 4);  // sub-blocks 2 v, 2 v + 1 (little-endian)
         const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(pair)), at), seven);
         const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8 * v)));
-        idx[v] = _mm256_or_si256(low, _mm256_slli_epi32(high, 8));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 8 * v), _mm256_or_si256(low, _mm256_slli_epi32(high, 8)));
     }
-}
-
-// Sub-block j's four table words by one gather of the indices above.
-HWY_INLINE __m256i iq1_gathered_words(const __m256i* idx, int j, const uint64_t* table) {
-    const __m128i four = (j & 1) != 0 ? _mm256_extracti128_si256(idx[j / 2], 1) : _mm256_castsi256_si128(idx[j / 2]);
-    return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(table), four, 8);
 }
 
 // IQ1_S / IQ1_M's sub-block j as the other types' operands: each weight
@@ -276,39 +271,35 @@ HWY_INLINE Iq1BlockFields iq1_block_fields(const uint8_t* block) {
     return f;
 }
 
-template <QuantType kType, bool kGathered = false>
+template <QuantType kType, bool kIndexed>
 HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, const Iq1BlockFields& f,
-                            __m256i* points, __m256i* signs, __m256i* scales,
-                            [[maybe_unused]] const __m256i* idx = nullptr) {
-    // The fields read directly (iq1_decode32's, without its per-point
-    // branches): the 4 point indices (gathered, or looked up one by one);
-    // the shift bits as a byte 2 (minus) or 0 per point and the odd scales
-    // of each 16 (IQ1_S: 32) from the block's vectors, one shuffle each.
+                            [[maybe_unused]] const uint32_t* idx, __m256i* points, __m256i* signs, __m256i* scales) {
+    // The 4 point words by the block's indices (one column), or by indices
+    // made here from the sub-block's fields (more columns: there this is
+    // faster than iq1_block_indices, by about a sixth in prefill); the
+    // shift bits as a byte 2 (minus) or 0 per point and the odd scales of
+    // each 16 (IQ1_S: 32) from the block's vectors, one shuffle each.
     const uint64_t* table = t.iq1_weights;
-    __m256i w;
-    if constexpr (kType == QuantType::IQ1_S) {
-        if constexpr (kGathered) {
-            w = iq1_gathered_words(idx, j, table);
-        } else {
-            const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
-            const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
-            w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 1) & 0x700)]),
-                                  static_cast<int64_t>(table[qs[2] | ((qh << 2) & 0x700)]),
-                                  static_cast<int64_t>(table[qs[1] | ((qh << 5) & 0x700)]),
-                                  static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
-        }
+    uint32_t four[4];
+    if constexpr (kIndexed) {
+        std::memcpy(four, idx + 4 * j, sizeof four);
+    } else if constexpr (kType == QuantType::IQ1_S) {
+        const uint32_t qh = iq_decode::u16_at(block + offsetof(BlockIQ1_S, qh) + 2 * j);
+        const uint8_t* qs = block + offsetof(BlockIQ1_S, qs) + 4 * j;
+        four[0] = qs[0] | ((qh << 8) & 0x700);
+        four[1] = qs[1] | ((qh << 5) & 0x700);
+        four[2] = qs[2] | ((qh << 2) & 0x700);
+        four[3] = qs[3] | ((qh >> 1) & 0x700);
     } else {
-        if constexpr (kGathered) {
-            w = iq1_gathered_words(idx, j, table);
-        } else {
-            const int qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
-            const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
-            w = _mm256_set_epi64x(static_cast<int64_t>(table[qs[3] | ((qh >> 4) & 0x700)]),
-                                  static_cast<int64_t>(table[qs[2] | (qh & 0x700)]),
-                                  static_cast<int64_t>(table[qs[1] | ((qh << 4) & 0x700)]),
-                                  static_cast<int64_t>(table[qs[0] | ((qh << 8) & 0x700)]));
-        }
+        const uint32_t qh = iq_decode::u16_at(block + offsetof(BlockIQ1_M, qh) + 2 * j);  // point l's nibble at 4 l
+        const uint8_t* qs = block + offsetof(BlockIQ1_M, qs) + 4 * j;
+        four[0] = qs[0] | ((qh << 8) & 0x700);
+        four[1] = qs[1] | ((qh << 4) & 0x700);
+        four[2] = qs[2] | (qh & 0x700);
+        four[3] = qs[3] | ((qh >> 4) & 0x700);
     }
+    __m256i w = _mm256_set_epi64x(static_cast<int64_t>(table[four[3]]), static_cast<int64_t>(table[four[2]]),
+                                  static_cast<int64_t>(table[four[1]]), static_cast<int64_t>(table[four[0]]));
     const __m256i two =
         _mm256_shuffle_epi8(f.twos, _mm256_load_si256(reinterpret_cast<const __m256i*>(kTwoSpreadMasks<kType>.bytes[j])));
     w = _mm256_sub_epi8(w, two);
@@ -331,10 +322,10 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     if constexpr (kIq1<kType>) iq1_fields = iq1_block_fields<kType>(block);
     alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
     if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
-    // One column: IQ1's indices a block at a time, its words gathered.
-    constexpr bool kIq1Gathered = kIq1<kType> && C == 1;
-    [[maybe_unused]] __m256i iq1_idx[kIq1Gathered ? 4 : 1];
-    if constexpr (kIq1Gathered) iq1_block_indices<kType>(block, iq1_idx);
+    // One column: IQ1's indices a block at a time.
+    constexpr bool kIq1Indexed = kIq1<kType> && C == 1;
+    alignas(32) uint32_t iq1_idx[kIq1Indexed ? 32 : 1];
+    if constexpr (kIq1Indexed) iq1_block_indices<kType>(block, iq1_idx);
     alignas(32) uint32_t words[8], word_signs[8];
     if constexpr (kIqSignWords<kType>) {
         const __m256i w = sign_words<kType>(block);
@@ -344,7 +335,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int j = 0; j < 8; ++j) {
         __m256i points, signs, scales;
         if constexpr (kIq1<kType>) {
-            iq1_weights<kType, kIq1Gathered>(block, j, t, iq1_fields, &points, &signs, &scales, iq1_idx);
+            iq1_weights<kType, kIq1Indexed>(block, j, t, iq1_fields, iq1_idx, &points, &signs, &scales);
         } else {
         // The sign-word types decode nothing per sub-block but their points,
         // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
