@@ -99,8 +99,6 @@ HWY_INLINE __m256i sign_bytes_of_words(__m256i w) {
     return _mm256_or_si256(v, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
 }
 
-// kIqScaleNibbles types: a block's odd scales 2 s + 1 as bytes, in both
-// 128-bit lanes (nibble i of iq_scale_nibbles at byte i).
 // IQ1's 3-bit scales as nibbles, pulled out of their words by pext and
 // spread by pdep (BMI2, part of every target this file compiles for): IQ1_M's
 // 16, each 16 weights' at 3 i of its sub-block pair's 12-bit field; IQ1_S's 8,
@@ -124,6 +122,8 @@ HWY_INLINE uint64_t iq1_scale_nibbles(const uint8_t* block) {
 template <QuantType kType>
 inline constexpr bool kScaleBytesOfBlock = kIqScaleNibbles<kType> || kIq1<kType>;
 
+// kScaleBytesOfBlock types: a block's odd scales 2 s + 1 as bytes, in both
+// 128-bit lanes (nibble i of iq_scale_nibbles or iq1_scale_nibbles at byte i).
 template <QuantType kType>
 HWY_INLINE __m256i odd_scale_bytes(const uint8_t* block) {
     uint64_t fields;
@@ -212,10 +212,6 @@ HWY_INLINE void iq1_block_indices(const uint8_t* block, uint32_t* idx) {
     }
 }
 
-// IQ1_S / IQ1_M's sub-block j as the other types' operands: each weight
-// 8 p + shift (p in -1, 0, 1; shift +-1: never 0) from the table of 8 p + 1
-// less 2 where the shift is -1; its magnitude is the unsigned operand, the
-// weight itself the sign of the activations; the odd scale of each 16.
 // IQ1's shift signs, a block at a time, as bytes 2 (shift -1/8) or 0 that
 // one vpshufb per sub-block spreads over its points' weights (byte spread
 // masks below). IQ1_S: a sign per sub-block (bit 15 of its qh word), byte j
@@ -257,22 +253,13 @@ struct TwoSpreadMasks {
 template <QuantType kType>
 inline constexpr TwoSpreadMasks<kType> kTwoSpreadMasks{};
 
-// A block's fields iq1_weights reads for every sub-block, made once.
-struct Iq1BlockFields {
-    __m256i scale_bytes;  // odd_scale_bytes
-    __m256i twos;         // iq1_shift_twos
-};
-
-template <QuantType kType>
-HWY_INLINE Iq1BlockFields iq1_block_fields(const uint8_t* block) {
-    Iq1BlockFields f;
-    f.scale_bytes = odd_scale_bytes<kType>(block);
-    f.twos = iq1_shift_twos<kType>(block);
-    return f;
-}
-
+// IQ1_S / IQ1_M's sub-block j as the other types' operands: each weight
+// 8 p + shift (p in -1, 0, 1; shift +-1: never 0) from the table of 8 p + 1
+// less 2 where the shift is -1; its magnitude is the unsigned operand, the
+// weight itself the sign of the activations; the odd scale of each 16 (IQ1_S:
+// 32) from the block's odd_scale_bytes.
 template <QuantType kType, bool kIndexed>
-HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, const Iq1BlockFields& f,
+HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, __m256i scale_bytes, __m256i twos,
                             [[maybe_unused]] const uint32_t* idx, __m256i* points, __m256i* signs, __m256i* scales) {
     // The 4 point words by the block's indices (one column), or by indices
     // made here from the sub-block's fields (more columns: there this is
@@ -301,11 +288,11 @@ HWY_INLINE void iq1_weights(const uint8_t* block, int j, const IqTables& t, cons
     __m256i w = _mm256_set_epi64x(static_cast<int64_t>(table[four[3]]), static_cast<int64_t>(table[four[2]]),
                                   static_cast<int64_t>(table[four[1]]), static_cast<int64_t>(table[four[0]]));
     const __m256i two =
-        _mm256_shuffle_epi8(f.twos, _mm256_load_si256(reinterpret_cast<const __m256i*>(kTwoSpreadMasks<kType>.bytes[j])));
+        _mm256_shuffle_epi8(twos, _mm256_load_si256(reinterpret_cast<const __m256i*>(kTwoSpreadMasks<kType>.bytes[j])));
     w = _mm256_sub_epi8(w, two);
     *points = _mm256_abs_epi8(w);
     *signs = w;
-    *scales = _mm256_shuffle_epi8(f.scale_bytes,
+    *scales = _mm256_shuffle_epi8(scale_bytes,
                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks<kType>.bytes[j])));
 }
 
@@ -317,9 +304,9 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     __m256i sum[C];
     for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
     __m256i scale_bytes = _mm256_setzero_si256();
-    if constexpr (kIqScaleNibbles<kType>) scale_bytes = odd_scale_bytes<kType>(block);
-    [[maybe_unused]] Iq1BlockFields iq1_fields;
-    if constexpr (kIq1<kType>) iq1_fields = iq1_block_fields<kType>(block);
+    if constexpr (kScaleBytesOfBlock<kType>) scale_bytes = odd_scale_bytes<kType>(block);
+    __m256i iq1_twos = _mm256_setzero_si256();
+    if constexpr (kIq1<kType>) iq1_twos = iq1_shift_twos<kType>(block);
     alignas(32) uint16_t idx[kIqHighBits<kType> ? 64 : 1];
     if constexpr (kIqHighBits<kType>) point_indices<kType>(block, idx);
     // One column: IQ1's indices a block at a time.
@@ -335,7 +322,7 @@ HWY_INLINE void row_sums(const uint8_t* block, const uint8_t* const* xq, const I
     for (int j = 0; j < 8; ++j) {
         __m256i points, signs, scales;
         if constexpr (kIq1<kType>) {
-            iq1_weights<kType, kIq1Indexed>(block, j, t, iq1_fields, iq1_idx, &points, &signs, &scales);
+            iq1_weights<kType, kIq1Indexed>(block, j, t, scale_bytes, iq1_twos, iq1_idx, &points, &signs, &scales);
         } else {
         // The sign-word types decode nothing per sub-block but their points,
         // and IQ3_XXS's 8 point words go straight into the vector (vpinsrd
