@@ -82,6 +82,12 @@ std::string test_dir(const std::string& name) {
     return it->second;
 }
 
+std::string lasting_dir(const std::string& name) {
+    const std::filesystem::path dir = std::filesystem::path(from_env_or("TESSERA_TEST_TMP", TESSERA_TEST_TMP)) / name;
+    std::filesystem::create_directories(dir);
+    return dir.string();
+}
+
 std::string tessera_binary() { return TESSERA_BINARY; }
 
 std::string relay_binary() {

@@ -17,6 +17,10 @@ std::string scratch_dir(const std::string& name);
 // The same, made fresh once per test and then kept (scratch_dir empties the
 // directory on every call).
 std::string test_dir(const std::string& name);
+// A directory that outlives the test (never emptied): files that tests of
+// every binary derive from the same inputs, named by what they derive from
+// (npm_vocab.cpp).
+std::string lasting_dir(const std::string& name);
 std::string tessera_binary();
 std::string relay_binary();  // tessera-relay, beside the tessera binary
 std::string source_dir();
