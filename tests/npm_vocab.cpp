@@ -17,9 +17,9 @@ namespace {
 // What a converted file derives from: the package's two JSON files and the
 // converter, i.e. this test executable (relinked whenever the converter
 // changes), each by size and modification time.
-std::string identity_of_inputs(const std::string& dir) {
+std::string identity_of_inputs(const std::string& dir, const std::filesystem::path& executable) {
     std::string identity;
-    for (const std::string& path : {dir + "tokenizer.json", dir + "tokenizer_config.json", std::string("/proc/self/exe")}) {
+    for (const std::string& path : {dir + "tokenizer.json", dir + "tokenizer_config.json", executable.string()}) {
         std::error_code ec;
         const std::filesystem::path file = std::filesystem::canonical(path, ec);
         if (ec) {
@@ -49,8 +49,9 @@ std::string converted_vocab(const std::string& package) {
     const std::string folder = lasting_dir("converted_vocabularies");
     // One file per package and test executable: an older one (the executable
     // relinked since) is removed when its successor is made.
-    const std::string prefix = package + "-" + std::filesystem::read_symlink("/proc/self/exe").filename().string() + "-";
-    const std::string name = prefix + std::to_string(std::hash<std::string>{}(identity_of_inputs(dir))) + ".gguf";
+    const std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe");
+    const std::string prefix = package + "-" + executable.filename().string() + "-";
+    const std::string name = prefix + std::to_string(std::hash<std::string>{}(identity_of_inputs(dir, executable))) + ".gguf";
     const std::string out = folder + "/" + name;
     if (std::filesystem::exists(out)) return out;
     const std::string part = out + ".part" + std::to_string(::getpid());

@@ -51,6 +51,8 @@ std::string from_env_or(const char* name, const char* built) {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0' ? v : built;
 }
+// Where every test's folders live (scratch, test and lasting ones).
+std::filesystem::path test_tmp_root() { return from_env_or("TESSERA_TEST_TMP", TESSERA_TEST_TMP); }
 }  // namespace
 
 std::string source_dir() { return from_env_or("TESSERA_SOURCE_DIR", TESSERA_SOURCE_DIR); }
@@ -63,7 +65,7 @@ std::string stories260k() { return source_dir() + "/models/stories260K.gguf"; }
 // processes, and a directory shared by name would be wiped under another
 // test's feet.
 std::string scratch_dir(const std::string& name) {
-    std::filesystem::path dir = std::filesystem::path(from_env_or("TESSERA_TEST_TMP", TESSERA_TEST_TMP)) / name;
+    std::filesystem::path dir = test_tmp_root() / name;
     if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
         dir /= std::string(info->test_suite_name()) + "." + info->name();
         folders_of_this_test().push_back(dir);
@@ -83,7 +85,7 @@ std::string test_dir(const std::string& name) {
 }
 
 std::string lasting_dir(const std::string& name) {
-    const std::filesystem::path dir = std::filesystem::path(from_env_or("TESSERA_TEST_TMP", TESSERA_TEST_TMP)) / name;
+    const std::filesystem::path dir = test_tmp_root() / name;
     std::filesystem::create_directories(dir);
     return dir.string();
 }
