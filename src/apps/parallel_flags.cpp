@@ -20,7 +20,7 @@ void add_parallel_flags(CLI::App* cmd, ParallelOptions& o) {
         ->delimiter(',');
     cmd->add_option("--weights", o.weights,
                     "Share of each rank (tensor parallel) or stage (pipeline), root first (default: measured speed; equal "
-                    "for --local)")
+                    "for --local); after a lost node, ranks keep theirs and a spare takes the lost one's")
         ->delimiter(',');
     cmd->add_flag("--fast", o.fast, "Q8_0 partials on the wire (approximate; every rank adds the same rounded partials)");
     cmd->add_flag("--exact", o.exact, "F32 on the wire: greedy output equals a single node's (the default)");

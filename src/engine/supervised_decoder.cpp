@@ -172,11 +172,11 @@ void SupervisedDecoder::drop_node(const HostPort& gone) {
         log_(spare ? fmt::format("{} is gone: spare {} takes its place", gone.str(), spare->str())
                    : fmt::format("{} is gone: re-planning over the remaining nodes", gone.str()));
     }
-    // Shares and layer counts were for the old set of nodes: the new plan is
-    // sized by measured speed.
-    options_.weights.clear();
-    options_.stage_layers.clear();
     if (std::optional<ClusterSpec> spec = cluster_spec_of(options_)) {
+        // Stage shares and layer counts were for the old stages: the new
+        // pipeline is sized by measured speed.
+        options_.weights.clear();
+        options_.stage_layers.clear();
         for (size_t s = 0; s < spec->stages.size(); ++s) {
             std::vector<HostPort>& nodes = spec->stages[s].nodes;
             const auto it = std::find_if(nodes.begin(), nodes.end(), [&](const HostPort& n) { return n.str() == gone.str(); });
@@ -195,8 +195,16 @@ void SupervisedDecoder::drop_node(const HostPort& gone) {
     std::vector<HostPort> workers = parse_host_port_list(options_.workers);
     const auto it = std::find_if(workers.begin(), workers.end(), [&](const HostPort& n) { return n.str() == gone.str(); });
     if (it != workers.end()) {
+        // Shares the user gave (--weights, root first) stay with the nodes
+        // that remain, and a spare takes the lost node's: they say what the
+        // user knows of each machine (its memory, its other load), which a
+        // speed probe on a busy node does not.
+        const size_t rank = 1 + static_cast<size_t>(it - workers.begin());
         if (spare) *it = *spare;
-        else workers.erase(it);
+        else {
+            workers.erase(it);
+            if (rank < options_.weights.size()) options_.weights.erase(options_.weights.begin() + static_cast<std::ptrdiff_t>(rank));
+        }
     }
     options_.workers = format_host_port_list(workers);
 }

@@ -75,7 +75,8 @@ TEST(HeavyNodeLoss, TensorParallelWorkerKilledMidRun) {
         const std::string workers = tp_plan({&a, &b});
         const nlohmann::json want = node_loss_json({"--workers", workers});
         ASSERT_EQ(want["ranks"], 3);
-        std::vector<std::string> plan = {"--workers", workers};
+        // Given shares stay with the nodes that remain; a spare takes the lost one's.
+        std::vector<std::string> plan = {"--workers", workers, "--weights", "1,2,3"};
         if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
         std::string err;
         const nlohmann::json got = run_and_kill(plan, b, err);
@@ -85,6 +86,9 @@ TEST(HeavyNodeLoss, TensorParallelWorkerKilledMidRun) {
         const std::string replaced = got["recovery"]["replaced"][0];
         EXPECT_EQ(replaced, b.address_text() + " -> " + (with_spare ? spare.address_text() : "none"));
         EXPECT_EQ(got["ranks"], with_spare ? 3 : 2);
+        std::vector<double> weights;
+        for (const auto& rank : got["plan"]) weights.push_back(rank["weight"]);
+        EXPECT_EQ(weights, with_spare ? std::vector<double>({1, 2, 3}) : std::vector<double>({1, 2})) << got["plan"].dump();
         EXPECT_NE(err.find(b.address_text() + " is gone"), std::string::npos) << err;
     }
 }
@@ -145,8 +149,9 @@ TEST(HeavyNodeLoss, ModelThatNoLongerFitsTheSurvivorsIsAClearError) {
         // --no-offload: the survivors could otherwise run streaming layers from disk.
         // --weights 1,1,1: a third each, whatever the speed probes measure on a
         // loaded machine (a root probed faster took more than 62 MiB under
-        // the clang build's parallel suite); the survivors' plan is sized by
-        // speed again, as after any loss.
+        // the clang build's parallel suite); the survivors keep their given
+        // shares, so the root's becomes a half (sized by speed instead, a
+        // root probed slower once fitted its share and the run went on).
         for (const std::string& arg : run_args({"--workers", a.address_text() + "," + b.address_text(), "--no-offload",
                                                 "--weights", "1,1,1"})) {
             command.append(" '").append(arg).append("'");
