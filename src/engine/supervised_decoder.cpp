@@ -173,10 +173,22 @@ void SupervisedDecoder::drop_node(const HostPort& gone) {
                    : fmt::format("{} is gone: re-planning over the remaining nodes", gone.str()));
     }
     if (std::optional<ClusterSpec> spec = cluster_spec_of(options_)) {
-        // Stage shares and layer counts were for the old stages: the new
-        // pipeline is sized by measured speed.
+        // A spare leaves the stages as they were, so the stage shares and
+        // layer counts given (--weights, --stage-layers or the cluster file's)
+        // still hold; without one a stage is smaller or gone, and the new
+        // pipeline is sized by measured speed. (Shares within a stage's
+        // group, which only a cluster file gives, are measured again.)
         options_.weights.clear();
         options_.stage_layers.clear();
+        if (spare) {
+            const auto given = [&](auto field) {
+                return std::all_of(spec->stages.begin(), spec->stages.end(), [&](const ClusterStage& st) { return st.*field > 0; });
+            };
+            for (const ClusterStage& st : spec->stages) {
+                if (given(&ClusterStage::weight)) options_.weights.push_back(st.weight);
+                if (given(&ClusterStage::layers)) options_.stage_layers.push_back(st.layers);
+            }
+        }
         for (size_t s = 0; s < spec->stages.size(); ++s) {
             std::vector<HostPort>& nodes = spec->stages[s].nodes;
             const auto it = std::find_if(nodes.begin(), nodes.end(), [&](const HostPort& n) { return n.str() == gone.str(); });

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <filesystem>
@@ -60,6 +61,16 @@ nlohmann::json run_and_kill(const std::vector<std::string>& plan, WorkerProcess&
     return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
 }
 
+// Each stage's layer count, from the plan's "layers [a, b)".
+std::vector<int> stage_layers(const nlohmann::json& run) {
+    std::vector<int> layers;
+    for (const auto& stage : run["plan"]) {
+        int a = 0, b = 0;
+        if (std::sscanf(stage["slice"].get<std::string>().c_str(), "layers [%d, %d)", &a, &b) == 2) layers.push_back(b - a);
+    }
+    return layers;
+}
+
 std::string tp_plan(const std::vector<const WorkerProcess*>& workers) {
     std::vector<HostPort> nodes;
     for (const WorkerProcess* w : workers) nodes.push_back(w->address());
@@ -100,7 +111,9 @@ TEST(HeavyNodeLoss, PipelineStageKilledMidRun) {
         const std::string stages = "root/" + a.address_text() + "/" + b.address_text();
         const nlohmann::json want = node_loss_json({"--stages", stages});
         ASSERT_EQ(want["stages"], 3);
-        std::vector<std::string> plan = {"--stages", stages};
+        // Layer counts given: a spare keeps them (the same stages); without
+        // one the two stages left are sized by measured speed.
+        std::vector<std::string> plan = {"--stages", stages, "--stage-layers", "1,3,4"};
         if (with_spare) plan.insert(plan.end(), {"--spare", spare.address_text()});
         std::string err;
         const nlohmann::json got = run_and_kill(plan, a, err);  // the middle stage
@@ -108,6 +121,9 @@ TEST(HeavyNodeLoss, PipelineStageKilledMidRun) {
         EXPECT_EQ(got["tokens"], want["tokens"]) << (with_spare ? "spare" : "survivors") << "\n" << err;
         EXPECT_EQ(got["recovery"]["recoveries"], 1) << "the kill came too late to test anything: " << err;
         EXPECT_EQ(got["stages"], with_spare ? 3 : 2);
+        if (with_spare) {
+            EXPECT_EQ(stage_layers(got), std::vector<int>({1, 3, 4})) << got["plan"].dump();
+        }
     }
 }
 
