@@ -41,9 +41,10 @@ enum Ftype : uint32_t {
     kIQ1_M = 31,
     kBF16 = 32,
     kMXFP4_MOE = 38,
+    kQ1_0 = 40,
 };
 
-const std::array<QuantizeTarget, 35> kTargets{{
+const std::array<QuantizeTarget, 36> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -76,6 +77,8 @@ const std::array<QuantizeTarget, 35> kTargets{{
     {"Q2_K_S", QuantType::Q2_K, kQ2_K_S},
     {"IQ1_M", QuantType::IQ1_M, kIQ1_M},
     {"IQ1_S", QuantType::IQ1_S, kIQ1_S},
+    // 1-bit signs (PrismML's Bonsai files): every matrix but output.weight.
+    {"Q1_0", QuantType::Q1_0, kQ1_0},
     // gpt-oss's: expert matrices (3-D) MXFP4, everything else Q8_0.
     {"MXFP4_MOE", QuantType::MXFP4, kMXFP4_MOE},
     // Bare K-quant types, which llama-quantize does not name: --pure's files

@@ -8,6 +8,8 @@
 #include "ops/kquant_blocks.h"
 #include "ops/kquant_group_layout.h"
 #include "ops/kquant_scalar.h"
+#include "ops/q1_0_group_layout.h"
+#include "ops/q1_0_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/row_groups.h"
 #include "util/fp16.h"
@@ -480,6 +482,17 @@ float q4_k_step(const uint8_t* g, int r, const uint8_t* x_block, float acc) {
     return q4_k_canonical_step(g, r, x, acc);
 }
 
+// Q1_0 (q1_0_group_layout.h): the scale and the four 32-bit words of signs.
+void put_q1_0(const BlockQ1_0& block, int r, uint8_t* g) {
+    std::memcpy(g + 2 * r, &block.d, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(g + q1_0_group::kQs + 64 * k + 4 * r, block.qs + 4 * k, 4);
+}
+
+void get_q1_0(const uint8_t* g, int r, BlockQ1_0& block) {
+    std::memcpy(&block.d, g + 2 * r, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + q1_0_group::kQs + 64 * k + 4 * r, 4);
+}
+
 // The grid I-quants' group block is the 16 rows' blocks back to back, as
 // GGUF holds them: their kernels are bound by point lookups, not by loads,
 // so they gain nothing from splitting fields across rows; the group still
@@ -535,6 +548,9 @@ const GroupCodec kCodecs[] = {
     {QuantType::MXFP4, 32, sizeof(BlockMXFP4), static_cast<size_t>(block32_group::kMXFP4.bytes), 0, 0,
      put_nl<QuantType::MXFP4, BlockMXFP4>, get_nl<QuantType::MXFP4, BlockMXFP4>,
      step_via<BlockMXFP4, BlockQ8_0, get_nl<QuantType::MXFP4, BlockMXFP4>, mxfp4_block_step>},
+    {QuantType::Q1_0, kQ1_0Block, sizeof(BlockQ1_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
+     put_bytes<BlockQ1_0, put_q1_0>, get_bytes<BlockQ1_0, get_q1_0>,
+     step_via<BlockQ1_0, Q8_0x4, get_bytes<BlockQ1_0, get_q1_0>, q1_0_block_step>},
     TESSERA_GRID_CODEC(IQ2_XXS, BlockIQ2_XXS, iq2_xxs_block_step),
     TESSERA_GRID_CODEC(IQ2_XS, BlockIQ2_XS, iq2_xs_block_step),
     TESSERA_GRID_CODEC(IQ2_S, BlockIQ2_S, iq2_s_block_step),

@@ -82,6 +82,14 @@ inline float e8m0_half_to_float(uint8_t e) {
     return f;
 }
 
+// Q1_0 (1-bit, 128 elements): value = +d where element i's bit (bit i % 8 of
+// qs[i / 8]) is set, -d where it is clear; d the mean magnitude of the block.
+struct BlockQ1_0 {
+    uint16_t d;  // fp16
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ1_0) == 18, "Q1_0 block must be 18 bytes");
+
 // Element i (< 32) of 16 bytes of 4-bit codes in Q4_0's nibble order (Q4_0,
 // IQ4_NL, MXFP4, an IQ4_XS sub-block): low nibbles first, then high.
 inline int q4_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }

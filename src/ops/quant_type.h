@@ -46,6 +46,7 @@ enum class QuantType : uint32_t {
     TQ2_0 = 35,
     MXFP4 = 39,
     NVFP4 = 40,
+    Q1_0 = 41,
 };
 
 // How a type packs elements: `block_size` elements take `block_bytes` bytes.

@@ -144,7 +144,8 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                               size_t unit_stride, bool accumulate) {
     const GroupCodec& codec = codec_of(type);
     const QuantType vdt = scalar_traits(type)->vec_dot_type;
-    const uint64_t x_block_bytes = layout_of(vdt).block_bytes;
+    // The activation blocks beside one weight block (four Q8_0 ones for Q1_0's 128).
+    const uint64_t x_block_bytes = quant_row_bytes(vdt, codec.block_size);
     const int64_t nb = blocks_of(type, n);
     const int64_t unit_nb = (unit_n <= 0 || unit_n > n ? n : unit_n) / codec.block_size;
     for (int g = 0; g < n_groups; ++g) {

@@ -144,6 +144,8 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 // follow the same rule, per block in order:
 //   Q5_0, IQ4_NL, MXFP4 (Q8_0 activations): acc = fma(float(s), d_w * d_x, acc)
 //   Q5_1:  acc = fma(d_x, fma(m_w, float(sum x), d_w * float(s)), acc)
+//   Q1_0:  per Q8_0 block of its 128 elements, s = sum (bit ? x : -x) (exact),
+//          acc = fma(float(s), d_w * d_x, acc)
 //   Q5_K, Q2_K: as Q4_K (scales and mins per sub-block)
 //   Q6_K, Q3_K, IQ4_XS: s = sum_j s_j (v . y)_j (exact, the codes' offsets
 //       included), acc = fma(d_x, d_w * float(s), acc)

@@ -47,6 +47,9 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(layout_of(QuantType::IQ4_XS).block_bytes, 136u);
     EXPECT_EQ(layout_of(QuantType::MXFP4).block_bytes, 17u);
     EXPECT_EQ(quant_layout(39)->type, QuantType::MXFP4);
+    EXPECT_EQ(quant_layout(41)->type, QuantType::Q1_0);
+    EXPECT_EQ(quant_row_bytes(QuantType::Q1_0, 256), 36u);
+    EXPECT_NE(compute_traits(QuantType::Q1_0), nullptr);
     EXPECT_EQ(compute_traits(QuantType::TQ1_0), nullptr);  // a type without kernels
     EXPECT_NE(compute_traits(QuantType::IQ1_S), nullptr);
     EXPECT_NE(compute_traits(QuantType::IQ2_XXS), nullptr);

@@ -37,11 +37,12 @@ constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0,    QuantType::Q8_0,    Q
                                        QuantType::Q6_K,    QuantType::IQ4_XS,  QuantType::Q4_1,   QuantType::Q5_0,
                                        QuantType::Q5_1,    QuantType::IQ4_NL,  QuantType::MXFP4,  QuantType::Q2_K,
                                        QuantType::Q3_K,    QuantType::IQ2_XXS, QuantType::IQ2_XS, QuantType::IQ2_S,
-                                       QuantType::IQ3_XXS, QuantType::IQ3_S,   QuantType::IQ1_S,  QuantType::IQ1_M};
+                                       QuantType::IQ3_XXS, QuantType::IQ3_S,   QuantType::IQ1_S,  QuantType::IQ1_M,
+                                       QuantType::Q1_0};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
-int block_of(QuantType type) { return is_kquant(type) ? 256 : 32; }
+int block_of(QuantType type) { return static_cast<int>(layout_of(type).block_size); }
 
 // rows x n random weights of `type` in row layout (quantized Gaussians; Q8_0
 // with some codes at the extremes, -128 included).
@@ -80,7 +81,9 @@ std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, i
 const QuantTraits& simd_traits(QuantType type) { return *compute_traits(type); }
 
 std::vector<int64_t> targets_of(QuantType type) {
-    return is_kquant(type) ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();
+    // dot_hwy.cpp's targets for the 32-element types; kquants_hwy.cpp, iq_grids_hwy.cpp and q1_0_hwy.cpp
+    // have theirs.
+    return block_of(type) > 32 ? hwy::SupportedAndGeneratedTargets() : simd_block_targets();
 }
 
 }  // namespace

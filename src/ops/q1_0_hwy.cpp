@@ -1,0 +1,126 @@
+// Q1_0's traits on the dispatched CPU target (q1_0_hwy.h): the scalar
+// reference for rows, and one grouped kernel in portable Highway ops for
+// every target (q1_0_group_layout.h: a vector of int32 lanes holds 32 signs
+// of each of consecutive rows).
+//
+// A row's integer sum over a Q8_0 block is sum(x where the bit is set) * 2 -
+// sum(x). The activations are cut into bit planes first (plane p: bit p of
+// each of the block's 32 codes, two's complement, so code = sum over p < 7 of
+// 2^p bit_p - 128 bit_7), after which the set-bit sum of every row at once is
+//   sum over p of weight_p * popcount(signs AND plane_p)
+// eight ANDs and population counts for 32 weights of every row in the vector
+// instead of 32 multiply-adds. Integers are exact, the float step is the
+// canonical one (q1_0_scalar.h), fused on every target.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+#define HWY_WANT_AVX3_DL
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/q1_0_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "ops/canonical_math-inl.h"
+#include "ops/portable_group_loop-inl.h"
+#include "ops/q1_0_group_layout.h"
+#include "ops/q1_0_hwy.h"
+#include "ops/q1_0_scalar.h"
+#include "ops/row_groups.h"
+#include "util/fp16.h"
+
+#include <cstring>
+#include <vector>
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace q1_0_groups {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DI = hn::CappedTag<int32_t, kGroupRows>;
+using DU = hn::RebindToUnsigned<DI>;
+using DF = hn::Rebind<float, DI>;
+
+// One Q8_0 activation block as bit planes, its codes' sum and its scale.
+struct PlanedBlock {
+    uint32_t plane[8];
+    int32_t sum;
+    float dx;
+};
+
+// Column x's n_sub Q8_0 blocks as planes.
+void plane_blocks(const uint8_t* x, int64_t n_sub, PlanedBlock* out) {
+    for (int64_t j = 0; j < n_sub; ++j) {
+        BlockQ8_0 block;
+        std::memcpy(&block, x + j * static_cast<int64_t>(sizeof block), sizeof block);
+        PlanedBlock planed{};
+        for (int i = 0; i < 32; ++i) {
+            const auto code = static_cast<uint8_t>(block.qs[i]);
+            planed.sum += block.qs[i];
+            for (int p = 0; p < 8; ++p) planed.plane[p] |= static_cast<uint32_t>((code >> p) & 1u) << i;
+        }
+        planed.dx = fp16_to_fp32(block.d);
+        out[j] = planed;
+    }
+}
+
+// QuantTraits::vec_dot_groups for Q1_0.
+void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                    const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                    int64_t unit_n, size_t unit_stride, bool accumulate) {
+    const int64_t n_sub = n / 32;
+    // Planed once a call, for every group of it (a thread's run of rows).
+    thread_local std::vector<PlanedBlock> planes;
+    planes.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_sub));
+    for (int c = 0; c < n_cols; ++c) {
+        plane_blocks(static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride, n_sub,
+                     planes.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub));
+    }
+    const DF df;
+    const DI di;
+    const DU du;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    portable_loop::run<kQ1_0Block, q1_0_group::kBytes, 4 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t*, int c, int64_t b, hn::Vec<DF> acc) {
+            const PlanedBlock* xb = planes.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub) + 4 * b;
+            const auto dw = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p) + r0));
+            for (int k = 0; k < 4; ++k) {
+                const auto signs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p + q1_0_group::kQs + 64 * k + 4 * r0));
+                auto low = hn::Zero(du);
+                for (int q = 0; q < 7; ++q) {
+                    low = hn::Add(low, hn::ShiftLeftSame(hn::PopulationCount(hn::And(signs, hn::Set(du, xb[k].plane[q]))), q));
+                }
+                const auto top = hn::ShiftLeft<7>(hn::PopulationCount(hn::And(signs, hn::Set(du, xb[k].plane[7]))));
+                const auto set_sum = hn::Sub(hn::BitCast(di, low), hn::BitCast(di, top));
+                const auto s = hn::Sub(hn::Add(set_sum, set_sum), hn::Set(di, xb[k].sum));
+                acc = canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(dw, hn::Set(df, xb[k].dx)), acc);
+            }
+            return acc;
+        });
+}
+
+}  // namespace q1_0_groups
+
+const QuantTraits* Q1_0Traits(QuantType type) {
+    if (type != QuantType::Q1_0) return nullptr;
+    static const QuantTraits traits = [] {
+        QuantTraits t = *scalar_traits(QuantType::Q1_0);
+        t.vec_dot_groups = q1_0_groups::vec_dot_groups;
+        return t;
+    }();
+    return &traits;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tessera {
+HWY_EXPORT(Q1_0Traits);
+
+const QuantTraits* q1_0_simd_traits(QuantType type) { return HWY_DYNAMIC_DISPATCH(Q1_0Traits)(type); }
+}  // namespace tessera
+#endif
