@@ -12,7 +12,7 @@ namespace {
 
 // Block layouts as llama.cpp defines them (ggml.c type_traits), so files people
 // already have are sized correctly.
-constexpr std::array<QuantLayout, 34> kLayouts{{
+constexpr std::array<QuantLayout, 35> kLayouts{{
     {QuantType::F32, "F32", 1, 4},
     {QuantType::F16, "F16", 1, 2},
     {QuantType::Q4_0, "Q4_0", 32, 18},
@@ -47,6 +47,7 @@ constexpr std::array<QuantLayout, 34> kLayouts{{
     {QuantType::MXFP4, "MXFP4", 32, 17},
     {QuantType::NVFP4, "NVFP4", 64, 36},
     {QuantType::Q1_0, "Q1_0", 128, 18},
+    {QuantType::Q2_0, "Q2_0", 64, 18},
 }};
 
 }  // namespace

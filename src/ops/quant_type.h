@@ -47,6 +47,7 @@ enum class QuantType : uint32_t {
     MXFP4 = 39,
     NVFP4 = 40,
     Q1_0 = 41,
+    Q2_0 = 42,
 };
 
 // How a type packs elements: `block_size` elements take `block_bytes` bytes.

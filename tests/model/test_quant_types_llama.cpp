@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantized,
 // Types with a block layout but no kernels yet: a weight of that type is
 // refused with the type's name, never misread.
 TEST(LlamaQuantizedUnsupported, RefusedByName) {
-    for (const char* name : {"TQ1_0", "TQ2_0"}) {
+    for (const char* name : {"TQ1_0", "TQ2_0", "NVFP4", "Q2_0"}) {
         const QuantType type = *parse_quant_type(name);
         try {
             require_weight_traits(type, "blk.0.ffn_up.weight");
