@@ -26,12 +26,17 @@ constexpr size_t kQ4_0Qs = 2 * kGroupRows;  // after the 16 rows' fp16 scales
 constexpr size_t kQ8_0Qs = 2 * kGroupRows;
 constexpr size_t kQ4_KDmin = 32, kQ4_KScales = 64, kQ4_KMins = 192, kQ4_KQs = 320;
 
-void put_q4_0(const BlockQ4_0& block, int r, uint8_t* g) {
+// Q4_0, and Q1_0 (q1_0_group_layout.h), whose blocks are the same fields: an
+// fp16 scale and 16 bytes of codes (nibbles, or signs) in four words.
+template <typename Block>
+void put_q4_0(const Block& block, int r, uint8_t* g) {
+    static_assert(sizeof(block.qs) == 16 && kQ4_0Qs == q1_0_group::kQs);
     std::memcpy(g + 2 * r, &block.d, 2);
     for (int k = 0; k < 4; ++k) std::memcpy(g + kQ4_0Qs + 64 * k + 4 * r, block.qs + 4 * k, 4);
 }
 
-void get_q4_0(const uint8_t* g, int r, BlockQ4_0& block) {
+template <typename Block>
+void get_q4_0(const uint8_t* g, int r, Block& block) {
     std::memcpy(&block.d, g + 2 * r, 2);
     for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + kQ4_0Qs + 64 * k + 4 * r, 4);
 }
@@ -482,17 +487,6 @@ float q4_k_step(const uint8_t* g, int r, const uint8_t* x_block, float acc) {
     return q4_k_canonical_step(g, r, x, acc);
 }
 
-// Q1_0 (q1_0_group_layout.h): the scale and the four 32-bit words of signs.
-void put_q1_0(const BlockQ1_0& block, int r, uint8_t* g) {
-    std::memcpy(g + 2 * r, &block.d, 2);
-    for (int k = 0; k < 4; ++k) std::memcpy(g + q1_0_group::kQs + 64 * k + 4 * r, block.qs + 4 * k, 4);
-}
-
-void get_q1_0(const uint8_t* g, int r, BlockQ1_0& block) {
-    std::memcpy(&block.d, g + 2 * r, 2);
-    for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + q1_0_group::kQs + 64 * k + 4 * r, 4);
-}
-
 // The grid I-quants' group block is the 16 rows' blocks back to back, as
 // GGUF holds them: their kernels are bound by point lookups, not by loads,
 // so they gain nothing from splitting fields across rows; the group still
@@ -514,8 +508,8 @@ constexpr size_t kRows = kGroupRows;
      get_interleaved<Block>, step_via<Block, BlockQ8_K, get_interleaved<Block>, step>}
 
 const GroupCodec kCodecs[] = {
-    {QuantType::Q4_0, 32, sizeof(BlockQ4_0), kRows * sizeof(BlockQ4_0), 0, 0, put_bytes<BlockQ4_0, put_q4_0>,
-     get_bytes<BlockQ4_0, get_q4_0>, q4_0_step},
+    {QuantType::Q4_0, 32, sizeof(BlockQ4_0), kRows * sizeof(BlockQ4_0), 0, 0, put_bytes<BlockQ4_0, put_q4_0<BlockQ4_0>>,
+     get_bytes<BlockQ4_0, get_q4_0<BlockQ4_0>>, q4_0_step},
     {QuantType::Q8_0, 32, sizeof(BlockQ8_0), kRows * sizeof(BlockQ8_0), 0x80, kQ8_0Qs, put_bytes<BlockQ8_0, put_q8_0>,
      get_bytes<BlockQ8_0, get_q8_0>, q8_0_step},
     {QuantType::Q4_K, kQK_K, sizeof(BlockQ4_K), kQ4_KQs + kRows * kQK_K / 2, 0, 0, put_bytes<BlockQ4_K, put_q4_k>,
@@ -549,8 +543,8 @@ const GroupCodec kCodecs[] = {
      put_nl<QuantType::MXFP4, BlockMXFP4>, get_nl<QuantType::MXFP4, BlockMXFP4>,
      step_via<BlockMXFP4, BlockQ8_0, get_nl<QuantType::MXFP4, BlockMXFP4>, mxfp4_block_step>},
     {QuantType::Q1_0, kQ1_0Block, sizeof(BlockQ1_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
-     put_bytes<BlockQ1_0, put_q1_0>, get_bytes<BlockQ1_0, get_q1_0>,
-     step_via<BlockQ1_0, Q8_0x4, get_bytes<BlockQ1_0, get_q1_0>, q1_0_block_step>},
+     put_bytes<BlockQ1_0, put_q4_0<BlockQ1_0>>, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>,
+     step_via<BlockQ1_0, Q8_0x4, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>, q1_0_block_step>},
     TESSERA_GRID_CODEC(IQ2_XXS, BlockIQ2_XXS, iq2_xxs_block_step),
     TESSERA_GRID_CODEC(IQ2_XS, BlockIQ2_XS, iq2_xs_block_step),
     TESSERA_GRID_CODEC(IQ2_S, BlockIQ2_S, iq2_s_block_step),
