@@ -10,7 +10,9 @@
 //   sum over p of weight_p * popcount(signs AND plane_p)
 // eight ANDs and population counts for 32 weights of every row in the vector
 // instead of 32 multiply-adds (on AVX-512 VNNI: population counts of 16-bit
-// halves, whose pairs vpdpwssd weighs and adds, three instructions a plane).
+// halves, whose pairs vpdpwssd weighs and adds, three instructions a plane;
+// on AVX2, which has no per-lane count, byte counts by nibble lookups weighed
+// by maddubs).
 // On x86 the planes come from byte shifts and movemask. Integers are exact,
 // the float step is the canonical one (q1_0_scalar.h), fused on every target.
 // (One column streams at ~0.65 of the read ceiling on Zen 5: bound by these
