@@ -22,7 +22,8 @@ namespace {
 
 // A probe that reads with the kernels' prefetch (ops/group_prefetch.h), so the
 // ceiling is the same way of streaming at its best, over a buffer no cache
-// holds (util/mem_bandwidth.h).
+// holds (util/mem_bandwidth.h). Under by-type, the far prefetch alone: the
+// read loop streams fastest with it, so the ceiling stays the higher one.
 ReadBandwidthProbe kernel_like_probe(ThreadPool& pool) {
     const bool near = near_prefetch();
     const size_t bytes = probe_bytes_beyond_caches(last_level_cache_bytes());

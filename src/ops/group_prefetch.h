@@ -17,11 +17,22 @@
 // streams at 0.92-0.99 of the read loop (12 + 3 KiB beat 8 + 1, 2, 3 and
 // 4 KiB, 6 + 1.5 and 16 + 4 KiB). A line asked for 3 KiB ahead is mostly in L2
 // by then, so the L1 miss buffer it holds is freed within an L2 latency. On
-// Zen 4 and 5, where the kernels were tuned, the far prefetch alone measured
-// best (into L1 instead of L2 was 2-8% slower), and no ARM board has been
-// measured, so the default is kL2AndL1 on Intel CPUs only. `tessera
-// --prefetch` (TESSERA_PREFETCH) chooses either; the results are the same bits.
+// Zen 4, where the kernels were tuned, the far prefetch alone measured best
+// (into L1 instead of L2 was 2-8% slower).
+//
+// GroupPrefetch::kByType: kL2AndL1 for the types whose kernels do the most
+// work a byte among those that stream near the ceiling (Q5_K, Q6_K, IQ4_XS:
+// kPrefersNearPrefetch), kL2 for the rest. On a Zen 5 EPYC (2 vCPUs,
+// benchmarks/stream_bench, two runs) the near prefetch streamed Q6_K's product
+// 4-15% faster, Q5_K's 2-16%, IQ4_XS's 0-6%, at 1 and 2 threads; Q4_K's moved
+// by -4 to +3%, and the 32-element block types (Q4_0, Q8_0, Q5_0, IQ4_NL,
+// MXFP4) and Q2_K lost 5-10%. So the default is kL2AndL1 on Intel CPUs,
+// kByType on AMD family 1Ah (Zen 5), kL2 elsewhere (Zen 4 and earlier, ARM:
+// unmeasured with it). The ARM kernels take kByType as kL2. `tessera
+// --prefetch` (TESSERA_PREFETCH) chooses any; the results are the same bits.
 #pragma once
+
+#include "ops/quant_type.h"
 
 #include <atomic>
 #include <cstdint>
@@ -36,25 +47,42 @@ inline constexpr int64_t kL1PolicyNearBytes = 3072;
 enum class GroupPrefetch {
     kL2,       // kGroupPrefetchBytes ahead into L2
     kL2AndL1,  // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
+    kByType,   // kL2AndL1 for the kPrefersNearPrefetch types, kL2 for the rest
 };
 
-// This CPU's default: kL2AndL1 on an Intel CPU, kL2 otherwise.
+// The types kByType streams with the near prefetch as well.
+inline constexpr bool prefers_near_prefetch(QuantType type) {
+    return type == QuantType::Q5_K || type == QuantType::Q6_K || type == QuantType::IQ4_XS;
+}
+
+// This CPU's default: kL2AndL1 on an Intel CPU, kByType on AMD family 1Ah
+// (Zen 5), kL2 otherwise.
 GroupPrefetch default_group_prefetch();
 // The policy in force (the default until set).
 GroupPrefetch group_prefetch();
 void set_group_prefetch(GroupPrefetch policy);
-// "auto" (this CPU's default), "l2" or "l2+l1"; anything else is an Error.
+// "auto" (this CPU's default), "l2", "l2+l1" or "by-type"; anything else is an Error.
 GroupPrefetch group_prefetch_from_name(const std::string& name);
 const char* group_prefetch_name(GroupPrefetch policy);
 // From TESSERA_PREFETCH where it is set (an Error where it names no policy).
 void set_group_prefetch_from_environment();
 
 namespace detail {
-extern std::atomic<bool> g_near_prefetch;
+extern std::atomic<GroupPrefetch> g_group_prefetch;
 }  // namespace detail
 
-// Whether kernels also prefetch into L1 now: read once per kernel call.
-inline bool near_prefetch() { return detail::g_near_prefetch.load(std::memory_order_relaxed); }
+// Whether a kernel of `type` also prefetches into L1 now: read once per
+// kernel call.
+inline bool near_prefetch(QuantType type) {
+    const GroupPrefetch policy = detail::g_group_prefetch.load(std::memory_order_relaxed);
+    return policy == GroupPrefetch::kL2AndL1 || (policy == GroupPrefetch::kByType && prefers_near_prefetch(type));
+}
+
+// The same for the kernels that kByType leaves on kL2 (every type but the
+// kPrefersNearPrefetch ones, and every ARM kernel).
+inline bool near_prefetch() {
+    return detail::g_group_prefetch.load(std::memory_order_relaxed) == GroupPrefetch::kL2AndL1;
+}
 
 // Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
 // Into L2, not L1 (prefetcht1, not t0): that measured 2-8% faster for every

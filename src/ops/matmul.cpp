@@ -59,7 +59,7 @@ void prefetch_chunk(const TileSource& s, int64_t row, int64_t col, int64_t n_row
     const uint8_t* p = w.data + s.panels.at(first / kGroupRows, col);
     const auto groups = static_cast<uint64_t>((first % kGroupRows + n_rows + kGroupRows - 1) / kGroupRows);
     const uint64_t group = s.panels.group_bytes(s.panels.panel_of(col));
-    prefetch_stream_start(p, static_cast<int64_t>(groups * group), near_prefetch());
+    prefetch_stream_start(p, static_cast<int64_t>(groups * group), near_prefetch(w.type));
 }
 
 // Groups [g0, g0 + n_groups) of a grouped matrix over columns [col, col + n)
@@ -85,7 +85,7 @@ void groups_by_panel(const TileSource& s, int64_t g0, int n_groups, int64_t col,
         const int64_t stop = resume ? std::min(panel_end, col + (unit + 1) * unit_n) : panel_end;
         if (stop < col + n && panels.panel_of(stop) != p) {
             const uint64_t next = panels.group_bytes(p + 1);
-            prefetch_stream_start(w.data + panels.at(g0, stop), static_cast<int64_t>(next * n_groups), near_prefetch());
+            prefetch_stream_start(w.data + panels.at(g0, stop), static_cast<int64_t>(next * n_groups), near_prefetch(w.type));
         }
         s.traits->vec_dot_groups(stop - c, w.data + panels.at(g0, c), panels.group_bytes(p), n_groups,
                                  xr + static_cast<uint64_t>(offset / s.x_block) * s.x_block_bytes, x.row_bytes(),

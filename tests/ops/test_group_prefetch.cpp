@@ -29,11 +29,12 @@ namespace tessera {
 
 namespace {
 
-// What the operating system says the CPU's vendor is (x86 only; empty elsewhere).
-std::string cpuinfo_vendor() {
+// A field of the first CPU in what the operating system says of it
+// ("vendor_id", "cpu family": x86 only; empty elsewhere).
+std::string cpuinfo_field(const std::string& name) {
     std::ifstream in("/proc/cpuinfo");
     for (std::string line; std::getline(in, line);) {
-        if (line.rfind("vendor_id", 0) == 0) return line.substr(line.find(':') + 2);
+        if (line.rfind(name, 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
     }
     return "";
 }
@@ -50,30 +51,51 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
     PolicyGuard guard;
     EXPECT_EQ(group_prefetch_from_name("l2"), GroupPrefetch::kL2);
     EXPECT_EQ(group_prefetch_from_name("l2+l1"), GroupPrefetch::kL2AndL1);
+    EXPECT_EQ(group_prefetch_from_name("by-type"), GroupPrefetch::kByType);
     EXPECT_EQ(group_prefetch_from_name("auto"), default_group_prefetch());
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2), "l2");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2AndL1), "l2+l1");
+    EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kByType), "by-type");
     const std::string unknown = test::error_of([] { group_prefetch_from_name("l3"); });
-    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2 or l2+l1)"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2, l2+l1 or by-type)"), std::string::npos) << unknown;
     EXPECT_NE(test::error_of([] { group_prefetch_from_name(""); }).find("unknown prefetch policy ''"),
               std::string::npos);
 
-    // Intel CPUs prefetch into L1 as well (measured there); every other CPU
+    // Intel CPUs prefetch into L1 as well (measured there), AMD's Zen 5
+    // (family 26) for the types it streamed faster with it; every other CPU
     // keeps the far prefetch alone it was tuned with. (An ARM build under
     // qemu-user reads the x86 host's /proc/cpuinfo: only x86 asks.)
 #if defined(__x86_64__) || defined(__i386__)
-    const bool intel = cpuinfo_vendor() == "GenuineIntel";
+    const std::string vendor = cpuinfo_field("vendor_id");
+    const bool intel = vendor == "GenuineIntel";
+    const bool zen5 = vendor == "AuthenticAMD" && cpuinfo_field("cpu family") == "26";
 #else
-    const bool intel = false;
+    const bool intel = false, zen5 = false;
 #endif
-    EXPECT_EQ(default_group_prefetch(), intel ? GroupPrefetch::kL2AndL1 : GroupPrefetch::kL2) << cpuinfo_vendor();
+    EXPECT_EQ(default_group_prefetch(),
+              intel ? GroupPrefetch::kL2AndL1 : zen5 ? GroupPrefetch::kByType : GroupPrefetch::kL2)
+        << cpuinfo_field("vendor_id") << " family " << cpuinfo_field("cpu family");
 
+    // Which kernels prefetch into L1 under each policy: by-type only those
+    // of Q5_K, Q6_K and IQ4_XS, and never the kernels that take no type.
+    const QuantType near_types[] = {QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
+    const QuantType far_types[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q2_K,
+                                   QuantType::Q3_K, QuantType::IQ4_NL, QuantType::MXFP4, QuantType::F16};
     set_group_prefetch(GroupPrefetch::kL2);
     EXPECT_EQ(group_prefetch(), GroupPrefetch::kL2);
     EXPECT_FALSE(near_prefetch());
+    for (QuantType t : near_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
+    for (QuantType t : far_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
     set_group_prefetch(GroupPrefetch::kL2AndL1);
     EXPECT_EQ(group_prefetch(), GroupPrefetch::kL2AndL1);
     EXPECT_TRUE(near_prefetch());
+    for (QuantType t : near_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
+    for (QuantType t : far_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
+    set_group_prefetch(GroupPrefetch::kByType);
+    EXPECT_EQ(group_prefetch(), GroupPrefetch::kByType);
+    EXPECT_FALSE(near_prefetch());
+    for (QuantType t : near_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
+    for (QuantType t : far_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
     // The far prefetch runs further ahead when the near one follows it.
     EXPECT_EQ(far_prefetch_bytes(false), kGroupPrefetchBytes);
     EXPECT_GT(far_prefetch_bytes(true), kL1PolicyNearBytes);
@@ -88,6 +110,9 @@ TEST(GroupPrefetch, TheEnvironmentChoosesAndANameItDoesNotKnowIsAnError) {
     setenv("TESSERA_PREFETCH", "l2+l1", 1);
     set_group_prefetch_from_environment();
     EXPECT_EQ(group_prefetch(), GroupPrefetch::kL2AndL1);
+    setenv("TESSERA_PREFETCH", "by-type", 1);
+    set_group_prefetch_from_environment();
+    EXPECT_EQ(group_prefetch(), GroupPrefetch::kByType);
     // Unset or empty: the policy stays.
     setenv("TESSERA_PREFETCH", "", 1);
     set_group_prefetch(GroupPrefetch::kL2);
@@ -154,7 +179,7 @@ TEST(GroupPrefetch, EveryTargetGivesTheCanonicalBitsUnderEitherPolicy) {
             allow_int8_dot_extension(with_dot);
             const QuantTraits& simd = type == QuantType::Q4_K ? *kquants_simd_traits(type) : *simd_block_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
-            for (GroupPrefetch policy : {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1}) {
+            for (GroupPrefetch policy : {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kByType}) {
                 set_group_prefetch(policy);
                 for (int c = 1; c <= cols; ++c) {
                     std::vector<float> got(cols * y_stride, -7.0f);
