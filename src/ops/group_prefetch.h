@@ -22,11 +22,11 @@
 //
 // GroupPrefetch::kByType: kL2AndL1 for the types whose kernels do the most
 // work a byte among those that stream near the ceiling (Q5_K, Q6_K, IQ4_XS:
-// kPrefersNearPrefetch), kL2 for the rest. On a Zen 5 EPYC (2 vCPUs,
+// prefers_near_prefetch), kL2 for the rest. On a Zen 5 EPYC (2 vCPUs,
 // benchmarks/stream_bench, two runs) the near prefetch streamed Q6_K's product
 // 4-15% faster, Q5_K's 2-16%, IQ4_XS's 0-6%, at 1 and 2 threads; Q4_K's moved
-// by -4 to +3%, and the 32-element block types (Q4_0, Q8_0, Q5_0, IQ4_NL,
-// MXFP4) and Q2_K lost 5-10%. So the default is kL2AndL1 on Intel CPUs,
+// by -4 to +4%, Q3_K's by -2 to +5%, and the 32-element block types (Q4_0,
+// Q8_0, Q5_0, IQ4_NL, MXFP4) and Q2_K lost 3-14%. So the default is kL2AndL1 on Intel CPUs,
 // kByType on AMD family 1Ah (Zen 5), kL2 elsewhere (Zen 4 and earlier, ARM:
 // unmeasured with it). The ARM kernels take kByType as kL2. `tessera
 // --prefetch` (TESSERA_PREFETCH) chooses any; the results are the same bits.
@@ -47,7 +47,7 @@ inline constexpr int64_t kL1PolicyNearBytes = 3072;
 enum class GroupPrefetch {
     kL2,       // kGroupPrefetchBytes ahead into L2
     kL2AndL1,  // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
-    kByType,   // kL2AndL1 for the kPrefersNearPrefetch types, kL2 for the rest
+    kByType,   // kL2AndL1 for the prefers_near_prefetch types, kL2 for the rest
 };
 
 // The types kByType streams with the near prefetch as well.
@@ -79,7 +79,7 @@ inline bool near_prefetch(QuantType type) {
 }
 
 // The same for the kernels that kByType leaves on kL2 (every type but the
-// kPrefersNearPrefetch ones, and every ARM kernel).
+// prefers_near_prefetch ones, and every ARM kernel).
 inline bool near_prefetch() {
     return detail::g_group_prefetch.load(std::memory_order_relaxed) == GroupPrefetch::kL2AndL1;
 }
