@@ -11,6 +11,10 @@
 # The targets llama-quantize makes only with an importance matrix (IQ2_*,
 # IQ3_XXS, IQ3_XS, Q2_K_S; marked * in the table) get llama-imatrix's of the
 # model over the same text, given to both quantizers (--imatrix).
+# NVFP4 (marked +; in the default list) is a type llama-quantize does not
+# write (llama.cpp's files of it come from ModelOpt checkpoints, with a factor
+# per tensor as `<name>.scale`): both engines compute the file `tessera
+# quantize` wrote, so its row compares the two engines on it.
 #
 #   benchmarks/quant_quality.sh LLAMA_CPP_DIR [--targets "Q4_K_M Q5_K_M ..."] [--arch ARCH] [--ctx 128] [--keep DIR]
 #
@@ -25,7 +29,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=${1:-}
 [ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
-targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS BF16"
+targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS BF16 NVFP4"
 ctx=128
 keep=""
 arch=llama
@@ -121,9 +125,12 @@ for t in $targets; do
   lq=() tq=() label=$t
   case $t in
     IQ2_*|IQ3_XXS|IQ3_XS|Q2_K_S) lq=(--imatrix "$work/imatrix.gguf"); tq=(--imatrix "$work/imatrix.gguf"); label="$t*" ;;
+    NVFP4) l=$m; label="$t+" ;;
   esac
-  "$bin/llama-quantize" "${lq[@]}" "$f32" "$l" "$t" "$threads" > "$work/lq.out" 2>&1 || { echo "llama-quantize $t failed"; tail -3 "$work/lq.out"; continue; }
   "$tessera" quantize "${tq[@]}" "$f32" "$m" "$t" -t "$threads" > "$work/tq.out" 2>&1 || { echo "tessera quantize $t failed"; tail -3 "$work/tq.out"; continue; }
+  if [ "$l" != "$m" ]; then
+    "$bin/llama-quantize" "${lq[@]}" "$f32" "$l" "$t" "$threads" > "$work/lq.out" 2>&1 || { echo "llama-quantize $t failed"; tail -3 "$work/lq.out"; continue; }
+  fi
   "$bin/llama-perplexity" -m "$l" -f "$text" -c "$ctx" -b "$ctx" -fa off -t "$threads" --kl-divergence \
     --kl-divergence-base "$work/base.kld" > "$work/ll.out" 2>&1 || { echo "llama.cpp $t failed"; continue; }
   "$tessera" perplexity -m "$l" -f "$text" -c "$ctx" -t "$threads" --kl-divergence \
@@ -157,7 +164,8 @@ print()
 print("KL: mean KL divergence from llama.cpp's F32 logits of the same model; 'KL tessera': tessera computing llama-quantize's")
 print("file; 'KL of tessera's file': llama.cpp computing the file `tessera quantize` wrote (targets: KL ratios <= 1.05,")
 print("PPL within 0.5%; the random model's PPL is in the tens of thousands); *: both quantized with llama-imatrix's")
-print("importance matrix of the model over the same text")
+print("importance matrix of the model over the same text; +: a type llama-quantize does not write, both engines computing")
+print("tessera's file")
 print(" | ".join(h.ljust(w[i]) for i, h in enumerate(header)))
 print("-+-".join("-" * x for x in w))
 for r in out:

@@ -451,6 +451,10 @@ VulkanSliceForward::VulkanSliceForward(const LlamaModel& model, const Slice& sli
             l.router = matrix(w.router, "ffn_gate_inp", layer, 0, w.router.rows, 0, w.router.cols);
             // This share's experts, each its channels' rows (gate, up) and
             // columns (down), packed: local expert i's band at i * rows.
+            if (!w.gate_exps_scale.empty() || !w.up_exps_scale.empty() || !w.down_exps_scale.empty()) {
+                throw make_error("the Vulkan backend does not apply the experts' .scale factors yet (blk.{}); use --device cpu",
+                                 layer);
+            }
             l.gate_exps = experts_matrix(w.gate_exps, "ffn_gate_exps", layer, hp.n_ff, slice.ffn_begin, n_ffn_, 0,
                                          w.gate_exps.cols);
             l.up_exps = experts_matrix(w.up_exps, "ffn_up_exps", layer, hp.n_ff, slice.ffn_begin, n_ffn_, 0, w.up_exps.cols);
@@ -543,6 +547,9 @@ VulkanSliceForward::DeviceMatrix VulkanSliceForward::matrix(const Matrix& m, con
     if (!on_device(m.type)) {
         throw make_error("the Vulkan backend does not run {} weights yet ({}); use --device cpu",
                          quant_type_name(m.type), name);
+    }
+    if (m.out_scale != 1.0f) {
+        throw make_error("the Vulkan backend does not apply a weight's .scale factor yet ({}); use --device cpu", name);
     }
     const int64_t block = layout_of(m.type).block_size;
     if (m.grouped || m.data == nullptr || first_row < m.row_begin || first_row + rows > m.row_end() ||

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -32,6 +33,39 @@ const GgufTensorInfo& require_tensor(const GgufFile& file, const std::string& na
     return *t;
 }
 
+std::vector<float> vector_copy(const GgufFile& file, const std::string& name, int64_t n) {
+    const GgufTensorInfo& t = require_tensor(file, name, n, 0);
+    const QuantTraits& traits = require_compute_traits(t.type, name.c_str());
+    std::vector<float> v(static_cast<size_t>(n));
+    traits.to_float(t.data, v.data(), n);
+    return v;
+}
+
+// "blk.0.attn_q.weight" -> "blk.0.attn_q.scale": the factor llama.cpp's
+// converter writes beside each NVFP4 weight of a ModelOpt checkpoint (its
+// per-tensor second-level scale; per expert for stacked experts).
+std::string scale_name_of(const std::string& weight) {
+    const std::string suffix = ".weight";
+    const bool has_suffix = weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return (has_suffix ? weight.substr(0, weight.size() - suffix.size()) : weight) + ".scale";
+}
+
+// A weight's factors (n: 1 per tensor, or one per expert), empty where the
+// file has none; each must be finite. (The `.input_scale` beside them scales
+// the activations of NVIDIA's FP4 tensor cores; a CPU, like llama.cpp's,
+// computes them unscaled.)
+std::vector<float> weight_scales(const GgufFile& file, const std::string& weight, int64_t n) {
+    const std::string name = scale_name_of(weight);
+    if (file.find_tensor(name) == nullptr) return {};
+    std::vector<float> v = vector_copy(file, name, n);
+    for (float f : v) {
+        if (!std::isfinite(f)) throw make_error("{}: tensor '{}' holds {}, not a finite factor", file.path(), name, f);
+    }
+    return v;
+}
+
+// A 2-D weight, its per-tensor factor attached (matmul applies it) but to the
+// embedding: llama.cpp reads none for it, tied to the head or not.
 Matrix matrix_view(const GgufFile& file, const std::string& name, int64_t cols, int64_t rows) {
     const GgufTensorInfo& t = require_tensor(file, name, cols, rows);
     require_weight_traits(t.type, name.c_str());
@@ -41,15 +75,11 @@ Matrix matrix_view(const GgufFile& file, const std::string& name, int64_t cols, 
     m.rows = rows;
     m.row_bytes = quant_row_bytes(t.type, cols);
     m.data = t.data;
+    if (name != "token_embd.weight") {
+        const std::vector<float> scale = weight_scales(file, name, 1);
+        if (!scale.empty()) m.out_scale = scale[0];
+    }
     return m;
-}
-
-std::vector<float> vector_copy(const GgufFile& file, const std::string& name, int64_t n) {
-    const GgufTensorInfo& t = require_tensor(file, name, n, 0);
-    const QuantTraits& traits = require_compute_traits(t.type, name.c_str());
-    std::vector<float> v(static_cast<size_t>(n));
-    traits.to_float(t.data, v.data(), n);
-    return v;
 }
 
 // Rows [r0, r0 + rows) of m as a matrix of their own.
@@ -135,6 +165,9 @@ void load_layer_extras(const GgufFile& file, const ModelHParams& hp, int layer, 
         lw.gate_exps_bias = optional_matrix_copy(file, p + "ffn_gate_exps.bias", hp.n_ff, hp.n_expert);
         lw.up_exps_bias = optional_matrix_copy(file, p + "ffn_up_exps.bias", hp.n_ff, hp.n_expert);
         lw.down_exps_bias = optional_matrix_copy(file, p + "ffn_down_exps.bias", hp.n_embd, hp.n_expert);
+        lw.gate_exps_scale = weight_scales(file, p + "ffn_gate_exps.weight", hp.n_expert);
+        lw.up_exps_scale = weight_scales(file, p + "ffn_up_exps.weight", hp.n_expert);
+        lw.down_exps_scale = weight_scales(file, p + "ffn_down_exps.weight", hp.n_expert);
     }
     if (hp.family->writes_oai_extras && (lw.attn_sinks.empty() || lw.wo_bias.empty())) {
         throw make_error("{}: tensor '{}attn_sinks.weight' or '{}attn_output.bias' is missing ({} needs both)",

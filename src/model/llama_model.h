@@ -57,6 +57,10 @@ struct LayerWeights {
     // every expert, whatever the slice): n_expert; n_expert * n_ff (expert
     // e's at e * n_ff); n_expert * n_embd.
     std::vector<float> router_bias, gate_exps_bias, up_exps_bias, down_exps_bias;
+    // Each expert's factor of its products where the file has them (NVFP4
+    // files converted from ModelOpt checkpoints: `ffn_*_exps.scale`), whole:
+    // n_expert each, or empty.
+    std::vector<float> gate_exps_scale, up_exps_scale, down_exps_scale;
     // The mixed split's further parts (Slice::tails, model/slice.h): their
     // experts' matrices, indexed as gate_exps, up_exps and down_exps are
     // (expert e's rows from e * rows + first; down's columns from the

@@ -41,10 +41,11 @@ enum Ftype : uint32_t {
     kIQ1_M = 31,
     kBF16 = 32,
     kMXFP4_MOE = 38,
+    kNVFP4 = 39,
     kQ1_0 = 40,
 };
 
-const std::array<QuantizeTarget, 36> kTargets{{
+const std::array<QuantizeTarget, 37> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -89,6 +90,10 @@ const std::array<QuantizeTarget, 36> kTargets{{
     {"Q3_K", QuantType::Q3_K, kQ3_K_M, false},
     // Every matrix MXFP4 but output.weight (Q8_0), the file type gpt-oss's.
     {"MXFP4", QuantType::MXFP4, kMXFP4_MOE, false},
+    // NVIDIA's 4-bit floats (the type of ModelOpt checkpoints, which
+    // llama-quantize does not write): every matrix but the embedding (Q8_0)
+    // and output.weight (Q6_K), each with its factor (quantize_model.cpp).
+    {"NVFP4", QuantType::NVFP4, kNVFP4, false},
 }};
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
@@ -145,6 +150,9 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
         }
         return base != QuantType::Q8_0 ? QuantType::Q6_K : base;
     }
+    // NVFP4 files keep the embedding out of FP4, as ModelOpt does (a lookup
+    // has no product to apply the second-level factor to): Q8_0 here.
+    if (base == QuantType::NVFP4 && name == "token_embd.weight") return QuantType::Q8_0;
     if (!target.mix) return base;
     // gpt-oss's mix: the experts' stacked (3-D) tensors MXFP4, the rest Q8_0.
     if (ftype == kMXFP4_MOE) return stacked > 1 ? QuantType::MXFP4 : QuantType::Q8_0;

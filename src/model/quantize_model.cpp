@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -86,6 +87,39 @@ bool is_weight_matrix(const GgufTensorInfo& t) {
            t.name.find("ffn_gate_inp.weight") == std::string::npos;
 }
 
+// "blk.0.ffn_up.weight" -> "blk.0.ffn_up.scale".
+std::string scale_name_for(const std::string& weight) {
+    return (ends_with(weight, ".weight") ? weight.substr(0, weight.size() - 7) : weight) + ".scale";
+}
+
+// NVFP4 as ModelOpt quantizes it: a second-level factor per tensor (per
+// expert of a stacked tensor) divided out before the blocks are quantized,
+// so that each sub-block's UE4M3 scale uses the whole of its range: without
+// it a weight of magnitude ~0.01 falls among UE4M3's seven subnormal codes.
+// ModelOpt takes amax / (6 * 448); here amax / (6 * 240), because ggml's
+// rounding to UE4M3 (which the blocks' bytes follow) sends every scale from
+// 256 up to 448, a block's largest weight then 1.75x too coarse. Readers
+// (llama.cpp, model/llama_model.cpp) multiply each product by
+// `<name>.scale`. An all-zero tensor takes 1.
+std::vector<float> second_level_scales(const GgufTensorInfo& src, const TensorQuantPlan& plan) {
+    const int64_t cols = plan.ne[0];
+    const int64_t rows = src.n_elements() / cols;
+    const int64_t per = plan.ne.size() == 3 ? plan.ne[1] : rows;
+    const uint64_t src_row = quant_row_bytes(plan.from, cols);
+    const QuantTraits& from = *scalar_traits(plan.from);
+    std::vector<float> scales(static_cast<size_t>(rows / per), 0.0f), row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        from.to_float(src.data + r * src_row, row.data(), cols);
+        float& amax = scales[static_cast<size_t>(r / per)];
+        for (float v : row) amax = std::max(amax, std::fabs(v));
+    }
+    for (float& s : scales) {
+        s = s / (6.0f * 240.0f);
+        if (!(s > 0.0f) || !std::isfinite(s)) s = 1.0f;
+    }
+    return scales;
+}
+
 // Converts `rows` rows of `cols` elements from one type to another, the rows
 // split over the pool.
 void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_t* dst, ThreadPool& pool) {
@@ -95,10 +129,16 @@ void convert_rows(const GgufTensorInfo& src, const TensorQuantPlan& plan, uint8_
     const uint64_t dst_row = quant_row_bytes(plan.to, cols);
     const QuantTraits& from = *scalar_traits(plan.from);
     const QuantTraits& to = *scalar_traits(plan.to);
+    const std::vector<float> second = plan.second_level ? second_level_scales(src, plan) : std::vector<float>{};
+    const int64_t per_scale = second.empty() ? rows : rows / static_cast<int64_t>(second.size());
     pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = begin; r < end; ++r) {
             from.to_float(src.data + r * src_row, row.data(), cols);
+            if (!second.empty()) {
+                const float s = second[static_cast<size_t>(r / per_scale)];
+                for (float& v : row) v /= s;
+            }
             if (plan.importance != nullptr) {
                 // A 3-D tensor's importance is per expert (llama-imatrix): rows
                 // of expert e take values [e * cols, (e + 1) * cols).
@@ -194,6 +234,8 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
             }
             p.converted = true;
         }
+        // (A source that has the factor already keeps it: copied as it is.)
+        p.second_level = p.converted && p.to == QuantType::NVFP4 && in.find_tensor(scale_name_for(t.name)) == nullptr;
         p.bytes_out = static_cast<uint64_t>(t.n_elements() / cols) * quant_row_bytes(p.to, cols);
         plans.push_back(std::move(p));
     }
@@ -250,12 +292,24 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
             release_pages(src.data, src.n_bytes);
         });
     }
+    // NVFP4's second-level factors after the tensors (F32: [1], or one per expert).
+    for (size_t i = 0; i < summary.tensors.size(); ++i) {
+        const TensorQuantPlan& plan = summary.tensors[i];
+        if (!plan.second_level) continue;
+        const GgufTensorInfo& src = in.tensors()[i];
+        const int64_t n = plan.ne.size() == 3 ? plan.ne[2] : 1;
+        writer.add_tensor(scale_name_for(plan.name), QuantType::F32, {n}, [&plan, &src](uint8_t* dst, uint64_t bytes) {
+            const std::vector<float> scales = second_level_scales(src, plan);
+            if (bytes != scales.size() * sizeof(float)) throw make_error("internal: '{}' scales", plan.name);
+            std::memcpy(dst, scales.data(), bytes);
+        });
+    }
     // Written under a temporary name and renamed at the end, so a failed or
     // interrupted run never leaves a truncated model under the real name.
     const std::string partial = out_path + ".partial";
     try {
         writer.write(partial, [&](size_t done, size_t total) {
-            if (progress) progress(summary.tensors[done - 1], done, total);
+            if (progress && done <= summary.tensors.size()) progress(summary.tensors[done - 1], done, total);
         });
     } catch (...) {
         std::error_code ignored;

@@ -53,6 +53,9 @@ struct TensorQuantPlan {
     QuantType to;              // type written (wanted, or its fallback)
     bool converted = false;    // false: bytes copied unchanged
     const std::vector<float>* importance = nullptr;  // its importance-matrix values (ne[0], or ne[0] per expert), if any
+    // NVFP4 with a factor per tensor (per expert) written beside it as
+    // `<name>.scale`, as ModelOpt quantizes (quantize_model.cpp).
+    bool second_level = false;
     uint64_t bytes_in = 0;
     uint64_t bytes_out = 0;
     bool fell_back() const { return to != wanted; }

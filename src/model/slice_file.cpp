@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 namespace tessera {
 
@@ -147,6 +148,12 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
             if (extra == ffn_norm) continue;
             if (const GgufTensorInfo* t = file.find_tensor(p + extra)) add_whole(w, *t);
         }
+        // NVFP4 files' factors of each weight (`*.scale`, one or one per
+        // expert), whole: a rank's share of a weight takes its factor.
+        for (const GgufTensorInfo& t : file.tensors()) {
+            const std::string_view name = t.name;
+            if (name.starts_with(p) && name.ends_with(".scale")) add_whole(w, t);
+        }
         const ProjectionRows q = find_projection(file, hp, l, Projection::kQ);
         const ProjectionRows k = find_projection(file, hp, l, Projection::kK);
         const ProjectionRows v = find_projection(file, hp, l, Projection::kV);
@@ -191,6 +198,9 @@ void write_slice_file(const LlamaModel& model, const Slice& slice, const std::st
         rows.name = "output.weight";
         add_rows(w, rows, slice.vocab_begin, slice.vocab_end);
         if (const GgufTensorInfo* b = file.find_tensor("output.bias")) add_whole(w, *b);
+        if (head != nullptr) {
+            if (const GgufTensorInfo* s = file.find_tensor("output.scale")) add_whole(w, *s);
+        }
     }
     w.write(path);
 }

@@ -165,6 +165,10 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
     const int64_t per_expert = x.rows, first = x.first;
     const auto gate_rect = [&](int e) { return MatRect{e * per_expert + first, e * per_expert + first + n_ffn, 0, n_embd}; };
     const auto down_rect = [&](int e) { return MatRect{e * n_embd, (e + 1) * n_embd, s.ffn_begin, n_ffn}; };
+    // Expert e's factor of each product (NVFP4 files' per-expert scales), 1 without.
+    const auto factor = [](const std::vector<float>& scales, int e) {
+        return scales.empty() ? 1.0f : scales[static_cast<size_t>(e)];
+    };
     // Expert e's gate and up biases (gpt-oss) on `count` rows of the part's channels.
     const auto add_gate_up_bias = [&](int e, float* gate, float* up, int64_t count) {
         if (w.gate_exps_bias.empty() && w.up_exps_bias.empty()) return;
@@ -197,7 +201,8 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
                                        const float* weights) {
         const auto count = static_cast<int64_t>(rows.size());
         m.y.resize(rows_of(count) * rows_of(n_embd));
-        matmul_units(*x.down, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_);
+        matmul_units(*x.down, down_rect(e), act, units_.ffn_channels, m.y.data(), n_embd, pool_,
+                     factor(w.down_exps_scale, e));
         add_expert_rows(e, m.y.data(), count, rows.data(), weights);
     };
     // Experts streamed one by one (larger than memory: llama_model.h): ask
@@ -230,8 +235,8 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
         jobs.clear();
         for (int i = 0; i < n; ++i) {
             const int e = chosen[rows_of(i)].expert;
-            jobs.push_back({x.gate, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn});
-            jobs.push_back({x.up, gate_rect(e), m.up.data() + i * n_ffn, n_ffn});
+            jobs.push_back({x.gate, gate_rect(e), m.gate.data() + i * n_ffn, n_ffn, factor(w.gate_exps_scale, e)});
+            jobs.push_back({x.up, gate_rect(e), m.up.data() + i * n_ffn, n_ffn, factor(w.up_exps_scale, e)});
         }
         new_activations();
         for (size_t j = 0; j < jobs.size(); j += kMatmulManyMaxJobs) {
@@ -248,7 +253,8 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
         m.y.resize(rows_of(n) * rows_of(n_embd));
         m.down_jobs.clear();
         for (int i = 0; i < n; ++i) {
-            m.down_jobs.push_back({down_rect(chosen[rows_of(i)].expert), i, m.y.data() + i * n_embd});
+            const int e = chosen[rows_of(i)].expert;
+            m.down_jobs.push_back({down_rect(e), i, m.y.data() + i * n_embd, factor(w.down_exps_scale, e)});
         }
         for (size_t j = 0; j < m.down_jobs.size(); j += kMatmulManyMaxJobs) {
             matmul_units_many(*x.down,
@@ -277,7 +283,8 @@ void SliceForward::expert_part_partial(const LayerWeights& w, const ExpertMatric
         }
         m.gate.resize(rows_of(count) * rows_of(n_ffn));
         m.up.resize(m.gate.size());
-        const MatmulJob jobs[] = {{x.gate, gate_rect(e), m.gate.data(), n_ffn}, {x.up, gate_rect(e), m.up.data(), n_ffn}};
+        const MatmulJob jobs[] = {{x.gate, gate_rect(e), m.gate.data(), n_ffn, factor(w.gate_exps_scale, e)},
+                                  {x.up, gate_rect(e), m.up.data(), n_ffn, factor(w.up_exps_scale, e)}};
         new_activations();
         run_jobs(jobs, m.h.data(), n_embd, count);
         add_gate_up_bias(e, m.gate.data(), m.up.data(), count);

@@ -8,6 +8,8 @@
 #include "ops/kquant_blocks.h"
 #include "ops/kquant_group_layout.h"
 #include "ops/kquant_scalar.h"
+#include "ops/nvfp4_group_layout.h"
+#include "ops/nvfp4_scalar.h"
 #include "ops/q1_0_group_layout.h"
 #include "ops/q1_0_scalar.h"
 #include "ops/quant_blocks.h"
@@ -487,6 +489,38 @@ float q4_k_step(const uint8_t* g, int r, const uint8_t* x_block, float acc) {
     return q4_k_canonical_step(g, r, x, acc);
 }
 
+// NVFP4 (nvfp4_group_layout.h): the four scale bytes, the codes regrouped
+// into MXFP4's order per 32 elements.
+void put_nvfp4(const BlockNVFP4& block, int r, uint8_t* g) {
+    for (int j = 0; j < 4; ++j) g[16 * j + r] = block.d[j];
+    for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 4; ++i) {
+                const int e = 4 * k + i;  // within each of the two sub-blocks
+                const int lo = (block.qs[16 * h + (e & 7)] >> (e < 8 ? 0 : 4)) & 0xF;
+                const int hi = (block.qs[16 * h + 8 + (e & 7)] >> (e < 8 ? 0 : 4)) & 0xF;
+                g[nvfp4_group::kQs + 256 * h + 64 * k + 4 * r + i] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+        }
+    }
+}
+
+void get_nvfp4(const uint8_t* g, int r, BlockNVFP4& block) {
+    block = BlockNVFP4{};
+    for (int j = 0; j < 4; ++j) block.d[j] = g[16 * j + r];
+    for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 4; ++i) {
+                const int e = 4 * k + i;
+                const uint8_t byte = g[nvfp4_group::kQs + 256 * h + 64 * k + 4 * r + i];
+                const int shift = e < 8 ? 0 : 4;
+                block.qs[16 * h + (e & 7)] = static_cast<uint8_t>(block.qs[16 * h + (e & 7)] | ((byte & 0xF) << shift));
+                block.qs[16 * h + 8 + (e & 7)] = static_cast<uint8_t>(block.qs[16 * h + 8 + (e & 7)] | ((byte >> 4) << shift));
+            }
+        }
+    }
+}
+
 // The grid I-quants' group block is the 16 rows' blocks back to back, as
 // GGUF holds them: their kernels are bound by point lookups, not by loads,
 // so they gain nothing from splitting fields across rows; the group still
@@ -545,6 +579,9 @@ const GroupCodec kCodecs[] = {
     {QuantType::Q1_0, kQ1_0Block, sizeof(BlockQ1_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
      put_bytes<BlockQ1_0, put_q4_0<BlockQ1_0>>, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>,
      step_via<BlockQ1_0, Q8_0x4, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>, q1_0_block_step>},
+    {QuantType::NVFP4, kNvfp4Block, sizeof(BlockNVFP4), static_cast<size_t>(nvfp4_group::kBytes), 0, 0,
+     put_bytes<BlockNVFP4, put_nvfp4>, get_bytes<BlockNVFP4, get_nvfp4>,
+     step_via<BlockNVFP4, Q8_0x2, get_bytes<BlockNVFP4, get_nvfp4>, nvfp4_block_step>},
     TESSERA_GRID_CODEC(IQ2_XXS, BlockIQ2_XXS, iq2_xxs_block_step),
     TESSERA_GRID_CODEC(IQ2_XS, BlockIQ2_XS, iq2_xs_block_step),
     TESSERA_GRID_CODEC(IQ2_S, BlockIQ2_S, iq2_s_block_step),

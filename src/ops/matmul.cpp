@@ -28,9 +28,10 @@ struct TileSource {
     uint64_t w_block_bytes;  // a block's bytes in a row
     int64_t x_block;         // elements per activation block
     uint64_t x_block_bytes;
+    float scale;             // every dot product's factor (MatmulJob)
 };
 
-TileSource tile_source(const QuantTraits& traits, const Matrix& w, const QuantizedActivation& x) {
+TileSource tile_source(const QuantTraits& traits, const Matrix& w, const QuantizedActivation& x, float scale) {
     const QuantLayout& wl = layout_of(w.type);
     const QuantLayout& xl = layout_of(x.type());
     if (w.grouped && traits.vec_dot_groups == nullptr) {
@@ -44,7 +45,7 @@ TileSource tile_source(const QuantTraits& traits, const Matrix& w, const Quantiz
             throw make_error("internal: panels of {} columns of {}", panels.panel_cols, quant_type_name(w.type));
         }
     }
-    return {&traits, &w, panels, wl.block_size, wl.block_bytes, xl.block_size, xl.block_bytes};
+    return {&traits, &w, panels, wl.block_size, wl.block_bytes, xl.block_size, xl.block_bytes, w.out_scale * scale};
 }
 
 // A thread's chunk starts cold: the hardware prefetcher has to find the new
@@ -142,6 +143,19 @@ struct PreparedJob {
     int64_t y_stride;
 };
 
+// A finished tile's dot products times the product's factor (NVFP4's
+// per-tensor or per-expert scale), each unit's before it is snapped.
+void scale_tile(const TileSource& s, int n_rows, int n_cols, float* y, size_t y_stride, int64_t units,
+                size_t unit_stride) {
+    if (s.scale == 1.0f) return;
+    for (int64_t u = 0; u < units; ++u) {
+        for (int c = 0; c < n_cols; ++c) {
+            float* row = y + static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride;
+            for (int i = 0; i < n_rows; ++i) row[i] *= s.scale;
+        }
+    }
+}
+
 // y[c * y_stride + i] = dot(row `row + i` of w over the columns [col, col + n)
 // it holds, x's row t0 + c from its element x_col on) for i < n_rows and
 // c < n_cols (n_cols <= kTokenBlock): one tile in whichever layout w has.
@@ -166,6 +180,7 @@ void dot_tile(const TileSource& s, int64_t row, int n_rows, int64_t col, int64_t
         const uint64_t col_offset = static_cast<uint64_t>(col / s.w_block) * s.w_block_bytes;
         s.traits->vec_dot_tile(n, w.row(row) + col_offset, w.row_bytes, n_rows, xr, x.row_bytes(), n_cols, y,
                                y_stride);
+        scale_tile(s, n_rows, n_cols, y, y_stride, 1, 0);
         return;
     }
     // Q8_0 activations carry block sums (Q8_K ones have their own bsums).
@@ -174,6 +189,7 @@ void dot_tile(const TileSource& s, int64_t row, int n_rows, int64_t col, int64_t
     if (whole_groups) {
         groups_by_panel(s, first / kGroupRows, n_rows / kGroupRows, col, n, xr, x, sums, n_cols, y, y_stride,
                         unit_n, unit_stride);
+        scale_tile(s, n_rows, n_cols, y, y_stride, (n + unit_n - 1) / unit_n, unit_stride);
         return;
     }
     // Rows that start or end inside a group: the whole group into `whole`,
@@ -186,6 +202,7 @@ void dot_tile(const TileSource& s, int64_t row, int n_rows, int64_t col, int64_t
             for (int64_t r = lo; r < hi; ++r) y[c * y_stride + (r - first)] = whole[c * kGroupRows + r - g * kGroupRows];
         }
     }
+    scale_tile(s, n_rows, n_cols, y, y_stride, 1, 0);
 }
 
 // Rows [r0, r0 + rows) of one job against every position of x.
@@ -210,7 +227,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
         if (job.rect.n_cols != jobs[0].rect.n_cols) throw make_error("internal: matmul_many over different widths");
         const int64_t n_rows = job.rect.row_end - job.rect.row_begin;
         rect_col_offset(*job.w, job.rect);  // checks the rect
-        prepared[i] = {tile_source(traits, *job.w, x), job.rect.row_begin, job.rect.col_begin - job.w->col_begin,
+        prepared[i] = {tile_source(traits, *job.w, x, job.scale), job.rect.row_begin, job.rect.col_begin - job.w->col_begin,
                        n_rows, n_blocks, job.y, job.y_stride};
         n_blocks += (n_rows + kRowBlock - 1) / kRowBlock;
     }
@@ -288,7 +305,7 @@ struct UnitsProduct {
 constexpr int64_t kDots = 2048;
 
 UnitsProduct prepare_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t t_begin,
-                           int64_t n_tok, int64_t unit_cols, double* y, int64_t y_stride) {
+                           int64_t n_tok, int64_t unit_cols, double* y, int64_t y_stride, float scale) {
     const QuantTraits& traits = require_weight_traits(w.type, "matmul");
     check_activation(traits, rect, x);
     if (unit_cols < 1 || rect.col_begin % unit_cols != 0) {
@@ -298,7 +315,7 @@ UnitsProduct prepare_units(const Matrix& w, const MatRect& rect, const Quantized
         throw make_error("internal: positions [{}, {}) of an activation of {}", t_begin, t_begin + n_tok, x.n_rows());
     }
     rect_col_offset(w, rect);  // checks the rect
-    UnitsProduct p{&w, rect, tile_source(traits, w, x), rect.col_begin - w.col_begin, rect.row_end - rect.row_begin,
+    UnitsProduct p{&w, rect, tile_source(traits, w, x, scale), rect.col_begin - w.col_begin, rect.row_end - rect.row_begin,
                    0, 0, unit_cols, t_begin, n_tok, y, y_stride, 0, 0, 0, false};
     if (unit_cols % p.source.w_block != 0 || unit_cols % p.source.x_block != 0) {
         throw make_error("internal: units of {} columns straddle {} blocks", unit_cols, quant_type_name(w.type));
@@ -354,8 +371,8 @@ void units_chunk(const UnitsProduct& p, const QuantizedActivation& x, int64_t be
 }  // namespace
 
 void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
-                  int64_t y_stride, ThreadPool& pool) {
-    const UnitsProduct p = prepare_units(w, rect, x, 0, x.n_rows(), unit_cols, y, y_stride);
+                  int64_t y_stride, ThreadPool& pool, float scale) {
+    const UnitsProduct p = prepare_units(w, rect, x, 0, x.n_rows(), unit_cols, y, y_stride, scale);
     pool.parallel_for(p.n_row_blocks, [&](int64_t begin, int64_t end) { units_chunk(p, x, begin, end); });
 }
 
@@ -365,7 +382,7 @@ void matmul_units_many(const Matrix& w, std::span<const UnitsJob> jobs, const Qu
     std::array<UnitsProduct, kMatmulManyMaxJobs> products;
     std::array<int64_t, kMatmulManyMaxJobs + 1> first{};  // each product's first block in the joint range
     for (size_t i = 0; i < jobs.size(); ++i) {
-        products[i] = prepare_units(w, jobs[i].rect, x, jobs[i].x_row, 1, unit_cols, jobs[i].y, 0);
+        products[i] = prepare_units(w, jobs[i].rect, x, jobs[i].x_row, 1, unit_cols, jobs[i].y, 0, jobs[i].scale);
         first[i + 1] = first[i] + products[i].n_row_blocks;
     }
     // One parallel loop over every product's row blocks; a thread's chunk

@@ -14,11 +14,15 @@ namespace tessera {
 
 // One product: for every token t < x.n_rows() and row r of the rect,
 //   y[t * y_stride + (r - row_begin)] = dot(w[r][col_begin : col_begin + n_cols], x.row(t)).
+// Every dot product is multiplied by w->out_scale times the job's scale (a
+// mixture of experts' per-expert factor), as a product's last step: after
+// each column unit's sum in matmul_units, before it is snapped.
 struct MatmulJob {
     const Matrix* w;
     MatRect rect;
     float* y;
     int64_t y_stride;
+    float scale = 1.0f;
 };
 
 void matmul(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, float* y, int64_t y_stride,
@@ -42,7 +46,7 @@ void matmul_many(std::span<const MatmulJob> jobs, const QuantizedActivation& x, 
 // split of a matrix's units into rects gives partials whose sum (in any
 // order) is the whole matrix's result, bit for bit.
 void matmul_units(const Matrix& w, const MatRect& rect, const QuantizedActivation& x, int64_t unit_cols, double* y,
-                  int64_t y_stride, ThreadPool& pool);
+                  int64_t y_stride, ThreadPool& pool, float scale = 1.0f);
 
 // Several column-split products of one matrix in one parallel loop (a
 // mixture of experts' chosen experts' down products for one position): job
@@ -53,6 +57,7 @@ struct UnitsJob {
     MatRect rect;
     int64_t x_row;
     double* y;
+    float scale = 1.0f;
 };
 void matmul_units_many(const Matrix& w, std::span<const UnitsJob> jobs, const QuantizedActivation& x,
                        int64_t unit_cols, ThreadPool& pool);

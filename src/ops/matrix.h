@@ -27,6 +27,10 @@ struct Matrix {
     // through matmul.
     bool grouped = false;
     int64_t panel_cols = 0;
+    // A factor every dot product with a row is multiplied by, unit by unit
+    // (ops/matmul.h): the per-tensor `<name>.scale` of NVFP4 files converted
+    // from ModelOpt checkpoints (model/llama_model.cpp). 1: none.
+    float out_scale = 1.0f;
 
     // Row r of the whole tensor (row_begin <= r < row_begin + rows) of a
     // matrix in row layout.

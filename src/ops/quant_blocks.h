@@ -90,6 +90,31 @@ struct BlockQ1_0 {
 };
 static_assert(sizeof(BlockQ1_0) == 18, "Q1_0 block must be 18 bytes");
 
+// NVFP4 (NVIDIA's FP4, as ModelOpt checkpoints carry it; 64 elements, 4.5
+// bits a weight): four sub-blocks of 16 E2M1 codes, each with its own UE4M3
+// scale byte. Sub-block s's byte j holds element 16s + j in its low nibble
+// and 16s + 8 + j in its high one; value = kMxfp4Values[q] * ue4m3_half(d[s]).
+struct BlockNVFP4 {
+    uint8_t d[4];
+    uint8_t qs[32];
+};
+static_assert(sizeof(BlockNVFP4) == 36, "NVFP4 block must be 36 bytes");
+
+// A UE4M3 scale byte (4 exponent bits of bias 7, 3 mantissa bits; bit 7
+// ignored, 0x7F read as 0) as a float, halved because kMxfp4Values are twice
+// E2M1's values: llama.cpp's ggml_ue4m3_to_fp32, bit for bit. Every value is a
+// normal float (the smallest, 2^-10).
+inline float ue4m3_half_to_float(uint8_t b) {
+    b &= 0x7F;
+    if (b == 0 || b == 0x7F) return 0.0f;
+    const uint32_t exp = b >> 3, man = b & 7u;
+    if (exp == 0) return static_cast<float>(man) * 0x1p-10f;
+    const uint32_t bits = (static_cast<uint32_t>(b) << 20) + (119u << 23);
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
+
 // Element i (< 32) of 16 bytes of 4-bit codes in Q4_0's nibble order (Q4_0,
 // IQ4_NL, MXFP4, an IQ4_XS sub-block): low nibbles first, then high.
 inline int q4_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4; }

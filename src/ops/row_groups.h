@@ -146,6 +146,9 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 //   Q5_1:  acc = fma(d_x, fma(m_w, float(sum x), d_w * float(s)), acc)
 //   Q1_0:  per Q8_0 block of its 128 elements, s = sum (bit ? x : -x) (exact),
 //          acc = fma(float(s), d_w * d_x, acc)
+//   NVFP4: per Q8_0 block h of its 64 elements, s_lo, s_hi the sums over its
+//          two 16-element sub-blocks (exact), t = d_lo * float(s_lo),
+//          t = fma(d_hi, float(s_hi), t), acc = fma(d_x, t, acc)
 //   Q5_K, Q2_K: as Q4_K (scales and mins per sub-block)
 //   Q6_K, Q3_K, IQ4_XS: s = sum_j s_j (v . y)_j (exact, the codes' offsets
 //       included), acc = fma(d_x, d_w * float(s), acc)

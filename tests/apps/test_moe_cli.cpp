@@ -438,6 +438,34 @@ TEST(MoePlan, NewFlagsRefuseWrongValuesByName) {
     EXPECT_NE(as_json.err.find("is a folder, not a JSON file"), std::string::npos) << as_json.err;
 }
 
+// NVFP4 experts with their per-expert factors (`tessera quantize NVFP4`
+// writes them as ModelOpt checkpoints carry them): every split applies each
+// expert's factor to its own products, including a worker that holds no
+// model and gets a slice file of its share (the factors copied whole).
+TEST(MoeNvfp4, EveryRankAndSliceFileAppliesTheExpertsFactors) {
+    const std::string dir = test::scratch_dir("moe_nvfp4");
+    const std::string f32 = dir + "/f32.gguf", model = dir + "/nvfp4.gguf";
+    const auto g = run_process(
+        test::tessera_cmd({"gen-model", "--arch", "qwen3moe", "--dim", "256", "--layers", "2", "--heads", "4",
+                           "--kv-heads", "2", "--ffn", "512", "--experts", "8", "--experts-used", "2", "--vocab-from",
+                           test::data_dir() + "/vocab/ggml-vocab-llama-spm.gguf", "-q", "-o", f32}),
+        60);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    const auto q = run_process(test::tessera_cmd({"quantize", f32, model, "NVFP4", "-t", "2"}), 60);
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    const auto run = [&](const std::vector<std::string>& extra) { return test::greedy_tokens(model, extra); };
+    const std::vector<int> want = run({});
+    ASSERT_EQ(want.size(), 24u);
+    EXPECT_EQ(run({"--local", "3", "--exact", "--moe-split", "channels"}), want) << "3 ranks, every expert's channels";
+    EXPECT_EQ(run({"--local", "3", "--exact", "--moe-split", "experts"}), want) << "3 ranks of whole experts";
+    auto worker = std::make_unique<test::BackgroundProcess>(test::tessera_cmd(
+        {"worker", "--listen", "127.0.0.1:0", "-t", "1", "--once", "--cache-dir", dir + "/cache"}));
+    const std::string line = worker->read_line(30);
+    ASSERT_EQ(line.rfind("listening on port ", 0), 0u) << line;
+    EXPECT_EQ(run({"--workers", "127.0.0.1:" + line.substr(18), "--exact", "--moe-split", "channels"}), want)
+        << "a worker from a slice file";
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoeCli,
                          ::testing::Values(MoeCase{"qwen3moe", "Q8_0"}, MoeCase{"mixtral", "Q4_K"},
                                            MoeCase{"qwen3moe", "F32"}, MoeCase{"gpt-oss", "MXFP4"}),

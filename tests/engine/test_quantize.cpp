@@ -23,6 +23,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -122,6 +124,8 @@ TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
     EXPECT_EQ(parse_quantize_target("IQ1_S")->file_type, 24u);
     EXPECT_EQ(parse_quantize_target("IQ1_M")->file_type, 31u);
     EXPECT_EQ(parse_quantize_target("Q1_0")->file_type, 40u);
+    EXPECT_EQ(parse_quantize_target("NVFP4")->file_type, 39u);
+    EXPECT_EQ(parse_quantize_target("nvfp4")->type, QuantType::NVFP4);
     EXPECT_FALSE(parse_quantize_target("TQ1_0").has_value());
     EXPECT_FALSE(parse_quantize_target("Q8").has_value());
 }
@@ -448,6 +452,112 @@ TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
     }
     EXPECT_EQ(experts, 2 * 3);
     EXPECT_GT(others, 2 * 4);
+}
+
+// NVFP4 as ModelOpt checkpoints carry it: each matrix with a second-level
+// factor (amax / (6 * 240); per expert for stacked experts) written as
+// `<name>.scale`, the blocks quantized from the weights divided by it, so the
+// blocks times the factor give back the weights within FP4's steps; the
+// embedding (a lookup, no product to scale) Q8_0, the head Q6_K.
+TEST(Quantize, Nvfp4WritesEachMatrixsFactorBesideIt) {
+    const std::string dir = test::scratch_dir("quantize_nvfp4");
+    RandomModelSpec spec;
+    apply_model_preset(spec, "qwen3moe");
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 512;
+    spec.n_expert = 4;
+    spec.n_expert_used = 2;
+    spec.type = QuantType::F32;
+    write_random_model(spec, dir + "/f32.gguf");
+    quantize_model(dir + "/f32.gguf", dir + "/nvfp4.gguf", params_for("NVFP4"));
+    const GgufFile in(dir + "/f32.gguf"), out(dir + "/nvfp4.gguf");
+    int matrices = 0;
+    for (const GgufTensorInfo& t : in.tensors()) {
+        const GgufTensorInfo* q = out.find_tensor(t.name);
+        ASSERT_NE(q, nullptr) << t.name;
+        if (t.name == "token_embd.weight") EXPECT_EQ(q->type, QuantType::Q8_0);
+        if (t.name == "output.weight") EXPECT_EQ(q->type, QuantType::Q6_K);
+        if (q->type != QuantType::NVFP4) {
+            EXPECT_EQ(out.find_tensor(t.name.substr(0, t.name.size() - 7) + ".scale"), nullptr) << t.name;
+            continue;
+        }
+        ++matrices;
+        const GgufTensorInfo* scale = out.find_tensor(t.name.substr(0, t.name.size() - 7) + ".scale");
+        ASSERT_NE(scale, nullptr) << t.name;
+        const int64_t cols = t.ne[0], n_rows = t.n_elements() / cols;
+        const int64_t parts = t.n_dims == 3 ? t.ne[2] : 1, per = n_rows / parts;
+        ASSERT_EQ(scale->type, QuantType::F32);
+        ASSERT_EQ(scale->n_dims, 1u);
+        ASSERT_EQ(scale->ne[0], parts) << t.name;
+        std::vector<float> src(static_cast<size_t>(cols)), got(static_cast<size_t>(cols));
+        for (int64_t e = 0; e < parts; ++e) {
+            float amax = 0.0f;
+            for (int64_t r = e * per; r < (e + 1) * per; ++r) {
+                std::memcpy(src.data(), t.data + r * cols * 4, static_cast<size_t>(cols) * 4);
+                for (float v : src) amax = std::max(amax, std::fabs(v));
+            }
+            float factor;
+            std::memcpy(&factor, scale->data + e * 4, 4);
+            EXPECT_EQ(factor, amax / (6.0f * 240.0f)) << t.name << " part " << e;
+            for (int64_t r = e * per; r < (e + 1) * per; r += 37) {
+                std::memcpy(src.data(), t.data + r * cols * 4, static_cast<size_t>(cols) * 4);
+                compute_traits(QuantType::NVFP4)->to_float(q->data + r * quant_row_bytes(QuantType::NVFP4, cols), got.data(), cols);
+                for (int64_t i = 0; i < cols; ++i) {
+                    // Half FP4's widest step (2 of 6) of a 16-element block's largest magnitude,
+                    // with the UE4M3 scale's rounding (3 mantissa bits: 1/16).
+                    float block_max = 0.0f;
+                    for (int64_t j = i / 16 * 16; j < i / 16 * 16 + 16; ++j) block_max = std::max(block_max, std::fabs(src[j]));
+                    ASSERT_NEAR(got[i] * factor, src[i], block_max / 6.0f * 1.0625f + 1e-7f) << t.name << " row " << r << " " << i;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(matrices, 2 * 7);  // q, k, v, o and the three stacked experts of each layer
+}
+
+// A factor that is not a finite number is refused by
+// name when the weights load, never multiplied in.
+TEST(Quantize, Nvfp4FactorsThatAreNotFiniteAreRefused) {
+    const std::string dir = test::scratch_dir("quantize_nvfp4_bad_scale");
+    RandomModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_layer = 1;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 512;
+    spec.type = QuantType::F32;
+    write_random_model(spec, dir + "/f32.gguf");
+    const std::string model = dir + "/nvfp4.gguf";
+    quantize_model(dir + "/f32.gguf", model, params_for("NVFP4"));
+    {
+        const LlamaModel good(model);
+        EXPECT_NO_THROW(load_slice_weights(good, full_slice(good.hparams())));
+    }
+    uint64_t at = 0;
+    {
+        const GgufFile file(model);
+        const GgufTensorInfo* t = file.find_tensor("blk.0.ffn_up.scale");
+        ASSERT_NE(t, nullptr);
+        at = file.data_offset() + t->offset;
+    }
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        const std::string broken = dir + "/broken.gguf";
+        std::filesystem::copy_file(model, broken, std::filesystem::copy_options::overwrite_existing);
+        {
+            std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(static_cast<std::streamoff>(at));
+            f.write(reinterpret_cast<const char*>(&bad), 4);
+        }
+        const LlamaModel m(broken);
+        const std::string e = test::error_of([&] { load_slice_weights(m, full_slice(m.hparams())); });
+        EXPECT_NE(e.find("'blk.0.ffn_up.scale'"), std::string::npos) << e;
+        EXPECT_NE(e.find("not a finite factor"), std::string::npos) << e;
+    }
 }
 
 }  // namespace tessera

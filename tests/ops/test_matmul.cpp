@@ -4,6 +4,7 @@
 // and 3 threads.
 #include "ops/fixed_sum.h"
 #include "ops/matmul.h"
+#include "ops/row_groups.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -268,6 +269,69 @@ TEST(Matmul, UnitSumsAreSplitInvariant) {
                                                  cols - 256, traits.vec_dot_type);
         std::vector<double> y(static_cast<size_t>(rows));
         EXPECT_THROW(matmul_units(w.m, {0, rows, 256, cols - 256}, part, 192, y.data(), rows, pool), Error);
+    }
+}
+
+// NVFP4 files' factors (Matrix::out_scale, a job's scale): every dot product
+// times the factors, rounded once, as a product's last step; in column units
+// each unit's float before it is snapped, so that ranks holding some of the
+// units still add up to the whole product's bits.
+TEST(Matmul, FactorsScaleEachDotAndEachUnitBeforeItIsSnapped) {
+    for (QuantType type : {QuantType::Q8_0, QuantType::NVFP4}) {
+        const int64_t rows = 37, cols = 1024, unit = 128;
+        const RandomMatrix rows_w = random_matrix(type, rows, cols, 9);
+        // In row layout and in groups of 16 rows (two panels), whose kernels
+        // write every unit of a run of rows at once.
+        std::vector<uint8_t> group_bytes;
+        Matrix groups = rows_w.m;
+        const GroupPanels panels{type, cols, 4 * unit, (rows + kGroupRows - 1) / kGroupRows};
+        group_bytes.resize(panels.total_bytes());
+        group_matrix(panels, rows_w.m.data, rows_w.m.row_bytes, rows, group_bytes.data());
+        groups.data = group_bytes.data();
+        groups.grouped = true;
+        groups.panel_cols = panels.panel_cols;
+      for (const Matrix* layout : {&rows_w.m, static_cast<const Matrix*>(&groups)}) {
+        RandomMatrix w{{}, *layout};
+        Matrix scaled_w = w.m;
+        scaled_w.out_scale = 0.37f;
+        const float job_scale = 1.9f;
+        const QuantTraits& traits = *compute_traits(type);
+        for (int n_tok : {1, 5}) {
+            Rng rng(41 + n_tok);
+            std::vector<float> x(static_cast<size_t>(n_tok * cols));
+            for (auto& v : x) v = rng.next_normal();
+            const QuantizedActivation whole = columns(x, cols, n_tok, 0, cols, traits.vec_dot_type);
+            const size_t n_out = static_cast<size_t>(n_tok * rows);
+            ThreadPool pool(2);
+            std::vector<float> plain(n_out), scaled(n_out);
+            matmul(w.m, {0, rows, 0, cols}, whole, plain.data(), rows, pool);
+            const MatmulJob job{&scaled_w, {0, rows, 0, cols}, scaled.data(), rows, job_scale};
+            matmul_many(std::span<const MatmulJob>(&job, 1), whole, pool);
+            for (size_t i = 0; i < n_out; ++i) ASSERT_EQ(scaled[i], plain[i] * (0.37f * job_scale)) << i;
+
+            std::vector<double> units(n_out), units_plain(n_out);
+            matmul_units(w.m, {0, rows, 0, cols}, whole, unit, units_plain.data(), rows, pool);
+            matmul_units(scaled_w, {0, rows, 0, cols}, whole, unit, units.data(), rows, pool, job_scale);
+            std::vector<double> sum(n_out, 0.0);
+            for (const auto& [c0, n] : {std::pair<int64_t, int64_t>{0, unit}, {unit, 3 * unit}, {4 * unit, cols - 4 * unit}}) {
+                const QuantizedActivation part = columns(x, cols, n_tok, c0, n, traits.vec_dot_type);
+                std::vector<double> yp(n_out);
+                matmul_units(scaled_w, {0, rows, c0, n}, part, unit, yp.data(), rows, pool, job_scale);
+                for (size_t i = 0; i < n_out; ++i) sum[i] += yp[i];
+            }
+            ASSERT_EQ(sum, units) << quant_type_name(type) << " n_tok " << n_tok;
+            for (size_t i = 0; i < n_out; ++i) {
+                ASSERT_NEAR(units[i], units_plain[i] * 0.37 * job_scale, 1e-6 * (1.0 + std::fabs(units[i]))) << i;
+            }
+            if (n_tok == 1) {
+                // A job's factor in matmul_units_many, as matmul_units'.
+                std::vector<double> many(static_cast<size_t>(rows));
+                const UnitsJob band{{0, rows, 0, cols}, 0, many.data(), job_scale};
+                matmul_units_many(scaled_w, std::span<const UnitsJob>(&band, 1), whole, unit, pool);
+                EXPECT_EQ(many, units);
+            }
+        }
+      }
     }
 }
 

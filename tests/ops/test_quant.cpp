@@ -1,4 +1,5 @@
 #include "ops/iq_grids.h"
+#include "ops/nvfp4_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/fp16.h"
@@ -50,6 +51,9 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(quant_layout(41)->type, QuantType::Q1_0);
     EXPECT_EQ(quant_row_bytes(QuantType::Q1_0, 256), 36u);
     EXPECT_NE(compute_traits(QuantType::Q1_0), nullptr);
+    EXPECT_EQ(quant_layout(40)->type, QuantType::NVFP4);
+    EXPECT_EQ(quant_row_bytes(QuantType::NVFP4, 128), 72u);
+    EXPECT_NE(compute_traits(QuantType::NVFP4), nullptr);
     EXPECT_EQ(compute_traits(QuantType::TQ1_0), nullptr);  // a type without kernels
     EXPECT_NE(compute_traits(QuantType::IQ1_S), nullptr);
     EXPECT_NE(compute_traits(QuantType::IQ2_XXS), nullptr);
@@ -160,6 +164,29 @@ TEST(Quant, VecDotMatchesDequantizedDot) {
             EXPECT_NEAR(got, ref, 1e-5 * mag + 1e-6) << quant_type_name(type) << " n=" << n;
         }
     }
+}
+
+// NVFP4's UE4M3 scales: every byte's value as ggml defines it (4 exponent
+// bits of bias 7, 3 mantissa bits, subnormals below, 0x7F and bit 7 ignored,
+// halved), and the quantizer's rounding lands every value on its own byte.
+TEST(Quant, Ue4m3ScalesAreGgmls) {
+    for (int b = 0; b < 256; ++b) {
+        const int e = (b >> 3) & 0xF, m = b & 7;
+        const float want = (b & 0x7F) == 0x7F ? 0.0f
+                           : e == 0          ? std::ldexp(static_cast<float>(m), -9) * 0.5f
+                                             : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7) * 0.5f;
+        EXPECT_EQ(ue4m3_half_to_float(static_cast<uint8_t>(b)), want) << b;
+        // (ggml's conversion sends exponent 15, values from 256 up, to 0x7E.)
+        if (b > 0 && b < 0x78) EXPECT_EQ(ue4m3_from_float(2.0f * want), b) << b;
+        if (b >= 0x78 && b < 0x7F) EXPECT_EQ(ue4m3_from_float(2.0f * want), 0x7E) << b;
+    }
+    EXPECT_EQ(ue4m3_from_float(0.0f), 0);
+    EXPECT_EQ(ue4m3_from_float(-3.0f), 0);
+    EXPECT_EQ(ue4m3_from_float(std::numeric_limits<float>::quiet_NaN()), 0);
+    EXPECT_EQ(ue4m3_from_float(1e9f), 0x7E);                    // clamped to 448
+    EXPECT_EQ(ue4m3_from_float(0.0004f), 0);                    // below half the least subnormal
+    EXPECT_EQ(ue4m3_from_float(1.0f + 1.0f / 16.0f), 0x39);     // a tie rounds up: 1.125
+    EXPECT_EQ(ue4m3_from_float(1.0f + 15.0f / 16.0f), 0x40);    // 1.9375 carries into 2.0
 }
 
 // Byte-exact quantization of a known block, as llama.cpp's reference does it.
