@@ -420,10 +420,11 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
 
 // gpt-oss's mix as llama-quantize makes it: every expert's stacked (3-D)
 // tensor MXFP4, every other matrix Q8_0, the router kept F32.
-TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
-    const std::string dir = test::scratch_dir("quantize_mxfp4_moe");
+namespace {
+// A small F32 mixture of experts of the family: 2 layers, 4 experts of 256 channels, 2 chosen.
+void write_small_moe(const char* family, const std::string& path) {
     RandomModelSpec spec;
-    apply_model_preset(spec, "gpt-oss");
+    apply_model_preset(spec, family);
     spec.n_embd = 256;
     spec.n_layer = 2;
     spec.n_head = 4;
@@ -433,7 +434,13 @@ TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
     spec.n_expert = 4;
     spec.n_expert_used = 2;
     spec.type = QuantType::F32;
-    write_random_model(spec, dir + "/f32.gguf");
+    write_random_model(spec, path);
+}
+}  // namespace
+
+TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
+    const std::string dir = test::scratch_dir("quantize_mxfp4_moe");
+    write_small_moe("gpt-oss", dir + "/f32.gguf");
     const GgufFile file(dir + "/f32.gguf");
     int experts = 0, others = 0;
     for (const auto& p : plan_quantization(file, params_for("MXFP4_MOE"))) {
@@ -461,26 +468,19 @@ TEST(Quantize, Mxfp4MoeMixPutsTheExpertsInMxfp4) {
 // embedding (a lookup, no product to scale) Q8_0, the head Q6_K.
 TEST(Quantize, Nvfp4WritesEachMatrixsFactorBesideIt) {
     const std::string dir = test::scratch_dir("quantize_nvfp4");
-    RandomModelSpec spec;
-    apply_model_preset(spec, "qwen3moe");
-    spec.n_embd = 256;
-    spec.n_layer = 2;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_vocab = 512;
-    spec.n_expert = 4;
-    spec.n_expert_used = 2;
-    spec.type = QuantType::F32;
-    write_random_model(spec, dir + "/f32.gguf");
+    write_small_moe("qwen3moe", dir + "/f32.gguf");
     quantize_model(dir + "/f32.gguf", dir + "/nvfp4.gguf", params_for("NVFP4"));
     const GgufFile in(dir + "/f32.gguf"), out(dir + "/nvfp4.gguf");
     int matrices = 0;
     for (const GgufTensorInfo& t : in.tensors()) {
         const GgufTensorInfo* q = out.find_tensor(t.name);
         ASSERT_NE(q, nullptr) << t.name;
-        if (t.name == "token_embd.weight") EXPECT_EQ(q->type, QuantType::Q8_0);
-        if (t.name == "output.weight") EXPECT_EQ(q->type, QuantType::Q6_K);
+        if (t.name == "token_embd.weight") {
+            EXPECT_EQ(q->type, QuantType::Q8_0);
+        }
+        if (t.name == "output.weight") {
+            EXPECT_EQ(q->type, QuantType::Q6_K);
+        }
         if (q->type != QuantType::NVFP4) {
             EXPECT_EQ(out.find_tensor(t.name.substr(0, t.name.size() - 7) + ".scale"), nullptr) << t.name;
             continue;
