@@ -23,6 +23,7 @@
 
 #include "ops/block32_group_layout.h"
 #include "ops/canonical_math-inl.h"
+#include "ops/group_prefetch.h"
 #include "ops/nvfp4_group_layout.h"
 #include "ops/nvfp4_hwy.h"
 #include "ops/nvfp4_scalar.h"
@@ -179,9 +180,12 @@ void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups,
         }
     }
     const DF df;
+    const bool near = near_prefetch(QuantType::NVFP4);
     portable_loop::run<kNvfp4Block, nvfp4_group::kBytes, kActBytes>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
+            // The stream ahead, once per block (the first column's first rows).
+            if (c == 0 && r0 == 0) prefetch_ahead(p, nvfp4_group::kBytes, near);
             const int32_t* sums = sub_sums.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub) + 4 * b;
             for (int h = 0; h < 2; ++h) {
                 const uint8_t* xh = xb + h * static_cast<int64_t>(sizeof(BlockQ8_0));
