@@ -41,21 +41,12 @@ std::vector<float> vector_copy(const GgufFile& file, const std::string& name, in
     return v;
 }
 
-// "blk.0.attn_q.weight" -> "blk.0.attn_q.scale": the factor llama.cpp's
-// converter writes beside each NVFP4 weight of a ModelOpt checkpoint (its
-// per-tensor second-level scale; per expert for stacked experts).
-std::string scale_name_of(const std::string& weight) {
-    const std::string suffix = ".weight";
-    const bool has_suffix = weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
-    return (has_suffix ? weight.substr(0, weight.size() - suffix.size()) : weight) + ".scale";
-}
-
 // A weight's factors (n: 1 per tensor, or one per expert), empty where the
 // file has none; each must be finite. (The `.input_scale` beside them scales
 // the activations of NVIDIA's FP4 tensor cores; a CPU, like llama.cpp's,
 // computes them unscaled.)
 std::vector<float> weight_scales(const GgufFile& file, const std::string& weight, int64_t n) {
-    const std::string name = scale_name_of(weight);
+    const std::string name = weight_scale_name(weight);
     if (file.find_tensor(name) == nullptr) return {};
     std::vector<float> v = vector_copy(file, name, n);
     for (float f : v) {
@@ -700,6 +691,12 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         stream->finish(s.layer_begin, std::move(ranges));
         w.streamed = std::move(stream);
     }
+}
+
+std::string weight_scale_name(const std::string& weight) {
+    const std::string suffix = ".weight";
+    const bool has_suffix = weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return (has_suffix ? weight.substr(0, weight.size() - suffix.size()) : weight) + ".scale";
 }
 
 }  // namespace tessera

@@ -138,6 +138,11 @@ struct ProjectionRows {
 };
 ProjectionRows find_projection(const GgufFile& file, const ModelHParams& hp, int layer, Projection p);
 
+// "blk.0.attn_q.weight" -> "blk.0.attn_q.scale": the factor llama.cpp's
+// converter writes beside each NVFP4 weight of a ModelOpt checkpoint (its
+// second-level scale: one, or one per expert), which multiplies its products.
+std::string weight_scale_name(const std::string& weight);
+
 // Moves the rows the slice computes of the matrices every token reads (each
 // layer's seven and the output head) that are still views of the mapped file
 // into one block of private memory, releasing the mapped pages as it goes, so

@@ -1,6 +1,7 @@
 #include "model/quantize_model.h"
 
 #include "model/gguf_writer.h"
+#include "model/llama_model.h"
 #include "ops/quant_importance.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -85,11 +86,6 @@ MixModel mix_model_of(const GgufFile& in) {
 bool is_weight_matrix(const GgufTensorInfo& t) {
     return (t.n_dims == 2 || t.n_dims == 3) && ends_with(t.name, "weight") &&
            t.name.find("ffn_gate_inp.weight") == std::string::npos;
-}
-
-// "blk.0.ffn_up.weight" -> "blk.0.ffn_up.scale".
-std::string scale_name_for(const std::string& weight) {
-    return (ends_with(weight, ".weight") ? weight.substr(0, weight.size() - 7) : weight) + ".scale";
 }
 
 // NVFP4 as ModelOpt quantizes it: a second-level factor per tensor (per
@@ -235,7 +231,7 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
             p.converted = true;
         }
         // (A source that has the factor already keeps it: copied as it is.)
-        p.second_level = p.converted && p.to == QuantType::NVFP4 && in.find_tensor(scale_name_for(t.name)) == nullptr;
+        p.second_level = p.converted && p.to == QuantType::NVFP4 && in.find_tensor(weight_scale_name(t.name)) == nullptr;
         p.bytes_out = static_cast<uint64_t>(t.n_elements() / cols) * quant_row_bytes(p.to, cols);
         plans.push_back(std::move(p));
     }
@@ -298,7 +294,7 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
         if (!plan.second_level) continue;
         const GgufTensorInfo& src = in.tensors()[i];
         const int64_t n = plan.ne.size() == 3 ? plan.ne[2] : 1;
-        writer.add_tensor(scale_name_for(plan.name), QuantType::F32, {n}, [&plan, &src](uint8_t* dst, uint64_t bytes) {
+        writer.add_tensor(weight_scale_name(plan.name), QuantType::F32, {n}, [&plan, &src](uint8_t* dst, uint64_t bytes) {
             const std::vector<float> scales = second_level_scales(src, plan);
             if (bytes != scales.size() * sizeof(float)) throw make_error("internal: '{}' scales", plan.name);
             std::memcpy(dst, scales.data(), bytes);
