@@ -37,6 +37,7 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::BF16: return 32;
         case QuantType::MXFP4: return 38;
         case QuantType::Q1_0: return 40;
+        case QuantType::Q2_0: return 41;
         case QuantType::NVFP4: return 39;
         case QuantType::IQ2_XXS: return 19;
         case QuantType::IQ2_XS: return 20;

@@ -12,6 +12,7 @@
 #include "ops/nvfp4_scalar.h"
 #include "ops/q1_0_group_layout.h"
 #include "ops/q1_0_scalar.h"
+#include "ops/q2_0_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/row_groups.h"
 #include "util/fp16.h"
@@ -28,8 +29,9 @@ constexpr size_t kQ4_0Qs = 2 * kGroupRows;  // after the 16 rows' fp16 scales
 constexpr size_t kQ8_0Qs = 2 * kGroupRows;
 constexpr size_t kQ4_KDmin = 32, kQ4_KScales = 64, kQ4_KMins = 192, kQ4_KQs = 320;
 
-// Q4_0, and Q1_0 (q1_0_group_layout.h), whose blocks are the same fields: an
-// fp16 scale and 16 bytes of codes (nibbles, or signs) in four words.
+// Q4_0, Q1_0 and Q2_0 (q1_0_group_layout.h), whose blocks are the same
+// fields: an fp16 scale and 16 bytes of codes (nibbles, signs or 2-bit codes)
+// in four words.
 template <typename Block>
 void put_q4_0(const Block& block, int r, uint8_t* g) {
     static_assert(sizeof(block.qs) == 16 && kQ4_0Qs == q1_0_group::kQs);
@@ -579,6 +581,9 @@ const GroupCodec kCodecs[] = {
     {QuantType::Q1_0, kQ1_0Block, sizeof(BlockQ1_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
      put_bytes<BlockQ1_0, put_q4_0<BlockQ1_0>>, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>,
      step_via<BlockQ1_0, Q8_0x4, get_bytes<BlockQ1_0, get_q4_0<BlockQ1_0>>, q1_0_block_step>},
+    {QuantType::Q2_0, kQ2_0Block, sizeof(BlockQ2_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
+     put_bytes<BlockQ2_0, put_q4_0<BlockQ2_0>>, get_bytes<BlockQ2_0, get_q4_0<BlockQ2_0>>,
+     step_via<BlockQ2_0, Q8_0x2, get_bytes<BlockQ2_0, get_q4_0<BlockQ2_0>>, q2_0_block_step>},
     {QuantType::NVFP4, kNvfp4Block, sizeof(BlockNVFP4), static_cast<size_t>(nvfp4_group::kBytes), 0, 0,
      put_bytes<BlockNVFP4, put_nvfp4>, get_bytes<BlockNVFP4, get_nvfp4>,
      step_via<BlockNVFP4, Q8_0x2, get_bytes<BlockNVFP4, get_nvfp4>, nvfp4_block_step>},

@@ -22,12 +22,6 @@ namespace tessera {
 
 inline constexpr int kNvfp4Block = 64;
 
-// The two Q8_0 activation blocks beside one NVFP4 block.
-struct Q8_0x2 {
-    BlockQ8_0 b[2];
-};
-static_assert(sizeof(Q8_0x2) == 2 * sizeof(BlockQ8_0), "two Q8_0 blocks back to back");
-
 // The UE4M3 byte nearest x / 6's magnitude, as llama.cpp's ggml_fp32_to_ue4m3
 // rounds it (x <= 0 or NaN: 0; clamped to 448).
 uint8_t ue4m3_from_float(float x);

@@ -5,6 +5,9 @@
 //                     32 + 64k: row r's 4 bytes qs[4k .. 4k + 3] at 4r, so a
 //                     vector of int32 lanes holds 32 signs of consecutive rows,
 //                     element 32k + i at bit i of its row's lane
+// Q2_0's group block (64 elements, the same 18-byte block shape) sits the
+// same way: word k holds elements 16k..16k + 15, element 16k + 4b + j at bits
+// 8b + 2j of its row's lane.
 #pragma once
 
 #include <cstdint>

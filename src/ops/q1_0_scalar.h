@@ -17,12 +17,6 @@ namespace tessera {
 
 inline constexpr int kQ1_0Block = 128;
 
-// The four Q8_0 activation blocks beside one Q1_0 block.
-struct Q8_0x4 {
-    BlockQ8_0 b[4];
-};
-static_assert(sizeof(Q8_0x4) == 4 * sizeof(BlockQ8_0), "four Q8_0 blocks back to back");
-
 void q1_0_to_float(const void* src, float* dst, int64_t n);
 void q1_0_from_float(const float* src, void* dst, int64_t n);
 float q1_0_vec_dot(int64_t n, const void* w, const void* x);

@@ -90,6 +90,25 @@ struct BlockQ1_0 {
 };
 static_assert(sizeof(BlockQ1_0) == 18, "Q1_0 block must be 18 bytes");
 
+// Q2_0 (2-bit, 64 elements): value = (q - 1) * d, q in [0, 4) at bits
+// 2 (i % 4) of qs[i / 4]; d the block's largest magnitude.
+struct BlockQ2_0 {
+    uint16_t d;  // fp16
+    uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ2_0) == 18, "Q2_0 block must be 18 bytes");
+
+// The Q8_0 activation blocks beside one 64-element (NVFP4, Q2_0) or
+// 128-element (Q1_0) weight block.
+struct Q8_0x2 {
+    BlockQ8_0 b[2];
+};
+static_assert(sizeof(Q8_0x2) == 2 * sizeof(BlockQ8_0), "two Q8_0 blocks back to back");
+struct Q8_0x4 {
+    BlockQ8_0 b[4];
+};
+static_assert(sizeof(Q8_0x4) == 4 * sizeof(BlockQ8_0), "four Q8_0 blocks back to back");
+
 // NVFP4 (NVIDIA's FP4, as ModelOpt checkpoints carry it; 64 elements, 4.5
 // bits a weight): four sub-blocks of 16 E2M1 codes, each with its own UE4M3
 // scale byte. Sub-block s's byte j holds element 16s + j in its low nibble

@@ -8,6 +8,7 @@
 #include "ops/kquant_scalar.h"
 #include "ops/nvfp4_scalar.h"
 #include "ops/q1_0_scalar.h"
+#include "ops/q2_0_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -175,8 +176,9 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::IQ3_S, QuantType::Q8_K, iq3_s_to_float, iq3_s_from_float, iq3_s_vec_dot, vec_dot_tile_by_dots<iq3_s_vec_dot>, nullptr},
     {QuantType::IQ1_S, QuantType::Q8_K, iq1_s_to_float, iq1_s_from_float, iq1_s_vec_dot, vec_dot_tile_by_dots<iq1_s_vec_dot>, nullptr},
     {QuantType::IQ1_M, QuantType::Q8_K, iq1_m_to_float, iq1_m_from_float, iq1_m_vec_dot, vec_dot_tile_by_dots<iq1_m_vec_dot>, nullptr},
-    // The 1-bit type (q1_0_scalar.cpp).
+    // The 1-bit and 2-bit types (q1_0_scalar.cpp, q2_0_scalar.cpp).
     {QuantType::Q1_0, QuantType::Q8_0, q1_0_to_float, q1_0_from_float, q1_0_vec_dot, vec_dot_tile_by_dots<q1_0_vec_dot>, nullptr},
+    {QuantType::Q2_0, QuantType::Q8_0, q2_0_to_float, q2_0_from_float, q2_0_vec_dot, vec_dot_tile_by_dots<q2_0_vec_dot>, nullptr},
     // NVIDIA's 4-bit floats (nvfp4_scalar.cpp).
     {QuantType::NVFP4, QuantType::Q8_0, nvfp4_to_float, nvfp4_from_float, nvfp4_vec_dot, vec_dot_tile_by_dots<nvfp4_vec_dot>, nullptr},
     {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},

@@ -144,6 +144,8 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 // follow the same rule, per block in order:
 //   Q5_0, IQ4_NL, MXFP4 (Q8_0 activations): acc = fma(float(s), d_w * d_x, acc)
 //   Q5_1:  acc = fma(d_x, fma(m_w, float(sum x), d_w * float(s)), acc)
+//   Q2_0:  per Q8_0 block of its 64 elements, s = sum (q - 1) x (exact),
+//          acc = fma(float(s), d_w * d_x, acc)
 //   Q1_0:  per Q8_0 block of its 128 elements, s = sum (bit ? x : -x) (exact),
 //          acc = fma(float(s), d_w * d_x, acc)
 //   NVFP4: per Q8_0 block h of its 64 elements, s_lo, s_hi the sums over its

@@ -51,6 +51,9 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(quant_layout(41)->type, QuantType::Q1_0);
     EXPECT_EQ(quant_row_bytes(QuantType::Q1_0, 256), 36u);
     EXPECT_NE(compute_traits(QuantType::Q1_0), nullptr);
+    EXPECT_EQ(quant_layout(42)->type, QuantType::Q2_0);
+    EXPECT_EQ(quant_row_bytes(QuantType::Q2_0, 128), 36u);
+    EXPECT_NE(compute_traits(QuantType::Q2_0), nullptr);
     EXPECT_EQ(quant_layout(40)->type, QuantType::NVFP4);
     EXPECT_EQ(quant_row_bytes(QuantType::NVFP4, 128), 72u);
     EXPECT_NE(compute_traits(QuantType::NVFP4), nullptr);

@@ -112,6 +112,7 @@ static const type_entry TYPES[] = {
     {"IQ1_M",   GGML_TYPE_IQ1_M},
     {"Q1_0",    GGML_TYPE_Q1_0},
     {"NVFP4",   GGML_TYPE_NVFP4},
+    {"Q2_0",    GGML_TYPE_Q2_0},
 };
 
 // dot[c][r] = CPU vec_dot(quantized row r, from_float(x row c)), stored at c*NROW + r
