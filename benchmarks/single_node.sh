@@ -94,8 +94,8 @@ for t in $threads; do
 done
 for q in $types; do
   case $q in
-    F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|IQ4_NL|MXFP4|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|IQ4_XS|IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_S|IQ1_S|IQ1_M|Q1_0|Q2_0|NVFP4) ;;
-    *) die "unsupported type '$q' (tessera gen-model writes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q1_0, Q2_0, NVFP4)" ;;
+    F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|IQ4_NL|MXFP4|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|IQ4_XS|IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_S|IQ1_S|IQ1_M|Q1_0|Q2_0|TQ1_0|TQ2_0|NVFP4) ;;
+    *) die "unsupported type '$q' (tessera gen-model writes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q1_0, Q2_0, TQ1_0, TQ2_0, NVFP4)" ;;
   esac
 done
 [ -n "$types" ] || die "--types is empty"

@@ -68,7 +68,7 @@ void add_gen_model_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--head-dim", s.head_dim, "Width of a head (written as attention.key_length; default dim / heads)");
     cmd->add_option("--sliding-window", s.sliding_window, "Sliding-window length written to the metadata (0: none)");
-    cmd->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q1_0, Q2_0, NVFP4 (the 256-element types need --dim and --ffn multiples of 256, Q1_0 of 128, Q2_0 and NVFP4 of 64)")->capture_default_str();
+    cmd->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q1_0, Q2_0, TQ1_0, TQ2_0, NVFP4 (the 256-element types (TQ1_0, TQ2_0 too) need --dim and --ffn multiples of 256, Q1_0 of 128, Q2_0 and NVFP4 of 64)")->capture_default_str();
     cmd->add_option("--dense-type", o->dense_type,
                     "A mixture of experts' other matrices (attention, embeddings, head) in this type, the experts in "
                     "--type (gpt-oss's files: --type MXFP4 --dense-type Q8_0)");

@@ -44,9 +44,11 @@ enum Ftype : uint32_t {
     kNVFP4 = 39,
     kQ1_0 = 40,
     kQ2_0 = 41,
+    kTQ1_0 = 36,
+    kTQ2_0 = 37,
 };
 
-const std::array<QuantizeTarget, 38> kTargets{{
+const std::array<QuantizeTarget, 40> kTargets{{
     {"F32", QuantType::F32, kAllF32},
     {"F16", QuantType::F16, kF16},
     {"BF16", QuantType::BF16, kBF16},
@@ -82,8 +84,12 @@ const std::array<QuantizeTarget, 38> kTargets{{
     // 1-bit signs (PrismML's Bonsai files): every matrix but output.weight.
     {"Q1_0", QuantType::Q1_0, kQ1_0},
     // 2-bit codes (-1, 0, 1, 2 times a block's scale): every matrix but the
-    // embedding (Q4_K) and output.weight (Q6_K).
+    // embedding (Q4_K, llama.cpp's rule for this and the ternary targets) and
+    // output.weight (Q6_K).
     {"Q2_0", QuantType::Q2_0, kQ2_0},
+    // Ternary codes (BitNet b1.58 and TriLM files), under the same rules.
+    {"TQ1_0", QuantType::TQ1_0, kTQ1_0},
+    {"TQ2_0", QuantType::TQ2_0, kTQ2_0},
     // gpt-oss's: expert matrices (3-D) MXFP4, everything else Q8_0.
     {"MXFP4_MOE", QuantType::MXFP4, kMXFP4_MOE},
     // Bare K-quant types, which llama-quantize does not name: --pure's files
@@ -157,7 +163,7 @@ QuantType mixed_type(const QuantizeTarget& target, const std::string& name, int6
     // NVFP4 files keep the embedding out of FP4, as ModelOpt does (a lookup
     // has no product to apply the second-level factor to): Q8_0 here.
     if (base == QuantType::NVFP4 && name == "token_embd.weight") return QuantType::Q8_0;
-    if (ftype == kQ2_0 && name == "token_embd.weight") return QuantType::Q4_K;
+    if ((ftype == kQ2_0 || ftype == kTQ1_0 || ftype == kTQ2_0) && name == "token_embd.weight") return QuantType::Q4_K;
     if (!target.mix) return base;
     // gpt-oss's mix: the experts' stacked (3-D) tensors MXFP4, the rest Q8_0.
     if (ftype == kMXFP4_MOE) return stacked > 1 ? QuantType::MXFP4 : QuantType::Q8_0;

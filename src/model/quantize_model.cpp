@@ -48,6 +48,8 @@ std::vector<QuantType> fallbacks_of(QuantType type) {
         case QuantType::IQ3_XXS:
         case QuantType::IQ3_S: return {QuantType::IQ4_NL, QuantType::F16};
         case QuantType::Q2_0:
+        case QuantType::TQ1_0:
+        case QuantType::TQ2_0:
         case QuantType::Q2_K:
         case QuantType::Q3_K: return {QuantType::Q4_0, QuantType::F16};
         case QuantType::Q4_K: return {QuantType::Q5_0, QuantType::F16};

@@ -38,6 +38,8 @@ uint32_t file_type_of(QuantType type) {
         case QuantType::MXFP4: return 38;
         case QuantType::Q1_0: return 40;
         case QuantType::Q2_0: return 41;
+        case QuantType::TQ1_0: return 36;
+        case QuantType::TQ2_0: return 37;
         case QuantType::NVFP4: return 39;
         case QuantType::IQ2_XXS: return 19;
         case QuantType::IQ2_XS: return 20;

@@ -13,6 +13,8 @@
 #include "ops/q1_0_group_layout.h"
 #include "ops/q1_0_scalar.h"
 #include "ops/q2_0_scalar.h"
+#include "ops/ternary_group_layout.h"
+#include "ops/ternary_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/row_groups.h"
 #include "util/fp16.h"
@@ -43,6 +45,23 @@ template <typename Block>
 void get_q4_0(const uint8_t* g, int r, Block& block) {
     std::memcpy(&block.d, g + 2 * r, 2);
     for (int k = 0; k < 4; ++k) std::memcpy(block.qs + 4 * k, g + kQ4_0Qs + 64 * k + 4 * r, 4);
+}
+
+// TQ2_0 and TQ1_0 (ternary_group_layout.h): the scale (after the code bytes
+// in GGUF) and the code bytes as kWords words.
+template <typename Block, int64_t kWords>
+void put_ternary(const Block& block, int r, uint8_t* g) {
+    static_assert(sizeof(Block) == 4 * kWords + 2);
+    std::memcpy(g + 2 * r, &block.d, 2);
+    const auto* codes = reinterpret_cast<const uint8_t*>(&block);
+    for (int k = 0; k < kWords; ++k) std::memcpy(g + ternary_group::kWords + 64 * k + 4 * r, codes + 4 * k, 4);
+}
+
+template <typename Block, int64_t kWords>
+void get_ternary(const uint8_t* g, int r, Block& block) {
+    std::memcpy(&block.d, g + 2 * r, 2);
+    auto* codes = reinterpret_cast<uint8_t*>(&block);
+    for (int k = 0; k < kWords; ++k) std::memcpy(codes + 4 * k, g + ternary_group::kWords + 64 * k + 4 * r, 4);
 }
 
 // Q8_0 codes are stored + 128 (XOR 0x80), as unsigned bytes for dpbusd.
@@ -584,6 +603,14 @@ const GroupCodec kCodecs[] = {
     {QuantType::Q2_0, kQ2_0Block, sizeof(BlockQ2_0), static_cast<size_t>(q1_0_group::kBytes), 0, 0,
      put_bytes<BlockQ2_0, put_q4_0<BlockQ2_0>>, get_bytes<BlockQ2_0, get_q4_0<BlockQ2_0>>,
      step_via<BlockQ2_0, Q8_0x2, get_bytes<BlockQ2_0, get_q4_0<BlockQ2_0>>, q2_0_block_step>},
+    {QuantType::TQ2_0, kQK_K, sizeof(BlockTQ2_0), static_cast<size_t>(ternary_group::bytes_of(ternary_group::kTq2_0Words)), 0, 0,
+     put_bytes<BlockTQ2_0, put_ternary<BlockTQ2_0, ternary_group::kTq2_0Words>>,
+     get_bytes<BlockTQ2_0, get_ternary<BlockTQ2_0, ternary_group::kTq2_0Words>>,
+     step_via<BlockTQ2_0, BlockQ8_K, get_bytes<BlockTQ2_0, get_ternary<BlockTQ2_0, ternary_group::kTq2_0Words>>, tq2_0_block_step>},
+    {QuantType::TQ1_0, kQK_K, sizeof(BlockTQ1_0), static_cast<size_t>(ternary_group::bytes_of(ternary_group::kTq1_0Words)), 0, 0,
+     put_bytes<BlockTQ1_0, put_ternary<BlockTQ1_0, ternary_group::kTq1_0Words>>,
+     get_bytes<BlockTQ1_0, get_ternary<BlockTQ1_0, ternary_group::kTq1_0Words>>,
+     step_via<BlockTQ1_0, BlockQ8_K, get_bytes<BlockTQ1_0, get_ternary<BlockTQ1_0, ternary_group::kTq1_0Words>>, tq1_0_block_step>},
     {QuantType::NVFP4, kNvfp4Block, sizeof(BlockNVFP4), static_cast<size_t>(nvfp4_group::kBytes), 0, 0,
      put_bytes<BlockNVFP4, put_nvfp4>, get_bytes<BlockNVFP4, get_nvfp4>,
      step_via<BlockNVFP4, Q8_0x2, get_bytes<BlockNVFP4, get_nvfp4>, nvfp4_block_step>},

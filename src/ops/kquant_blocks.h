@@ -119,6 +119,24 @@ struct BlockQ8_K {
 };
 static_assert(sizeof(BlockQ8_K) == 292, "Q8_K block must be 292 bytes");
 
+// The ternary types (BitNet b1.58, TriLM; 256 elements, codes q - 1 in
+// {-1, 0, 1} times d, d the block's largest magnitude).
+// TQ2_0: 2 bits a code; element 128 h + 32 l + m is bits 2l of qs[32 h + m].
+struct BlockTQ2_0 {
+    uint8_t qs[kQK_K / 4];
+    uint16_t d;  // fp16
+};
+static_assert(sizeof(BlockTQ2_0) == 66, "TQ2_0 block must be 66 bytes");
+// TQ1_0: 5 trits a byte in qs (elements 32 l + m from qs[m], m < 32, then
+// 160 + 16 l + m from qs[32 + m], m < 16), 4 in qh (240 + 4 l + j from
+// qh[j]); trit l of byte b is (uint8_t(b * 3^l) * 3) >> 8.
+struct BlockTQ1_0 {
+    uint8_t qs[48];
+    uint8_t qh[4];
+    uint16_t d;  // fp16
+};
+static_assert(sizeof(BlockTQ1_0) == 54, "TQ1_0 block must be 54 bytes");
+
 // llama.cpp's get_scale_min_k4: the 6-bit scale and min of sub-block j of a
 // Q4_K (or Q5_K) block. Bytes 0-3 hold scales 0-3 and bytes 4-7 mins 0-3 in
 // their low 6 bits; bytes 8-11 hold the low 4 bits of scales 4-7 (low nibble)

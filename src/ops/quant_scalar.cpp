@@ -9,6 +9,7 @@
 #include "ops/nvfp4_scalar.h"
 #include "ops/q1_0_scalar.h"
 #include "ops/q2_0_scalar.h"
+#include "ops/ternary_scalar.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -179,6 +180,9 @@ constexpr QuantTraits kScalarTraits[] = {
     // The 1-bit and 2-bit types (q1_0_scalar.cpp, q2_0_scalar.cpp).
     {QuantType::Q1_0, QuantType::Q8_0, q1_0_to_float, q1_0_from_float, q1_0_vec_dot, vec_dot_tile_by_dots<q1_0_vec_dot>, nullptr},
     {QuantType::Q2_0, QuantType::Q8_0, q2_0_to_float, q2_0_from_float, q2_0_vec_dot, vec_dot_tile_by_dots<q2_0_vec_dot>, nullptr},
+    // The ternary types (ternary_scalar.cpp).
+    {QuantType::TQ2_0, QuantType::Q8_K, tq2_0_to_float, tq2_0_from_float, tq2_0_vec_dot, vec_dot_tile_by_dots<tq2_0_vec_dot>, nullptr},
+    {QuantType::TQ1_0, QuantType::Q8_K, tq1_0_to_float, tq1_0_from_float, tq1_0_vec_dot, vec_dot_tile_by_dots<tq1_0_vec_dot>, nullptr},
     // NVIDIA's 4-bit floats (nvfp4_scalar.cpp).
     {QuantType::NVFP4, QuantType::Q8_0, nvfp4_to_float, nvfp4_from_float, nvfp4_vec_dot, vec_dot_tile_by_dots<nvfp4_vec_dot>, nullptr},
     {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},

@@ -4,7 +4,7 @@
 #include "ops/iq_grids_hwy.h"
 #include "ops/nvfp4_hwy.h"
 #include "ops/q1_0_hwy.h"
-#include "ops/q2_0_hwy.h"
+#include "ops/ternary_hwy.h"
 #include "ops/kquants_hwy.h"
 
 #include "util/checked.h"
@@ -19,7 +19,7 @@ const QuantTraits* compute_traits(QuantType type) {
     if (const QuantTraits* simd = kquants_simd_traits(type)) return simd;
     if (const QuantTraits* simd = iq_grid_simd_traits(type)) return simd;
     if (const QuantTraits* simd = q1_0_simd_traits(type)) return simd;
-    if (const QuantTraits* simd = q2_0_simd_traits(type)) return simd;
+    if (const QuantTraits* simd = ternary_simd_traits(type)) return simd;
     if (const QuantTraits* simd = nvfp4_simd_traits(type)) return simd;
     return scalar_traits(type);
 }

@@ -110,7 +110,7 @@ TEST(QuantTypesPlanCli, SaysWhereSharesWereRoundedToBlocks) {
 INSTANTIATE_TEST_SUITE_P(Targets, QuantTypesCli,
                          ::testing::Values("Q4_K_M", "Q5_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "Q5_0", "Q5_1", "IQ4_NL",
                                            "MXFP4", "BF16", "Q4_1", "IQ3_M", "IQ2_M", "IQ3_XXS", "IQ2_XXS",
-                                           "IQ1_S", "IQ1_M", "Q1_0", "NVFP4", "Q2_0"),
+                                           "IQ1_S", "IQ1_M", "Q1_0", "NVFP4", "Q2_0", "TQ1_0", "TQ2_0"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

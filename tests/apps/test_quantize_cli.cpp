@@ -76,9 +76,9 @@ TEST(QuantizeCli, RefusesBadInput) {
     auto r = run_process(test::tessera_cmd({"quantize", dir + "/missing.gguf", dir + "/o.gguf", "Q8_0"}), 10);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
-    r = run_process(test::tessera_cmd({"quantize", dir + "/missing.gguf", dir + "/o.gguf", "TQ1_0"}), 10);
+    r = run_process(test::tessera_cmd({"quantize", dir + "/missing.gguf", dir + "/o.gguf", "Q8_1"}), 10);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.err.find("'TQ1_0' is not a quantization type (use one of F32, F16, BF16, Q8_0, Q6_K"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'Q8_1' is not a quantization type (use one of F32, F16, BF16, Q8_0, Q6_K"), std::string::npos) << r.err;
     r = run_process(test::tessera_cmd({"quantize", stories260k(), dir + "/q8.gguf", "Q8_0"}), 30);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = run_process(test::tessera_cmd({"quantize", dir + "/q8.gguf", dir + "/q4.gguf", "Q4_0"}), 30);

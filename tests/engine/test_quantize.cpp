@@ -125,9 +125,11 @@ TEST(Quantize, TargetsAndFileTypesAsLlamaCpp) {
     EXPECT_EQ(parse_quantize_target("IQ1_M")->file_type, 31u);
     EXPECT_EQ(parse_quantize_target("Q1_0")->file_type, 40u);
     EXPECT_EQ(parse_quantize_target("Q2_0")->file_type, 41u);
+    EXPECT_EQ(parse_quantize_target("TQ1_0")->file_type, 36u);
+    EXPECT_EQ(parse_quantize_target("tq2_0")->type, QuantType::TQ2_0);
     EXPECT_EQ(parse_quantize_target("NVFP4")->file_type, 39u);
     EXPECT_EQ(parse_quantize_target("nvfp4")->type, QuantType::NVFP4);
-    EXPECT_FALSE(parse_quantize_target("TQ1_0").has_value());
+    EXPECT_FALSE(parse_quantize_target("Q8_1").has_value());
     EXPECT_FALSE(parse_quantize_target("Q8").has_value());
 }
 
@@ -365,7 +367,7 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
     // importance matrix (models g4i, g1i: the mixes' rules for one differ, and some targets need one).
     const std::set<std::string> targets = {"Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
                                            "Q6_K",   "IQ4_NL", "IQ4_XS", "Q5_0",   "Q5_1",   "Q8_0",   "Q4_0",
-                                           "IQ3_S",  "IQ3_M",  "Q1_0",   "Q2_0"};
+                                           "IQ3_S",  "IQ3_M",  "Q1_0",   "Q2_0",   "TQ1_0",  "TQ2_0"};
     const std::set<std::string> importance_targets = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M",  "IQ3_XXS", "IQ3_XS",
                                                       "Q2_K_S",  "Q4_0",   "Q5_0",  "IQ4_XS", "IQ4_NL"};
     {
@@ -379,7 +381,7 @@ TEST(Quantize, EveryMixAsLlamaQuantizeChose) {
             exceptions[model + " " + target][tensor] = type;
         }
     }
-    ASSERT_EQ(exceptions.size(), 2u * 17u + 2u * 11u);
+    ASSERT_EQ(exceptions.size(), 2u * 19u + 2u * 11u);
     const std::string dir = test::scratch_dir("quantize_every_mix");
     for (const auto& [model, kv_heads] : {std::pair<std::string, int>{"g4", 2}, {"g1", 8}}) {
         RandomModelSpec spec;

@@ -122,13 +122,15 @@ TEST_P(LlamaQuantized, SameBytesSameFloatsSameDots) {
 INSTANTIATE_TEST_SUITE_P(Types, LlamaQuantized,
                          ::testing::Values("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                                            "IQ4_NL", "IQ4_XS", "MXFP4", "BF16", "IQ2_XXS", "IQ2_XS", "IQ2_S",
-                                           "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "Q1_0", "NVFP4", "Q2_0"),
+                                           "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "Q1_0", "NVFP4", "Q2_0", "TQ1_0",
+                                           "TQ2_0"),
                          [](const auto& info) { return std::string(info.param); });
 
-// Types with a block layout but no kernels yet: a weight of that type is
-// refused with the type's name, never misread.
+// Types a GGUF can name that hold no weights Tessera computes with (Q8_1, an
+// activation type llama.cpp never stores weights in; F64): a weight of that
+// type is refused with the type's name, never misread.
 TEST(LlamaQuantizedUnsupported, RefusedByName) {
-    for (const char* name : {"TQ1_0", "TQ2_0"}) {
+    for (const char* name : {"Q8_1", "F64"}) {
         const QuantType type = *parse_quant_type(name);
         try {
             require_weight_traits(type, "blk.0.ffn_up.weight");

@@ -57,12 +57,16 @@ TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(quant_layout(40)->type, QuantType::NVFP4);
     EXPECT_EQ(quant_row_bytes(QuantType::NVFP4, 128), 72u);
     EXPECT_NE(compute_traits(QuantType::NVFP4), nullptr);
-    EXPECT_EQ(compute_traits(QuantType::TQ1_0), nullptr);  // a type without kernels
+    EXPECT_NE(compute_traits(QuantType::TQ1_0), nullptr);
+    EXPECT_NE(compute_traits(QuantType::TQ2_0), nullptr);
+    EXPECT_EQ(quant_row_bytes(QuantType::TQ1_0, 512), 108u);
+    EXPECT_EQ(quant_row_bytes(QuantType::TQ2_0, 512), 132u);
+    EXPECT_EQ(compute_traits(QuantType::Q8_1), nullptr);  // an activation type llama.cpp never stores weights in
     EXPECT_NE(compute_traits(QuantType::IQ1_S), nullptr);
     EXPECT_NE(compute_traits(QuantType::IQ2_XXS), nullptr);
     EXPECT_THROW(require_weight_traits(QuantType::Q8_K, "w"), Error);  // activations only
     EXPECT_NO_THROW(require_weight_traits(QuantType::Q4_K, "w"));
-    EXPECT_THROW(require_compute_traits(QuantType::TQ2_0, "blk.0.attn_q.weight"), Error);
+    EXPECT_THROW(require_compute_traits(QuantType::F64, "blk.0.attn_q.weight"), Error);
 }
 
 // Quantize then dequantize: the error per element stays within the type's step.

@@ -38,7 +38,8 @@ constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0,    QuantType::Q8_0,    Q
                                        QuantType::Q5_1,    QuantType::IQ4_NL,  QuantType::MXFP4,  QuantType::Q2_K,
                                        QuantType::Q3_K,    QuantType::IQ2_XXS, QuantType::IQ2_XS, QuantType::IQ2_S,
                                        QuantType::IQ3_XXS, QuantType::IQ3_S,   QuantType::IQ1_S,  QuantType::IQ1_M,
-                                       QuantType::Q1_0,    QuantType::NVFP4, QuantType::Q2_0};
+                                       QuantType::Q1_0,    QuantType::NVFP4, QuantType::Q2_0,
+                                       QuantType::TQ1_0,   QuantType::TQ2_0};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 

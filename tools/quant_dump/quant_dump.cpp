@@ -113,6 +113,8 @@ static const type_entry TYPES[] = {
     {"Q1_0",    GGML_TYPE_Q1_0},
     {"NVFP4",   GGML_TYPE_NVFP4},
     {"Q2_0",    GGML_TYPE_Q2_0},
+    {"TQ1_0",   GGML_TYPE_TQ1_0},
+    {"TQ2_0",   GGML_TYPE_TQ2_0},
 };
 
 // dot[c][r] = CPU vec_dot(quantized row r, from_float(x row c)), stored at c*NROW + r

@@ -1,0 +1,315 @@
+// The types whose codes stand for q - 1 times a block's scale, on the
+// dispatched CPU target (ternary_hwy.h): Q2_0 (q < 4, 64 elements against two
+// Q8_0 blocks), TQ2_0 and TQ1_0 (q < 3, 256 elements against one Q8_K
+// block). Scalar references for rows; one grouped kernel a type for every
+// target.
+//
+// A row's integer sum is sum(q x) - sum(x), the codes unsigned, so AVX-512
+// VNNI's vpdpbusd and AVX2's maddubs take them as they are: a vector of int32
+// lanes holds 4 code bytes of each of consecutive rows, and code l of those 4
+// bytes (2 bits shifted by 2l; TQ1_0's trit l, decoded in 16-bit lanes as
+// (uint8(b * 3^l) * 3) >> 8) meets 4 activation codes:
+//   Q2_0 (q1_0_group_layout.h): elements 4b + l of a 16-element word, so the
+//        activations are rearranged once a call (byte b of word l: x[4b + l]);
+//   TQ2_0, TQ1_0 (ternary_group_layout.h): 4 consecutive elements, loaded as
+//        they are.
+// Each block's sum(x) is counted once a call. Integers are exact and the float
+// step is the canonical one (q2_0_scalar.h, ternary_scalar.h), fused on every
+// target.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+#define HWY_WANT_AVX3_DL
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/ternary_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "ops/canonical_math-inl.h"
+#include "ops/group_prefetch.h"
+#include "ops/kquant_blocks.h"
+#include "ops/portable_group_loop-inl.h"
+#include "ops/q1_0_group_layout.h"
+#include "ops/q2_0_scalar.h"
+#include "ops/row_groups.h"
+#include "ops/ternary_group_layout.h"
+#include "ops/ternary_hwy.h"
+#include "ops/ternary_scalar.h"
+#include "util/fp16.h"
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+#include "ops/vnni_target.h"
+
+// The AVX-512 VNNI section compiles for VNNI's EVEX form (vnni_target.h);
+// every other target as Highway compiles it.
+#undef TESSERA_TERNARY_PUSH
+#undef TESSERA_TERNARY_BEGIN
+#undef TESSERA_TERNARY_POP
+#if HWY_TARGET == HWY_AVX3_DL
+#define TESSERA_TERNARY_PUSH TESSERA_VNNI_PUSH
+#define TESSERA_TERNARY_BEGIN TESSERA_VNNI_BEGIN
+#define TESSERA_TERNARY_POP TESSERA_VNNI_POP
+#else
+#define TESSERA_TERNARY_PUSH
+#define TESSERA_TERNARY_BEGIN
+#define TESSERA_TERNARY_POP
+#endif
+
+TESSERA_TERNARY_PUSH
+HWY_BEFORE_NAMESPACE();
+TESSERA_TERNARY_BEGIN
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace ternary_groups {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DI = hn::CappedTag<int32_t, kGroupRows>;
+using DU = hn::RebindToUnsigned<DI>;
+using DF = hn::Rebind<float, DI>;
+
+// acc + per lane sum over its 4 bytes of codes (unsigned, < 64) times the 4
+// signed activation bytes of x_word.
+HWY_INLINE hn::Vec<DI> add_byte_dots(hn::Vec<DI> acc, hn::Vec<DU> codes, int32_t x_word) {
+#if HWY_TARGET == HWY_AVX3_DL
+    return hn::Vec<DI>{_mm512_dpbusd_epi32(acc.raw, codes.raw, _mm512_set1_epi32(x_word))};
+#elif HWY_TARGET == HWY_AVX3
+    const __m512i pairs = _mm512_maddubs_epi16(codes.raw, _mm512_set1_epi32(x_word));
+    return hn::Vec<DI>{_mm512_add_epi32(acc.raw, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))};
+#elif HWY_TARGET == HWY_AVX2
+    const __m256i pairs = _mm256_maddubs_epi16(codes.raw, _mm256_set1_epi32(x_word));
+    return hn::Vec<DI>{_mm256_add_epi32(acc.raw, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))};
+#else
+    const DI di;
+    const DU du;
+    int8_t x[4];
+    std::memcpy(x, &x_word, 4);
+    for (int b = 0; b < 4; ++b) {
+        const auto code = hn::BitCast(di, hn::And(hn::ShiftRightSame(codes, 8 * b), hn::Set(du, 0xFFu)));
+        acc = hn::Add(acc, hn::Mul(code, hn::Set(di, x[b])));
+    }
+    return acc;
+#endif
+}
+
+// Code l (< 4) of 2-bit codes: bits 2l of each byte.
+HWY_INLINE hn::Vec<DU> bit_pair(hn::Vec<DU> v, int l) {
+    return hn::And(hn::ShiftRightSame(v, 2 * l), hn::Set(DU(), 0x03030303u));
+}
+
+// Trit l of each byte b (pow3 = 3^l): (uint8(b * 3^l) * 3) >> 8, in 16-bit
+// lanes: the even bytes' product moved up a byte, the odd bytes' masked in
+// place, each taken times 3 by its high half.
+HWY_INLINE hn::Vec<DU> trit(hn::Vec<DU> v, uint16_t pow3) {
+#if HWY_TARGET == HWY_SCALAR
+    // One lane: the four bytes one by one.
+    const uint32_t word = hn::GetLane(v);
+    uint32_t out = 0;
+    for (int b = 0; b < 4; ++b) {
+        const auto q = static_cast<uint8_t>(((word >> (8 * b)) & 0xFFu) * pow3);
+        out |= static_cast<uint32_t>((q * 3) >> 8) << (8 * b);
+    }
+    return hn::Set(DU(), out);
+#else
+    const hn::Repartition<uint16_t, DU> d16;
+    const auto w = hn::BitCast(d16, v);
+    const auto p = hn::Set(d16, pow3);
+    const auto three = hn::Set(d16, uint16_t{3});
+    const auto even = hn::MulHigh(hn::ShiftLeft<8>(hn::Mul(w, p)), three);
+    const auto odd = hn::MulHigh(hn::Mul(hn::And(w, hn::Set(d16, uint16_t{0xFF00})), p), three);
+    return hn::BitCast(DU(), hn::Or(even, hn::ShiftLeft<8>(odd)));
+#endif
+}
+
+HWY_INLINE hn::Vec<DU> load_word(const uint8_t* g, int64_t words_at, int k, int r0) {
+    return hn::LoadU(DU(), reinterpret_cast<const uint32_t*>(g + words_at + 64 * k + 4 * r0));
+}
+
+HWY_INLINE int32_t x_word(const int8_t* x) {
+    int32_t w;
+    std::memcpy(&w, x, 4);
+    return w;
+}
+
+// The rows' fp16 scales at the start of a group block.
+HWY_INLINE hn::Vec<DF> row_scales(const uint8_t* g, int r0) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(g) + r0));
+}
+
+// Per call: each activation block's code sum, for every column (a thread's
+// run of rows shares it).
+template <class XBlock>
+const int32_t* block_sums(const void* x, size_t x_stride, int n_cols, int64_t n_blocks) {
+    thread_local std::vector<int32_t> sums;
+    sums.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_blocks));
+    for (int c = 0; c < n_cols; ++c) {
+        for (int64_t k = 0; k < n_blocks; ++k) {
+            XBlock block;
+            std::memcpy(&block, static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof block, sizeof block);
+            int32_t s = 0;
+            for (const int8_t q : block.qs) s += q;
+            sums[static_cast<size_t>(c * n_blocks + k)] = s;
+        }
+    }
+    return sums.data();
+}
+
+// ---- Q2_0 ----
+
+// Column x's Q8_0 blocks rearranged for Q2_0's words: word 4w + l holds
+// x[16w + 4b + l] in byte b (w < 2, l < 4).
+const int32_t* q2_0_shuffled(const void* x, size_t x_stride, int n_cols, int64_t n_blocks) {
+    thread_local std::vector<int32_t> words;
+    words.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_blocks) * 8);
+    for (int c = 0; c < n_cols; ++c) {
+        for (int64_t k = 0; k < n_blocks; ++k) {
+            BlockQ8_0 block;
+            std::memcpy(&block, static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof block, sizeof block);
+            uint8_t bytes[32];
+            for (int w = 0; w < 2; ++w) {
+                for (int l = 0; l < 4; ++l) {
+                    for (int b = 0; b < 4; ++b) bytes[4 * (4 * w + l) + b] = static_cast<uint8_t>(block.qs[16 * w + 4 * b + l]);
+                }
+            }
+            std::memcpy(words.data() + 8 * static_cast<size_t>(c * n_blocks + k), bytes, sizeof bytes);
+        }
+    }
+    return words.data();
+}
+
+void q2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                         const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                         int64_t unit_n, size_t unit_stride, bool accumulate) {
+    const int64_t n_sub = n / 32;
+    const int32_t* sums = block_sums<BlockQ8_0>(x, x_stride, n_cols, n_sub);
+    const int32_t* shuffled = q2_0_shuffled(x, x_stride, n_cols, n_sub);
+    const DF df;
+    const bool near = near_prefetch(QuantType::Q2_0);
+    portable_loop::run<kQ2_0Block, q1_0_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
+            // The stream ahead, once per block (the first column's first rows).
+            if (c == 0 && r0 == 0) prefetch_ahead(p, q1_0_group::kBytes, near);
+            const auto dw = row_scales(p, r0);
+            for (int h = 0; h < 2; ++h) {
+                const int64_t k = c * n_sub + 2 * b + h;
+                const int32_t* xw = shuffled + 8 * k;
+                auto s = hn::Set(DI(), -sums[k]);
+                for (int wi = 0; wi < 2; ++wi) {
+                    const auto v = load_word(p, q1_0_group::kQs, 2 * h + wi, r0);
+                    for (int l = 0; l < 4; ++l) s = add_byte_dots(s, bit_pair(v, l), xw[4 * wi + l]);
+                }
+                uint16_t dx;
+                std::memcpy(&dx, xb + h * static_cast<int64_t>(sizeof(BlockQ8_0)), 2);
+                acc = canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(dw, hn::Set(df, fp16_to_fp32(dx))), acc);
+            }
+            return acc;
+        });
+}
+
+// ---- TQ2_0 and TQ1_0 ----
+
+// Word k's codes against their activations, for rows r0.. (k as in
+// ternary_group_layout.h; q the block's Q8_K codes).
+HWY_INLINE hn::Vec<DI> tq2_0_word(hn::Vec<DI> s, const uint8_t* p, int r0, int k, const int8_t* q) {
+    const auto v = load_word(p, ternary_group::kWords, k, r0);
+    const int8_t* xk = q + 128 * (k / 8) + 4 * (k % 8);
+    for (int l = 0; l < 4; ++l) s = add_byte_dots(s, bit_pair(v, l), x_word(xk + 32 * l));
+    return s;
+}
+
+HWY_INLINE hn::Vec<DI> tq1_0_word(hn::Vec<DI> s, const uint8_t* p, int r0, int k, const int8_t* q) {
+    static constexpr uint16_t kPow3[5] = {1, 3, 9, 27, 81};
+    const auto v = load_word(p, ternary_group::kWords, k, r0);
+    // Words 0-7: elements 32 l + 4k + b; 8-11: 160 + 16 l + 4(k - 8) + b;
+    // 12 (qh): 240 + 4 l + b, 4 trits.
+    const int8_t* xk = k < 8 ? q + 4 * k : k < 12 ? q + 160 + 4 * (k - 8) : q + 240;
+    const int stride = k < 8 ? 32 : k < 12 ? 16 : 4;
+    const int n_trits = k < 12 ? 5 : 4;
+    for (int l = 0; l < n_trits; ++l) s = add_byte_dots(s, trit(v, kPow3[l]), x_word(xk + stride * l));
+    return s;
+}
+
+template <int64_t kWordCount, hn::Vec<DI> (*kWord)(hn::Vec<DI>, const uint8_t*, int, int, const int8_t*)>
+void ternary_vec_dot_groups(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                            size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n, size_t unit_stride,
+                            bool accumulate) {
+    constexpr int64_t kBytes = ternary_group::bytes_of(kWordCount);
+    const int64_t nb = n / kQK_K;
+    const int32_t* sums = block_sums<BlockQ8_K>(x, x_stride, n_cols, nb);
+    const DF df;
+    const bool near = near_prefetch(type);
+    portable_loop::run<kQK_K, kBytes, static_cast<int64_t>(sizeof(BlockQ8_K))>(
+        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
+        [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
+            if (c == 0 && r0 == 0) prefetch_ahead(p, kBytes, near);
+            BlockQ8_K xblock;
+            std::memcpy(&xblock.d, xb, sizeof xblock.d);
+            const auto* q = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
+            auto s = hn::Set(DI(), -sums[c * nb + b]);
+            for (int k = 0; k < kWordCount; ++k) s = kWord(s, p, r0, k, q);
+            return canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(row_scales(p, r0), hn::Set(df, xblock.d)), acc);
+        });
+}
+
+void tq2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                          const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                          int64_t unit_n, size_t unit_stride, bool accumulate) {
+    ternary_vec_dot_groups<ternary_group::kTq2_0Words, tq2_0_word>(QuantType::TQ2_0, n, w, group_stride, n_groups, x,
+                                                                   x_stride, n_cols, y, y_stride, unit_n, unit_stride,
+                                                                   accumulate);
+}
+
+void tq1_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
+                          const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
+                          int64_t unit_n, size_t unit_stride, bool accumulate) {
+    ternary_vec_dot_groups<ternary_group::kTq1_0Words, tq1_0_word>(QuantType::TQ1_0, n, w, group_stride, n_groups, x,
+                                                                   x_stride, n_cols, y, y_stride, unit_n, unit_stride,
+                                                                   accumulate);
+}
+
+}  // namespace ternary_groups
+
+const QuantTraits* TernaryTraits(QuantType type) {
+    static const QuantTraits q2_0 = [] {
+        QuantTraits t = *scalar_traits(QuantType::Q2_0);
+        t.vec_dot_groups = ternary_groups::q2_0_vec_dot_groups;
+        return t;
+    }();
+    static const QuantTraits tq2_0 = [] {
+        QuantTraits t = *scalar_traits(QuantType::TQ2_0);
+        t.vec_dot_groups = ternary_groups::tq2_0_vec_dot_groups;
+        return t;
+    }();
+    static const QuantTraits tq1_0 = [] {
+        QuantTraits t = *scalar_traits(QuantType::TQ1_0);
+        t.vec_dot_groups = ternary_groups::tq1_0_vec_dot_groups;
+        return t;
+    }();
+    switch (type) {
+        case QuantType::Q2_0: return &q2_0;
+        case QuantType::TQ2_0: return &tq2_0;
+        case QuantType::TQ1_0: return &tq1_0;
+        default: return nullptr;
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_TERNARY_POP
+
+#if HWY_ONCE
+namespace tessera {
+HWY_EXPORT(TernaryTraits);
+
+const QuantTraits* ternary_simd_traits(QuantType type) { return HWY_DYNAMIC_DISPATCH(TernaryTraits)(type); }
+}  // namespace tessera
+#endif
