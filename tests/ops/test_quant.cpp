@@ -196,6 +196,38 @@ TEST(Quant, Ue4m3ScalesAreGgmls) {
     EXPECT_EQ(ue4m3_from_float(1.0f + 15.0f / 16.0f), 0x40);    // 1.9375 carries into 2.0
 }
 
+// Every sequence of 5 trits (and of 4, in qh) packs into a byte that gives it
+// back: rows of -1, 0 and 1 (each block's scale 1) survive TQ1_0 exactly,
+// whichever trits share a byte.
+TEST(Quant, Tq1_0PacksEveryTritSequence) {
+    constexpr int kBlocks = 8;
+    std::vector<float> x(256 * kBlocks);
+    for (int b = 0; b < kBlocks; ++b) {
+        float* block = x.data() + 256 * b;
+        // Trit t of a base-3 number, as -1, 0 or 1.
+        const auto trits = [](int combo, int t) {
+            for (int k = 0; k < t; ++k) combo /= 3;
+            return static_cast<float>(combo % 3 - 1);
+        };
+        for (int m = 0; m < 32; ++m) {
+            for (int t = 0; t < 5; ++t) block[m + 32 * t] = trits((32 * b + m) % 243, t);
+        }
+        for (int m = 0; m < 16; ++m) {
+            for (int t = 0; t < 5; ++t) block[160 + m + 16 * t] = trits((16 * b + m + 100) % 243, t);
+        }
+        for (int j = 0; j < 4; ++j) {
+            for (int t = 0; t < 4; ++t) block[240 + j + 4 * t] = trits((4 * b + j) % 81, t);
+        }
+        block[0] = 1.0f;  // the scale
+    }
+    const QuantTraits& tq1 = *scalar_traits(QuantType::TQ1_0);
+    std::vector<uint8_t> q(54 * kBlocks);
+    tq1.from_float(x.data(), q.data(), static_cast<int64_t>(x.size()));
+    std::vector<float> back(x.size());
+    tq1.to_float(q.data(), back.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(back[i], x[i]) << i;
+}
+
 // Byte-exact quantization of a known block, as llama.cpp's reference does it.
 TEST(Quant, KnownBlocks) {
     float x[32];
