@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 llama_dir=${1:-}
 [ -n "$llama_dir" ] && [ "${llama_dir#--}" = "$llama_dir" ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 shift
-targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS BF16 NVFP4"
+targets="Q8_0 Q6_K Q5_K_M Q5_K_S Q5_1 Q5_0 Q4_K_M Q4_K_S Q4_1 Q4_0 IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS Q3_K_L Q3_K_M Q3_K_S Q2_K Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS Q2_0 TQ2_0 TQ1_0 BF16 NVFP4"
 ctx=128
 keep=""
 arch=llama

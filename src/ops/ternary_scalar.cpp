@@ -51,22 +51,50 @@ void ternary_to_float(const void* src, float* dst, int64_t n) {
     }
 }
 
+// Each block's scale, then its codes packed by kPack(x, id, block).
+template <class Block, void (*kPack)(const float*, float, Block&)>
+void ternary_from_float(const float* src, void* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float* x = src + b * kQK_K;
+        const TernaryScale s = ternary_scale(x);
+        Block block{};
+        block.d = fp32_to_fp16(s.d);
+        kPack(x, s.id, block);
+        store_block(dst, b, block);
+    }
+}
+
+void pack_tq2_0(const float* x, float id, BlockTQ2_0& block) {
+    for (int i = 0; i < kQK_K; ++i) {
+        const int byte = 32 * (i / 128) + i % 32;
+        block.qs[byte] = static_cast<uint8_t>(block.qs[byte] | ((ternary_code(x[i], id) & 3) << (2 * ((i / 32) % 4))));
+    }
+}
+
+// qs[m], m < 32: elements m + 32 t; qs[32 + m], m < 16: 160 + m + 16 t;
+// qh[j]: 240 + j + 4 t.
+void pack_tq1_0(const float* x, float id, BlockTQ1_0& block) {
+    int trits[5];
+    for (int m = 0; m < 32; ++m) {
+        for (int t = 0; t < 5; ++t) trits[t] = ternary_code(x[m + 32 * t], id);
+        block.qs[m] = pack_trits(trits, 5);
+    }
+    for (int m = 0; m < 16; ++m) {
+        for (int t = 0; t < 5; ++t) trits[t] = ternary_code(x[160 + m + 16 * t], id);
+        block.qs[32 + m] = pack_trits(trits, 5);
+    }
+    for (int j = 0; j < 4; ++j) {
+        for (int t = 0; t < 4; ++t) trits[t] = ternary_code(x[240 + j + 4 * t], id);
+        block.qh[j] = pack_trits(trits, 4);
+    }
+}
+
 }  // namespace
 
 void tq2_0_to_float(const void* src, float* dst, int64_t n) { ternary_to_float<BlockTQ2_0, tq2_0_code>(src, dst, n); }
 
 void tq2_0_from_float(const float* src, void* dst, int64_t n) {
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float* x = src + b * kQK_K;
-        const TernaryScale s = ternary_scale(x);
-        BlockTQ2_0 block{};
-        block.d = fp32_to_fp16(s.d);
-        for (int i = 0; i < kQK_K; ++i) {
-            const int byte = 32 * (i / 128) + i % 32;
-            block.qs[byte] = static_cast<uint8_t>(block.qs[byte] | ((ternary_code(x[i], s.id) & 3) << (2 * ((i / 32) % 4))));
-        }
-        store_block(dst, b, block);
-    }
+    ternary_from_float<BlockTQ2_0, pack_tq2_0>(src, dst, n);
 }
 
 float tq2_0_block_step(const BlockTQ2_0& w, const BlockQ8_K& x, float acc) {
@@ -80,28 +108,7 @@ float tq2_0_vec_dot(int64_t n, const void* w, const void* x) {
 void tq1_0_to_float(const void* src, float* dst, int64_t n) { ternary_to_float<BlockTQ1_0, tq1_0_code>(src, dst, n); }
 
 void tq1_0_from_float(const float* src, void* dst, int64_t n) {
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float* x = src + b * kQK_K;
-        const TernaryScale s = ternary_scale(x);
-        BlockTQ1_0 block{};
-        block.d = fp32_to_fp16(s.d);
-        int trits[5];
-        // qs[m], m < 32: elements m + 32 t; qs[32 + m], m < 16: 160 + m + 16 t;
-        // qh[j]: 240 + j + 4 t.
-        for (int m = 0; m < 32; ++m) {
-            for (int t = 0; t < 5; ++t) trits[t] = ternary_code(x[m + 32 * t], s.id);
-            block.qs[m] = pack_trits(trits, 5);
-        }
-        for (int m = 0; m < 16; ++m) {
-            for (int t = 0; t < 5; ++t) trits[t] = ternary_code(x[160 + m + 16 * t], s.id);
-            block.qs[32 + m] = pack_trits(trits, 5);
-        }
-        for (int j = 0; j < 4; ++j) {
-            for (int t = 0; t < 4; ++t) trits[t] = ternary_code(x[240 + j + 4 * t], s.id);
-            block.qh[j] = pack_trits(trits, 4);
-        }
-        store_block(dst, b, block);
-    }
+    ternary_from_float<BlockTQ1_0, pack_tq1_0>(src, dst, n);
 }
 
 float tq1_0_block_step(const BlockTQ1_0& w, const BlockQ8_K& x, float acc) {
