@@ -11,6 +11,12 @@
 // (the bytes shifted into a float's exponent and mantissa; the 7 subnormal
 // codes through an int conversion; 0x7F to 0). Integers are exact and the
 // float step is the canonical one (nvfp4_scalar.h), fused on every target.
+//
+// The kernel (nvfp4_groups_kernel.inc) is compiled once per way of forming
+// the integer sums: vpdpbusd, maddubs or multiplies as the target has them,
+// and, where the CPU has the int8 dot extension (int8_dot_extension.h), AVX2
+// with AVX-VNNI's vpdpbusd in its own target section, and 64-bit NEON with
+// sdot in raw NEON (nvfp4_groups_neon_dotprod-inl.h); chosen on every product.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
@@ -24,6 +30,7 @@
 #include "ops/block32_group_layout.h"
 #include "ops/canonical_math-inl.h"
 #include "ops/group_prefetch.h"
+#include "ops/group_tiles.h"
 #include "ops/nvfp4_group_layout.h"
 #include "ops/nvfp4_hwy.h"
 #include "ops/nvfp4_scalar.h"
@@ -38,6 +45,9 @@
 #include <immintrin.h>
 #endif
 #include "ops/vnni_target.h"
+
+// Included here, inside nothing: the kernel with ARM's dot product.
+#include "ops/nvfp4_groups_neon_dotprod-inl.h"
 
 // The AVX-512 VNNI section compiles for VNNI's EVEX form (vnni_target.h);
 // every other target as Highway compiles it.
@@ -59,7 +69,7 @@ HWY_BEFORE_NAMESPACE();
 TESSERA_NVFP4_BEGIN
 namespace tessera {
 namespace HWY_NAMESPACE {
-namespace nvfp4_groups {
+namespace nvfp4_parts {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DI = hn::CappedTag<int32_t, kGroupRows>;
@@ -89,6 +99,31 @@ HWY_INLINE hn::Vec<DF> scales_of(const uint8_t* bytes) {
 struct HalfSums {
     hn::Vec<DI> lo, hi;
 };
+
+// The activations' sums per 16 codes, counted once a call for every group
+// of it (a thread's run of rows).
+inline const int32_t* activation_sub_sums(const void* x, size_t x_stride, int n_cols, int64_t n_sub) {
+    thread_local std::vector<int32_t> sub_sums;
+    sub_sums.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_sub));
+    for (int c = 0; c < n_cols; ++c) {
+        const auto* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
+        int32_t* out = sub_sums.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub);
+        for (int64_t j = 0; j < n_sub; ++j) {
+            const auto* codes = reinterpret_cast<const int8_t*>(xc + (j / 2) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2 + 16 * (j % 2));
+            int32_t s = 0;
+            for (int i = 0; i < 16; ++i) s += codes[i];
+            out[j] = s;
+        }
+    }
+    return sub_sums.data();
+}
+
+}  // namespace nvfp4_parts
+
+// ---- The kernel as the target compiles it ----
+
+namespace nvfp4_groups {
+using namespace nvfp4_parts;
 
 HWY_INLINE HalfSums half_sums(const uint8_t* q, int r0, const int8_t* xq, int32_t x_lo, int32_t x_hi) {
     const DI di;
@@ -159,55 +194,65 @@ HWY_INLINE HalfSums half_sums(const uint8_t* q, int r0, const int8_t* xq, int32_
 #endif
 }
 
-// QuantTraits::vec_dot_groups for NVFP4.
-void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
-                    const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
-                    int64_t unit_n, size_t unit_stride, bool accumulate) {
-    constexpr int64_t kActBytes = 2 * static_cast<int64_t>(sizeof(BlockQ8_0));
-    // The activations' sums per 16 codes, counted once a call for every group
-    // of it (a thread's run of rows).
-    const int64_t n_sub = n / 16;
-    thread_local std::vector<int32_t> sub_sums;
-    sub_sums.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_sub));
-    for (int c = 0; c < n_cols; ++c) {
-        const auto* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
-        int32_t* out = sub_sums.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub);
-        for (int64_t j = 0; j < n_sub; ++j) {
-            const auto* codes = reinterpret_cast<const int8_t*>(xc + (j / 2) * static_cast<int64_t>(sizeof(BlockQ8_0)) + 2 + 16 * (j % 2));
-            int32_t s = 0;
-            for (int i = 0; i < 16; ++i) s += codes[i];
-            out[j] = s;
-        }
-    }
-    const DF df;
-    const bool near = near_prefetch(QuantType::NVFP4);
-    portable_loop::run<kNvfp4Block, nvfp4_group::kBytes, kActBytes>(
-        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
-        [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
-            // The stream ahead, once per block (the first column's first rows).
-            if (c == 0 && r0 == 0) prefetch_ahead(p, nvfp4_group::kBytes, near);
-            const int32_t* sums = sub_sums.data() + static_cast<size_t>(c) * static_cast<size_t>(n_sub) + 4 * b;
-            for (int h = 0; h < 2; ++h) {
-                const uint8_t* xh = xb + h * static_cast<int64_t>(sizeof(BlockQ8_0));
-                const HalfSums s = half_sums(p + nvfp4_group::kQs + 256 * h, r0, reinterpret_cast<const int8_t*>(xh + 2),
-                                             sums[2 * h], sums[2 * h + 1]);
-                uint16_t dx;
-                std::memcpy(&dx, xh, 2);
-                auto t = hn::Mul(scales_of(p + 32 * h + r0), hn::ConvertTo(df, s.lo));
-                t = canonical::fused_mul_add(df, scales_of(p + 32 * h + 16 + r0), hn::ConvertTo(df, s.hi), t);
-                acc = canonical::fused_mul_add(df, hn::Set(df, fp16_to_fp32(dx)), t, acc);
-            }
-            return acc;
-        });
-}
+#include "ops/nvfp4_groups_kernel.inc"
 
 }  // namespace nvfp4_groups
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_NVFP4_POP
+
+#if HWY_TARGET == HWY_AVX2
+// ---- AVX2 with AVX-VNNI: vpdpbusd straight into int32 lanes ----
+TESSERA_AVXVNNI_PUSH
+HWY_BEFORE_NAMESPACE();
+TESSERA_AVXVNNI_BEGIN
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace nvfp4_avxvnni {
+using namespace nvfp4_parts;
+
+HWY_INLINE HalfSums half_sums(const uint8_t* q, int r0, const int8_t* xq, int32_t x_lo, int32_t x_hi) {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block32_group::kMxfp4Plus12)));
+    __m256i lo = _mm256_set1_epi32(-kOffset * x_lo), hi = _mm256_set1_epi32(-kOffset * x_hi);
+    for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * k + 4 * r0));
+        int32_t y_lo, y_hi;
+        std::memcpy(&y_lo, xq + 4 * k, 4);
+        std::memcpy(&y_hi, xq + 16 + 4 * k, 4);
+        lo = _mm256_dpbusd_avx_epi32(lo, _mm256_shuffle_epi8(grid, _mm256_and_si256(v, nib)), _mm256_set1_epi32(y_lo));
+        hi = _mm256_dpbusd_avx_epi32(hi, _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)),
+                                     _mm256_set1_epi32(y_hi));
+    }
+    return {hn::Vec<DI>{lo}, hn::Vec<DI>{hi}};
+}
+
+#include "ops/nvfp4_groups_kernel.inc"
+
+}  // namespace nvfp4_avxvnni
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_AVXVNNI_POP
+#endif
+
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
 
 const QuantTraits* Nvfp4Traits(QuantType type) {
     if (type != QuantType::NVFP4) return nullptr;
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(QuantType::NVFP4);
+#if HWY_TARGET == HWY_AVX2
+        t.vec_dot_groups = with_int8_dot_extension<nvfp4_avxvnni::vec_dot_groups, nvfp4_groups::vec_dot_groups>;
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+        t.vec_dot_groups = with_int8_dot_extension<dotprod_nvfp4::vec_dot_groups, nvfp4_groups::vec_dot_groups>;
+#else
         t.vec_dot_groups = nvfp4_groups::vec_dot_groups;
+#endif
         return t;
     }();
     return &traits;
@@ -216,7 +261,6 @@ const QuantTraits* Nvfp4Traits(QuantType type) {
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
-TESSERA_NVFP4_POP
 
 #if HWY_ONCE
 namespace tessera {

@@ -16,6 +16,13 @@
 // Each block's sum(x) is counted once a call. Integers are exact and the float
 // step is the canonical one (q2_0_scalar.h, ternary_scalar.h), fused on every
 // target.
+//
+// The kernels (ternary_groups_kernel.inc) are written once and compiled once
+// per way of forming those byte dots: vpdpbusd, maddubs or multiplies as the
+// target has them, and, where the CPU has the int8 dot extension
+// (int8_dot_extension.h), AVX2 with AVX-VNNI's vpdpbusd, each in its own
+// target section; 64-bit NEON with sdot has raw NEON kernels
+// (ternary_groups_neon_dotprod-inl.h). Chosen on every product.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
@@ -28,6 +35,8 @@
 
 #include "ops/canonical_math-inl.h"
 #include "ops/group_prefetch.h"
+#include "ops/group_tiles.h"
+#include "ops/int8_dot_extension.h"
 #include "ops/kquant_blocks.h"
 #include "ops/portable_group_loop-inl.h"
 #include "ops/q1_0_group_layout.h"
@@ -46,6 +55,9 @@
 #include <immintrin.h>
 #endif
 #include "ops/vnni_target.h"
+
+// Included here, inside nothing: the kernels with ARM's dot product.
+#include "ops/ternary_groups_neon_dotprod-inl.h"
 
 // The AVX-512 VNNI section compiles for VNNI's EVEX form (vnni_target.h);
 // every other target as Highway compiles it.
@@ -67,36 +79,13 @@ HWY_BEFORE_NAMESPACE();
 TESSERA_TERNARY_BEGIN
 namespace tessera {
 namespace HWY_NAMESPACE {
-namespace ternary_groups {
+namespace ternary_parts {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DI = hn::CappedTag<int32_t, kGroupRows>;
 using DU = hn::RebindToUnsigned<DI>;
 using DF = hn::Rebind<float, DI>;
 
-// acc + per lane sum over its 4 bytes of codes (unsigned, < 64) times the 4
-// signed activation bytes of x_word.
-HWY_INLINE hn::Vec<DI> add_byte_dots(hn::Vec<DI> acc, hn::Vec<DU> codes, int32_t x_word) {
-#if HWY_TARGET == HWY_AVX3_DL
-    return hn::Vec<DI>{_mm512_dpbusd_epi32(acc.raw, codes.raw, _mm512_set1_epi32(x_word))};
-#elif HWY_TARGET == HWY_AVX3
-    const __m512i pairs = _mm512_maddubs_epi16(codes.raw, _mm512_set1_epi32(x_word));
-    return hn::Vec<DI>{_mm512_add_epi32(acc.raw, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))};
-#elif HWY_TARGET == HWY_AVX2
-    const __m256i pairs = _mm256_maddubs_epi16(codes.raw, _mm256_set1_epi32(x_word));
-    return hn::Vec<DI>{_mm256_add_epi32(acc.raw, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))};
-#else
-    const DI di;
-    const DU du;
-    int8_t x[4];
-    std::memcpy(x, &x_word, 4);
-    for (int b = 0; b < 4; ++b) {
-        const auto code = hn::BitCast(di, hn::And(hn::ShiftRightSame(codes, 8 * b), hn::Set(du, 0xFFu)));
-        acc = hn::Add(acc, hn::Mul(code, hn::Set(di, x[b])));
-    }
-    return acc;
-#endif
-}
 
 // Code l (< 4) of 2-bit codes: bits 2l of each byte.
 HWY_INLINE hn::Vec<DU> bit_pair(hn::Vec<DU> v, int l) {
@@ -184,113 +173,96 @@ const int32_t* q2_0_shuffled(const void* x, size_t x_stride, int n_cols, int64_t
     return words.data();
 }
 
-void q2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
-                         const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
-                         int64_t unit_n, size_t unit_stride, bool accumulate) {
-    const int64_t n_sub = n / 32;
-    const int32_t* sums = block_sums<BlockQ8_0>(x, x_stride, n_cols, n_sub);
-    const int32_t* shuffled = q2_0_shuffled(x, x_stride, n_cols, n_sub);
-    const DF df;
-    const bool near = near_prefetch(QuantType::Q2_0);
-    portable_loop::run<kQ2_0Block, q1_0_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
-        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
-        [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
-            // The stream ahead, once per block (the first column's first rows).
-            if (c == 0 && r0 == 0) prefetch_ahead(p, q1_0_group::kBytes, near);
-            const auto dw = row_scales(p, r0);
-            for (int h = 0; h < 2; ++h) {
-                const int64_t k = c * n_sub + 2 * b + h;
-                const int32_t* xw = shuffled + 8 * k;
-                auto s = hn::Set(DI(), -sums[k]);
-                for (int wi = 0; wi < 2; ++wi) {
-                    const auto v = load_word(p, q1_0_group::kQs, 2 * h + wi, r0);
-                    for (int l = 0; l < 4; ++l) s = add_byte_dots(s, bit_pair(v, l), xw[4 * wi + l]);
-                }
-                uint16_t dx;
-                std::memcpy(&dx, xb + h * static_cast<int64_t>(sizeof(BlockQ8_0)), 2);
-                acc = canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(dw, hn::Set(df, fp16_to_fp32(dx))), acc);
-            }
-            return acc;
-        });
+}  // namespace ternary_parts
+
+// ---- The kernels as the target compiles them ----
+
+namespace ternary_groups {
+using namespace ternary_parts;
+
+// acc + per lane sum over its 4 bytes of codes (unsigned, < 64) times the 4
+// signed activation bytes of x_word.
+HWY_INLINE hn::Vec<DI> add_byte_dots(hn::Vec<DI> acc, hn::Vec<DU> codes, int32_t x_word) {
+#if HWY_TARGET == HWY_AVX3_DL
+    return hn::Vec<DI>{_mm512_dpbusd_epi32(acc.raw, codes.raw, _mm512_set1_epi32(x_word))};
+#elif HWY_TARGET == HWY_AVX3
+    const __m512i pairs = _mm512_maddubs_epi16(codes.raw, _mm512_set1_epi32(x_word));
+    return hn::Vec<DI>{_mm512_add_epi32(acc.raw, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))};
+#elif HWY_TARGET == HWY_AVX2
+    const __m256i pairs = _mm256_maddubs_epi16(codes.raw, _mm256_set1_epi32(x_word));
+    return hn::Vec<DI>{_mm256_add_epi32(acc.raw, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))};
+#else
+    const DI di;
+    const DU du;
+    int8_t x[4];
+    std::memcpy(x, &x_word, 4);
+    for (int b = 0; b < 4; ++b) {
+        const auto code = hn::BitCast(di, hn::And(hn::ShiftRightSame(codes, 8 * b), hn::Set(du, 0xFFu)));
+        acc = hn::Add(acc, hn::Mul(code, hn::Set(di, x[b])));
+    }
+    return acc;
+#endif
 }
 
-// ---- TQ2_0 and TQ1_0 ----
-
-// Word k's codes against their activations, for rows r0.. (k as in
-// ternary_group_layout.h; q the block's Q8_K codes).
-HWY_INLINE hn::Vec<DI> tq2_0_word(hn::Vec<DI> s, const uint8_t* p, int r0, int k, const int8_t* q) {
-    const auto v = load_word(p, ternary_group::kWords, k, r0);
-    const int8_t* xk = q + 128 * (k / 8) + 4 * (k % 8);
-    for (int l = 0; l < 4; ++l) s = add_byte_dots(s, bit_pair(v, l), x_word(xk + 32 * l));
-    return s;
-}
-
-HWY_INLINE hn::Vec<DI> tq1_0_word(hn::Vec<DI> s, const uint8_t* p, int r0, int k, const int8_t* q) {
-    static constexpr uint16_t kPow3[5] = {1, 3, 9, 27, 81};
-    const auto v = load_word(p, ternary_group::kWords, k, r0);
-    // Words 0-7: elements 32 l + 4k + b; 8-11: 160 + 16 l + 4(k - 8) + b;
-    // 12 (qh): 240 + 4 l + b, 4 trits.
-    const int8_t* xk = k < 8 ? q + 4 * k : k < 12 ? q + 160 + 4 * (k - 8) : q + 240;
-    const int stride = k < 8 ? 32 : k < 12 ? 16 : 4;
-    const int n_trits = k < 12 ? 5 : 4;
-    for (int l = 0; l < n_trits; ++l) s = add_byte_dots(s, trit(v, kPow3[l]), x_word(xk + stride * l));
-    return s;
-}
-
-template <int64_t kWordCount, hn::Vec<DI> (*kWord)(hn::Vec<DI>, const uint8_t*, int, int, const int8_t*)>
-void ternary_vec_dot_groups(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
-                            size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n, size_t unit_stride,
-                            bool accumulate) {
-    constexpr int64_t kBytes = ternary_group::bytes_of(kWordCount);
-    const int64_t nb = n / kQK_K;
-    const int32_t* sums = block_sums<BlockQ8_K>(x, x_stride, n_cols, nb);
-    const DF df;
-    const bool near = near_prefetch(type);
-    portable_loop::run<kQK_K, kBytes, static_cast<int64_t>(sizeof(BlockQ8_K))>(
-        n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
-        [&](const uint8_t* p, int r0, const uint8_t* xb, int c, int64_t b, hn::Vec<DF> acc) {
-            if (c == 0 && r0 == 0) prefetch_ahead(p, kBytes, near);
-            BlockQ8_K xblock;
-            std::memcpy(&xblock.d, xb, sizeof xblock.d);
-            const auto* q = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
-            auto s = hn::Set(DI(), -sums[c * nb + b]);
-            for (int k = 0; k < kWordCount; ++k) s = kWord(s, p, r0, k, q);
-            return canonical::fused_mul_add(df, hn::ConvertTo(df, s), hn::Mul(row_scales(p, r0), hn::Set(df, xblock.d)), acc);
-        });
-}
-
-void tq2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
-                          const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
-                          int64_t unit_n, size_t unit_stride, bool accumulate) {
-    ternary_vec_dot_groups<ternary_group::kTq2_0Words, tq2_0_word>(QuantType::TQ2_0, n, w, group_stride, n_groups, x,
-                                                                   x_stride, n_cols, y, y_stride, unit_n, unit_stride,
-                                                                   accumulate);
-}
-
-void tq1_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
-                          const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
-                          int64_t unit_n, size_t unit_stride, bool accumulate) {
-    ternary_vec_dot_groups<ternary_group::kTq1_0Words, tq1_0_word>(QuantType::TQ1_0, n, w, group_stride, n_groups, x,
-                                                                   x_stride, n_cols, y, y_stride, unit_n, unit_stride,
-                                                                   accumulate);
-}
+#include "ops/ternary_groups_kernel.inc"
 
 }  // namespace ternary_groups
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_TERNARY_POP
+
+#if HWY_TARGET == HWY_AVX2
+// ---- AVX2 with AVX-VNNI: vpdpbusd in 256 bits ----
+TESSERA_AVXVNNI_PUSH
+HWY_BEFORE_NAMESPACE();
+TESSERA_AVXVNNI_BEGIN
+namespace tessera {
+namespace HWY_NAMESPACE {
+namespace ternary_avxvnni {
+using namespace ternary_parts;
+
+HWY_INLINE hn::Vec<DI> add_byte_dots(hn::Vec<DI> acc, hn::Vec<DU> codes, int32_t x_word) {
+    return hn::Vec<DI>{_mm256_dpbusd_avx_epi32(acc.raw, codes.raw, _mm256_set1_epi32(x_word))};
+}
+
+#include "ops/ternary_groups_kernel.inc"
+
+}  // namespace ternary_avxvnni
+}  // namespace HWY_NAMESPACE
+}  // namespace tessera
+HWY_AFTER_NAMESPACE();
+TESSERA_AVXVNNI_POP
+#endif
+
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera {
+namespace HWY_NAMESPACE {
+
+// A type's kernel, with the int8 dot extension's where the target has one.
+#if HWY_TARGET == HWY_AVX2
+#define TESSERA_TERNARY_KERNEL(name, dotprod_name) with_int8_dot_extension<ternary_avxvnni::name, ternary_groups::name>
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#define TESSERA_TERNARY_KERNEL(name, dotprod_name) with_int8_dot_extension<dotprod_ternary::dotprod_name, ternary_groups::name>
+#else
+#define TESSERA_TERNARY_KERNEL(name, dotprod_name) ternary_groups::name
+#endif
 
 const QuantTraits* TernaryTraits(QuantType type) {
     static const QuantTraits q2_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::Q2_0);
-        t.vec_dot_groups = ternary_groups::q2_0_vec_dot_groups;
+        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(q2_0_vec_dot_groups, q2_0_vec_dot_groups);
         return t;
     }();
     static const QuantTraits tq2_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::TQ2_0);
-        t.vec_dot_groups = ternary_groups::tq2_0_vec_dot_groups;
+        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(tq2_0_vec_dot_groups, ternary_vec_dot_groups<false>);
         return t;
     }();
     static const QuantTraits tq1_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::TQ1_0);
-        t.vec_dot_groups = ternary_groups::tq1_0_vec_dot_groups;
+        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(tq1_0_vec_dot_groups, ternary_vec_dot_groups<true>);
         return t;
     }();
     switch (type) {
@@ -301,10 +273,11 @@ const QuantTraits* TernaryTraits(QuantType type) {
     }
 }
 
+#undef TESSERA_TERNARY_KERNEL
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
-TESSERA_TERNARY_POP
 
 #if HWY_ONCE
 namespace tessera {
