@@ -5,6 +5,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_config.h"
 #include "model/hf_families.h"
+#include "model/hf_nvfp4.h"
 #include "model/hf_family_keys.h"
 #include "model/hf_tensor_writer.h"
 #include "model/hf_tokenizer_import.h"
@@ -242,17 +243,28 @@ void convert_checkpoint(const HfConvertOptions& options, const std::function<voi
     // Every tensor the checkpoint holds has its place, or the conversion is refused.
     std::vector<HfTensorPlan> plan = hf_tensor_plan(family, d, text.prefix);
     if (gemma3 && n_vocab < checkpoint_vocab) plan.front().keep_rows = n_vocab;  // token_embd
+    // A ModelOpt NVFP4 checkpoint: its weights' scales and factors come with
+    // them; its KV-cache scales (FP8 caches on NVIDIA's GPUs) are dropped, as
+    // llama.cpp's converter drops them.
+    const bool nvfp4 = modelopt_nvfp4(checkpoint);
     std::set<std::string> planned;
     for (const HfTensorPlan& t : plan) {
         planned.insert(t.sources.begin(), t.sources.end());
         if (!t.mxfp4_scales.empty()) planned.insert(t.mxfp4_scales);
+        for (const std::string& source : t.sources) {
+            for (const std::string& companion : nvfp4_companions(checkpoint, source)) planned.insert(companion);
+        }
     }
+    const auto ends_with = [](const std::string& name, const std::string& suffix) {
+        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
     for (const std::string& name : checkpoint.names()) {
         if (planned.count(name) != 0) continue;
         // Rotary caches some exporters keep are recomputed, never read;
         // Gemma's lm_head (some exporters add one) is its embedding; a
         // multimodal checkpoint's other parts are not the text model's.
         if (name.find("rotary_emb.inv_freq") != std::string::npos || (gemma && name == "lm_head.weight")) continue;
+        if (nvfp4 && (ends_with(name, ".k_scale") || ends_with(name, ".v_scale"))) continue;
         bool other_part = false;
         for (const std::string& other : text.other_parts) other_part = other_part || name.rfind(other, 0) == 0;
         if (other_part) continue;

@@ -154,4 +154,13 @@ std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family, const HfDims& d
     return plan;
 }
 
+// The source row a GGUF row comes from under llama.cpp's Q/K permutation
+// (convert_hf_to_gguf.py's LlamaModel.permute): within each head of
+// head_dim rows, HF's order is [first halves | second halves] of the
+// rotated pairs; GGUF's llama graph wants each pair adjacent.
+int64_t permuted_source_row(int64_t row, int64_t head_dim) {
+    const int64_t head = row / head_dim, j = row % head_dim, half = head_dim / 2;
+    return head * head_dim + (j % 2) * half + j / 2;
+}
+
 }  // namespace tessera

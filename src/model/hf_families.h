@@ -74,4 +74,8 @@ struct HfTensorPlan {
 // Gemma 3 checkpoint).
 std::vector<HfTensorPlan> hf_tensor_plan(const HfFamily& family, const HfDims& d, const std::string& prefix);
 
+// The source row a GGUF row comes from under the plan's permute_head_dim
+// (llama.cpp's Q/K permutation, see hf_families.cpp).
+int64_t permuted_source_row(int64_t row, int64_t head_dim);
+
 }  // namespace tessera

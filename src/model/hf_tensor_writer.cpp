@@ -3,6 +3,7 @@
 #include "model/gguf_writer.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_families.h"
+#include "model/hf_nvfp4.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -22,15 +23,6 @@ QuantType quant_type_of(SafetensorsDtype dtype) {
         case SafetensorsDtype::BF16: return QuantType::BF16;
         default: return QuantType::F32;
     }
-}
-
-// The source row a GGUF row comes from under llama.cpp's Q/K permutation
-// (convert_hf_to_gguf.py's LlamaModel.permute): within each head of
-// head_dim rows, HF's order is [first halves | second halves] of the
-// rotated pairs; GGUF's llama graph wants each pair adjacent.
-int64_t permuted_source_row(int64_t row, int64_t head_dim) {
-    const int64_t head = row / head_dim, j = row % head_dim, half = head_dim / 2;
-    return head * head_dim + (j % 2) * half + j / 2;
 }
 
 // gpt-oss's MXFP4 experts, block by block: the scale byte (E8M0, the same
@@ -79,6 +71,10 @@ void add_mxfp4_tensor(const HfCheckpoint& checkpoint, const HfTensorPlan& t, Ggu
 void add_hf_tensor(const HfCheckpoint& checkpoint, QuantType chosen, const HfTensorPlan& t, GgufWriter& writer) {
     if (!t.mxfp4_scales.empty()) {
         add_mxfp4_tensor(checkpoint, t, writer);
+        return;
+    }
+    if (!t.sources.empty() && nvfp4_weight(checkpoint, t.sources[0])) {
+        add_nvfp4_tensor(checkpoint, t, writer);
         return;
     }
     std::vector<std::span<const uint8_t>> sources;

@@ -9,6 +9,7 @@
 // naming the file.
 #include "model/gguf_file.h"
 #include "model/hf_checkpoint.h"
+#include "ops/quant_traits.h"
 #include "subprocess.h"
 #include "tessera_cli.h"
 #include "test_paths.h"
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <tuple>
@@ -164,6 +166,14 @@ const std::vector<HfCase> kCases = {
     // llama.cpp's do), so it is held to the Q8_0 bounds.
     {"gptoss_bf16", {"--arch", "gptoss", "--dtype", "bf16", "--ff", "64", "--experts", "4", "--experts-used", "2",
                      "--seed", "15"}, {"f32"}, "tokenizer-gptoss"},
+    // NVIDIA ModelOpt's NVFP4 (every projection; the experts' stacked, a
+    // factor per expert): repacked into NVFP4 blocks without a rounding, the
+    // rest converted to F32; NVFP4 products take Q8_0 activations, so held to
+    // the Q8_0 bounds.
+    {"llama_nvfp4", {"--dtype", "bf16", "--nvfp4", "--ff", "128", "--heads", "8", "--kv-heads", "2", "--seed", "16"},
+     {"f32"}},
+    {"qwen3moe_nvfp4", {"--arch", "qwen3moe", "--dtype", "bf16", "--nvfp4", "--ff", "64", "--experts", "4",
+                        "--experts-used", "2", "--seed", "19"}, {"f32"}, "tokenizer-qwen3"},
 };
 
 void PrintTo(const HfCase& c, std::ostream* os) { *os << c.name; }
@@ -188,7 +198,7 @@ TEST_P(ConvertHfFamilies, TheConvertedModelGivesTheReferenceForwardsTokensAndDis
         if (want.empty()) want = reference_greedy(dir, prompt);
         EXPECT_EQ(tokens, want) << type;
         const auto [max_kl, same_top] = kl_to_reference(dir, out);
-        const bool rounded = type == "q8_0" || c.name.starts_with("gptoss");
+        const bool rounded = type == "q8_0" || c.name.starts_with("gptoss") || c.name.ends_with("nvfp4");
         EXPECT_GE(max_kl, 0.0) << type;
         EXPECT_LT(max_kl, rounded ? 5e-3 : 1e-4) << type << ": the largest KL divergence from the reference";
         // Q8_0 rounds the weights or the activations: a near tie may go the other way.
@@ -243,6 +253,63 @@ std::string refusal_of(const std::string& dir, const std::string& out, const std
     std::ofstream(config_path) << original.dump();
     EXPECT_EQ(r.exit_code, 1);
     return r.err;
+}
+
+// A ModelOpt NVFP4 weight arrives as NVFP4 blocks holding the same values
+// (code times E4M3 scale, decoded here on the checkpoint's own layout), Q
+// and K rows permuted; its weight_scale_2 as `.scale`, its input_scale
+// beside it; the KV-cache scales dropped. Another ModelOpt algorithm is
+// refused by name.
+TEST(ConvertHf, ModelOptNvfp4ArrivesAsTheSameValuesWithEachFactor) {
+    if (!have_inputs()) return;
+    const std::string base = test::scratch_dir("convert_hf_nvfp4");
+    const std::string dir = base + "/ckpt";
+    write_checkpoint(dir, {"--dtype", "bf16", "--nvfp4", "--ff", "128", "--shards", "2"});
+    const std::string out = base + "/ckpt.gguf";
+    convert(dir, out, "f32");
+    const HfCheckpoint hf(dir);
+    const GgufFile gguf(out);
+    const auto e4m3 = [](uint8_t b) {
+        const int e = (b >> 3) & 15, m = b & 7;
+        return e == 0 ? std::ldexp(m / 8.0f, -6) : std::ldexp(1.0f + m / 8.0f, e - 7);
+    };
+    static constexpr float kE2m1[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+    const int64_t head_dim = 64 / 4;
+    for (const auto& [hf_name, gguf_name, permuted] :
+         std::vector<std::tuple<std::string, std::string, bool>>{{"model.layers.0.self_attn.q_proj", "blk.0.attn_q", true},
+                                                                 {"model.layers.1.self_attn.k_proj", "blk.1.attn_k", true},
+                                                                 {"model.layers.1.mlp.down_proj", "blk.1.ffn_down", false}}) {
+        SCOPED_TRACE(gguf_name);
+        const GgufTensorInfo* t = gguf.find_tensor(gguf_name + ".weight");
+        ASSERT_NE(t, nullptr);
+        ASSERT_EQ(t->type, QuantType::NVFP4);
+        const int64_t rows = hf.tensor(hf_name + ".weight").shape[0], cols = 2 * hf.tensor(hf_name + ".weight").shape[1];
+        const auto codes = hf.data(hf_name + ".weight"), scales = hf.data(hf_name + ".weight_scale");
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t head = r / head_dim, j = r % head_dim;
+            const int64_t from = permuted ? head * head_dim + (j % 2) * (head_dim / 2) + j / 2 : r;
+            scalar_traits(QuantType::NVFP4)->to_float(t->data + r * quant_row_bytes(QuantType::NVFP4, cols), row.data(), cols);
+            for (int64_t i = 0; i < cols; ++i) {
+                const int code = (codes[static_cast<size_t>(from * cols / 2 + i / 2)] >> (4 * (i % 2))) & 0x0F;
+                const float want = kE2m1[code] * e4m3(scales[static_cast<size_t>(from * cols / 16 + i / 16)]);
+                ASSERT_EQ(row[static_cast<size_t>(i)], want) << "row " << r << " column " << i;
+            }
+        }
+        for (const auto& [hf_suffix, gguf_suffix] : {std::pair{".weight_scale_2", ".scale"}, std::pair{".input_scale", ".input_scale"}}) {
+            const GgufTensorInfo* f = gguf.find_tensor(gguf_name + gguf_suffix);
+            ASSERT_NE(f, nullptr) << gguf_suffix;
+            ASSERT_EQ(f->type, QuantType::F32);
+            ASSERT_EQ(f->n_bytes, 4u);
+            EXPECT_EQ(std::memcmp(f->data, hf.data(hf_name + hf_suffix).data(), 4), 0) << gguf_suffix;
+        }
+    }
+    EXPECT_EQ(gguf.find_tensor("output.weight")->type, QuantType::F32) << "lm_head is not quantized (exclude_modules)";
+    for (const GgufTensorInfo& t : gguf.tensors()) EXPECT_EQ(t.name.find("k_scale"), std::string::npos) << t.name;
+    std::filesystem::remove(dir + "/hf_quant_config.json");
+    EXPECT_NE(refusal_of(dir, base + "/x.gguf", [](nlohmann::json& c) { c["quantization_config"]["quant_algo"] = "FP8"; })
+                  .find("a ModelOpt checkpoint quantized as FP8: convert-hf reads ModelOpt's NVFP4 only"),
+              std::string::npos);
 }
 
 TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {

@@ -4,19 +4,21 @@ Face's own layout, and a reference forward pass written directly on that
 layout as transformers computes it (HF's rotary convention: rotate_half over
 the two halves of each head; Gemma's norms multiplying by 1 + w, its soft
 caps, windows and scaled embedding; the experts' softmax router; gpt-oss's
-MXFP4 experts, sinks, biases and YaRN), for
+MXFP4 experts, sinks, biases and YaRN; with --nvfp4, every projection in
+NVIDIA ModelOpt's NVFP4 as its checkpoints ship it, computed as stored), for
 `tessera convert-hf`'s tests. Uses only Debian's python3-numpy: no torch,
 no transformers.
 
   llama_checkpoint.py write DIR --tokenizer-dir D [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma3mm|qwen3moe|mixtral|gptoss]
                       [--seed S] [--layers L] [--dim N] [--heads H]
-                      [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie]
+                      [--kv-heads K] [--ff F] [--dtype f32|f16|bf16] [--shards N] [--tie] [--nvfp4]
   llama_checkpoint.py forward DIR --tokens 1,2,3 [--n 8]   -> JSON {"tokens": [...]} (greedy)
   llama_checkpoint.py kl-base DIR --like TESSERA.kld -o REFERENCE.kld   (the reference's distributions)
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import struct
 
@@ -120,6 +122,11 @@ def write(args):
         config = {"architectures": [architecture], "model_type": "gemma3", "text_config": text,
                   "vision_config": {"hidden_size": 16, "model_type": "siglip_vision_model"},
                   "torch_dtype": config["torch_dtype"]}
+    if args.nvfp4:  # ModelOpt: its own file, and (newer exports) the same in config.json
+        quant = {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16, "exclude_modules": ["lm_head"]}
+        json.dump({"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": quant},
+                  open(os.path.join(args.dir, "hf_quant_config.json"), "w"), indent=2)
+        config["quantization_config"] = dict(quant, quant_method="modelopt")
     json.dump(config, open(os.path.join(args.dir, "config.json"), "w"), indent=2)
     if args.big:
         write_big(args, config, vocab)
@@ -193,9 +200,12 @@ def write(args):
         tensors = [("language_model." + n, a) for n, a in tensors]
         tensors += [("vision_tower.vision_model.embeddings.patch_embedding.weight", mat(16, 48, 0.1)),
                     ("multi_modal_projector.mm_input_projection_weight", mat(16, args.dim, 0.1))]
-    # MXFP4 blocks and scales (gpt-oss) are bytes, kept as U8.
-    encoded = [(n, a.shape, a.tobytes(), "U8") if a.dtype == np.uint8 else (n, a.shape, encode(a, args.dtype)[0])
-               for n, a in tensors]
+    if args.nvfp4:
+        tensors = nvfp4_tensors(tensors)
+    # MXFP4 blocks and scales (gpt-oss) are bytes, kept as U8; a third item names a tensor's own dtype.
+    encoded = [(t[0], t[1].shape, t[1].tobytes(), t[2]) if len(t) == 3 else
+               (t[0], t[1].shape, t[1].tobytes(), "U8") if t[1].dtype == np.uint8 else
+               (t[0], t[1].shape, encode(t[1], args.dtype)[0]) for t in tensors]
     if args.shards == 1:
         write_safetensors(os.path.join(args.dir, "model.safetensors"), encoded, args.dtype)
         return
@@ -208,6 +218,64 @@ def write(args):
         weight_map.update({t[0]: name for t in part})
     json.dump({"metadata": {"total_size": sum(len(t[2]) for t in encoded)}, "weight_map": weight_map},
               open(os.path.join(args.dir, "model.safetensors.index.json"), "w"), indent=2)
+
+
+# E4M3 (fp8 e4m3fn) bytes 0..126 as values: exponent bias 7, subnormals below 2^-6.
+E4M3 = np.array([(m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+                 for e in range(16) for m in range(8)][:127])
+NVFP4_PROJ = re.compile(r"\.(q|k|v|o|gate|up|down)_proj\.weight$|\.experts\.\d+\.w[123]\.weight$")
+
+
+def nvfp4_quantize(w):
+    """ModelOpt's NVFP4 of a float matrix [rows, cols]: a tensor factor
+    amax / (6 * 448), an E4M3 scale per 16 values (the block's amax / 6 over
+    the factor, to the nearest E4M3), E2M1 codes to the nearest; returns the
+    packed codes (element 2k low, 2k + 1 high), the scale bytes and the factor."""
+    rows, cols = w.shape
+    factor = np.float32(np.abs(w).max() / (6 * 448))
+    blocks = w.reshape(rows, cols // 16, 16).astype(np.float64)
+    want = np.abs(blocks).max(axis=-1) / 6 / float(factor)
+    scale_bytes = np.abs(E4M3[None, None, :] - want[..., None]).argmin(axis=-1).astype(np.uint8)
+    step = E4M3[scale_bytes][..., None] * float(factor)
+    x = np.divide(blocks, step, out=np.zeros_like(blocks), where=step > 0)
+    codes = np.abs(FP4[None, None, None, :] - x[..., None]).argmin(axis=-1).astype(np.uint8)
+    codes = codes.reshape(rows, cols)
+    return codes[:, 0::2] | (codes[:, 1::2] << 4), scale_bytes.reshape(rows, cols // 16), factor
+
+
+def nvfp4_tensors(tensors):
+    """Every projection as ModelOpt ships it (weight, weight_scale,
+    weight_scale_2, input_scale), with FP8 KV-cache scales beside K and V."""
+    out = []
+    for name, a in tensors:
+        if not NVFP4_PROJ.search(name):
+            out.append((name, a))
+            continue
+        stem = name[:-len(".weight")]
+        packed, scale_bytes, factor = nvfp4_quantize(a)
+        out += [(name, packed, "U8"), (stem + ".weight_scale", scale_bytes, "F8_E4M3"),
+                (stem + ".weight_scale_2", np.array(factor, dtype=np.float32), "F32"),
+                (stem + ".input_scale", np.array(0.02, dtype=np.float32), "F32")]
+        if name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+            out.append((stem + "." + name.split(".")[-2][0] + "_scale", np.array(1.0, dtype=np.float32), "F32"))
+    return out
+
+
+def dequantize_nvfp4(w):
+    """The ModelOpt NVFP4 weights of a read checkpoint as the values they
+    stand for: code * scale * factor; their scale tensors dropped."""
+    for name in [n for n in w if n.endswith(".weight_scale")]:
+        stem = name[:-len(".weight_scale")]
+        packed, scale_bytes = w[stem + ".weight"], w[name]
+        codes = np.empty((packed.shape[0], packed.shape[1] * 2), dtype=np.uint8)
+        codes[:, 0::2], codes[:, 1::2] = packed & 0x0F, packed >> 4
+        step = np.repeat(E4M3[scale_bytes & 0x7F], 16, axis=1) * float(w[stem + ".weight_scale_2"])
+        w[stem + ".weight"] = FP4[codes] * step
+        for suffix in (".weight_scale", ".weight_scale_2", ".input_scale"):
+            del w[stem + suffix]
+    for name in [n for n in w if n.endswith((".k_scale", ".v_scale"))]:
+        del w[name]
+    return w
 
 
 def mxfp4(rng, experts, rows, cols):
@@ -310,7 +378,7 @@ def read_checkpoint(d):
             b, e = t["data_offsets"]
             if t["dtype"] == "F32":
                 a = np.frombuffer(data[b:e], dtype=np.float32)
-            elif t["dtype"] == "U8":
+            elif t["dtype"] in ("U8", "F8_E4M3"):  # bytes: MXFP4's, NVFP4's codes and scales
                 out[name] = np.frombuffer(data[b:e], dtype=np.uint8).reshape(t["shape"])
                 continue
             elif t["dtype"] == "F16":
@@ -517,7 +585,7 @@ def logits_of(w, c, tokens, all_positions=False):
 
 def load(d):
     c = json.load(open(os.path.join(d, "config.json")))
-    w = read_checkpoint(d)
+    w = dequantize_nvfp4(read_checkpoint(d))
     if "text_config" in c:  # a multimodal Gemma 3: its text model
         c = c["text_config"]
         w = {n[len("language_model."):]: a for n, a in w.items() if n.startswith("language_model.")}
@@ -596,6 +664,7 @@ def main():
     w.add_argument("--rope-scaling", default="none", choices=["none", "linear", "llama3"])
     w.add_argument("--big", action="store_true", help="stream random BF16 bits into the shards (8B-shaped checkpoints)")
     w.add_argument("--pad-vocab", type=int, default=0, help="embedding rows beyond the tokenizer's (as Qwen 2.5 pads)")
+    w.add_argument("--nvfp4", action="store_true", help="every projection in ModelOpt's NVFP4 (rows of multiples of 64)")
     f = sub.add_parser("forward")
     f.add_argument("dir")
     f.add_argument("--tokens", required=True)
