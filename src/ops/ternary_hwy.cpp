@@ -38,7 +38,6 @@
 #include "ops/group_tiles.h"
 #include "ops/int8_dot_extension.h"
 #include "ops/kquant_blocks.h"
-#include "ops/portable_group_loop-inl.h"
 #include "ops/q1_0_group_layout.h"
 #include "ops/q2_0_scalar.h"
 #include "ops/row_groups.h"
@@ -49,6 +48,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -132,18 +132,18 @@ HWY_INLINE hn::Vec<DF> row_scales(const uint8_t* g, int r0) {
     return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(g) + r0));
 }
 
-// Per call: each activation block's code sum, for every column (a thread's
-// run of rows shares it).
-template <class XBlock>
-const int32_t* block_sums(const void* x, size_t x_stride, int n_cols, int64_t n_blocks) {
+// Per call: each Q8_K activation block's code sum, for every column (a
+// thread's run of rows shares it), from the block's 16 partial sums.
+inline const int32_t* q8_k_block_sums(const void* x, size_t x_stride, int n_cols, int64_t n_blocks) {
     thread_local std::vector<int32_t> sums;
     sums.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_blocks));
     for (int c = 0; c < n_cols; ++c) {
         for (int64_t k = 0; k < n_blocks; ++k) {
-            XBlock block;
-            std::memcpy(&block, static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof block, sizeof block);
+            int16_t bsums[kQK_K / 16];
+            std::memcpy(bsums, static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof(BlockQ8_K) + offsetof(BlockQ8_K, bsums),
+                        sizeof bsums);
             int32_t s = 0;
-            for (const int8_t q : block.qs) s += q;
+            for (const int16_t part : bsums) s += part;
             sums[static_cast<size_t>(c * n_blocks + k)] = s;
         }
     }
@@ -153,25 +153,88 @@ const int32_t* block_sums(const void* x, size_t x_stride, int n_cols, int64_t n_
 // ---- Q2_0 ----
 
 // Column x's Q8_0 blocks rearranged for Q2_0's words: word 4w + l holds
-// x[16w + 4b + l] in byte b (w < 2, l < 4).
+// x[16w + 4b + l] in byte b (w < 2, l < 4), each 16 codes transposed 4 x 4
+// by one byte shuffle (a byte loop on the scalar target).
 const int32_t* q2_0_shuffled(const void* x, size_t x_stride, int n_cols, int64_t n_blocks) {
     thread_local std::vector<int32_t> words;
     words.resize(static_cast<size_t>(n_cols) * static_cast<size_t>(n_blocks) * 8);
     for (int c = 0; c < n_cols; ++c) {
         for (int64_t k = 0; k < n_blocks; ++k) {
-            BlockQ8_0 block;
-            std::memcpy(&block, static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof block, sizeof block);
-            uint8_t bytes[32];
+            const uint8_t* qs = static_cast<const uint8_t*>(x) + c * x_stride + k * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
+            auto* out = reinterpret_cast<uint8_t*>(words.data() + 8 * static_cast<size_t>(c * n_blocks + k));
+#if HWY_TARGET == HWY_SCALAR
             for (int w = 0; w < 2; ++w) {
                 for (int l = 0; l < 4; ++l) {
-                    for (int b = 0; b < 4; ++b) bytes[4 * (4 * w + l) + b] = static_cast<uint8_t>(block.qs[16 * w + 4 * b + l]);
+                    for (int b = 0; b < 4; ++b) out[4 * (4 * w + l) + b] = qs[16 * w + 4 * b + l];
                 }
             }
-            std::memcpy(words.data() + 8 * static_cast<size_t>(c * n_blocks + k), bytes, sizeof bytes);
+#else
+            alignas(16) static constexpr uint8_t kTranspose[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+            const hn::Full128<uint8_t> d8;
+            const auto transpose = hn::Load(d8, kTranspose);
+            for (int w = 0; w < 2; ++w) hn::StoreU(hn::TableLookupBytes(hn::LoadU(d8, qs + 16 * w), transpose), d8, out + 16 * w);
+#endif
         }
     }
     return words.data();
 }
+
+// Columns a tile takes: each block's codes are decoded once for all of them
+// (prefill), each column keeping its own sums.
+constexpr int kTileCols = 4;
+
+// The loop of the ternary kernels: each group, its columns in tiles of at
+// most kTileCols, the rows in runs of a vector's int32 lanes, each unit of
+// blocks from 0 (or from what y holds, with accumulate), the blocks in order:
+//   step(block p, first row r0, block b, first column c0, acc)
+// adds block b of rows r0.. to acc[c], the float sums of column c0 + c (an
+// array of the tile's width). The stream is prefetched once per block.
+template <int C, int64_t kBlockBytes, class Step>
+HWY_INLINE void run_tile(const uint8_t* group, int64_t nb, int64_t unit_nb, int c0, float* y, size_t y_stride,
+                         size_t unit_stride, bool accumulate, bool near, const Step& step) {
+    const DF df;
+    const int lanes = static_cast<int>(hn::Lanes(df));
+    for (int r0 = 0; r0 < kGroupRows; r0 += lanes) {
+        for (int64_t u0 = 0, u = 0; u0 < nb; u0 += unit_nb, ++u) {
+            hn::Vec<DF> acc[C];
+            for (int c = 0; c < C; ++c) {
+                float* out = y + (c0 + c) * y_stride + r0 + u * unit_stride;
+                acc[c] = accumulate ? hn::LoadU(df, out) : hn::Zero(df);
+            }
+            const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
+            for (int64_t b = u0; b < u1; ++b) {
+                const uint8_t* p = group + b * kBlockBytes;
+                if (c0 == 0 && r0 == 0) prefetch_ahead(p, kBlockBytes, near);
+                step(p, r0, b, c0, acc);
+            }
+            for (int c = 0; c < C; ++c) hn::StoreU(acc[c], df, y + (c0 + c) * y_stride + r0 + u * unit_stride);
+        }
+    }
+}
+
+template <int64_t kBlock, int64_t kBlockBytes, class Step>
+HWY_INLINE void run_tiles(int64_t n, const void* w, size_t group_stride, int n_groups, int n_cols, float* y,
+                          size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate, bool near,
+                          const Step& step) {
+    const int64_t nb = n / kBlock;
+    const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / kBlock;
+    for (int g = 0; g < n_groups; ++g) {
+        const uint8_t* group = static_cast<const uint8_t*>(w) + g * group_stride;
+        float* yg = y + g * kGroupRows;
+        for (int c0 = 0; c0 < n_cols; c0 += kTileCols) {
+            switch (n_cols - c0 < kTileCols ? n_cols - c0 : kTileCols) {
+                case 1: run_tile<1, kBlockBytes>(group, nb, unit_nb, c0, yg, y_stride, unit_stride, accumulate, near, step); break;
+                case 2: run_tile<2, kBlockBytes>(group, nb, unit_nb, c0, yg, y_stride, unit_stride, accumulate, near, step); break;
+                case 3: run_tile<3, kBlockBytes>(group, nb, unit_nb, c0, yg, y_stride, unit_stride, accumulate, near, step); break;
+                default: run_tile<4, kBlockBytes>(group, nb, unit_nb, c0, yg, y_stride, unit_stride, accumulate, near, step); break;
+            }
+        }
+    }
+}
+
+// The width of a tile's accumulator array (the step's acc).
+template <class Acc>
+inline constexpr int kWidth = static_cast<int>(std::extent_v<std::remove_reference_t<Acc>>);
 
 }  // namespace ternary_parts
 
@@ -257,12 +320,12 @@ const QuantTraits* TernaryTraits(QuantType type) {
     }();
     static const QuantTraits tq2_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::TQ2_0);
-        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(tq2_0_vec_dot_groups, ternary_vec_dot_groups<false>);
+        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(ternary_vec_dot_groups<false>, ternary_vec_dot_groups<false>);
         return t;
     }();
     static const QuantTraits tq1_0 = [] {
         QuantTraits t = *scalar_traits(QuantType::TQ1_0);
-        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(tq1_0_vec_dot_groups, ternary_vec_dot_groups<true>);
+        t.vec_dot_groups = TESSERA_TERNARY_KERNEL(ternary_vec_dot_groups<true>, ternary_vec_dot_groups<true>);
         return t;
     }();
     switch (type) {

@@ -189,16 +189,18 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                             Case c;
                             c.w = w;
                             c.x.resize(x_off + cols * x_stride);
-                            c.sums.resize(static_cast<size_t>(cols * blocks));
+                            // Q8_0 activations' sums per 32 codes (Q2_0's and NVFP4's blocks hold 64).
+                            const int64_t q8_blocks = n / 32;
+                            c.sums.resize(static_cast<size_t>(cols * q8_blocks));
                             std::vector<float> v(static_cast<size_t>(n));
                             for (int col = 0; col < cols; ++col) {
                                 for (float& f : v) f = rng.next_normal();
                                 uint8_t* xc = c.x.data() + x_off + col * x_stride;
                                 scalar_traits(vdt)->from_float(v.data(), xc, n);
                                 if (vdt != QuantType::Q8_0) continue;
-                                for (int64_t b = 0; b < blocks; ++b) {
+                                for (int64_t b = 0; b < q8_blocks; ++b) {
                                     for (int i = 0; i < 32; ++i) {
-                                        c.sums[col * blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
+                                        c.sums[col * q8_blocks + b] += static_cast<int8_t>(xc[b * 34 + 2 + i]);
                                     }
                                 }
                             }
@@ -232,7 +234,7 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
                                 const float* want = c.want.data() + at;
                                 std::vector<float> got(c.start.begin() + at, c.start.begin() + at + size);
                                 simd.vec_dot_groups(n, c.w.data(), group_bytes(type, n), n_groups, c.x.data() + x_off,
-                                                    x_stride, c.sums.data(), static_cast<size_t>(blocks), cols,
+                                                    x_stride, c.sums.data(), static_cast<size_t>(n / 32), cols,
                                                     got.data(), y_stride, unit_n, unit_stride, accumulate);
                                 // Every target gives the canonical bits.
                                 ASSERT_EQ(0, std::memcmp(c.canon.data() + at, got.data(), size * sizeof(float)))
