@@ -104,6 +104,9 @@ bool nvfp4_weight(const HfCheckpoint& checkpoint, const std::string& name) {
 
 std::vector<std::string> nvfp4_companions(const HfCheckpoint& checkpoint, const std::string& name) {
     std::vector<std::string> out;
+    // Only an NVFP4 weight's: a scale beside a weight of another dtype stays
+    // unplanned, and the conversion is refused naming it.
+    if (!nvfp4_weight(checkpoint, name)) return out;
     for (const char* suffix : {".weight_scale", ".weight_scale_2", ".input_scale"}) {
         if (checkpoint.has(stem_of(name) + suffix)) out.push_back(stem_of(name) + suffix);
     }

@@ -32,7 +32,7 @@ bool modelopt_nvfp4(const HfCheckpoint& checkpoint);
 bool nvfp4_weight(const HfCheckpoint& checkpoint, const std::string& name);
 
 // The tensors that come with an NVFP4 weight (those present of
-// weight_scale, weight_scale_2, input_scale).
+// weight_scale, weight_scale_2, input_scale); none for another weight.
 std::vector<std::string> nvfp4_companions(const HfCheckpoint& checkpoint, const std::string& name);
 
 // The plan's tensor from NVFP4 sources (one, or one per expert): the
