@@ -6,8 +6,8 @@
 // inlined into functions compiled with the extension.
 //
 // A 128-bit vector of a word holds 4 rows' 4 code bytes (one row per int32
-// lane); code l of each byte (2 bits shifted by 2l; TQ1_0's trit l, taken as
-// the high byte of uint8(b * 3^l) * 3) is < 4, a valid signed byte, and one
+// lane); code l of each byte (2 bits shifted by 2l; TQ1_0's trit l, negated,
+// from two comparisons of uint8(b * 3^l)) is a valid signed byte, and one
 // vdotq_s32 against the column's 4 activation bytes replaces the portable
 // kernel's shift, mask and multiply per byte (ternary_hwy.cpp). Q2_0's
 // activations are transposed 4 x 4 by one table lookup per 16 codes, each
@@ -61,12 +61,12 @@ inline int8x16_t bit_pair(uint8x16_t v, int l) {
     return vreinterpretq_s8_u8(vandq_u8(vshlq_u8(v, vdupq_n_s8(static_cast<int8_t>(-2 * l))), vdupq_n_u8(3)));
 }
 
-// Trit l of each byte (pow3 = 3^l): (uint8(b * 3^l) * 3) >> 8.
-inline int8x16_t trit(uint8x16_t v, uint8_t pow3) {
-    const uint8x16_t m = vmulq_u8(v, vdupq_n_u8(pow3));
-    const uint8x8_t three = vdup_n_u8(3);
-    const uint8x8_t lo = vshrn_n_u16(vmull_u8(vget_low_u8(m), three), 8);
-    return vreinterpretq_s8_u8(vshrn_high_n_u16(lo, vmull_high_u8(m, vdupq_n_u8(3)), 8));
+// TQ1_0's trits, negated: trit l of a byte b is [m > 85] + [m > 170] with
+// m = uint8(b * 3^l) (m steps to the next trit as uint8(3 m)), and the two
+// comparisons' all-ones bytes add to -trit as signed bytes: two compares and
+// an add instead of two widening multiplies and narrowing shifts.
+inline int8x16_t negated_trit(uint8x16_t m) {
+    return vreinterpretq_s8_u8(vaddq_u8(vcgtq_u8(m, vdupq_n_u8(85)), vcgtq_u8(m, vdupq_n_u8(170))));
 }
 
 // The canonical step of a block: acc = fma(float(s), d_w * d_x, acc).
@@ -88,18 +88,20 @@ inline void q2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, i
                 const uint8_t* xh = xb + h * static_cast<int64_t>(sizeof(BlockQ8_0));
                 const int8x16_t x0 = vld1q_s8(reinterpret_cast<const int8_t*>(xh + 2));
                 const int8x16_t x1 = vld1q_s8(reinterpret_cast<const int8_t*>(xh + 18));
-                int32x4_t s = vdupq_n_s32(-(vaddlvq_s8(x0) + vaddlvq_s8(x1)));
+                // A chain of sdot per word: one chain of 8 was bound by
+                // their latency; integers, so the sum is exact either way.
+                int32x4_t s[2] = {vdupq_n_s32(-(vaddlvq_s8(x0) + vaddlvq_s8(x1))), vdupq_n_s32(0)};
                 for (int wi = 0; wi < 2; ++wi) {
                     const int8x16_t t = vqtbl1q_s8(wi == 0 ? x0 : x1, transpose);
                     const uint8x16_t v = load_word(p, q1_0_group::kQs, 2 * h + wi, r0);
-                    s = vdotq_laneq_s32(s, bit_pair(v, 0), t, 0);
-                    s = vdotq_laneq_s32(s, bit_pair(v, 1), t, 1);
-                    s = vdotq_laneq_s32(s, bit_pair(v, 2), t, 2);
-                    s = vdotq_laneq_s32(s, bit_pair(v, 3), t, 3);
+                    s[wi] = vdotq_laneq_s32(s[wi], bit_pair(v, 0), t, 0);
+                    s[wi] = vdotq_laneq_s32(s[wi], bit_pair(v, 1), t, 1);
+                    s[wi] = vdotq_laneq_s32(s[wi], bit_pair(v, 2), t, 2);
+                    s[wi] = vdotq_laneq_s32(s[wi], bit_pair(v, 3), t, 3);
                 }
                 uint16_t dx;
                 std::memcpy(&dx, xh, 2);
-                acc = block_step(s, p, r0, fp16_to_fp32(dx), acc);
+                acc = block_step(vaddq_s32(s[0], s[1]), p, r0, fp16_to_fp32(dx), acc);
             }
             return acc;
         });
@@ -115,27 +117,34 @@ inline int32x4_t ternary_block_sum(const uint8_t* p, int r0, const uint8_t* xb) 
     int16_t bsums[16];
     std::memcpy(bsums, xb + kQ8KBsums, sizeof bsums);
     const int32_t x_sum = vaddlvq_s16(vld1q_s16(bsums)) + vaddlvq_s16(vld1q_s16(bsums + 8));
-    int32x4_t s = vdupq_n_s32(-x_sum);
+    // Code l's sums in chain l % 2 (TQ1_0's negated): one chain of 64 sdot
+    // was bound by their latency; integers, so the sum is exact either way.
+    int32x4_t s[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
     if constexpr (!kTq1) {
         // Word k: elements 128 (k / 8) + 32 l + 4 (k % 8) + b.
         for (int k = 0; k < ternary_group::kTq2_0Words; ++k) {
             const uint8x16_t v = load_word(p, ternary_group::kWords, k, r0);
             const int8_t* xk = q + 128 * (k / 8) + 4 * (k % 8);
-            for (int l = 0; l < 4; ++l) s = vdotq_s32(s, bit_pair(v, l), dotprod_loop::broadcast4(xk + 32 * l));
+            for (int l = 0; l < 4; ++l) {
+                s[l % 2] = vdotq_s32(s[l % 2], bit_pair(v, l), dotprod_loop::broadcast4(xk + 32 * l));
+            }
         }
+        return vsubq_s32(vaddq_s32(s[0], s[1]), vdupq_n_s32(x_sum));
     } else {
-        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
         // Words 0-7: elements 32 l + 4k + b; 8-11: 160 + 16 l + 4(k - 8) + b;
         // 12 (qh): 240 + 4 l + b, 4 trits.
         for (int k = 0; k < ternary_group::kTq1_0Words; ++k) {
-            const uint8x16_t v = load_word(p, ternary_group::kWords, k, r0);
+            uint8x16_t m = load_word(p, ternary_group::kWords, k, r0);
             const int8_t* xk = k < 8 ? q + 4 * k : k < 12 ? q + 160 + 4 * (k - 8) : q + 240;
             const int stride = k < 8 ? 32 : k < 12 ? 16 : 4;
             const int n_trits = k < 12 ? 5 : 4;
-            for (int l = 0; l < n_trits; ++l) s = vdotq_s32(s, trit(v, kPow3[l]), dotprod_loop::broadcast4(xk + stride * l));
+            for (int l = 0; l < n_trits; ++l) {
+                if (l > 0) m = vmulq_u8(m, vdupq_n_u8(3));
+                s[l % 2] = vdotq_s32(s[l % 2], negated_trit(m), dotprod_loop::broadcast4(xk + stride * l));
+            }
         }
+        return vsubq_s32(vdupq_n_s32(-x_sum), vaddq_s32(s[0], s[1]));
     }
-    return s;
 }
 
 // QuantTraits::vec_dot_groups for TQ1_0 (kTq1) and TQ2_0.
