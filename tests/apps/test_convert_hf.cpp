@@ -21,6 +21,9 @@
 #include <cstring>
 #include <functional>
 #include <tuple>
+#include <span>
+#include <limits>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -310,6 +313,85 @@ TEST(ConvertHf, ModelOptNvfp4ArrivesAsTheSameValuesWithEachFactor) {
     EXPECT_NE(refusal_of(dir, base + "/x.gguf", [](nlohmann::json& c) { c["quantization_config"]["quant_algo"] = "FP8"; })
                   .find("a ModelOpt checkpoint quantized as FP8: convert-hf reads ModelOpt's NVFP4 only"),
               std::string::npos);
+}
+
+// convert-hf's error on the checkpoint in `dir` with one tensor's entry in
+// its shard's header (dtype, shape) and its bytes edited; the shard is put
+// back after. It must fail with exit code 1.
+std::string refusal_with_tensor_edit(const std::string& dir, const std::string& out, const std::string& tensor,
+                                     const std::function<void(nlohmann::json&, std::span<uint8_t>)>& edit) {
+    const nlohmann::json index = nlohmann::json::parse(std::ifstream(dir + "/model.safetensors.index.json"));
+    const std::string shard = dir + "/" + index["weight_map"][tensor].get<std::string>();
+    std::vector<uint8_t> original;
+    {
+        std::ifstream in(shard, std::ios::binary);
+        original.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    uint64_t header_bytes = 0;
+    for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(original[static_cast<size_t>(i)]) << (8 * i);
+    nlohmann::json header = nlohmann::json::parse(original.begin() + 8, original.begin() + 8 + static_cast<int64_t>(header_bytes));
+    std::vector<uint8_t> data(original.begin() + 8 + static_cast<int64_t>(header_bytes), original.end());
+    const auto at = header[tensor]["data_offsets"].get<std::vector<uint64_t>>();
+    edit(header[tensor], std::span<uint8_t>(data.data() + at[0], at[1] - at[0]));
+    std::string text = header.dump();
+    while (text.size() % 8 != 0) text += ' ';
+    {
+        std::ofstream f(shard, std::ios::binary | std::ios::trunc);
+        for (int i = 0; i < 8; ++i) f.put(static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i)));
+        f << text;
+        f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    }
+    const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", dir, "-o", out}), 120);
+    std::ofstream(shard, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(original.data()), static_cast<std::streamsize>(original.size()));
+    EXPECT_EQ(r.exit_code, 1) << tensor << ": " << r.err;
+    return r.err;
+}
+
+// A ModelOpt NVFP4 weight whose companions lie (a scale of another dtype or
+// shape, a second-level factor that is not one finite number, a weight that
+// is not U8 codes beside its scales) or whose rows ggml's 64-value blocks do
+// not divide is refused naming the tensor, and nothing is written from it.
+TEST(ConvertHf, ModelOptNvfp4TensorsThatLieAreRefusedByName) {
+    if (!have_inputs()) return;
+    const std::string base = test::scratch_dir("convert_hf_nvfp4_refused");
+    const std::string dir = base + "/ckpt";
+    write_checkpoint(dir, {"--dtype", "bf16", "--nvfp4", "--ff", "128", "--shards", "2"});
+    const std::string q = "model.layers.0.self_attn.q_proj";  // [64, 64]: codes [64, 32], scales [64, 4]
+    const std::string down = "model.layers.1.mlp.down_proj";  // [64, 128]: scales [64, 8]
+    auto refusal = [&](const std::string& tensor, const std::function<void(nlohmann::json&, std::span<uint8_t>)>& edit) {
+        return refusal_with_tensor_edit(dir, base + "/x.gguf", tensor, edit);
+    };
+    const auto contains = [](const std::string& text, const std::string& part) {
+        return ::testing::AssertionResult(text.find(part) != std::string::npos) << "no '" << part << "' in: " << text;
+    };
+    EXPECT_TRUE(contains(refusal(q + ".weight_scale", [](nlohmann::json& t, std::span<uint8_t>) { t["dtype"] = "U8"; }),
+                         "tensor '" + q + ".weight_scale' is U8 [64, 4], and config.json's NVFP4 weight needs F8_E4M3 [64, 4] there"));
+    EXPECT_TRUE(contains(refusal(down + ".weight_scale", [](nlohmann::json& t, std::span<uint8_t>) { t["shape"] = {128, 4}; }),
+                         "tensor '" + down + ".weight_scale' is F8_E4M3 [128, 4], and config.json's NVFP4 weight needs F8_E4M3 [64, 8] there"));
+    EXPECT_TRUE(contains(refusal(q + ".weight_scale_2",
+                                 [](nlohmann::json&, std::span<uint8_t> b) {
+                                     const float nan = std::numeric_limits<float>::quiet_NaN();
+                                     std::memcpy(b.data(), &nan, 4);
+                                 }),
+                         "tensor '" + q + ".weight_scale_2' holds nan, not a finite factor"));
+    EXPECT_TRUE(contains(refusal(q + ".weight_scale_2",
+                                 [](nlohmann::json& t, std::span<uint8_t>) {
+                                     t["dtype"] = "BF16";
+                                     t["shape"] = {2};
+                                 }),
+                         "tensor '" + q + ".weight_scale_2' is BF16 [2], not one F32 factor"));
+    // Codes of another dtype: the weight is not NVFP4, so its companions have no place.
+    const std::string not_codes = refusal(q + ".weight", [](nlohmann::json& t, std::span<uint8_t>) { t["dtype"] = "I8"; });
+    EXPECT_TRUE(contains(not_codes, "tensor '" + q + "."));
+    EXPECT_TRUE(contains(not_codes, "of llama has no place in a llama GGUF"));
+    // Rows of 32 values: NVFP4 blocks are 64.
+    const std::string narrow = base + "/narrow";
+    write_checkpoint(narrow, {"--dtype", "bf16", "--nvfp4", "--dim", "32", "--heads", "2", "--kv-heads", "1", "--ff", "64"});
+    const test::ProcessResult r = run_process(test::tessera_cmd({"convert-hf", narrow, "-o", base + "/narrow.gguf"}), 120);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "has rows of 32 values, which ggml's NVFP4 blocks of 64 do not divide"));
+    EXPECT_FALSE(std::filesystem::exists(base + "/narrow.gguf"));
 }
 
 TEST(ConvertHf, WhatCannotBeConvertedIsRefusedByName) {
