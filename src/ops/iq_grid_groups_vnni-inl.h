@@ -6,13 +6,15 @@
 // permutes (no gathers: they bound the first version), each code spread to
 // its level bytes by a multishift and a byte shuffle. The 32 groups of 8
 // weights then go 8 at a time, one per sub-block of 32 (group l of every
-// sub-block in one vector), the 8 sign bytes (their parity bit computed
-// where the format keeps 7) as one 64-bit mask that negates the
-// activations, dpbusd of the unsigned level bytes with them, the odd
-// sub-block scales multiplied per lane. The activations are rearranged
-// once per block and column into the same order (word 4 j + l to lane j of
-// vector l). Exact integers per row, then the canonical step
-// acc = fma(d_x, d_w * (k * float(S)), acc) for 16 rows a vector.
+// sub-block in one vector), the 8 sign bytes (their parity bit looked up
+// 64 at once where the format keeps 7) spread into one 64-bit mask that
+// negates the activations, dpbusd of the unsigned level bytes with them,
+// the odd sub-block scales multiplied per lane. The activations are
+// rearranged once per block and column into the same order (word 4 j + l
+// to lane j of vector l). Exact integers per row, each row's 16 lanes
+// folded with three others' and the 16 rows' sums gathered into one
+// vector, then the canonical step acc = fma(d_x, d_w * (k * float(S)), acc)
+// for 16 rows a vector.
 // Included by iq_grids_hwy.cpp once per target (hence the toggling guard).
 
 #if defined(TESSERA_OPS_IQ_GRID_GROUPS_VNNI_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -35,6 +37,7 @@
 #include "ops/row_groups.h"
 #include "ops/vnni_target.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -63,17 +66,45 @@ HWY_INLINE __m512i lanes_u32(const uint8_t* p) {  // 8 uint32 -> 8 uint64 lanes
 HWY_INLINE __m512i lanes_u8(const uint8_t* p) {  // 8 bytes -> 8 uint64 lanes
     return _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
-HWY_INLINE __m512i low_bits(__m512i v, int shift, int64_t mask) {
-    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set1_epi64(shift)), _mm512_set1_epi64(mask));
+// The 128 bytes k | parity(k) << 7: 7 sign bits completed to an even
+// number of minus signs, looked up 64 at once by one two-register permute.
+alignas(64) inline constexpr auto kEvenSigns = [] {
+    std::array<uint8_t, 128> t{};
+    for (int k = 0; k < 128; ++k) t[static_cast<size_t>(k)] = static_cast<uint8_t>(k | (__builtin_popcount(k) & 1) << 7);
+    return t;
+}();
+// Byte 8 j + i of vector l: the sign byte of group l of sub-block j, which
+// sits at byte kStride j + l of a block's sign bytes.
+template <int kStride>
+struct SignSpread {
+    alignas(64) uint8_t index[4][64];
+    constexpr SignSpread() : index() {
+        for (int l = 0; l < 4; ++l) {
+            for (int b = 0; b < 64; ++b) index[l][b] = static_cast<uint8_t>(kStride * (b / 8) + l);
+        }
+    }
+};
+template <int kStride>
+inline constexpr SignSpread<kStride> kSignSpread{};
+// A block's 32 sign bytes (group l of sub-block j at byte kStride j + l) as
+// the 4 byte masks of Decoded.signs: each byte spread over its group's 8
+// bytes and tested against its own bit, two instructions a mask (the
+// per-lane shifts, narrowing and moves through a general register they
+// replace were a third of IQ2_XXS's decoding).
+template <int kStride>
+HWY_INLINE void sign_masks(__m512i bytes, __mmask64* signs) {
+    const __m512i bit = _mm512_set1_epi64(static_cast<int64_t>(0x8040201008040201ull));
+    for (int l = 0; l < 4; ++l) {
+        const __m512i spread = _mm512_permutexvar_epi8(_mm512_load_si512(kSignSpread<kStride>.index[l]), bytes);
+        signs[l] = _mm512_test_epi8_mask(spread, bit);
+    }
 }
-// 8 sign bytes (one per lane, in its low byte) as a byte mask.
-HWY_INLINE __mmask64 sign_mask(__m512i bytes) {
-    return _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(_mm512_cvtepi64_epi8(bytes))));
-}
-// 7 sign bits per lane completed with their parity (an even number of minus signs).
-HWY_INLINE __mmask64 even_sign_mask(__m512i bits7) {
-    const __m512i parity = _mm512_and_si512(_mm512_popcnt_epi64(bits7), _mm512_set1_epi64(1));
-    return sign_mask(_mm512_or_si512(bits7, _mm512_slli_epi64(parity, 7)));
+// The 7-bit sign fields at bit offsets (byte l of `offsets`: group l's) of
+// every 64-bit lane j, completed with their parity, at byte 8 j + l.
+HWY_INLINE __m512i even_sign_bytes(__m512i v, uint64_t offsets) {
+    const __m512i fields = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(static_cast<int64_t>(offsets)), v),
+                                            _mm512_set1_epi8(0x7F));
+    return _mm512_permutex2var_epi8(_mm512_load_si512(kEvenSigns.data()), fields, _mm512_load_si512(kEvenSigns.data() + 64));
 }
 // 2 s + 1 in both dwords of each lane.
 HWY_INLINE __m512i odd_scales(__m512i s) {
@@ -180,7 +211,7 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i v = _mm512_loadu_si512(block + offsetof(BlockIQ2_XXS, qs));
         const __m512i idx = _mm512_maskz_permutexvar_epi8(kLowBytes, _mm512_load_si512(kStride8ToLMajor), v);
         iq2_points_from<kType>(table.lookup(idx), d.points);
-        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(v, 32 + 7 * l, 127));
+        sign_masks<8>(even_sign_bytes(v, 0x352E2720), d.signs);  // group l's 7 bits at 32 + 7 l
         d.scale_lo = d.scale_hi = odd_scales(_mm512_srli_epi64(v, 60));
     } else if constexpr (kType == QuantType::IQ2_XS) {
         // Lane j: sub-block j's 4 uint16 (9-bit index, 7 sign bits).
@@ -188,7 +219,7 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i idx = _mm512_and_si512(_mm512_permutexvar_epi16(_mm512_load_si512(kWordsToLMajor), v),
                                              _mm512_set1_epi16(511));
         iq2_points_from<kType>(table.lookup(idx), d.points);
-        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(v, 16 * l + 9, 127));
+        sign_masks<8>(even_sign_bytes(v, 0x39291909), d.signs);  // group l's 7 bits at 16 l + 9
         const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_XS, scales));
         d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
         d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
@@ -201,8 +232,8 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i qh_high = _mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfSubBlock), qh);
         const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh_high, _mm512_load_si512(kTwoL)), _mm512_set1_epi16(0x300));
         iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, high)), d.points);
-        const __m512i sg = lanes_u32(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8);
-        for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
+        sign_masks<4>(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8))),
+                      d.signs);
         const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_S, scales));
         d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
         d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
@@ -212,7 +243,7 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32)));
         iq3_points_from<kType>(table.lookup(a), table.lookup(b), d.points);
         const __m512i aux = lanes_u32(qs + kQK_K / 4);
-        for (int l = 0; l < 4; ++l) d.signs[l] = even_sign_mask(low_bits(aux, 7 * l, 127));
+        sign_masks<8>(even_sign_bytes(aux, 0x150E0700), d.signs);  // group l's 7 bits at 7 l
         d.scale_lo = d.scale_hi = odd_scales(_mm512_srli_epi64(aux, 28));
     } else {
         static_assert(kType == QuantType::IQ3_S, "a grid I-quant");
@@ -229,8 +260,8 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i a = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs))), high_a);
         const __m512i b = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32))), high_b);
         iq3_points_from<kType>(table.lookup(a), table.lookup(b), d.points);
-        const __m512i sg = lanes_u32(block + offsetof(BlockIQ3_S, signs));
-        for (int l = 0; l < 4; ++l) d.signs[l] = sign_mask(low_bits(sg, 8 * l, 0xFF));
+        sign_masks<4>(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ3_S, signs)))),
+                      d.signs);
         // Nibble j % 2 of scales[j / 2] to lane j.
         int32_t scales;
         std::memcpy(&scales, block + offsetof(BlockIQ3_S, scales), 4);
@@ -252,6 +283,30 @@ HWY_INLINE void arrange(const uint8_t* qs, __m512i* y) {
         const __m512i high = _mm512_permutex2var_epi64(q2, idx, q3);  // sub-blocks 4..7
         y[l] = _mm512_mask_blend_epi64(0xF0, low, high);
     }
+}
+
+// Four rows' vectors of 16 partial sums (rows 4q + i) folded into one:
+// 128-bit quarter i holds row 4q + i's sum in 4 lanes.
+HWY_INLINE __m512i fold_quad(const __m512i (&v)[4]) {
+    // 256-bit halves: a pair's rows in halves 0 and 1, 8 lanes each.
+    const __m512i p01 = _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x44), _mm512_shuffle_i64x2(v[0], v[1], 0xEE));
+    const __m512i p23 = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2], v[3], 0x44), _mm512_shuffle_i64x2(v[2], v[3], 0xEE));
+    // Quarters 0, 2 of each pair against 1, 3.
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(p01, p23, 0x88), _mm512_shuffle_i32x4(p01, p23, 0xDD));
+}
+
+// The 16 rows' sums, lane r row r's, from the four folded quads (quad q:
+// rows 4q..4q + 3). The integers are exact: their order is free.
+HWY_INLINE __m512i row_sums(const __m512i (&quad)[4]) {
+    // Quarter k: rows k, 4 + k in lanes (0, 1), (2, 3); then rows 8 + k, 12 + k.
+    const __m512i lo = _mm512_add_epi32(_mm512_unpacklo_epi64(quad[0], quad[1]), _mm512_unpackhi_epi64(quad[0], quad[1]));
+    const __m512i hi = _mm512_add_epi32(_mm512_unpacklo_epi64(quad[2], quad[3]), _mm512_unpackhi_epi64(quad[2], quad[3]));
+    // Quarter k: rows k, 8 + k, 4 + k, 12 + k.
+    const __m512i t0 = _mm512_unpacklo_epi32(lo, hi), t1 = _mm512_unpackhi_epi32(lo, hi);
+    const __m512i sums = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    // Row r's lane: 4 (r % 4) + {0, 2, 1, 3}[r / 4].
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, sums);
 }
 
 template <QuantType kType, size_t kBlockBytes, int C>
@@ -277,27 +332,32 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                 arrange(xb + kQ8KQs, ys[c]);
                 std::memcpy(&dx[c], xb, 4);
             }
-            alignas(64) int32_t s[C][kGroupRows];
+            // Each row's 16 lanes of partial sums folded four rows at a time
+            // (row_sums), not one horizontal sum per row.
+            __m512i quad[C][4];
             alignas(32) uint16_t d[kGroupRows];
-            for (int r = 0; r < kGroupRows; ++r) {
-                const uint8_t* block = p + r * kBlockBytes;
-                const Decoded w = decode<kType>(block, table);
-                for (int c = 0; c < C; ++c) {
-                    __m512i lo = zero, hi = zero;
-                    for (int l = 0; l < 2; ++l) {
-                        lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+            for (int q = 0; q < 4; ++q) {
+                __m512i rows[C][4];
+                for (int i = 0; i < 4; ++i) {
+                    const uint8_t* block = p + (4 * q + i) * kBlockBytes;
+                    const Decoded w = decode<kType>(block, table);
+                    for (int c = 0; c < C; ++c) {
+                        __m512i lo = zero, hi = zero;
+                        for (int l = 0; l < 2; ++l) {
+                            lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                        }
+                        for (int l = 2; l < 4; ++l) {
+                            hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                        }
+                        rows[c][i] = _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi));
                     }
-                    for (int l = 2; l < 4; ++l) {
-                        hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
-                    }
-                    s[c][r] = _mm512_reduce_add_epi32(
-                        _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi)));
+                    d[4 * q + i] = iq_block_d(block);
                 }
-                d[r] = iq_block_d(block);
+                for (int c = 0; c < C; ++c) quad[c][q] = fold_quad(rows[c]);
             }
             const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
             for (int c = 0; c < C; ++c) {
-                const __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512(s[c]));
+                const __m512 sf = _mm512_cvtepi32_ps(row_sums(quad[c]));
                 acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx[c]), _mm512_mul_ps(dw, _mm512_mul_ps(k, sf)), acc[c]);
             }
         }
