@@ -137,40 +137,63 @@ template <QuantType kType>
 inline constexpr int kPointCount = kType == QuantType::IQ2_S ? 1024
                                  : kType == QuantType::IQ2_XS || kType == QuantType::IQ3_S ? 512 : 256;
 
+// A level table as 64 bytes: byte x holds level x % 4 (IQ2) or x % 8
+// (IQ3), so a byte permute takes a field with whatever lies above it.
+template <QuantType kType>
+struct LevelBytes {
+    alignas(64) uint8_t b[64];
+    constexpr LevelBytes() : b() {
+        constexpr uint8_t kIq3Xxs[8] = {4, 12, 20, 28, 36, 44, 52, 62}, kIq3S[8] = {1, 3, 5, 7, 9, 11, 13, 15};
+        constexpr uint8_t kIq2[4] = {8, 25, 43, 0};
+        for (int x = 0; x < 64; ++x) {
+            b[x] = kType == QuantType::IQ3_XXS ? kIq3Xxs[x % 8] : kType == QuantType::IQ3_S ? kIq3S[x % 8] : kIq2[x % 4];
+        }
+    }
+};
+template <QuantType kType>
+inline constexpr LevelBytes<kType> kLevelBytes{};
+
 // 8 lanes of codes (one IQ2 point of 8 x 2 bits, or two IQ3 points of
-// 4 x 3 bits at bits 0 and 16) as 8 level bytes each, through the type's
-// level -> byte table.
+// 4 x 3 bits at bits 0 and 16; above them anything) as 8 level bytes each:
+// each byte's field moved to its low bits by a multishift, then looked up.
 template <QuantType kType>
 HWY_INLINE __m512i level_bytes(__m512i lanes) {
     constexpr bool kIq3 = kType == QuantType::IQ3_XXS || kType == QuantType::IQ3_S;
     // Each byte's bit offset in its lane: IQ3 levels at 0, 3, 6, 9 and 16, 19, 22, 25; IQ2 every 2 bits.
     const __m512i offsets = _mm512_set1_epi64(kIq3 ? 0x1916131009060300LL : 0x0E0C0A0806040200LL);
-    const __m512i fields = _mm512_and_si512(_mm512_multishift_epi64_epi8(offsets, lanes), _mm512_set1_epi8(kIq3 ? 7 : 3));
-    const __m128i lut = kType == QuantType::IQ3_XXS ? _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0)
-                      : kType == QuantType::IQ3_S   ? _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0)
-                                                    : _mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(lut), fields);
+    return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(offsets, lanes), _mm512_load_si512(kLevelBytes<kType>.b));
 }
 
+// Word 4 j of vector l: word 8 l + j (the other words anything).
+struct Iq2Spread {
+    alignas(64) uint16_t index[4][32];
+    constexpr Iq2Spread() : index() {
+        for (int l = 0; l < 4; ++l) {
+            for (int w = 0; w < 32; ++w) index[l][w] = static_cast<uint16_t>(8 * l + w / 4);
+        }
+    }
+};
+inline constexpr Iq2Spread kIq2Spread{};
+
 // IQ2: 32 codes in l-major order (16-bit lane 8 l + j) to the 4 vectors of
-// Decoded.points.
+// Decoded.points, one word permute each.
 template <QuantType kType>
 HWY_INLINE void iq2_points_from(__m512i codes, __m512i* points) {
-    points[0] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_castsi512_si128(codes)));
-    points[1] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 1)));
-    points[2] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 2)));
-    points[3] = level_bytes<kType>(_mm512_cvtepu16_epi64(_mm512_extracti32x4_epi32(codes, 3)));
+    for (int l = 0; l < 4; ++l) {
+        points[l] = level_bytes<kType>(_mm512_permutexvar_epi16(_mm512_load_si512(kIq2Spread.index[l]), codes));
+    }
 }
 
 // IQ3: the codes of points 0..31 (a) and 32..63 (b) in their order (point
 // 8 j + 2 l + e) to the 4 vectors of Decoded.points: lane j of vector l
-// holds points 8 j + 2 l and 8 j + 2 l + 1, dword 4 j + l of a:b.
+// holds points 8 j + 2 l and 8 j + 2 l + 1, dword 4 j + l of a:b, in its
+// low dword.
 template <QuantType kType>
 HWY_INLINE void iq3_points_from(__m512i a, __m512i b, __m512i* points) {
     for (int l = 0; l < 4; ++l) {
-        const __m512i idx = _mm512_setr_epi32(l, 4 + l, 8 + l, 12 + l, 16 + l, 20 + l, 24 + l, 28 + l, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512i pairs = _mm512_permutex2var_epi32(a, idx, b);
-        points[l] = level_bytes<kType>(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(pairs)));
+        const __m512i idx = _mm512_setr_epi32(l, l, 4 + l, 4 + l, 8 + l, 8 + l, 12 + l, 12 + l, 16 + l, 16 + l, 20 + l,
+                                              20 + l, 24 + l, 24 + l, 28 + l, 28 + l);
+        points[l] = level_bytes<kType>(_mm512_permutex2var_epi32(a, idx, b));
     }
 }
 
