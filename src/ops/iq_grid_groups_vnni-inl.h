@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 TESSERA_VNNI_PUSH
 HWY_BEFORE_NAMESPACE();
@@ -133,6 +134,51 @@ struct CodeTable {
     }
 };
 
+// IQ2_S's 1,024 codes as two byte tables (their low and high bytes): two
+// rows' 64 indices looked up at once, 128 entries per two-register byte
+// permute, where the word table takes 32 indices and 64 entries a permute
+// (the word lookup was about 35 of a row's ~85 instructions).
+struct Iq2sByteTable {
+    __m512i lo[16], hi[16];
+    Iq2sByteTable() {
+        struct Bytes {
+            alignas(64) uint8_t lo[1024], hi[1024];
+        };
+        static const Bytes bytes = [] {
+            Bytes b{};
+            int n = 0;
+            const uint16_t* codes = iq_point_codes(QuantType::IQ2_S, &n);
+            for (int i = 0; i < 1024 && i < n; ++i) {
+                b.lo[i] = static_cast<uint8_t>(codes[i]);
+                b.hi[i] = static_cast<uint8_t>(codes[i] >> 8);
+            }
+            return b;
+        }();
+        for (int i = 0; i < 16; ++i) {
+            lo[i] = _mm512_load_si512(bytes.lo + 64 * i);
+            hi[i] = _mm512_load_si512(bytes.hi + 64 * i);
+        }
+    }
+    // Byte k of idx: bits 0..7 of index k; m8, m9: its bits 8 and 9.
+    HWY_INLINE void lookup(__m512i idx, __mmask64 m8, __mmask64 m9, __m512i& lo_out, __m512i& hi_out) const {
+        __m512i l[8], h[8];
+        for (int c = 0; c < 8; ++c) {
+            l[c] = _mm512_permutex2var_epi8(lo[2 * c], idx, lo[2 * c + 1]);
+            h[c] = _mm512_permutex2var_epi8(hi[2 * c], idx, hi[2 * c + 1]);
+        }
+        const __mmask64 m7 = _mm512_movepi8_mask(idx);
+        const __mmask64 masks[3] = {m7, m8, m9};
+        for (int bit = 0, n = 8; n > 1; ++bit, n /= 2) {
+            for (int c = 0; c < n / 2; ++c) {
+                l[c] = _mm512_mask_mov_epi8(l[2 * c], masks[bit], l[2 * c + 1]);
+                h[c] = _mm512_mask_mov_epi8(h[2 * c], masks[bit], h[2 * c + 1]);
+            }
+        }
+        lo_out = l[0];
+        hi_out = h[0];
+    }
+};
+
 template <QuantType kType>
 inline constexpr int kPointCount = kType == QuantType::IQ2_S ? 1024
                                  : kType == QuantType::IQ2_XS || kType == QuantType::IQ3_S ? 512 : 256;
@@ -164,23 +210,26 @@ HWY_INLINE __m512i level_bytes(__m512i lanes) {
     return _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(offsets, lanes), _mm512_load_si512(kLevelBytes<kType>.b));
 }
 
-// Word 4 j of vector l: word 8 l + j (the other words anything).
+// Word 4 j of vector l: word 8 l + j (codes in l-major order), or word
+// 4 j + l (in the block's order); the other words anything.
+template <bool kBlockOrder>
 struct Iq2Spread {
     alignas(64) uint16_t index[4][32];
     constexpr Iq2Spread() : index() {
         for (int l = 0; l < 4; ++l) {
-            for (int w = 0; w < 32; ++w) index[l][w] = static_cast<uint16_t>(8 * l + w / 4);
+            for (int w = 0; w < 32; ++w) index[l][w] = static_cast<uint16_t>(kBlockOrder ? 4 * (w / 4) + l : 8 * l + w / 4);
         }
     }
 };
-inline constexpr Iq2Spread kIq2Spread{};
+template <bool kBlockOrder>
+inline constexpr Iq2Spread<kBlockOrder> kIq2Spread{};
 
-// IQ2: 32 codes in l-major order (16-bit lane 8 l + j) to the 4 vectors of
-// Decoded.points, one word permute each.
-template <QuantType kType>
+// IQ2: 32 codes (16-bit lane 8 l + j, or 4 j + l with kBlockOrder) to the
+// 4 vectors of Decoded.points, one word permute each.
+template <QuantType kType, bool kBlockOrder = false>
 HWY_INLINE void iq2_points_from(__m512i codes, __m512i* points) {
     for (int l = 0; l < 4; ++l) {
-        points[l] = level_bytes<kType>(_mm512_permutexvar_epi16(_mm512_load_si512(kIq2Spread.index[l]), codes));
+        points[l] = level_bytes<kType>(_mm512_permutexvar_epi16(_mm512_load_si512(kIq2Spread<kBlockOrder>.index[l]), codes));
     }
 }
 
@@ -226,6 +275,50 @@ alignas(64) inline constexpr uint8_t kHighByteOfPoint[128] = {
 alignas(64) inline constexpr uint16_t kPointBit[32] = {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,
                                                        0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7};
 
+// IQ2_S's signs and odd scales of one block.
+HWY_INLINE void iq2_s_signs_and_scales(const uint8_t* block, Decoded& d) {
+    sign_masks<4>(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8))),
+                  d.signs);
+    const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_S, scales));
+    d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
+    d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
+}
+
+// IQ2_S pairs: byte k < 32 of the qh spread is row a's qh[k / 4], byte
+// 32 + k row b's; index k's bits 8 and 9 are bits 2 (k % 4) and 2 (k % 4) + 1
+// of it; a row's codes interleaved from the looked-up low and high bytes.
+struct Iq2sPairConstants {
+    alignas(64) uint8_t spread[64], bit8[64], bit9[64], codes_a[64], codes_b[64];
+    constexpr Iq2sPairConstants() : spread(), bit8(), bit9(), codes_a(), codes_b() {
+        for (int k = 0; k < 64; ++k) {
+            spread[k] = static_cast<uint8_t>(k < 32 ? k / 4 : 8 + (k - 32) / 4);
+            bit8[k] = static_cast<uint8_t>(1 << (2 * (k % 4)));
+            bit9[k] = static_cast<uint8_t>(2 << (2 * (k % 4)));
+            codes_a[k] = static_cast<uint8_t>(k % 2 == 0 ? k / 2 : 64 + k / 2);
+            codes_b[k] = static_cast<uint8_t>(k % 2 == 0 ? 32 + k / 2 : 96 + k / 2);
+        }
+    }
+};
+inline constexpr Iq2sPairConstants kIq2sPair{};
+
+// Two IQ2_S blocks decoded at once: their 64 indices looked up together.
+HWY_INLINE void decode_iq2_s_pair(const uint8_t* a, const uint8_t* b, const Iq2sByteTable& table, Decoded (&w)[2]) {
+    // Byte 4 j + l: index (j, l)'s low 8 bits, row a's then row b's.
+    const __m512i idx = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + offsetof(BlockIQ2_S, qs)))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(BlockIQ2_S, qs))), 1);
+    const __m128i qh = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + offsetof(BlockIQ2_S, qh))),
+                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(BlockIQ2_S, qh))));
+    const __m512i spread = _mm512_permutexvar_epi8(_mm512_load_si512(kIq2sPair.spread), _mm512_castsi128_si512(qh));
+    __m512i lo, hi;
+    table.lookup(idx, _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit8)),
+                 _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit9)), lo, hi);
+    iq2_points_from<QuantType::IQ2_S, true>(_mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq2sPair.codes_a), hi), w[0].points);
+    iq2_points_from<QuantType::IQ2_S, true>(_mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq2sPair.codes_b), hi), w[1].points);
+    iq2_s_signs_and_scales(a, w[0]);
+    iq2_s_signs_and_scales(b, w[1]);
+}
+
 template <QuantType kType, typename Table>
 HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
     Decoded d;
@@ -255,11 +348,7 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i qh_high = _mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfSubBlock), qh);
         const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh_high, _mm512_load_si512(kTwoL)), _mm512_set1_epi16(0x300));
         iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, high)), d.points);
-        sign_masks<4>(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs) + kQK_K / 8))),
-                      d.signs);
-        const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_S, scales));
-        d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
-        d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
+        iq2_s_signs_and_scales(block, d);
     } else if constexpr (kType == QuantType::IQ3_XXS) {
         const uint8_t* qs = block + offsetof(BlockIQ3_XXS, qs);
         const __m512i a = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
@@ -338,8 +427,15 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                   bool accumulate) {
     using q4k_group::kQ8KBytes;
     using q4k_group::kQ8KQs;
-    int n_codes = 0;
-    const CodeTable<kPointCount<kType>> table(iq_point_codes(kType, &n_codes));
+    using Table = std::conditional_t<kType == QuantType::IQ2_S, Iq2sByteTable, CodeTable<kPointCount<kType>>>;
+    const Table table = [] {
+        if constexpr (kType == QuantType::IQ2_S) {
+            return Iq2sByteTable();
+        } else {
+            int n_codes = 0;
+            return CodeTable<kPointCount<kType>>(iq_point_codes(kType, &n_codes));
+        }
+    }();
     const __m512 k = _mm512_set1_ps(kIqStepFactor<kType>);
     const __m512i zero = _mm512_setzero_si512();
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
@@ -361,20 +457,29 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
             alignas(32) uint16_t d[kGroupRows];
             for (int q = 0; q < 4; ++q) {
                 __m512i rows[C][4];
-                for (int i = 0; i < 4; ++i) {
+                for (int i = 0; i < 4; i += 2) {
                     const uint8_t* block = p + (4 * q + i) * kBlockBytes;
-                    const Decoded w = decode<kType>(block, table);
-                    for (int c = 0; c < C; ++c) {
-                        __m512i lo = zero, hi = zero;
-                        for (int l = 0; l < 2; ++l) {
-                            lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
-                        }
-                        for (int l = 2; l < 4; ++l) {
-                            hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
-                        }
-                        rows[c][i] = _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi));
+                    Decoded two[2];
+                    if constexpr (kType == QuantType::IQ2_S) {
+                        decode_iq2_s_pair(block, block + kBlockBytes, table, two);
+                    } else {
+                        two[0] = decode<kType>(block, table);
+                        two[1] = decode<kType>(block + kBlockBytes, table);
                     }
-                    d[4 * q + i] = iq_block_d(block);
+                    for (int e = 0; e < 2; ++e) {
+                        const Decoded& w = two[e];
+                        for (int c = 0; c < C; ++c) {
+                            __m512i lo = zero, hi = zero;
+                            for (int l = 0; l < 2; ++l) {
+                                lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                            }
+                            for (int l = 2; l < 4; ++l) {
+                                hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                            }
+                            rows[c][i + e] = _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi));
+                        }
+                        d[4 * q + i + e] = iq_block_d(block + e * kBlockBytes);
+                    }
                 }
                 for (int c = 0; c < C; ++c) quad[c][q] = fold_quad(rows[c]);
             }
