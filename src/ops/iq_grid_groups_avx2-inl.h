@@ -27,9 +27,7 @@
 // Outside the target test: toggling headers must be seen on every pass.
 #include "ops/avx2_products-inl.h"
 
-// AVX3_DL too, for IQ1 (its VNNI kernel's point set in registers has no
-// room for IQ1's 2048 points).
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #include <immintrin.h>
 
@@ -448,5 +446,5 @@ inline constexpr VecDotGroupsFn vec_dot_groups =
 }  // namespace tessera
 HWY_AFTER_NAMESPACE();
 
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #endif  // include guard

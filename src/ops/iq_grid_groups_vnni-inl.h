@@ -1,10 +1,14 @@
-// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in the group
-// layout (16 rows' GGUF blocks back to back) against Q8_K activations with
-// AVX-512 (target AVX3_DL: VNNI, VBMI, VPOPCNTDQ). The point set lives in
-// registers as packed level codes (16 bits a point: llama.cpp's kgrid), a
-// super-block's 32 or 64 indices looked up at once by two-register word
-// permutes (no gathers: they bound the first version), each code spread to
-// its level bytes by a multishift and a byte shuffle. The 32 groups of 8
+// The grid I-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)
+// in the group layout (16 rows' GGUF blocks back to back) against Q8_K
+// activations with AVX-512 (target AVX3_DL: VNNI, VBMI, VPOPCNTDQ). The
+// point set lives in registers as packed level codes (16 bits a point:
+// llama.cpp's kgrid), a super-block's 32 or 64 indices looked up at once by
+// two-register word permutes (no gathers: they bound the first version;
+// IQ2_S's 1,024 and IQ1's 2,048 codes as byte tables of their low and high
+// bytes, two rows' 64 indices at once by byte permutes), each code spread
+// to its level bytes by a multishift and a byte permute. IQ1's weights are
+// 8 p + shift + 9 (unsigned, signs in the points), each sum started at -9
+// times its activations' sum. The 32 groups of 8
 // weights then go 8 at a time, one per sub-block of 32 (group l of every
 // sub-block in one vector), the 8 sign bytes (their parity bit looked up
 // 64 at once where the format keeps 7) spread into one 64-bit mask that
@@ -192,7 +196,9 @@ struct LevelBytes {
         constexpr uint8_t kIq3Xxs[8] = {4, 12, 20, 28, 36, 44, 52, 62}, kIq3S[8] = {1, 3, 5, 7, 9, 11, 13, 15};
         constexpr uint8_t kIq2[4] = {8, 25, 43, 0};
         for (int x = 0; x < 64; ++x) {
-            b[x] = kType == QuantType::IQ3_XXS ? kIq3Xxs[x % 8] : kType == QuantType::IQ3_S ? kIq3S[x % 8] : kIq2[x % 4];
+            b[x] = kType == QuantType::IQ3_XXS ? kIq3Xxs[x % 8] : kType == QuantType::IQ3_S ? kIq3S[x % 8]
+                 : kIq1<kType>                 ? static_cast<uint8_t>(8 * (x % 4))  // IQ1: 8 (p + 1), p in -1, 0, 1
+                                               : kIq2[x % 4];
         }
     }
 };
@@ -319,6 +325,138 @@ HWY_INLINE void decode_iq2_s_pair(const uint8_t* a, const uint8_t* b, const Iq2s
     iq2_s_signs_and_scales(b, w[1]);
 }
 
+// IQ1's 2,048 points as 16-bit codes (p + 1 in 2 bits each), split into
+// byte tables of their low and high bytes (32 vectors each: read from
+// memory, not held in registers): two rows' 64 indices looked up at once,
+// 128 entries a vpermi2b, then a tree of blends on index bits 7..10.
+struct Iq1ByteTable {
+    struct Bytes {
+        alignas(64) uint8_t lo[2048], hi[2048];
+    };
+    const Bytes* bytes;
+    Iq1ByteTable() {
+        static const Bytes table = [] {
+            Bytes b{};
+            const uint64_t* points = iq1_points();
+            for (int i = 0; i < 2048; ++i) {
+                uint32_t code = 0;
+                for (int e = 0; e < 8; ++e) {
+                    const int p = static_cast<int8_t>((points[i] >> (8 * e)) & 0xFF);
+                    code |= static_cast<uint32_t>(p + 1) << (2 * e);
+                }
+                b.lo[i] = static_cast<uint8_t>(code);
+                b.hi[i] = static_cast<uint8_t>(code >> 8);
+            }
+            return b;
+        }();
+        bytes = &table;
+    }
+    // Byte k of idx: bits 0..7 of index k; high[b]: its bit 8 + b.
+    HWY_INLINE void lookup(__m512i idx, const __mmask64 (&high)[3], __m512i& lo_out, __m512i& hi_out) const {
+        __m512i l[16], h[16];
+        for (int c = 0; c < 16; ++c) {
+            l[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->lo + 128 * c), idx, _mm512_load_si512(bytes->lo + 128 * c + 64));
+            h[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->hi + 128 * c), idx, _mm512_load_si512(bytes->hi + 128 * c + 64));
+        }
+        const __mmask64 masks[4] = {_mm512_movepi8_mask(idx), high[0], high[1], high[2]};
+        for (int bit = 0, n = 16; n > 1; ++bit, n /= 2) {
+            for (int c = 0; c < n / 2; ++c) {
+                l[c] = _mm512_mask_mov_epi8(l[2 * c], masks[bit], l[2 * c + 1]);
+                h[c] = _mm512_mask_mov_epi8(h[2 * c], masks[bit], h[2 * c + 1]);
+            }
+        }
+        lo_out = l[0];
+        hi_out = h[0];
+    }
+};
+
+// Per-byte constants of an IQ1 pair's 64 indices (k < 32: row a's index
+// k = 4 j + l, k >= 32 row b's): where each index's top bits and each
+// group's shift sign sit in the two rows' qh bytes (row a's 16, then row
+// b's at 16; IQ1_S: 8 uint16 a row, IQ1_M: 16 bytes), and which bit.
+template <QuantType kType>
+struct Iq1PairConstants {
+    alignas(64) uint8_t top_byte[3][64], top_bit[3][64];
+    alignas(64) uint8_t shift_byte[4][64], shift_bit[4][64];  // vector l's byte 8 j + i, one row (add 16 for row b)
+    alignas(64) uint8_t codes_a[64], codes_b[64];
+    constexpr Iq1PairConstants() : top_byte(), top_bit(), shift_byte(), shift_bit(), codes_a(), codes_b() {
+        constexpr bool kS = kType == QuantType::IQ1_S;
+        for (int k = 0; k < 64; ++k) {
+            const int row = k / 32, j = (k % 32) / 4, l = k % 4;
+            for (int b = 0; b < 3; ++b) {
+                // IQ1_S: bit 3 l + b of qh word j; IQ1_M: bit 4 (l % 2) + b of qh byte 2 j + l / 2.
+                const int word_bit = 3 * l + b;
+                top_byte[b][k] = static_cast<uint8_t>(16 * row + (kS ? 2 * j + word_bit / 8 : 2 * j + l / 2));
+                top_bit[b][k] = static_cast<uint8_t>(1 << (kS ? word_bit % 8 : 4 * (l % 2) + b));
+            }
+            codes_a[k] = static_cast<uint8_t>(k % 2 == 0 ? k / 2 : 64 + k / 2);
+            codes_b[k] = static_cast<uint8_t>(k % 2 == 0 ? 32 + k / 2 : 96 + k / 2);
+        }
+        for (int l = 0; l < 4; ++l) {
+            for (int k = 0; k < 64; ++k) {
+                const int j = k / 8;
+                // IQ1_S: bit 15 of qh word j (bit 7 of byte 2 j + 1); IQ1_M: bit 4 (l % 2) + 3 of byte 2 j + l / 2.
+                shift_byte[l][k] = static_cast<uint8_t>(kS ? 2 * j + 1 : 2 * j + l / 2);
+                shift_bit[l][k] = static_cast<uint8_t>(kS ? 0x80 : 1 << (4 * (l % 2) + 3));
+            }
+        }
+    }
+};
+template <QuantType kType>
+inline constexpr Iq1PairConstants<kType> kIq1Pair{};
+
+// One IQ1 block's points from its 32 codes (block order), each weight
+// 8 p + shift + 9 (8 (p + 1), plus 2 where the shift is +1), and its odd
+// scales; its signs are in the weights (none to apply).
+template <QuantType kType>
+HWY_INLINE void iq1_rest(const uint8_t* block, __m512i codes, __m512i qh, int row, Decoded& d) {
+    constexpr bool kS = kType == QuantType::IQ1_S;
+    const __m512i two = _mm512_set1_epi8(2);
+    const __m512i row_offset = _mm512_set1_epi8(static_cast<char>(16 * row));
+    for (int l = 0; l < 4; ++l) {
+        const __m512i points = level_bytes<kType>(_mm512_permutexvar_epi16(_mm512_load_si512(kIq2Spread<true>.index[l]), codes));
+        const __m512i spread = _mm512_permutexvar_epi8(
+            _mm512_add_epi8(_mm512_load_si512(kIq1Pair<kType>.shift_byte[l]), row_offset), qh);
+        const __mmask64 minus = _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq1Pair<kType>.shift_bit[l]));
+        d.points[l] = _mm512_mask_add_epi8(points, ~minus, points, two);
+        d.signs[l] = 0;
+    }
+    if constexpr (kS) {
+        // Sub-block j's scale: bits 12..14 of its qh word.
+        const __m512i words = _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + offsetof(BlockIQ1_S, qh))));
+        d.scale_lo = d.scale_hi = odd_scales(_mm512_and_si512(_mm512_srli_epi64(words, 12), _mm512_set1_epi64(7)));
+    } else {
+        // Sub-block j's two scales: bits 6 (j % 2) .. + 5 of scale word j / 2.
+        const __m128i scales = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + offsetof(BlockIQ1_M, scales)));
+        const __m128i pairs = _mm_shuffle_epi8(scales, _mm_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7));
+        const __m512i fields = _mm512_srlv_epi64(_mm512_cvtepu16_epi64(pairs), _mm512_setr_epi64(0, 6, 0, 6, 0, 6, 0, 6));
+        d.scale_lo = odd_scales(_mm512_and_si512(fields, _mm512_set1_epi64(7)));
+        d.scale_hi = odd_scales(_mm512_and_si512(_mm512_srli_epi64(fields, 3), _mm512_set1_epi64(7)));
+    }
+}
+
+// Two IQ1 blocks decoded at once: their 64 indices looked up together.
+template <QuantType kType>
+HWY_INLINE void decode_iq1_pair(const uint8_t* a, const uint8_t* b, const Iq1ByteTable& table, Decoded (&w)[2]) {
+    constexpr size_t kQs = kType == QuantType::IQ1_S ? offsetof(BlockIQ1_S, qs) : offsetof(BlockIQ1_M, qs);
+    constexpr size_t kQh = kType == QuantType::IQ1_S ? offsetof(BlockIQ1_S, qh) : offsetof(BlockIQ1_M, qh);
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kQs))),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kQs)), 1);
+    // Both rows' 16 qh bytes.
+    const __m512i qh = _mm512_castsi256_si512(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + kQh))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQh)), 1));
+    __mmask64 high[3];
+    for (int bit = 0; bit < 3; ++bit) {
+        high[bit] = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(_mm512_load_si512(kIq1Pair<kType>.top_byte[bit]), qh),
+                                          _mm512_load_si512(kIq1Pair<kType>.top_bit[bit]));
+    }
+    __m512i lo, hi;
+    table.lookup(idx, high, lo, hi);
+    iq1_rest<kType>(a, _mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq1Pair<kType>.codes_a), hi), qh, 0, w[0]);
+    iq1_rest<kType>(b, _mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq1Pair<kType>.codes_b), hi), qh, 1, w[1]);
+}
+
 template <QuantType kType, typename Table>
 HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
     Decoded d;
@@ -427,10 +565,13 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                   bool accumulate) {
     using q4k_group::kQ8KBytes;
     using q4k_group::kQ8KQs;
-    using Table = std::conditional_t<kType == QuantType::IQ2_S, Iq2sByteTable, CodeTable<kPointCount<kType>>>;
+    using Table = std::conditional_t<kType == QuantType::IQ2_S, Iq2sByteTable,
+                                     std::conditional_t<kIq1<kType>, Iq1ByteTable, CodeTable<kPointCount<kType>>>>;
     const Table table = [] {
         if constexpr (kType == QuantType::IQ2_S) {
             return Iq2sByteTable();
+        } else if constexpr (kIq1<kType>) {
+            return Iq1ByteTable();
         } else {
             int n_codes = 0;
             return CodeTable<kPointCount<kType>>(iq_point_codes(kType, &n_codes));
@@ -446,10 +587,21 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
             const uint8_t* p = g + b * kGroupRows * kBlockBytes;
             __m512i ys[C][4];
             float dx[C];
+            // IQ1: each sum starts at -9 times its activations' sum (the
+            // weights are 8 p + shift + 9; Q8_K's bsums are per 16, the
+            // halves lo and hi of a sub-block, in its lane's first dword).
+            __m512i start_lo[C], start_hi[C];
             for (int c = 0; c < C; ++c) {
                 const uint8_t* xb = x + c * x_stride + b * kQ8KBytes;
                 arrange(xb + kQ8KQs, ys[c]);
                 std::memcpy(&dx[c], xb, 4);
+                start_lo[c] = start_hi[c] = zero;
+                if constexpr (kIq1<kType>) {
+                    const __m512i sums = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + q4k_group::kQ8KBsums)));
+                    const __m512i minus9 = _mm512_set1_epi32(-9);
+                    start_lo[c] = _mm512_maskz_mullo_epi32(0x5555, sums, minus9);
+                    start_hi[c] = _mm512_mullo_epi32(_mm512_srli_epi64(sums, 32), minus9);
+                }
             }
             // Each row's 16 lanes of partial sums folded four rows at a time
             // (row_sums), not one horizontal sum per row.
@@ -462,6 +614,8 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                     Decoded two[2];
                     if constexpr (kType == QuantType::IQ2_S) {
                         decode_iq2_s_pair(block, block + kBlockBytes, table, two);
+                    } else if constexpr (kIq1<kType>) {
+                        decode_iq1_pair<kType>(block, block + kBlockBytes, table, two);
                     } else {
                         two[0] = decode<kType>(block, table);
                         two[1] = decode<kType>(block + kBlockBytes, table);
@@ -469,16 +623,16 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                     for (int e = 0; e < 2; ++e) {
                         const Decoded& w = two[e];
                         for (int c = 0; c < C; ++c) {
-                            __m512i lo = zero, hi = zero;
-                            for (int l = 0; l < 2; ++l) {
-                                lo = _mm512_dpbusd_epi32(lo, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
-                            }
-                            for (int l = 2; l < 4; ++l) {
-                                hi = _mm512_dpbusd_epi32(hi, w.points[l], _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]));
+                            __m512i lo = start_lo[c], hi = start_hi[c];
+                            for (int l = 0; l < 4; ++l) {
+                                // IQ1's weights carry their signs.
+                                const __m512i yl = kIq1<kType> ? ys[c][l] : _mm512_mask_sub_epi8(ys[c][l], w.signs[l], zero, ys[c][l]);
+                                if (l < 2) lo = _mm512_dpbusd_epi32(lo, w.points[l], yl);
+                                else hi = _mm512_dpbusd_epi32(hi, w.points[l], yl);
                             }
                             rows[c][i + e] = _mm512_add_epi32(_mm512_mullo_epi32(lo, w.scale_lo), _mm512_mullo_epi32(hi, w.scale_hi));
                         }
-                        d[4 * q + i + e] = iq_block_d(block + e * kBlockBytes);
+                        d[4 * q + i + e] = iq_block_d_of<kType>(block + e * kBlockBytes);
                     }
                 }
                 for (int c = 0; c < C; ++c) quad[c][q] = fold_quad(rows[c]);

@@ -1,10 +1,10 @@
 // The grid I-quants' traits on the dispatched CPU target (iq_grids_hwy.h):
 // the scalar references for rows, the grouped kernels of
-// iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: gathers),
+// iq_grid_groups_vnni-inl.h (AVX-512 with VNNI and VBMI: permute lookups),
 // iq_grid_groups_avx2-inl.h (x86 AVX2, AVX-512 without VNNI),
 // iq_grid_groups_neon_dotprod-inl.h (64-bit NEON with the dot product) or
-// iq_grid_groups_hwy-inl.h (every other target). IQ1_S / IQ1_M take the
-// AVX2 kernel on every x86 target. Same targets as kquants_hwy.cpp.
+// iq_grid_groups_hwy-inl.h (every other target). Same targets as
+// kquants_hwy.cpp.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
@@ -31,10 +31,7 @@ const QuantTraits* grid_traits() {
     static const QuantTraits traits = [] {
         QuantTraits t = *scalar_traits(kType);
 #if HWY_TARGET == HWY_AVX3_DL
-        // IQ1 too takes the 256-bit kernel: its 2048 points do not fit the
-        // VNNI kernel's registers.
-        if constexpr (kIq1<kType>) t.vec_dot_groups = iq_grid_avx2::vec_dot_groups<kType, kBlockBytes>;
-        else t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
+        t.vec_dot_groups = iq_grid_vnni::vec_dot_groups<kType, kBlockBytes>;
 #elif HWY_TARGET == HWY_AVX2
         // With AVX-VNNI where the CPU has it and it is allowed.
         t.vec_dot_groups = with_int8_dot_extension<iq_grid_avx2::vec_dot_groups<kType, kBlockBytes, avx2_products::AvxVnni>,
