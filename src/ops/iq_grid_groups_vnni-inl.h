@@ -138,44 +138,55 @@ struct CodeTable {
     }
 };
 
-// IQ2_S's 1,024 codes as two byte tables (their low and high bytes): two
-// rows' 64 indices looked up at once, 128 entries per two-register byte
-// permute, where the word table takes 32 indices and 64 entries a permute
-// (the word lookup was about 35 of a row's ~85 instructions).
-struct Iq2sByteTable {
-    __m512i lo[16], hi[16];
-    Iq2sByteTable() {
-        struct Bytes {
-            alignas(64) uint8_t lo[1024], hi[1024];
-        };
-        static const Bytes bytes = [] {
+// A point set of kEntries 16-bit codes (IQ2_S: its 1,024 level codes; IQ1:
+// its 2,048 points as p + 1 in 2 bits each) split into byte tables of their
+// low and high bytes, read from memory (IQ1's would take 64 registers, and
+// IQ2_S's 32 crowded everything else out): two rows' 64 indices looked up
+// at once, 128 entries a vpermi2b, then a tree of blends on index bits 7,
+// 8, ... (the word tables take 32 indices and 64 entries a permute; IQ2_S's
+// word lookup was about 35 of a row's ~85 instructions).
+template <int kEntries>
+struct ByteCodeTable {
+    static constexpr int kChunks = kEntries / 128;
+    static constexpr int kHighBits = kEntries == 2048 ? 3 : 2;  // index bits above the byte
+    struct Bytes {
+        alignas(64) uint8_t lo[kEntries], hi[kEntries];
+    };
+    const Bytes* bytes;
+    explicit ByteCodeTable(QuantType type) {
+        static const Bytes table = [type] {
             Bytes b{};
-            int n = 0;
-            const uint16_t* codes = iq_point_codes(QuantType::IQ2_S, &n);
-            for (int i = 0; i < 1024 && i < n; ++i) {
-                b.lo[i] = static_cast<uint8_t>(codes[i]);
-                b.hi[i] = static_cast<uint8_t>(codes[i] >> 8);
+            for (int i = 0; i < kEntries; ++i) {
+                const uint16_t code = type == QuantType::IQ2_S ? iq2_s_code(i) : iq1_code(i);
+                b.lo[i] = static_cast<uint8_t>(code);
+                b.hi[i] = static_cast<uint8_t>(code >> 8);
             }
             return b;
         }();
-        for (int i = 0; i < 16; ++i) {
-            lo[i] = _mm512_load_si512(bytes.lo + 64 * i);
-            hi[i] = _mm512_load_si512(bytes.hi + 64 * i);
-        }
+        bytes = &table;
     }
-    // Byte k of idx: bits 0..7 of index k; m8, m9: its bits 8 and 9.
-    HWY_INLINE void lookup(__m512i idx, __mmask64 m8, __mmask64 m9, __m512i& lo_out, __m512i& hi_out) const {
-        __m512i l[8], h[8];
-        for (int c = 0; c < 8; ++c) {
-            l[c] = _mm512_permutex2var_epi8(lo[2 * c], idx, lo[2 * c + 1]);
-            h[c] = _mm512_permutex2var_epi8(hi[2 * c], idx, hi[2 * c + 1]);
+    static uint16_t iq2_s_code(int i) {
+        int n = 0;
+        return iq_point_codes(QuantType::IQ2_S, &n)[i];
+    }
+    static uint16_t iq1_code(int i) {
+        const uint64_t point = iq1_points()[i];
+        uint32_t code = 0;
+        for (int e = 0; e < 8; ++e) code |= static_cast<uint32_t>(static_cast<int8_t>((point >> (8 * e)) & 0xFF) + 1) << (2 * e);
+        return static_cast<uint16_t>(code);
+    }
+    // Byte k of idx: bits 0..7 of index k; high[b]: its bit 8 + b.
+    HWY_INLINE void lookup(__m512i idx, const __mmask64 (&high)[kHighBits], __m512i& lo_out, __m512i& hi_out) const {
+        __m512i l[kChunks], h[kChunks];
+        for (int c = 0; c < kChunks; ++c) {
+            l[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->lo + 128 * c), idx, _mm512_load_si512(bytes->lo + 128 * c + 64));
+            h[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->hi + 128 * c), idx, _mm512_load_si512(bytes->hi + 128 * c + 64));
         }
-        const __mmask64 m7 = _mm512_movepi8_mask(idx);
-        const __mmask64 masks[3] = {m7, m8, m9};
-        for (int bit = 0, n = 8; n > 1; ++bit, n /= 2) {
+        for (int bit = 0, n = kChunks; n > 1; ++bit, n /= 2) {
+            const __mmask64 m = bit == 0 ? _mm512_movepi8_mask(idx) : high[bit - 1];
             for (int c = 0; c < n / 2; ++c) {
-                l[c] = _mm512_mask_mov_epi8(l[2 * c], masks[bit], l[2 * c + 1]);
-                h[c] = _mm512_mask_mov_epi8(h[2 * c], masks[bit], h[2 * c + 1]);
+                l[c] = _mm512_mask_mov_epi8(l[2 * c], m, l[2 * c + 1]);
+                h[c] = _mm512_mask_mov_epi8(h[2 * c], m, h[2 * c + 1]);
             }
         }
         lo_out = l[0];
@@ -308,7 +319,7 @@ struct Iq2sPairConstants {
 inline constexpr Iq2sPairConstants kIq2sPair{};
 
 // Two IQ2_S blocks decoded at once: their 64 indices looked up together.
-HWY_INLINE void decode_iq2_s_pair(const uint8_t* a, const uint8_t* b, const Iq2sByteTable& table, Decoded (&w)[2]) {
+HWY_INLINE void decode_iq2_s_pair(const uint8_t* a, const uint8_t* b, const ByteCodeTable<1024>& table, Decoded (&w)[2]) {
     // Byte 4 j + l: index (j, l)'s low 8 bits, row a's then row b's.
     const __m512i idx = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + offsetof(BlockIQ2_S, qs)))),
@@ -317,58 +328,14 @@ HWY_INLINE void decode_iq2_s_pair(const uint8_t* a, const uint8_t* b, const Iq2s
                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + offsetof(BlockIQ2_S, qh))));
     const __m512i spread = _mm512_permutexvar_epi8(_mm512_load_si512(kIq2sPair.spread), _mm512_castsi128_si512(qh));
     __m512i lo, hi;
-    table.lookup(idx, _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit8)),
-                 _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit9)), lo, hi);
+    const __mmask64 high[2] = {_mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit8)),
+                               _mm512_test_epi8_mask(spread, _mm512_load_si512(kIq2sPair.bit9))};
+    table.lookup(idx, high, lo, hi);
     iq2_points_from<QuantType::IQ2_S, true>(_mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq2sPair.codes_a), hi), w[0].points);
     iq2_points_from<QuantType::IQ2_S, true>(_mm512_permutex2var_epi8(lo, _mm512_load_si512(kIq2sPair.codes_b), hi), w[1].points);
     iq2_s_signs_and_scales(a, w[0]);
     iq2_s_signs_and_scales(b, w[1]);
 }
-
-// IQ1's 2,048 points as 16-bit codes (p + 1 in 2 bits each), split into
-// byte tables of their low and high bytes (32 vectors each: read from
-// memory, not held in registers): two rows' 64 indices looked up at once,
-// 128 entries a vpermi2b, then a tree of blends on index bits 7..10.
-struct Iq1ByteTable {
-    struct Bytes {
-        alignas(64) uint8_t lo[2048], hi[2048];
-    };
-    const Bytes* bytes;
-    Iq1ByteTable() {
-        static const Bytes table = [] {
-            Bytes b{};
-            const uint64_t* points = iq1_points();
-            for (int i = 0; i < 2048; ++i) {
-                uint32_t code = 0;
-                for (int e = 0; e < 8; ++e) {
-                    const int p = static_cast<int8_t>((points[i] >> (8 * e)) & 0xFF);
-                    code |= static_cast<uint32_t>(p + 1) << (2 * e);
-                }
-                b.lo[i] = static_cast<uint8_t>(code);
-                b.hi[i] = static_cast<uint8_t>(code >> 8);
-            }
-            return b;
-        }();
-        bytes = &table;
-    }
-    // Byte k of idx: bits 0..7 of index k; high[b]: its bit 8 + b.
-    HWY_INLINE void lookup(__m512i idx, const __mmask64 (&high)[3], __m512i& lo_out, __m512i& hi_out) const {
-        __m512i l[16], h[16];
-        for (int c = 0; c < 16; ++c) {
-            l[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->lo + 128 * c), idx, _mm512_load_si512(bytes->lo + 128 * c + 64));
-            h[c] = _mm512_permutex2var_epi8(_mm512_load_si512(bytes->hi + 128 * c), idx, _mm512_load_si512(bytes->hi + 128 * c + 64));
-        }
-        const __mmask64 masks[4] = {_mm512_movepi8_mask(idx), high[0], high[1], high[2]};
-        for (int bit = 0, n = 16; n > 1; ++bit, n /= 2) {
-            for (int c = 0; c < n / 2; ++c) {
-                l[c] = _mm512_mask_mov_epi8(l[2 * c], masks[bit], l[2 * c + 1]);
-                h[c] = _mm512_mask_mov_epi8(h[2 * c], masks[bit], h[2 * c + 1]);
-            }
-        }
-        lo_out = l[0];
-        hi_out = h[0];
-    }
-};
 
 // Per-byte constants of an IQ1 pair's 64 indices (k < 32: row a's index
 // k = 4 j + l, k >= 32 row b's): where each index's top bits and each
@@ -437,7 +404,7 @@ HWY_INLINE void iq1_rest(const uint8_t* block, __m512i codes, __m512i qh, int ro
 
 // Two IQ1 blocks decoded at once: their 64 indices looked up together.
 template <QuantType kType>
-HWY_INLINE void decode_iq1_pair(const uint8_t* a, const uint8_t* b, const Iq1ByteTable& table, Decoded (&w)[2]) {
+HWY_INLINE void decode_iq1_pair(const uint8_t* a, const uint8_t* b, const ByteCodeTable<2048>& table, Decoded (&w)[2]) {
     constexpr size_t kQs = kType == QuantType::IQ1_S ? offsetof(BlockIQ1_S, qs) : offsetof(BlockIQ1_M, qs);
     constexpr size_t kQh = kType == QuantType::IQ1_S ? offsetof(BlockIQ1_S, qh) : offsetof(BlockIQ1_M, qh);
     const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kQs))),
@@ -565,13 +532,11 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                   bool accumulate) {
     using q4k_group::kQ8KBytes;
     using q4k_group::kQ8KQs;
-    using Table = std::conditional_t<kType == QuantType::IQ2_S, Iq2sByteTable,
-                                     std::conditional_t<kIq1<kType>, Iq1ByteTable, CodeTable<kPointCount<kType>>>>;
+    using Table = std::conditional_t<kType == QuantType::IQ2_S, ByteCodeTable<1024>,
+                                     std::conditional_t<kIq1<kType>, ByteCodeTable<2048>, CodeTable<kPointCount<kType>>>>;
     const Table table = [] {
-        if constexpr (kType == QuantType::IQ2_S) {
-            return Iq2sByteTable();
-        } else if constexpr (kIq1<kType>) {
-            return Iq1ByteTable();
+        if constexpr (kType == QuantType::IQ2_S || kIq1<kType>) {
+            return Table(kType);
         } else {
             int n_codes = 0;
             return CodeTable<kPointCount<kType>>(iq_point_codes(kType, &n_codes));
