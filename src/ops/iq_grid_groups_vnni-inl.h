@@ -268,20 +268,11 @@ HWY_INLINE void iq3_points_from(__m512i a, __m512i b, __m512i* points) {
 alignas(64) inline constexpr uint8_t kStride8ToLMajor[64] = {
     0, 0, 8, 0, 16, 0, 24, 0, 32, 0, 40, 0, 48, 0, 56, 0, 1, 0, 9, 0, 17, 0, 25, 0, 33, 0, 41, 0, 49, 0, 57, 0,
     2, 0, 10, 0, 18, 0, 26, 0, 34, 0, 42, 0, 50, 0, 58, 0, 3, 0, 11, 0, 19, 0, 27, 0, 35, 0, 43, 0, 51, 0, 59, 0};
-alignas(64) inline constexpr uint8_t kStride4ToLMajor[64] = {
-    0, 0, 4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24, 0, 28, 0, 1, 0, 5, 0, 9, 0, 13, 0, 17, 0, 21, 0, 25, 0, 29, 0,
-    2, 0, 6, 0, 10, 0, 14, 0, 18, 0, 22, 0, 26, 0, 30, 0, 3, 0, 7, 0, 11, 0, 15, 0, 19, 0, 23, 0, 27, 0, 31, 0};
 // 16-bit lane 8 l + j <- 16-bit lane 4 j + l.
 alignas(64) inline constexpr uint16_t kWordsToLMajor[32] = {0, 4, 8,  12, 16, 20, 24, 28, 1, 5, 9,  13, 17, 21, 25, 29,
                                                             2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
 // The low byte of every 16-bit lane.
 constexpr uint64_t kLowBytes = 0x5555555555555555ULL;
-// IQ2_S: byte j = q % 8 (qh of the sub-block) to the high byte of lane q, and 2 l = 2 (q / 8) per lane.
-alignas(64) inline constexpr uint8_t kHighByteOfSubBlock[64] = {
-    0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7,
-    0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7};
-alignas(64) inline constexpr uint16_t kTwoL[32] = {0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,
-                                                   4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6};
 // IQ3_S: byte p / 8 (qh of point p's sub-block) to the high byte of lane p
 // (points 0..31, then 32..63), and p % 8 per lane.
 alignas(64) inline constexpr uint8_t kHighByteOfPoint[128] = {
@@ -444,16 +435,6 @@ HWY_INLINE Decoded decode(const uint8_t* block, const Table& table) {
         const __m512i sc = lanes_u8(block + offsetof(BlockIQ2_XS, scales));
         d.scale_lo = odd_scales(_mm512_and_si512(sc, _mm512_set1_epi64(15)));
         d.scale_hi = odd_scales(_mm512_srli_epi64(sc, 4));
-    } else if constexpr (kType == QuantType::IQ2_S) {
-        // Index of group l of sub-block j: qs[4 j + l] and bits 2 l, 2 l + 1 of qh[j] above it.
-        const __m512i qs = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + offsetof(BlockIQ2_S, qs))));
-        const __m512i low = _mm512_maskz_permutexvar_epi8(kLowBytes, _mm512_load_si512(kStride4ToLMajor), qs);
-        // qh[j] to the high byte of lane 8 l + j, shifted right by 2 l: its bits 2 l, 2 l + 1 at bits 8, 9.
-        const __m512i qh = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + offsetof(BlockIQ2_S, qh))));
-        const __m512i qh_high = _mm512_maskz_permutexvar_epi8(~kLowBytes, _mm512_load_si512(kHighByteOfSubBlock), qh);
-        const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh_high, _mm512_load_si512(kTwoL)), _mm512_set1_epi16(0x300));
-        iq2_points_from<kType>(table.lookup(_mm512_or_si512(low, high)), d.points);
-        iq2_s_signs_and_scales(block, d);
     } else if constexpr (kType == QuantType::IQ3_XXS) {
         const uint8_t* qs = block + offsetof(BlockIQ3_XXS, qs);
         const __m512i a = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
