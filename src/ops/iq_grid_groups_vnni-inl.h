@@ -152,12 +152,15 @@ struct ByteCodeTable {
     struct Bytes {
         alignas(64) uint8_t lo[kEntries], hi[kEntries];
     };
+    static_assert(kEntries == 1024 || kEntries == 2048, "IQ2_S's or IQ1's points");
     const Bytes* bytes;
-    explicit ByteCodeTable(QuantType type) {
-        static const Bytes table = [type] {
+    // The size names the point set (IQ1_S and IQ1_M share theirs), so one
+    // table per size holds it.
+    ByteCodeTable() {
+        static const Bytes table = [] {
             Bytes b{};
             for (int i = 0; i < kEntries; ++i) {
-                const uint16_t code = type == QuantType::IQ2_S ? iq2_s_code(i) : iq1_code(i);
+                const uint16_t code = kEntries == 1024 ? iq2_s_code(i) : iq1_code(i);
                 b.lo[i] = static_cast<uint8_t>(code);
                 b.hi[i] = static_cast<uint8_t>(code >> 8);
             }
@@ -517,7 +520,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                                      std::conditional_t<kIq1<kType>, ByteCodeTable<2048>, CodeTable<kPointCount<kType>>>>;
     const Table table = [] {
         if constexpr (kType == QuantType::IQ2_S || kIq1<kType>) {
-            return Table(kType);
+            return Table();
         } else {
             int n_codes = 0;
             return CodeTable<kPointCount<kType>>(iq_point_codes(kType, &n_codes));
