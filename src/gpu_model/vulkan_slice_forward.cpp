@@ -626,7 +626,8 @@ void VulkanSliceForward::record_norm(VkCommandBuffer cb, const VulkanBuffer& x, 
 const VulkanBuffer& VulkanSliceForward::record_activation(VkCommandBuffer cb, QuantType type, const VulkanBuffer& rows,
                                                           int n_tok, int64_t n) {
     const QuantType vdt = require_compute_traits(type, "matrix").vec_dot_type;
-    if (vdt == QuantType::F32) return rows;
+    // BF16's shader rounds each float activation to BF16 itself (matvec_bf16.comp).
+    if (vdt == QuantType::F32 || vdt == QuantType::BF16) return rows;
     if (vdt == QuantType::Q8_0) {
         if (q8_0_of_ != &rows) {
             const uint32_t blocks = u32(n_tok * n / 32);

@@ -501,8 +501,8 @@ void narrow_router_to_bf16(Matrix& m, std::vector<std::unique_ptr<uint8_t[]>>& s
     uint8_t* dst = storage.back().get();
     for (uint64_t i = 0; i < n; ++i) std::memcpy(dst + 2 * i, m.data + 4 * i + 2, 2);  // the high half (little-endian)
     release_pages(m.data, 4 * n);
-    m.type = QuantType::BF16;
-    m.row_bytes = quant_row_bytes(QuantType::BF16, m.cols);
+    m.type = QuantType::BF16_F32ACT;
+    m.row_bytes = quant_row_bytes(QuantType::BF16_F32ACT, m.cols);
     m.data = dst;
 }
 

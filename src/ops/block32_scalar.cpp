@@ -340,7 +340,9 @@ void bf16_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
-float bf16_vec_dot(int64_t n, const void* w, const void* x) {
+float bf16_vec_dot(int64_t n, const void* w, const void* x) { return bf16_pairs_dot_canonical(n, w, x); }
+
+float bf16_f32_vec_dot(int64_t n, const void* w, const void* x) {
     std::vector<float> row(static_cast<size_t>(n));
     bf16_to_float(w, row.data(), n);
     return f32_dot_canonical(n, row.data(), static_cast<const float*>(x));

@@ -55,6 +55,9 @@ float mxfp4_block_step(const BlockMXFP4& w, const BlockQ8_0& x, float acc);
 void bf16_to_float(const void* src, float* dst, int64_t n);
 // Round to nearest even, NaNs kept quiet (llama.cpp's ggml_fp32_to_bf16).
 void bf16_from_float(const float* src, void* dst, int64_t n);
+// x: BF16 activations (ops/float_canonical.h's pairs).
 float bf16_vec_dot(int64_t n, const void* w, const void* x);
+// x: F32 activations (BF16_F32ACT: each weight widened, then f32_dot_canonical).
+float bf16_f32_vec_dot(int64_t n, const void* w, const void* x);
 
 }  // namespace tessera

@@ -13,6 +13,7 @@
 
 #include <hwy/highway.h>
 
+#include "ops/bf16_pairs-inl.h"
 #include "ops/block32_groups_avx2-inl.h"
 #include "ops/block32_groups_hwy-inl.h"
 #include "ops/block32_groups_neon_dotprod-inl.h"
@@ -29,6 +30,7 @@
 #include "ops/block32_scalar.h"
 #include "ops/float_canonical.h"
 #include "ops/group_prefetch.h"
+#include "ops/int8_dot_extension.h"
 #include "ops/quant_blocks.h"
 #include "util/fp16.h"
 
@@ -242,7 +244,7 @@ float float_dot(int64_t n, const void* w, const void* x) {
 // Scalable vectors cannot be class members: the scalar definition.
 template <int kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
-    if constexpr (kHalf == kBF16) return bf16_vec_dot(n, w, x);
+    if constexpr (kHalf == kBF16) return bf16_f32_vec_dot(n, w, x);
     return kHalf == kF16 ? f16_dot_canonical(n, w, static_cast<const float*>(x))
                          : f32_dot_canonical(n, static_cast<const float*>(w), static_cast<const float*>(x));
 }
@@ -367,6 +369,30 @@ void f16_to_float_simd(const void* src, float* dst, int64_t n) {
     for (; i < n; ++i) dst[i] = weight_scalar<kF16>(static_cast<const uint8_t*>(src), i);
 }
 
+// ---- BF16 activations (and weights) from floats (portable Highway) ----
+
+// The scalar reference's bytes (bf16_from_float, ggml's rounding): the
+// nearest BF16 value, ties to even, NaNs kept quiet.
+void bf16_from_float_simd(const float* src, void* dst, int64_t n) {
+    const DF d;
+    const hn::RebindToUnsigned<DF> du;
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<uint16_t, decltype(di)> d16;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    auto* out = static_cast<uint16_t*>(dst);
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+        const auto bits = hn::BitCast(du, hn::LoadU(d, src + i));
+        const auto nan = hn::Gt(hn::And(bits, hn::Set(du, 0x7fffffffu)), hn::Set(du, 0x7f800000u));
+        const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+        const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), odd)));
+        const auto quiet = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 64u));
+        // As int32 (every value below 2^16): Highway 1.0.3 demotes those to uint16 on every target.
+        hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::IfThenElse(nan, quiet, rounded))), d16, out + i);
+    }
+    if (i < n) bf16_from_float(src + i, out + i, n - i);
+}
+
 // ---- Q8_0 activation quantizer (portable Highway) ----
 
 // Bytes identical to the scalar reference: the same amax, the same float
@@ -469,10 +495,27 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.vec_dot_groups = groups::int8_vec_dot_groups<true>;
         return t;
     }();
-    static const QuantTraits bf16 = [] {
-        QuantTraits t = *scalar_traits(QuantType::BF16);
+    // A router narrowed to BF16 (F32 activations, the float kernels).
+    static const QuantTraits bf16_f32act = [] {
+        QuantTraits t = *scalar_traits(QuantType::BF16_F32ACT);
         t.vec_dot = float_dot<kBF16>;
         t.vec_dot_tile = float_vec_dot_tile<kBF16>;
+        return t;
+    }();
+    // BF16 weights (BF16 activations, ops/bf16_pairs-inl.h).
+    static const QuantTraits bf16 = [] {
+        QuantTraits t = *scalar_traits(QuantType::BF16);
+        t.from_float = bf16_from_float_simd;
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+        t.vec_dot = bf16_pairs::emulated_dot;
+        t.vec_dot_tile = bf16_pairs::emulated_vec_dot_tile;
+#endif
+#if HWY_TARGET == HWY_AVX3_DL
+        if (avx512_bf16_supported()) {
+            t.vec_dot = bf16_pairs::native_dot;
+            t.vec_dot_tile = bf16_pairs::native_vec_dot_tile;
+        }
+#endif
         return t;
     }();
     // The other 32-element types: rows by the scalar reference (the same code
@@ -517,6 +560,7 @@ const QuantTraits* BlockTraits(QuantType type) {
         case QuantType::MXFP4: return &mxfp4;
         case QuantType::F32: return &f32;
         case QuantType::BF16: return &bf16;
+        case QuantType::BF16_F32ACT: return &bf16_f32act;
         case QuantType::F16: return &f16;
         case QuantType::Q8_0: return &q8_0;
         case QuantType::Q4_0: return &q4_0;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace tessera {
 
@@ -40,6 +41,35 @@ float f16_dot_canonical(int64_t n, const void* w, const float* x) {
         lanes[i % 16] = std::fma(fp16_to_fp32(h), x[i], lanes[i % 16]);
     }
     pad(n, lanes);
+    return lanes16_tree(lanes);
+}
+
+float bf16_pairs_step(float a, float b, float lane) {
+    const auto flush = [](float v) { return std::fabs(v) < std::numeric_limits<float>::min() ? std::copysign(0.0f, v) : v; };
+    return flush(std::fma(flush(a), flush(b), lane));
+}
+
+float bf16_pairs_dot_canonical(int64_t n, const void* w, const void* x) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    // Element i of a row as a float, 0 past its end (the padding).
+    const auto at = [n](const uint8_t* row, int64_t i) {
+        if (i >= n) return 0.0f;
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    };
+    float lanes[16] = {};
+    for (int64_t c = 0; c < n; c += 32) {
+        for (int j = 0; j < 16; ++j) {
+            const int64_t even = c + 2 * j;
+            lanes[j] = bf16_pairs_step(at(wb, even + 1), at(xb, even + 1), lanes[j]);
+            lanes[j] = bf16_pairs_step(at(wb, even), at(xb, even), lanes[j]);
+        }
+    }
     return lanes16_tree(lanes);
 }
 

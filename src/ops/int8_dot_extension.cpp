@@ -35,6 +35,20 @@ bool int8_dot_extension_enabled() {
     return g_allowed.load(std::memory_order_relaxed) && int8_dot_extension_supported();
 }
 
+bool avx512_bf16_supported() {
+    static const bool supported = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        // Asked only by the AVX3_DL target, which implies the OS saves the
+        // ZMM state.
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 5) & 1u) != 0;
+#else
+        return false;
+#endif
+    }();
+    return supported;
+}
+
 void allow_int8_dot_extension(bool allowed) { g_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace tessera

@@ -28,4 +28,10 @@ bool int8_dot_extension_enabled();
 // takes effect at once.
 void allow_int8_dot_extension(bool allowed);
 
+// Whether this x86 CPU executes AVX-512's BF16 instructions (vdpbf16ps;
+// CPUID leaf 7, subleaf 1, EAX bit 5: Cooper Lake, Sapphire Rapids, Zen 4 and
+// later). Highway's AVX3_DL target then takes BF16 products with it
+// (ops/bf16_pairs-inl.h); elsewhere fused multiply-adds give its bits.
+bool avx512_bf16_supported();
+
 }  // namespace tessera

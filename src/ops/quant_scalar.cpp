@@ -185,7 +185,10 @@ constexpr QuantTraits kScalarTraits[] = {
     {QuantType::TQ1_0, QuantType::Q8_K, tq1_0_to_float, tq1_0_from_float, tq1_0_vec_dot, vec_dot_tile_by_dots<tq1_0_vec_dot>, nullptr},
     // NVIDIA's 4-bit floats (nvfp4_scalar.cpp).
     {QuantType::NVFP4, QuantType::Q8_0, nvfp4_to_float, nvfp4_from_float, nvfp4_vec_dot, vec_dot_tile_by_dots<nvfp4_vec_dot>, nullptr},
-    {QuantType::BF16, QuantType::F32, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},
+    // BF16 takes BF16 activations, as ggml's does (ops/float_canonical.h); a
+    // router narrowed to BF16 keeps its F32 ones.
+    {QuantType::BF16, QuantType::BF16, bf16_to_float, bf16_from_float, bf16_vec_dot, vec_dot_tile_by_dots<bf16_vec_dot>, nullptr},
+    {QuantType::BF16_F32ACT, QuantType::F32, bf16_to_float, bf16_from_float, bf16_f32_vec_dot, vec_dot_tile_by_dots<bf16_f32_vec_dot>, nullptr},
 };
 
 }  // namespace

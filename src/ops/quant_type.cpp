@@ -12,7 +12,7 @@ namespace {
 
 // Block layouts as llama.cpp defines them (ggml.c type_traits), so files people
 // already have are sized correctly.
-constexpr std::array<QuantLayout, 35> kLayouts{{
+constexpr std::array<QuantLayout, 36> kLayouts{{
     {QuantType::F32, "F32", 1, 4},
     {QuantType::F16, "F16", 1, 2},
     {QuantType::Q4_0, "Q4_0", 32, 18},
@@ -48,13 +48,14 @@ constexpr std::array<QuantLayout, 35> kLayouts{{
     {QuantType::NVFP4, "NVFP4", 64, 36},
     {QuantType::Q1_0, "Q1_0", 128, 18},
     {QuantType::Q2_0, "Q2_0", 64, 18},
+    {QuantType::BF16_F32ACT, "BF16 (F32 activations)", 1, 2},
 }};
 
 }  // namespace
 
 std::optional<QuantLayout> quant_layout(uint32_t type_id) {
     for (const auto& layout : kLayouts) {
-        if (static_cast<uint32_t>(layout.type) == type_id) return layout;
+        if (static_cast<uint32_t>(layout.type) == type_id && !is_internal_type(layout.type)) return layout;
     }
     return std::nullopt;
 }
@@ -73,7 +74,7 @@ std::optional<QuantType> parse_quant_type(const std::string& name) {
     std::transform(upper.begin(), upper.end(), upper.begin(),
                    [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
     for (const auto& layout : kLayouts) {
-        if (upper == layout.name) return layout.type;
+        if (upper == layout.name && !is_internal_type(layout.type)) return layout.type;
     }
     return std::nullopt;
 }

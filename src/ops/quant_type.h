@@ -48,7 +48,15 @@ enum class QuantType : uint32_t {
     NVFP4 = 40,
     Q1_0 = 41,
     Q2_0 = 42,
+    // Not a GGUF type: BF16 values whose products take F32 activations, for
+    // a router stored as F32 whose values are all BF16 values, held at half
+    // its size with the F32 router's products (model/llama_model.cpp).
+    // BF16 itself takes BF16 activations (ops/float_canonical.h), as ggml's.
+    BF16_F32ACT = 1030,
 };
+
+// Internal types are never read from a file nor named by a user.
+inline bool is_internal_type(QuantType type) { return static_cast<uint32_t>(type) >= 1000; }
 
 // How a type packs elements: `block_size` elements take `block_bytes` bytes.
 struct QuantLayout {

@@ -53,3 +53,17 @@
 #define TESSERA_DOTPROD_PUSH _Pragma("GCC push_options") _Pragma("GCC target(\"arch=armv8.2-a+dotprod\")")
 #define TESSERA_DOTPROD_POP _Pragma("GCC pop_options")
 #endif
+
+// The same for AVX-512 BF16 (vdpbf16ps) in a Highway AVX3_DL section: the
+// functions between TESSERA_AVX512BF16_PUSH/BEGIN and TESSERA_AVX512BF16_POP
+// are compiled for it too; callers check avx512_bf16_supported() first
+// (ops/int8_dot_extension.h).
+#if defined(__clang__)
+#define TESSERA_AVX512BF16_PUSH HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512bf16")
+#define TESSERA_AVX512BF16_POP HWY_POP_ATTRIBUTES
+#define TESSERA_AVX512BF16_BEGIN
+#else
+#define TESSERA_AVX512BF16_PUSH
+#define TESSERA_AVX512BF16_POP
+#define TESSERA_AVX512BF16_BEGIN _Pragma("GCC target(\"avx512bf16\")")
+#endif

@@ -202,10 +202,15 @@ TEST_P(ConvertHfFamilies, TheConvertedModelGivesTheReferenceForwardsTokensAndDis
         EXPECT_EQ(tokens, want) << type;
         const auto [max_kl, same_top] = kl_to_reference(dir, out);
         const bool rounded = type == "q8_0" || c.name.starts_with("gptoss") || c.name.ends_with("nvfp4");
+        // BF16 matrices take BF16 activations (as llama.cpp's do; ops/float_canonical.h):
+        // each activation rounded to 8 bits of mantissa, a smaller cost than Q8_0's.
+        const bool bf16_activations = type == "bf16";
         EXPECT_GE(max_kl, 0.0) << type;
-        EXPECT_LT(max_kl, rounded ? 5e-3 : 1e-4) << type << ": the largest KL divergence from the reference";
-        // Q8_0 rounds the weights or the activations: a near tie may go the other way.
-        EXPECT_GE(same_top, rounded ? 90.0 : 100.0) << type << ": the same top token at every position";
+        EXPECT_LT(max_kl, rounded ? 5e-3 : bf16_activations ? 1e-3 : 1e-4)
+            << type << ": the largest KL divergence from the reference";
+        // Rounded weights or activations: a near tie may go the other way.
+        EXPECT_GE(same_top, rounded || bf16_activations ? 90.0 : 100.0)
+            << type << ": the same top token at every position";
     }
 }
 

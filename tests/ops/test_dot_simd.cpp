@@ -187,13 +187,14 @@ TEST(DotSimd, TileCellsMatchTheSameTargetsVecDot) {
 // The activation quantizer must give the scalar reference's bytes exactly
 // (results may not depend on the CPU), including values on rounding ties,
 // all-zero blocks, tiny and huge magnitudes.
-// F32, F16 and BF16 dot products (attention's scores, float weights) follow the
-// canonical order of ops/float_canonical.h on every target, single and in
-// tiles of every shape: the same bits whatever the node's CPU.
+// F32, F16 and BF16-with-F32-activation dot products (attention's scores,
+// float weights, narrowed routers) follow the canonical order of
+// ops/float_canonical.h on every target, single and in tiles of every shape:
+// the same bits whatever the node's CPU.
 TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
     for_each_block_target([](const char* target) {
         Rng rng(21);
-        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16}) {
+        for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16_F32ACT}) {
             const QuantTraits& simd = *simd_block_traits(type);
             // Past 1024 elements (AVX2) several columns go through n in spans; past
             // 16 rows or 64 columns a call is cut into tiles of that size.
@@ -240,6 +241,134 @@ TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
                     }
                 }
             }
+        }
+    });
+}
+
+// BF16 weights against BF16 activations follow float_canonical.h's pairs
+// order on every target (vdpbf16ps where the CPU has it, fused
+// multiply-adds elsewhere), single and in tiles of every shape, with rows
+// off alignment, lengths that leave every kind of last chunk, and values
+// that meet the flushing: denormal weights and activations, products and
+// sums below the smallest normal float, signed zeros.
+TEST(DotSimd, Bf16PairsFollowTheCanonicalOrderOnEveryTarget) {
+    for_each_block_target([](const char* target) {
+        Rng rng(23);
+        const QuantTraits& simd = *simd_block_traits(QuantType::BF16);
+        ASSERT_EQ(simd.vec_dot_type, QuantType::BF16);
+        // A BF16 value: normal around 1, tiny (products and sums near the
+        // smallest normal), denormal, or a zero of either sign.
+        const auto value = [&](int kind) -> uint16_t {
+            const auto bits = static_cast<uint16_t>(rng.next_u64());
+            switch (kind) {
+                case 0: return static_cast<uint16_t>((bits & 0x807Fu) | ((117u + rng.next_u64() % 20) << 7));
+                case 1: return static_cast<uint16_t>((bits & 0x807Fu) | ((rng.next_u64() % 8) << 7));
+                case 2: return static_cast<uint16_t>((bits & 0x807Fu) | ((60u + rng.next_u64() % 8) << 7));
+                default: return static_cast<uint16_t>(bits & 0x8000u);
+            }
+        };
+        struct Shape {
+            int64_t n;
+            int rows, cols;
+        };
+        for (const Shape shape : {Shape{1, 3, 5}, Shape{2, 3, 5}, Shape{31, 3, 5}, Shape{32, 3, 5}, Shape{33, 3, 5},
+                                  Shape{63, 9, 1}, Shape{64, 5, 3}, Shape{100, 3, 5}, Shape{1000, 3, 5},
+                                  Shape{1024, 7, 2}, Shape{2053, 17, 70}, Shape{1537, 4, 65}}) {
+            // Mixes: plain values; tiny weights against values of 2^-60 or so
+            // (products near the smallest normal); every kind at random.
+            for (int mix = 0; mix < 3; ++mix) {
+                const int64_t n = shape.n;
+                const int kRows = shape.rows, kCols = shape.cols;
+                const size_t w_stride = 2 * n + 6, x_stride = 2 * n + 2;  // strided and off alignment
+                std::vector<uint8_t> w(2 + kRows * w_stride), x(2 + kCols * x_stride);
+                for (int r = 0; r < kRows; ++r) {
+                    for (int64_t i = 0; i < n; ++i) {
+                        const uint16_t h = value(mix == 0 ? 0 : mix == 1 ? 2 : static_cast<int>(rng.next_u64() % 4));
+                        std::memcpy(w.data() + 2 + r * w_stride + 2 * i, &h, 2);
+                    }
+                }
+                for (int c = 0; c < kCols; ++c) {
+                    for (int64_t i = 0; i < n; ++i) {
+                        const uint16_t h = value(mix == 0 ? 0 : mix == 1 ? 2 : static_cast<int>(rng.next_u64() % 4));
+                        std::memcpy(x.data() + 2 + c * x_stride + 2 * i, &h, 2);
+                    }
+                }
+                const auto canonical = [&](int r, int c) {
+                    return bf16_pairs_dot_canonical(n, w.data() + 2 + r * w_stride, x.data() + 2 + c * x_stride);
+                };
+                for (int r = 0; r < kRows; ++r) {
+                    const float got = simd.vec_dot(n, w.data() + 2 + r * w_stride, x.data() + 2);
+                    const float want = canonical(r, 0);
+                    ASSERT_EQ(0, std::memcmp(&got, &want, sizeof got))
+                        << target << " n " << n << " mix " << mix << ": " << got << " != " << want;
+                }
+                std::vector<float> y(kRows * kCols);
+                simd.vec_dot_tile(n, w.data() + 2, w_stride, kRows, x.data() + 2, x_stride, kCols, y.data(), kRows);
+                for (int c = 0; c < kCols; ++c) {
+                    for (int r = 0; r < kRows; ++r) {
+                        const float want = canonical(r, c);
+                        ASSERT_EQ(0, std::memcmp(&y[c * kRows + r], &want, sizeof want))
+                            << target << " n " << n << " mix " << mix << " tile cell " << r << "," << c << ": "
+                            << y[c * kRows + r] << " != " << want;
+                    }
+                }
+            }
+        }
+    });
+}
+
+// The pairs order's scalar definition on values worked by hand: the odd
+// element of a pair goes first, a denormal input counts as zero, and a
+// result below the smallest normal float becomes a zero of its sign.
+TEST(DotSimd, Bf16PairsStepsAreTheInstructionsSteps) {
+    const auto bf16 = [](float f) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        return static_cast<uint16_t>(bits >> 16);
+    };
+    // Lane 0 holds 1 after the first chunk (element 1). In the second, odd
+    // element 33 (2^-24) goes first: 1 + 2^-24 is a tie and stays 1, then
+    // element 32 (2^-24 + 2^-31, above half an ulp) makes 1 + 2^-23. The
+    // even element first would make 1 + 2^-23, then a tie up to 1 + 2^-22.
+    std::vector<uint16_t> w(34, 0), x(34, bf16(1.0f));
+    w[1] = bf16(1.0f);
+    w[33] = bf16(0x1p-24f);
+    w[32] = bf16(0x1p-24f + 0x1p-31f);
+    EXPECT_EQ(bf16_pairs_dot_canonical(34, w.data(), x.data()), 1.0f + 0x1p-23f);
+    // A denormal weight counts as zero; a tiny result flushes to a signed zero.
+    EXPECT_EQ(bf16_pairs_step(0x1p-130f, 1.0f, 0.0f), 0.0f);
+    const float flushed = bf16_pairs_step(-0x1p-70f, 0x1p-60f, 0.0f);
+    EXPECT_EQ(flushed, 0.0f);
+    EXPECT_TRUE(std::signbit(flushed));
+    EXPECT_EQ(bf16_pairs_step(0x1p-60f, 0x1p-60f, 0.0f), 0x1p-120f);
+}
+
+// BF16's converter (activations before a BF16 product, and `quantize`'s
+// weights) gives the scalar reference's bytes on every target: ties to
+// even both ways, NaNs of either sign kept quiet, infinities, denormals,
+// and lengths that leave a partial vector.
+TEST(DotSimd, Bf16ConverterGivesTheScalarBytesOnEveryTarget) {
+    for_each_block_target([](const char* target) {
+        Rng rng(31);
+        for (int64_t n : {1, 7, 16, 33, 1000}) {
+            std::vector<float> x(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) {
+                uint32_t bits = static_cast<uint32_t>(rng.next_u64());
+                switch (i % 6) {
+                    case 0: bits = (bits & 0xffff0000u) | 0x8000u; break;  // a tie
+                    case 1: bits |= 0x7f800000u; break;                     // NaN or infinity
+                    case 2: bits &= 0x807fffffu; break;                     // denormal
+                    default: {
+                        const float v = rng.next_normal();
+                        std::memcpy(&bits, &v, 4);
+                    }
+                }
+                std::memcpy(&x[static_cast<size_t>(i)], &bits, 4);
+            }
+            std::vector<uint16_t> got(static_cast<size_t>(n)), want(got.size());
+            simd_block_traits(QuantType::BF16)->from_float(x.data(), got.data(), n);
+            scalar_traits(QuantType::BF16)->from_float(x.data(), want.data(), n);
+            ASSERT_EQ(got, want) << target << " n " << n;
         }
     });
 }

@@ -107,8 +107,9 @@ TEST(Matmul, F32RowsOfBf16ValuesGiveTheBitsOfTheirBf16Copy) {
             std::memcpy(bf16.data() + 2 * i, &high, 2);
         }
         const Matrix wide{QuantType::F32, cols, rows, quant_row_bytes(QuantType::F32, cols), f32.data()};
-        const Matrix narrow{QuantType::BF16, cols, rows, quant_row_bytes(QuantType::BF16, cols), bf16.data()};
-        ASSERT_EQ(compute_traits(QuantType::BF16)->vec_dot_type, compute_traits(QuantType::F32)->vec_dot_type);
+        const Matrix narrow{QuantType::BF16_F32ACT, cols, rows, quant_row_bytes(QuantType::BF16_F32ACT, cols),
+                            bf16.data()};
+        ASSERT_EQ(compute_traits(QuantType::BF16_F32ACT)->vec_dot_type, compute_traits(QuantType::F32)->vec_dot_type);
         for (int n_tok : {1, 5, 40}) {
             std::vector<float> x(static_cast<size_t>(n_tok * cols));
             for (auto& v : x) v = rng.next_normal();

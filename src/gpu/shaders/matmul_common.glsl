@@ -17,8 +17,8 @@
 //     in block order, each fma rounded once;
 //   float types (FLOAT_ROWS) define element(r, i): the 16 lanes of each
 //     unit's canonical dot (ops/float_canonical.h) run on 16 threads, lane j
-//     taking elements j, j + 16, ... in order, then one thread adds the fixed
-//     tree.
+//     taking elements j, j + 16, ... in order (BF16_PAIRS: the pairs 2j + 1,
+//     2j of each chunk of 32), then one thread adds the fixed tree.
 // With `serial` (devices that are CPUs, such as lavapipe, where a workgroup's
 // barriers cost more than the parallel reads win), one invocation computes a
 // whole dot instead: invocation x = r * units + u, y = token t. Block types
@@ -66,6 +66,22 @@ float activation(uint t, uint i);
 
 shared float lanes_of[4][16];
 
+#ifdef BF16_PAIRS
+// BF16 by BF16 in the pairs order of ops/float_canonical.h (vdpbf16ps's):
+// lane j takes elements 2j + 1, then 2j, of each chunk of 32, zero past
+// `count`; each step flushes values below the smallest normal float to a
+// zero of their sign, its inputs and its result.
+float flush_tiny(float v) {
+    return abs(v) < 1.17549435e-38 ? uintBitsToFloat(floatBitsToUint(v) & 0x80000000u) : v;
+}
+float pair_step(uint r, uint t, uint first, uint count, uint i, float acc) {
+    const bool in_row = i < count;
+    const float a = in_row ? flush_tiny(element(r, first + i)) : 0.0;
+    const float b = in_row ? flush_tiny(activation(p.x_begin + t, first + i)) : 0.0;
+    return flush_tiny(exact_fma(a, b, acc));
+}
+#endif
+
 void serial_dot() {
     const uint g = gl_GlobalInvocationID.x, t = gl_GlobalInvocationID.y;
     if (g >= p.rows * p.units || t >= p.tokens) return;
@@ -73,8 +89,17 @@ void serial_dot() {
     const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
     precise float l[16];
     for (int j = 0; j < 16; ++j) l[j] = 0.0;
+#ifdef BF16_PAIRS
+    for (uint c = 0u; c < count; c += 32u) {
+        for (uint j = 0u; j < 16u; ++j) {
+            l[j] = pair_step(r, t, first, count, c + 2u * j + 1u, l[j]);
+            l[j] = pair_step(r, t, first, count, c + 2u * j, l[j]);
+        }
+    }
+#else
     for (uint i = 0; i < count; ++i) l[i % 16u] = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), l[i % 16u]);
     for (uint i = count; i % 16u != 0u; ++i) l[i % 16u] = exact_fma(0.0, 0.0, l[i % 16u]);
+#endif
     for (int s = 8; s >= 1; s /= 2) {
         for (int j = 0; j < s; ++j) l[j] = l[j] + l[j + s];
     }
@@ -87,8 +112,15 @@ void serial_dot() {
 float lane_sum(uint r, uint t, uint u, uint lane) {
     const uint first = u * p.blocks, count = min(p.blocks, p.n_blocks - first);
     precise float acc = 0.0;
+#ifdef BF16_PAIRS
+    for (uint c = 0u; c < count; c += 32u) {
+        acc = pair_step(r, t, first, count, c + 2u * lane + 1u, acc);
+        acc = pair_step(r, t, first, count, c + 2u * lane, acc);
+    }
+#else
     for (uint i = lane; i < count; i += 16u) acc = exact_fma(element(r, first + i), activation(p.x_begin + t, first + i), acc);
     if (lane >= count % 16u && count % 16u != 0u) acc = exact_fma(0.0, 0.0, acc);
+#endif
     return acc;
 }
 
