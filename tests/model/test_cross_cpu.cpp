@@ -125,7 +125,7 @@ TEST(CrossCpu, EveryTargetGivesTheSameLogits) {
     for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K,
                            QuantType::Q6_K, QuantType::Q5_K, QuantType::IQ4_XS, QuantType::MXFP4, QuantType::IQ2_XXS,
                            QuantType::IQ3_S, QuantType::IQ1_S, QuantType::Q1_0, QuantType::NVFP4, QuantType::Q2_0,
-                           QuantType::TQ1_0, QuantType::TQ2_0}) {
+                           QuantType::TQ1_0, QuantType::TQ2_0, QuantType::BF16}) {
         const uint64_t digest = expect_every_target_agrees(write_model(dir, type), KvCacheTypes(), quant_type_name(type));
         if (digests.is_open()) digests << quant_type_name(type) << " " << std::hex << digest << std::dec << "\n";
     }
