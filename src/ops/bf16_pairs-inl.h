@@ -67,11 +67,11 @@ private:
     unsigned saved_;
 #else
     FlushDenormals() {
-        asm volatile("mrs %0, fpcr" : "=r"(saved_));
+        asm volatile("mrs %0, fpcr" : "=r"(saved_) : : "memory");
         const uint64_t fz = saved_ | (uint64_t{1} << 24);
-        asm volatile("msr fpcr, %0" : : "r"(fz));
+        asm volatile("msr fpcr, %0" : : "r"(fz) : "memory");
     }
-    ~FlushDenormals() { asm volatile("msr fpcr, %0" : : "r"(saved_)); }
+    ~FlushDenormals() { asm volatile("msr fpcr, %0" : : "r"(saved_) : "memory"); }
 
 private:
     uint64_t saved_;
@@ -81,6 +81,22 @@ private:
 constexpr bool kHardwareFlush = false;
 struct FlushDenormals {};
 #endif
+
+// The flush mode is a register the compilers do not see the products
+// depend on: Clang moved them past the restoring of MXCSR (results came out
+// denormal). Each accumulator passes through an empty asm after the mode is
+// set and before it is restored, ordered with those writes (all are volatile
+// and touch memory), so every product in between runs under the mode.
+template <class V>
+HWY_INLINE void pin(V& v) {
+    if constexpr (kHardwareFlush) {
+#if HWY_ARCH_X86
+        asm volatile("" : "+v"(v.raw) : : "memory");
+#elif HWY_ARCH_ARM_A64
+        asm volatile("" : "+w"(v.raw) : : "memory");
+#endif
+    }
+}
 
 // One column (a token's product) streams its R rows at once, R streams of
 // memory, and a hardware prefetcher restarts at each 4 KiB page of each
@@ -154,39 +170,40 @@ void emulated_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* 
             TESSERA_UNROLL
             for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
         }
-        const auto chunk = [&](const uint8_t* const* wr, const uint8_t* const* xc) {
-            hn::Vec<DC> x_odd[C], x_even[C];
-            TESSERA_UNROLL
-            for (int c = 0; c < C; ++c) load_pairs(d, xc[c] + 4 * v, x_odd[c], x_even[c]);
-            TESSERA_UNROLL
-            for (int r = 0; r < R; ++r) {
-                hn::Vec<DC> w_odd, w_even;
-                load_pairs(d, wr[r] + 4 * v, w_odd, w_even);
-                TESSERA_UNROLL
-                for (int c = 0; c < C; ++c) {
-                    acc[r][c] = step(d, w_even, x_even[c], step(d, w_odd, x_odd[c], acc[r][c]));
-                }
-            }
-        };
         {
             const FlushDenormals flushing;
-            const uint8_t* wr[R];
-            const uint8_t* xc[C];
-            const bool near = C == 1 && near_prefetch();
-            for (int64_t i = 0; i < whole; i += 32) {
-                if (C == 1 && v == 0) prefetch_rows<R>(w, w_stride, i, near);
+            TESSERA_UNROLL
+            for (int r = 0; r < R; ++r) {
                 TESSERA_UNROLL
-                for (int r = 0; r < R; ++r) wr[r] = w + r * w_stride + 2 * i;
-                TESSERA_UNROLL
-                for (int c = 0; c < C; ++c) xc[c] = x + c * x_stride + 2 * i;
-                chunk(wr, xc);
+                for (int c = 0; c < C; ++c) pin(acc[r][c]);
             }
-            if (whole < n) {
+            const bool near = C == 1 && near_prefetch();
+            // Whole chunks from the rows, then the padded last one (no
+            // lambda over the accumulators: it kept them in memory).
+            for (int64_t i = 0; i < n; i += 32) {
+                const bool last = i == whole;
+                if (C == 1 && v == 0 && !last) prefetch_rows<R>(w, w_stride, i, near);
+                hn::Vec<DC> x_odd[C], x_even[C];
                 TESSERA_UNROLL
-                for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint8_t*>(w_tail[r]);
+                for (int c = 0; c < C; ++c) {
+                    const uint8_t* xc = last ? reinterpret_cast<const uint8_t*>(x_tail[c]) : x + c * x_stride + 2 * i;
+                    load_pairs(d, xc + 4 * v, x_odd[c], x_even[c]);
+                }
                 TESSERA_UNROLL
-                for (int c = 0; c < C; ++c) xc[c] = reinterpret_cast<const uint8_t*>(x_tail[c]);
-                chunk(wr, xc);
+                for (int r = 0; r < R; ++r) {
+                    const uint8_t* wr = last ? reinterpret_cast<const uint8_t*>(w_tail[r]) : w + r * w_stride + 2 * i;
+                    hn::Vec<DC> w_odd, w_even;
+                    load_pairs(d, wr + 4 * v, w_odd, w_even);
+                    TESSERA_UNROLL
+                    for (int c = 0; c < C; ++c) {
+                        acc[r][c] = step(d, w_even, x_even[c], step(d, w_odd, x_odd[c], acc[r][c]));
+                    }
+                }
+            }
+            TESSERA_UNROLL
+            for (int r = 0; r < R; ++r) {
+                TESSERA_UNROLL
+                for (int c = 0; c < C; ++c) pin(acc[r][c]);
             }
         }
         TESSERA_UNROLL
