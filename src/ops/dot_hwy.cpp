@@ -79,10 +79,7 @@ HWY_INLINE float weight_scalar(const uint8_t* w, int64_t i) {
     } else if constexpr (kHalf == kBF16) {
         uint16_t h;
         std::memcpy(&h, w + 2 * i, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
+        return bf16_to_fp32(h);
     } else {
         float f;
         std::memcpy(&f, w + 4 * i, 4);

@@ -57,10 +57,7 @@ float bf16_pairs_dot_canonical(int64_t n, const void* w, const void* x) {
         if (i >= n) return 0.0f;
         uint16_t h;
         std::memcpy(&h, row + 2 * i, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
+        return bf16_to_fp32(h);
     };
     float lanes[16] = {};
     for (int64_t c = 0; c < n; c += 32) {

@@ -8,6 +8,14 @@
 
 namespace tessera {
 
+// A BF16 value (the high half of an F32) as the F32 it is, exactly.
+inline float bf16_to_fp32(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
 inline float fp16_to_fp32(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exponent = (h >> 10) & 0x1fu;
