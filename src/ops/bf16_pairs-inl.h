@@ -171,7 +171,7 @@ void emulated_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* 
             for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
         }
         {
-            const FlushDenormals flushing;
+            [[maybe_unused]] const FlushDenormals flushing;
             TESSERA_UNROLL
             for (int r = 0; r < R; ++r) {
                 TESSERA_UNROLL
