@@ -36,6 +36,20 @@ const QuantType kRowTypes[] = {QuantType::F32, QuantType::F16, QuantType::Q8_0, 
 
 }  // namespace
 
+// The internal type of a narrowed router (BF16 values, F32 activations) has
+// a layout for the engine's sizes, but a file naming its id, or a user
+// naming it, is refused: GGUF has no such type.
+TEST(Quant, TheInternalTypeIsNeitherReadFromAFileNorParsed) {
+    const auto id = static_cast<uint32_t>(QuantType::BF16_F32ACT);
+    EXPECT_TRUE(is_internal_type(QuantType::BF16_F32ACT));
+    EXPECT_FALSE(is_internal_type(QuantType::BF16));
+    EXPECT_FALSE(quant_layout(id).has_value());
+    EXPECT_FALSE(parse_quant_type(quant_type_name(QuantType::BF16_F32ACT)).has_value());
+    EXPECT_EQ(quant_row_bytes(QuantType::BF16_F32ACT, 64), 128u);
+    EXPECT_EQ(compute_traits(QuantType::BF16_F32ACT)->vec_dot_type, QuantType::F32);
+    EXPECT_EQ(compute_traits(QuantType::BF16)->vec_dot_type, QuantType::BF16);
+}
+
 TEST(Quant, LayoutsMatchGgml) {
     EXPECT_EQ(layout_of(QuantType::Q8_0).block_bytes, 34u);
     EXPECT_EQ(layout_of(QuantType::Q4_0).block_bytes, 18u);
