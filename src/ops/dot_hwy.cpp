@@ -101,6 +101,47 @@ HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
 #if !HWY_HAVE_SCALABLE
 using DC = hn::CappedTag<float, 16>;
 
+// Tile shapes per target: as many independent chains of fused multiply-adds
+// as the registers hold beside a tile's weight and activation vectors; and
+// the span, the elements of n that several columns go through before the
+// next: a tile's weight rows (8 KiB of BF16 at 4 rows of 1024) stay in L1
+// while every column passes them, and the columns' span (256 KiB at 64
+// columns) in L2.
+// - AVX-512 (32 registers, a cell is 1): 4 x 6 in spans of 1024, 8 rows for
+//   one column. Measured on a 2-vCPU AMD EPYC Zen 5, F16 prefill of the 1.1B
+//   shape (pp256), 1 thread: 62 tok/s with 4 x 4 cells of Lanes16 over whole
+//   rows, 71.5 with 4 x 6 in spans (`kernel_bench --type F16`'s tile: 96 ->
+//   ~140 GFLOP/s; 3 x 8 and 4 x 7 were slower, spans of 512 and 2048 alike).
+//   Widening a tile's F16 rows to F32 once per span for all 64 columns (so no
+//   tile converts) was slower still: 55 tok/s.
+// - AVX2 (16 registers, a cell is 2, or 1 by halves): 4 x 3 cells by halves,
+//   12 registers, 8 rows for one column. Measured on a 2-vCPU AMD EPYC
+//   (AVX2), BF16 prefill of the 1.1B shape, 1 thread: 19.6 tok/s with 2 x 4
+//   tiles of 16 lanes (4 of the 16 cells' registers spilled) over whole rows;
+//   26.7 by halves; 29.4 in spans of 1024 (512: 28.5, 2048: 28.2). One
+//   column, BF16 generation: 8 rows 9.4-9.6 tok/s against 8.5-8.7 with 4
+//   (2: 6.5-7.1, 6: 9.0-9.6) at 1 thread, 16.4-18.7 against 14.4-16.6 at 2:
+//   more rows streaming at once, though their 16 registers spill.
+// - 128-bit targets (a cell is 4 registers): 2 x 4, 2 rows for one column;
+//   whole rows.
+constexpr int64_t kWholeRows = std::numeric_limits<int64_t>::max() / 2;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kFloatTileRows = 4, kFloatTileCols = 6, kFloatColumnRows = 8, kFloatPassLanes = 16;
+constexpr bool kFloatSpans = true;
+constexpr int64_t kFloatSpan = 1024;
+#elif HWY_TARGET == HWY_AVX2
+constexpr int kFloatTileRows = 4, kFloatTileCols = 3, kFloatColumnRows = 8, kFloatPassLanes = 8;
+constexpr bool kFloatSpans = true;
+constexpr int64_t kFloatSpan = 1024;
+#else
+constexpr int kFloatTileRows = 2, kFloatTileCols = 4, kFloatColumnRows = 2, kFloatPassLanes = 16;
+constexpr bool kFloatSpans = false;
+constexpr int64_t kFloatSpan = kWholeRows;
+#endif
+// Only the span kernel keeps lanes between spans.
+static_assert(kFloatSpans || kFloatSpan == kWholeRows);
+constexpr int kFloatMaxRows = 16, kFloatMaxCols = 64;  // a call of matmul's blocking
+
 // The last elements [i, n) of R weight rows and C activation rows (fewer
 // than 16), zero-padded to 16 as float_canonical.h defines them.
 template <int kHalf, int R, int C>
@@ -130,14 +171,17 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         if (C == 1 && (i * kElementBytes) % 64 == 0) {
+            TESSERA_UNROLL
             for (int r = 0; r < R; ++r) {
                 const uint8_t* line = w + r * w_stride + i * kElementBytes;
                 __builtin_prefetch(line + far_ahead, 0, 2);
                 if (near) __builtin_prefetch(line + near_ahead, 0, 3);
             }
         }
+        TESSERA_UNROLL
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride;
+            TESSERA_UNROLL
             for (int c = 0; c < C; ++c) {
                 const float* xc = reinterpret_cast<const float*>(x + c * x_stride) + i;
                 acc[r][c].mul_add([&](size_t o) { return load_weights<kHalf>(d, wr, i + static_cast<int64_t>(o)); },
@@ -179,36 +223,44 @@ HWY_NOINLINE void float_tile_tail(int64_t n, int64_t i, const uint8_t* w, size_t
     }
 }
 
-#if HWY_TARGET == HWY_AVX2
-// Several columns on AVX2, whose 16 registers hold only 6 cells of 16 lanes
-// (2 registers each) beside the tile's weights and activations: lanes 0-7 and
-// 8-15 of a cell never meet before the tree, so they go through the span in
-// two passes, a cell one register in each, and a tile holds R x C cells of
-// one half. Each pass leaves its half of the cell's lanes in `lanes`; the
+// Several columns through a span of the elements [begin, end), the cells'
+// 16 lanes kept in `lanes` between spans (so a tile's activations stay in
+// L1 while its rows pass them), in passes of kFloatPassLanes: on AVX2, whose 16
+// registers hold only 6 cells of 16 lanes (2 registers each) beside the
+// tile's weights and activations, lanes 0-7 and 8-15 of a cell never meet
+// before the tree, so they go through the span in two passes, a cell one
+// register in each; on AVX-512 a cell is one register and one pass. The
 // elements past the last multiple of 16 and the tree are Lanes16's, as in
 // float_tile.
 template <int kHalf, int R, int C>
-void float_tile_span_halves(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride,
+void float_tile_span_passes(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride,
                             const uint8_t* x, size_t x_stride, float* lanes, float* y, size_t y_stride) {
-    const hn::CappedTag<float, 8> d;
+    const hn::CappedTag<float, kFloatPassLanes> d;
     const int64_t whole_end = begin + (end - begin) / 16 * 16;
-    for (int64_t half = 0; half < 16; half += 8) {
+    for (int64_t pass = 0; pass < 16; pass += kFloatPassLanes) {
         hn::Vec<decltype(d)> acc[R][C];
+        TESSERA_UNROLL
         for (int r = 0; r < R; ++r) {
+            TESSERA_UNROLL
             for (int c = 0; c < C; ++c) {
-                acc[r][c] = begin > 0 ? hn::LoadU(d, lanes + (r * C + c) * 16 + half) : hn::Zero(d);
+                acc[r][c] = begin > 0 ? hn::LoadU(d, lanes + (r * C + c) * 16 + pass) : hn::Zero(d);
             }
         }
-        for (int64_t i = begin + half; i < whole_end; i += 16) {
+        for (int64_t i = begin + pass; i < whole_end; i += 16) {
             hn::Vec<decltype(d)> xv[C];
+            TESSERA_UNROLL
             for (int c = 0; c < C; ++c) xv[c] = hn::LoadU(d, reinterpret_cast<const float*>(x + c * x_stride) + i);
+            TESSERA_UNROLL
             for (int r = 0; r < R; ++r) {
                 const auto wv = load_weights<kHalf>(d, w + r * w_stride, i);
+                TESSERA_UNROLL
                 for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(wv, xv[c], acc[r][c]);
             }
         }
+        TESSERA_UNROLL
         for (int r = 0; r < R; ++r) {
-            for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], d, lanes + (r * C + c) * 16 + half);
+            TESSERA_UNROLL
+            for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], d, lanes + (r * C + c) * 16 + pass);
         }
     }
     if (end < n) return;
@@ -221,7 +273,6 @@ void float_tile_span_halves(int64_t n, int64_t begin, int64_t end, const uint8_t
         }
     }
 }
-#endif
 
 // float_tile as a span kernel, for the targets whose span is the whole row
 // (begin 0, end n; no lanes kept between spans).
@@ -253,53 +304,16 @@ using SpanKernel = void (*)(int64_t, int64_t, int64_t, const uint8_t*, size_t, c
 
 // kernels[r - 1][c - 1]: the kernel of an r x c tile, every tile shape up
 // to R x C, the edges of a matrix as smaller instantiations.
-template <int kHalf, bool kHalves, int R, int... Cs>
+template <int kHalf, bool kSpans, int R, int... Cs>
 constexpr std::array<SpanKernel, sizeof...(Cs)> span_kernel_row(std::integer_sequence<int, Cs...>) {
-#if HWY_TARGET == HWY_AVX2
-    if constexpr (kHalves) return {float_tile_span_halves<kHalf, R, Cs + 1>...};
-#endif
+    if constexpr (kSpans) return {float_tile_span_passes<kHalf, R, Cs + 1>...};
     return {float_tile_whole<kHalf, R, Cs + 1>...};
 }
-template <int kHalf, bool kHalves, int C, int... Rs>
+template <int kHalf, bool kSpans, int C, int... Rs>
 constexpr std::array<std::array<SpanKernel, C>, sizeof...(Rs)> span_kernels(std::integer_sequence<int, Rs...>) {
-    return {span_kernel_row<kHalf, kHalves, Rs + 1>(std::make_integer_sequence<int, C>())...};
+    return {span_kernel_row<kHalf, kSpans, Rs + 1>(std::make_integer_sequence<int, C>())...};
 }
 
-// Tile shapes per target: as many independent chains of fused multiply-adds
-// as the registers hold beside a tile's weight and activation vectors; and
-// the span, the elements of n that several columns go through before the
-// next: a tile's weight rows (8 KiB of BF16 at 4 rows of 1024) stay in L1
-// while every column passes them, and the columns' span (256 KiB at 64
-// columns) in L2.
-// - AVX-512 (32 registers, a cell is 1): 4 x 4, 8 rows for one column; whole
-//   rows (spans are not measured there).
-// - AVX2 (16 registers, a cell is 2, or 1 by halves): 4 x 3 cells by halves,
-//   12 registers, 8 rows for one column. Measured on a 2-vCPU AMD EPYC
-//   (AVX2), BF16 prefill of the 1.1B shape, 1 thread: 19.6 tok/s with 2 x 4
-//   tiles of 16 lanes (4 of the 16 cells' registers spilled) over whole rows;
-//   26.7 by halves; 29.4 in spans of 1024 (512: 28.5, 2048: 28.2). One
-//   column, BF16 generation: 8 rows 9.4-9.6 tok/s against 8.5-8.7 with 4
-//   (2: 6.5-7.1, 6: 9.0-9.6) at 1 thread, 16.4-18.7 against 14.4-16.6 at 2:
-//   more rows streaming at once, though their 16 registers spill.
-// - 128-bit targets (a cell is 4 registers): 2 x 4, 2 rows for one column;
-//   whole rows.
-constexpr int64_t kWholeRows = std::numeric_limits<int64_t>::max() / 2;
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr int kFloatTileRows = 4, kFloatTileCols = 4, kFloatColumnRows = 8;
-constexpr bool kFloatHalves = false;
-constexpr int64_t kFloatSpan = kWholeRows;
-#elif HWY_TARGET == HWY_AVX2
-constexpr int kFloatTileRows = 4, kFloatTileCols = 3, kFloatColumnRows = 8;
-constexpr bool kFloatHalves = true;
-constexpr int64_t kFloatSpan = 1024;
-#else
-constexpr int kFloatTileRows = 2, kFloatTileCols = 4, kFloatColumnRows = 2;
-constexpr bool kFloatHalves = false;
-constexpr int64_t kFloatSpan = kWholeRows;
-#endif
-// Only the halves kernel keeps lanes between spans.
-static_assert(kFloatHalves || kFloatSpan == kWholeRows);
-constexpr int kFloatMaxRows = 16, kFloatMaxCols = 64;  // a call of matmul's blocking
 #endif  // !HWY_HAVE_SCALABLE
 
 template <int kHalf>
@@ -310,7 +324,7 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
     vec_dot_tile_by_dots<float_dot<kHalf>>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
 #else
     static constexpr auto kernels =
-        span_kernels<kHalf, kFloatHalves, kFloatTileCols>(std::make_integer_sequence<int, kFloatTileRows>());
+        span_kernels<kHalf, kFloatSpans, kFloatTileCols>(std::make_integer_sequence<int, kFloatTileRows>());
     static constexpr auto column_kernels =
         span_kernels<kHalf, false, 1>(std::make_integer_sequence<int, kFloatColumnRows>());
     const auto* wb = static_cast<const uint8_t*>(w);
@@ -331,7 +345,7 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
     thread_local std::vector<float> lanes_store;
     const size_t lanes_needed = static_cast<size_t>(std::min(n_rows, kFloatMaxRows)) *
                                 static_cast<size_t>(std::min(n_cols, kFloatMaxCols)) * 16;
-    const bool keeps_lanes = kFloatHalves || kFloatSpan < n;  // else each cell stays in registers
+    const bool keeps_lanes = kFloatSpans || kFloatSpan < n;  // else each cell stays in registers
     if (keeps_lanes && lanes_store.size() < lanes_needed) lanes_store.resize(lanes_needed);
     for (int rs = 0; rs < n_rows; rs += kFloatMaxRows) {
         const int nr = std::min(n_rows - rs, kFloatMaxRows);

@@ -196,7 +196,7 @@ TEST(DotSimd, FloatDotsFollowTheCanonicalOrderOnEveryTarget) {
         Rng rng(21);
         for (QuantType type : {QuantType::F32, QuantType::F16, QuantType::BF16_F32ACT}) {
             const QuantTraits& simd = *simd_block_traits(type);
-            // Past 1024 elements (AVX2) several columns go through n in spans; past
+            // Past 1024 elements (AVX2, AVX-512) several columns go through n in spans; past
             // 16 rows or 64 columns a call is cut into tiles of that size.
             struct Shape {
                 int64_t n;
