@@ -5,7 +5,8 @@
 // token's share; this gives the matmul's, so the gap between them is the
 // rest of the token.
 //
-// One matrix of `--mib` MiB (at least twice the last-level cache) in the group layout,
+// One matrix of `--mib` MiB (at least twice the last-level cache) in the group layout
+// (the types without one, F16, BF16 and F32: GGUF's rows, as a model holds them),
 // `--cols` columns, its rows repeating 64 random rows quantized by the scalar
 // reference; one activation column; matmul over the whole matrix on a pool of
 // each thread count, alternated with the read loop `tessera bench` measures
@@ -70,6 +71,15 @@ Grouped make_matrix(QuantType type, int64_t cols, uint64_t mib) {
         ref.from_float(x.data(), distinct.data() + r * row_bytes, cols);
     }
     const int64_t rows = static_cast<int64_t>((mib << 20) / row_bytes) / kGroupRows * kGroupRows;
+    if (!has_group_layout(type)) {
+        // The float types stream in GGUF's row layout.
+        Grouped g{AnonymousMemory(static_cast<uint64_t>(rows) * row_bytes), Matrix{type, cols, rows, row_bytes, nullptr}};
+        for (int64_t r = 0; r < rows; ++r) {
+            std::memcpy(g.bytes.data() + r * row_bytes, distinct.data() + (r % kDistinctRows) * row_bytes, row_bytes);
+        }
+        g.m.data = g.bytes.data();
+        return g;
+    }
     const GroupPanels panels = GroupPanels::for_matrix(type, cols, rows / kGroupRows);
     // The rows in GGUF's layout a group's worth at a time: the whole matrix
     // only ever exists grouped.
@@ -120,9 +130,10 @@ int run(int argc, char** argv) {
         const std::optional<QuantType> parsed = parse_quant_type(name);
         if (!parsed) throw make_error("unknown type {}", name);
         const QuantType type = *parsed;
-        if (!has_group_layout(type)) throw make_error("{} has no group layout", name);
         Grouped g = make_matrix(type, cols, mib);
-        const uint64_t weight_bytes = GroupPanels::for_matrix(type, cols, g.m.rows / kGroupRows).total_bytes();
+        const uint64_t weight_bytes = g.m.grouped
+                                          ? GroupPanels::for_matrix(type, cols, g.m.rows / kGroupRows).total_bytes()
+                                          : static_cast<uint64_t>(g.m.rows) * g.m.row_bytes;
         std::vector<float> xs(static_cast<size_t>(cols));
         Rng rng(2);
         for (float& v : xs) v = rng.next_normal();

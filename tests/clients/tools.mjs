@@ -5,13 +5,13 @@
 // round trip (the call, a tool message, an answer) is answered; "none" gives
 // text; a list of thousands of functions is a quick 400.
 //
-//   node tests/clients/tools.mjs BASE_URL API_KEY [quick]   (quick: 3 seeds where 10)
+//   node tests/clients/tools.mjs BASE_URL API_KEY [quick|minimal]   (quick: 3 seeds where 10, minimal: 1)
 import OpenAI from "openai";
 import Ajv from "ajv";
 import { check } from "./check.mjs";
 
 const [baseURL, apiKey, quick] = process.argv.slice(2);
-const seeds = quick === "quick" ? 3 : 10;
+const seeds = { quick: 3, minimal: 1 }[quick] ?? 10;
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
 const model = (await client.models.list()).data[0].id;
 const messages = [{ role: "user", content: "What is the weather in Paris, and what is 2 + 3?" }];
