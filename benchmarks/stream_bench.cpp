@@ -120,7 +120,8 @@ int run(int argc, char** argv) {
                          mib, llc >> 20);
     }
 
-    const GroupPrefetch policies[] = {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1};
+    const GroupPrefetch policies[] = {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kNone};
+    constexpr int kPolicies = 3;
     std::printf("%lld columns, %llu MiB of weights, %d rounds; CPU target %s; default prefetch here: %s\n",
                 static_cast<long long>(cols), static_cast<unsigned long long>(mib), rounds, cpu_target_name().c_str(),
                 group_prefetch_name(default_group_prefetch()));
@@ -142,12 +143,14 @@ int run(int argc, char** argv) {
         std::vector<float> y(static_cast<size_t>(g.m.rows));
         for (const int n_threads : threads) {
             ThreadPool pool(n_threads);
-            std::vector<double> read[2], product[2], ratio[2];
-            ReadBandwidthProbe probes[2] = {
-                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(false)),
-                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(true), kL1PolicyNearBytes)};
+            std::vector<double> read[kPolicies], product[kPolicies], ratio[kPolicies];
+            ReadBandwidthProbe probes[kPolicies] = {
+                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(Ahead::kL2)),
+                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), far_prefetch_bytes(Ahead::kL2AndL1),
+                                   kL1PolicyNearBytes),
+                ReadBandwidthProbe(pool, probe_bytes_beyond_caches(llc), 0, 0)};
             for (int round = 0; round < rounds; ++round) {
-                for (int p = 0; p < 2; ++p) {
+                for (int p = 0; p < kPolicies; ++p) {
                     set_group_prefetch(policies[p]);
                     const double start = now_seconds();
                     int passes = 0;
@@ -163,7 +166,7 @@ int run(int argc, char** argv) {
                     ratio[p].push_back(gbs / ceiling);
                 }
             }
-            for (int p = 0; p < 2; ++p) {
+            for (int p = 0; p < kPolicies; ++p) {
                 std::printf("| %s | %d | %s | %.1f | %.1f | %.3f |\n", name.c_str(), n_threads,
                             group_prefetch_name(policies[p]), median(read[p]), median(product[p]), median(ratio[p]));
             }

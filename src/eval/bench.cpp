@@ -24,11 +24,13 @@ namespace {
 // ceiling is the same way of streaming at its best, over a buffer no cache
 // holds (util/mem_bandwidth.h). Under by-type, the far prefetch alone: the
 // read loop streams fastest with it, so the ceiling stays the higher one.
+// Under none, no prefetch, as the kernels.
 ReadBandwidthProbe kernel_like_probe(ThreadPool& pool) {
-    const bool near = near_prefetch();
+    const Ahead near = near_prefetch();
     const size_t bytes = probe_bytes_beyond_caches(last_level_cache_bytes());
-    return ReadBandwidthProbe(pool, bytes, static_cast<size_t>(far_prefetch_bytes(near)),
-                              near ? static_cast<size_t>(kL1PolicyNearBytes) : 0);
+    return ReadBandwidthProbe(pool, bytes,
+                              near == Ahead::kNone ? 0 : static_cast<size_t>(far_prefetch_bytes(near)),
+                              near == Ahead::kL2AndL1 ? static_cast<size_t>(kL1PolicyNearBytes) : 0);
 }
 
 double median_of(std::vector<double> values) {

@@ -104,12 +104,13 @@ HWY_INLINE void pin(V& v) {
 // the policy's distance shared among the rows (as dot_hwy.cpp's float
 // tiles). A hint: no bits change. `i`: the chunk's first element.
 template <int R>
-HWY_INLINE void prefetch_rows(const uint8_t* w, size_t w_stride, int64_t i, bool near) {
+HWY_INLINE void prefetch_rows(const uint8_t* w, size_t w_stride, int64_t i, Ahead near) {
+    if (near == Ahead::kNone) return;
     const int64_t far_ahead = far_prefetch_bytes(near) / R, near_ahead = kL1PolicyNearBytes / R;
     for (int r = 0; r < R; ++r) {
         const uint8_t* line = w + r * w_stride + 2 * i;
         __builtin_prefetch(line + far_ahead, 0, 2);
-        if (near) __builtin_prefetch(line + near_ahead, 0, 3);
+        if (near == Ahead::kL2AndL1) __builtin_prefetch(line + near_ahead, 0, 3);
     }
 }
 
@@ -177,7 +178,7 @@ void emulated_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* 
                 TESSERA_UNROLL
                 for (int c = 0; c < C; ++c) pin(acc[r][c]);
             }
-            const bool near = C == 1 && near_prefetch();
+            const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
             // Whole chunks from the rows, then the padded last one (no
             // lambda over the accumulators: it kept them in memory).
             for (int64_t i = 0; i < n; i += 32) {
@@ -329,7 +330,7 @@ void native_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x,
         TESSERA_UNROLL
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    const bool near = C == 1 && near_prefetch();
+    const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
     for (int64_t i = 0; i < n; i += 32) {
         const __mmask32 mask = n - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << (n - i)) - 1);
         if (C == 1) prefetch_rows<R>(w, w_stride, i, near);

@@ -166,16 +166,16 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     // itself, the policy's distance shared among the rows. A hint: no bits
     // change.
     constexpr int64_t kElementBytes = kHalf == kF32 ? 4 : 2;
-    const bool near = C == 1 && near_prefetch();
+    const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
     const int64_t far_ahead = far_prefetch_bytes(near) / R, near_ahead = kL1PolicyNearBytes / R;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        if (C == 1 && (i * kElementBytes) % 64 == 0) {
+        if (C == 1 && near != Ahead::kNone && (i * kElementBytes) % 64 == 0) {
             TESSERA_UNROLL
             for (int r = 0; r < R; ++r) {
                 const uint8_t* line = w + r * w_stride + i * kElementBytes;
                 __builtin_prefetch(line + far_ahead, 0, 2);
-                if (near) __builtin_prefetch(line + near_ahead, 0, 3);
+                if (near == Ahead::kL2AndL1) __builtin_prefetch(line + near_ahead, 0, 3);
             }
         }
         TESSERA_UNROLL

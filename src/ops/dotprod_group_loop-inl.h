@@ -46,7 +46,7 @@ HWY_INLINE void run(int64_t n, const void* w, size_t group_stride, int n_groups,
     const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / kBlock;
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    const bool near = near_prefetch();
+    const Ahead near = near_prefetch();
     for (int g = 0; g < n_groups; ++g) {
         const uint8_t* group = wb + g * group_stride;
         for (int c = 0; c < n_cols; ++c) {

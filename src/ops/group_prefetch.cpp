@@ -51,6 +51,7 @@ GroupPrefetch default_group_prefetch() {
         const std::string vendor = cpu_vendor();
         if (vendor == "GenuineIntel") return GroupPrefetch::kL2AndL1;
         if (vendor == "AuthenticAMD" && cpu_family() == 0x1A) return GroupPrefetch::kByType;
+        if (vendor == "AuthenticAMD" && cpu_family() == 0x19) return GroupPrefetch::kNone;
         return GroupPrefetch::kL2;
     }();
     return policy;
@@ -65,13 +66,15 @@ GroupPrefetch group_prefetch_from_name(const std::string& name) {
     if (name == "l2") return GroupPrefetch::kL2;
     if (name == "l2+l1") return GroupPrefetch::kL2AndL1;
     if (name == "by-type") return GroupPrefetch::kByType;
-    throw make_error("unknown prefetch policy '{}' (auto, l2, l2+l1 or by-type)", name);
+    if (name == "none") return GroupPrefetch::kNone;
+    throw make_error("unknown prefetch policy '{}' (auto, l2, l2+l1, by-type or none)", name);
 }
 
 const char* group_prefetch_name(GroupPrefetch policy) {
     switch (policy) {
         case GroupPrefetch::kL2AndL1: return "l2+l1";
         case GroupPrefetch::kByType: return "by-type";
+        case GroupPrefetch::kNone: return "none";
         case GroupPrefetch::kL2: break;
     }
     return "l2";

@@ -5,8 +5,10 @@
 // the block it starts on into L2. A hardware prefetcher stops at every 4 KiB
 // boundary (huge pages or not) and restarts cold after it, so a stream left to
 // it waits for memory again and again; a kernel that asks for its bytes two
-// pages ahead keeps them in flight. Q4_K streamed ~1.2x faster with it (Zen 4;
-// 8 KiB beat 1, 2, 4 and 16 KiB), Q4_0 and Q8_0 the same with or without it.
+// pages ahead keeps them in flight. Q4_K streamed ~1.2x faster with it on the
+// Zen 4 the kernels were first tuned on (8 KiB beat 1, 2, 4 and 16 KiB), Q4_0
+// and Q8_0 the same with or without it. (Those builds may not have emitted
+// every prefetch they asked for: see prefetch_lines.)
 //
 // GroupPrefetch::kL2AndL1: the lines kL1PolicyFarBytes ahead into L2 and
 // kL1PolicyNearBytes ahead into L1. On an Intel Xeon (Sapphire Rapids class,
@@ -20,6 +22,18 @@
 // Zen 4, where the kernels were tuned, the far prefetch alone measured best
 // (into L1 instead of L2 was 2-8% slower).
 //
+// GroupPrefetch::kNone: no software prefetch; the hardware prefetchers alone.
+// On a 2-vCPU AMD EPYC Zen 4 (family 19h), generation of the 1.1B shape (one
+// binary, `tessera bench -n 64 -r 3`, policies alternating, medians):
+//   1 thread:  Q8_0 17.9-18.1 tok/s with l2 -> 28.1-28.5 without, Q4_0
+//              36.6-38.0 -> 51.3-52.1, Q4_K 37.1-37.3 -> 48.3, Q6_K 27.8-28.8
+//              -> 24.7, F16 11.2-11.6 -> 10.9-11.0;
+//   2 threads: Q4_K 51.3-54.1 -> 57.9-58.4, Q8_0 27.5-29.5 -> 30.4-31.3, Q6_K
+//              37.9-38.6 -> 38.0-44.9.
+// The read loop too streamed ~1.5x faster without it (20 -> 31 GB/s at 1
+// thread). So the default on family 19h is kNone: Q6_K's loss at 1 thread is
+// a quarter of a Q4_K_M file's bytes against Q4_K's gain on most of the rest.
+//
 // GroupPrefetch::kByType: kL2AndL1 for the types whose kernels do the most
 // work a byte among those that stream near the ceiling (Q5_K, Q6_K, IQ4_XS:
 // prefers_near_prefetch), kL2 for the rest. On a Zen 5 EPYC (2 vCPUs,
@@ -27,8 +41,8 @@
 // 4-15% faster, Q5_K's 2-16%, IQ4_XS's 0-6%, at 1 and 2 threads; Q4_K's moved
 // by -4 to +4%, Q3_K's by -2 to +5%, and the 32-element block types (Q4_0,
 // Q8_0, Q5_0, IQ4_NL, MXFP4) and Q2_K lost 3-14%. So the default is kL2AndL1 on Intel CPUs,
-// kByType on AMD family 1Ah (Zen 5), kL2 elsewhere (Zen 4 and earlier, ARM:
-// unmeasured with it). The ARM kernels take kByType as kL2. `tessera
+// kByType on AMD family 1Ah (Zen 5), kNone on AMD family 19h (Zen 3/4), kL2
+// elsewhere (earlier AMD, ARM: unmeasured with the others). The ARM kernels take kByType as kL2. `tessera
 // --prefetch` (TESSERA_PREFETCH) chooses any; the results are the same bits.
 #pragma once
 
@@ -48,6 +62,15 @@ enum class GroupPrefetch {
     kL2,       // kGroupPrefetchBytes ahead into L2
     kL2AndL1,  // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
     kByType,   // kL2AndL1 for the prefers_near_prefetch types, kL2 for the rest
+    kNone,     // no software prefetch
+};
+
+// What one kernel call asks for ahead of the weights it loads (read once per
+// call from the policy in force).
+enum class Ahead : uint8_t {
+    kNone,      // nothing
+    kL2,        // kGroupPrefetchBytes ahead into L2
+    kL2AndL1,   // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
 };
 
 // The types kByType streams with the near prefetch as well.
@@ -56,12 +79,12 @@ inline constexpr bool prefers_near_prefetch(QuantType type) {
 }
 
 // This CPU's default: kL2AndL1 on an Intel CPU, kByType on AMD family 1Ah
-// (Zen 5), kL2 otherwise.
+// (Zen 5), kNone on AMD family 19h (Zen 3/4), kL2 otherwise.
 GroupPrefetch default_group_prefetch();
 // The policy in force (the default until set).
 GroupPrefetch group_prefetch();
 void set_group_prefetch(GroupPrefetch policy);
-// "auto" (this CPU's default), "l2", "l2+l1" or "by-type"; anything else is an Error.
+// "auto" (this CPU's default), "l2", "l2+l1", "by-type" or "none"; anything else is an Error.
 GroupPrefetch group_prefetch_from_name(const std::string& name);
 const char* group_prefetch_name(GroupPrefetch policy);
 // From TESSERA_PREFETCH where it is set (an Error where it names no policy).
@@ -71,51 +94,75 @@ namespace detail {
 extern std::atomic<GroupPrefetch> g_group_prefetch;
 }  // namespace detail
 
-// Whether a kernel of `type` also prefetches into L1 now: read once per
-// kernel call.
-inline bool near_prefetch(QuantType type) {
-    const GroupPrefetch policy = detail::g_group_prefetch.load(std::memory_order_relaxed);
-    return policy == GroupPrefetch::kL2AndL1 || (policy == GroupPrefetch::kByType && prefers_near_prefetch(type));
+// What a kernel of `type` asks for ahead now: read once per kernel call.
+inline Ahead near_prefetch(QuantType type) {
+    switch (detail::g_group_prefetch.load(std::memory_order_relaxed)) {
+        case GroupPrefetch::kNone: return Ahead::kNone;
+        case GroupPrefetch::kL2AndL1: return Ahead::kL2AndL1;
+        case GroupPrefetch::kByType: return prefers_near_prefetch(type) ? Ahead::kL2AndL1 : Ahead::kL2;
+        case GroupPrefetch::kL2: break;
+    }
+    return Ahead::kL2;
 }
 
 // The same for the kernels that kByType leaves on kL2 (every type but the
 // prefers_near_prefetch ones, and every ARM kernel).
-inline bool near_prefetch() {
-    return detail::g_group_prefetch.load(std::memory_order_relaxed) == GroupPrefetch::kL2AndL1;
+inline Ahead near_prefetch() {
+    switch (detail::g_group_prefetch.load(std::memory_order_relaxed)) {
+        case GroupPrefetch::kNone: return Ahead::kNone;
+        case GroupPrefetch::kL2AndL1: return Ahead::kL2AndL1;
+        default: break;
+    }
+    return Ahead::kL2;
 }
 
 // Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
 // Into L2, not L1 (prefetcht1, not t0): that measured 2-8% faster for every
 // grouped type at 2 threads (Zen), as a prefetch to L1 holds one of L1's few
 // miss buffers until its line arrives, from memory this far ahead.
+// The empty volatile asm keeps each loop: C++ lets a compiler delete a loop
+// without side effects (g++ -O2 -ffinite-loops, the default since C++11), and
+// a prefetch is none. g++ 12 deleted these loops from most kernels it did not
+// unroll first (one branch before the call was enough), so which kernels
+// prefetched depended on its inlining order, not on the policy.
 inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 2);
+    for (int64_t line = 0; line < bytes; line += 64) {
+        __builtin_prefetch(p + line, 0, 2);
+        asm volatile("");
+    }
 }
 
 // The same lines into L1 (prefetcht0).
 inline void prefetch_lines_l1(const uint8_t* p, int64_t bytes) {
-    for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+    for (int64_t line = 0; line < bytes; line += 64) {
+        __builtin_prefetch(p + line, 0, 3);
+        asm volatile("");
+    }
 }
 
-// How far ahead the far (L2) prefetch runs under a policy (`near`:
-// near_prefetch()).
-inline constexpr int64_t far_prefetch_bytes(bool near) { return near ? kL1PolicyFarBytes : kGroupPrefetchBytes; }
+// How far ahead the far (L2) prefetch runs for `ahead`.
+inline constexpr int64_t far_prefetch_bytes(Ahead ahead) {
+    return ahead == Ahead::kL2AndL1 ? kL1PolicyFarBytes : kGroupPrefetchBytes;
+}
 
-// What a kernel about to read the `bytes` at p asks for: the same span
-// far_prefetch_bytes(near) further on into L2 and, with `near`,
-// kL1PolicyNearBytes further on into L1.
-inline void prefetch_ahead(const uint8_t* p, int64_t bytes, bool near) {
-    prefetch_lines(p + far_prefetch_bytes(near), bytes);
-    if (near) prefetch_lines_l1(p + kL1PolicyNearBytes, bytes);
+// What a kernel about to read the `bytes` at p asks for: nothing under
+// Ahead::kNone, else the same span far_prefetch_bytes(ahead) further on into
+// L2 and, under kL2AndL1, kL1PolicyNearBytes further on into L1.
+inline void prefetch_ahead(const uint8_t* p, int64_t bytes, Ahead ahead) {
+    if (ahead == Ahead::kNone) return;
+    prefetch_lines(p + far_prefetch_bytes(ahead), bytes);
+    if (ahead == Ahead::kL2AndL1) prefetch_lines_l1(p + kL1PolicyNearBytes, bytes);
 }
 
 // The start of a stream (a thread's chunk of a matrix, the next panel): its
 // first `bytes`, up to the far distance, into L2 at once: the lines the
-// kernel's own prefetch has passed by the time it starts. Not into L1 as
-// well: those lines come from memory, and a burst of them would hold L1's
-// miss buffers for a memory latency (no faster at 2 threads on the Xeon).
-inline void prefetch_stream_start(const uint8_t* p, int64_t bytes, bool near) {
-    const int64_t far = far_prefetch_bytes(near);
+// kernel's own prefetch has passed by the time it starts (none under
+// Ahead::kNone). Not into L1 as well: those lines come from memory, and a
+// burst of them would hold L1's miss buffers for a memory latency (no faster
+// at 2 threads on the Xeon).
+inline void prefetch_stream_start(const uint8_t* p, int64_t bytes, Ahead ahead) {
+    if (ahead == Ahead::kNone) return;
+    const int64_t far = far_prefetch_bytes(ahead);
     prefetch_lines(p, bytes < far ? bytes : far);
 }
 

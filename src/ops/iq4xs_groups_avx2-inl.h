@@ -52,7 +52,7 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     // The grid itself (signed): |w| <= 127 and |y| <= 127, so maddubs(|w|, y * sign(w)) never saturates.
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     const __m256i low = _mm256_set1_epi8(0x0F);
-    const bool near = near_prefetch(QuantType::IQ4_XS);
+    const Ahead near = near_prefetch(QuantType::IQ4_XS);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];

@@ -50,7 +50,7 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     using q4k_group::kQ8KQs;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     const __m256i low = _mm256_set1_epi8(0x0F);
-    const bool near = near_prefetch(QuantType::Q5_K);
+    const Ahead near = near_prefetch(QuantType::Q5_K);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];

@@ -49,7 +49,7 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     using q4k_group::kQ8KQs;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i top2 = _mm256_set1_epi8(0x30);
-    const bool near = near_prefetch(QuantType::Q6_K);
+    const Ahead near = near_prefetch(QuantType::Q6_K);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];

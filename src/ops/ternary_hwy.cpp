@@ -211,7 +211,7 @@ constexpr int kTileCols = 4;
 // array of the tile's width). The stream is prefetched once per block.
 template <int C, int64_t kBlockBytes, class Step>
 HWY_INLINE void run_tile(const uint8_t* group, int64_t nb, int64_t unit_nb, int c0, float* y, size_t y_stride,
-                         size_t unit_stride, bool accumulate, bool near, const Step& step) {
+                         size_t unit_stride, bool accumulate, Ahead near, const Step& step) {
     const DF df;
     const int lanes = static_cast<int>(hn::Lanes(df));
     for (int r0 = 0; r0 < kGroupRows; r0 += lanes) {
@@ -234,7 +234,7 @@ HWY_INLINE void run_tile(const uint8_t* group, int64_t nb, int64_t unit_nb, int 
 
 template <int64_t kBlock, int64_t kBlockBytes, class Step>
 HWY_INLINE void run_tiles(int64_t n, const void* w, size_t group_stride, int n_groups, int n_cols, float* y,
-                          size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate, bool near,
+                          size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate, Ahead near,
                           const Step& step) {
     const int64_t nb = n / kBlock;
     const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / kBlock;

@@ -30,8 +30,8 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 uint64_t sum_words(const uint64_t* words, size_t n, size_t far_words, size_t near_words) {
     WordVector s0{}, s1{}, s2{}, s3{};
     for (size_t i = 0; i + kWordsPerStep <= n; i += kWordsPerStep) {
-        for (size_t line = 0; line < kWordsPerStep; line += 8) {
-            __builtin_prefetch(words + i + far_words + line, 0, 2);
+        if (far_words > 0) {
+            for (size_t line = 0; line < kWordsPerStep; line += 8) __builtin_prefetch(words + i + far_words + line, 0, 2);
         }
         if (near_words > 0) {
             for (size_t line = 0; line < kWordsPerStep; line += 8) __builtin_prefetch(words + i + near_words + line, 0, 3);

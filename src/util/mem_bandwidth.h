@@ -24,8 +24,8 @@ size_t probe_bytes_beyond_caches(uint64_t llc_bytes);
 // shared host the bandwidth drifts by tens of percent from minute to minute.
 class ReadBandwidthProbe {
 public:
-    // Reads prefetch far_prefetch bytes ahead into L2 and, unless 0,
-    // near_prefetch bytes ahead into L1: the grouped kernels' distances
+    // Reads prefetch far_prefetch bytes ahead into L2 and near_prefetch
+    // bytes ahead into L1, each unless 0: the grouped kernels' distances
     // (ops/group_prefetch.h), so the ceiling streams the way they do.
     explicit ReadBandwidthProbe(ThreadPool& pool, size_t bytes, size_t far_prefetch = 8192,
                                 size_t near_prefetch = 0);

@@ -153,7 +153,7 @@ namespace tessera {
 // clear error, from the flag or from the environment.
 TEST(Bench, PrefetchPolicyCanBeChosenAndIsReported) {
     const std::vector<std::string> bench = {"bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--json"};
-    for (const char* policy : {"l2", "l2+l1", "by-type"}) {
+    for (const char* policy : {"l2", "l2+l1", "by-type", "none"}) {
         std::vector<std::string> flag = {test::tessera_binary(), "--prefetch", policy};
         flag.insert(flag.end(), bench.begin(), bench.end());
         const auto r = test::run_process(flag, 60);
@@ -169,7 +169,7 @@ TEST(Bench, PrefetchPolicyCanBeChosenAndIsReported) {
     }
     const auto bogus = test::run_process({test::tessera_binary(), "--prefetch", "l3", "bench"}, 30);
     EXPECT_EQ(bogus.exit_code, 1);
-    EXPECT_NE(bogus.err.find("unknown prefetch policy 'l3' (auto, l2, l2+l1 or by-type)"), std::string::npos) << bogus.err;
+    EXPECT_NE(bogus.err.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type or none)"), std::string::npos) << bogus.err;
     const auto bogus_env =
         test::run_process({"/usr/bin/env", "TESSERA_PREFETCH=fast", test::tessera_binary(), "bench"}, 30);
     EXPECT_EQ(bogus_env.exit_code, 1);

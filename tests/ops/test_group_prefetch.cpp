@@ -52,53 +52,61 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
     EXPECT_EQ(group_prefetch_from_name("l2"), GroupPrefetch::kL2);
     EXPECT_EQ(group_prefetch_from_name("l2+l1"), GroupPrefetch::kL2AndL1);
     EXPECT_EQ(group_prefetch_from_name("by-type"), GroupPrefetch::kByType);
+    EXPECT_EQ(group_prefetch_from_name("none"), GroupPrefetch::kNone);
     EXPECT_EQ(group_prefetch_from_name("auto"), default_group_prefetch());
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2), "l2");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2AndL1), "l2+l1");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kByType), "by-type");
+    EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kNone), "none");
     const std::string unknown = test::error_of([] { group_prefetch_from_name("l3"); });
-    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2, l2+l1 or by-type)"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type or none)"), std::string::npos) << unknown;
     EXPECT_NE(test::error_of([] { group_prefetch_from_name(""); }).find("unknown prefetch policy ''"),
               std::string::npos);
 
     // Intel CPUs prefetch into L1 as well (measured there), AMD's Zen 5
-    // (family 26) for the types it streamed faster with it; every other CPU
-    // keeps the far prefetch alone it was tuned with. (An ARM build under
+    // (family 26) for the types it streamed faster with it, AMD's Zen 3/4
+    // (family 25) not at all (it streamed faster without); every other CPU
+    // keeps the far prefetch alone. (An ARM build under
     // qemu-user reads the x86 host's /proc/cpuinfo: only x86 asks.)
 #if defined(__x86_64__) || defined(__i386__)
     const std::string vendor = cpuinfo_field("vendor_id");
     const bool intel = vendor == "GenuineIntel";
     const bool zen5 = vendor == "AuthenticAMD" && cpuinfo_field("cpu family") == "26";
+    const bool zen4 = vendor == "AuthenticAMD" && cpuinfo_field("cpu family") == "25";
 #else
-    const bool intel = false, zen5 = false;
+    const bool intel = false, zen5 = false, zen4 = false;
 #endif
-    EXPECT_EQ(default_group_prefetch(),
-              intel ? GroupPrefetch::kL2AndL1 : zen5 ? GroupPrefetch::kByType : GroupPrefetch::kL2)
+    EXPECT_EQ(default_group_prefetch(), intel  ? GroupPrefetch::kL2AndL1
+                                        : zen5 ? GroupPrefetch::kByType
+                                        : zen4 ? GroupPrefetch::kNone
+                                               : GroupPrefetch::kL2)
         << cpuinfo_field("vendor_id") << " family " << cpuinfo_field("cpu family");
 
-    // Which kernels prefetch into L1 under each policy: by-type only those
-    // of Q5_K, Q6_K and IQ4_XS, and never the kernels that take no type.
+    // What kernels ask for under each policy: by-type the L1 prefetch as
+    // well for Q5_K, Q6_K and IQ4_XS only, never for the kernels that take
+    // no type; none nothing at all.
     const QuantType near_types[] = {QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
     const QuantType far_types[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q2_K,
                                    QuantType::Q3_K, QuantType::IQ4_NL, QuantType::MXFP4, QuantType::F16};
-    set_group_prefetch(GroupPrefetch::kL2);
-    EXPECT_EQ(group_prefetch(), GroupPrefetch::kL2);
-    EXPECT_FALSE(near_prefetch());
-    for (QuantType t : near_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
-    for (QuantType t : far_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
-    set_group_prefetch(GroupPrefetch::kL2AndL1);
-    EXPECT_EQ(group_prefetch(), GroupPrefetch::kL2AndL1);
-    EXPECT_TRUE(near_prefetch());
-    for (QuantType t : near_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
-    for (QuantType t : far_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
-    set_group_prefetch(GroupPrefetch::kByType);
-    EXPECT_EQ(group_prefetch(), GroupPrefetch::kByType);
-    EXPECT_FALSE(near_prefetch());
-    for (QuantType t : near_types) EXPECT_TRUE(near_prefetch(t)) << quant_type_name(t);
-    for (QuantType t : far_types) EXPECT_FALSE(near_prefetch(t)) << quant_type_name(t);
+    const struct {
+        GroupPrefetch policy;
+        Ahead untyped, near, far;
+    } expected[] = {
+        {GroupPrefetch::kL2, Ahead::kL2, Ahead::kL2, Ahead::kL2},
+        {GroupPrefetch::kL2AndL1, Ahead::kL2AndL1, Ahead::kL2AndL1, Ahead::kL2AndL1},
+        {GroupPrefetch::kByType, Ahead::kL2, Ahead::kL2AndL1, Ahead::kL2},
+        {GroupPrefetch::kNone, Ahead::kNone, Ahead::kNone, Ahead::kNone},
+    };
+    for (const auto& e : expected) {
+        set_group_prefetch(e.policy);
+        EXPECT_EQ(group_prefetch(), e.policy);
+        EXPECT_EQ(near_prefetch(), e.untyped) << group_prefetch_name(e.policy);
+        for (QuantType t : near_types) EXPECT_EQ(near_prefetch(t), e.near) << quant_type_name(t);
+        for (QuantType t : far_types) EXPECT_EQ(near_prefetch(t), e.far) << quant_type_name(t);
+    }
     // The far prefetch runs further ahead when the near one follows it.
-    EXPECT_EQ(far_prefetch_bytes(false), kGroupPrefetchBytes);
-    EXPECT_GT(far_prefetch_bytes(true), kL1PolicyNearBytes);
+    EXPECT_EQ(far_prefetch_bytes(Ahead::kL2), kGroupPrefetchBytes);
+    EXPECT_GT(far_prefetch_bytes(Ahead::kL2AndL1), kL1PolicyNearBytes);
 }
 
 TEST(GroupPrefetch, TheEnvironmentChoosesAndANameItDoesNotKnowIsAnError) {
@@ -113,6 +121,9 @@ TEST(GroupPrefetch, TheEnvironmentChoosesAndANameItDoesNotKnowIsAnError) {
     setenv("TESSERA_PREFETCH", "by-type", 1);
     set_group_prefetch_from_environment();
     EXPECT_EQ(group_prefetch(), GroupPrefetch::kByType);
+    setenv("TESSERA_PREFETCH", "none", 1);
+    set_group_prefetch_from_environment();
+    EXPECT_EQ(group_prefetch(), GroupPrefetch::kNone);
     // Unset or empty: the policy stays.
     setenv("TESSERA_PREFETCH", "", 1);
     set_group_prefetch(GroupPrefetch::kL2);
@@ -179,7 +190,8 @@ TEST(GroupPrefetch, EveryTargetGivesTheCanonicalBitsUnderEitherPolicy) {
             allow_int8_dot_extension(with_dot);
             const QuantTraits& simd = type == QuantType::Q4_K ? *kquants_simd_traits(type) : *simd_block_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
-            for (GroupPrefetch policy : {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kByType}) {
+            for (GroupPrefetch policy :
+                 {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kByType, GroupPrefetch::kNone}) {
                 set_group_prefetch(policy);
                 for (int c = 1; c <= cols; ++c) {
                     std::vector<float> got(cols * y_stride, -7.0f);
