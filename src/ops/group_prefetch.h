@@ -94,26 +94,27 @@ namespace detail {
 extern std::atomic<GroupPrefetch> g_group_prefetch;
 }  // namespace detail
 
-// What a kernel of `type` asks for ahead now: read once per kernel call.
-inline Ahead near_prefetch(QuantType type) {
-    switch (detail::g_group_prefetch.load(std::memory_order_relaxed)) {
+// What a kernel asks for under `policy`; `near_type`: its type is one of
+// by-type's prefers_near_prefetch types.
+inline Ahead ahead_under(GroupPrefetch policy, bool near_type) {
+    switch (policy) {
         case GroupPrefetch::kNone: return Ahead::kNone;
         case GroupPrefetch::kL2AndL1: return Ahead::kL2AndL1;
-        case GroupPrefetch::kByType: return prefers_near_prefetch(type) ? Ahead::kL2AndL1 : Ahead::kL2;
+        case GroupPrefetch::kByType: return near_type ? Ahead::kL2AndL1 : Ahead::kL2;
         case GroupPrefetch::kL2: break;
     }
     return Ahead::kL2;
 }
 
+// What a kernel of `type` asks for ahead now: read once per kernel call.
+inline Ahead near_prefetch(QuantType type) {
+    return ahead_under(detail::g_group_prefetch.load(std::memory_order_relaxed), prefers_near_prefetch(type));
+}
+
 // The same for the kernels that kByType leaves on kL2 (every type but the
 // prefers_near_prefetch ones, and every ARM kernel).
 inline Ahead near_prefetch() {
-    switch (detail::g_group_prefetch.load(std::memory_order_relaxed)) {
-        case GroupPrefetch::kNone: return Ahead::kNone;
-        case GroupPrefetch::kL2AndL1: return Ahead::kL2AndL1;
-        default: break;
-    }
-    return Ahead::kL2;
+    return ahead_under(detail::g_group_prefetch.load(std::memory_order_relaxed), false);
 }
 
 // Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).
