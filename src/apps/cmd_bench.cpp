@@ -164,6 +164,7 @@ void bench_main(const BenchOptions& o) {
             {"tg_bandwidth_fraction", r.tg_bandwidth_fraction()},
             {"mem_peak_gbs", r.mem_peak_gbs},
             {"probe_bytes", r.probe_bytes},
+            {"probe_prefetch", r.probe_prefetch},
             {"tg_peak_fraction", r.tg_peak_fraction()},
             {"mode", params.parallel.mode()},
             {"ranks", r.ranks},
@@ -202,9 +203,9 @@ void bench_main(const BenchOptions& o) {
     if (r.pp.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("pp{}", r.pp.tokens), r.pp.min(), r.pp.median());
     if (r.tg.tokens > 0) fmt::print("| {:>8} | {:>12.2f} | {:>12.2f} |\n", fmt::format("tg{}", r.tg.tokens), r.tg.min(), r.tg.median());
     fmt::print("weights read per generated token: {:.1f} MiB\n", r.weight_bytes_per_token / 1048576.0);
-    fmt::print("memory read bandwidth ({} threads, {} MiB read): {:.2f} GB/s sustained{}; peak of short reads {:.2f} "
-               "GB/s\n",
-               params.n_threads, r.probe_bytes >> 20, r.mem_bandwidth_gbs,
+    fmt::print("memory read bandwidth ({} threads, {} MiB read, prefetch {}: the fastest read loop): {:.2f} GB/s "
+               "sustained{}; peak of short reads {:.2f} GB/s\n",
+               params.n_threads, r.probe_bytes >> 20, r.probe_prefetch, r.mem_bandwidth_gbs,
                r.tg.tokens > 0 ? " (median over tg repetitions of the higher of the read loops before and after each, "
                                  "each as long as one)"
                                : " over 1 s",

@@ -68,6 +68,8 @@ struct BenchResult {
     double mem_peak_gbs = 0.0;
     // The read loop's buffer: at least twice the largest cache.
     uint64_t probe_bytes = 0;
+    // How the read loop prefetched: the fastest of "none", "l2", "l2+l1" here.
+    std::string probe_prefetch;
     // Tensor parallel only: per generated token, payload bytes to and from
     // each worker, and the root's time computing its share vs waiting.
     int ranks = 1;

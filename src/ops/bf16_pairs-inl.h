@@ -178,7 +178,7 @@ void emulated_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* 
                 TESSERA_UNROLL
                 for (int c = 0; c < C; ++c) pin(acc[r][c]);
             }
-            const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
+            const Ahead near = C == 1 ? near_prefetch(QuantType::BF16) : Ahead::kNone;
             // Whole chunks from the rows, then the padded last one (no
             // lambda over the accumulators: it kept them in memory).
             for (int64_t i = 0; i < n; i += 32) {
@@ -330,7 +330,7 @@ void native_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x,
         TESSERA_UNROLL
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
+    const Ahead near = C == 1 ? near_prefetch(QuantType::BF16) : Ahead::kNone;
     for (int64_t i = 0; i < n; i += 32) {
         const __mmask32 mask = n - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << (n - i)) - 1);
         if (C == 1) prefetch_rows<R>(w, w_stride, i, near);

@@ -74,7 +74,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
         kType == QuantType::MXFP4 ? kMxfp4Plus12 : reinterpret_cast<const uint8_t*>(kIq4nlValues))));
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kType);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];
@@ -177,7 +177,7 @@ void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     const __m256i low = _mm256_set1_epi8(0x0F);
     const __m256i grid =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(QuantType::IQ4_NL);
     // s + the 4 products of each lane (int32), added in s's register.
     const auto add = [](__m256i s, __m256i mag, __m256i signed_y, bool first) {
         if constexpr (std::is_same_v<Products, avx2_products::Maddubs>) {

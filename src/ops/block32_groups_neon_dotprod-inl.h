@@ -87,7 +87,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
     constexpr int64_t kActBlockBytes = 34;
     const uint8x16_t low = vdupq_n_u8(0x0F), bit4 = vdupq_n_u8(0x10);
     const int8x16_t grid = vld1q_s8(kType == QuantType::MXFP4 ? kMxfp4Values : kIq4nlValues);
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kType);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         float32x4_t acc[C][4];

@@ -62,7 +62,7 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128(
         reinterpret_cast<const __m128i*>(kType == QuantType::MXFP4 ? kMxfp4Plus12 : kIq4nlPlus128)));
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kType);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];

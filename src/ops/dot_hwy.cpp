@@ -166,7 +166,7 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     // itself, the policy's distance shared among the rows. A hint: no bits
     // change.
     constexpr int64_t kElementBytes = kHalf == kF32 ? 4 : 2;
-    const Ahead near = C == 1 ? near_prefetch() : Ahead::kNone;
+    const Ahead near = C == 1 ? near_prefetch(kHalf == kF16 ? QuantType::F16 : kHalf == kBF16 ? QuantType::BF16_F32ACT : QuantType::F32) : Ahead::kNone;
     const int64_t far_ahead = far_prefetch_bytes(near) / R, near_ahead = kL1PolicyNearBytes / R;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {

@@ -63,7 +63,7 @@ void q8_0_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     constexpr int64_t kGroupBlockBytes = 544, kScaleBytes = 32, kActBlockBytes = 34;
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(QuantType::Q8_0);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         if (!accumulate) avx2_products::clear_sums(y, y_stride, C);
@@ -107,7 +107,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
     constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
     const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kQ4 ? QuantType::Q4_0 : QuantType::Q8_0);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];

@@ -60,7 +60,7 @@ void group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint8_t* 
                   bool accumulate) {
     constexpr int64_t kGroupBlockBytes = kQ4 ? 288 : 544, kScaleBytes = 32, kActBlockBytes = 34;
     const uint8x16_t low = vdupq_n_u8(0x0F), flip = vdupq_n_u8(0x80);
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kQ4 ? QuantType::Q4_0 : QuantType::Q8_0);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         float32x4_t acc[C][4];

@@ -38,7 +38,7 @@ namespace HWY_NAMESPACE {
 namespace dotprod_loop {
 
 // kBlock elements, kBlockBytes group bytes and kActBytes activation bytes a block.
-template <int64_t kBlock, int64_t kBlockBytes, int64_t kActBytes, class Step>
+template <QuantType kType, int64_t kBlock, int64_t kBlockBytes, int64_t kActBytes, class Step>
 HWY_INLINE void run(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x, size_t x_stride,
                     int n_cols, float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate,
                     const Step& step) {
@@ -46,7 +46,7 @@ HWY_INLINE void run(int64_t n, const void* w, size_t group_stride, int n_groups,
     const int64_t unit_nb = (unit_n > 0 && unit_n < n ? unit_n : n) / kBlock;
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kType);
     for (int g = 0; g < n_groups; ++g) {
         const uint8_t* group = wb + g * group_stride;
         for (int c = 0; c < n_cols; ++c) {

@@ -51,7 +51,7 @@ GroupPrefetch default_group_prefetch() {
         const std::string vendor = cpu_vendor();
         if (vendor == "GenuineIntel") return GroupPrefetch::kL2AndL1;
         if (vendor == "AuthenticAMD" && cpu_family() == 0x1A) return GroupPrefetch::kByType;
-        if (vendor == "AuthenticAMD" && cpu_family() == 0x19) return GroupPrefetch::kNone;
+        if (vendor == "AuthenticAMD" && cpu_family() == 0x19) return GroupPrefetch::kNoneByType;
         return GroupPrefetch::kL2;
     }();
     return policy;
@@ -67,7 +67,8 @@ GroupPrefetch group_prefetch_from_name(const std::string& name) {
     if (name == "l2+l1") return GroupPrefetch::kL2AndL1;
     if (name == "by-type") return GroupPrefetch::kByType;
     if (name == "none") return GroupPrefetch::kNone;
-    throw make_error("unknown prefetch policy '{}' (auto, l2, l2+l1, by-type or none)", name);
+    if (name == "none-by-type") return GroupPrefetch::kNoneByType;
+    throw make_error("unknown prefetch policy '{}' (auto, l2, l2+l1, by-type, none or none-by-type)", name);
 }
 
 const char* group_prefetch_name(GroupPrefetch policy) {
@@ -75,6 +76,7 @@ const char* group_prefetch_name(GroupPrefetch policy) {
         case GroupPrefetch::kL2AndL1: return "l2+l1";
         case GroupPrefetch::kByType: return "by-type";
         case GroupPrefetch::kNone: return "none";
+        case GroupPrefetch::kNoneByType: return "none-by-type";
         case GroupPrefetch::kL2: break;
     }
     return "l2";

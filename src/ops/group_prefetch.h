@@ -31,8 +31,18 @@
 //   2 threads: Q4_K 51.3-54.1 -> 57.9-58.4, Q8_0 27.5-29.5 -> 30.4-31.3, Q6_K
 //              37.9-38.6 -> 38.0-44.9.
 // The read loop too streamed ~1.5x faster without it (20 -> 31 GB/s at 1
-// thread). So the default on family 19h is kNone: Q6_K's loss at 1 thread is
-// a quarter of a Q4_K_M file's bytes against Q4_K's gain on most of the rest.
+// thread).
+//
+// GroupPrefetch::kNoneByType: kNone, but kL2 for the types whose kernels run
+// below the memory's speed without it (runs_below_memory_speed). The same
+// host, every type (`tessera bench -n 48 -r 3`, none / l2 alternating, two
+// rounds, tok/s at 1 thread): Q8_0, Q4_0, Q4_K (above), Q5_K 38.9 / 33.6,
+// IQ4_XS 55.9 / 43.4, IQ4_NL 53.5 / 40.1, MXFP4 55.0 / 49.3 stream faster
+// without; Q6_K 26.4 / 29.4, Q5_0 34.3 / 35.7, Q5_1 29.9 / 30.8, Q2_K 80.7 /
+// 82.4, Q3_K 57.1 / 56.2, F16 11.0 / 11.5 and BF16 11.9 / 12.8, the types
+// that stay at 0.6-0.77 of the read loop without prefetch, run as fast or
+// faster with the far prefetch (at 2 threads, noisier: Q6_K 39.0 / 46.1,
+// Q5_0 52 / 66, Q2_K 115 / 129). So the default on family 19h is kNoneByType.
 //
 // GroupPrefetch::kByType: kL2AndL1 for the types whose kernels do the most
 // work a byte among those that stream near the ceiling (Q5_K, Q6_K, IQ4_XS:
@@ -42,7 +52,7 @@
 // by -4 to +4%, Q3_K's by -2 to +5%, and the 32-element block types (Q4_0,
 // Q8_0, Q5_0, IQ4_NL, MXFP4) and Q2_K lost 3-14%. So the default is kL2AndL1 on Intel CPUs,
 // kByType on AMD family 1Ah (Zen 5), kNone on AMD family 19h (Zen 3/4), kL2
-// elsewhere (earlier AMD, ARM: unmeasured with the others). The ARM kernels take kByType as kL2. `tessera
+// elsewhere (earlier AMD, ARM: unmeasured with the others). `tessera
 // --prefetch` (TESSERA_PREFETCH) chooses any; the results are the same bits.
 #pragma once
 
@@ -63,6 +73,7 @@ enum class GroupPrefetch {
     kL2AndL1,  // kL1PolicyFarBytes ahead into L2 and kL1PolicyNearBytes into L1
     kByType,   // kL2AndL1 for the prefers_near_prefetch types, kL2 for the rest
     kNone,     // no software prefetch
+    kNoneByType,  // kL2 for the runs_below_memory_speed types, kNone for the rest
 };
 
 // What one kernel call asks for ahead of the weights it loads (read once per
@@ -78,13 +89,29 @@ inline constexpr bool prefers_near_prefetch(QuantType type) {
     return type == QuantType::Q5_K || type == QuantType::Q6_K || type == QuantType::IQ4_XS;
 }
 
+// The types kNoneByType streams with the far prefetch: their kernels stay
+// below the memory's speed without it (on Zen 4, above).
+inline constexpr bool runs_below_memory_speed(QuantType type) {
+    switch (type) {
+        case QuantType::Q6_K:
+        case QuantType::Q5_0:
+        case QuantType::Q5_1:
+        case QuantType::Q3_K:
+        case QuantType::Q2_K:
+        case QuantType::F16:
+        case QuantType::BF16: return true;
+        default: return false;
+    }
+}
+
 // This CPU's default: kL2AndL1 on an Intel CPU, kByType on AMD family 1Ah
-// (Zen 5), kNone on AMD family 19h (Zen 3/4), kL2 otherwise.
+// (Zen 5), kNoneByType on AMD family 19h (Zen 3/4), kL2 otherwise.
 GroupPrefetch default_group_prefetch();
 // The policy in force (the default until set).
 GroupPrefetch group_prefetch();
 void set_group_prefetch(GroupPrefetch policy);
-// "auto" (this CPU's default), "l2", "l2+l1", "by-type" or "none"; anything else is an Error.
+// "auto" (this CPU's default), "l2", "l2+l1", "by-type", "none" or
+// "none-by-type"; anything else is an Error.
 GroupPrefetch group_prefetch_from_name(const std::string& name);
 const char* group_prefetch_name(GroupPrefetch policy);
 // From TESSERA_PREFETCH where it is set (an Error where it names no policy).
@@ -94,13 +121,13 @@ namespace detail {
 extern std::atomic<GroupPrefetch> g_group_prefetch;
 }  // namespace detail
 
-// What a kernel asks for under `policy`; `near_type`: its type is one of
-// by-type's prefers_near_prefetch types.
-inline Ahead ahead_under(GroupPrefetch policy, bool near_type) {
+// What a kernel of weights of `type` asks for under `policy`.
+inline Ahead ahead_under(GroupPrefetch policy, QuantType type) {
     switch (policy) {
         case GroupPrefetch::kNone: return Ahead::kNone;
         case GroupPrefetch::kL2AndL1: return Ahead::kL2AndL1;
-        case GroupPrefetch::kByType: return near_type ? Ahead::kL2AndL1 : Ahead::kL2;
+        case GroupPrefetch::kByType: return prefers_near_prefetch(type) ? Ahead::kL2AndL1 : Ahead::kL2;
+        case GroupPrefetch::kNoneByType: return runs_below_memory_speed(type) ? Ahead::kL2 : Ahead::kNone;
         case GroupPrefetch::kL2: break;
     }
     return Ahead::kL2;
@@ -108,13 +135,7 @@ inline Ahead ahead_under(GroupPrefetch policy, bool near_type) {
 
 // What a kernel of `type` asks for ahead now: read once per kernel call.
 inline Ahead near_prefetch(QuantType type) {
-    return ahead_under(detail::g_group_prefetch.load(std::memory_order_relaxed), prefers_near_prefetch(type));
-}
-
-// The same for the kernels that kByType leaves on kL2 (every type but the
-// prefers_near_prefetch ones, and every ARM kernel).
-inline Ahead near_prefetch() {
-    return ahead_under(detail::g_group_prefetch.load(std::memory_order_relaxed), false);
+    return ahead_under(detail::g_group_prefetch.load(std::memory_order_relaxed), type);
 }
 
 // Asks for the cache lines of [p, p + bytes) into L2 (a hint: never faults).

@@ -75,7 +75,7 @@ inline int32x4_t super_block_sum(const uint8_t* p, int r0, const uint8_t* xb) {
 inline void iq4_xs_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
                                   size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols,
                                   float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
-    dotprod_loop::run<256, iq4xs_group::kBlockBytes, q4k_group::kQ8KBytes>(
+    dotprod_loop::run<QuantType::IQ4_XS, 256, iq4xs_group::kBlockBytes, q4k_group::kQ8KBytes>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [](const uint8_t* p, int r0, const uint8_t* xblock, float32x4_t acc) {
             const int32x4_t sum = super_block_sum(p, r0, xblock);

@@ -113,7 +113,7 @@ void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups,
                     const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y, size_t y_stride,
                     int64_t unit_n, size_t unit_stride, bool accumulate) {
     const IqTables t = iq_tables(kType);
-    dotprod_loop::run<256, kGroupRows * kBlockBytes, q4k_group::kQ8KBytes>(
+    dotprod_loop::run<kType, 256, kGroupRows * kBlockBytes, q4k_group::kQ8KBytes>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [&](const uint8_t* p, int r0, const uint8_t* xblock, float32x4_t acc) {
             float s[4], d[4];

@@ -62,7 +62,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
     // int16 lane 2r: element r of the low half, lane 2r + 1: element r of the high half.
     const __m512i kInterleaveHalves = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(QuantType::Q4_K);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m512 acc[C];

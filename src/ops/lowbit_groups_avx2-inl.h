@@ -93,7 +93,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     constexpr int64_t kChunkBytes = kQ3 ? q3k_group::kChunkBytes : q2k_group::kChunkBytes;
     const __m256i two_bits = _mm256_set1_epi8(0x03);
     const __m256i bit2 = _mm256_set1_epi8(0x04);
-    const Ahead near = near_prefetch();
+    const Ahead near = near_prefetch(kQ3 ? QuantType::Q3_K : QuantType::Q2_K);
     for (int64_t u0 = 0; u0 < nb; u0 += unit_nb, y += unit_stride) {
         const int64_t u1 = u0 + unit_nb < nb ? u0 + unit_nb : nb;
         __m256 acc[C][2];

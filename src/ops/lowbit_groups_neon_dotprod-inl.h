@@ -102,7 +102,7 @@ void lowbit_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_
                            size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y,
                            size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     constexpr int64_t kBlockBytes = kQ3 ? q3k_group::kBlockBytes : q2k_group::kBlockBytes;
-    dotprod_loop::run<256, kBlockBytes, q4k_group::kQ8KBytes>(
+    dotprod_loop::run<kQ3 ? QuantType::Q3_K : QuantType::Q2_K, 256, kBlockBytes, q4k_group::kQ8KBytes>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [](const uint8_t* p, int r0, const uint8_t* xblock, float32x4_t acc) {
             int32x4_t scaled, constant;

@@ -63,7 +63,7 @@ inline void vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_
                            size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y,
                            size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     constexpr int32_t kOffset = 12;  // block32_group::kMxfp4Plus12
-    dotprod_loop::run<kNvfp4Block, nvfp4_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
+    dotprod_loop::run<QuantType::NVFP4, kNvfp4Block, nvfp4_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [](const uint8_t* p, int r0, const uint8_t* xb, float32x4_t acc) {
             const uint8x16_t nib = vdupq_n_u8(0x0F);

@@ -80,7 +80,7 @@ inline void q2_0_vec_dot_groups(int64_t n, const void* w, size_t group_stride, i
                                 float* y, size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     // Byte 4l + b of a 16-code chunk's transpose: code 4b + l (word l's byte b).
     static constexpr uint8_t kTranspose[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
-    dotprod_loop::run<kQ2_0Block, q1_0_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
+    dotprod_loop::run<QuantType::Q2_0, kQ2_0Block, q1_0_group::kBytes, 2 * static_cast<int64_t>(sizeof(BlockQ8_0))>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [](const uint8_t* p, int r0, const uint8_t* xb, float32x4_t acc) {
             const uint8x16_t transpose = vld1q_u8(kTranspose);
@@ -153,7 +153,7 @@ void ternary_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n
                             size_t x_stride, const int32_t* /*x_sums*/, size_t /*sums_stride*/, int n_cols, float* y,
                             size_t y_stride, int64_t unit_n, size_t unit_stride, bool accumulate) {
     constexpr int64_t kBytes = ternary_group::bytes_of(kTq1 ? ternary_group::kTq1_0Words : ternary_group::kTq2_0Words);
-    dotprod_loop::run<kQK_K, kBytes, q4k_group::kQ8KBytes>(
+    dotprod_loop::run<kTq1 ? QuantType::TQ1_0 : QuantType::TQ2_0, kQK_K, kBytes, q4k_group::kQ8KBytes>(
         n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride, accumulate,
         [](const uint8_t* p, int r0, const uint8_t* xb, float32x4_t acc) {
             float dx;

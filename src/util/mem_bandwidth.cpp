@@ -109,6 +109,11 @@ double ReadBandwidthProbe::sustained(double seconds) {
     return elapsed > 0 ? static_cast<double>(reads * bytes_per_read()) / elapsed / 1e9 : 0.0;
 }
 
+void ReadBandwidthProbe::set_prefetch(size_t far_prefetch, size_t near_prefetch) {
+    far_words_ = far_prefetch / sizeof(uint64_t);
+    near_words_ = near_prefetch / sizeof(uint64_t);
+}
+
 uint64_t ReadBandwidthProbe::bytes_per_read() const { return n_ / kWordsPerStep * kWordsPerStep * sizeof(uint64_t); }
 
 }  // namespace tessera

@@ -42,6 +42,8 @@ public:
     double sustained(double seconds);
     // The bytes one read of the buffer covers.
     uint64_t bytes_per_read() const;
+    // Reads from now on prefetch as the constructor's arguments say.
+    void set_prefetch(size_t far_prefetch, size_t near_prefetch);
 
 private:
     // One read of the whole buffer: its seconds.

@@ -55,6 +55,9 @@ TEST(Bench, ReportsPpTgAndBandwidthAsJson) {
     EXPECT_NEAR(j["tg_peak_fraction"].get<double>(), j["tg_bandwidth_gbs"].get<double>() / peak, 1e-9);
     // The read loop's buffer: twice this machine's largest cache, 256 MiB at least.
     EXPECT_EQ(j["probe_bytes"].get<uint64_t>(), probe_bytes_beyond_caches(last_level_cache_bytes()));
+    // The read loop streams in whichever way read fastest, whatever the policy.
+    const std::string way = j["probe_prefetch"].get<std::string>();
+    EXPECT_TRUE(way == "none" || way == "l2" || way == "l2+l1") << way;
 }
 
 // llama-bench's -d: a history before pp and tg, evaluated from a prompt or
@@ -153,7 +156,7 @@ namespace tessera {
 // clear error, from the flag or from the environment.
 TEST(Bench, PrefetchPolicyCanBeChosenAndIsReported) {
     const std::vector<std::string> bench = {"bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--json"};
-    for (const char* policy : {"l2", "l2+l1", "by-type", "none"}) {
+    for (const char* policy : {"l2", "l2+l1", "by-type", "none", "none-by-type"}) {
         std::vector<std::string> flag = {test::tessera_binary(), "--prefetch", policy};
         flag.insert(flag.end(), bench.begin(), bench.end());
         const auto r = test::run_process(flag, 60);
@@ -169,7 +172,7 @@ TEST(Bench, PrefetchPolicyCanBeChosenAndIsReported) {
     }
     const auto bogus = test::run_process({test::tessera_binary(), "--prefetch", "l3", "bench"}, 30);
     EXPECT_EQ(bogus.exit_code, 1);
-    EXPECT_NE(bogus.err.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type or none)"), std::string::npos) << bogus.err;
+    EXPECT_NE(bogus.err.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type, none or none-by-type)"), std::string::npos) << bogus.err;
     const auto bogus_env =
         test::run_process({"/usr/bin/env", "TESSERA_PREFETCH=fast", test::tessera_binary(), "bench"}, 30);
     EXPECT_EQ(bogus_env.exit_code, 1);

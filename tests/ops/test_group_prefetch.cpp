@@ -53,19 +53,22 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
     EXPECT_EQ(group_prefetch_from_name("l2+l1"), GroupPrefetch::kL2AndL1);
     EXPECT_EQ(group_prefetch_from_name("by-type"), GroupPrefetch::kByType);
     EXPECT_EQ(group_prefetch_from_name("none"), GroupPrefetch::kNone);
+    EXPECT_EQ(group_prefetch_from_name("none-by-type"), GroupPrefetch::kNoneByType);
     EXPECT_EQ(group_prefetch_from_name("auto"), default_group_prefetch());
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2), "l2");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kL2AndL1), "l2+l1");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kByType), "by-type");
     EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kNone), "none");
+    EXPECT_STREQ(group_prefetch_name(GroupPrefetch::kNoneByType), "none-by-type");
     const std::string unknown = test::error_of([] { group_prefetch_from_name("l3"); });
-    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type or none)"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("unknown prefetch policy 'l3' (auto, l2, l2+l1, by-type, none or none-by-type)"), std::string::npos) << unknown;
     EXPECT_NE(test::error_of([] { group_prefetch_from_name(""); }).find("unknown prefetch policy ''"),
               std::string::npos);
 
     // Intel CPUs prefetch into L1 as well (measured there), AMD's Zen 5
     // (family 26) for the types it streamed faster with it, AMD's Zen 3/4
-    // (family 25) not at all (it streamed faster without); every other CPU
+    // (family 25) only for the types whose kernels are slower than its
+    // memory without (the rest streamed faster without); every other CPU
     // keeps the far prefetch alone. (An ARM build under
     // qemu-user reads the x86 host's /proc/cpuinfo: only x86 asks.)
 #if defined(__x86_64__) || defined(__i386__)
@@ -78,31 +81,40 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
 #endif
     EXPECT_EQ(default_group_prefetch(), intel  ? GroupPrefetch::kL2AndL1
                                         : zen5 ? GroupPrefetch::kByType
-                                        : zen4 ? GroupPrefetch::kNone
+                                        : zen4 ? GroupPrefetch::kNoneByType
                                                : GroupPrefetch::kL2)
         << cpuinfo_field("vendor_id") << " family " << cpuinfo_field("cpu family");
 
-    // What kernels ask for under each policy: by-type the L1 prefetch as
-    // well for Q5_K, Q6_K and IQ4_XS only, never for the kernels that take
-    // no type; none nothing at all.
-    const QuantType near_types[] = {QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
-    const QuantType far_types[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q2_K,
-                                   QuantType::Q3_K, QuantType::IQ4_NL, QuantType::MXFP4, QuantType::F16};
+    // What a kernel of each type asks for under each policy: by-type the L1
+    // prefetch as well for Q5_K, Q6_K and IQ4_XS only; none nothing at all;
+    // none-by-type the far prefetch for the types slow without it (Q6_K,
+    // Q5_0, Q5_1, Q3_K, Q2_K, F16, BF16) and nothing for the rest.
+    constexpr Ahead N = Ahead::kNone, L2 = Ahead::kL2, L1 = Ahead::kL2AndL1;
     const struct {
-        GroupPrefetch policy;
-        Ahead untyped, near, far;
+        QuantType type;
+        Ahead l2, l2_l1, by_type, none, none_by_type;
     } expected[] = {
-        {GroupPrefetch::kL2, Ahead::kL2, Ahead::kL2, Ahead::kL2},
-        {GroupPrefetch::kL2AndL1, Ahead::kL2AndL1, Ahead::kL2AndL1, Ahead::kL2AndL1},
-        {GroupPrefetch::kByType, Ahead::kL2, Ahead::kL2AndL1, Ahead::kL2},
-        {GroupPrefetch::kNone, Ahead::kNone, Ahead::kNone, Ahead::kNone},
+        {QuantType::Q4_0, L2, L1, L2, N, N},     {QuantType::Q8_0, L2, L1, L2, N, N},
+        {QuantType::Q4_K, L2, L1, L2, N, N},     {QuantType::Q5_K, L2, L1, L1, N, N},
+        {QuantType::Q6_K, L2, L1, L1, N, L2},    {QuantType::IQ4_XS, L2, L1, L1, N, N},
+        {QuantType::IQ4_NL, L2, L1, L2, N, N},   {QuantType::MXFP4, L2, L1, L2, N, N},
+        {QuantType::Q5_0, L2, L1, L2, N, L2},    {QuantType::Q5_1, L2, L1, L2, N, L2},
+        {QuantType::Q3_K, L2, L1, L2, N, L2},    {QuantType::Q2_K, L2, L1, L2, N, L2},
+        {QuantType::F16, L2, L1, L2, N, L2},     {QuantType::BF16, L2, L1, L2, N, L2},
+        {QuantType::F32, L2, L1, L2, N, N},      {QuantType::BF16_F32ACT, L2, L1, L2, N, N},
     };
     for (const auto& e : expected) {
-        set_group_prefetch(e.policy);
-        EXPECT_EQ(group_prefetch(), e.policy);
-        EXPECT_EQ(near_prefetch(), e.untyped) << group_prefetch_name(e.policy);
-        for (QuantType t : near_types) EXPECT_EQ(near_prefetch(t), e.near) << quant_type_name(t);
-        for (QuantType t : far_types) EXPECT_EQ(near_prefetch(t), e.far) << quant_type_name(t);
+        const std::pair<GroupPrefetch, Ahead> under[] = {{GroupPrefetch::kL2, e.l2},
+                                                         {GroupPrefetch::kL2AndL1, e.l2_l1},
+                                                         {GroupPrefetch::kByType, e.by_type},
+                                                         {GroupPrefetch::kNone, e.none},
+                                                         {GroupPrefetch::kNoneByType, e.none_by_type}};
+        for (const auto& [policy, ahead] : under) {
+            set_group_prefetch(policy);
+            EXPECT_EQ(group_prefetch(), policy);
+            EXPECT_EQ(near_prefetch(e.type), ahead) << quant_type_name(e.type) << " " << group_prefetch_name(policy);
+            EXPECT_EQ(ahead_under(policy, e.type), ahead);
+        }
     }
     // The far prefetch runs further ahead when the near one follows it.
     EXPECT_EQ(far_prefetch_bytes(Ahead::kL2), kGroupPrefetchBytes);
@@ -124,6 +136,9 @@ TEST(GroupPrefetch, TheEnvironmentChoosesAndANameItDoesNotKnowIsAnError) {
     setenv("TESSERA_PREFETCH", "none", 1);
     set_group_prefetch_from_environment();
     EXPECT_EQ(group_prefetch(), GroupPrefetch::kNone);
+    setenv("TESSERA_PREFETCH", "none-by-type", 1);
+    set_group_prefetch_from_environment();
+    EXPECT_EQ(group_prefetch(), GroupPrefetch::kNoneByType);
     // Unset or empty: the policy stays.
     setenv("TESSERA_PREFETCH", "", 1);
     set_group_prefetch(GroupPrefetch::kL2);
@@ -191,7 +206,8 @@ TEST(GroupPrefetch, EveryTargetGivesTheCanonicalBitsUnderEitherPolicy) {
             const QuantTraits& simd = type == QuantType::Q4_K ? *kquants_simd_traits(type) : *simd_block_traits(type);
             if (simd.vec_dot_groups == nullptr) continue;
             for (GroupPrefetch policy :
-                 {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kByType, GroupPrefetch::kNone}) {
+                 {GroupPrefetch::kL2, GroupPrefetch::kL2AndL1, GroupPrefetch::kByType, GroupPrefetch::kNone,
+                  GroupPrefetch::kNoneByType}) {
                 set_group_prefetch(policy);
                 for (int c = 1; c <= cols; ++c) {
                     std::vector<float> got(cols * y_stride, -7.0f);
