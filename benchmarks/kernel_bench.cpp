@@ -14,6 +14,12 @@
 //              256 rows x 512 activation columns, one call per 16-row group
 //              and 64 columns; GB/s as in tile, and the integer
 //              multiply-adds per second
+//   gen        (--gen) the grouped kernels as a token's product runs them:
+//              one activation column, all groups in one call; "hot" over
+//              64 rows that stay in the L2 cache (the kernel's own speed),
+//              "cold" over 16384 rows streamed from memory (what generation
+//              sees); a kernel whose hot figure is not well above the cold
+//              one is bound by its arithmetic, not by the memory
 //   peak       (x86-64 with FMA) one thread's float multiply-add peak: 12
 //              independent chains of 256-bit fused multiply-adds, the most
 //              any float kernel can reach; the float types' tile figure is
@@ -53,6 +59,7 @@ constexpr int kRowBlock = 16;  // matmul's blocking
 // Rows x columns per vec_dot_tile call in the tile figure (--tile R C).
 int g_tile_rows = 16;
 int g_tile_cols = 64;
+bool g_gen = false;  // --gen: one-column products instead of a prompt's
 
 // Rows of random values in `type`, quantized by the scalar reference.
 std::vector<uint8_t> random_rows(QuantType type, int64_t rows, int64_t n, uint64_t seed) {
@@ -229,6 +236,36 @@ void print(const char* type, const char* target, const Figures& f, const Figures
     std::printf("\n");
 }
 
+// GB/s of one-column products over `n_rows` rows in the group layout, one
+// call over all their groups, as a token's product (one thread's share)
+// runs them.
+double measure_gen(const QuantTraits& t, int64_t n_rows, double budget) {
+    const auto rows = random_rows(t.type, n_rows, kCols, 1);
+    const uint64_t row_bytes = quant_row_bytes(t.type, kCols);
+    const uint64_t gb = group_bytes(t.type, kCols);
+    const int64_t n_groups = n_rows / kGroupRows;
+    std::vector<uint8_t> w(gb * n_groups);
+    for (int64_t g = 0; g < n_groups; ++g) {
+        group_rows(t.type, rows.data() + g * kGroupRows * row_bytes, row_bytes, kGroupRows, kCols, w.data() + g * gb);
+    }
+    std::vector<float> xf(kCols);
+    Rng rng(3);
+    for (auto& v : xf) v = rng.next_normal();
+    QuantizedActivation x;
+    x.quantize(xf.data(), kCols, t.vec_dot_type, 1, kCols);
+    const bool sums = t.vec_dot_type == QuantType::Q8_0;
+    std::vector<float> y(n_rows);
+    const double gbytes = static_cast<double>(w.size()) * 1e-9;
+    return gbytes / best_seconds(
+                        [&] {
+                            t.vec_dot_groups(kCols, w.data(), gb, static_cast<int>(n_groups), x.row(0), x.row_bytes(),
+                                             sums ? x.block_sums(0) : nullptr, static_cast<size_t>(x.sums_stride()), 1,
+                                             y.data(), 1, 0, 0, false);
+                            g_sink += y[0];
+                        },
+                        budget);
+}
+
 // --groups: every block type with a grouped kernel, on the CPU target
 // TESSERA_CPU_TARGET names (the best by default), or on each target this CPU
 // runs with --all-targets (AVX2 with and without AVX-VNNI among them).
@@ -254,6 +291,12 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
             const QuantTraits* t = compute_traits(type);
             if (t == nullptr || t->vec_dot_groups == nullptr) continue;
             ++shown;
+            if (g_gen) {
+                const double hot = measure_gen(*t, 64, budget), cold = measure_gen(*t, 16384, budget);
+                std::printf("%-7s %-10s gen  hot %7.2f GB/s   cold %7.2f GB/s\n", quant_type_name(type),
+                            target.c_str(), hot, cold);
+                continue;
+            }
             const double gbs = measure_groups(*t, rows, budget);
             std::printf("%-7s %-10s groups %8.2f GB/s   %6.1f G int8 multiply-adds/s\n", quant_type_name(type),
                         target.c_str(), gbs, gbs / bytes * 1e9 * macs * 1e-9);
@@ -287,14 +330,17 @@ int run(int argc, char** argv) {
             }
         } else if (arg == "--groups") {
             groups = true;
+        } else if (arg == "--gen") {
+            groups = g_gen = true;
         } else if (arg == "--type" && i + 1 < argc) {
             only_type = argv[++i];
         } else {
             std::fprintf(stderr,
-                         "usage: kernel_bench [--all-targets] [--quick] [--groups] [--type T] [--tile R C]\n"
+                         "usage: kernel_bench [--all-targets] [--quick] [--groups] [--gen] [--type T] [--tile R C]\n"
                          "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
                          "  --quick        fewer runs per figure\n"
                          "  --groups       the grouped kernels of every block type (a prompt's products)\n"
+                         "  --gen          the grouped kernels for one column (a token's products), hot and cold\n"
                          "  --type T       only this weight type (F32|F16|BF16|Q8_0|Q4_0; with --groups any\n"
                          "                 block type with a grouped kernel)\n"
                          "  --tile R C     R rows x C columns per vec_dot_tile call in the tile figure (16 64)\n");

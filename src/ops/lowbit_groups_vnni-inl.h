@@ -1,12 +1,15 @@
 // Q2_K and Q3_K weights in the group layout (ops/kquant_group_layout.h)
 // against Q8_K activations with AVX-512 VNNI (target AVX3_DL): 16 rows per
-// vector, one row per 32-bit lane. A chunk's vector m gives, by a 16-bit
-// shift and a byte mask, 4 codes of every row for each of the chunk's 4
-// sub-blocks (Q3_K's third bit from the chunk's high-bit vectors), one dpbusd
-// each against 4 activation bytes broadcast. Per sub-block, the integer sum
-// times the rows' scales; the constant part (Q2_K's mins, Q3_K's offset 4)
-// one dpwssd per pair of sub-blocks from Q8_K's bsums. Then the canonical
-// step (row_groups.h): Q2_K as Q4_K, Q3_K acc = fma(d_x, d * float(s), acc).
+// vector, one row per 32-bit lane. A chunk's vector m gives 4 codes of every
+// row for each of the chunk's 4 sub-blocks by a byte mask, of the vector or
+// of it shifted down 4 (the odd sub-blocks' codes stay 2 bits up: 4 x the
+// code; Q3_K's third bit from the chunk's high-bit vectors, moved next to
+// them), one dpbusd each against 4 activation bytes broadcast. Per pair of
+// sub-blocks, their two integer sums packed as int16 (the odd one taken
+// down by its 4) times the rows' scales, and the constant part (Q2_K's
+// mins, Q3_K's offset 4) against Q8_K's bsums: one dpwssd each. Then the
+// canonical step (row_groups.h): Q2_K as Q4_K, Q3_K acc = fma(d_x, d *
+// float(s), acc).
 // Included by kquants_hwy.cpp once per target (hence the toggling include guard).
 
 #if defined(TESSERA_OPS_LOWBIT_GROUPS_VNNI_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -27,6 +30,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include "ops/vnni_target.h"
@@ -40,27 +44,18 @@ namespace lowbit_vnni {
 
 constexpr int kMaxCols = 4;
 
-// Bit `from` of every byte moved to bit 2 (16-bit shifts: the kept bit never
-// comes from the neighbouring byte).
-HWY_INLINE __m512i bit_to_2(__m512i v, int from) {
-    switch (from) {
-        case 0: return _mm512_slli_epi16(v, 2);
+// Bit `from` of every byte moved to bit `to` (16-bit shifts: the kept bit
+// never comes from the neighbouring byte).
+HWY_INLINE __m512i move_bit(__m512i v, int from, int to) {
+    switch (to - from) {
+        case 3: return _mm512_slli_epi16(v, 3);
+        case 2: return _mm512_slli_epi16(v, 2);
         case 1: return _mm512_slli_epi16(v, 1);
-        case 2: return v;
-        case 3: return _mm512_srli_epi16(v, 1);
-        case 4: return _mm512_srli_epi16(v, 2);
-        case 5: return _mm512_srli_epi16(v, 3);
-        case 6: return _mm512_srli_epi16(v, 4);
-        default: return _mm512_srli_epi16(v, 5);
-    }
-}
-
-HWY_INLINE __m512i low_pair(__m512i q, int t) {
-    switch (t) {
-        case 0: return q;
-        case 1: return _mm512_srli_epi16(q, 2);
-        case 2: return _mm512_srli_epi16(q, 4);
-        default: return _mm512_srli_epi16(q, 6);
+        case 0: return v;
+        case -1: return _mm512_srli_epi16(v, 1);
+        case -2: return _mm512_srli_epi16(v, 2);
+        case -3: return _mm512_srli_epi16(v, 3);
+        default: return _mm512_srli_epi16(v, 4);
     }
 }
 
@@ -75,8 +70,13 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
     constexpr int64_t kScales = kQ3 ? q3k_group::kScales : q2k_group::kScales;
     constexpr int64_t kQs = kQ3 ? q3k_group::kQs : q2k_group::kQs;
     constexpr int64_t kChunkBytes = kQ3 ? q3k_group::kChunkBytes : q2k_group::kChunkBytes;
-    const __m512i two_bits = _mm512_set1_epi8(0x03);
-    const __m512i bit2 = _mm512_set1_epi8(0x04);
+    // Sub-block t's codes: t even in bits 0-1 of q (t = 0) or of q >> 4
+    // (t = 2); t odd in bits 2-3 of the same, left in place (4 x the code,
+    // one shift per vector instead of three; Q3_K's third bit goes to bit 2
+    // or 4 to match).
+    const __m512i even_code = _mm512_set1_epi8(0x03), odd_code = _mm512_set1_epi8(0x0C);
+    const __m512i even_bit = _mm512_set1_epi8(0x04), odd_bit = _mm512_set1_epi8(0x10);
+    const __m512i low_half = _mm512_set1_epi32(0xFFFF);
     // int16 lane 2r: element r of the low half, lane 2r + 1: element r of the high half.
     const __m512i kInterleaveHalves = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -90,18 +90,6 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
             prefetch_ahead(p, kQs, near);
             __m512i scaled[C], constant[C];
             for (int c = 0; c < C; ++c) scaled[c] = constant[c] = _mm512_setzero_si512();
-            // The constant part's factors (Q2_K: the mins, Q3_K: the scales),
-            // lane r holding the int16 pair of sub-blocks 2n, 2n + 1.
-            for (int n = 0; n < 8; ++n) {
-                const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kScales + 32 * n)));
-                const __m512i factors = kQ3 ? _mm512_sub_epi16(bytes, _mm512_set1_epi16(32)) : _mm512_srli_epi16(bytes, 4);
-                const __m512i pairs = _mm512_permutexvar_epi16(kInterleaveHalves, factors);
-                for (int c = 0; c < C; ++c) {
-                    int32_t bsum_pair;
-                    std::memcpy(&bsum_pair, x + c * x_stride + b * kQ8KBytes + kQ8KBsums + 4 * n, 4);
-                    constant[c] = _mm512_dpwssd_epi32(constant[c], pairs, _mm512_set1_epi32(bsum_pair));
-                }
-            }
             for (int h = 0; h < 4; ++h) {
                 const uint8_t* chunk = p + kQs + kChunkBytes * h;
                 prefetch_ahead(chunk, kChunkBytes, near);
@@ -109,17 +97,24 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                 if constexpr (kQ3) {
                     hv[0] = _mm512_loadu_si512(chunk + q3k_group::kHighs);
                     hv[1] = _mm512_loadu_si512(chunk + q3k_group::kHighs + 64);
+                    pin_registers(hv[0], hv[1]);  // one load each (ops/register_pin.h)
                 }
                 __m512i s[4][C];
                 for (int t = 0; t < 4; ++t)
                     for (int c = 0; c < C; ++c) s[t][c] = _mm512_setzero_si512();
+                // Unrolled: the shifts' counts and masks are constants.
+#pragma GCC unroll 4
                 for (int m = 0; m < 4; ++m) {
-                    const __m512i q = _mm512_loadu_si512(chunk + 64 * m);
+                    __m512i q = _mm512_loadu_si512(chunk + 64 * m);
+                    pin_register(q);
+                    const __m512i q4 = _mm512_srli_epi16(q, 4);
+#pragma GCC unroll 4
                     for (int t = 0; t < 4; ++t) {
-                        __m512i u = _mm512_and_si512(low_pair(q, t), two_bits);
+                        __m512i u = _mm512_and_si512(t < 2 ? q : q4, t % 2 == 0 ? even_code : odd_code);
                         if constexpr (kQ3) {
-                            const int step = 4 * m + t;
-                            u = _mm512_or_si512(u, _mm512_and_si512(bit_to_2(hv[step / 8], step % 8), bit2));
+                            // The third bit of step (m, t): bit 4(m % 2) + t of hv[m / 2].
+                            const __m512i third = move_bit(hv[m / 2], 4 * (m % 2) + t, t % 2 == 0 ? 2 : 4);
+                            u = _mm512_or_si512(u, _mm512_and_si512(third, t % 2 == 0 ? even_bit : odd_bit));
                         }
                         for (int c = 0; c < C; ++c) {
                             int32_t y4;
@@ -128,11 +123,27 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                         }
                     }
                 }
-                for (int t = 0; t < 4; ++t) {
-                    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kScales + 16 * (4 * h + t))));
-                    const __m512i sc = kQ3 ? _mm512_sub_epi32(bytes, _mm512_set1_epi32(32))
-                                           : _mm512_and_si512(bytes, _mm512_set1_epi32(0x0F));
-                    for (int c = 0; c < C; ++c) scaled[c] = _mm512_add_epi32(scaled[c], _mm512_mullo_epi32(s[t][c], sc));
+                // Sub-blocks 4h + 2n, 4h + 2n + 1 as a pair: lane r holds the
+                // int16 pair of their factors (the constant part's against the
+                // column's bsums, then the codes' against their sums), one
+                // dpwssd each. Both sums fit in int16 (|s| <= 16 * 7 * 127);
+                // the odd one is 4 x its sum, so << 14 puts its sum in the
+                // high half.
+                for (int n = 0; n < 2; ++n) {
+                    const __m512i bytes = _mm512_cvtepu8_epi16(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kScales + 32 * (2 * h + n))));
+                    const __m512i pairs = _mm512_permutexvar_epi16(kInterleaveHalves, bytes);
+                    const __m512i factors = kQ3 ? _mm512_sub_epi16(pairs, _mm512_set1_epi16(32))
+                                                : _mm512_and_si512(pairs, _mm512_set1_epi16(0x0F));
+                    const __m512i constant_factors = kQ3 ? factors : _mm512_srli_epi16(pairs, 4);
+                    for (int c = 0; c < C; ++c) {
+                        int32_t bsum_pair;
+                        std::memcpy(&bsum_pair, x + c * x_stride + b * kQ8KBytes + kQ8KBsums + 4 * (2 * h + n), 4);
+                        constant[c] = _mm512_dpwssd_epi32(constant[c], constant_factors, _mm512_set1_epi32(bsum_pair));
+                        const __m512i sums = _mm512_or_si512(_mm512_and_si512(s[2 * n][c], low_half),
+                                                             _mm512_slli_epi32(s[2 * n + 1][c], 14));
+                        scaled[c] = _mm512_dpwssd_epi32(scaled[c], sums, factors);
+                    }
                 }
             }
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

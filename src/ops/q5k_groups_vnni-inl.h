@@ -23,6 +23,7 @@
 #include <cstring>
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include "ops/vnni_target.h"
@@ -95,8 +96,10 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 __m512i s_lo[C], s_hi[C];
                 for (int c = 0; c < C; ++c) s_lo[c] = s_hi[c] = _mm512_setzero_si512();
                 for (int k = 0; k < 8; ++k) {
-                    const __m512i q = _mm512_loadu_si512(chunk + 64 * k);
-                    const __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 4));
+                    __m512i q = _mm512_loadu_si512(chunk + 64 * k);
+                    __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 4));
+                    pin_register(q);  // one load each (ops/register_pin.h)
+                    pin_register(hv);
                     __m512i lo_top, hi_top;
                     switch (k % 4) {
                         case 0: lo_top = _mm512_slli_epi16(hv, 4); hi_top = _mm512_slli_epi16(hv, 3); break;

@@ -31,6 +31,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include "ops/vnni_target.h"
@@ -87,8 +88,9 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 for (int j = 0; j < 4; ++j)
                     for (int c = 0; c < C; ++c) s[j][c] = _mm512_setzero_si512();
                 for (int k = 0; k < 8; ++k) {
-                    const __m512i q = _mm512_loadu_si512(chunk + 64 * k);
-                    const __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 2));
+                    __m512i q = _mm512_loadu_si512(chunk + 64 * k);
+                    __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 2));
+                    pin_registers(q, hv);  // loaded once each per step (ops/register_pin.h)
                     const __m512i lo_top = (k % 2 == 0) ? _mm512_slli_epi16(hv, 4) : hv;
                     const __m512i hi_top = (k % 2 == 0) ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2);
                     const __m512i w_lo = _mm512_or_si512(_mm512_and_si512(q, low4), _mm512_and_si512(lo_top, top2));
