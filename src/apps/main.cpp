@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
            },
            "How the grouped kernels prefetch the weights they stream: l2 (8 KiB ahead into L2), l2+l1 (12 KiB "
            "ahead into L2 and 3 KiB into L1), by-type (l2+l1 for Q5_K, Q6_K and IQ4_XS, l2 for the rest), none "
-           "(the hardware prefetchers alone), none-by-type (l2 for Q6_K, Q5_0, Q5_1, Q3_K, Q2_K, F16 and BF16, none "
+           "(the hardware prefetchers alone), none-by-type (l2 for Q5_1, Q3_K, F16 and BF16, none "
            "for the rest) or auto (l2+l1 on Intel CPUs, by-type on AMD Zen 5, none-by-type on AMD Zen 3/4, l2 on "
            "others; also TESSERA_PREFETCH). "
            "Speed only: the results are the same bits")

@@ -28,6 +28,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/quant_blocks.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>
@@ -89,10 +90,12 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
             for (int h8 = 0; h8 < 2; ++h8) {
                 // w[k]: rows' codes 4k..4k+3, w[k + 4]: 16 + 4k..; a[k] the unsigned operand.
                 __m256i w[8];
-                const __m256i hv = L.highs != 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.highs + 32 * h8))
-                                                : _mm256_setzero_si256();
+                __m256i hv = L.highs != 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.highs + 32 * h8))
+                                          : _mm256_setzero_si256();
+                if constexpr (L.highs != 0) TESSERA_PIN_REGISTER(hv);  // one load each (ops/register_pin.h)
                 for (int k = 0; k < 4; ++k) {
-                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.qs + 64 * k + 32 * h8));
+                    __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.qs + 64 * k + 32 * h8));
+                    TESSERA_PIN_REGISTER(q);
                     const __m256i lo = _mm256_and_si256(q, low);
                     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
                     if constexpr (L.highs != 0) {
@@ -198,7 +201,8 @@ void iq4_nl_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     // Codes 4k.. of the rows (low nibbles) and 16 + 4k.. (high).
-                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.qs + 64 * k + 32 * h8));
+                    __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L.qs + 64 * k + 32 * h8));
+                    TESSERA_PIN_REGISTER(q);  // one load for both nibbles (ops/register_pin.h)
                     const __m256i w_lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(q, low));
                     const __m256i w_hi = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
                     const __m256i mag_lo = _mm256_abs_epi8(w_lo), mag_hi = _mm256_abs_epi8(w_hi);

@@ -74,10 +74,10 @@ void block32_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const u
             // w[k] lane r: row r's codes 4k..4k+3; w[k + 4]: 16 + 4k..
             __m512i w[8];
             __m512i hv = L.highs != 0 ? _mm512_loadu_si512(p + L.highs) : _mm512_setzero_si512();
-            if constexpr (L.highs != 0) pin_register(hv);  // one load each (ops/register_pin.h)
+            if constexpr (L.highs != 0) TESSERA_PIN_REGISTER(hv);  // one load each (ops/register_pin.h)
             for (int k = 0; k < 4; ++k) {
                 __m512i q = _mm512_loadu_si512(p + L.qs + 64 * k);
-                pin_register(q);
+                TESSERA_PIN_REGISTER(q);
                 const __m512i lo = _mm512_and_si512(q, low);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
                 if constexpr (L.highs != 0) {

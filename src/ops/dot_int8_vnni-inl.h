@@ -231,7 +231,7 @@ void int8_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
             if constexpr (kQ4) {
                 for (int k = 0; k < 4; ++k) {
                     __m512i q = _mm512_loadu_si512(p + kScaleBytes + 64 * k);
-                    pin_register(q);  // one load for both nibbles (ops/register_pin.h)
+                    TESSERA_PIN_REGISTER(q);  // one load for both nibbles (ops/register_pin.h)
                     w[k] = _mm512_and_si512(q, low);
                     w[k + 4] = _mm512_andnot_si512(low, q);  // 16 x the high nibble
                 }

@@ -43,6 +43,12 @@
 // that stay at 0.6-0.77 of the read loop without prefetch, run as fast or
 // faster with the far prefetch (at 2 threads, noisier: Q6_K 39.0 / 46.1,
 // Q5_0 52 / 66, Q2_K 115 / 129). So the default on family 19h is kNoneByType.
+// Then the AVX-512 kernels stopped reloading each weight vector for every
+// use (ops/register_pin.h) and Q2_K/Q3_K's decode lost two thirds of its
+// shifts; measured again (two rounds, none / l2): Q6_K 30.7, 33.4 / 26.7,
+// 25.2, Q5_0 31.0, 34.0 / 30.7, 32.1 and Q2_K 75.7, 79.8 / 67.6 now stream
+// faster without; Q3_K (34.8-39.7 / 56.5-58.1) and Q5_1 (14.9-22.1 /
+// 27.6-28.6) still need it.
 //
 // GroupPrefetch::kByType: kL2AndL1 for the types whose kernels do the most
 // work a byte among those that stream near the ceiling (Q5_K, Q6_K, IQ4_XS:
@@ -93,11 +99,8 @@ inline constexpr bool prefers_near_prefetch(QuantType type) {
 // below the memory's speed without it (on Zen 4, above).
 inline constexpr bool runs_below_memory_speed(QuantType type) {
     switch (type) {
-        case QuantType::Q6_K:
-        case QuantType::Q5_0:
         case QuantType::Q5_1:
         case QuantType::Q3_K:
-        case QuantType::Q2_K:
         case QuantType::F16:
         case QuantType::BF16: return true;
         default: return false;

@@ -27,6 +27,7 @@
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
 #include "ops/quant_blocks.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>
@@ -73,7 +74,8 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                     __m256i s_lo[C], s_hi[C];
                     for (int c = 0; c < C; ++c) s_lo[c] = s_hi[c] = _mm256_setzero_si256();
                     for (int k = 0; k < 8; ++k) {
-                        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
+                        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
+                        TESSERA_PIN_REGISTER(q);  // one load for both nibbles (ops/register_pin.h)
                         const __m256i v_lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(q, low));
                         const __m256i v_hi = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(q, 4), low));
                         const __m256i a_lo = _mm256_sign_epi8(v_lo, v_lo), a_hi = _mm256_sign_epi8(v_hi, v_hi);

@@ -99,7 +99,7 @@ void iq4_xs_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                 for (int k = 0; k < 8; ++k) {
                     // Lane r: row r's codes 32(2h) + 4k .. + 3 (low), 32(2h + 1) + 4k .. (high).
                     __m512i q = _mm512_loadu_si512(chunk + 64 * k);
-                    pin_register(q);  // one load for both nibbles (ops/register_pin.h)
+                    TESSERA_PIN_REGISTER(q);  // one load for both nibbles (ops/register_pin.h)
                     const __m512i w_lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, low));
                     const __m512i w_hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), low));
                     for (int c = 0; c < C; ++c) {

@@ -35,6 +35,7 @@
 
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>

@@ -22,6 +22,7 @@
 
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 #include "ops/vnni_target.h"
 

@@ -107,7 +107,7 @@ void q4_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 for (int k = 0; k < 8; ++k) {
                     // Lane r: row r's codes 32(2h) + 4k .. + 3 (low), 32(2h + 1) + 4k .. (high).
                     __m512i q = _mm512_loadu_si512(chunk + 64 * k);
-                    pin_register(q);  // one load for both nibbles (ops/register_pin.h)
+                    TESSERA_PIN_REGISTER(q);  // one load for both nibbles (ops/register_pin.h)
                     const __m512i w_lo = _mm512_and_si512(q, low), w_hi = _mm512_andnot_si512(low, q);
                     for (int c = 0; c < C; ++c) {
                         const uint8_t* xq = x + c * x_stride + b * kQ8KBytes + kQ8KQs + 64 * h + 4 * k;

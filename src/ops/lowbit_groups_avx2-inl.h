@@ -28,6 +28,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>
@@ -145,6 +146,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                     if constexpr (kQ3) {
                         hv[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + q3k_group::kHighs));
                         hv[1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + q3k_group::kHighs + 64));
+                        TESSERA_PIN_REGISTERS(hv[0], hv[1]);  // one load each (ops/register_pin.h)
                     }
                     __m256i s[4][C];
                     for (int t = 0; t < 4; ++t) {
@@ -154,7 +156,8 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                         }
                     }
                     for (int m = 0; m < 4; ++m) {
-                        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * m));
+                        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * m));
+                        TESSERA_PIN_REGISTER(q);
                         for (int t = 0; t < 4; ++t) {
                             __m256i u = _mm256_and_si256(low_pair(q, t), two_bits);
                             if constexpr (kQ3) {

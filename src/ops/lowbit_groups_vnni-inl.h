@@ -97,7 +97,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
                 if constexpr (kQ3) {
                     hv[0] = _mm512_loadu_si512(chunk + q3k_group::kHighs);
                     hv[1] = _mm512_loadu_si512(chunk + q3k_group::kHighs + 64);
-                    pin_registers(hv[0], hv[1]);  // one load each (ops/register_pin.h)
+                    TESSERA_PIN_REGISTERS(hv[0], hv[1]);  // one load each (ops/register_pin.h)
                 }
                 __m512i s[4][C];
                 for (int t = 0; t < 4; ++t)
@@ -106,7 +106,7 @@ void lowbit_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const ui
 #pragma GCC unroll 4
                 for (int m = 0; m < 4; ++m) {
                     __m512i q = _mm512_loadu_si512(chunk + 64 * m);
-                    pin_register(q);
+                    TESSERA_PIN_REGISTER(q);
                     const __m512i q4 = _mm512_srli_epi16(q, 4);
 #pragma GCC unroll 4
                     for (int t = 0; t < 4; ++t) {

@@ -25,6 +25,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>
@@ -95,8 +96,9 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                     __m256i s_lo[C], s_hi[C], t_lo[C], t_hi[C];
                     for (int c = 0; c < C; ++c) s_lo[c] = s_hi[c] = t_lo[c] = t_hi[c] = _mm256_setzero_si256();
                     for (int k = 0; k < 8; ++k) {
-                        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
-                        const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + kHighs + 64 * (k / 4)));
+                        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
+                        __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + kHighs + 64 * (k / 4)));
+                        TESSERA_PIN_REGISTERS(q, hv);  // loaded once each per step (ops/register_pin.h)
                         __m256i lo_top, hi_top;
                         switch (k % 4) {
                             case 0: lo_top = _mm256_slli_epi16(hv, 4); hi_top = _mm256_slli_epi16(hv, 3); break;

@@ -98,8 +98,8 @@ void q5_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 for (int k = 0; k < 8; ++k) {
                     __m512i q = _mm512_loadu_si512(chunk + 64 * k);
                     __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 4));
-                    pin_register(q);  // one load each (ops/register_pin.h)
-                    pin_register(hv);
+                    TESSERA_PIN_REGISTER(q);  // one load each (ops/register_pin.h)
+                    TESSERA_PIN_REGISTER(hv);
                     __m512i lo_top, hi_top;
                     switch (k % 4) {
                         case 0: lo_top = _mm512_slli_epi16(hv, 4); hi_top = _mm512_slli_epi16(hv, 3); break;

@@ -27,6 +27,7 @@
 #include "ops/group_prefetch.h"
 #include "ops/group_tiles.h"
 #include "ops/kquant_group_layout.h"
+#include "ops/register_pin.h"
 #include "ops/row_groups.h"
 
 #include <cstdint>
@@ -83,8 +84,9 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                     for (int j = 0; j < 4; ++j)
                         for (int c = 0; c < C; ++c) s[j][c] = _mm256_setzero_si256();
                     for (int k = 0; k < 8; ++k) {
-                        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
-                        const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + kHighs + 64 * (k / 2)));
+                        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * k));
+                        __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + kHighs + 64 * (k / 2)));
+                        TESSERA_PIN_REGISTERS(q, hv);  // loaded once each per step (ops/register_pin.h)
                         const __m256i lo_top = (k % 2 == 0) ? _mm256_slli_epi16(hv, 4) : hv;
                         const __m256i hi_top = (k % 2 == 0) ? _mm256_slli_epi16(hv, 2) : _mm256_srli_epi16(hv, 2);
                         const __m256i w_lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_and_si256(lo_top, top2));

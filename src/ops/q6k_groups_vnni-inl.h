@@ -90,7 +90,7 @@ void q6_k_group_kernel(int64_t nb, int64_t unit_nb, const uint8_t* g, const uint
                 for (int k = 0; k < 8; ++k) {
                     __m512i q = _mm512_loadu_si512(chunk + 64 * k);
                     __m512i hv = _mm512_loadu_si512(chunk + kHighs + 64 * (k / 2));
-                    pin_registers(q, hv);  // loaded once each per step (ops/register_pin.h)
+                    TESSERA_PIN_REGISTERS(q, hv);  // loaded once each per step (ops/register_pin.h)
                     const __m512i lo_top = (k % 2 == 0) ? _mm512_slli_epi16(hv, 4) : hv;
                     const __m512i hi_top = (k % 2 == 0) ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2);
                     const __m512i w_lo = _mm512_or_si512(_mm512_and_si512(q, low4), _mm512_and_si512(lo_top, top2));

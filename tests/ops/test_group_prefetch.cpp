@@ -87,8 +87,8 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
 
     // What a kernel of each type asks for under each policy: by-type the L1
     // prefetch as well for Q5_K, Q6_K and IQ4_XS only; none nothing at all;
-    // none-by-type the far prefetch for the types slow without it (Q6_K,
-    // Q5_0, Q5_1, Q3_K, Q2_K, F16, BF16) and nothing for the rest.
+    // none-by-type the far prefetch for the types slow without it (Q5_1,
+    // Q3_K, F16, BF16) and nothing for the rest.
     constexpr Ahead N = Ahead::kNone, L2 = Ahead::kL2, L1 = Ahead::kL2AndL1;
     const struct {
         QuantType type;
@@ -96,10 +96,10 @@ TEST(GroupPrefetch, PoliciesAreNamedAndTheDefaultFollowsTheVendor) {
     } expected[] = {
         {QuantType::Q4_0, L2, L1, L2, N, N},     {QuantType::Q8_0, L2, L1, L2, N, N},
         {QuantType::Q4_K, L2, L1, L2, N, N},     {QuantType::Q5_K, L2, L1, L1, N, N},
-        {QuantType::Q6_K, L2, L1, L1, N, L2},    {QuantType::IQ4_XS, L2, L1, L1, N, N},
+        {QuantType::Q6_K, L2, L1, L1, N, N},    {QuantType::IQ4_XS, L2, L1, L1, N, N},
         {QuantType::IQ4_NL, L2, L1, L2, N, N},   {QuantType::MXFP4, L2, L1, L2, N, N},
-        {QuantType::Q5_0, L2, L1, L2, N, L2},    {QuantType::Q5_1, L2, L1, L2, N, L2},
-        {QuantType::Q3_K, L2, L1, L2, N, L2},    {QuantType::Q2_K, L2, L1, L2, N, L2},
+        {QuantType::Q5_0, L2, L1, L2, N, N},    {QuantType::Q5_1, L2, L1, L2, N, L2},
+        {QuantType::Q3_K, L2, L1, L2, N, L2},    {QuantType::Q2_K, L2, L1, L2, N, N},
         {QuantType::F16, L2, L1, L2, N, L2},     {QuantType::BF16, L2, L1, L2, N, L2},
         {QuantType::F32, L2, L1, L2, N, N},      {QuantType::BF16_F32ACT, L2, L1, L2, N, N},
     };
