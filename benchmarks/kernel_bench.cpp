@@ -185,13 +185,21 @@ Figures measure(const QuantTraits& t, const std::vector<uint8_t>& w, const std::
 // The grouped tile product's weight GB/s (counted once per column, as in
 // tile): rows grouped by 16 as a loaded model holds them, activations
 // quantized as the forward pass quantizes them.
+// `n_rows` rows of kCols values of `type` in the group layout (ops/row_groups.h).
+std::vector<uint8_t> grouped(QuantType type, const std::vector<uint8_t>& rows, int64_t n_rows) {
+    const uint64_t row_bytes = quant_row_bytes(type, kCols);
+    const uint64_t gb = group_bytes(type, kCols);
+    std::vector<uint8_t> w(gb * (n_rows / kGroupRows));
+    for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
+        group_rows(type, rows.data() + g * kGroupRows * row_bytes, row_bytes, kGroupRows, kCols, w.data() + g * gb);
+    }
+    return w;
+}
+
 double measure_groups(const QuantTraits& t, const std::vector<uint8_t>& rows, double budget) {
     const uint64_t row_bytes = quant_row_bytes(t.type, kCols);
     const uint64_t gb = group_bytes(t.type, kCols);
-    std::vector<uint8_t> w(gb * (kTileRows / kGroupRows));
-    for (int64_t g = 0; g < kTileRows / kGroupRows; ++g) {
-        group_rows(t.type, rows.data() + g * kGroupRows * row_bytes, row_bytes, kGroupRows, kCols, w.data() + g * gb);
-    }
+    const std::vector<uint8_t> w = grouped(t.type, rows, kTileRows);
     std::vector<float> xf(static_cast<size_t>(kTileColumns) * kCols);
     Rng rng(3);
     for (auto& v : xf) v = rng.next_normal();
@@ -240,14 +248,9 @@ void print(const char* type, const char* target, const Figures& f, const Figures
 // call over all their groups, as a token's product (one thread's share)
 // runs them.
 double measure_gen(const QuantTraits& t, int64_t n_rows, double budget) {
-    const auto rows = random_rows(t.type, n_rows, kCols, 1);
-    const uint64_t row_bytes = quant_row_bytes(t.type, kCols);
     const uint64_t gb = group_bytes(t.type, kCols);
     const int64_t n_groups = n_rows / kGroupRows;
-    std::vector<uint8_t> w(gb * n_groups);
-    for (int64_t g = 0; g < n_groups; ++g) {
-        group_rows(t.type, rows.data() + g * kGroupRows * row_bytes, row_bytes, kGroupRows, kCols, w.data() + g * gb);
-    }
+    const std::vector<uint8_t> w = grouped(t.type, random_rows(t.type, n_rows, kCols, 1), n_rows);
     std::vector<float> xf(kCols);
     Rng rng(3);
     for (auto& v : xf) v = rng.next_normal();
