@@ -14,10 +14,11 @@
 //              256 rows x 512 activation columns, one call per 16-row group
 //              and 64 columns; GB/s as in tile, and the integer
 //              multiply-adds per second
-//   gen        (--gen) the grouped kernels as a token's product runs them:
-//              one activation column, all groups in one call; "hot" over
-//              64 rows that stay in the L2 cache (the kernel's own speed),
-//              "cold" over 16384 rows streamed from memory (what generation
+//   gen        (--gen) the grouped kernels (F16's and BF16's too) as a
+//              token's product runs them: one activation column, all groups
+//              in one call; "hot" over 64 rows that stay in the L2 cache (the
+//              kernel's own speed), "cold" over at least 16384 rows and twice
+//              the last-level cache, streamed from memory (what generation
 //              sees); a kernel whose hot figure is not well above the cold
 //              one is bound by its arithmetic, not by the memory
 //   peak       (x86-64 with FMA) one thread's float multiply-add peak: 12
@@ -28,13 +29,16 @@
 //
 // Not a test: the figures depend on the machine. Each figure is the best of
 // several runs, timed in the thread's CPU time so that other processes on a
-// busy machine stretch a run less (they still share the caches).
+// busy machine stretch a run less (they still share the caches). The kernels
+// prefetch as TESSERA_PREFETCH says (ops/group_prefetch.h), as tessera does.
 #include "ops/cpu_target.h"
 #include "ops/dot_kernels.h"
+#include "ops/group_prefetch.h"
 #include "ops/matvec.h"
 #include "ops/quant_traits.h"
 #include "ops/quant_type.h"
 #include "ops/row_groups.h"
+#include "util/cpu_caches.h"
 #include "util/rng.h"
 
 #include <hwy/targets.h>
@@ -281,7 +285,8 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
     }
     for (uint32_t id = 0; id < 64; ++id) {
         const auto layout = quant_layout(id);
-        if (!layout || layout->block_size <= 1) continue;
+        // Block types; with --gen the grouped float types as well.
+        if (!layout || (layout->block_size <= 1 && !(g_gen && has_group_layout(layout->type)))) continue;
         const QuantType type = layout->type;
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits* ref = scalar_traits(type);
@@ -295,7 +300,12 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
             if (t == nullptr || t->vec_dot_groups == nullptr) continue;
             ++shown;
             if (g_gen) {
-                const double hot = measure_gen(*t, 64, budget), cold = measure_gen(*t, 16384, budget);
+                // Cold: rows beyond the last-level cache (16384 rows of Q5_0 are
+                // 22 MiB, inside a 32 MiB L3).
+                const uint64_t row_bytes = quant_row_bytes(type, kCols);
+                const auto beyond_cache = static_cast<int64_t>(2 * last_level_cache_bytes() / row_bytes);
+                const int64_t cold_rows = std::max<int64_t>(16384, (beyond_cache + kGroupRows - 1) / kGroupRows * kGroupRows);
+                const double hot = measure_gen(*t, 64, budget), cold = measure_gen(*t, cold_rows, budget);
                 std::printf("%-7s %-10s gen  hot %7.2f GB/s   cold %7.2f GB/s\n", quant_type_name(type),
                             target.c_str(), hot, cold);
                 continue;
@@ -313,6 +323,7 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
 }
 
 int run(int argc, char** argv) {
+    set_group_prefetch_from_environment();
     bool all_targets = false;
     bool groups = false;
     double budget = 0.5;

@@ -6,7 +6,8 @@
 // rest of the token.
 //
 // One matrix of `--mib` MiB (at least twice the last-level cache) in the group layout
-// (the types without one, F16, BF16 and F32: GGUF's rows, as a model holds them),
+// where the CPU target has a grouped kernel for the type (elsewhere, and F32 always:
+// GGUF's rows, as a model holds them),
 // `--cols` columns, its rows repeating 64 random rows quantized by the scalar
 // reference; one activation column; matmul over the whole matrix on a pool of
 // each thread count, alternated with the read loop `tessera bench` measures
@@ -71,8 +72,8 @@ Grouped make_matrix(QuantType type, int64_t cols, uint64_t mib) {
         ref.from_float(x.data(), distinct.data() + r * row_bytes, cols);
     }
     const int64_t rows = static_cast<int64_t>((mib << 20) / row_bytes) / kGroupRows * kGroupRows;
-    if (!has_group_layout(type)) {
-        // The float types stream in GGUF's row layout.
+    if (!has_group_layout(type) || compute_traits(type)->vec_dot_groups == nullptr) {
+        // As copy_to_private_memory lays out a matrix: GGUF's rows.
         Grouped g{AnonymousMemory(static_cast<uint64_t>(rows) * row_bytes), Matrix{type, cols, rows, row_bytes, nullptr}};
         for (int64_t r = 0; r < rows; ++r) {
             std::memcpy(g.bytes.data() + r * row_bytes, distinct.data() + (r % kDistinctRows) * row_bytes, row_bytes);

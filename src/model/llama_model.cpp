@@ -539,10 +539,14 @@ void copy_to_private_memory(SliceWeights& w, const ModelHParams& hp, int64_t wo_
         end = std::min(end, m.row_end());
         // A rank may hold none of a matrix: no heads of its own, or no channels.
         if (m.data == nullptr || begin >= end || m.cols == 0) return;
-        // Grouped only where this CPU has a kernel that reads the groups.
+        // Grouped only where this CPU has a kernel that reads the groups, and
+        // where the columns and a column-split product's units are whole
+        // blocks of the layout (F16's 16-element pieces: a float type's
+        // matrix may have any width).
         const QuantTraits* traits = compute_traits(m.type);
-        const bool grouped =
-            may_group && has_group_layout(m.type) && traits != nullptr && traits->vec_dot_groups != nullptr;
+        const bool grouped = may_group && has_group_layout(m.type) && traits != nullptr &&
+                             traits->vec_dot_groups != nullptr && m.cols % group_block_size(m.type) == 0 &&
+                             unit_cols % group_block_size(m.type) == 0;
         parts.push_back({&m, begin, end, grouped, unit_cols, layer_of_part, packed_buffer(m) != nullptr});
     };
     for (LayerWeights& lw : w.layers) {

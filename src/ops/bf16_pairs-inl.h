@@ -28,6 +28,7 @@
 #include "ops/float_canonical.h"
 #include "ops/group_prefetch.h"
 #include "ops/quant_traits.h"
+#include "ops/row_groups.h"
 
 #include <algorithm>
 #include <array>
@@ -316,12 +317,19 @@ HWY_INLINE float tree16(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
 }
 
+// Bytes of one row's 32-element piece and of a group's chunk of them (16
+// rows' pieces of the same elements): BF16's group layout (ops/row_groups.h).
+inline constexpr size_t kPieceBytes = 64, kChunkBytes = kGroupRows * kPieceBytes;
+
 // R x C cells of one zmm each: a cell's 16 lanes are the canonical lanes,
 // and one vdpbf16ps takes a chunk of 32 elements through all of them. The
 // last chunk's elements past n load as zeros (the canonical padding). One
 // loop for whole and last chunks (the mask), and no lambda over the
 // accumulators: GCC kept those in memory across a lambda's calls.
-template <int R, int C>
+// kGrouped: the rows are a group's (row r's first piece at w + r * w_stride,
+// chunk k kChunkBytes further on per k), n a multiple of 32, and no hint:
+// the group is one stream the hardware prefetcher follows.
+template <bool kGrouped, int R, int C>
 void native_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
                  size_t y_stride) {
     __m512 acc[R][C];
@@ -330,16 +338,18 @@ void native_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x,
         TESSERA_UNROLL
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    const Ahead near = C == 1 ? near_prefetch(QuantType::BF16) : Ahead::kNone;
+    const Ahead near = C == 1 && !kGrouped ? near_prefetch(QuantType::BF16) : Ahead::kNone;
     for (int64_t i = 0; i < n; i += 32) {
         const __mmask32 mask = n - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << (n - i)) - 1);
         if (C == 1) prefetch_rows<R>(w, w_stride, i, near);
+        const uint8_t* wi = kGrouped ? w + static_cast<size_t>(i / 32) * kChunkBytes : w + 2 * i;
         __m512bh xv[C];
         TESSERA_UNROLL
         for (int c = 0; c < C; ++c) xv[c] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + c * x_stride + 2 * i);
-        TESSERA_UNROLL
+        // Up to 16 rows (a group's, one column): every accumulator in a register.
+        _Pragma("GCC unroll 16")
         for (int r = 0; r < R; ++r) {
-            const auto wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * w_stride + 2 * i);
+            const auto wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, wi + r * w_stride);
             TESSERA_UNROLL
             for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
         }
@@ -354,7 +364,13 @@ void native_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x,
 template <int R, int C>
 struct Native {
     static void run(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, size_t ys) {
-        native_tile<R, C>(n, w, ws, x, xs, y, ys);
+        native_tile<false, R, C>(n, w, ws, x, xs, y, ys);
+    }
+};
+template <int R, int C>
+struct NativeGrouped {
+    static void run(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, size_t ys) {
+        native_tile<true, R, C>(n, w, ws, x, xs, y, ys);
     }
 };
 
@@ -368,9 +384,17 @@ void native_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, 
     tiles<4, 6, 8, Native>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
 }
 
+// The same tiles over one group's rows (n a multiple of 32, w_stride a
+// piece): one column takes the group's 16 rows at once, a single pass over
+// its bytes in memory order.
+void native_group_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                        int n_cols, float* y, size_t y_stride) {
+    tiles<4, 6, kGroupRows, NativeGrouped>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
+}
+
 float native_dot(int64_t n, const void* w, const void* x) {
     float y;
-    native_tile<1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
+    native_tile<false, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
     return y;
 }
 

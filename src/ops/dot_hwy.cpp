@@ -93,6 +93,27 @@ HWY_INLINE float activation_scalar(const uint8_t* x, int64_t i) {
     return f;
 }
 
+// Bytes of one 16-element piece of a row, and of a group's chunk (16 rows'
+// pieces of the same 16 elements): the group layout of the float types
+// (ops/row_groups.h), row r's piece of chunk k at k * chunk + r * piece.
+template <int kHalf>
+inline constexpr size_t kFloatPieceBytes = 16 * (kHalf == kF32 ? 4 : 2);
+template <int kHalf>
+inline constexpr size_t kFloatChunkBytes = kGroupRows * kFloatPieceBytes<kHalf>;
+
+// Lanes [i, i + Lanes(d)) of a weight row that starts at wr, none of them
+// past the next multiple of 16: in GGUF's rows element i is at i element
+// bytes; in a group (kGrouped, wr at the row's first piece) at lane i % 16
+// of chunk i / 16.
+template <int kHalf, bool kGrouped, class D>
+HWY_INLINE hn::Vec<D> load_lanes(D d, const uint8_t* wr, int64_t i) {
+    if constexpr (kGrouped) {
+        return load_weights<kHalf>(d, wr + static_cast<size_t>(i >> 4) * kFloatChunkBytes<kHalf>, i & 15);
+    } else {
+        return load_weights<kHalf>(d, wr, i);
+    }
+}
+
 // Float dot products run in the canonical order of canonical_math-inl.h's
 // Lanes16 (16 virtual lanes of fused multiply-adds, then a fixed tree), the
 // same bits on every target; attention's scores and F32/F16 weights go
@@ -154,8 +175,10 @@ HWY_INLINE void tail_rows(int64_t n, int64_t i, const uint8_t* w, size_t w_strid
     }
 }
 
-// R weight rows x C activation rows, whole rows, in registers.
-template <int kHalf, int R, int C>
+// R weight rows x C activation rows, whole rows, in registers. kGrouped:
+// the rows are in a group (row r's first piece at w + r * w_stride) and n is
+// a multiple of 16.
+template <int kHalf, bool kGrouped, int R, int C>
 void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
                 size_t y_stride) {
     const DC d;
@@ -166,7 +189,11 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
     // itself, the policy's distance shared among the rows. A hint: no bits
     // change.
     constexpr int64_t kElementBytes = kHalf == kF32 ? 4 : 2;
-    const Ahead near = C == 1 ? near_prefetch(kHalf == kF16 ? QuantType::F16 : kHalf == kBF16 ? QuantType::BF16_F32ACT : QuantType::F32) : Ahead::kNone;
+    // A group is one stream, which the hardware prefetcher follows: no hint
+    // (asking for its chunks ahead under l2 took F16 generation from 0.81 to
+    // 0.63 of the read ceiling, 1.1B shape, Zen 4). matmul's prefetch_chunk
+    // starts the stream.
+    const Ahead near = C == 1 && !kGrouped ? near_prefetch(kHalf == kF16 ? QuantType::F16 : kHalf == kBF16 ? QuantType::BF16_F32ACT : QuantType::F32) : Ahead::kNone;
     const int64_t far_ahead = far_prefetch_bytes(near) / R, near_ahead = kL1PolicyNearBytes / R;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -178,18 +205,20 @@ void float_tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, 
                 if (near == Ahead::kL2AndL1) __builtin_prefetch(line + near_ahead, 0, 3);
             }
         }
-        TESSERA_UNROLL
+        // Up to 16 rows (a group's, one column): every accumulator in a register.
+        _Pragma("GCC unroll 16")
         for (int r = 0; r < R; ++r) {
             const uint8_t* wr = w + r * w_stride;
             TESSERA_UNROLL
             for (int c = 0; c < C; ++c) {
                 const float* xc = reinterpret_cast<const float*>(x + c * x_stride) + i;
-                acc[r][c].mul_add([&](size_t o) { return load_weights<kHalf>(d, wr, i + static_cast<int64_t>(o)); },
-                                  [&](size_t o) { return hn::LoadU(d, xc + o); });
+                acc[r][c].mul_add(
+                    [&](size_t o) { return load_lanes<kHalf, kGrouped>(d, wr, i + static_cast<int64_t>(o)); },
+                    [&](size_t o) { return hn::LoadU(d, xc + o); });
             }
         }
     }
-    if (i < n) {
+    if (!kGrouped && i < n) {
         HWY_ALIGN float w_tail[R][16], x_tail[C][16];
         tail_rows<kHalf, R, C>(n, i, w, w_stride, x, x_stride, w_tail, x_tail);
         for (int r = 0; r < R; ++r) {
@@ -232,7 +261,7 @@ HWY_NOINLINE void float_tile_tail(int64_t n, int64_t i, const uint8_t* w, size_t
 // register in each; on AVX-512 a cell is one register and one pass. The
 // elements past the last multiple of 16 and the tree are Lanes16's, as in
 // float_tile.
-template <int kHalf, int R, int C>
+template <int kHalf, bool kGrouped, int R, int C>
 void float_tile_span_passes(int64_t n, int64_t begin, int64_t end, const uint8_t* w, size_t w_stride,
                             const uint8_t* x, size_t x_stride, float* lanes, float* y, size_t y_stride) {
     const hn::CappedTag<float, kFloatPassLanes> d;
@@ -252,7 +281,7 @@ void float_tile_span_passes(int64_t n, int64_t begin, int64_t end, const uint8_t
             for (int c = 0; c < C; ++c) xv[c] = hn::LoadU(d, reinterpret_cast<const float*>(x + c * x_stride) + i);
             TESSERA_UNROLL
             for (int r = 0; r < R; ++r) {
-                const auto wv = load_weights<kHalf>(d, w + r * w_stride, i);
+                const auto wv = load_lanes<kHalf, kGrouped>(d, w + r * w_stride, i);
                 TESSERA_UNROLL
                 for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(wv, xv[c], acc[r][c]);
             }
@@ -264,7 +293,7 @@ void float_tile_span_passes(int64_t n, int64_t begin, int64_t end, const uint8_t
         }
     }
     if (end < n) return;
-    if (whole_end < n) float_tile_tail<kHalf, R, C>(n, whole_end, w, w_stride, x, x_stride, lanes);
+    if (!kGrouped && whole_end < n) float_tile_tail<kHalf, R, C>(n, whole_end, w, w_stride, x, x_stride, lanes);
     for (int r = 0; r < R; ++r) {
         for (int c = 0; c < C; ++c) {
             canonical::Lanes16<DC> cell;
@@ -276,16 +305,16 @@ void float_tile_span_passes(int64_t n, int64_t begin, int64_t end, const uint8_t
 
 // float_tile as a span kernel, for the targets whose span is the whole row
 // (begin 0, end n; no lanes kept between spans).
-template <int kHalf, int R, int C>
+template <int kHalf, bool kGrouped, int R, int C>
 void float_tile_whole(int64_t n, int64_t, int64_t, const uint8_t* w, size_t w_stride, const uint8_t* x,
                       size_t x_stride, float*, float* y, size_t y_stride) {
-    float_tile<kHalf, R, C>(n, w, w_stride, x, x_stride, y, y_stride);
+    float_tile<kHalf, kGrouped, R, C>(n, w, w_stride, x, x_stride, y, y_stride);
 }
 
 template <int kHalf>
 float float_dot(int64_t n, const void* w, const void* x) {
     float y;
-    float_tile<kHalf, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
+    float_tile<kHalf, false, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &y, 1);
     return y;
 }
 #else
@@ -304,37 +333,40 @@ using SpanKernel = void (*)(int64_t, int64_t, int64_t, const uint8_t*, size_t, c
 
 // kernels[r - 1][c - 1]: the kernel of an r x c tile, every tile shape up
 // to R x C, the edges of a matrix as smaller instantiations.
-template <int kHalf, bool kSpans, int R, int... Cs>
+template <int kHalf, bool kGrouped, bool kSpans, int R, int... Cs>
 constexpr std::array<SpanKernel, sizeof...(Cs)> span_kernel_row(std::integer_sequence<int, Cs...>) {
-    if constexpr (kSpans) return {float_tile_span_passes<kHalf, R, Cs + 1>...};
-    return {float_tile_whole<kHalf, R, Cs + 1>...};
+    if constexpr (kSpans) return {float_tile_span_passes<kHalf, kGrouped, R, Cs + 1>...};
+    return {float_tile_whole<kHalf, kGrouped, R, Cs + 1>...};
 }
-template <int kHalf, bool kSpans, int C, int... Rs>
+template <int kHalf, bool kGrouped, bool kSpans, int C, int... Rs>
 constexpr std::array<std::array<SpanKernel, C>, sizeof...(Rs)> span_kernels(std::integer_sequence<int, Rs...>) {
-    return {span_kernel_row<kHalf, kSpans, Rs + 1>(std::make_integer_sequence<int, C>())...};
+    return {span_kernel_row<kHalf, kGrouped, kSpans, Rs + 1>(std::make_integer_sequence<int, C>())...};
 }
 
 #endif  // !HWY_HAVE_SCALABLE
 
-template <int kHalf>
-void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
-                        int n_cols, float* y, size_t y_stride) {
-#if HWY_HAVE_SCALABLE
-    // Scalable vectors cannot be held in arrays: tiles as single dot products.
-    vec_dot_tile_by_dots<float_dot<kHalf>>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
-#else
+#if !HWY_HAVE_SCALABLE
+// The tiles of a product over rows in GGUF's layout (w_stride apart) or, with
+// kGrouped, over the rows of one group (ops/row_groups.h: w_stride is a
+// piece, n a multiple of 16, n_rows at most 16).
+template <int kHalf, bool kGrouped>
+void float_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride, int n_cols,
+                 float* y, size_t y_stride) {
     static constexpr auto kernels =
-        span_kernels<kHalf, kFloatSpans, kFloatTileCols>(std::make_integer_sequence<int, kFloatTileRows>());
+        span_kernels<kHalf, kGrouped, kFloatSpans, kFloatTileCols>(std::make_integer_sequence<int, kFloatTileRows>());
+    // One column over a group takes its 16 rows at once: a single pass over
+    // the group's bytes in memory order.
+    constexpr int kColumnRows = kGrouped ? kGroupRows : kFloatColumnRows;
     static constexpr auto column_kernels =
-        span_kernels<kHalf, false, 1>(std::make_integer_sequence<int, kFloatColumnRows>());
+        span_kernels<kHalf, kGrouped, false, 1>(std::make_integer_sequence<int, kColumnRows>());
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
     if (n_cols == 1) {
         // One column (a token's matrix-vector product) reads each weight once:
         // whole rows, more of them at once (2 rows left AVX-512 latency-bound
         // at ~0.7 of the memory's speed, BF16 at the 1.1B shape).
-        for (int r0 = 0; r0 < n_rows; r0 += kFloatColumnRows) {
-            const int rr = std::min(n_rows - r0, kFloatColumnRows);
+        for (int r0 = 0; r0 < n_rows; r0 += kColumnRows) {
+            const int rr = std::min(n_rows - r0, kColumnRows);
             column_kernels[rr - 1][0](n, 0, n, wb + r0 * w_stride, w_stride, xb, x_stride, nullptr, y + r0, y_stride);
         }
         return;
@@ -367,8 +399,63 @@ void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, c
             }
         }
     }
+}
+#endif  // !HWY_HAVE_SCALABLE
+
+template <int kHalf>
+void float_vec_dot_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* x, size_t x_stride,
+                        int n_cols, float* y, size_t y_stride) {
+#if HWY_HAVE_SCALABLE
+    // Scalable vectors cannot be held in arrays: tiles as single dot products.
+    vec_dot_tile_by_dots<float_dot<kHalf>>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
+#else
+    float_tiles<kHalf, false>(n, w, w_stride, n_rows, x, x_stride, n_cols, y, y_stride);
 #endif
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+using TilesFn = void (*)(int64_t, const void*, size_t, int, const void*, size_t, int, float*, size_t);
+
+// QuantTraits::vec_dot_groups of a float type (F16 and BF16: their group
+// layouts in ops/row_groups.h), from kTiles over one group's rows: each
+// unit's dot products in float_canonical.h's order, the same bits as the row
+// kernels. Only on AVX-512, whose 32 registers hold a group's 16 rows' lanes
+// for one column, so that a token reads each group in one pass; narrower
+// targets keep the rows in GGUF's layout. Each unit starts its lanes at zero
+// (a sum cannot resume them), so a grouped float matrix is always one panel;
+// with accumulate, each unit's dot product is added to what y held.
+// kPiece: elements of a row's piece, kPieceBytes its bytes, kActivationBytes
+// an activation element's.
+template <TilesFn kTiles, int64_t kPiece, size_t kPieceBytes, size_t kActivationBytes>
+void float_vec_dot_groups(int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                          size_t x_stride, const int32_t*, size_t, int n_cols, float* y, size_t y_stride,
+                          int64_t unit_n, size_t unit_stride, bool accumulate) {
+    if (unit_n <= 0 || unit_n > n) unit_n = n;
+    constexpr size_t kChunkBytes = kGroupRows * kPieceBytes;
+    float before[kGroupRows];
+    for (int g = 0; g < n_groups; ++g) {
+        const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
+        for (int64_t u0 = 0, u = 0; u0 < n; u0 += unit_n, ++u) {
+            const int64_t span = std::min(unit_n, n - u0);
+            const uint8_t* wu = group + static_cast<size_t>(u0 / kPiece) * kChunkBytes;
+            const auto* xu = static_cast<const uint8_t*>(x) + static_cast<size_t>(u0) * kActivationBytes;
+            float* yu = y + static_cast<size_t>(u) * unit_stride + static_cast<size_t>(g) * kGroupRows;
+            if (!accumulate) {
+                kTiles(span, wu, kPieceBytes, kGroupRows, xu, x_stride, n_cols, yu, y_stride);
+                continue;
+            }
+            // Column by column: what y held, then the dot products added to it.
+            for (int c = 0; c < n_cols; ++c) {
+                float* yc = yu + static_cast<size_t>(c) * y_stride;
+                std::copy_n(yc, kGroupRows, before);
+                kTiles(span, wu, kPieceBytes, kGroupRows, xu + static_cast<size_t>(c) * x_stride, x_stride, 1, yc,
+                       y_stride);
+                for (int r = 0; r < kGroupRows; ++r) yc[r] += before[r];
+            }
+        }
+    }
+}
+#endif
 
 void f16_to_float_simd(const void* src, float* dst, int64_t n) {
     const DF d;
@@ -489,6 +576,9 @@ const QuantTraits* BlockTraits(QuantType type) {
         t.to_float = f16_to_float_simd;
         t.vec_dot = float_dot<kF16>;
         t.vec_dot_tile = float_vec_dot_tile<kF16>;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+        t.vec_dot_groups = float_vec_dot_groups<float_tiles<kF16, true>, 16, kFloatPieceBytes<kF16>, 4>;
+#endif
         return t;
     }();
     static const QuantTraits q8_0 = [] {
@@ -525,6 +615,7 @@ const QuantTraits* BlockTraits(QuantType type) {
         if (avx512_bf16_supported()) {
             t.vec_dot = bf16_pairs::native_dot;
             t.vec_dot_tile = bf16_pairs::native_vec_dot_tile;
+            t.vec_dot_groups = float_vec_dot_groups<bf16_pairs::native_group_tiles, 32, bf16_pairs::kPieceBytes, 2>;
         }
 #endif
         return t;

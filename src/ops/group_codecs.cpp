@@ -562,7 +562,16 @@ constexpr size_t kRows = kGroupRows;
     {QuantType::TYPE, kQK_K, sizeof(Block), kRows * sizeof(Block), 0, 0, put_interleaved<Block>,             \
      get_interleaved<Block>, step_via<Block, BlockQ8_K, get_interleaved<Block>, step>}
 
+// F16, BF16: a row's piece (16 or 32 elements, kBytes) is row r's slice of a chunk.
+template <size_t kBytes>
+void put_piece(const uint8_t* block, int r, uint8_t* g) { std::memcpy(g + kBytes * r, block, kBytes); }
+template <size_t kBytes>
+void get_piece(const uint8_t* g, int r, uint8_t* block) { std::memcpy(block, g + kBytes * r, kBytes); }
+
 const GroupCodec kCodecs[] = {
+    // No step: a float row's canonical order keeps 16 lanes (float_canonical.h).
+    {QuantType::F16, 16, 32, kRows * 32, 0, 0, put_piece<32>, get_piece<32>, nullptr},
+    {QuantType::BF16, 32, 64, kRows * 64, 0, 0, put_piece<64>, get_piece<64>, nullptr},
     {QuantType::Q4_0, 32, sizeof(BlockQ4_0), kRows * sizeof(BlockQ4_0), 0, 0, put_bytes<BlockQ4_0, put_q4_0<BlockQ4_0>>,
      get_bytes<BlockQ4_0, get_q4_0<BlockQ4_0>>, q4_0_step},
     {QuantType::Q8_0, 32, sizeof(BlockQ8_0), kRows * sizeof(BlockQ8_0), 0x80, kQ8_0Qs, put_bytes<BlockQ8_0, put_q8_0>,

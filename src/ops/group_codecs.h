@@ -23,7 +23,9 @@ struct GroupCodec {
     void (*put)(const uint8_t* block, int r, uint8_t* g);
     void (*get)(const uint8_t* g, int r, uint8_t* block);
     // acc + row r's dot product with one activation block (the type's
-    // vec_dot_type), in the canonical order.
+    // vec_dot_type), in the canonical order; nullptr for the float types,
+    // whose canonical order (ops/float_canonical.h) keeps 16 lanes per row
+    // that no sum resumes: a unit's dot product starts from zero lanes.
     float (*step)(const uint8_t* g, int r, const uint8_t* x_block, float acc);
 };
 

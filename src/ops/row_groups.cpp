@@ -1,5 +1,6 @@
 #include "ops/row_groups.h"
 
+#include "ops/float_canonical.h"
 #include "ops/group_codecs.h"
 #include "ops/quant_traits.h"
 #include "util/error.h"
@@ -33,6 +34,8 @@ int64_t blocks_of(QuantType type, int64_t n) {
 
 bool has_group_layout(QuantType type) { return group_codec(type) != nullptr; }
 
+int64_t group_block_size(QuantType type) { return codec_of(type).block_size; }
+
 uint64_t group_bytes(QuantType type, int64_t n) {
     return static_cast<uint64_t>(blocks_of(type, n)) * codec_of(type).group_block_bytes;
 }
@@ -44,7 +47,8 @@ GroupPanels GroupPanels::for_matrix(QuantType type, int64_t cols, int64_t n_grou
     if (nb < 1 || n_groups < 0) throw make_error("internal: panels of {} columns, {} groups", cols, n_groups);
     const GroupCodec& codec = codec_of(type);
     const uint64_t block_bytes = codec.group_block_bytes;
-    if (static_cast<uint64_t>(nb) * block_bytes <= kPanelBytes) return {type, cols, cols, n_groups};
+    // A float row's lanes do not resume from a sum (group_codecs.h): one panel.
+    if (codec.step == nullptr || static_cast<uint64_t>(nb) * block_bytes <= kPanelBytes) return {type, cols, cols, n_groups};
     if (unit_cols > 0 && unit_cols < cols) {
         const uint64_t unit_bytes = static_cast<uint64_t>(blocks_of(type, unit_cols)) * block_bytes;
         const auto units = static_cast<int64_t>(std::max<uint64_t>(1, kPanelBytes / unit_bytes));
@@ -143,6 +147,34 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
                               size_t unit_stride, bool accumulate) {
     const GroupCodec& codec = codec_of(type);
+    if (codec.step == nullptr) {
+        // F16, BF16: each unit's dot product in float_canonical.h's order,
+        // added to y with accumulate.
+        if (unit_n <= 0 || unit_n > n) unit_n = n;
+        const bool bf16 = type == QuantType::BF16;
+        const uint64_t x_bytes = bf16 ? 2 : 4;  // an activation element (BF16's are BF16)
+        std::vector<uint8_t> row(quant_row_bytes(type, n));
+        for (int g = 0; g < n_groups; ++g) {
+            const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
+            for (int r = 0; r < kGroupRows; ++r) {
+                ungroup_row(type, group, n, r, row.data());
+                for (int64_t u0 = 0, u = 0; u0 < n; u0 += unit_n, ++u) {
+                    for (int c = 0; c < n_cols; ++c) {
+                        const uint8_t* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride +
+                                            static_cast<uint64_t>(u0) * x_bytes;
+                        float& out = y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
+                                       static_cast<size_t>(g * kGroupRows + r)];
+                        const int64_t span = std::min(unit_n, n - u0);
+                        const float dot = bf16 ? bf16_pairs_dot_canonical(span, row.data() + 2 * u0, xc)
+                                               : f16_dot_canonical(span, row.data() + 2 * u0,
+                                                                   reinterpret_cast<const float*>(xc));
+                        out = accumulate ? out + dot : dot;
+                    }
+                }
+            }
+        }
+        return;
+    }
     const QuantType vdt = scalar_traits(type)->vec_dot_type;
     // The activation blocks beside one weight block (four Q8_0 ones for Q1_0's 128).
     const uint64_t x_block_bytes = quant_row_bytes(vdt, codec.block_size);

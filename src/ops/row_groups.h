@@ -38,6 +38,10 @@
 //     [+512 + 64m, m < 4) row r's byte i at 4r: the codes' top 2 bits, of
 //                       vector 2m's low, its high, vector 2m + 1's low, its
 //                       high nibble's element at bits 0, 2, 4, 6 (as qh packs them)
+// F16 group, per 16-element piece b (512 bytes, the same as its 16 rows'):
+//   bytes [32r, 32r + 32)  row r's elements 16b .. 16b + 15
+// BF16 group, per 32-element piece b (1024 bytes): row r's elements
+//   32b .. 32b + 31 at bytes [64r, 64r + 64) (a chunk of vdpbf16ps's order)
 // A matrix's last group is padded with zero rows (scales 0), so that every
 // row is computed by the same kernel wherever a slice starts: results do not
 // depend on how a model is split (the exact distributed modes rely on it).
@@ -55,6 +59,8 @@
 // 6 KiB at 0.97-0.99 (Zen 5, alternating runs). A product over several
 // panels continues each row's accumulation from panel to panel
 // (QuantTraits::vec_dot_groups with accumulate), the same bits as one pass.
+// F16 and BF16 rows keep 16 float lanes that no sum resumes
+// (float_canonical.h): a grouped float matrix is always one panel.
 #pragma once
 
 #include "ops/group_prefetch.h"
@@ -67,8 +73,11 @@ namespace tessera {
 
 inline constexpr int kGroupRows = 16;
 
-// Whether `type` has a group layout (Q4_0, Q8_0, Q4_K, Q6_K).
+// Whether `type` has a group layout (the quant types, F16 and BF16).
 bool has_group_layout(QuantType type);
+
+// Elements per block of a grouped type's layout (F16: 16, BF16: 32, a piece).
+int64_t group_block_size(QuantType type);
 
 // The most bytes of one group's row of blocks in a panel (see above).
 inline constexpr uint64_t kPanelBytes = 20 * 1024;
@@ -156,6 +165,9 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
 //       included), acc = fma(d_x, d_w * float(s), acc)
 // (ops/block32_scalar.h, iq4_scalar.h, kquant_scalar.h define them; Q6_K's
 // SIMD row kernels reproduce them on every target.)
+// F16 and BF16 have no block sums: per unit, float_canonical.h's
+// f16_dot_canonical or bf16_pairs_dot_canonical (16 lanes from zero, then
+// the tree), y = (accumulate ? y : 0) + that.
 void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
                               const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride,
                               int64_t unit_n = 0, size_t unit_stride = 0, bool accumulate = false);

@@ -1,4 +1,4 @@
-// Weights in groups of 16 rows (ops/row_groups.h), Q4_0, Q8_0, Q4_K and Q6_K: grouping
+// Weights in groups of 16 rows (ops/row_groups.h), every quant type, F16 and BF16: grouping
 // keeps every row's bytes, the grouped kernels of every target that has one
 // match the scalar reference on random data (odd block counts, any number of
 // columns, unaligned activations), and matmul over a grouped matrix gives what
@@ -39,11 +39,17 @@ constexpr QuantType kGroupedTypes[] = {QuantType::Q4_0,    QuantType::Q8_0,    Q
                                        QuantType::Q3_K,    QuantType::IQ2_XXS, QuantType::IQ2_XS, QuantType::IQ2_S,
                                        QuantType::IQ3_XXS, QuantType::IQ3_S,   QuantType::IQ1_S,  QuantType::IQ1_M,
                                        QuantType::Q1_0,    QuantType::NVFP4, QuantType::Q2_0,
-                                       QuantType::TQ1_0,   QuantType::TQ2_0};
+                                       QuantType::TQ1_0,   QuantType::TQ2_0,   QuantType::F16,    QuantType::BF16};
 
 bool is_kquant(QuantType type) { return layout_of(type).block_size == 256; }
 
-int block_of(QuantType type) { return static_cast<int>(layout_of(type).block_size); }
+// Elements per block of the group layout (F16: a 16-element piece).
+int block_of(QuantType type) { return static_cast<int>(group_block_size(type)); }
+
+// F16 and BF16 keep 16 float lanes per row that no sum resumes: one panel
+// only, and a grouped kernel only where 512-bit registers hold a group's
+// lanes (BF16: where vdpbf16ps runs).
+bool is_float(QuantType type) { return type == QuantType::F16 || type == QuantType::BF16; }
 
 // rows x n random weights of `type` in row layout (quantized Gaussians; Q8_0
 // with some codes at the extremes, -128 included).
@@ -117,7 +123,10 @@ TEST(RowGroups, GroupsKeepEveryRowsBytesAndPadWithZeroRows) {
     EXPECT_EQ(group_bytes(QuantType::Q4_0, 64), 16u * 2 * 18);
     EXPECT_EQ(group_bytes(QuantType::Q8_0, 64), 16u * 2 * 34);
     EXPECT_EQ(group_bytes(QuantType::Q4_K, 512), 2u * 2368);
-    EXPECT_FALSE(has_group_layout(QuantType::F16));
+    EXPECT_EQ(group_bytes(QuantType::F16, 64), 16u * 2 * 64);
+    EXPECT_EQ(group_bytes(QuantType::BF16, 64), 16u * 2 * 64);
+    EXPECT_FALSE(has_group_layout(QuantType::F32));
+    EXPECT_FALSE(has_group_layout(QuantType::BF16_F32ACT));
 }
 
 TEST(RowGroups, ActivationsCarryTheirBlockSums) {
@@ -261,8 +270,19 @@ TEST(RowGroups, GroupedKernelsMatchTheReferenceOnEveryTarget) {
         allow_int8_dot_extension(true);
         std::fprintf(stderr, "%s: %d target(s) with a grouped kernel:%s\n", quant_type_name(type), tested,
                      names.c_str());
-        // Every type has one on every target (the exact modes across CPU kinds need it).
-        EXPECT_EQ(tested, static_cast<int>(runs.size())) << quant_type_name(type);
+        // Every quant type has one on every target (the exact modes across
+        // CPU kinds need it); F16 on the AVX-512 ones, BF16 on AVX-512 BF16
+        // (their row kernels give the same bits elsewhere).
+        if (is_float(type)) {
+            int wide = 0;
+            for (const auto& run : runs) {
+                wide += type == QuantType::F16 ? run.first == HWY_AVX3 || run.first == HWY_AVX3_DL
+                                               : run.first == HWY_AVX3_DL && avx512_bf16_supported();
+            }
+            EXPECT_EQ(tested, wide) << quant_type_name(type);
+        } else {
+            EXPECT_EQ(tested, static_cast<int>(runs.size())) << quant_type_name(type);
+        }
         // This CPU's best target is tested when it has AVX-512 VNNI.
         if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) {
             EXPECT_GT(tested, 0) << quant_type_name(type);
@@ -301,6 +321,8 @@ TEST(RowGroups, MatmulOverGroupsEqualsRowsAndDoesNotDependOnTheRect) {
                 ASSERT_NEAR(from_groups[i], from_rows[i], 1e-4 * (1.0 + std::fabs(from_rows[i])))
                     << quant_type_name(type) << " " << n_tok << " " << i;
             }
+            // F16's and BF16's row and grouped kernels both follow float_canonical.h's order.
+            if (is_float(type)) ASSERT_EQ(from_groups, from_rows) << n_tok;
             // Rects that start and end inside groups give the whole's bits.
             for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{43, 61}, {56, 72}, {100, 115}, {41, 42}}) {
                 const int64_t n = r1 - r0;
@@ -343,6 +365,11 @@ TEST(RowGroups, PanelsAreEqualWholeBlocksWithinTheirBudget) {
         for (int64_t blocks : {1, 7, 8, 9, 64, 65, 176, 500}) {
             const int64_t cols = blocks * block_of(type);
             const GroupPanels panels = GroupPanels::for_matrix(type, cols, 5);
+            if (is_float(type)) {
+                EXPECT_EQ(panels.panel_cols, cols) << blocks;
+                EXPECT_EQ(GroupPanels::for_matrix(type, cols, 5, 3 * block_of(type)).panel_cols, cols) << blocks;
+                continue;
+            }
             EXPECT_EQ(panels.panel_cols % block_of(type), 0);
             int64_t covered = 0;
             for (int64_t p = 0; p < panels.count(); ++p) {
@@ -399,6 +426,9 @@ TEST(RowGroups, ProductsOverPanelsEqualOnePanelBitForBit) {
             m.panel_cols = panel_cols;
             return std::pair{m, bytes};
         };
+        // A grouped F16 matrix is never cut into panels (its lanes start
+        // from zero in each): nothing to compare.
+        if (is_float(type)) continue;
         const auto [one, one_bytes] = laid_out(cols);
         ThreadPool pool(2);
         for (int n_tok : {1, 5, 70}) {
