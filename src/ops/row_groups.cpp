@@ -117,11 +117,16 @@ void ungroup_row(QuantType type, const uint8_t* group, int64_t n, int r, uint8_t
     for (int64_t b = 0; b < nb; ++b) codec.get(group + b * codec.group_block_bytes, r, row + b * codec.row_block_bytes);
 }
 
-void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
-                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
-                              size_t unit_stride, bool accumulate) {
-    const QuantTraits& ref = *scalar_traits(type);
-    const QuantType vdt = ref.vec_dot_type;
+namespace {
+
+// Each row of each group ungrouped, then y (added to under accumulate) gets
+// dot(span, row, column, u0) for each unit of unit_n elements starting at u0
+// and each column: the per-row path of the reference and of the float types'
+// canonical order.
+template <typename Dot>
+void dot_ungrouped_rows(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups, const void* x,
+                        size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n, size_t unit_stride,
+                        bool accumulate, Dot dot) {
     if (unit_n <= 0 || unit_n > n) unit_n = n;
     std::vector<uint8_t> row(quant_row_bytes(type, n));
     for (int g = 0; g < n_groups; ++g) {
@@ -134,13 +139,25 @@ void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t g
                     const uint8_t* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
                     float& out = y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
                                    static_cast<size_t>(g * kGroupRows + r)];
-                    const float dot =
-                        ref.vec_dot(span, row.data() + quant_row_bytes(type, u0), xc + quant_row_bytes(vdt, u0));
-                    out = accumulate ? out + dot : dot;
+                    const float d = dot(span, row.data(), xc, u0);
+                    out = accumulate ? out + d : d;
                 }
             }
         }
     }
+}
+
+}  // namespace
+
+void vec_dot_groups_reference(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
+                              const void* x, size_t x_stride, int n_cols, float* y, size_t y_stride, int64_t unit_n,
+                              size_t unit_stride, bool accumulate) {
+    const QuantTraits& ref = *scalar_traits(type);
+    const QuantType vdt = ref.vec_dot_type;
+    dot_ungrouped_rows(type, n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride,
+                       accumulate, [&](int64_t span, const uint8_t* row, const uint8_t* xc, int64_t u0) {
+                           return ref.vec_dot(span, row + quant_row_bytes(type, u0), xc + quant_row_bytes(vdt, u0));
+                       });
 }
 
 void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t group_stride, int n_groups,
@@ -150,29 +167,14 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
     if (codec.step == nullptr) {
         // F16, BF16: each unit's dot product in float_canonical.h's order,
         // added to y with accumulate.
-        if (unit_n <= 0 || unit_n > n) unit_n = n;
         const bool bf16 = type == QuantType::BF16;
         const uint64_t x_bytes = bf16 ? 2 : 4;  // an activation element (BF16's are BF16)
-        std::vector<uint8_t> row(quant_row_bytes(type, n));
-        for (int g = 0; g < n_groups; ++g) {
-            const auto* group = static_cast<const uint8_t*>(w) + static_cast<size_t>(g) * group_stride;
-            for (int r = 0; r < kGroupRows; ++r) {
-                ungroup_row(type, group, n, r, row.data());
-                for (int64_t u0 = 0, u = 0; u0 < n; u0 += unit_n, ++u) {
-                    for (int c = 0; c < n_cols; ++c) {
-                        const uint8_t* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride +
-                                            static_cast<uint64_t>(u0) * x_bytes;
-                        float& out = y[static_cast<size_t>(u) * unit_stride + static_cast<size_t>(c) * y_stride +
-                                       static_cast<size_t>(g * kGroupRows + r)];
-                        const int64_t span = std::min(unit_n, n - u0);
-                        const float dot = bf16 ? bf16_pairs_dot_canonical(span, row.data() + 2 * u0, xc)
-                                               : f16_dot_canonical(span, row.data() + 2 * u0,
-                                                                   reinterpret_cast<const float*>(xc));
-                        out = accumulate ? out + dot : dot;
-                    }
-                }
-            }
-        }
+        dot_ungrouped_rows(type, n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride,
+                           accumulate, [&](int64_t span, const uint8_t* row, const uint8_t* xc, int64_t u0) {
+                               const uint8_t* xu = xc + static_cast<uint64_t>(u0) * x_bytes;
+                               return bf16 ? bf16_pairs_dot_canonical(span, row + 2 * u0, xu)
+                                           : f16_dot_canonical(span, row + 2 * u0, reinterpret_cast<const float*>(xu));
+                           });
         return;
     }
     const QuantType vdt = scalar_traits(type)->vec_dot_type;
