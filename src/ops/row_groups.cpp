@@ -172,8 +172,12 @@ void vec_dot_groups_canonical(QuantType type, int64_t n, const void* w, size_t g
         dot_ungrouped_rows(type, n, w, group_stride, n_groups, x, x_stride, n_cols, y, y_stride, unit_n, unit_stride,
                            accumulate, [&](int64_t span, const uint8_t* row, const uint8_t* xc, int64_t u0) {
                                const uint8_t* xu = xc + static_cast<uint64_t>(u0) * x_bytes;
-                               return bf16 ? bf16_pairs_dot_canonical(span, row + 2 * u0, xu)
-                                           : f16_dot_canonical(span, row + 2 * u0, reinterpret_cast<const float*>(xu));
+                               if (bf16) return bf16_pairs_dot_canonical(span, row + 2 * u0, xu);
+                               // The activations may sit at any byte (the kernels load them unaligned):
+                               // copied, so the reference reads aligned floats.
+                               std::vector<float> xf(static_cast<size_t>(span));
+                               std::memcpy(xf.data(), xu, xf.size() * sizeof(float));
+                               return f16_dot_canonical(span, row + 2 * u0, xf.data());
                            });
         return;
     }
