@@ -9,11 +9,11 @@
 //   tile       256 rows x 512 activation columns in 16 x 64 tiles (matmul's
 //              prefill blocking); GB/s counts the weights once per column,
 //              i.e. the bandwidth a matrix-vector product would need to match
-//   groups     (--groups) the block types' grouped kernels, as matmul runs
-//              a prompt over weights in the group layout (ops/row_groups.h):
-//              256 rows x 512 activation columns, one call per 16-row group
-//              and 64 columns; GB/s as in tile, and the integer
-//              multiply-adds per second
+//   groups     (--groups) the grouped kernels (F16's and BF16's too), as
+//              matmul runs a prompt over weights in the group layout
+//              (ops/row_groups.h): 256 rows x 512 activation columns, one
+//              call per 16-row group and 64 columns; GB/s as in tile, and the
+//              multiply-adds per second (integer ones for a block type)
 //   gen        (--gen) the grouped kernels (F16's and BF16's too) as a
 //              token's product runs them: one activation column, all groups
 //              in one call; "hot" over 64 rows that stay in the L2 cache (the
@@ -285,8 +285,8 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
     }
     for (uint32_t id = 0; id < 64; ++id) {
         const auto layout = quant_layout(id);
-        // Block types; with --gen the grouped float types as well.
-        if (!layout || (layout->block_size <= 1 && !(g_gen && has_group_layout(layout->type)))) continue;
+        // Block types and the float types with a group layout.
+        if (!layout || (layout->block_size <= 1 && !has_group_layout(layout->type))) continue;
         const QuantType type = layout->type;
         if (!only_type.empty() && only_type != quant_type_name(type)) continue;
         const QuantTraits* ref = scalar_traits(type);
@@ -311,8 +311,9 @@ int run_groups(bool all_targets, const std::string& only_type, double budget) {
                 continue;
             }
             const double gbs = measure_groups(*t, rows, budget);
-            std::printf("%-7s %-10s groups %8.2f GB/s   %6.1f G int8 multiply-adds/s\n", quant_type_name(type),
-                        target.c_str(), gbs, gbs / bytes * 1e9 * macs * 1e-9);
+            std::printf("%-7s %-10s groups %8.2f GB/s   %6.1f G %s multiply-adds/s\n", quant_type_name(type),
+                        target.c_str(), gbs, gbs / bytes * 1e9 * macs * 1e-9,
+                        layout->block_size <= 1 ? "float" : "int8");
         }
     }
     if (shown == 0 && !only_type.empty()) {
@@ -353,10 +354,10 @@ int run(int argc, char** argv) {
                          "usage: kernel_bench [--all-targets] [--quick] [--groups] [--gen] [--type T] [--tile R C]\n"
                          "  --all-targets  every compiled SIMD target this CPU supports, not just the best\n"
                          "  --quick        fewer runs per figure\n"
-                         "  --groups       the grouped kernels of every block type (a prompt's products)\n"
+                         "  --groups       the grouped kernels of every type (a prompt's products)\n"
                          "  --gen          the grouped kernels for one column (a token's products), hot and cold\n"
-                         "  --type T       only this weight type (F32|F16|BF16|Q8_0|Q4_0; with --groups any\n"
-                         "                 block type with a grouped kernel)\n"
+                         "  --type T       only this weight type (F32|F16|BF16|Q8_0|Q4_0; with --groups or\n"
+                         "                 --gen any type with a grouped kernel)\n"
                          "  --tile R C     R rows x C columns per vec_dot_tile call in the tile figure (16 64)\n");
             return 2;
         }

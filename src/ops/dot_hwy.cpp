@@ -128,13 +128,19 @@ using DC = hn::CappedTag<float, 16>;
 // next: a tile's weight rows (8 KiB of BF16 at 4 rows of 1024) stay in L1
 // while every column passes them, and the columns' span (256 KiB at 64
 // columns) in L2.
-// - AVX-512 (32 registers, a cell is 1): 4 x 6 in spans of 1024, 8 rows for
+// - AVX-512 (32 registers, a cell is 1): 8 x 3 in spans of 1024, 8 rows for
 //   one column. Measured on a 2-vCPU AMD EPYC Zen 5, F16 prefill of the 1.1B
 //   shape (pp256), 1 thread: 62 tok/s with 4 x 4 cells of Lanes16 over whole
 //   rows, 71.5 with 4 x 6 in spans (`kernel_bench --type F16`'s tile: 96 ->
 //   ~140 GFLOP/s; 3 x 8 and 4 x 7 were slower, spans of 512 and 2048 alike).
 //   Widening a tile's F16 rows to F32 once per span for all 64 columns (so no
-//   tile converts) was slower still: 55 tok/s.
+//   tile converts) was slower still: 55 tok/s. Then 8 x 3 (a later Zen 5
+//   host, alternating runs): in L1 both shapes run ~195 GFLOP/s (0.87 of
+//   the 512-bit multiply-add peak), but the columns' span comes from L2 once
+//   per row tile, half as often with 8 rows: `kernel_bench --groups --type
+//   F16` 64 -> 80 G multiply-adds/s (medians), pp64 60-64 -> 67-70 tok/s at
+//   1 thread, 104-121 -> 125-141 at 2. Keeping a column tile in L1 across
+//   the row tiles instead (columns outer) reached 75.
 // - AVX2 (16 registers, a cell is 2, or 1 by halves): 4 x 3 cells by halves,
 //   12 registers, 8 rows for one column. Measured on a 2-vCPU AMD EPYC
 //   (AVX2), BF16 prefill of the 1.1B shape, 1 thread: 19.6 tok/s with 2 x 4
@@ -147,7 +153,7 @@ using DC = hn::CappedTag<float, 16>;
 //   whole rows.
 constexpr int64_t kWholeRows = std::numeric_limits<int64_t>::max() / 2;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr int kFloatTileRows = 4, kFloatTileCols = 6, kFloatColumnRows = 8, kFloatPassLanes = 16;
+constexpr int kFloatTileRows = 8, kFloatTileCols = 3, kFloatColumnRows = 8, kFloatPassLanes = 16;
 constexpr bool kFloatSpans = true;
 constexpr int64_t kFloatSpan = 1024;
 #elif HWY_TARGET == HWY_AVX2
